@@ -1,0 +1,1 @@
+"""A real multi-node Slurm cluster on this one machine, for development and tests."""

@@ -1,0 +1,70 @@
+"""Every error recon raises on purpose, typed by how the caller should handle it.
+
+    ReconError                      anything recon reports without a traceback
+    ├── SpecError                   the repo's YAML is wrong; carries every SpecIssue found
+    ├── RepoError                   the repo or revision cannot be read (not a git repo, bad rev)
+    ├── SchedulerError              the scheduler refused or failed a call
+    │   ├── TransientSchedulerError     worth retrying (slurmctld busy or restarting)
+    │   └── PermanentSchedulerError     retrying is useless (bad partition, bad gres)
+    ├── ObservationError            the cluster could not be observed at all
+    └── DevClusterError             the local dev cluster could not be brought up or down
+
+The CLI maps each branch to an exit code in one place (``reconciler.cli``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ReconError(Exception):
+    """Base of every error recon reports to the user as a message, not a traceback."""
+
+
+@dataclass(frozen=True, order=True)
+class SpecIssue:
+    """One problem in one spec file: where it is and what to do about it."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}:{field} {self.message}"
+
+
+class SpecError(ReconError):
+    """The desired state is invalid. Holds every issue found, not just the first."""
+
+    def __init__(self, issues: list[SpecIssue]) -> None:
+        self.issues = sorted(issues, key=lambda i: (i.file, i.line or 0, i.field, i.message))
+        count = len(self.issues)
+        head = f"{count} problem{'s' if count != 1 else ''} in the specs"
+        super().__init__("\n".join([head, *(f"  {issue}" for issue in self.issues)]))
+
+
+class RepoError(ReconError):
+    """The git repository or the requested revision cannot be read."""
+
+
+class SchedulerError(ReconError):
+    """A scheduler call failed; the message is the scheduler's own where it gave one."""
+
+
+class TransientSchedulerError(SchedulerError):
+    """The scheduler is busy or restarting: the same call may succeed later."""
+
+
+class PermanentSchedulerError(SchedulerError):
+    """The scheduler refused the request itself: retrying will not help."""
+
+
+class ObservationError(ReconError):
+    """The cluster could not be observed at all (not even squeue answered)."""
+
+
+class DevClusterError(ReconError):
+    """The local development cluster could not be brought up, down or inspected."""
