@@ -1,0 +1,128 @@
+"""Is the dev cluster up? Daemons running, every node usable, accounting answering.
+
+`up`, `status` and the integration-test fixture all ask this one question, here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reconciler.devcluster.daemons import all_daemons, slurmctld, slurmdbd
+from reconciler.devcluster.processes import pids_of
+from reconciler.devcluster.runner import run
+from reconciler.devcluster.spec import ClusterSpec
+
+# sinfo's compact states (%t) in which a node runs jobs or is free to.
+_READY = frozenset({"idle", "mix", "alloc", "comp", "plnd"})
+# States an operator clears with `scontrol update state=resume`.
+_RESUMABLE = frozenset({"drain", "drng", "drained", "down"})
+# Suffixes sinfo appends to a state: "*" means the node is not responding;
+# the others are about power saving, reboots and maintenance.
+_FLAGS = "*~#!%$@^-"
+
+SINFO_FORMAT = "%N|%P|%t"
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    partition: str
+    state: str
+
+    @property
+    def responding(self) -> bool:
+        return "*" not in self.state
+
+    @property
+    def base_state(self) -> str:
+        return self.state.rstrip(_FLAGS)
+
+    @property
+    def ready(self) -> bool:
+        return self.responding and self.base_state in _READY
+
+    @property
+    def needs_resume(self) -> bool:
+        # A node that is not responding would only go down again: wait for its slurmd.
+        return self.responding and self.base_state in _RESUMABLE
+
+
+def parse_sinfo(text: str) -> tuple[NodeState, ...]:
+    """Parse `sinfo --noheader --Node --format='%N|%P|%t'`; the default partition has a '*'."""
+    nodes = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        name, partition, state = line.strip().split("|")
+        nodes.append(NodeState(name, partition.rstrip("*"), state))
+    return tuple(nodes)
+
+
+@dataclass(frozen=True)
+class DaemonStatus:
+    name: str
+    pids: tuple[int, ...]
+
+    @property
+    def up(self) -> bool:
+        return bool(self.pids)
+
+
+@dataclass(frozen=True)
+class Health:
+    daemons: tuple[DaemonStatus, ...]
+    nodes: tuple[NodeState, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+
+def find_problems(
+    cluster: ClusterSpec,
+    daemons: tuple[DaemonStatus, ...],
+    nodes: tuple[NodeState, ...],
+    errors: tuple[str, ...],
+) -> tuple[str, ...]:
+    problems = [f"{daemon.name} is not running" for daemon in daemons if not daemon.up]
+    problems += errors
+    listed = {node.name for node in nodes}
+    problems += [
+        f"node {name} is not in sinfo" for name in cluster.node_names if name not in listed
+    ]
+    problems += [f"node {node.name} is {node.state}" for node in nodes if not node.ready]
+    return tuple(problems)
+
+
+def check_health(cluster: ClusterSpec) -> Health:
+    daemons = tuple(DaemonStatus(d.name, pids_of(d)) for d in all_daemons(cluster))
+    up = {d.name for d in daemons if d.up}
+    errors: list[str] = []
+    nodes: tuple[NodeState, ...] = ()
+    # Clients retry for many seconds against a daemon that is not there: ask only live ones.
+    if slurmctld(cluster).name in up:
+        done = run(
+            ["/usr/bin/sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"],
+            check=False,
+            timeout=30,
+        )
+        if done.ok:
+            nodes = parse_sinfo(done.stdout)
+        else:
+            errors.append(f"sinfo failed: {done.stderr.strip()}")
+    if slurmdbd(cluster).name in up:
+        error = sacct_error()
+        if error:
+            errors.append(error)
+    return Health(daemons, nodes, find_problems(cluster, daemons, nodes, tuple(errors)))
+
+
+def sacct_error() -> str | None:
+    """Why sacct cannot list jobs, or None when it can (slurmdbd and the database answer)."""
+    done = run(
+        ["/usr/bin/sacct", "--noheader", "--parsable2", "--allocations", "--starttime=now-1hours"],
+        check=False,
+        timeout=30,
+    )
+    return None if done.ok else f"sacct failed: {done.stderr.strip() or done.returncode}"

@@ -1,0 +1,125 @@
+"""What the dev cluster is: its nodes, partitions, account, and where its files live.
+
+Plain frozen data, no I/O: the renderers turn it into config text and the lifecycle
+module acts on it. Tests build their own instances instead of touching the machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Gres(_Frozen):
+    """Generic resources on one node, backed by fake device files (no real hardware)."""
+
+    name: str = "gpu"
+    type: str
+    count: int = Field(gt=0)
+
+
+class Node(_Frozen):
+    name: str
+    partition: str
+    cpus: int = Field(gt=0)
+    real_memory_mb: int = Field(gt=0)
+    # Every slurmd of the cluster runs on this one host, so each needs its own port.
+    port: int = Field(gt=1024, lt=65536)
+    gres: Gres | None = None
+
+
+class Layout(_Frozen):
+    """Where the daemons read config and write state, logs and pid files.
+
+    /etc/slurm is not a choice: it is where the Debian binaries look for slurm.conf.
+    """
+
+    config_dir: Path = Path("/etc/slurm")
+    run_dir: Path = Path("/run/slurm")
+    log_dir: Path = Path("/var/log/slurm")
+    state_dir: Path = Path("/var/spool/slurmctld")
+    slurmd_spool_root: Path = Path("/var/spool/slurmd")
+    fake_gpu_dir: Path = Path("/dev/fakegpu")
+    mysql_log: Path = Path("/var/log/mysql/error.log")
+
+    @property
+    def slurmctld_log(self) -> Path:
+        return self.log_dir / "slurmctld.log"
+
+    @property
+    def slurmdbd_log(self) -> Path:
+        return self.log_dir / "slurmdbd.log"
+
+    def slurmd_log(self, node: str) -> Path:
+        return self.log_dir / f"slurmd-{node}.log"
+
+
+class ClusterSpec(_Frozen):
+    cluster_name: str
+    hostname: str
+    account: str
+    nodes: tuple[Node, ...]
+    default_partition: str
+    # Without a default, a job that does not ask for memory is given the whole node.
+    def_mem_per_cpu_mb: int = Field(gt=0)
+    max_job_count: int = Field(gt=0)
+    slurmctld_port: int = 6817
+    slurmdbd_port: int = 6819
+    db_name: str = "slurm_acct_db"
+    db_user: str = "slurm"
+    # Only reachable from this host (MariaDB binds to 127.0.0.1); it guards nothing of value.
+    db_password: str = "recon-dev"
+    layout: Layout = Layout()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ClusterSpec:
+        names = [node.name for node in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"node names must be unique: {names}")
+        ports = [node.port for node in self.nodes] + [self.slurmctld_port, self.slurmdbd_port]
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"every daemon needs its own port: {ports}")
+        if self.default_partition not in self.partitions:
+            raise ValueError(f"default partition {self.default_partition!r} has no nodes")
+        return self
+
+    @property
+    def partitions(self) -> dict[str, tuple[str, ...]]:
+        """Partition name to its node names, in the order the nodes are declared."""
+        grouped: dict[str, tuple[str, ...]] = {}
+        for node in self.nodes:
+            grouped[node.partition] = (*grouped.get(node.partition, ()), node.name)
+        return grouped
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(node.name for node in self.nodes)
+
+
+def default_cluster(hostname: str) -> ClusterSpec:
+    """The cluster `recon dev-cluster up` brings up: two CPU nodes and one with four GPUs."""
+    return ClusterSpec(
+        cluster_name="recondev",
+        hostname=hostname,
+        account="recon",
+        nodes=(
+            Node(name="cpu1", partition="cpu", cpus=8, real_memory_mb=16000, port=6821),
+            Node(name="cpu2", partition="cpu", cpus=8, real_memory_mb=16000, port=6822),
+            Node(
+                name="gpu1",
+                partition="gpu",
+                cpus=8,
+                real_memory_mb=16000,
+                port=6823,
+                gres=Gres(type="a100", count=4),
+            ),
+        ),
+        default_partition="cpu",
+        def_mem_per_cpu_mb=500,
+        max_job_count=100_000,
+    )
