@@ -1,0 +1,67 @@
+"""The dependency graph of runs: edges from declared inputs to the runs that produce them.
+
+Pure graph work on networkx, in the manner of dvc's `plan_repro`: build once, then select
+targets with what they need (upstream) and, on request, what needs them (downstream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import networkx as nx
+
+from reconciler.errors import SpecIssue
+from reconciler.spec.desired import Location
+from reconciler.spec.models import Run
+
+
+def build(runs: Mapping[str, Run]) -> nx.DiGraph:
+    """A DAG (once `cycles` found none) with an edge upstream -> downstream."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(runs)
+    for name, run in runs.items():
+        for spec_input in run.inputs.values():
+            if spec_input.upstream is not None and spec_input.upstream[0] in runs:
+                graph.add_edge(spec_input.upstream[0], name)
+    return graph
+
+
+def cycles(graph: nx.DiGraph, locations: Mapping[str, Location]) -> list[SpecIssue]:
+    """One issue per cycle, naming every member with its file and line."""
+    issues = []
+    for component in nx.strongly_connected_components(graph):
+        members = sorted(component)
+        if len(members) == 1 and not graph.has_edge(members[0], members[0]):
+            continue
+        cycle = [edge[0] for edge in nx.find_cycle(graph.subgraph(members))]
+        first = locations[cycle[0]]
+        chain = " -> ".join([*cycle, cycle[0]])
+        where = ", ".join(f"{name} ({locations[name]})" for name in sorted(cycle))
+        issues.append(
+            SpecIssue(first.file, first.line, "inputs", f"dependency cycle {chain}: {where}")
+        )
+    return issues
+
+
+class UnknownTarget(ValueError):
+    pass
+
+
+def select(graph: nx.DiGraph, targets: Iterable[str], downstream: bool = False) -> list[str]:
+    """The targets with everything they need (and, with `downstream`, all that needs
+    them), in an order where every run comes after its upstreams."""
+    targets = list(targets)
+    unknown = [name for name in targets if name not in graph]
+    if unknown:
+        raise UnknownTarget(", ".join(unknown))
+    chosen = set(targets)
+    for name in targets:
+        chosen |= nx.ancestors(graph, name)
+        if downstream:
+            chosen |= nx.descendants(graph, name)
+    return [name for name in order(graph) if name in chosen]
+
+
+def order(graph: nx.DiGraph) -> list[str]:
+    """Every run after its upstreams; ties broken by name so plans are stable."""
+    return list(nx.lexicographical_topological_sort(graph))

@@ -1,0 +1,1 @@
+"""Rendering results for people (text, markdown for PR comments) and machines (JSON)."""

@@ -1,0 +1,114 @@
+"""The desired state at one commit: effective specs (defaults applied) and their hashes.
+
+The spec hash is a run's identity for "has it changed?". It covers what changes a
+result: the effective resources, command or script content, environment, inputs,
+outputs and directory. It leaves out what does not: description, labels, the retry
+count and the update policy (changing how many retries a run gets must not rerun a
+12-hour job), and everything about the YAML text itself (comments, key order, quoting).
+Values are hashed in canonical form, so `32GiB` and `32768MiB` are the same spec.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from reconciler.spec.models import Allocation, Defaults, NodeShape, Project, Run, RunResources
+
+S = TypeVar("S", bound=NodeShape)
+
+NOT_HASHED = {"description", "labels", "retries", "update"}
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class DesiredRun:
+    spec: Run  # effective: project defaults applied, workdir filled in
+    location: Location
+    spec_hash: str
+    script_text: str | None  # the content of `script:` at the same commit
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class DesiredAllocation:
+    spec: Allocation
+    location: Location
+    spec_hash: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class Desired:
+    project: Project
+    root: Path
+    commit: str | None  # None when read from the work tree
+    runs: Mapping[str, DesiredRun]
+    allocations: Mapping[str, DesiredAllocation]
+
+
+def effective_run(run: Run, project: Project) -> Run:
+    """The run as it will be submitted: project defaults fill what the run leaves out."""
+    resources = _with_job_defaults(run.resources, project.defaults)
+    if resources.components:
+        components = tuple(_with_shape_defaults(c, project.defaults) for c in resources.components)
+        resources = resources.model_copy(update={"components": components})
+    else:
+        resources = _with_shape_defaults(resources, project.defaults)
+    workdir = run.workdir or f"{project.runs_dir.rstrip('/')}/{run.name}"
+    return run.model_copy(update={"resources": resources, "workdir": workdir})
+
+
+def effective_allocation(allocation: Allocation, project: Project) -> Allocation:
+    resources = _with_shape_defaults(allocation.resources, project.defaults)
+    return allocation.model_copy(update={"resources": resources})
+
+
+def _with_job_defaults(resources: RunResources, defaults: Defaults) -> RunResources:
+    update = {
+        name: getattr(defaults, name)
+        for name in ("time", "account", "qos")
+        if getattr(resources, name) is None and getattr(defaults, name) is not None
+    }
+    return resources.model_copy(update=update) if update else resources
+
+
+def _with_shape_defaults(shape: S, defaults: Defaults) -> S:
+    update = {
+        name: getattr(defaults, name)
+        for name in ("partition", "memory")
+        if getattr(shape, name) is None and getattr(defaults, name) is not None
+    }
+    return shape.model_copy(update=update) if update else shape
+
+
+def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
+    """What the hash covers, as plain JSON data."""
+    data: dict[str, Any] = spec.model_dump(
+        mode="json", by_alias=True, exclude=NOT_HASHED, context={"canonical": True}
+    )
+    return data
+
+
+def spec_hash(spec: Run | Allocation, script_text: str | None = None) -> str:
+    material = {"fields": canonical_fields(spec), "script": script_text}
+    encoded = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(encoded).hexdigest()[:16]

@@ -1,0 +1,95 @@
+"""Constrained strings shared by the spec models: names, env keys, sbatch_extra flags.
+
+Everything here ends up in a `#SBATCH` line, a job name or a shell script, so the
+character sets are allow-lists: a value that could start a new directive or a new
+command is refused at validation, with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
+_NAME = re.compile(NAME_PATTERN)
+
+
+def _check_name(value: str) -> str:
+    if not _NAME.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid name: use letters, digits, '-' and '_' "
+            "(starting with a letter or digit, at most 63 characters)"
+        )
+    return value
+
+
+Name = Annotated[
+    str,
+    AfterValidator(_check_name),
+    Field(json_schema_extra={"pattern": NAME_PATTERN}),
+]
+
+ENV_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_ENV_KEY = re.compile(ENV_KEY_PATTERN)
+
+
+def _check_env_key(value: str) -> str:
+    if not _ENV_KEY.match(value):
+        raise ValueError(f"{value!r} is not a valid environment variable name")
+    if value.startswith(("SLURM_", "RECON_")):
+        raise ValueError(f"{value!r}: SLURM_* and RECON_* variables are set by Slurm and recon")
+    return value
+
+
+EnvKey = Annotated[
+    str, AfterValidator(_check_env_key), Field(json_schema_extra={"pattern": ENV_KEY_PATTERN})
+]
+
+
+def _check_no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+SafeText = Annotated[str, AfterValidator(_check_no_nul)]
+
+# Options recon sets itself: letting sbatch_extra set them would break identity (name,
+# comment), dependency chaining, log placement or the hetjob layout, or would silently
+# fight the typed resource fields.
+MANAGED_SBATCH_OPTIONS = frozenset(
+    {
+        "job-name", "comment", "dependency", "kill-on-invalid-dep", "output", "error",
+        "chdir", "parsable", "wrap", "hetjob", "het-group", "array", "export", "input",
+        "partition", "account", "qos", "time", "nodes", "cpus-per-task", "ntasks", "mem",
+        "mem-per-cpu", "mem-per-gpu", "gres", "gpus", "gpus-per-node", "gpus-per-task",
+        "constraint", "wait",
+    }
+)  # fmt: skip
+_EXTRA_FLAG = re.compile(r"^--([a-z][a-z0-9-]*)(?:=([A-Za-z0-9_.,:@%+/=-]+))?$")
+
+
+def _check_sbatch_extra(value: str) -> str:
+    if value.lstrip().startswith("#"):
+        raise ValueError(f"{value!r}: an sbatch_extra flag must not start with '#'")
+    if "\n" in value or "\r" in value:
+        raise ValueError(f"{value!r}: an sbatch_extra flag must not hold a line break")
+    match = _EXTRA_FLAG.match(value)
+    if match is None:
+        raise ValueError(
+            f"{value!r} is not a bare sbatch flag: write one long option like --exclusive "
+            "or --mail-type=END (letters, digits and _.,:@%+/=- in the value; no spaces, "
+            "quotes or shell characters)"
+        )
+    option = match.group(1)
+    if option in MANAGED_SBATCH_OPTIONS:
+        raise ValueError(
+            f"--{option} is set by recon itself; use the matching resources field "
+            "or leave it to recon"
+        )
+    return value
+
+
+SbatchFlag = Annotated[str, AfterValidator(_check_sbatch_extra)]

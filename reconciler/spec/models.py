@@ -1,0 +1,244 @@
+"""The desired state as typed, frozen models: `recon.yaml`, `kind: Run`, `kind: Allocation`.
+
+Models validate one document each; what needs the whole project (unique names, inputs
+that point at real outputs, template tokens, cycles) is checked by `spec.checks` and
+`graph`. Unknown fields are errors everywhere (`extra="forbid"`), so a typo never
+silently means "use the default".
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from reconciler.spec.fields import EnvKey, Name, SafeText, SbatchFlag
+from reconciler.spec.resources import CpuCount, Duration, Gpus, Memory
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+# Settings Slurm applies to the whole job. In a heterogeneous job they sit in the first
+# component's block, so recon takes them once, under `resources`, or in components[0].
+JOB_WIDE_SETTINGS = ("time", "account", "qos", "dependencies", "output", "error")
+
+
+class NodeShape(Model):
+    """What one node of a job (or of one het component) must offer."""
+
+    cpus: CpuCount | None = Field(None, description="CPUs per task: `8` or `8+`.")
+    memory: Memory | None = Field(
+        None,
+        description="Memory per node. Left out, the cluster's default applies "
+        "(DefMemPerCPU), never the whole node.",
+    )
+    gpus: Gpus | None = Field(None, description="GPUs per node: `4`, `A100:4`, `{A100: 4}`.")
+    nodes: Annotated[int, Field(ge=1)] | None = None
+    partition: Name | None = None
+    constraint: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.,&|\[\]*:()!-]+$")] | None = Field(
+        None, description="Slurm node features, e.g. `ib&haswell`."
+    )
+    sbatch_extra: tuple[SbatchFlag, ...] = Field(
+        (), description="Bare sbatch long flags recon does not manage, e.g. `--exclusive`."
+    )
+
+
+class Component(NodeShape):
+    """One component of a heterogeneous job. Job-wide settings are refused here."""
+
+    time: SkipJsonSchema[Any] = None
+    account: SkipJsonSchema[Any] = None
+    qos: SkipJsonSchema[Any] = None
+    dependencies: SkipJsonSchema[Any] = None
+    output: SkipJsonSchema[Any] = None
+    error: SkipJsonSchema[Any] = None
+
+    @field_validator(*JOB_WIDE_SETTINGS, mode="before")
+    @classmethod
+    def _job_wide(cls, value: object) -> None:
+        if value is not None:
+            raise ValueError(
+                "is a job-wide setting: Slurm takes it from component 0 only; "
+                "set it once under resources"
+            )
+        return None
+
+
+class JobSettings(Model):
+    """Settings for the whole job: the same for every component."""
+
+    time: Duration | None = Field(None, description="Time limit: `12:00:00`, `1-00:00:00`, `90m`.")
+    account: Name | None = None
+    qos: Name | None = None
+
+
+class RunResources(NodeShape, JobSettings):
+    """A run's resources: one node shape, or `components` for a heterogeneous job."""
+
+    components: tuple[Component, ...] = Field(
+        (),
+        description="Heterogeneous job components, each with its own node shape. "
+        "Component 0 carries the job-wide settings.",
+    )
+
+    @model_validator(mode="after")
+    def _shape_in_one_place(self) -> RunResources:
+        if self.components:
+            beside = [f for f in NodeShape.model_fields if f in self.model_fields_set]
+            if beside:
+                raise ValueError(
+                    f"{', '.join(beside)} set beside components: with components, "
+                    "give every node shape inside its component"
+                )
+            if len(self.components) < 2:
+                raise ValueError("components needs at least two entries (a het job)")
+        return self
+
+    @property
+    def shapes(self) -> tuple[NodeShape, ...]:
+        """The node shape of every component; a plain run has exactly one."""
+        if self.components:
+            return self.components
+        return (NodeShape.model_validate({f: getattr(self, f) for f in NodeShape.model_fields}),)
+
+
+class Output(Model):
+    path: SafeText = Field(description="Relative to the run's directory, or absolute.")
+    marker: SafeText | None = Field(
+        None, description="A file whose existence says the output is complete."
+    )
+    hash: Literal["fingerprint", "content"] = Field(
+        "fingerprint",
+        description="How the output's version is taken: paths, sizes and mtimes, or sha256.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_path(cls, data: object) -> object:
+        return {"path": data} if isinstance(data, str) else data
+
+    @field_validator("path")
+    @classmethod
+    def _non_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+
+class Input(Model):
+    """Another run's output (`from: prepare.dataset`) or an external `path`."""
+
+    from_: str | None = Field(None, alias="from", description="`run.output` of another run.")
+    path: SafeText | None = Field(None, description="An absolute path outside recon's runs.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_reference(cls, data: object) -> object:
+        return {"from": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Input:
+        if (self.from_ is None) == (self.path is None):
+            raise ValueError("an input takes exactly one of `from` (run.output) or `path`")
+        if self.from_ is not None:
+            run, dot, output = self.from_.partition(".")
+            if not dot or not run or not output:
+                raise ValueError(
+                    f"{self.from_!r} must name another run's output as RUN.OUTPUT, "
+                    "e.g. prepare.dataset"
+                )
+        return self
+
+    @property
+    def upstream(self) -> tuple[str, str] | None:
+        """(run, output) when this input is another run's output."""
+        if self.from_ is None:
+            return None
+        run, _, output = self.from_.partition(".")
+        return run, output
+
+
+class Document(Model):
+    """Fields every kind of document shares."""
+
+    name: Name
+    description: str | None = Field(None, description="Free text; not part of the spec hash.")
+    labels: dict[Name, str] = Field(default_factory=dict, description="Not part of the hash.")
+
+
+class Run(Document):
+    kind: Literal["Run"]
+    command: SafeText | None = Field(
+        None,
+        description="Shell commands, with {inputs.X.path}, {outputs.Y.path}, {run.name}, "
+        "{run.dir} filled in. `{{` and `}}` stand for literal braces.",
+    )
+    script: SafeText | None = Field(
+        None, description="A script file in the repo (relative to the repo root), instead of command."
+    )
+    workdir: SafeText | None = Field(
+        None, description="The run's directory; default <runs_dir>/<name>."
+    )
+    env: dict[EnvKey, SafeText] = Field(default_factory=dict)
+    resources: RunResources = Field(default_factory=lambda: RunResources())
+    inputs: dict[Name, Input] = Field(default_factory=dict)
+    outputs: dict[Name, Output] = Field(default_factory=dict)
+    retries: Annotated[int, Field(ge=0, le=100)] = 0
+    update: Literal["defer", "replace"] = Field(
+        "defer",
+        description="When the spec changes while the job runs: `defer` lets it finish and "
+        "reruns after; `replace` cancels it and submits the new spec.",
+    )
+
+    @model_validator(mode="after")
+    def _command_or_script(self) -> Run:
+        if (self.command is None) == (self.script is None):
+            raise ValueError("a run takes exactly one of `command` or `script`")
+        return self
+
+
+class Container(Model):
+    image: SafeText
+    name: Name | None = None
+    mounts: tuple[SafeText, ...] = ()
+
+
+class Allocation(Document):
+    kind: Literal["Allocation"]
+    resources: NodeShape = Field(default_factory=lambda: NodeShape())
+    time_limit: Duration = Field(description="How long the allocation lives.")
+    min_remaining: Duration = Field(
+        Duration(300), description="Reused only while more than this much time is left."
+    )
+    container: Container | None = None
+    setup: tuple[SafeText, ...] = Field((), description="Commands run once per allocation.")
+
+
+class Defaults(JobSettings):
+    partition: Name | None = None
+    memory: Memory | None = Field(
+        None, description="Memory per node for runs that set none (else the cluster default)."
+    )
+
+
+class Project(Model):
+    """`recon.yaml` at the repo root."""
+
+    project: Name
+    scheduler: Literal["auto", "slurm", "local"] = "auto"
+    defaults: Defaults = Field(default_factory=lambda: Defaults())
+    specs: tuple[str, ...] = Field(
+        ("specs/**/*.yaml", "specs/**/*.yml"), description="Globs of spec files, from the root."
+    )
+    state_dir: str = Field(".recon", description="Journal and lock; relative to the repo root.")
+    runs_dir: str = Field("runs", description="Where runs' directories live, from the root.")
+    prune: bool = Field(
+        True, description="Cancel jobs of runs that left the repo (their outputs stay)."
+    )
+
+
+SpecDocument = Run | Allocation
+KINDS: dict[str, type[Run] | type[Allocation]] = {"Run": Run, "Allocation": Allocation}

@@ -1,0 +1,147 @@
+"""Where spec files come from: a git commit (the default) or the work tree (`--worktree`).
+
+Both sides list files with a git blob id, so the parse cache keys on content alone: the
+same blob read from a commit or from disk is parsed once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+import git
+
+from reconciler.errors import RepoError
+
+PROJECT_FILE = "recon.yaml"
+
+
+class SpecSource(Protocol):
+    """A read-only view of the repo's files at one point in its history."""
+
+    root: Path
+    commit: str | None  # None when reading the work tree
+
+    def paths(self) -> list[str]:
+        """Every file, as a repo-relative posix path."""
+        ...
+
+    def blob_id(self, path: str) -> str: ...
+
+    def read(self, path: str) -> bytes: ...
+
+
+def blob_id(content: bytes) -> str:
+    """The id git gives a blob with this content (`git hash-object`)."""
+    return hashlib.sha1(b"blob %d\x00" % len(content) + content).hexdigest()
+
+
+def open_repo(path: Path) -> git.Repo:
+    try:
+        return git.Repo(path, search_parent_directories=False)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise RepoError(
+            f"{path} is not the root of a git repository: recon reads specs from commits "
+            "(run `git init` and commit, or point recon at the repo root)"
+        ) from None
+
+
+class CommitSource:
+    """The files of one commit; one `git ls-tree` lists them all with their blob ids."""
+
+    def __init__(self, root: Path, revision: str = "HEAD") -> None:
+        self.repo = open_repo(root)
+        try:
+            self.commit: str | None = self.repo.commit(revision).hexsha
+        except (git.BadName, ValueError, git.GitCommandError):
+            raise RepoError(
+                f"revision {revision!r} not found in {root}: name a commit, branch or tag "
+                "(for PR CI, fetch it first, e.g. `git fetch origin main`)"
+            ) from None
+        self.root = Path(self.repo.working_tree_dir or root)
+        self._blobs = self._list()
+
+    def _list(self) -> dict[str, str]:
+        listing = self.repo.git.ls_tree("-r", "-z", "--full-tree", self.commit)
+        result: dict[str, str] = {}
+        for entry in listing.split("\x00"):
+            meta, _, path = entry.partition("\t")
+            fields = meta.split()
+            if len(fields) == 3 and fields[1] == "blob":
+                result[path] = fields[2]
+        return result
+
+    def paths(self) -> list[str]:
+        return list(self._blobs)
+
+    def blob_id(self, path: str) -> str:
+        return self._blobs[path]
+
+    def read(self, path: str) -> bytes:
+        data: bytes = self.repo.odb.stream(bytes.fromhex(self._blobs[path])).read()
+        return data
+
+
+class WorktreeSource:
+    """The files on disk, uncommitted changes included (`--worktree`)."""
+
+    def __init__(self, root: Path, skip_dirs: Iterable[str] = ()) -> None:
+        self.root = root
+        self.commit: str | None = None
+        # Version control, state and run outputs are never specs, and output trees can
+        # be huge: pruning them keeps the walk short.
+        self._skip = {".git", *skip_dirs}
+
+    def paths(self) -> list[str]:
+        result: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            relative_dir = Path(dirpath).relative_to(self.root).as_posix()
+            prefix = "" if relative_dir == "." else f"{relative_dir}/"
+            dirnames[:] = [
+                d for d in dirnames if d not in self._skip and prefix + d not in self._skip
+            ]
+            result.extend(prefix + name for name in filenames)
+        return result
+
+    def blob_id(self, path: str) -> str:
+        return blob_id(self.read(path))
+
+    def read(self, path: str) -> bytes:
+        try:
+            return (self.root / path).read_bytes()
+        except OSError as error:
+            raise RepoError(f"cannot read {path}: {error.strerror}") from None
+
+
+@lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """`**/` matches any number of directories, `*` and `?` stay within one."""
+    parts: list[str] = []
+    index = 0
+    while index < len(pattern):
+        if pattern.startswith("**/", index):
+            parts.append("(?:.*/)?")
+            index += 3
+        elif pattern.startswith("**", index):
+            parts.append(".*")
+            index += 2
+        elif pattern[index] == "*":
+            parts.append("[^/]*")
+            index += 1
+        elif pattern[index] == "?":
+            parts.append("[^/]")
+            index += 1
+        else:
+            parts.append(re.escape(pattern[index]))
+            index += 1
+    return re.compile("".join(parts) + r"\Z")
+
+
+def matching(paths: Iterable[str], patterns: Iterable[str]) -> list[str]:
+    regexes = [_glob_regex(pattern) for pattern in patterns]
+    return sorted(path for path in paths if any(regex.match(path) for regex in regexes))

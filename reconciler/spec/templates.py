@@ -1,0 +1,56 @@
+"""Command templates: `{inputs.X.path}`, `{outputs.Y.path}`, `{run.name}`, `{run.dir}`.
+
+A token is a brace pair around a dotted name (`{a.b}`); anything else in braces is left
+to the shell (`${HOME}`, `{a,b}`, awk's `{print $1}`). `{{` and `}}` stand for literal
+braces. An unknown token is an error at validation, never a silent empty string.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+_TOKEN = re.compile(
+    r"\{\{|\}\}|(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)+)\}"
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    expression: str
+    offset: int
+
+
+def tokens(text: str) -> list[Token]:
+    return [
+        Token(match.group(1), match.start())
+        for match in _TOKEN.finditer(text)
+        if match.group(1) is not None
+    ]
+
+
+def known_tokens(inputs: list[str], outputs: list[str]) -> set[str]:
+    return {
+        "run.name",
+        "run.dir",
+        *(f"inputs.{name}.path" for name in inputs),
+        *(f"outputs.{name}.path" for name in outputs),
+    }
+
+
+def unknown_tokens(text: str, known: set[str]) -> list[str]:
+    return [token.expression for token in tokens(text) if token.expression not in known]
+
+
+def render(text: str, values: Mapping[str, str]) -> str:
+    """Fill in every token; `values` must hold each one (validation made sure of it)."""
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "{{":
+            return "{"
+        if match.group(0) == "}}":
+            return "}"
+        return values[match.group(1)]
+
+    return _TOKEN.sub(substitute, text)
