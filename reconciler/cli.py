@@ -16,6 +16,7 @@ from typing import Annotated
 import click
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from reconciler import __version__
 from reconciler.devcluster.cli import app as dev_cluster_app
@@ -124,7 +125,7 @@ def main() -> None:
         code = app(standalone_mode=False)
     except ReconError as error:
         # The message may quote the user's text: never read it as rich markup.
-        err_console.print("[red]error:[/red]", str(error), markup=True, soft_wrap=True)
+        err_console.print(Text("error: ", style="red") + Text(str(error)), soft_wrap=True)
         sys.exit(EXIT_ERROR)
     except click.exceptions.Abort:
         err_console.print("aborted")

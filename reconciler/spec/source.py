@@ -42,20 +42,31 @@ def blob_id(content: bytes) -> str:
 
 
 def open_repo(path: Path) -> git.Repo:
+    """The git repository holding `path`; the project may be a folder inside it."""
     try:
-        return git.Repo(path, search_parent_directories=False)
+        return git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise RepoError(
-            f"{path} is not the root of a git repository: recon reads specs from commits "
-            "(run `git init` and commit, or point recon at the repo root)"
+            f"{path} is not inside a git repository: recon reads specs from commits "
+            "(run `git init` and commit, or use --worktree)"
         ) from None
 
 
 class CommitSource:
-    """The files of one commit; one `git ls-tree` lists them all with their blob ids."""
+    """The files of the project folder `root` at one commit, paths relative to `root`.
+
+    One `git ls-tree` lists them all with their blob ids.
+    """
 
     def __init__(self, root: Path, revision: str = "HEAD") -> None:
         self.repo = open_repo(root)
+        top = Path(self.repo.working_tree_dir or root).resolve()
+        self.root = root.resolve()
+        try:
+            prefix = self.root.relative_to(top).as_posix()
+        except ValueError:
+            raise RepoError(f"{root} is not inside the work tree of {top}") from None
+        self._prefix = "" if prefix == "." else prefix + "/"
         try:
             self.commit: str | None = self.repo.commit(revision).hexsha
         except (git.BadName, ValueError, git.GitCommandError):
@@ -63,17 +74,17 @@ class CommitSource:
                 f"revision {revision!r} not found in {root}: name a commit, branch or tag "
                 "(for PR CI, fetch it first, e.g. `git fetch origin main`)"
             ) from None
-        self.root = Path(self.repo.working_tree_dir or root)
         self._blobs = self._list()
 
     def _list(self) -> dict[str, str]:
-        listing = self.repo.git.ls_tree("-r", "-z", "--full-tree", self.commit)
+        scope = [self._prefix] if self._prefix else []
+        listing = self.repo.git.ls_tree("-r", "-z", "--full-tree", self.commit, "--", *scope)
         result: dict[str, str] = {}
         for entry in listing.split("\x00"):
             meta, _, path = entry.partition("\t")
             fields = meta.split()
-            if len(fields) == 3 and fields[1] == "blob":
-                result[path] = fields[2]
+            if len(fields) == 3 and fields[1] == "blob" and path.startswith(self._prefix):
+                result[path[len(self._prefix) :]] = fields[2]
         return result
 
     def paths(self) -> list[str]:

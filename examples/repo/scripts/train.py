@@ -1,0 +1,32 @@
+"""Fit a linear policy (logistic regression by gradient descent) on the episodes."""
+
+import argparse
+import csv
+import json
+import math
+import os
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--data", required=True)
+parser.add_argument("--out", required=True)
+parser.add_argument("--epochs", type=int, default=20)
+args = parser.parse_args()
+
+with open(args.data) as stream:
+    rows = [(float(r["angle"]), float(r["velocity"]), int(r["action"])) for r in csv.DictReader(stream)]
+
+weights = [0.0, 0.0, 0.0]
+for _ in range(args.epochs):
+    for angle, velocity, action in rows:
+        score = weights[0] * angle + weights[1] * velocity + weights[2]
+        error = 1 / (1 + math.exp(-max(-30.0, min(30.0, score)))) - action
+        weights = [w - 0.5 * error * x for w, x in zip(weights, (angle, velocity, 1.0))]
+
+os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+with open(args.out, "w") as stream:
+    json.dump(
+        {"weights": [round(w, 6) for w in weights], "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")},
+        stream,
+        indent=2,
+    )
+print(f"trained on {len(rows)} rows; policy in {args.out}")
