@@ -39,7 +39,10 @@ class NodeState:
 
     @property
     def ready(self) -> bool:
-        return self.responding and self.base_state in _READY
+        # "-" only says backfill has planned jobs for the node; every other flag
+        # (not responding, powered off, rebooting) means it cannot run them now.
+        flags = self.state[len(self.base_state) :]
+        return self.base_state in _READY and set(flags) <= {"-"}
 
     @property
     def needs_resume(self) -> bool:
@@ -82,16 +85,16 @@ class Health:
 def find_problems(
     cluster: ClusterSpec,
     daemons: tuple[DaemonStatus, ...],
-    nodes: tuple[NodeState, ...],
+    nodes: tuple[NodeState, ...] | None,
     errors: tuple[str, ...],
 ) -> tuple[str, ...]:
+    """Everything that keeps the cluster from serving jobs; `nodes` None means not asked."""
     problems = [f"{daemon.name} is not running" for daemon in daemons if not daemon.up]
     problems += errors
-    listed = {node.name for node in nodes}
-    problems += [
-        f"node {name} is not in sinfo" for name in cluster.node_names if name not in listed
-    ]
-    problems += [f"node {node.name} is {node.state}" for node in nodes if not node.ready]
+    if nodes is not None:
+        listed = {node.name for node in nodes}
+        problems += [f"node {n} is not in sinfo" for n in cluster.node_names if n not in listed]
+        problems += [f"node {node.name} is {node.state}" for node in nodes if not node.ready]
     return tuple(problems)
 
 
@@ -99,7 +102,7 @@ def check_health(cluster: ClusterSpec) -> Health:
     daemons = tuple(DaemonStatus(d.name, pids_of(d)) for d in all_daemons(cluster))
     up = {d.name for d in daemons if d.up}
     errors: list[str] = []
-    nodes: tuple[NodeState, ...] = ()
+    nodes: tuple[NodeState, ...] | None = None
     # Clients retry for many seconds against a daemon that is not there: ask only live ones.
     if slurmctld(cluster).name in up:
         done = run(
@@ -115,7 +118,8 @@ def check_health(cluster: ClusterSpec) -> Health:
         error = sacct_error()
         if error:
             errors.append(error)
-    return Health(daemons, nodes, find_problems(cluster, daemons, nodes, tuple(errors)))
+    problems = find_problems(cluster, daemons, nodes, tuple(errors))
+    return Health(daemons, nodes or (), problems)
 
 
 def sacct_error() -> str | None:

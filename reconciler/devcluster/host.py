@@ -52,20 +52,28 @@ def is_debian_like(os_release: str) -> bool:
     return bool(families & {"debian", "ubuntu"})
 
 
+def platform_problem(os_release: str, euid: int) -> str | None:
+    """Why this machine cannot run the dev cluster, or None when it can."""
+    if not is_debian_like(os_release):
+        return (
+            "the dev cluster needs Debian or Ubuntu (apt and the Debian Slurm packages); "
+            "/etc/os-release describes neither"
+        )
+    if euid != 0:
+        return (
+            "the dev cluster starts system daemons and must run as root: sudo recon dev-cluster up"
+        )
+    return None
+
+
 def check_platform() -> None:
     try:
         os_release = Path("/etc/os-release").read_text()
     except OSError:
         os_release = ""
-    if not is_debian_like(os_release):
-        raise DevClusterError(
-            "the dev cluster needs Debian or Ubuntu (apt and the Debian Slurm packages); "
-            "/etc/os-release describes neither"
-        )
-    if os.geteuid() != 0:
-        raise DevClusterError(
-            "the dev cluster starts system daemons and must run as root: sudo recon dev-cluster up"
-        )
+    problem = platform_problem(os_release, os.geteuid())
+    if problem:
+        raise DevClusterError(problem)
 
 
 def ensure_packages() -> bool:
