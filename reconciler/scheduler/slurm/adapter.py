@@ -1,0 +1,180 @@
+"""``SlurmScheduler``: the Scheduler protocol on a real Slurm, through one swappable runner.
+
+Everything Slurm-specific that is not I/O lives in the pure modules beside this one
+(``argv`` builds commands, ``parse`` reads their text, ``combine`` folds an observation,
+``failures`` tells transient from permanent); this class only sequences calls and retries.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, tzinfo
+from typing import TypeVar
+
+from reconciler.errors import ObservationError, SchedulerError, TransientSchedulerError
+from reconciler.scheduler.base import AllocateRequest, Observation, SubmitRequest
+from reconciler.scheduler.slurm import argv
+from reconciler.scheduler.slurm.combine import combine
+from reconciler.scheduler.slurm.failures import failure, is_gone, message_of
+from reconciler.scheduler.slurm.parse import (
+    parse_granted,
+    parse_sacct,
+    parse_squeue,
+    parse_submitted,
+)
+from reconciler.scheduler.slurm.runner import Runner, run
+from reconciler.scheduler.tag import Tag
+
+T = TypeVar("T")
+Result = subprocess.CompletedProcess[str]
+
+
+def _local_tz() -> tzinfo:
+    zone = datetime.now().astimezone().tzinfo
+    assert zone is not None  # astimezone() always attaches one
+    return zone
+
+
+class SlurmScheduler:
+    """Observe, submit to and cancel jobs on Slurm by running its client commands."""
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        runner: Runner = run,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        tz: tzinfo | None = None,
+        attempts: int = 4,
+        first_delay: float = 1.0,
+    ) -> None:
+        """``tz`` is the zone Slurm prints times in: the local one unless told."""
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        self._runner = runner
+        self._sleep = sleep
+        self._clock = clock
+        self._tz = tz or _local_tz()
+        self._attempts = attempts
+        self._first_delay = first_delay
+
+    def observe(self, since: datetime) -> Observation:
+        """One squeue and one sacct call, whatever the number of jobs.
+
+        No retries here: a pass that cannot see everything says so (``complete=False``)
+        and the next pass looks again.
+        """
+        taken_at = self._clock()
+        live = self._runner(argv.squeue(), None)
+        if live.returncode != 0:
+            raise ObservationError(f"squeue failed, the cluster cannot be seen: {failure(live)}")
+        history = self._runner(argv.sacct(since, self._tz), None)
+        if history.returncode != 0:
+            return combine(parse_squeue(live.stdout, self._tz), None, taken_at, message_of(history))
+        return combine(
+            parse_squeue(live.stdout, self._tz), parse_sacct(history.stdout, self._tz), taken_at
+        )
+
+    def submit(self, request: SubmitRequest) -> str:
+        """``sbatch --parsable`` with the script on stdin; returns the job id."""
+        return self._create(
+            argv.sbatch(request), request.script, request.tag, lambda r: parse_submitted(r.stdout)
+        )
+
+    def allocate(self, request: AllocateRequest) -> str:
+        """``salloc --no-shell``: returns once granted (or once the runner's timeout ends the
+        wait: the allocation then stays queued, carrying its tag, and is found by it)."""
+        return self._create(
+            argv.salloc(request), None, request.tag, lambda r: parse_granted(r.stderr)
+        )
+
+    def cancel(self, job_id: str) -> None:
+        """``scancel <id>``: the id sbatch returned ends every het component and array task.
+
+        Cancelling a job that is already over or forgotten is not an error.
+        """
+        self._with_retries(
+            argv.scancel(job_id),
+            None,
+            outcome=lambda r: True if r.returncode == 0 or is_gone(r) else None,
+            before_retry=lambda: None,
+        )
+
+    def release(self, job_id: str) -> None:
+        self.cancel(job_id)
+
+    def _create(
+        self,
+        command: list[str],
+        stdin: str | None,
+        tag: Tag,
+        job_id_of: Callable[[Result], str | None],
+    ) -> str:
+        """Run a command that makes a job, retrying transient failures without doubling it.
+
+        A transient failure may come after Slurm accepted the job (a timed-out reply), so
+        before each retry squeue is asked for a job with this tag submitted since the first
+        try; if there is one, it is the job, and it is returned instead of making another.
+        """
+        # Slurm's submit times have whole seconds.
+        first_try = self._clock().astimezone(self._tz).replace(microsecond=0)
+
+        def accepted(result: Result) -> str | None:
+            if result.returncode != 0:
+                return None
+            job_id = job_id_of(result)
+            if job_id is None:
+                raise SchedulerError(
+                    f"{command[0]} succeeded but printed no job id: {message_of(result)}"
+                )
+            return job_id
+
+        return self._with_retries(
+            command,
+            stdin,
+            outcome=accepted,
+            before_retry=lambda: self._job_made_since(tag, first_try),
+        )
+
+    def _with_retries(
+        self,
+        command: list[str],
+        stdin: str | None,
+        *,
+        outcome: Callable[[Result], T | None],
+        before_retry: Callable[[], T | None],
+    ) -> T:
+        """Run ``command`` until ``outcome`` accepts its result, it fails for good, or the
+        attempts run out, sleeping ``first_delay``, then twice that, and so on, in between.
+        ``before_retry`` may settle the matter before a retry (a job found already made)."""
+        last: TransientSchedulerError | None = None
+        for attempt in range(self._attempts):
+            if attempt:
+                self._sleep(self._first_delay * 2 ** (attempt - 1))
+                settled = before_retry()
+                if settled is not None:
+                    return settled
+            result = self._runner(command, stdin)
+            answer = outcome(result)
+            if answer is not None:
+                return answer
+            error = failure(result)
+            if not isinstance(error, TransientSchedulerError):
+                raise error
+            last = error
+        assert last is not None
+        raise TransientSchedulerError(f"gave up after {self._attempts} attempts: {last}")
+
+    def _job_made_since(self, tag: Tag, since: datetime) -> str | None:
+        """The id of a job carrying ``tag`` submitted at or after ``since``, per squeue."""
+        live = self._runner(argv.squeue(), None)
+        if live.returncode != 0:
+            return None
+        for record in parse_squeue(live.stdout, self._tz).records:
+            if record.tag == tag and record.submit is not None and record.submit >= since:
+                return record.top_id
+        return None

@@ -1,0 +1,64 @@
+"""The command lines recon runs against Slurm, built from typed requests. No I/O here."""
+
+from __future__ import annotations
+
+from datetime import datetime, tzinfo
+
+from reconciler.scheduler.base import AllocateRequest, SubmitRequest
+from reconciler.scheduler.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT
+from reconciler.scheduler.tag import Tag
+
+# Every state sacct accepts as a filter on 22.05. Without an explicit list, ``sacct -S``
+# leaves out jobs that never became eligible (held, cancelled while pending, dependents
+# cancelled because their dependency failed). CF is refused as a filter ("not accounted").
+SACCT_STATES: tuple[str, ...] = (
+    "BF", "CA", "CD", "DL", "F", "NF", "OOM", "PD", "PR", "R", "RQ", "RS", "RV", "S", "TO",
+)  # fmt: skip
+
+
+def sacct(since: datetime, tz: tzinfo) -> list[str]:
+    """Every job and step of this user's seen in [since, now], in every state.
+
+    Without ``--duplicates``: a requeued job then shows once, as its latest run, which is
+    the one that decides its health (the earlier runs' failures are history).
+    """
+    start = since.astimezone(tz) if since.tzinfo else since
+    return [
+        "sacct",
+        "--parsable2",
+        "--noheader",
+        f"--format={','.join(SACCT_FIELDS)}",
+        f"--starttime={start.strftime('%Y-%m-%dT%H:%M:%S')}",
+        "--endtime=now",
+        f"--state={','.join(SACCT_STATES)}",
+    ]
+
+
+def squeue() -> list[str]:
+    """Every job of this user slurmctld still holds, finished ones included (``--states=all``),
+    so that a job which ends between two passes is seen with its final state."""
+    return ["squeue", "--noheader", "--me", "--states=all", f"--format={SQUEUE_FORMAT}"]
+
+
+def sbatch(request: SubmitRequest) -> list[str]:
+    """``sbatch`` reading the script from stdin: nothing to write, clean up or race over."""
+    argv = ["sbatch", "--parsable", f"--chdir={request.workdir}", *_tag_options(request.tag)]
+    if request.dependencies:
+        argv += [
+            f"--dependency=afterok:{':'.join(request.dependencies)}",
+            # Slurm otherwise leaves a dependent pending forever once an upstream fails.
+            "--kill-on-invalid-dep=yes",
+        ]
+    return argv
+
+
+def salloc(request: AllocateRequest) -> list[str]:
+    return ["salloc", "--no-shell", *_tag_options(request.tag), *request.options]
+
+
+def scancel(job_id: str) -> list[str]:
+    return ["scancel", job_id]
+
+
+def _tag_options(tag: Tag) -> list[str]:
+    return [f"--job-name={tag.job_name}", f"--comment={tag.format()}"]

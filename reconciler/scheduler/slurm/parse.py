@@ -1,0 +1,257 @@
+"""Pure parsers of ``sacct --parsable2 --noheader`` and ``squeue -h -o`` text into JobRecords.
+
+No I/O here: each parser takes the command's stdout and returns the rows it could read plus
+the lines it could not, so one odd row from someone else's job never hides recon's.
+
+The column lists live here, beside the code that reads them; ``argv`` imports them, so the
+command asked for and the text parsed cannot drift apart. The two free-text columns (job
+name, comment) come last: a ``|`` inside a foreign job's name or comment then only blurs
+those two columns, never shifts the state or the times. recon's own names and tags never
+hold ``|``, so its rows are always read exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime, timedelta, tzinfo
+from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict
+
+from reconciler.scheduler.base import JobRecord
+from reconciler.scheduler.states import HEALTH, Health, SlurmState, parse_state
+from reconciler.scheduler.tag import Tag
+
+SACCT_FIELDS: tuple[str, ...] = (
+    "JobID",
+    "JobIDRaw",
+    "State",
+    "ExitCode",
+    "Reason",
+    "Submit",
+    "Start",
+    "End",
+    "NodeList",
+    "Partition",
+    "JobName",
+    "Comment",
+)
+
+# squeue -o codes, in the same spirit: fixed columns first, free text (name, comment) last.
+SQUEUE_FIELDS: tuple[str, ...] = (
+    "%i",  # job id: 12, 4+1, 12_4, 12_[3-5%2]
+    "%A",  # the component's or task's own numeric id (sacct's JobIDRaw)
+    "%T",  # state, long form
+    "%r",  # reason
+    "%N",  # nodes
+    "%P",  # partition
+    "%V",  # submit time
+    "%S",  # start time (an estimate while pending)
+    "%L",  # time left
+    "%j",  # job name
+    "%k",  # comment
+)
+SQUEUE_FORMAT = "|".join(SQUEUE_FIELDS)
+
+_JOB_ID = re.compile(
+    r"^(?P<top>\d+)"
+    r"(?:\+(?P<het>\d+)|_(?P<array>\d+|\[[^\]]+\]))?"
+    r"(?:\.(?P<step>[^.\s|]+))?$"
+)
+_TIME_LEFT = re.compile(r"^(?:(?P<d>\d+)-)?(?:(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+)$")
+_EXIT_CODE = re.compile(r"^(?P<code>\d+):(?P<signal>\d+)$")
+# What Slurm prints for "no value", column by column.
+_NO_TIME = {"", "Unknown", "None", "N/A", "NONE"}
+_NO_TEXT = {"", "None", "(null)", "None assigned", "n/a"}
+_NO_TIME_LEFT = {"", "UNLIMITED", "NOT_SET", "INVALID", "N/A"}
+
+
+class Rejected(BaseModel):
+    """A line that could not be read, and why."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    line: str
+    why: str
+
+
+class Parsed(BaseModel):
+    """What one command printed: the rows read and the lines rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    records: tuple[JobRecord, ...]
+    rejected: tuple[Rejected, ...]
+
+
+class _JobId(NamedTuple):
+    top_id: str
+    het_offset: int | None
+    array_task: str | None
+    step: str | None
+
+
+class _Unreadable(ValueError):
+    """One field of one line does not read; the line is rejected with this message."""
+
+
+def parse_sacct(text: str, tz: tzinfo) -> Parsed:
+    """Rows of ``sacct --parsable2 --noheader --format=<SACCT_FIELDS>``; times are in ``tz``."""
+    return _parse_lines(text, len(SACCT_FIELDS), lambda cells: _sacct_row(cells, tz))
+
+
+def parse_squeue(text: str, tz: tzinfo) -> Parsed:
+    """Rows of ``squeue -h -o <SQUEUE_FORMAT>``; times are in ``tz``."""
+    return _parse_lines(text, len(SQUEUE_FIELDS), lambda cells: _squeue_row(cells, tz))
+
+
+def _parse_lines(text: str, width: int, read: Callable[[list[str]], JobRecord]) -> Parsed:
+    records: list[JobRecord] = []
+    rejected: list[Rejected] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cells = _split(line, width)
+        if cells is None:
+            rejected.append(Rejected(line=line, why=f"expected {width} '|'-separated fields"))
+            continue
+        try:
+            records.append(read(cells))
+        except _Unreadable as error:
+            rejected.append(Rejected(line=line, why=str(error)))
+    return Parsed(records=tuple(records), rejected=tuple(rejected))
+
+
+def _split(line: str, width: int) -> list[str] | None:
+    """Cells of a line; extra ``|`` belong to the job name, the one column that may hold them
+    for recon's purposes (a tag never does, so the comment is always the last cell)."""
+    cells = line.split("|")
+    if len(cells) < width:
+        return None
+    name = "|".join(cells[width - 2 : -1])
+    return [*cells[: width - 2], name, cells[-1]]
+
+
+def _sacct_row(cells: list[str], tz: tzinfo) -> JobRecord:
+    job_id, raw_id, state_text, exit_code, reason, submit, start, end = cells[:8]
+    nodes, partition, name, comment = cells[8:]
+    ids = _job_id(job_id)
+    state, cancelled_by = _state(state_text)
+    code, signal = _exit_code(exit_code)
+    return JobRecord(
+        job_id=job_id,
+        raw_id=raw_id or None,
+        top_id=ids.top_id,
+        het_offset=ids.het_offset,
+        array_task=ids.array_task,
+        step=ids.step,
+        name=name,
+        tag=Tag.parse(comment),
+        state=state,
+        cancelled_by=cancelled_by,
+        exit_code=code,
+        signal=signal,
+        reason=_text(reason),
+        submit=_time(submit, tz),
+        start=_start(start, state, nodes, tz),
+        end=_time(end, tz),
+        nodes=_text(nodes),
+        partition=_text(partition),
+        source="sacct",
+    )
+
+
+def _squeue_row(cells: list[str], tz: tzinfo) -> JobRecord:
+    job_id, raw_id, state_text, reason, nodes, partition, submit, start, left = cells[:9]
+    name, comment = cells[9:]
+    ids = _job_id(job_id)
+    state, _ = _state(state_text)
+    return JobRecord(
+        job_id=job_id,
+        raw_id=raw_id or None,
+        top_id=ids.top_id,
+        het_offset=ids.het_offset,
+        array_task=ids.array_task,
+        step=ids.step,
+        name=name,
+        tag=Tag.parse(comment),
+        state=state,
+        reason=_text(reason),
+        submit=_time(submit, tz),
+        start=_start(start, state, nodes, tz),
+        # Time left means something only while the job holds its allocation (squeue keeps
+        # printing it, frozen, for a finished job).
+        time_left=_time_left(left) if HEALTH[state] is Health.RUNNING else None,
+        nodes=_text(nodes),
+        partition=_text(partition),
+        source="squeue",
+    )
+
+
+def parse_submitted(stdout: str) -> str | None:
+    """The job id ``sbatch --parsable`` printed: ``12345`` or ``12345;cluster``."""
+    match = re.fullmatch(r"(\d+)(?:;\S+)?", stdout.strip())
+    return match[1] if match else None
+
+
+def parse_granted(stderr: str) -> str | None:
+    """The job id of ``salloc: Granted job allocation 21`` (salloc talks on stderr)."""
+    match = re.search(r"Granted job allocation (\d+)", stderr)
+    return match[1] if match else None
+
+
+def _start(text: str, state: SlurmState, nodes: str, tz: tzinfo) -> datetime | None:
+    """When the job really started, or None: a pending job's start is squeue's estimate,
+    and a job cancelled before it got nodes shows its cancel time as its start in sacct."""
+    if HEALTH[state] is Health.PENDING or _text(nodes) is None:
+        return None
+    return _time(text, tz)
+
+
+def _job_id(text: str) -> _JobId:
+    match = _JOB_ID.match(text)
+    if match is None:
+        raise _Unreadable(f"unknown job id form {text!r}")
+    het = match["het"]
+    return _JobId(match["top"], None if het is None else int(het), match["array"], match["step"])
+
+
+def _state(text: str) -> tuple[SlurmState, int | None]:
+    parsed = parse_state(text)
+    if parsed is None:
+        raise _Unreadable(f"unknown state {text!r}")
+    return parsed
+
+
+def _exit_code(text: str) -> tuple[int | None, int | None]:
+    if not text:
+        return None, None
+    match = _EXIT_CODE.match(text)
+    if match is None:
+        raise _Unreadable(f"unknown exit code {text!r}")
+    return int(match["code"]), int(match["signal"])
+
+
+def _time(text: str, tz: tzinfo) -> datetime | None:
+    if text in _NO_TIME:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise _Unreadable(f"unknown time {text!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=tz)
+
+
+def _time_left(text: str) -> timedelta | None:
+    if text in _NO_TIME_LEFT:
+        return None
+    match = _TIME_LEFT.match(text)
+    if match is None:
+        raise _Unreadable(f"unknown time left {text!r}")
+    days, hours, minutes, seconds = (int(match[key] or 0) for key in ("d", "h", "m", "s"))
+    return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+
+
+def _text(text: str) -> str | None:
+    return None if text.strip() in _NO_TEXT else text.strip()

@@ -1,0 +1,41 @@
+"""The one place recon runs a Slurm command; tests swap it for a recording fake."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from typing import Protocol
+
+TIMEOUT_SECONDS = 60.0
+# Exit statuses the shell uses, so a missing or hung command reads like any other failure.
+NOT_FOUND = 127
+TIMED_OUT = 124
+
+
+class Runner(Protocol):
+    def __call__(
+        self, argv: Sequence[str], stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
+def run(argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` and return what it did; never raises for the command's own failures."""
+    # Pin the time format: a user's SLURM_TIME_FORMAT would otherwise change what sacct and
+    # squeue print and break the parsers.
+    env = {**os.environ, "SLURM_TIME_FORMAT": "standard"}
+    try:
+        return subprocess.run(
+            list(argv),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=TIMEOUT_SECONDS,
+            check=False,
+        )
+    except FileNotFoundError as error:
+        return subprocess.CompletedProcess(list(argv), NOT_FOUND, "", f"{argv[0]}: {error}")
+    except subprocess.TimeoutExpired:
+        message = f"{argv[0]}: timed out after {TIMEOUT_SECONDS:.0f} s"
+        return subprocess.CompletedProcess(list(argv), TIMED_OUT, "", message)
