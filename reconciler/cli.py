@@ -13,7 +13,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -100,7 +99,7 @@ def plan(
 ) -> None:
     """Show what would change. With --against REV: the spec diff from REV to HEAD, for PR CI."""
     if against is None:
-        raise click.UsageError(
+        raise typer.BadParameter(
             "recon plan needs --against REV here (the spec diff between two commits)"
         )
     base = load_desired(open_source(repo, against))
@@ -127,11 +126,12 @@ def main() -> None:
         # The message may quote the user's text: never read it as rich markup.
         err_console.print(Text("error: ", style="red") + Text(str(error)), soft_wrap=True)
         sys.exit(EXIT_ERROR)
-    except click.exceptions.Abort:
+    except typer.Abort:
         err_console.print("aborted")
-        sys.exit(130)
-    except click.ClickException as error:
+        sys.exit(EXIT_ERROR)
+    except typer.TyperException as error:
         # Usage errors exit 1, not click's 2: 2 means "changes" under --detailed-exitcode.
-        error.show()
+        err_console.print(Text(f"error: {error.format_message()}"), soft_wrap=True)
+        err_console.print("Try 'recon --help'.")
         sys.exit(EXIT_ERROR)
     sys.exit(code if isinstance(code, int) else 0)

@@ -208,8 +208,8 @@ class Gpus(_SpecValue):
                 raise ValueError("gpus as a mapping takes exactly one type, like {A100: 4}")
             ((gpu_type, count),) = raw.items()
         elif isinstance(raw, str):
-            gpu_type, _, count = raw.rpartition(":")
-            gpu_type = gpu_type or None
+            gpu_type, colon, count = raw.rpartition(":")
+            gpu_type = gpu_type if colon else None
             count = int(count) if count.strip().isdigit() else count
         if gpu_type is not None and not (isinstance(gpu_type, str) and _GPU_NAME.match(gpu_type)):
             raise ValueError(f"gpu type must be a plain name like A100, got {gpu_type!r}")

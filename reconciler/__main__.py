@@ -1,0 +1,3 @@
+from reconciler.cli import main
+
+main()

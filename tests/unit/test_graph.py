@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+
+from reconciler import graph
+from reconciler.spec.desired import Location
+from reconciler.spec.models import Run
+
+
+def run(name: str, *upstreams: str) -> Run:
+    return Run.model_validate(
+        {
+            "kind": "Run",
+            "name": name,
+            "command": "x",
+            "inputs": {f"i{n}": f"{up}.out" for n, up in enumerate(upstreams)},
+            "outputs": {"out": "o"},
+        }
+    )
+
+
+def test_edges_point_from_upstream_to_downstream() -> None:
+    dag = graph.build({"prep": run("prep"), "train": run("train", "prep")})
+    assert list(dag.edges) == [("prep", "train")]
+
+
+@pytest.mark.parametrize(
+    ("targets", "downstream", "expected"),
+    [
+        (["train"], False, ["prep", "train"]),
+        (["eval"], False, ["prep", "train", "eval"]),
+        (["prep"], False, ["prep"]),
+        (["prep"], True, ["other", "prep", "train", "eval"]),
+        (["train"], True, ["prep", "train", "eval"]),
+        (["other", "train"], False, ["other", "prep", "train"]),
+    ],
+)
+def test_select(targets: list[str], downstream: bool, expected: list[str]) -> None:
+    dag = nx.DiGraph({"prep": ["train", "other"], "train": ["eval"], "other": [], "eval": []})
+    chosen = graph.select(dag, targets, downstream=downstream)
+    assert sorted(chosen) == sorted(expected)
+    for upstream, downstream_name in dag.edges:
+        if upstream in chosen and downstream_name in chosen:
+            assert chosen.index(upstream) < chosen.index(downstream_name)
+
+
+def test_select_unknown_target() -> None:
+    with pytest.raises(graph.UnknownTarget, match="ghost"):
+        graph.select(nx.DiGraph({"a": []}), ["ghost"])
+
+
+def test_self_cycle_is_reported() -> None:
+    dag = graph.build({"a": run("a", "a")})
+    (issue,) = graph.cycles(dag, {"a": Location("f.yaml", 3)})
+    assert (issue.file, issue.line) == ("f.yaml", 3)
+    assert "a -> a" in issue.message
+
+
+def test_two_separate_cycles_are_two_issues() -> None:
+    runs = {n: run(n, u) for n, u in [("a", "b"), ("b", "a"), ("c", "d"), ("d", "c"), ("e", "a")]}
+    locations = {n: Location(f"{n}.yaml", 1) for n in runs}
+    issues = graph.cycles(graph.build(runs), locations)
+    assert len(issues) == 2
+
+
+def test_order_is_stable_and_topological() -> None:
+    dag = nx.DiGraph({"z": ["b"], "a": ["b"], "b": []})
+    assert graph.order(dag) == ["a", "z", "b"]

@@ -1,0 +1,204 @@
+"""Every class of bad input gets a SpecError naming file, line and field; nothing else."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.errors import SpecError, SpecIssue
+from reconciler.spec.loader import load_desired, open_source
+from tests.gitrepo import GitRepo
+
+GOOD_PREPARE = """\
+kind: Run
+name: prepare
+command: echo hi > {outputs.data.path}
+outputs:
+  data: data.txt
+"""
+
+
+def problems(repo: GitRepo, files: dict[str, str]) -> list[SpecIssue]:
+    repo.commit(files)
+    with pytest.raises(SpecError) as caught:
+        load_desired(open_source(repo.root))
+    return caught.value.issues
+
+
+def only(repo: GitRepo, files: dict[str, str]) -> SpecIssue:
+    found = problems(repo, files)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_malformed_yaml(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": "kind: Run\nname: [unclosed\ncommand: x\n"})
+    assert issue.file == "specs/a.yaml"
+    assert issue.line == 3
+    assert "invalid YAML" in issue.message
+
+
+def test_unknown_field(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + "resources:\n  cpu: 4\n"})
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 7, "resources.cpu")
+    assert "unknown field" in issue.message
+
+
+def test_duplicate_name_across_files(repo: GitRepo) -> None:
+    issue = only(
+        repo,
+        {
+            "specs/a.yaml": GOOD_PREPARE,
+            "specs/b.yaml": "# again\nkind: Allocation\nname: prepare\ntime_limit: 1h\n",
+        },
+    )
+    assert (issue.file, issue.line, issue.field) == ("specs/b.yaml", 3, "name")
+    assert "specs/a.yaml:2" in issue.message
+
+
+def test_cycle_names_every_member(repo: GitRepo) -> None:
+    def run(name: str, upstream: str) -> str:
+        return (
+            f"kind: Run\nname: {name}\ncommand: x\ninputs:\n  i: {upstream}.out\n"
+            "outputs:\n  out: o\n"
+        )
+
+    issue = only(
+        repo,
+        {"specs/a.yaml": run("a", "c") + "---\n" + run("b", "a"), "specs/c.yaml": run("c", "b")},
+    )
+    assert issue.file == "specs/a.yaml" and issue.line == 1
+    assert "cycle a -> b -> c -> a" in issue.message
+    assert "c (specs/c.yaml:1)" in issue.message and "b (specs/a.yaml:9)" in issue.message
+
+
+def test_dangling_input(repo: GitRepo) -> None:
+    issue = only(
+        repo,
+        {
+            "specs/a.yaml": GOOD_PREPARE
+            + "---\nkind: Run\nname: train\ncommand: x\ninputs:\n  d: prepare.nothing\n"
+        },
+    )
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 11, "inputs.d")
+    assert "declares no output 'nothing'" in issue.message and "data" in issue.message
+
+
+def test_input_of_missing_run(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": "kind: Run\nname: t\ncommand: x\ninputs:\n  d: ghost.x\n"})
+    assert (issue.line, issue.field) == (5, "inputs.d")
+    assert "no run 'ghost'" in issue.message
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("cpus", "lots"), ("memory", "32G"), ("gpus", "A100:0"), ("time", "forever")],
+)
+def test_bad_resource_string(repo: GitRepo, field: str, value: str) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + f"resources:\n  {field}: {value}\n"})
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 7, f"resources.{field}")
+
+
+@pytest.mark.parametrize(
+    "flag",
+    ['"#SBATCH --partition=gpu"', '"--exclusive\\n#SBATCH --qos=high"', '"--mail-user=$(id)"',
+     '"--exclusive; rm -rf /"', '"--partition=gpu"', '"-N 2"'],
+)
+def test_sbatch_extra_refused(repo: GitRepo, flag: str) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + f"resources:\n  sbatch_extra:\n    - {flag}\n"})
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 8, "resources.sbatch_extra.0")
+
+
+@pytest.mark.parametrize("name", ["has space", "semi;colon", "new\\nline", "$(id)", "-dash", "dot.ted"])
+def test_unsafe_name(repo: GitRepo, name: str) -> None:
+    issue = only(repo, {"specs/a.yaml": f'kind: Run\nname: "{name}"\ncommand: x\n'})
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 2, "name")
+
+
+def test_unsafe_env_key(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + 'env:\n  "A;B": x\n'})
+    assert (issue.line, issue.field) == (7, "env.A;B")
+
+
+def test_unknown_template_token(repo: GitRepo) -> None:
+    issue = only(
+        repo,
+        {"specs/a.yaml": "kind: Run\nname: a\ncommand: cat {inputs.nope.path} ${HOME} {x,y}\n"},
+    )
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 3, "command")
+    assert "{inputs.nope.path}" in issue.message
+
+
+def test_job_wide_setting_on_component(repo: GitRepo) -> None:
+    spec = (
+        "kind: Run\nname: het\ncommand: x\nresources:\n  components:\n"
+        "    - cpus: 2\n    - gpus: 1\n      time: 1h\n"
+    )
+    issue = only(repo, {"specs/a.yaml": spec})
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 8, "resources.components.1.time")
+    assert "job-wide" in issue.message
+
+
+def test_node_shape_beside_components(repo: GitRepo) -> None:
+    spec = (
+        "kind: Run\nname: het\ncommand: x\nresources:\n  cpus: 4\n  components:\n"
+        "    - cpus: 2\n    - gpus: 1\n"
+    )
+    issue = only(repo, {"specs/a.yaml": spec})
+    assert (issue.line, issue.field) == (4, "resources")
+    assert "cpus set beside components" in issue.message
+
+
+def test_unknown_kind_and_missing_command(repo: GitRepo) -> None:
+    found = problems(
+        repo,
+        {"specs/a.yaml": "kind: Job\nname: a\n---\nkind: Run\nname: b\n---\nkind: Allocation\n"},
+    )
+    assert [(i.line, i.field) for i in found] == [(1, "kind"), (4, ""), (7, "name"), (7, "time_limit")]
+    assert "a run takes exactly one of `command` or `script`" in found[1].message
+
+
+def test_every_error_is_listed_not_just_the_first(repo: GitRepo) -> None:
+    found = problems(
+        repo,
+        {
+            "specs/a.yaml": "kind: Run\nname: a\ncommand: x\nretries: -1\n",
+            "specs/b.yaml": "kind: Run\nname: b b\ncommand: x\n",
+            "specs/c.yaml": "kind: Run\n  bad: [\n",
+        },
+    )
+    assert sorted(i.file for i in found) == ["specs/a.yaml", "specs/b.yaml", "specs/c.yaml"]
+
+
+def test_duplicate_key(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + "name: again\n"})
+    assert (issue.line, issue.field) == (6, "name")
+    assert "duplicate key" in issue.message
+
+
+def test_missing_script_file(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": "kind: Run\nname: a\nscript: scripts/run.sh\n"})
+    assert (issue.line, issue.field) == (3, "script")
+    assert "not in the repo" in issue.message
+
+
+def test_script_outside_repo(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": "kind: Run\nname: a\nscript: ../etc/passwd\n"})
+    assert "inside the repo" in issue.message
+
+
+def test_missing_project_file(repo: GitRepo) -> None:
+    repo.remove("recon.yaml")
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE})
+    assert issue.file == "recon.yaml" and "not found" in issue.message
+
+
+def test_bad_project_file(repo: GitRepo) -> None:
+    issue = only(repo, {"recon.yaml": "project: demo\nscheduler: pbs\n"})
+    assert (issue.file, issue.line, issue.field) == ("recon.yaml", 2, "scheduler")
+
+
+def test_not_utf8(repo: GitRepo) -> None:
+    (repo.root / "specs").mkdir()
+    (repo.root / "specs/a.yaml").write_bytes(b"kind: Run\nname: \xff\n")
+    issue = only(repo, {})
+    assert issue.file == "specs/a.yaml" and "UTF-8" in issue.message

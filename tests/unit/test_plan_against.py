@@ -1,0 +1,109 @@
+"""`recon plan --against`: the spec diff a PR shows, on a real temporary git repo."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli import recon
+from tests.gitrepo import GitRepo
+
+RUN = """\
+kind: Run
+name: train
+command: python train.py
+resources:
+  gpus: A100:2
+"""
+
+
+def test_add_change_then_comment_only(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    root = str(repo.root)
+    empty = repo.commit(message="empty")
+    added = repo.commit({"specs/train.yaml": RUN}, "add a run")
+    changed = repo.commit({"specs/train.yaml": RUN.replace("A100:2", "A100:4")}, "more gpus")
+    repo.commit({"specs/train.yaml": "# a comment\n" + RUN.replace("A100:2", "A100:4")}, "comment")
+
+    first = recon(capsys, "plan", root, "--against", empty, "--rev", added, "--detailed-exitcode")
+    assert first.code == 2, first.err
+    assert "+ run train" in first.out
+    assert "Plan: 1 to add, 0 to change, 0 to remove." in first.out
+
+    second = recon(capsys, "plan", root, "--against", added, "--rev", changed, "--detailed-exitcode")
+    assert second.code == 2, second.err
+    assert "~ run train" in second.out
+    assert 'resources.gpus: "A100:2" -> "A100:4"' in second.out
+
+    third = recon(capsys, "plan", root, "--against", changed, "--detailed-exitcode")
+    assert third.code == 0, third.err
+    assert "No changes" in third.out
+
+
+def test_removed_run_and_formats(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    root = str(repo.root)
+    base = repo.commit({"specs/train.yaml": RUN, "specs/prep.yaml": RUN.replace("train", "prep")})
+    repo.remove("specs/prep.yaml")
+    repo.commit({"specs/train.yaml": RUN.replace("python train.py", "python train.py --fast")})
+
+    as_json = recon(capsys, "plan", root, "--against", base, "--format", "json")
+    assert as_json.code == 0
+    document = json.loads(as_json.out)
+    assert document["summary"] == {"add": 0, "change": 1, "remove": 1}
+    changes = {c["name"]: c for c in document["changes"]}
+    assert changes["prep"]["action"] == "remove"
+    assert changes["train"]["fields"] == [
+        {"field": "command", "old": "python train.py", "new": "python train.py --fast"}
+    ]
+
+    markdown = recon(capsys, "plan", root, "--against", base, "--format", "markdown")
+    assert "| `-` | Run | `prep` |" in markdown.out
+    assert "**Plan: 0 to add, 1 to change, 1 to remove.**" in markdown.out
+
+
+def test_description_and_key_order_are_no_change(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = repo.commit({"specs/train.yaml": RUN})
+    repo.commit(
+        {
+            "specs/train.yaml": "resources: {gpus: 'A100:2'}\ncommand: python train.py\n"
+            "name: train\nkind: Run\ndescription: now described\n"
+        }
+    )
+    result = recon(capsys, "plan", str(repo.root), "--against", base, "--detailed-exitcode")
+    assert result.code == 0 and "No changes" in result.out
+
+
+def test_bad_specs_exit_1_with_file_and_line(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = repo.commit({"specs/train.yaml": RUN})
+    repo.commit({"specs/train.yaml": RUN + "  cpus: many\n"})
+    result = recon(capsys, "plan", str(repo.root), "--against", base, "--detailed-exitcode")
+    assert result.code == 1
+    assert "specs/train.yaml:6: resources.cpus:" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_unknown_base_revision(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo.commit({"specs/train.yaml": RUN})
+    result = recon(capsys, "plan", str(repo.root), "--against", "origin/main")
+    assert result.code == 1 and "revision 'origin/main' not found" in result.err
+
+
+def test_validate_lists_everything(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo.commit(
+        {"specs/a.yaml": "kind: Run\nname: a\ncommand: x\nbogus: 1\n", "specs/b.yaml": "kind: Run\n"}
+    )
+    result = recon(capsys, "validate", str(repo.root))
+    assert result.code == 1
+    assert "specs/a.yaml:4: bogus: unknown field" in result.err
+    assert "specs/b.yaml:1: name: required field is missing" in result.err
+
+    repo.commit({"specs/a.yaml": "kind: Run\nname: a\ncommand: x\n", "specs/b.yaml": ""})
+    assert recon(capsys, "validate", str(repo.root)).code == 0
+
+
+def test_usage_errors_exit_1_not_2(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    assert recon(capsys, "plan", "--no-such-flag").code == 1
