@@ -80,8 +80,11 @@ def render_slurm_conf(cluster: ClusterSpec) -> str:
         "MpiDefault=none",
         "SwitchType=switch/none",
     ]
-    if any(node.gres is not None for node in cluster.nodes):
-        lines.append("GresTypes=" + ",".join(sorted(_gres_names(cluster))))
+    gres = sorted(_gres_names(cluster))
+    if gres:
+        lines.append("GresTypes=" + ",".join(gres))
+        # So that sacct's AllocTRES shows the GPUs a job got, not only CPUs and memory.
+        lines.append("AccountingStorageTRES=" + ",".join(f"gres/{name}" for name in gres))
     lines.append("")
     lines += [_node_line(cluster, node) for node in cluster.nodes]
     lines.append("")

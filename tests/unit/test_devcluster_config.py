@@ -50,6 +50,7 @@ def test_slurm_conf_keys_the_bring_up_and_the_tests_depend_on() -> None:
     assert conf["SelectType"] == "select/cons_tres"
     assert conf["SelectTypeParameters"] == "CR_Core_Memory"
     assert conf["GresTypes"] == "gpu"
+    assert conf["AccountingStorageTRES"] == "gres/gpu"
     assert conf["SlurmdPidFile"] == "/run/slurm/slurmd-%n.pid"
     assert conf["SlurmdSpoolDir"] == "/var/spool/slurmd/%n"
     assert conf["SlurmdLogFile"] == "/var/log/slurm/slurmd-%n.log"
@@ -85,6 +86,7 @@ def test_slurm_conf_partitions_with_cpu_the_default() -> None:
 def test_slurm_conf_without_gres_nodes_declares_no_gres_types() -> None:
     cpu_only = CLUSTER.model_copy(update={"nodes": CLUSTER.nodes[:2]})
     assert "GresTypes" not in settings(render_slurm_conf(cpu_only))
+    assert "AccountingStorageTRES" not in settings(render_slurm_conf(cpu_only))
     assert render_gres_conf(cpu_only).splitlines()[1:] == []
 
 
