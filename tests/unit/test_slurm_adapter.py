@@ -1,0 +1,427 @@
+"""SlurmScheduler against a recording fake runner: which commands, how many, and what it
+makes of their answers. The fake stands in at recon's own seam (the runner), not subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from reconciler.errors import (
+    ObservationError,
+    PermanentSchedulerError,
+    SchedulerError,
+    TransientSchedulerError,
+)
+from reconciler.scheduler.base import AllocateRequest, SubmitRequest
+from reconciler.scheduler.slurm import SlurmScheduler
+from reconciler.scheduler.slurm.runner import NOT_FOUND, run
+from reconciler.scheduler.states import Health, SlurmState
+from reconciler.scheduler.tag import Tag
+
+NOW = datetime(2026, 11, 29, 22, 45, 0, tzinfo=UTC)
+SINCE = NOW - timedelta(hours=1)
+TAG = Tag(project="demo", kind="run", name="train", spec_hash="0123456789abcdef")
+OTHER = Tag(project="demo", kind="run", name="eval", spec_hash="fedcba9876543210")
+
+Result = subprocess.CompletedProcess[str]
+Answer = Result | Callable[[Sequence[str], str | None], Result]
+
+
+def ok(stdout: str = "", stderr: str = "") -> Result:
+    return subprocess.CompletedProcess([], 0, stdout, stderr)
+
+
+def failed(stderr: str, code: int = 1) -> Result:
+    return subprocess.CompletedProcess([], code, "", stderr)
+
+
+class FakeRunner:
+    """Answers each command by its name from a queue of scripted results; records every call.
+    A command with nothing scripted fails the test: it must not have been called."""
+
+    def __init__(self, **answers: list[Answer]) -> None:
+        self.answers = answers
+        self.calls: list[tuple[list[str], str | None]] = []
+
+    def __call__(self, argv: Sequence[str], stdin: str | None = None) -> Result:
+        self.calls.append((list(argv), stdin))
+        queue = self.answers.get(argv[0])
+        if not queue:
+            raise AssertionError(f"{argv[0]} must not be called here: {list(argv)}")
+        answer = queue.pop(0) if len(queue) > 1 else queue[0]
+        result = answer(argv, stdin) if callable(answer) else answer
+        return subprocess.CompletedProcess(
+            list(argv), result.returncode, result.stdout, result.stderr
+        )
+
+    def commands(self) -> list[str]:
+        return [argv[0] for argv, _ in self.calls]
+
+
+def scheduler(runner: FakeRunner, sleeps: list[float] | None = None) -> SlurmScheduler:
+    record = sleeps if sleeps is not None else []
+    return SlurmScheduler(runner, sleep=record.append, clock=lambda: NOW, tz=UTC)
+
+
+def sacct_row(job_id: str, state: str, tag: Tag | None, exit_code: str = "0:0", **kw: str) -> str:
+    comment = tag.format() if tag else ""
+    nodes = kw.get("nodes", "cpu1")
+    return (
+        f"{job_id}|{job_id.split('+')[0]}|{state}|{exit_code}|None|2026-11-29T22:41:04"
+        f"|2026-11-29T22:41:05|{kw.get('end', '2026-11-29T22:41:09')}|{nodes}|cpu|n|{comment}"
+    )
+
+
+def squeue_row(
+    job_id: str, state: str, tag: Tag | None, submit: str = "2026-11-29T22:41:04"
+) -> str:
+    comment = tag.format() if tag else "(null)"
+    return (
+        f"{job_id}|{job_id.split('+')[0]}|{state}|None|cpu1|cpu|{submit}|{submit}|4:00|n|{comment}"
+    )
+
+
+def lines(*rows: str) -> str:
+    return "".join(f"{row}\n" for row in rows)
+
+
+# --- observe ---------------------------------------------------------------------------
+
+
+def test_observe_runs_one_squeue_and_one_sacct_with_explicit_columns_and_states() -> None:
+    runner = FakeRunner(squeue=[ok()], sacct=[ok()])
+    observation = scheduler(runner).observe(SINCE)
+    assert runner.commands() == ["squeue", "sacct"]
+    squeue, sacct = (argv for argv, _ in runner.calls)
+    assert "--states=all" in squeue and "--me" in squeue and "--noheader" in squeue
+    assert "--format=%i|%A|%T|%r|%N|%P|%V|%S|%L|%j|%k" in squeue
+    assert {"--parsable2", "--noheader", "--endtime=now"} <= set(sacct)
+    assert "--starttime=2026-11-29T21:45:00" in sacct
+    assert (
+        "--format=JobID,JobIDRaw,State,ExitCode,Reason,Submit,Start,End,NodeList,Partition,"
+        "JobName,Comment" in sacct
+    )
+    (states,) = [a for a in sacct if a.startswith("--state=")]
+    assert states.removeprefix("--state=").split(",") == [
+        "BF", "CA", "CD", "DL", "F", "NF", "OOM", "PD", "PR", "R", "RQ", "RS", "RV", "S", "TO",
+    ]  # fmt: skip
+    assert observation.complete and observation.jobs == () and observation.taken_at == NOW
+
+
+def test_since_is_given_to_sacct_in_the_zone_slurm_prints() -> None:
+    from datetime import timezone
+
+    runner = FakeRunner(squeue=[ok()], sacct=[ok()])
+    zone = timezone(timedelta(hours=-5))
+    SlurmScheduler(runner, clock=lambda: NOW, tz=zone).observe(SINCE)
+    assert "--starttime=2026-11-29T16:45:00" in runner.calls[1][0]
+
+
+@pytest.mark.parametrize("count", [1, 200])
+def test_one_pass_runs_the_same_two_commands_whatever_the_number_of_jobs(count: int) -> None:
+    tags = [TAG.model_copy(update={"name": f"run{i}"}) for i in range(count)]
+    live = lines(*(squeue_row(str(100 + i), "RUNNING", tag) for i, tag in enumerate(tags)))
+    past = lines(*(sacct_row(str(100 + i), "RUNNING", tag) for i, tag in enumerate(tags)))
+    runner = FakeRunner(squeue=[ok(live)], sacct=[ok(past)])
+    observation = scheduler(runner).observe(SINCE)
+    assert runner.commands() == ["squeue", "sacct"]
+    assert len(observation.jobs) == count
+    assert {job.tag for job in observation.jobs} == set(tags)
+
+
+def test_only_tagged_jobs_are_recons_and_het_components_and_steps_join_their_job() -> None:
+    past = lines(
+        sacct_row("5+0", "COMPLETED", TAG),
+        "5+0.batch|5.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|"
+        "2026-11-29T22:41:07|cpu1||batch|",
+        sacct_row("5+1", "FAILED", TAG, exit_code="3:0"),
+        "5+1.0|6.0|FAILED|3:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:04|"
+        "gpu1||bash|",
+        sacct_row("6", "COMPLETED", None),
+        sacct_row("7", "FAILED", None),
+    )
+    observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
+    (job,) = observation.jobs
+    assert (job.job_id, job.tag) == ("5", TAG)
+    assert [r.job_id for r in job.rows] == ["5+0", "5+0.batch", "5+1", "5+1.0"]
+    assert [r.job_id for r in job.components] == ["5+0", "5+1"]
+    assert [r.job_id for r in job.steps] == ["5+0.batch", "5+1.0"]
+    assert job.health is Health.FAILED
+    assert observation.find("demo", "train") == (job,)
+    assert observation.find("demo", "eval") == ()
+
+
+def test_squeue_speaks_for_live_jobs_and_sacct_fills_in_what_only_it_knows() -> None:
+    live = lines(
+        squeue_row("40", "RUNNING", TAG),  # sacct still says PENDING: it lags
+        squeue_row("41", "FAILED", OTHER),  # finished, still in slurmctld's memory
+        squeue_row("42", "PENDING", TAG.model_copy(update={"name": "held"})),  # not in sacct
+    )
+    past = lines(
+        sacct_row("40", "PENDING", TAG, nodes="None assigned", end="Unknown"),
+        sacct_row("41", "FAILED", OTHER, exit_code="2:0"),
+        "41.batch|41.batch|FAILED|2:0||2026-11-29T22:41:04|2026-11-29T22:41:04|"
+        "2026-11-29T22:41:09|cpu1||batch|",
+    )
+    observation = scheduler(FakeRunner(squeue=[ok(live)], sacct=[ok(past)])).observe(SINCE)
+    jobs = {job.job_id: job for job in observation.jobs}
+    assert jobs["40"].components[0].state is SlurmState.RUNNING
+    assert jobs["40"].health is Health.RUNNING
+    failed_row = jobs["41"].components[0]
+    assert (failed_row.source, failed_row.exit_code) == ("squeue", 2)
+    assert failed_row.end == datetime(2026, 11, 29, 22, 41, 9, tzinfo=UTC)
+    assert [r.job_id for r in jobs["41"].steps] == ["41.batch"]
+    assert jobs["42"].health is Health.PENDING
+    assert observation.complete
+
+
+def test_finished_array_tasks_come_from_sacct_and_its_stale_pending_range_is_dropped() -> None:
+    live = lines(
+        squeue_row("9_[6-7%2]", "PENDING", TAG),
+        squeue_row("9_5", "RUNNING", TAG),
+    )
+    past = lines(
+        sacct_row("9_3", "COMPLETED", TAG),
+        sacct_row("9_4", "COMPLETED", TAG),
+        sacct_row("9_[5-7%2]", "PENDING", TAG, nodes="None assigned", end="Unknown"),
+    )
+    observation = scheduler(FakeRunner(squeue=[ok(live)], sacct=[ok(past)])).observe(SINCE)
+    (job,) = observation.jobs
+    assert [r.job_id for r in job.components] == ["9_3", "9_4", "9_5", "9_[6-7%2]"]
+    assert job.health is Health.RUNNING
+
+
+def test_a_job_slurmctld_forgot_is_read_from_sacct_alone() -> None:
+    past = lines(sacct_row("50", "COMPLETED", TAG))
+    observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
+    (job,) = observation.jobs
+    assert (job.health, job.components[0].source) == (Health.SUCCEEDED, "sacct")
+
+
+def test_when_sacct_fails_live_jobs_are_still_seen_and_the_observation_says_incomplete() -> None:
+    live = lines(squeue_row("40", "RUNNING", TAG))
+    runner = FakeRunner(
+        squeue=[ok(live)],
+        sacct=[failed("sacct: error: Problem talking to the database: Connection refused")],
+    )
+    observation = scheduler(runner).observe(SINCE)
+    assert runner.commands() == ["squeue", "sacct"]  # no retry inside a pass
+    assert not observation.complete
+    (problem,) = observation.problems
+    assert "sacct" in problem and "Problem talking to the database" in problem
+    assert [job.job_id for job in observation.jobs] == ["40"]
+
+
+def test_when_squeue_fails_nothing_can_be_observed() -> None:
+    runner = FakeRunner(squeue=[failed("squeue: error: Unable to contact slurm controller")])
+    with pytest.raises(ObservationError, match="Unable to contact slurm controller"):
+        scheduler(runner).observe(SINCE)
+    assert runner.commands() == ["squeue"]
+
+
+def test_an_unreadable_row_of_recons_makes_the_observation_incomplete() -> None:
+    past = lines(f"60|60|EXPLODED|0:0|None|||Unknown|cpu1|cpu|n|{TAG.format()}")
+    observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
+    assert not observation.complete
+    assert "EXPLODED" in observation.problems[0]
+
+
+def test_an_unreadable_row_of_someone_elses_is_skipped_and_reported_only() -> None:
+    past = lines(
+        "61|61|EXPLODED|0:0|None|||Unknown|cpu1|cpu|n|theirs", sacct_row("62", "COMPLETED", TAG)
+    )
+    observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
+    assert observation.complete and observation.problems == ()
+    assert len(observation.skipped) == 1 and "EXPLODED" in observation.skipped[0]
+    assert [job.job_id for job in observation.jobs] == ["62"]
+
+
+# --- submit ----------------------------------------------------------------------------
+
+SOCKET_TIMEOUT = (
+    "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
+)
+SCRIPT = "#!/bin/bash\n#SBATCH --partition=cpu\necho hi\n"
+
+
+def request(*dependencies: str) -> SubmitRequest:
+    return SubmitRequest(
+        script=SCRIPT, workdir=Path("/work/runs/train"), dependencies=dependencies, tag=TAG
+    )
+
+
+def test_submit_sends_the_script_on_stdin_with_the_tag_and_workdir() -> None:
+    runner = FakeRunner(sbatch=[ok("123\n")])
+    assert scheduler(runner).submit(request()) == "123"
+    ((argv, stdin),) = runner.calls
+    assert stdin == SCRIPT
+    assert argv == [
+        "sbatch",
+        "--parsable",
+        "--chdir=/work/runs/train",
+        "--job-name=demo.train",
+        "--comment=recon1:demo:run:train:0123456789abcdef",
+    ]
+
+
+def test_submit_with_dependencies_waits_for_all_and_dies_if_one_fails() -> None:
+    runner = FakeRunner(sbatch=[ok("124;recondev\n")])
+    assert scheduler(runner).submit(request("7", "8")) == "124"
+    argv = runner.calls[0][0]
+    assert argv[-2:] == ["--dependency=afterok:7:8", "--kill-on-invalid-dep=yes"]
+
+
+def test_transient_failures_are_retried_with_exponential_backoff() -> None:
+    sleeps: list[float] = []
+    runner = FakeRunner(
+        sbatch=[
+            failed(SOCKET_TIMEOUT),
+            failed("sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying"),
+            failed("sbatch: error: Batch job submission failed: Resource temporarily unavailable"),
+            ok("125\n"),
+        ],
+        squeue=[ok()],  # no job of this tag was made by the failed tries
+    )
+    assert scheduler(runner, sleeps).submit(request()) == "125"
+    assert sleeps == [1.0, 2.0, 4.0]
+    assert runner.commands() == [
+        "sbatch",
+        "squeue",
+        "sbatch",
+        "squeue",
+        "sbatch",
+        "squeue",
+        "sbatch",
+    ]
+
+
+def test_a_job_made_by_a_timed_out_try_is_returned_not_submitted_twice() -> None:
+    made = lines(squeue_row("126", "PENDING", TAG, submit="2026-11-29T22:45:00"))
+    runner = FakeRunner(
+        sbatch=[failed(SOCKET_TIMEOUT)],
+        squeue=[ok(made)],
+    )
+    assert scheduler(runner).submit(request()) == "126"
+    assert runner.commands() == ["sbatch", "squeue"]
+
+
+def test_an_older_job_of_the_same_tag_is_not_taken_for_the_new_one() -> None:
+    older = lines(squeue_row("90", "FAILED", TAG, submit="2026-11-29T22:44:59"))
+    runner = FakeRunner(
+        sbatch=[
+            failed("sbatch: error: Unable to contact slurm controller (connect failure)"),
+            ok("127\n"),
+        ],
+        squeue=[ok(older)],
+    )
+    assert scheduler(runner).submit(request()) == "127"
+    assert runner.commands() == ["sbatch", "squeue", "sbatch"]
+
+
+def test_transient_failures_give_up_after_the_attempts() -> None:
+    sleeps: list[float] = []
+    runner = FakeRunner(
+        sbatch=[failed(SOCKET_TIMEOUT)],
+        squeue=[failed("squeue: error: Unable to contact slurm controller")],
+    )
+    with pytest.raises(
+        TransientSchedulerError, match=r"gave up after 4 attempts.*Socket timed out"
+    ):
+        scheduler(runner, sleeps).submit(request())
+    assert runner.commands().count("sbatch") == 4 and sleeps == [1.0, 2.0, 4.0]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "sbatch: error: invalid partition specified: nosuch\n"
+        "sbatch: error: Batch job submission failed: Invalid partition name specified",
+        "sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification",
+        "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+    ],
+)
+def test_permanent_failures_raise_at_once_with_slurms_message(message: str) -> None:
+    sleeps: list[float] = []
+    runner = FakeRunner(sbatch=[failed(message)])
+    with pytest.raises(PermanentSchedulerError) as caught:
+        scheduler(runner, sleeps).submit(request())
+    assert message.splitlines()[-1] in str(caught.value)
+    assert runner.commands() == ["sbatch"] and sleeps == []
+
+
+def test_a_success_without_a_job_id_is_an_error_not_an_empty_id() -> None:
+    runner = FakeRunner(sbatch=[ok("", "sbatch: warning: something")])
+    with pytest.raises(SchedulerError, match="printed no job id"):
+        scheduler(runner).submit(request())
+
+
+# --- cancel, allocate, release ---------------------------------------------------------
+
+
+def test_cancel_runs_scancel_on_the_job_id() -> None:
+    runner = FakeRunner(scancel=[ok()])
+    scheduler(runner).cancel("16")
+    assert runner.calls == [(["scancel", "16"], None)]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "scancel: error: Kill job error on job id 99: Invalid job id specified",
+        "scancel: error: Kill job error on job id 99: Job/step already completing or completed",
+    ],
+)
+def test_cancelling_a_job_that_is_already_gone_is_fine(message: str) -> None:
+    scheduler(FakeRunner(scancel=[failed(message)])).cancel("99")
+
+
+def test_cancel_retries_transient_and_raises_permanent_failures() -> None:
+    runner = FakeRunner(
+        scancel=[failed("scancel: error: Socket timed out on send/recv operation"), ok()]
+    )
+    scheduler(runner).cancel("16")
+    assert runner.commands() == ["scancel", "scancel"]
+    denied = FakeRunner(
+        scancel=[failed("scancel: error: Kill job error on job id 16: Access/permission denied")]
+    )
+    with pytest.raises(PermanentSchedulerError, match="permission denied"):
+        scheduler(denied).cancel("16")
+
+
+def test_allocate_holds_an_allocation_with_no_shell_and_the_tag() -> None:
+    alloc = Tag(project="demo", kind="alloc", name="ws", spec_hash="0123456789abcdef")
+    granted = "salloc: Pending job allocation 21\nsalloc: Granted job allocation 21\n"
+    runner = FakeRunner(salloc=[ok("", granted)], scancel=[ok()])
+    sched = scheduler(runner)
+    job_id = sched.allocate(AllocateRequest(options=("--partition=cpu", "--time=10"), tag=alloc))
+    assert job_id == "21"
+    assert runner.calls[0] == (
+        [
+            "salloc",
+            "--no-shell",
+            "--job-name=demo.ws",
+            "--comment=recon1:demo:alloc:ws:0123456789abcdef",
+            "--partition=cpu",
+            "--time=10",
+        ],
+        None,
+    )
+    sched.release(job_id)
+    assert runner.calls[1] == (["scancel", "21"], None)
+
+
+# --- the real runner -------------------------------------------------------------------
+
+
+def test_the_runner_pins_slurms_time_format_and_passes_stdin() -> None:
+    result = run(["sh", "-c", 'cat; printf "%s" "$SLURM_TIME_FORMAT"'], "script\n")
+    assert (result.returncode, result.stdout) == (0, "script\nstandard")
+
+
+def test_the_runner_reports_a_missing_command_as_a_failure() -> None:
+    result = run(["recon-no-such-command"])
+    assert result.returncode == NOT_FOUND and "recon-no-such-command" in result.stderr
