@@ -34,35 +34,47 @@ def ensure_database(cluster: ClusterSpec) -> None:
     run(["/usr/bin/mysql", "--user=root"], input=bootstrap_sql(cluster))
 
 
-def ensure_cluster_records(cluster: ClusterSpec) -> None:
+def missing_records(cluster: ClusterSpec, assoc_rows: str, root_default: str) -> list[list[str]]:
+    """The `sacctmgr add/modify` arguments still needed, in order, given what exists.
+
+    `assoc_rows` is `sacctmgr -n -P list assoc format=Cluster,Account,User`; an account
+    row has an empty User. `root_default` is root's DefaultAccount.
+    """
+    rows = {tuple(line.split("|")) for line in assoc_rows.splitlines() if line.strip()}
+    name, account = cluster.cluster_name, cluster.account
+    needed = []
+    if not any(row[0] == name for row in rows):
+        needed.append(["add", "cluster", name])
+    if (name, account, "") not in rows:
+        needed.append(
+            [
+                "add",
+                "account",
+                account,
+                f"cluster={name}",
+                "Description=recon dev cluster",
+                "Organization=recon",
+            ]
+        )
+    if (name, account, "root") not in rows:
+        needed.append(["add", "user", "root", f"account={account}", f"cluster={name}"])
+    if root_default.strip() != account:
+        needed.append(["modify", "user", "root", "set", f"DefaultAccount={account}"])
+    return needed
+
+
+def ensure_cluster_records(cluster: ClusterSpec) -> list[str]:
     """Register the cluster, its account, and root as a member using it by default.
 
     The cluster must be known to slurmdbd before slurmctld first registers with it.
     Each record is looked up first: `sacctmgr add` of an existing record is an error.
+    Returns the sacctmgr commands it ran.
     """
-    name, account = cluster.cluster_name, cluster.account
-    if name not in _column(["list", "cluster"], "Cluster"):
-        _sacctmgr("add", "cluster", name)
-    if account not in _column(["list", "account"], "Account"):
-        _sacctmgr(
-            "add",
-            "account",
-            account,
-            f"cluster={name}",
-            "Description=recon dev cluster",
-            "Organization=recon",
-        )
-    associations = _column(["list", "assoc", "user=root", f"cluster={name}"], "Account")
-    if account not in associations:
-        _sacctmgr("add", "user", "root", f"account={account}", f"cluster={name}")
-    if _column(["list", "user", "root"], "DefaultAccount") != [account]:
-        _sacctmgr("modify", "user", "root", "set", f"DefaultAccount={account}")
-
-
-def _column(query: list[str], field: str) -> list[str]:
-    done = run(["/usr/bin/sacctmgr", "--noheader", "--parsable2", *query, f"format={field}"])
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
-
-
-def _sacctmgr(*args: str) -> None:
-    run(["/usr/bin/sacctmgr", "--immediate", *args])
+    sacctmgr = ["/usr/bin/sacctmgr", "--noheader", "--parsable2"]
+    assoc = run([*sacctmgr, "list", "assoc", "format=Cluster,Account,User"]).stdout
+    root_default = run([*sacctmgr, "list", "user", "root", "format=DefaultAccount"]).stdout
+    done = []
+    for args in missing_records(cluster, assoc, root_default):
+        run(["/usr/bin/sacctmgr", "--immediate", *args])
+        done.append("sacctmgr " + " ".join(args))
+    return done

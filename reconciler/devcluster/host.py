@@ -36,6 +36,7 @@ REQUIRED_PROGRAMS = (
 _NVIDIA_MAJOR = 195
 
 MUNGE_KEY = Path("/etc/munge/munge.key")
+MARIADB_DATADIR = Path("/var/lib/mysql")
 
 # sudo and cron may hand us a PATH without the sbin directories.
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -132,6 +133,21 @@ def ensure_fake_gpus(cluster: ClusterSpec) -> None:
                 continue
             path.unlink(missing_ok=True)
             os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(_NVIDIA_MAJOR, minor))
+
+
+def ensure_mariadb_datadir() -> bool:
+    """Create MariaDB's system tables if they are missing; True if it had to.
+
+    The package's install script does this, but a wiped /var/lib/mysql would
+    otherwise make mariadbd exit at once.
+    """
+    if (MARIADB_DATADIR / "mysql").is_dir():
+        return False
+    run(
+        ["/usr/bin/mariadb-install-db", "--user=mysql", f"--datadir={MARIADB_DATADIR}"],
+        timeout=300,
+    )
+    return True
 
 
 def write_configs(files: tuple[ConfigFile, ...]) -> set[Path]:

@@ -79,6 +79,8 @@ class _Up:
         host.prepare_directories(cluster)
         host.ensure_munge_key()
         host.ensure_fake_gpus(cluster)
+        if host.ensure_mariadb_datadir():
+            self._did(f"initialised MariaDB's data directory {host.MARIADB_DATADIR}")
         changed = host.write_configs(render_all(cluster))
         dbd_conf = cluster.layout.config_dir / "slurmdbd.conf"
         for path in sorted(changed):
@@ -91,8 +93,9 @@ class _Up:
         dbd = slurmdbd(cluster)
         if dbd_conf in changed:
             self._stop_if_running(dbd, "slurmdbd.conf changed")
-        self._ensure(dbd, _sacctmgr_error)
-        ensure_cluster_records(cluster)
+        self._ensure(dbd, sacct_error)
+        for command in ensure_cluster_records(cluster):
+            self._did(command)
 
         controller, nodes = slurmctld(cluster), slurmds(cluster)
         if changed - {dbd_conf}:
@@ -105,7 +108,6 @@ class _Up:
                 start(node)
                 self._did(f"started {node.name}")
         self._wait_for_nodes()
-        self._wait("sacct", sacct_error, dbd)
         return tuple(self.actions)
 
     def _did(self, action: str) -> None:
@@ -169,7 +171,10 @@ class _Up:
             time.sleep(0.5)
 
     def _nodes_not_ready(self, waiting: list[str], states: dict[str, NodeState]) -> None:
-        reasons = run(["/usr/bin/sinfo", "--list-reasons", "--Node"], check=False).stdout
+        reasons = run(
+            ["/usr/bin/sinfo", "--list-reasons", "--noheader", "--Node", "--format=%N %t: %E"],
+            check=False,
+        ).stdout
         node_logs = "\n".join(log_tail(self.cluster.layout.slurmd_log(n), 10) for n in waiting)
         raise DevClusterError(
             "nodes not idle in time: "
@@ -189,11 +194,6 @@ def _munge_error() -> str | None:
 
 def _mariadb_error() -> str | None:
     done = run(["/usr/bin/mariadb-admin", "--user=root", "ping"], check=False)
-    return None if done.ok else done.stderr.strip()
-
-
-def _sacctmgr_error() -> str | None:
-    done = run(["/usr/bin/sacctmgr", "--noheader", "list", "cluster"], check=False)
     return None if done.ok else done.stderr.strip()
 
 

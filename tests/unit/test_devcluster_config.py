@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from reconciler.devcluster.accounting import bootstrap_sql
+from reconciler.devcluster.accounting import bootstrap_sql, missing_records
 from reconciler.devcluster.render import (
     fake_gpu_paths,
     render_all,
@@ -191,4 +191,32 @@ def test_bootstrap_sql_is_rerunnable_and_quotes_the_password() -> None:
         "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'it''s';",
         "ALTER USER 'slurm'@'localhost' IDENTIFIED BY 'it''s';",
         "GRANT ALL ON `slurm_acct_db`.* TO 'slurm'@'localhost';",
+    ]
+
+
+def test_accounting_records_on_an_empty_database_are_all_added_in_order() -> None:
+    assert missing_records(CLUSTER, assoc_rows="", root_default="") == [
+        ["add", "cluster", "recondev"],
+        [
+            "add",
+            "account",
+            "recon",
+            "cluster=recondev",
+            "Description=recon dev cluster",
+            "Organization=recon",
+        ],
+        ["add", "user", "root", "account=recon", "cluster=recondev"],
+        ["modify", "user", "root", "set", "DefaultAccount=recon"],
+    ]
+
+
+def test_accounting_records_already_there_are_left_alone() -> None:
+    # Literal `sacctmgr -n -P list assoc format=Cluster,Account,User` of a set-up cluster.
+    rows = "recondev|root|\nrecondev|root|root\nrecondev|recon|\nrecondev|recon|root\n"
+    assert missing_records(CLUSTER, rows, root_default="recon\n") == []
+    fresh_cluster = "recondev|root|\nrecondev|root|root\n"
+    assert [args[:2] for args in missing_records(CLUSTER, fresh_cluster, "root\n")] == [
+        ["add", "account"],
+        ["add", "user"],
+        ["modify", "user"],
     ]
