@@ -48,6 +48,11 @@ EnvKey = Annotated[
 ]
 
 
+def env_suffix(name: str) -> str:
+    """A Name as the end of an environment variable name: `raw-data` -> `RAW_DATA`."""
+    return name.upper().replace("-", "_")
+
+
 def _check_no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain a NUL character")
@@ -58,14 +63,17 @@ SafeText = Annotated[str, AfterValidator(_check_no_nul)]
 
 # Options recon sets itself: letting sbatch_extra set them would break identity (name,
 # comment), dependency chaining, log placement or the hetjob layout, or would silently
-# fight the typed resource fields.
+# fight the typed resource fields. Three more break submission or observation: with
+# `--test-only` sbatch exits 0 and submits nothing; a job sent elsewhere with `--clusters`
+# or run as another user with `--uid` is invisible to recon's squeue and sacct, so every
+# pass would submit it again.
 MANAGED_SBATCH_OPTIONS = frozenset(
     {
         "job-name", "comment", "dependency", "kill-on-invalid-dep", "output", "error",
         "chdir", "parsable", "wrap", "hetjob", "het-group", "array", "export", "input",
         "partition", "account", "qos", "time", "nodes", "cpus-per-task", "ntasks", "mem",
         "mem-per-cpu", "mem-per-gpu", "gres", "gpus", "gpus-per-node", "gpus-per-task",
-        "constraint", "wait",
+        "constraint", "wait", "test-only", "clusters", "uid",
     }
 )  # fmt: skip
 _EXTRA_FLAG = re.compile(r"^--([a-z][a-z0-9-]*)(?:=([A-Za-z0-9_.,:@%+/=-]+))?$")
@@ -84,9 +92,13 @@ def _check_sbatch_extra(value: str) -> str:
             "quotes or shell characters)"
         )
     option = match.group(1)
-    if option in MANAGED_SBATCH_OPTIONS:
+    # sbatch parses with getopt_long, which takes any unambiguous prefix of a long option:
+    # `--part=gpu` is `--partition=gpu`. So a prefix of a managed option is refused too.
+    managed = sorted(m for m in MANAGED_SBATCH_OPTIONS if m.startswith(option))
+    if managed:
+        what = f"--{option}" if option in managed else f"--{option} (short for --{managed[0]})"
         raise ValueError(
-            f"--{option} is set by recon itself; use the matching resources field "
+            f"{what} is set by recon itself; use the matching resources field "
             "or leave it to recon"
         )
     return value

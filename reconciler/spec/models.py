@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from reconciler.spec.fields import EnvKey, Name, SafeText, SbatchFlag
+from reconciler.spec.fields import EnvKey, Name, SafeText, SbatchFlag, env_suffix
 from reconciler.spec.resources import CpuCount, Duration, Gpus, Memory
 
 
@@ -197,6 +197,24 @@ class Run(Document):
     def _command_or_script(self) -> Run:
         if (self.command is None) == (self.script is None):
             raise ValueError("a run takes exactly one of `command` or `script`")
+        return self
+
+    @model_validator(mode="after")
+    def _distinct_env_names(self) -> Run:
+        # The job finds each input and output in RECON_INPUT_<NAME> / RECON_OUTPUT_<NAME>;
+        # two names that make the same variable would silently hide one of them.
+        for field, prefix, names in (
+            ("inputs", "RECON_INPUT_", self.inputs),
+            ("outputs", "RECON_OUTPUT_", self.outputs),
+        ):
+            seen: dict[str, str] = {}
+            for name in names:
+                first = seen.setdefault(env_suffix(name), name)
+                if first != name:
+                    raise ValueError(
+                        f"{field} {first!r} and {name!r} would both be "
+                        f"{prefix}{env_suffix(name)} in the job's environment; rename one"
+                    )
         return self
 
 
