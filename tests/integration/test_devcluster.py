@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from reconciler.cli import app
 from reconciler.devcluster import lifecycle
+from reconciler.devcluster.cli import app
 from reconciler.devcluster.health import check_health
 from reconciler.devcluster.spec import ClusterSpec
 
@@ -46,7 +46,7 @@ def wait_until_finished(job_id: str, fields: str = "JobID,State,Comment") -> lis
 
 
 def test_status_reports_all_three_nodes_usable(slurm_cluster: ClusterSpec) -> None:
-    result = CliRunner().invoke(app, ["dev-cluster", "status"])
+    result = CliRunner().invoke(app, ["status"])
     assert result.exit_code == 0, result.output
     node_rows = {
         line.split()[0]: line.split()
