@@ -1,0 +1,271 @@
+"""The batch script sbatch gets for a run: recon's directives, then the user's command.
+
+sbatch reads ``#SBATCH`` lines from the top of the script, skipping comments and blank
+lines, and stops at the first command. So the script has two parts:
+
+    #!/bin/bash
+    #SBATCH ...                 recon's directives, built from allow-listed values only
+    set -euo pipefail           the first command: sbatch reads no directive after it
+    export RECON_...=...        everything below holds user text, every value shell-quoted
+    export <env>=...
+    cd <code_dir>
+    <command, or the script file's text>
+
+Nothing a spec says can add a directive: names, partitions, constraints and sbatch_extra
+flags are allow-listed by the spec models (they cannot hold a space, quote, ``#`` or line
+break), the run directory is checked here, and all other user text comes after the first
+command. One more thing reads past the first command: sbatch translates ``#PBS`` and
+``#BSUB`` lines anywhere in the first hundred lines of a script into options (a ``#PBS -q
+gpu`` line in a command would move the job). ``--ignore-pbs`` turns that off, so every
+script carries it.
+
+Pure: no I/O, no clock, no environment. The caller resolves paths and creates
+``required_directories`` before calling sbatch.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reconciler.errors import SpecError, SpecIssue
+from reconciler.scheduler.tag import Tag
+from reconciler.spec import templates
+from reconciler.spec.desired import DesiredRun
+from reconciler.spec.fields import env_suffix
+from reconciler.spec.models import NodeShape, RunResources
+
+StrPath = str | os.PathLike[str]
+
+_HEREDOC_DELIMITER = "RECON_SCRIPT_EOF"
+# Characters that need no quoting in an #SBATCH value; anything else is double-quoted.
+_PLAIN_DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_./,:@+=%-]+$")
+# sbatch reads a directive to the end of its line, and a backslash anywhere in an output
+# file name turns off Slurm's %j substitution (the job then fails to start): a run
+# directory holding either cannot be written into --output.
+_UNWRITABLE_IN_DIRECTIVE = re.compile(r"[\x00-\x1f\x7f\\]")
+# `#!interpreter [one argument]`, split as the kernel splits it.
+_SHEBANG = re.compile(r"^#![ \t]*([^ \t\n]+)(?:[ \t]+([^\n]*?))?[ \t]*$")
+
+
+@dataclass(frozen=True)
+class RenderContext:
+    """Where a run's job runs: everything the script needs beyond the run's spec."""
+
+    project: str
+    code_dir: StrPath  # absolute: the checkout of the commit; the command runs here
+    run_dir: StrPath  # absolute: the run's directory; logs go to <run_dir>/logs
+    tag: Tag
+    input_paths: Mapping[str, StrPath] = field(default_factory=dict)  # input name -> absolute
+
+    def __post_init__(self) -> None:
+        paths = {"code_dir": self.code_dir, "run_dir": self.run_dir}
+        paths.update({f"input {name!r}": path for name, path in self.input_paths.items()})
+        for what, path in paths.items():
+            if not posixpath.isabs(os.fspath(path)):
+                raise ValueError(f"{what} must be an absolute path, got {os.fspath(path)!r}")
+
+
+def render_batch_script(run: DesiredRun, context: RenderContext) -> str:
+    """The whole batch script for ``run``, ready for ``sbatch`` on stdin."""
+    _check_context(run, context)
+    lines = [
+        "#!/bin/bash",
+        *_directives(run, context),
+        "set -euo pipefail",
+        *_exports(run, context),
+        f"cd {shlex.quote(os.fspath(context.code_dir))}",
+        _body(run, context),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def log_paths(run_dir: StrPath) -> tuple[str, str]:
+    """The ``--output`` and ``--error`` file patterns, as Slurm reads them (``%j``: job id).
+
+    A ``%`` of the run directory itself is written ``%%``, which Slurm reads as one ``%``.
+    """
+    logs = posixpath.join(os.fspath(run_dir).replace("%", "%%"), "logs")
+    return f"{logs}/slurm-%j.out", f"{logs}/slurm-%j.err"
+
+
+def log_files(run_dir: StrPath, job_id: str) -> tuple[Path, Path]:
+    """The files a job's stdout and stderr go to; for a het job, the id sbatch returned."""
+    logs = Path(run_dir, "logs")
+    return logs / f"slurm-{job_id}.out", logs / f"slurm-{job_id}.err"
+
+
+def required_directories(run: DesiredRun, context: RenderContext) -> tuple[Path, ...]:
+    """What must exist before sbatch: the log directory (Slurm fails a job whose --output
+    directory is missing, before the script runs, with nothing in any log) and the parent
+    directory of every output, so a command can write ``{outputs.X.path}`` straight away."""
+    logs = Path(context.run_dir, "logs")
+    parents = {Path(path.rstrip("/")).parent for path in _output_paths(run, context).values()}
+    return (logs, *sorted(parents - {logs}))
+
+
+def _check_context(run: DesiredRun, context: RenderContext) -> None:
+    # A mismatch would make the job's comment claim a spec it does not run.
+    expected = Tag(project=context.project, kind="run", name=run.name, spec_hash=run.spec_hash)
+    if context.tag != expected:
+        raise ValueError(f"tag {context.tag.format()} does not match {expected.format()}")
+    if set(context.input_paths) != set(run.spec.inputs):
+        raise ValueError(
+            f"input paths given for {sorted(context.input_paths)}, "
+            f"but run {run.name!r} has inputs {sorted(run.spec.inputs)}"
+        )
+    if _UNWRITABLE_IN_DIRECTIVE.search(os.fspath(context.run_dir)):
+        message = (
+            f"the run's directory {os.fspath(context.run_dir)!r} holds a line break, control "
+            "character or backslash, which cannot be written in an #SBATCH --output line; "
+            "choose a workdir (or project location) without them"
+        )
+        raise SpecError([SpecIssue(run.location.file, run.location.line, "workdir", message)])
+
+
+def _directives(run: DesiredRun, context: RenderContext) -> list[str]:
+    """One block per het component, separated by `#SBATCH hetjob`; a plain run has one.
+
+    Job-wide settings go in component 0's block only: Slurm takes them from there.
+    """
+    resources = run.spec.resources
+    blocks = [_shape_options(shape) for shape in resources.shapes]
+    blocks[0] = _job_wide_options(resources, context) + blocks[0]
+    lines: list[str] = []
+    for index, block in enumerate(blocks):
+        if index:
+            lines.append("#SBATCH hetjob")
+        lines.extend(f"#SBATCH {option}" for option in block)
+    return lines
+
+
+def _job_wide_options(resources: RunResources, context: RenderContext) -> list[str]:
+    out, err = log_paths(context.run_dir)
+    options = [
+        f"--job-name={context.tag.job_name}",
+        f"--comment={context.tag.format()}",
+        f"--output={_directive_value(out)}",
+        f"--error={_directive_value(err)}",
+        "--ignore-pbs",
+    ]
+    if resources.time is not None:
+        options.append(f"--time={resources.time.text}")
+    if resources.account is not None:
+        options.append(f"--account={resources.account}")
+    if resources.qos is not None:
+        options.append(f"--qos={resources.qos}")
+    return options
+
+
+def _shape_options(shape: NodeShape) -> list[str]:
+    # `8+` CPUs or `32GB+` memory mean "at least": asking for exactly the minimum satisfies
+    # that on any node, and Slurm has no way to ask for "more if you have it".
+    options = []
+    if shape.partition is not None:
+        options.append(f"--partition={shape.partition}")
+    if shape.nodes is not None:
+        options.append(f"--nodes={shape.nodes}")
+    if shape.cpus is not None:
+        options.append(f"--cpus-per-task={shape.cpus.count}")
+    # No memory given: no --mem at all, so the cluster's DefMemPerCPU applies. (`--mem=0`
+    # would mean the whole node.)
+    if shape.memory is not None:
+        options.append(f"--mem={shape.memory.mebibytes}M")
+    if shape.gpus is not None:
+        # Slurm gres types are case-sensitive and conventionally lowercase (gres.conf `a100`).
+        kind = f"{shape.gpus.type.lower()}:" if shape.gpus.type else ""
+        options.append(f"--gres=gpu:{kind}{shape.gpus.count}")
+    if shape.constraint is not None:
+        options.append(f"--constraint={shape.constraint}")
+    options.extend(shape.sbatch_extra)
+    return options
+
+
+def _directive_value(value: str) -> str:
+    """A value in an #SBATCH line: sbatch splits at spaces and stops at `#` unless quoted.
+
+    Only `"` needs escaping inside double quotes; backslashes never get here.
+    """
+    if _PLAIN_DIRECTIVE_VALUE.match(value):
+        return value
+    return '"' + value.replace('"', '\\"') + '"'
+
+
+def _exports(run: DesiredRun, context: RenderContext) -> list[str]:
+    """Sorted by name in each group, so key order in the YAML never changes the script."""
+    variables = {
+        "RECON_PROJECT": context.project,
+        "RECON_RUN": run.name,
+        "RECON_RUN_DIR": os.fspath(context.run_dir),
+        "RECON_SPEC_HASH": run.spec_hash,
+    }
+    for name in sorted(context.input_paths):
+        variables[f"RECON_INPUT_{env_suffix(name)}"] = os.fspath(context.input_paths[name])
+    outputs = _output_paths(run, context)
+    for name in sorted(outputs):
+        variables[f"RECON_OUTPUT_{env_suffix(name)}"] = outputs[name]
+    # User values are literal text: `$HOME` in a value stays `$HOME`.
+    variables.update(sorted(run.spec.env.items()))
+    return [f"export {key}={shlex.quote(value)}" for key, value in variables.items()]
+
+
+def _output_paths(run: DesiredRun, context: RenderContext) -> dict[str, str]:
+    """Absolute path of every output; a relative one is relative to the run's directory."""
+    run_dir = os.fspath(context.run_dir)
+    return {name: posixpath.join(run_dir, output.path) for name, output in run.spec.outputs.items()}
+
+
+def _body(run: DesiredRun, context: RenderContext) -> str:
+    # Trailing newlines of a YAML block or a file would only leave blank lines at the end.
+    if run.spec.command is not None:
+        return _command(run.spec.command, run, context).rstrip("\n")
+    if run.script_text is None:
+        raise ValueError(f"run {run.name!r} has `script:` but its text was not loaded")
+    return _script(run.script_text)
+
+
+def _command(command: str, run: DesiredRun, context: RenderContext) -> str:
+    """The command with its tokens filled; each value is shell-quoted, so a path with a
+    space or a quote stays one word (write tokens bare, not inside quotes)."""
+    values = {
+        "run.name": run.name,
+        "run.dir": os.fspath(context.run_dir),
+        **{f"inputs.{name}.path": os.fspath(p) for name, p in context.input_paths.items()},
+        **{f"outputs.{name}.path": p for name, p in _output_paths(run, context).items()},
+    }
+    return templates.render(command, {key: shlex.quote(value) for key, value in values.items()})
+
+
+def _script(text: str) -> str:
+    """A `script:` file's text, embedded so the job runs exactly the content that was hashed
+    (the file at code_dir may have changed since).
+
+    Without a shebang the text is a shell snippet and runs like a command, in this shell.
+    With one, it runs under its own interpreter, as `./script` would: `#!/usr/bin/env
+    python3` under Python, and `#!/bin/bash` without the `set -euo pipefail` above, which
+    a script that did not ask for it may not survive. The interpreter reads the text from
+    a quoted here-document on fd 3 (no expansion inside; stdin stays the job's own), whose
+    delimiter is a word that is no line of the text.
+    """
+    shebang = _SHEBANG.match(text.split("\n", 1)[0])
+    if shebang is None:
+        return text.rstrip("\n")
+    interpreter = [word for word in shebang.groups() if word]
+    delimiter = _heredoc_delimiter(text)
+    body = text if text.endswith("\n") else text + "\n"
+    command = shlex.join([*interpreter, "/dev/fd/3"])
+    return f"{command} 3<<'{delimiter}'\n{body}{delimiter}"
+
+
+def _heredoc_delimiter(text: str) -> str:
+    lines = set(text.split("\n"))
+    delimiter, suffix = _HEREDOC_DELIMITER, 0
+    while delimiter in lines:
+        suffix += 1
+        delimiter = f"{_HEREDOC_DELIMITER}_{suffix}"
+    return delimiter
