@@ -195,6 +195,40 @@ def test_finished_array_tasks_come_from_sacct_and_its_stale_pending_range_is_dro
     assert job.health is Health.RUNNING
 
 
+# What sacct printed for het job 41 in the second after it ran, before it settled to
+# 41+0, 41+0.batch, 41+1, 41+1.0: each component under its own id, named "allocation".
+UNSETTLED_HET = f"""\
+41|41|COMPLETED|0:0|None|2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|cpu1||allocation|{TAG.format()}
+41.batch|41.batch|COMPLETED|0:0||2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|cpu1||batch|
+42|42|COMPLETED|0:0|None|2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|gpu1||allocation|{TAG.format()}
+42.0|42.0|COMPLETED|0:0||2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|gpu1||bash|
+"""
+HET_IN_SQUEUE = f"""\
+41+0|41|COMPLETED|None|cpu1|cpu|2026-11-29T22:46:23|2026-11-29T22:46:23|5:00|demo.train|{TAG.format()}
+41+1|42|COMPLETED|None|gpu1|gpu|2026-11-29T22:46:23|2026-11-29T22:46:23|5:00|demo.train|{TAG.format()}
+"""
+
+
+def test_unsettled_het_rows_in_sacct_join_their_job_through_squeues_ids() -> None:
+    runner = FakeRunner(squeue=[ok(HET_IN_SQUEUE)], sacct=[ok(UNSETTLED_HET)])
+    observation = scheduler(runner).observe(SINCE)
+    (job,) = observation.jobs
+    assert job.job_id == "41" and observation.complete
+    assert [r.job_id for r in job.rows] == ["41+0", "41+0.batch", "41+1", "41+1.0"]
+    assert [(r.het_offset, r.step) for r in job.steps] == [(0, "batch"), (1, "0")]
+    assert [r.exit_code for r in job.components] == [0, 0]
+
+
+def test_unsettled_rows_squeue_cannot_explain_make_the_observation_incomplete() -> None:
+    observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(UNSETTLED_HET)])).observe(SINCE)
+    assert observation.jobs == ()  # not two jobs of one tag
+    assert not observation.complete
+    assert [p.split(" (")[0] for p in observation.problems] == [
+        "accounting for job 41",
+        "accounting for job 42",
+    ]
+
+
 def test_a_job_slurmctld_forgot_is_read_from_sacct_alone() -> None:
     past = lines(sacct_row("50", "COMPLETED", TAG))
     observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)

@@ -7,6 +7,11 @@ Who is right about what:
 - A job-level row sacct reports as still alive but squeue no longer lists is stale (an
   array's pending range after tasks started, a state sacct has not caught up with) and is
   dropped when squeue speaks for the job.
+- For a second or so after a het job or array task starts, slurmdbd knows its components
+  only by their own ids: sacct prints ``42`` and ``42.0`` (JobName ``allocation``, no
+  partition) where it later prints ``41+1`` and ``41+1.0``. squeue's ``%A`` column maps
+  such an id back to the component (``42`` is ``41+1``). A row of that unsettled kind that
+  squeue no longer explains makes the observation incomplete rather than a job of its own.
 
 Rows are grouped by the id sbatch returned (the part before ``+``, ``_`` and ``.``), and a
 group is recon's when one of its job-level rows carries a recon tag, the leader's first.
@@ -18,29 +23,36 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
-from reconciler.scheduler.slurm.parse import Parsed, Rejected
+from reconciler.scheduler.slurm.parse import Parsed, Rejected, job_id_parts
 from reconciler.scheduler.states import HEALTH, Health
 from reconciler.scheduler.tag import PREFIX
 
 _ALIVE = {Health.PENDING, Health.RUNNING}
+# The job name slurmdbd gives a job it learnt of from a step before the job itself.
+_UNSETTLED_NAME = "allocation"
 
 
 def combine(
     squeue: Parsed, sacct: Parsed | None, taken_at: datetime, sacct_failure: str = ""
 ) -> Observation:
     """The observation from both commands' rows; ``sacct`` None when it failed (say why)."""
-    history = sacct.records if sacct is not None else ()
+    aliases = _component_ids(squeue.records)
+    history = [_as_listed(row, aliases) for row in (sacct.records if sacct is not None else ())]
     live_groups = _by_top_id(squeue.records)
     past_groups = _by_top_id(history)
+    problems = [f"sacct failed, only live jobs seen: {sacct_failure}"] if sacct is None else []
     jobs = []
     for top_id in sorted(live_groups.keys() | past_groups.keys(), key=int):
         rows = _merge(live_groups.get(top_id, []), past_groups.get(top_id, []))
         tag = next((row.tag for row in rows if row.tag is not None and not row.is_step), None)
-        if tag is not None:
-            jobs.append(ObservedJob(job_id=top_id, tag=tag, rows=tuple(rows)))
+        if tag is None:
+            continue
+        if top_id not in live_groups and any(_unsettled(row) for row in rows):
+            problems.append(f"accounting for job {top_id} ({tag.format()}) has not settled yet")
+            continue
+        jobs.append(ObservedJob(job_id=top_id, tag=tag, rows=tuple(rows)))
 
     rejected = [*squeue.rejected, *(sacct.rejected if sacct is not None else ())]
-    problems = [f"sacct failed, only live jobs seen: {sacct_failure}"] if sacct is None else []
     problems += [
         f"a row of recon's could not be read ({bad.why}): {bad.line}"
         for bad in rejected
@@ -52,6 +64,35 @@ def combine(
         complete=not problems,
         problems=tuple(problems),
         skipped=tuple(_describe(bad) for bad in rejected),
+    )
+
+
+def _component_ids(live: Iterable[JobRecord]) -> dict[str, str]:
+    """Each het component's and array task's own id (squeue ``%A``) -> its printed id."""
+    return {
+        row.raw_id: row.job_id
+        for row in live
+        if row.raw_id and (row.het_offset is not None or (row.array_task or "").isdigit())
+    }
+
+
+def _as_listed(row: JobRecord, aliases: dict[str, str]) -> JobRecord:
+    """sacct's row under the id squeue lists it by: ``42.0`` becomes ``41+1.0``."""
+    head, dot, step = row.job_id.partition(".")
+    parts = job_id_parts(aliases[head] + dot + step) if head in aliases else None
+    if parts is None:
+        return row
+    return row.model_copy(update={"job_id": aliases[head] + dot + step, **parts._asdict()})
+
+
+def _unsettled(row: JobRecord) -> bool:
+    """A component row slurmdbd made from a step before it heard of the job: recon's own jobs
+    are never named ``allocation`` (their names hold a dot)."""
+    return (
+        not row.is_step
+        and row.source == "sacct"
+        and row.name == _UNSETTLED_NAME
+        and row.partition is None
     )
 
 

@@ -85,7 +85,9 @@ class Parsed(BaseModel):
     rejected: tuple[Rejected, ...]
 
 
-class _JobId(NamedTuple):
+class JobIdParts(NamedTuple):
+    """A job id taken apart: ``4+1.0`` is job 4, het offset 1, step 0."""
+
     top_id: str
     het_offset: int | None
     array_task: str | None
@@ -209,12 +211,22 @@ def _start(text: str, state: SlurmState, nodes: str, tz: tzinfo) -> datetime | N
     return _time(text, tz)
 
 
-def _job_id(text: str) -> _JobId:
+def job_id_parts(text: str) -> JobIdParts | None:
+    """The parts of a job id as Slurm prints it, or None for a form Slurm does not print."""
     match = _JOB_ID.match(text)
     if match is None:
-        raise _Unreadable(f"unknown job id form {text!r}")
+        return None
     het = match["het"]
-    return _JobId(match["top"], None if het is None else int(het), match["array"], match["step"])
+    return JobIdParts(
+        match["top"], None if het is None else int(het), match["array"], match["step"]
+    )
+
+
+def _job_id(text: str) -> JobIdParts:
+    parts = job_id_parts(text)
+    if parts is None:
+        raise _Unreadable(f"unknown job id form {text!r}")
+    return parts
 
 
 def _state(text: str) -> tuple[SlurmState, int | None]:
