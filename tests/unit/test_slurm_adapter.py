@@ -451,9 +451,24 @@ def test_allocate_holds_an_allocation_with_no_shell_and_the_tag() -> None:
 # --- the real runner -------------------------------------------------------------------
 
 
-def test_the_runner_pins_slurms_time_format_and_passes_stdin() -> None:
+def test_the_runner_pins_slurms_time_format_and_passes_stdin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLURM_TIME_FORMAT", "relative")
     result = run(["sh", "-c", 'cat; printf "%s" "$SLURM_TIME_FORMAT"'], "script\n")
     assert (result.returncode, result.stdout) == (0, "script\nstandard")
+
+
+def test_the_runner_keeps_sbatch_options_in_the_environment_from_overriding_the_script(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SBATCH_PARTITION", "elsewhere")
+    monkeypatch.setenv("SALLOC_ACCOUNT", "someone")
+    monkeypatch.setenv("RECON_KEPT", "yes")
+    result = run(
+        ["sh", "-c", 'printf "%s|%s|%s" "$SBATCH_PARTITION" "$SALLOC_ACCOUNT" "$RECON_KEPT"']
+    )
+    assert result.stdout == "||yes"
 
 
 def test_the_runner_reports_a_missing_command_as_a_failure() -> None:

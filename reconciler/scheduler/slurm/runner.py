@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 TIMEOUT_SECONDS = 60.0
@@ -21,9 +21,7 @@ class Runner(Protocol):
 
 def run(argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` and return what it did; never raises for the command's own failures."""
-    # Pin the time format: a user's SLURM_TIME_FORMAT would otherwise change what sacct and
-    # squeue print and break the parsers.
-    env = {**os.environ, "SLURM_TIME_FORMAT": "standard"}
+    env = {**_own_environment(os.environ), "SLURM_TIME_FORMAT": "standard"}
     try:
         return subprocess.run(
             list(argv),
@@ -39,3 +37,16 @@ def run(argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedPr
     except subprocess.TimeoutExpired:
         message = f"{argv[0]}: timed out after {TIMEOUT_SECONDS:.0f} s"
         return subprocess.CompletedProcess(list(argv), TIMED_OUT, "", message)
+
+
+def _own_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The caller's environment minus what would change a command behind recon's back.
+
+    ``SBATCH_*`` and ``SALLOC_*`` outrank a script's ``#SBATCH`` lines (a stray
+    ``SBATCH_PARTITION`` would move every job), so the rendered script, which the spec
+    hash covers, must be the only source of options. ``SLURM_TIME_FORMAT`` is pinned by
+    the caller: another format would break the parsers.
+    """
+    return {
+        key: value for key, value in environ.items() if not key.startswith(("SBATCH_", "SALLOC_"))
+    }
