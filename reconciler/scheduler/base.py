@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field
 
 from reconciler.scheduler.states import HEALTH, Health, SlurmState, aggregate
 from reconciler.scheduler.tag import Tag
@@ -101,9 +101,10 @@ class ObservedJob(BaseModel):
     def steps(self) -> tuple[JobRecord, ...]:
         return tuple(row for row in self.rows if row.is_step)
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def health(self) -> Health:
+        """All rows folded by the one rule (``states.aggregate``). Derived, so not stored:
+        an observation saved as JSON reads back as it was."""
         return aggregate(row.health for row in self.rows)
 
 

@@ -16,7 +16,7 @@ from reconciler.errors import (
     SchedulerError,
     TransientSchedulerError,
 )
-from reconciler.scheduler.base import AllocateRequest, SubmitRequest
+from reconciler.scheduler.base import AllocateRequest, Observation, SubmitRequest
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.runner import NOT_FOUND, run
 from reconciler.scheduler.states import Health, SlurmState
@@ -227,6 +227,13 @@ def test_unsettled_rows_squeue_cannot_explain_make_the_observation_incomplete() 
         "accounting for job 41",
         "accounting for job 42",
     ]
+
+
+def test_an_observation_survives_a_json_round_trip() -> None:
+    observation = scheduler(
+        FakeRunner(squeue=[ok(HET_IN_SQUEUE)], sacct=[ok(UNSETTLED_HET)])
+    ).observe(SINCE)
+    assert Observation.model_validate_json(observation.model_dump_json()) == observation
 
 
 def test_a_job_slurmctld_forgot_is_read_from_sacct_alone() -> None:

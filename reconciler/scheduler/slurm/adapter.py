@@ -71,7 +71,7 @@ class SlurmScheduler:
         taken_at = self._clock()
         live = self._runner(argv.squeue(), None)
         if live.returncode != 0:
-            raise ObservationError(f"squeue failed, the cluster cannot be seen: {failure(live)}")
+            raise ObservationError(f"squeue failed, the cluster cannot be seen: {message_of(live)}")
         history = self._runner(argv.sacct(since, self._tz), None)
         if history.returncode != 0:
             return combine(parse_squeue(live.stdout, self._tz), None, taken_at, message_of(history))
