@@ -4,7 +4,8 @@ makes of their answers. The fake stands in at recon's own seam (the runner), not
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -119,6 +120,33 @@ def test_since_is_given_to_sacct_in_the_zone_slurm_prints() -> None:
     zone = timezone(timedelta(hours=-5))
     SlurmScheduler(runner, clock=lambda: NOW, tz=zone).observe(SINCE)
     assert "--starttime=2026-11-29T16:45:00" in runner.calls[1][0]
+
+
+@pytest.fixture
+def berlin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The machine's local time set to a zone with daylight saving."""
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("berlin")
+def test_local_time_follows_daylight_saving_both_ways() -> None:
+    winter, summer = "2026-01-15T12:00:00", "2026-07-15T12:00:00"
+    live = lines(
+        squeue_row("1", "RUNNING", TAG, submit=winter),
+        squeue_row("2", "RUNNING", OTHER, submit=summer),
+    )
+    runner = FakeRunner(squeue=[ok(live)], sacct=[ok()])
+    observation = SlurmScheduler(runner, clock=lambda: NOW).observe(
+        datetime(2026, 7, 1, 10, 0, tzinfo=UTC)
+    )
+    assert "--starttime=2026-07-01T12:00:00" in runner.calls[1][0]  # CEST, UTC+2
+    first, second = (job.components[0].submit for job in observation.jobs)
+    assert first == datetime(2026, 1, 15, 11, 0, tzinfo=UTC)  # CET, UTC+1
+    assert second == datetime(2026, 7, 15, 10, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("count", [1, 200])

@@ -18,6 +18,7 @@ from reconciler.scheduler.base import AllocateRequest, Observation, SubmitReques
 from reconciler.scheduler.slurm import argv
 from reconciler.scheduler.slurm.combine import combine
 from reconciler.scheduler.slurm.failures import failure, is_gone, message_of
+from reconciler.scheduler.slurm.localtime import SystemLocalTime
 from reconciler.scheduler.slurm.parse import (
     parse_granted,
     parse_sacct,
@@ -29,12 +30,6 @@ from reconciler.scheduler.tag import Tag
 
 T = TypeVar("T")
 Result = subprocess.CompletedProcess[str]
-
-
-def _local_tz() -> tzinfo:
-    zone = datetime.now().astimezone().tzinfo
-    assert zone is not None  # astimezone() always attaches one
-    return zone
 
 
 class SlurmScheduler:
@@ -52,13 +47,13 @@ class SlurmScheduler:
         attempts: int = 4,
         first_delay: float = 1.0,
     ) -> None:
-        """``tz`` is the zone Slurm prints times in: the local one unless told."""
+        """``tz`` is the zone Slurm prints times in: this machine's local time unless told."""
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
         self._runner = runner
         self._sleep = sleep
         self._clock = clock
-        self._tz = tz or _local_tz()
+        self._tz = tz or SystemLocalTime()
         self._attempts = attempts
         self._first_delay = first_delay
 
