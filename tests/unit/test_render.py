@@ -471,12 +471,10 @@ def script_run(text: str) -> DesiredRun:
 
 
 def test_script_without_shebang_runs_like_a_command(tmp_path: Path) -> None:
-    result = execute(
-        render_batch_script(
-            script_run("echo $RECON_RUN\nfalse\necho no\n"), context(code_dir=tmp_path)
-        ),
-        tmp_path,
-    )
+    text = "echo $RECON_RUN\nfalse\necho no\n"
+    script = render_batch_script(script_run(text), context(code_dir=tmp_path))
+    assert script.endswith(f"\ncd {tmp_path}\n{text}")
+    result = execute(script, tmp_path)
     assert (result.returncode, result.stdout) == (1, b"train\n")
 
 
