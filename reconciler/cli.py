@@ -94,7 +94,9 @@ def plan(
     output_format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
     detailed_exitcode: Annotated[
         bool,
-        typer.Option("--detailed-exitcode", help="Exit 0 for no changes, 2 for changes, 1 on error."),
+        typer.Option(
+            "--detailed-exitcode", help="Exit 0 for no changes, 2 for changes, 1 on error."
+        ),
     ] = False,
 ) -> None:
     """Show what would change. With --against REV: the spec diff from REV to HEAD, for PR CI."""

@@ -6,6 +6,7 @@ targets with what they need (upstream) and, on request, what needs them (downstr
 
 from __future__ import annotations
 
+import graphlib
 from collections.abc import Iterable, Mapping
 
 import networkx as nx
@@ -15,18 +16,41 @@ from reconciler.spec.desired import Location
 from reconciler.spec.models import Run
 
 
-def build(runs: Mapping[str, Run]) -> nx.DiGraph:
-    """A DAG (once `cycles` found none) with an edge upstream -> downstream."""
-    graph = nx.DiGraph()
-    graph.add_nodes_from(runs)
-    for name, run in runs.items():
-        for spec_input in run.inputs.values():
-            if spec_input.upstream is not None and spec_input.upstream[0] in runs:
-                graph.add_edge(spec_input.upstream[0], name)
+
+def build(upstreams: Mapping[str, Iterable[str]]) -> nx.DiGraph[str]:
+    """A DAG (once `cycles` found none) with an edge upstream -> downstream.
+
+    `upstreams` maps each run to the runs whose outputs it reads; names that are not
+    runs of the project (a dangling reference, reported elsewhere) make no edge.
+    """
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    graph.add_nodes_from(upstreams)
+    graph.add_edges_from(
+        (upstream, name)
+        for name, names in upstreams.items()
+        for upstream in names
+        if upstream in upstreams
+    )
     return graph
 
 
-def cycles(graph: nx.DiGraph, locations: Mapping[str, Location]) -> list[SpecIssue]:
+def upstream_runs(run: Run) -> list[str]:
+    return [item.upstream[0] for item in run.inputs.values() if item.upstream is not None]
+
+
+def has_cycle(upstreams: Mapping[str, Iterable[str]]) -> bool:
+    """A quick yes/no: the standard library's sorter is several times faster than
+    building a networkx graph, and most loads (every load of a valid sweep) need no more."""
+    try:
+        graphlib.TopologicalSorter(
+            {name: [u for u in names if u in upstreams] for name, names in upstreams.items()}
+        ).prepare()
+    except graphlib.CycleError:
+        return True
+    return False
+
+
+def cycles(graph: nx.DiGraph[str], locations: Mapping[str, Location]) -> list[SpecIssue]:
     """One issue per cycle, naming every member with its file and line."""
     issues = []
     for component in nx.strongly_connected_components(graph):
@@ -47,7 +71,7 @@ class UnknownTarget(ValueError):
     pass
 
 
-def select(graph: nx.DiGraph, targets: Iterable[str], downstream: bool = False) -> list[str]:
+def select(graph: nx.DiGraph[str], targets: Iterable[str], downstream: bool = False) -> list[str]:
     """The targets with everything they need (and, with `downstream`, all that needs
     them), in an order where every run comes after its upstreams."""
     targets = list(targets)
@@ -62,6 +86,6 @@ def select(graph: nx.DiGraph, targets: Iterable[str], downstream: bool = False) 
     return [name for name in order(graph) if name in chosen]
 
 
-def order(graph: nx.DiGraph) -> list[str]:
+def order(graph: nx.DiGraph[str]) -> list[str]:
     """Every run after its upstreams; ties broken by name so plans are stable."""
     return list(nx.lexicographical_topological_sort(graph))

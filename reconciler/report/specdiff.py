@@ -28,16 +28,15 @@ def summary(result: SpecDiff) -> str:
 
 
 def header(result: SpecDiff) -> str:
-    return (
-        f"Spec diff for project {result.project}: "
-        f"{_short(result.base)} -> {_short(result.head)}"
-    )
+    return f"Spec diff for project {result.project}: {_short(result.base)} -> {_short(result.head)}"
 
 
 def as_text(result: SpecDiff) -> str:
     lines = [header(result), ""]
     for entry in result.entries:
-        lines.append(f"  {SYMBOLS[entry.change]} {entry.kind.lower()} {entry.name}  ({entry.location})")
+        lines.append(
+            f"  {SYMBOLS[entry.change]} {entry.kind.lower()} {entry.name}  ({entry.location})"
+        )
         lines.extend(
             f"      {change.field}: {_value(change.old)} -> {_value(change.new)}"
             for change in entry.fields
@@ -82,15 +81,11 @@ def as_json(result: SpecDiff) -> str:
                 "action": entry.change.value,
                 "file": entry.location.file,
                 "line": entry.location.line,
-                "fields": [
-                    {"field": c.field, "old": c.old, "new": c.new} for c in entry.fields
-                ],
+                "fields": [{"field": c.field, "old": c.old, "new": c.new} for c in entry.fields],
             }
             for entry in result.entries
         ],
-        "summary": {
-            change.value: result.count(change) for change in Change
-        },
+        "summary": {change.value: result.count(change) for change in Change},
     }
     return json.dumps(document, indent=2) + "\n"
 

@@ -1,4 +1,4 @@
-"""Checks that need every document at once: unique names, references, template tokens."""
+"""Checks beyond one document's model: template tokens, unique names, input references."""
 
 from __future__ import annotations
 
@@ -6,59 +6,13 @@ from reconciler.errors import SpecIssue
 from reconciler.spec import templates
 from reconciler.spec.documents import ParsedDocument
 from reconciler.spec.models import Run
+from reconciler.spec.summary import DocumentSummary
 
 
-def check_documents(documents: list[ParsedDocument]) -> list[SpecIssue]:
-    first: dict[str, ParsedDocument] = {}
-    issues: list[SpecIssue] = []
-    for document in documents:
-        name = document.spec.name
-        if name in first:
-            earlier = first[name]
-            issues.append(
-                SpecIssue(
-                    document.file,
-                    document.line_of("name"),
-                    "name",
-                    f"{name!r} is already used by the {earlier.spec.kind} at "
-                    f"{earlier.file}:{earlier.line_of('name')} (names are unique per project)",
-                )
-            )
-        else:
-            first[name] = document
-    for document in documents:
-        if isinstance(document.spec, Run):
-            issues.extend(_check_inputs(document, document.spec, first))
-            issues.extend(_check_tokens(document, document.spec))
-    return issues
-
-
-def _check_inputs(
-    document: ParsedDocument, run: Run, by_name: dict[str, ParsedDocument]
-) -> list[SpecIssue]:
-    issues = []
-    for input_name, spec_input in run.inputs.items():
-        if spec_input.upstream is None:
-            continue
-        upstream_name, output_name = spec_input.upstream
-        upstream = by_name.get(upstream_name)
-        problem = None
-        if upstream is None or not isinstance(upstream.spec, Run):
-            problem = f"{spec_input.from_!r} names no run {upstream_name!r} in this project"
-        elif output_name not in upstream.spec.outputs:
-            declared = ", ".join(sorted(upstream.spec.outputs)) or "none"
-            problem = (
-                f"run {upstream_name!r} declares no output {output_name!r} "
-                f"(its outputs: {declared})"
-            )
-        if problem is not None:
-            line = document.line_of("inputs", input_name)
-            issues.append(SpecIssue(document.file, line, f"inputs.{input_name}", problem))
-    return issues
-
-
-def _check_tokens(document: ParsedDocument, run: Run) -> list[SpecIssue]:
-    if run.command is None:
+def check_tokens(document: ParsedDocument) -> list[SpecIssue]:
+    """Every `{...}` token in a run's command must be one the run can fill in."""
+    run = document.spec
+    if not isinstance(run, Run) or run.command is None:
         return []
     known = templates.known_tokens(list(run.inputs), list(run.outputs))
     return [
@@ -71,3 +25,43 @@ def _check_tokens(document: ParsedDocument, run: Run) -> list[SpecIssue]:
         )
         for token in templates.unknown_tokens(run.command, known)
     ]
+
+
+def check_project(documents: list[DocumentSummary]) -> list[SpecIssue]:
+    """Names unique across the project; inputs name runs and outputs that exist."""
+    first: dict[str, DocumentSummary] = {}
+    issues: list[SpecIssue] = []
+    for document in documents:
+        earlier = first.setdefault(document.name, document)
+        if earlier is not document:
+            issues.append(
+                SpecIssue(
+                    document.file,
+                    document.name_line,
+                    "name",
+                    f"{document.name!r} is already used by the {earlier.kind} at "
+                    f"{earlier.file}:{earlier.name_line} (names are unique per project)",
+                )
+            )
+    for document in documents:
+        issues.extend(_check_inputs(document, first))
+    return issues
+
+
+def _check_inputs(
+    document: DocumentSummary, by_name: dict[str, DocumentSummary]
+) -> list[SpecIssue]:
+    issues = []
+    for ref in document.inputs:
+        if ref.run is None:
+            continue
+        upstream = by_name.get(ref.run)
+        problem = None
+        if upstream is None or upstream.kind != "Run":
+            problem = f"'{ref.run}.{ref.output}' names no run {ref.run!r} in this project"
+        elif ref.output not in upstream.outputs:
+            declared = ", ".join(sorted(upstream.outputs)) or "none"
+            problem = f"run {ref.run!r} declares no output {ref.output!r} (its outputs: {declared})"
+        if problem is not None:
+            issues.append(SpecIssue(document.file, ref.line, f"inputs.{ref.name}", problem))
+    return issues

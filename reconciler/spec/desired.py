@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from reconciler.spec.models import Allocation, Defaults, NodeShape, Project, Run, RunResources
 
 S = TypeVar("S", bound=NodeShape)
+T = TypeVar("T")
 
 NOT_HASHED = {"description", "labels", "retries", "update"}
 
@@ -63,6 +64,37 @@ class Desired:
     commit: str | None  # None when read from the work tree
     runs: Mapping[str, DesiredRun]
     allocations: Mapping[str, DesiredAllocation]
+    upstreams: Mapping[str, tuple[str, ...]]  # run -> the runs whose outputs it reads
+
+
+class LazyMapping(Mapping[str, T]):
+    """A mapping whose values are built on first access, then kept.
+
+    A sweep's Desired holds thousands of runs; a validation or a plan that finds them
+    current never needs their models, only their names and hashes.
+    """
+
+    def __init__(self, keys: Iterable[str], build: Callable[[str], T]) -> None:
+        self._keys = list(keys)
+        self._known = set(self._keys)
+        self._build = build
+        self._built: dict[str, T] = {}
+
+    def __getitem__(self, key: str) -> T:
+        if key not in self._built:
+            if key not in self._known:
+                raise KeyError(key)
+            self._built[key] = self._build(key)
+        return self._built[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._known
 
 
 def effective_run(run: Run, project: Project) -> Run:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
@@ -20,6 +21,7 @@ class ParsedDocument:
     file: str
     line: int
     lines: dict[Path, int]
+    data: dict[str, Any]  # the document as written
 
     def line_of(self, *path: str | int) -> int:
         for end in range(len(path), 0, -1):
@@ -49,14 +51,12 @@ def validate_spec(document: SourceDocument) -> tuple[ParsedDocument | None, list
         spec = model.model_validate(data)
     except ValidationError as error:
         return None, issues_from(error, document)
-    return ParsedDocument(spec, document.file, document.line, document.lines), []
+    return ParsedDocument(spec, document.file, document.line, document.lines, data), []
 
 
 def validate_project(document: SourceDocument) -> tuple[Project | None, list[SpecIssue]]:
     if not isinstance(document.data, dict):
-        return None, [
-            SpecIssue(document.file, document.line, "", "recon.yaml must be a mapping")
-        ]
+        return None, [SpecIssue(document.file, document.line, "", "recon.yaml must be a mapping")]
     try:
         return Project.model_validate(document.data), []
     except ValidationError as error:

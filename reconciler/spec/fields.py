@@ -98,8 +98,7 @@ def _check_sbatch_extra(value: str) -> str:
     if managed:
         what = f"--{option}" if option in managed else f"--{option} (short for --{managed[0]})"
         raise ValueError(
-            f"{what} is set by recon itself; use the matching resources field "
-            "or leave it to recon"
+            f"{what} is set by recon itself; use the matching resources field or leave it to recon"
         )
     return value
 

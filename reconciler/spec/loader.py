@@ -1,7 +1,7 @@
 """Load the desired state from a commit (or the work tree): every problem, or a `Desired`.
 
-    recon.yaml ──▶ Project ──globs──▶ spec files ──parse (cached by blob)──▶ documents
-                                                       ──cross-checks + graph──▶ Desired
+    recon.yaml ──▶ Project ──globs──▶ spec files ──parse + validate (cached by blob)──▶
+        document summaries ──project checks + graph──▶ Desired (models built on demand)
 
 All problems in all files are collected before anything fails, so `recon validate`
 lists them together; any problem raises one SpecError holding them all.
@@ -9,24 +9,31 @@ lists them together; any problem raises one SpecError holding them all.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import Any
 
 from reconciler import graph
 from reconciler.errors import RepoError, SpecError, SpecIssue
 from reconciler.spec.cache import FileResult, ParseCache
-from reconciler.spec.checks import check_documents
+from reconciler.spec.checks import check_project, check_tokens
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
     DesiredRun,
+    LazyMapping,
     Location,
     effective_allocation,
     effective_run,
     spec_hash,
 )
-from reconciler.spec.documents import ParsedDocument, validate_project, validate_spec
-from reconciler.spec.models import Project, Run
+from reconciler.spec.documents import validate_project, validate_spec
+from reconciler.spec.models import KINDS, Allocation, Project, Run
 from reconciler.spec.source import PROJECT_FILE, CommitSource, SpecSource, WorktreeSource, matching
+from reconciler.spec.summary import DocumentSummary, summarize
 from reconciler.spec.yamlsource import parse_documents
 
 
@@ -45,27 +52,27 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
     project = load_project(source)
     if isinstance(source, WorktreeSource):
         source = WorktreeSource(source.root, skip_dirs=(project.state_dir, project.runs_dir))
-    cache = ParseCache(cache_dir if cache_dir is not None else source.root / project.state_dir)
     all_paths = source.paths()
-    documents: list[ParsedDocument] = []
-    issues: list[SpecIssue] = []
-    live: set[tuple[str, str]] = set()
-    for path in matching(all_paths, project.specs):
-        if path == PROJECT_FILE:
-            continue
-        result = _parse_file(source, path, cache, live)
-        documents.extend(result.documents)
-        issues.extend(result.issues)
-    cache.keep_only(live)
-    cache.save()
-
-    scripts, script_issues = _read_scripts(source, documents, set(all_paths))
+    summaries, issues = _load_files(source, project, cache_dir)
+    scripts, script_issues = _read_scripts(source, summaries, set(all_paths))
     issues.extend(script_issues)
-    issues.extend(check_documents(documents))
-    issues.extend(_cycles(documents))
+    issues.extend(check_project(summaries))
+    runs = {s.name: s for s in summaries if s.kind == "Run"}
+    upstreams = {name: tuple(summary.upstreams) for name, summary in runs.items()}
+    locations = {name: Location(s.file, s.line) for name, s in runs.items()}
+    if graph.has_cycle(upstreams):
+        issues.extend(graph.cycles(graph.build(upstreams), locations))
     if issues:
         raise SpecError(issues)
-    return _desired(source, project, documents, scripts)
+    allocations = {s.name: s for s in summaries if s.kind == "Allocation"}
+    return Desired(
+        project,
+        source.root,
+        source.commit,
+        LazyMapping(runs, lambda name: _desired_run(runs[name], project, scripts.get(name))),
+        LazyMapping(allocations, lambda name: _desired_allocation(allocations[name], project)),
+        upstreams,
+    )
 
 
 def load_project(source: SpecSource) -> Project:
@@ -89,37 +96,88 @@ def load_project(source: SpecSource) -> Project:
     if issues:
         raise SpecError(issues)
     if len(documents) != 1:
-        raise SpecError(
-            [SpecIssue(PROJECT_FILE, None, "", "must hold exactly one YAML document")]
-        )
+        raise SpecError([SpecIssue(PROJECT_FILE, None, "", "must hold exactly one YAML document")])
     project, issues = validate_project(documents[0])
     if project is None:
         raise SpecError(issues)
     return project
 
 
-def _parse_file(
-    source: SpecSource, path: str, cache: ParseCache, live: set[tuple[str, str]]
-) -> FileResult:
-    blob = source.blob_id(path)
-    live.add((path, blob))
-    cached = cache.get(path, blob)
-    if cached is not None:
-        return cached
-    text = _decode(source.read(path), path)
+def _load_files(
+    source: SpecSource, project: Project, cache_dir: Path | None
+) -> tuple[list[DocumentSummary], list[SpecIssue]]:
+    """Every spec file's documents and problems, parsing only files the cache lacks."""
+    cache = ParseCache(
+        cache_dir if cache_dir is not None else source.root / project.state_dir, project
+    )
+    paths = [path for path in matching(source.paths(), project.specs) if path != PROJECT_FILE]
+    blobs = {path: source.blob_id(path) for path in paths}
+    results = {path: cache.get(path, blobs[path]) for path in paths}
+    missing = [path for path, result in results.items() if result is None]
+    for path, fresh in _parse_files(source.read_many(missing), project).items():
+        cache.put(path, blobs[path], fresh)
+        results[path] = fresh
+    cache.keep_only(set(blobs.items()))
+    cache.save()
+    summaries: list[DocumentSummary] = []
+    issues: list[SpecIssue] = []
+    for result in results.values():
+        assert result is not None  # every miss was parsed just above
+        summaries.extend(result.documents)
+        issues.extend(result.issues)
+    return summaries, issues
+
+
+# Below this many files a worker pool costs more to start than it saves.
+_PARALLEL_FROM = 500
+
+
+def _parse_files(contents: dict[str, bytes], project: Project) -> dict[str, FileResult]:
+    """Parse and validate files, on every core when there are many (a cold sweep)."""
+    workers = min(os.cpu_count() or 1, 8)
+    if len(contents) < _PARALLEL_FROM or workers < 2:
+        return {path: _parse_file(path, content, project) for path, content in contents.items()}
+    items = list(contents.items())
+    chunks = [items[start::workers] for start in range(workers)]
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            parts = list(pool.map(_parse_chunk, chunks, [project] * workers))
+    except (OSError, ValueError, BrokenProcessPool):
+        return {path: _parse_file(path, content, project) for path, content in items}
+    return {path: FileResult.from_plain(plain) for part in parts for path, plain in part}
+
+
+def _parse_chunk(
+    items: list[tuple[str, bytes]], project: Project
+) -> list[tuple[str, tuple[Any, ...]]]:
+    # Plain tuples cross the process boundary far faster than models.
+    return [(path, _parse_file(path, content, project).to_plain()) for path, content in items]
+
+
+def _parse_file(path: str, content: bytes, project: Project) -> FileResult:
+    text = _decode(content, path)
     if isinstance(text, SpecIssue):
-        result = FileResult((), (text,))
-    else:
-        raw_documents, issues = parse_documents(text, path)
-        parsed: list[ParsedDocument] = []
-        for raw in raw_documents:
-            document, document_issues = validate_spec(raw)
-            issues.extend(document_issues)
-            if document is not None:
-                parsed.append(document)
-        result = FileResult(tuple(parsed), tuple(issues))
-    cache.put(path, blob, result)
-    return result
+        return FileResult((), (text,))
+    raw_documents, issues = parse_documents(text, path)
+    summaries: list[DocumentSummary] = []
+    for raw in raw_documents:
+        document, document_issues = validate_spec(raw)
+        issues.extend(document_issues)
+        if document is None:
+            continue
+        token_issues = check_tokens(document)
+        issues.extend(token_issues)
+        if not token_issues:
+            summaries.append(summarize(document, _hash_unless_script(document.spec, project)))
+    return FileResult(tuple(summaries), tuple(issues))
+
+
+def _hash_unless_script(spec: Run | Allocation, project: Project) -> str | None:
+    if isinstance(spec, Run):
+        # A script file's content joins the hash; it is read once all files are known.
+        return None if spec.script is not None else spec_hash(effective_run(spec, project))
+    return spec_hash(effective_allocation(spec, project))
 
 
 def _decode(content: bytes, path: str) -> str | SpecIssue:
@@ -130,60 +188,50 @@ def _decode(content: bytes, path: str) -> str | SpecIssue:
 
 
 def _read_scripts(
-    source: SpecSource, documents: list[ParsedDocument], paths: set[str]
+    source: SpecSource, summaries: list[DocumentSummary], paths: set[str]
 ) -> tuple[dict[str, str], list[SpecIssue]]:
     """The content of every `script:` file, read from the same commit as the specs."""
     scripts: dict[str, str] = {}
     issues: list[SpecIssue] = []
-    for document in documents:
-        spec = document.spec
-        if not isinstance(spec, Run) or spec.script is None:
+    for summary in summaries:
+        if summary.script is None:
             continue
-        line = document.line_of("script")
-        normalized = Path(spec.script).as_posix()
-        if spec.script.startswith("/") or ".." in Path(spec.script).parts:
-            issues.append(
-                SpecIssue(document.file, line, "script", "must be a path inside the repo")
-            )
+
+        def issue(message: str, summary: DocumentSummary = summary) -> SpecIssue:
+            return SpecIssue(summary.file, summary.script_line, "script", message)
+
+        normalized = Path(summary.script).as_posix()
+        if summary.script.startswith("/") or ".." in Path(summary.script).parts:
+            issues.append(issue("must be a path inside the repo"))
         elif normalized not in paths:
-            issues.append(
-                SpecIssue(
-                    document.file, line, "script", f"{spec.script!r} is not in the repo"
-                    + ("" if source.commit is None else " at this commit (is it committed?)")
-                )
-            )
+            committed = "" if source.commit is None else " at this commit (is it committed?)"
+            issues.append(issue(f"{summary.script!r} is not in the repo{committed}"))
         else:
             text = _decode(source.read(normalized), normalized)
             if isinstance(text, SpecIssue):
-                issues.append(SpecIssue(document.file, line, "script", text.message))
+                issues.append(issue(text.message))
             else:
-                scripts[spec.name] = text
+                scripts[summary.name] = text
     return scripts, issues
 
 
-def _cycles(documents: list[ParsedDocument]) -> list[SpecIssue]:
-    runs = {d.spec.name: d for d in documents if isinstance(d.spec, Run)}
-    dag = graph.build({name: document.spec for name, document in runs.items()})  # type: ignore[misc]
-    return graph.cycles(dag, {name: Location(d.file, d.line) for name, d in runs.items()})
+def _model(summary: DocumentSummary) -> Run | Allocation:
+    # Validated once already (now or when cached), so this cannot fail.
+    return KINDS[summary.kind].model_validate(summary.data)
 
 
-def _desired(
-    source: SpecSource,
-    project: Project,
-    documents: list[ParsedDocument],
-    scripts: dict[str, str],
-) -> Desired:
-    runs: dict[str, DesiredRun] = {}
-    allocations: dict[str, DesiredAllocation] = {}
-    for document in documents:
-        location = Location(document.file, document.line)
-        if isinstance(document.spec, Run):
-            run = effective_run(document.spec, project)
-            script = scripts.get(run.name)
-            runs[run.name] = DesiredRun(run, location, spec_hash(run, script), script)
-        else:
-            allocation = effective_allocation(document.spec, project)
-            allocations[allocation.name] = DesiredAllocation(
-                allocation, location, spec_hash(allocation)
-            )
-    return Desired(project, source.root, source.commit, runs, allocations)
+def _desired_run(summary: DocumentSummary, project: Project, script: str | None) -> DesiredRun:
+    spec = _model(summary)
+    assert isinstance(spec, Run)
+    run = effective_run(spec, project)
+    digest = summary.spec_hash or spec_hash(run, script)
+    return DesiredRun(run, Location(summary.file, summary.line), digest, script)
+
+
+def _desired_allocation(summary: DocumentSummary, project: Project) -> DesiredAllocation:
+    spec = _model(summary)
+    assert isinstance(spec, Allocation)
+    allocation = effective_allocation(spec, project)
+    return DesiredAllocation(
+        allocation, Location(summary.file, summary.line), summary.spec_hash or spec_hash(allocation)
+    )

@@ -177,7 +177,8 @@ class Run(Document):
         "{run.dir} filled in. `{{` and `}}` stand for literal braces.",
     )
     script: SafeText | None = Field(
-        None, description="A script file in the repo (relative to the repo root), instead of command."
+        None,
+        description="A script file in the repo (relative to the repo root), instead of command.",
     )
     workdir: SafeText | None = Field(
         None, description="The run's directory; default <runs_dir>/<name>."

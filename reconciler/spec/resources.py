@@ -149,8 +149,7 @@ class Memory(_SpecValue):
             raise ValueError(
                 f"memory needs a unit, like {raw}GB or {raw}GiB (got the bare number {raw})"
             )
-        match = _MEMORY.match(raw) if isinstance(raw, str) else None
-        if match is None:
+        if not isinstance(raw, str) or (match := _MEMORY.match(raw)) is None:
             # `32G` is refused on purpose: Slurm reads it as GiB, most people as GB.
             raise ValueError(
                 f"memory must look like 32GB (10^9 bytes), 32GiB (2^30) or 32GB+, got {raw!r}"

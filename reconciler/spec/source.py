@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import subprocess
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -34,6 +35,8 @@ class SpecSource(Protocol):
     def blob_id(self, path: str) -> str: ...
 
     def read(self, path: str) -> bytes: ...
+
+    def read_many(self, paths: list[str]) -> dict[str, bytes]: ...
 
 
 def blob_id(content: bytes) -> str:
@@ -97,6 +100,30 @@ class CommitSource:
         data: bytes = self.repo.odb.stream(bytes.fromhex(self._blobs[path])).read()
         return data
 
+    def read_many(self, paths: list[str]) -> dict[str, bytes]:
+        """All of `paths` through ONE `git cat-file --batch`: a round trip per blob costs
+        about 0.2 ms, which is two seconds for a sweep of 10,000 files."""
+        if not paths:
+            return {}
+        request = "".join(self._blobs[path] + "\n" for path in paths).encode()
+        output = subprocess.run(
+            ["git", "cat-file", "--batch"],
+            cwd=self.repo.git_dir,
+            input=request,
+            capture_output=True,
+            check=False,
+        )
+        if output.returncode != 0:
+            raise RepoError(f"git cat-file failed: {output.stderr.decode(errors='replace')}")
+        contents: dict[str, bytes] = {}
+        data, offset = output.stdout, 0
+        for path in paths:
+            header_end = data.index(b"\n", offset)
+            size = int(data[offset:header_end].split()[2])
+            contents[path] = data[header_end + 1 : header_end + 1 + size]
+            offset = header_end + 1 + size + 1  # the content is followed by a newline
+        return contents
+
 
 class WorktreeSource:
     """The files on disk, uncommitted changes included (`--worktree`)."""
@@ -121,6 +148,9 @@ class WorktreeSource:
 
     def blob_id(self, path: str) -> str:
         return blob_id(self.read(path))
+
+    def read_many(self, paths: list[str]) -> dict[str, bytes]:
+        return {path: self.read(path) for path in paths}
 
     def read(self, path: str) -> bytes:
         try:

@@ -11,9 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-_TOKEN = re.compile(
-    r"\{\{|\}\}|(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)+)\}"
-)
+_TOKEN = re.compile(r"\{\{|\}\}|(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)+)\}")
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,30 @@ class _YamlProblem(Exception):
         self.message = message
 
 
+class _Loader(CSafeLoader):
+    """ruamel's C-backed safe loader with a fast path for the commonest scalar.
+
+    Tag resolution runs in Python for every node; most scalars in a spec are plain text
+    whose first character no implicit resolver looks at (`python train.py`, `cpu`), so
+    those skip the regex scan and get the shared string tag.
+    """
+
+    _plain_first = frozenset(
+        key for key in CSafeLoader.yaml_implicit_resolvers if key not in ("", None)
+    )
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if (
+            kind is ScalarNode
+            and implicit[0]
+            and value
+            and value[0] not in self._plain_first
+            and None not in self.yaml_implicit_resolvers
+        ):
+            return self.DEFAULT_SCALAR_TAG
+        return super().resolve(kind, value, implicit)
+
+
 @dataclass(frozen=True)
 class SourceDocument:
     """One YAML document of one file: its data and where each part of it stands."""
@@ -62,7 +86,7 @@ def parse_documents(text: str, file: str) -> tuple[list[SourceDocument], list[Sp
     Documents before a syntax error are kept, so their own problems are reported too.
     """
     documents: list[SourceDocument] = []
-    loader = CSafeLoader(text)
+    loader = _Loader(text)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # ruamel warns about YAML 1.1 idioms
@@ -95,8 +119,9 @@ def _line(node: Node) -> int:
 
 
 class _Builder:
-    def __init__(self, loader: CSafeLoader) -> None:
+    def __init__(self, loader: _Loader) -> None:
         self.loader = loader
+        self.string_tag = loader.DEFAULT_SCALAR_TAG
         self.lines: dict[Path, int] = {}
         self.count = 0
 
@@ -107,6 +132,8 @@ class _Builder:
         if self.count > _MAX_VALUES:
             raise _YamlProblem(_line(node), path, f"more than {_MAX_VALUES} values in one document")
         if isinstance(node, ScalarNode):
+            if node.ctag is self.string_tag:  # resolved as plain text: nothing to construct
+                return node.value
             return self.loader.construct_object(node)
         if isinstance(node, SequenceNode):
             items = []
@@ -116,12 +143,12 @@ class _Builder:
             return items
         if isinstance(node, MappingNode):
             return self.mapping(node, path, depth)
-        raise _YamlProblem(_line(node), path, f"unsupported YAML node {node.id}")
+        raise _YamlProblem(_line(node), path, f"unsupported YAML node {type(node).__name__}")
 
     def mapping(self, node: MappingNode, path: Path, depth: int) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
+            if key_node.value == "<<" and key_node.tag == "tag:yaml.org,2002:merge":
                 raise _YamlProblem(_line(key_node), path, "merge keys (<<) are not supported")
             key = self.value(key_node, path, depth + 1)
             if not isinstance(key, str):
@@ -129,8 +156,9 @@ class _Builder:
             child = (*path, key)
             if key in result:
                 raise _YamlProblem(
-                    _line(key_node), child, f"duplicate key {key!r} (first on line "
-                    f"{self.lines[child]})"
+                    _line(key_node),
+                    child,
+                    f"duplicate key {key!r} (first on line {self.lines[child]})",
                 )
             self.lines[child] = _line(key_node)
             result[key] = self.value(value_node, child, depth + 1)

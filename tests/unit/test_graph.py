@@ -20,8 +20,12 @@ def run(name: str, *upstreams: str) -> Run:
     )
 
 
+def build(runs: dict[str, Run]) -> nx.DiGraph:
+    return graph.build({name: graph.upstream_runs(spec) for name, spec in runs.items()})
+
+
 def test_edges_point_from_upstream_to_downstream() -> None:
-    dag = graph.build({"prep": run("prep"), "train": run("train", "prep")})
+    dag = build({"prep": run("prep"), "train": run("train", "prep")})
     assert list(dag.edges) == [("prep", "train")]
 
 
@@ -51,7 +55,7 @@ def test_select_unknown_target() -> None:
 
 
 def test_self_cycle_is_reported() -> None:
-    dag = graph.build({"a": run("a", "a")})
+    dag = build({"a": run("a", "a")})
     (issue,) = graph.cycles(dag, {"a": Location("f.yaml", 3)})
     assert (issue.file, issue.line) == ("f.yaml", 3)
     assert "a -> a" in issue.message
@@ -60,10 +64,27 @@ def test_self_cycle_is_reported() -> None:
 def test_two_separate_cycles_are_two_issues() -> None:
     runs = {n: run(n, u) for n, u in [("a", "b"), ("b", "a"), ("c", "d"), ("d", "c"), ("e", "a")]}
     locations = {n: Location(f"{n}.yaml", 1) for n in runs}
-    issues = graph.cycles(graph.build(runs), locations)
+    issues = graph.cycles(build(runs), locations)
     assert len(issues) == 2
 
 
 def test_order_is_stable_and_topological() -> None:
     dag = nx.DiGraph({"z": ["b"], "a": ["b"], "b": []})
     assert graph.order(dag) == ["a", "z", "b"]
+
+
+@pytest.mark.parametrize(
+    ("upstreams", "expected"),
+    [
+        ({"a": [], "b": ["a"]}, False),
+        ({"a": ["a"]}, True),
+        ({"a": ["c"], "b": ["a"], "c": ["b"]}, True),
+        ({"a": ["ghost"]}, False),  # a dangling name is reported elsewhere, not a cycle
+    ],
+)
+def test_has_cycle_agrees_with_the_full_report(
+    upstreams: dict[str, list[str]], expected: bool
+) -> None:
+    assert graph.has_cycle(upstreams) is expected
+    locations = {name: Location("f.yaml", 1) for name in upstreams}
+    assert bool(graph.cycles(graph.build(upstreams), locations)) is expected

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import RepoError
+from reconciler.spec import loader
 from reconciler.spec.loader import load_desired, open_source
 from reconciler.spec.models import Run
 from tests.gitrepo import GitRepo
@@ -125,14 +126,26 @@ def test_files_outside_the_globs_are_not_specs(repo: GitRepo) -> None:
     assert set(load_desired(open_source(repo.root)).runs) == {"a"}
 
 
-def test_parse_cache_serves_unchanged_files(repo: GitRepo, tmp_path: Path) -> None:
+def test_parse_cache_serves_unchanged_files(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed: list[str] = []
+    real_parse = loader.parse_documents
+
+    def counting_parse(text: str, file: str) -> object:
+        parsed.append(file)
+        return real_parse(text, file)
+
+    monkeypatch.setattr(loader, "parse_documents", counting_parse)
     files = {f"specs/r{i}.yaml": f"kind: Run\nname: r{i}\ncommand: echo {i}\n" for i in range(5)}
     repo.commit(files)
     cache = tmp_path / "cache"
     first = load_desired(open_source(repo.root), cache_dir=cache)
-    assert (cache / "spec-cache.pickle").exists()
+    assert len(parsed) == 5 + 1  # recon.yaml is read every time
     repo.commit({"specs/r0.yaml": "kind: Run\nname: r0\ncommand: echo changed\n"})
+    parsed.clear()
     second = load_desired(open_source(repo.root), cache_dir=cache)
+    assert sorted(parsed) == ["recon.yaml", "specs/r0.yaml"]
     assert second.runs["r0"].spec.command == "echo changed"
     assert second.runs["r1"].spec_hash == first.runs["r1"].spec_hash
     assert second.runs["r0"].spec_hash != first.runs["r0"].spec_hash
@@ -142,7 +155,7 @@ def test_a_damaged_cache_is_only_a_miss(repo: GitRepo, tmp_path: Path) -> None:
     repo.commit({"specs/a.yaml": "kind: Run\nname: a\ncommand: x\n"})
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / "spec-cache.pickle").write_bytes(b"\x80\x05garbage")
+    (cache / "spec-cache.marshal").write_bytes(b"\x80\x05garbage")
     assert set(load_desired(open_source(repo.root), cache_dir=cache).runs) == {"a"}
 
 

@@ -100,15 +100,25 @@ def test_bad_resource_string(repo: GitRepo, field: str, value: str) -> None:
 
 @pytest.mark.parametrize(
     "flag",
-    ['"#SBATCH --partition=gpu"', '"--exclusive\\n#SBATCH --qos=high"', '"--mail-user=$(id)"',
-     '"--exclusive; rm -rf /"', '"--partition=gpu"', '"-N 2"'],
+    [
+        '"#SBATCH --partition=gpu"',
+        '"--exclusive\\n#SBATCH --qos=high"',
+        '"--mail-user=$(id)"',
+        '"--exclusive; rm -rf /"',
+        '"--partition=gpu"',
+        '"-N 2"',
+    ],
 )
 def test_sbatch_extra_refused(repo: GitRepo, flag: str) -> None:
-    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + f"resources:\n  sbatch_extra:\n    - {flag}\n"})
+    issue = only(
+        repo, {"specs/a.yaml": GOOD_PREPARE + f"resources:\n  sbatch_extra:\n    - {flag}\n"}
+    )
     assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 8, "resources.sbatch_extra.0")
 
 
-@pytest.mark.parametrize("name", ["has space", "semi;colon", "new\\nline", "$(id)", "-dash", "dot.ted"])
+@pytest.mark.parametrize(
+    "name", ["has space", "semi;colon", "new\\nline", "$(id)", "-dash", "dot.ted"]
+)
 def test_unsafe_name(repo: GitRepo, name: str) -> None:
     issue = only(repo, {"specs/a.yaml": f'kind: Run\nname: "{name}"\ncommand: x\n'})
     assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 2, "name")
@@ -134,7 +144,11 @@ def test_job_wide_setting_on_component(repo: GitRepo) -> None:
         "    - cpus: 2\n    - gpus: 1\n      time: 1h\n"
     )
     issue = only(repo, {"specs/a.yaml": spec})
-    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 8, "resources.components.1.time")
+    assert (issue.file, issue.line, issue.field) == (
+        "specs/a.yaml",
+        8,
+        "resources.components.1.time",
+    )
     assert "job-wide" in issue.message
 
 
@@ -153,7 +167,12 @@ def test_unknown_kind_and_missing_command(repo: GitRepo) -> None:
         repo,
         {"specs/a.yaml": "kind: Job\nname: a\n---\nkind: Run\nname: b\n---\nkind: Allocation\n"},
     )
-    assert [(i.line, i.field) for i in found] == [(1, "kind"), (4, ""), (7, "name"), (7, "time_limit")]
+    assert [(i.line, i.field) for i in found] == [
+        (1, "kind"),
+        (4, ""),
+        (7, "name"),
+        (7, "time_limit"),
+    ]
     assert "a run takes exactly one of `command` or `script`" in found[1].message
 
 

@@ -27,9 +27,32 @@ scalars = st.one_of(
 )
 keys = st.one_of(
     st.sampled_from(
-        ["kind", "name", "command", "script", "resources", "cpus", "memory", "gpus", "time",
-         "components", "inputs", "outputs", "env", "path", "from", "sbatch_extra", "partition",
-         "time_limit", "container", "image", "retries", "update", "marker", "hash"]
+        [
+            "kind",
+            "name",
+            "command",
+            "script",
+            "resources",
+            "cpus",
+            "memory",
+            "gpus",
+            "time",
+            "components",
+            "inputs",
+            "outputs",
+            "env",
+            "path",
+            "from",
+            "sbatch_extra",
+            "partition",
+            "time_limit",
+            "container",
+            "image",
+            "retries",
+            "update",
+            "marker",
+            "hash",
+        ]
     ),
     st.text(max_size=8),
 )

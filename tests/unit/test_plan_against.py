@@ -30,7 +30,9 @@ def test_add_change_then_comment_only(repo: GitRepo, capsys: pytest.CaptureFixtu
     assert "+ run train" in first.out
     assert "Plan: 1 to add, 0 to change, 0 to remove." in first.out
 
-    second = recon(capsys, "plan", root, "--against", added, "--rev", changed, "--detailed-exitcode")
+    second = recon(
+        capsys, "plan", root, "--against", added, "--rev", changed, "--detailed-exitcode"
+    )
     assert second.code == 2, second.err
     assert "~ run train" in second.out
     assert 'resources.gpus: "A100:2" -> "A100:4"' in second.out
@@ -94,7 +96,10 @@ def test_unknown_base_revision(repo: GitRepo, capsys: pytest.CaptureFixture[str]
 
 def test_validate_lists_everything(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     repo.commit(
-        {"specs/a.yaml": "kind: Run\nname: a\ncommand: x\nbogus: 1\n", "specs/b.yaml": "kind: Run\n"}
+        {
+            "specs/a.yaml": "kind: Run\nname: a\ncommand: x\nbogus: 1\n",
+            "specs/b.yaml": "kind: Run\n",
+        }
     )
     result = recon(capsys, "validate", str(repo.root))
     assert result.code == 1

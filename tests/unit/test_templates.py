@@ -17,4 +17,7 @@ def test_unknown_tokens() -> None:
 def test_render_fills_tokens_and_unescapes_braces() -> None:
     text = "python x.py --in {inputs.d.path} --name {run.name} '{{not.a.token}}'"
     values = {"inputs.d.path": "/data/d.csv", "run.name": "train"}
-    assert templates.render(text, values) == "python x.py --in /data/d.csv --name train '{not.a.token}'"
+    assert (
+        templates.render(text, values)
+        == "python x.py --in /data/d.csv --name train '{not.a.token}'"
+    )

@@ -1,0 +1,79 @@
+"""What project-wide checks and the graph need of one valid document, as plain data.
+
+A sweep has thousands of documents and most commits change a few. The parse cache keeps
+a summary per document (plain tuples, quick to store and load) and the raw document;
+models are rebuilt from the raw data only for the runs someone actually looks at.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from reconciler.spec.documents import ParsedDocument
+from reconciler.spec.models import Run
+
+
+class InputRef(NamedTuple):
+    name: str
+    run: str | None  # the upstream run, for `from: run.output`
+    output: str | None
+    line: int
+
+
+class DocumentSummary(NamedTuple):
+    kind: str
+    name: str
+    file: str
+    line: int
+    name_line: int
+    spec_hash: str | None  # None until a `script:` file's content joins it
+    script: str | None
+    script_line: int
+    inputs: tuple[InputRef, ...]
+    outputs: tuple[str, ...]
+    data: dict[str, Any]  # the document as written, to rebuild its model on demand
+
+    @property
+    def upstreams(self) -> list[str]:
+        return [ref.run for ref in self.inputs if ref.run is not None]
+
+    def to_plain(self) -> tuple[Any, ...]:
+        """Exact tuples only: what `marshal` stores."""
+        return (*self[:8], tuple(tuple(ref) for ref in self.inputs), *self[9:])
+
+    @classmethod
+    def from_plain(cls, plain: tuple[Any, ...]) -> DocumentSummary:
+        fields = list(plain)
+        fields[8] = tuple(map(InputRef._make, fields[8]))
+        return cls._make(fields)
+
+
+def _split(upstream: tuple[str, str] | None) -> tuple[str | None, str | None]:
+    return upstream if upstream is not None else (None, None)
+
+
+def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummary:
+    spec = document.spec
+    inputs: tuple[InputRef, ...] = ()
+    outputs: tuple[str, ...] = ()
+    script, script_line = None, 0
+    if isinstance(spec, Run):
+        inputs = tuple(
+            InputRef(name, *_split(item.upstream), document.line_of("inputs", name))
+            for name, item in spec.inputs.items()
+        )
+        outputs = tuple(spec.outputs)
+        script, script_line = spec.script, document.line_of("script")
+    return DocumentSummary(
+        spec.kind,
+        spec.name,
+        document.file,
+        document.line,
+        document.line_of("name"),
+        spec_hash,
+        script,
+        script_line,
+        inputs,
+        outputs,
+        document.data,
+    )
