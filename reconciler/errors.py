@@ -7,6 +7,8 @@
     │   ├── TransientSchedulerError     worth retrying (slurmctld busy or restarting)
     │   └── PermanentSchedulerError     retrying is useless (bad partition, bad gres)
     ├── ObservationError            the cluster could not be observed at all
+    ├── LockedError                 another apply holds the project's lock (exit code 3)
+    ├── StalePlanError              a saved plan no longer matches the commit or the cluster
     └── DevClusterError             the local dev cluster could not be brought up or down
 
 The CLI maps each branch to an exit code in one place (``reconciler.cli``).
@@ -64,6 +66,14 @@ class PermanentSchedulerError(SchedulerError):
 
 class ObservationError(ReconError):
     """The cluster could not be observed at all (not even squeue answered)."""
+
+
+class LockedError(ReconError):
+    """Another recon process holds the project's lock; nothing was done."""
+
+
+class StalePlanError(ReconError):
+    """A saved plan was made against another commit or another observed state."""
 
 
 class DevClusterError(ReconError):

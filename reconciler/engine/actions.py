@@ -1,0 +1,114 @@
+"""A Plan and its Actions: what recon would do, why, and against which state.
+
+Like Terraform's plan: a small enum of actions with symbols, each carrying its reason,
+and the plan remembers the commit and the observed state it was made against, so a saved
+plan can be refused as stale. Pydantic models, so a plan saves to JSON and reads back
+equal.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ActionKind(StrEnum):
+    SUBMIT = "submit"
+    RETRY = "retry"
+    REPLACE = "replace"
+    CANCEL = "cancel"
+    ADOPT = "adopt"
+    BLOCKED = "blocked"
+    NOOP = "no-op"
+
+
+# Terraform-like symbols for text output.
+SYMBOLS: dict[ActionKind, str] = {
+    ActionKind.SUBMIT: "+",
+    ActionKind.RETRY: "+",
+    ActionKind.REPLACE: "-/+",
+    ActionKind.CANCEL: "-",
+    ActionKind.ADOPT: "=",
+    ActionKind.BLOCKED: "!",
+    ActionKind.NOOP: " ",
+}
+
+# Actions that change the cluster; the rest are shown but not acted on (adopt only
+# writes the journal).
+CHANGING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE, ActionKind.CANCEL})
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class FieldChange(BaseModel):
+    model_config = _FROZEN
+
+    field: str
+    old: Any = None
+    new: Any = None
+
+    def __str__(self) -> str:
+        return f"{self.field} {_show(self.old)} -> {_show(self.new)}"
+
+
+def _show(value: Any) -> str:
+    return "(unset)" if value is None else str(value)
+
+
+class Action(BaseModel):
+    model_config = _FROZEN
+
+    kind: ActionKind
+    target: str = Field(description="the run or allocation acted on")
+    target_kind: Literal["run", "alloc"] = "run"
+    reason: str
+    spec_hash: str | None = Field(
+        None, description="the spec version to submit, or of the job adopted"
+    )
+    job_ids: tuple[str, ...] = Field((), description="jobs cancelled (replace, cancel) or adopted")
+    after: tuple[str, ...] = Field(
+        (), description="runs whose in-flight jobs this one must wait for (afterok)"
+    )
+    changes: tuple[FieldChange, ...] = ()
+
+    @property
+    def symbol(self) -> str:
+        return SYMBOLS[self.kind]
+
+    @property
+    def changes_cluster(self) -> bool:
+        return self.kind in CHANGING
+
+
+class Plan(BaseModel):
+    model_config = _FROZEN
+
+    format_version: Literal[1] = 1
+    project: str
+    root: str = Field(description="the project folder the plan was made for")
+    commit: str | None = Field(description="None when made from the work tree")
+    scheduler: str
+    created_at: datetime
+    targets: tuple[str, ...] = Field((), description="empty: the whole project")
+    observation_complete: bool
+    notes: tuple[str, ...] = Field((), description="what limited the plan, e.g. sacct down")
+    fingerprint: str = Field(description="digest of the observed state the plan was made against")
+    actions: tuple[Action, ...]
+
+    def count(self, kind: ActionKind) -> int:
+        return sum(1 for action in self.actions if action.kind is kind)
+
+    @property
+    def has_changes(self) -> bool:
+        return any(action.changes_cluster for action in self.actions)
+
+    @property
+    def summary(self) -> str:
+        submit = self.count(ActionKind.SUBMIT) + self.count(ActionKind.RETRY)
+        return (
+            f"Plan: {submit} to submit, {self.count(ActionKind.REPLACE)} to replace, "
+            f"{self.count(ActionKind.CANCEL)} to cancel."
+        )

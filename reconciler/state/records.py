@@ -1,0 +1,43 @@
+"""What the journal remembers of each job recon submitted or adopted, as the planner sees it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reconciler.scheduler.states import Health
+
+
+class SubmissionStatus(StrEnum):
+    INTENT = "intent"  # written before sbatch: a crash here leaves no job or an unrecorded one
+    SUBMITTED = "submitted"  # sbatch returned this job id
+    ADOPTED = "adopted"  # found on the cluster by its tag, not by our own sbatch
+    REFUSED = "refused"  # sbatch refused it (bad partition, ...): no job exists
+
+
+class SubmissionRecord(BaseModel):
+    """One job of one run (or allocation) at one spec hash."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int
+    project: str
+    kind: Literal["run", "alloc"] = "run"
+    name: str
+    spec_hash: str
+    commit: str | None
+    job_id: str | None = Field(description="None while only the intent is recorded")
+    status: SubmissionStatus
+    final_health: Health | None = Field(
+        None, description="once the job ended: succeeded, failed or cancelled"
+    )
+    exit_code: int | None = None
+    reason: str | None = None
+    spec_fields: dict[str, Any] = Field(
+        default_factory=dict, description="the spec as flat field -> value, for 'what changed'"
+    )
+    created_at: datetime
+    updated_at: datetime
