@@ -73,7 +73,7 @@ def sacct_row(job_id: str, state: str, tag: Tag | None, exit_code: str = "0:0", 
     nodes = kw.get("nodes", "cpu1")
     return (
         f"{job_id}|{job_id.split('+')[0]}|{state}|{exit_code}|None|2026-11-29T22:41:04"
-        f"|2026-11-29T22:41:05|{kw.get('end', '2026-11-29T22:41:09')}|{nodes}|cpu|n|{comment}"
+        f"|2026-11-29T22:41:04|{kw.get('end', '2026-11-29T22:41:09')}|{nodes}|cpu|n|{comment}"
     )
 
 
@@ -255,6 +255,36 @@ def test_unsettled_rows_squeue_cannot_explain_make_the_observation_incomplete() 
         "accounting for job 41",
         "accounting for job 42",
     ]
+
+
+# Job 164 after `scontrol requeue`: sacct still holds its first run (REQUEUED, and the batch
+# step killed with it) while squeue has it pending, then running again.
+REQUEUED = f"""\
+164|164|REQUEUED|0:0|None|2026-11-29T22:51:57|2026-11-29T22:51:58|2026-11-29T22:51:59|cpu1|cpu|demo.train|{TAG.format()}
+164.batch|164.batch|CANCELLED|0:15||2026-11-29T22:51:58|2026-11-29T22:51:58|2026-11-29T22:51:59|cpu1||batch|
+"""
+
+
+@pytest.mark.parametrize(
+    ("live", "health"),
+    [
+        (
+            f"164|164|PENDING|BeginTime||cpu|2026-11-29T22:51:59|2026-11-29T22:54:00|5:00|demo.train|{TAG.format()}",
+            Health.PENDING,
+        ),
+        (
+            f"164|164|RUNNING|None|cpu1|cpu|2026-11-29T22:51:59|2026-11-29T22:54:18|4:59|demo.train|{TAG.format()}",
+            Health.RUNNING,
+        ),
+    ],
+)
+def test_a_requeued_jobs_earlier_run_does_not_count(live: str, health: Health) -> None:
+    observation = scheduler(FakeRunner(squeue=[ok(live + "\n")], sacct=[ok(REQUEUED)])).observe(
+        SINCE
+    )
+    (job,) = observation.jobs
+    assert job.steps == ()  # the CANCELLED batch step belongs to the first run
+    assert job.health is health
 
 
 def test_an_observation_survives_a_json_round_trip() -> None:

@@ -4,6 +4,7 @@ Who is right about what:
 - squeue speaks for every job slurmctld still holds: sacct can lag behind a submission or
   a state change, and never lists a held pending job at all.
 - sacct speaks for jobs slurmctld has forgotten, and alone knows steps and exit codes.
+  Steps count only for a component's latest run (see ``_of_latest_run``).
 - A job-level row sacct reports as still alive but squeue no longer lists is stale (an
   array's pending range after tasks started, a state sacct has not caught up with) and is
   dropped when squeue speaks for the job.
@@ -120,7 +121,11 @@ def _merge(live: list[JobRecord], past: list[JobRecord]) -> list[JobRecord]:
     ordered: list[JobRecord] = []
     for component in sorted(components, key=_component_order):
         ordered.append(component)
-        ordered += [step for step in steps if _owner(step) == component.job_id]
+        ordered += [
+            step
+            for step in steps
+            if _owner(step) == component.job_id and _of_latest_run(step, component)
+        ]
     owners = {component.job_id for component in components}
     ordered += [step for step in steps if _owner(step) not in owners]
     return ordered
@@ -139,6 +144,15 @@ def _fill_from(live: JobRecord, past: JobRecord | None) -> JobRecord:
             "cancelled_by": past.cancelled_by,
         }
     )
+
+
+def _of_latest_run(step: JobRecord, component: JobRecord) -> bool:
+    """Whether a step ran in its component's latest run. A requeued job keeps its earlier
+    run's steps (a CANCELLED batch step) in sacct until it starts again, and sacct may not
+    have caught up when squeue already shows the new start."""
+    if component.health is Health.PENDING:
+        return False
+    return component.start is None or step.start is None or step.start >= component.start
 
 
 def _owner(step: JobRecord) -> str:
