@@ -206,6 +206,30 @@ def test_cancelling_a_het_leader_cancels_every_component(harness: Harness) -> No
     assert [c.state for c in job.components] == [SlurmState.CANCELLED, SlurmState.CANCELLED]
 
 
+def test_a_requeued_job_is_pending_again_not_cancelled(harness: Harness) -> None:
+    job_id = harness.submit("requeued", "#SBATCH --partition=cpu\nsleep 300\n")
+    harness.wait("requeued", has(Health.RUNNING))
+    try:
+        subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=30)
+        # Wait until sacct holds the first run's batch step as CANCELLED...
+        deadline = time.monotonic() + TIMEOUT
+        while "CANCELLED" not in _sacct_state(f"{job_id}.batch"):
+            assert time.monotonic() < deadline, "sacct never recorded the first run's end"
+            time.sleep(0.5)
+        # ...which must not make the job, pending again, look cancelled.
+        job = harness.wait("requeued", lambda j: j.components[0].state is SlurmState.PENDING)
+        assert job.health is Health.PENDING and job.steps == ()
+        assert job.tag == harness.tag("requeued")
+    finally:
+        harness.scheduler.cancel(job_id)
+
+
+def _sacct_state(job_id: str) -> str:
+    argv = ["sacct", "--parsable2", "--noheader", "--format=JobID,State", "--jobs", job_id]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+    return " ".join(line for line in out.splitlines() if line.startswith(f"{job_id}|"))
+
+
 def test_one_observe_pass_runs_one_squeue_and_one_sacct(tmp_path: Path) -> None:
     recording = Recording()
     harness = Harness(tmp_path, SlurmScheduler(recording))
