@@ -70,7 +70,10 @@ class Action(BaseModel):
     )
     job_ids: tuple[str, ...] = Field((), description="jobs cancelled (replace, cancel) or adopted")
     after: tuple[str, ...] = Field(
-        (), description="runs whose in-flight jobs this one must wait for (afterok)"
+        (), description="runs submitted earlier in the same apply that this one waits for"
+    )
+    after_jobs: tuple[str, ...] = Field(
+        (), description="jobs already queued or running that this one waits for (afterok)"
     )
     changes: tuple[FieldChange, ...] = ()
 

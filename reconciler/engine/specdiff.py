@@ -7,12 +7,18 @@ the changed fields are listed in the user's own notation.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from reconciler.spec.desired import NOT_HASHED, Desired, DesiredAllocation, DesiredRun, Location
+from reconciler.spec.desired import (
+    Desired,
+    DesiredAllocation,
+    DesiredRun,
+    Location,
+    changed_fields,
+    flat_fields,
+)
 
 
 class Change(StrEnum):
@@ -83,11 +89,9 @@ def _entries(desired: Desired) -> dict[tuple[str, str], Entry]:
 
 
 def field_changes(before: Entry, after: Entry) -> tuple[FieldChange, ...]:
-    old, new = _flat(before), _flat(after)
     changes = [
-        FieldChange(path, old.get(path), new.get(path))
-        for path in sorted(old.keys() | new.keys())
-        if old.get(path) != new.get(path)
+        FieldChange(path, old, new)
+        for path, old, new in changed_fields(_flat(before), _flat(after))
     ]
     if not changes:
         # Same text, different hash: values that read alike but render differently.
@@ -96,21 +100,5 @@ def field_changes(before: Entry, after: Entry) -> tuple[FieldChange, ...]:
 
 
 def _flat(entry: Entry) -> dict[str, Any]:
-    data = entry.spec.model_dump(mode="json", by_alias=True, exclude=NOT_HASHED)
-    flat: dict[str, Any] = {}
-    _flatten(data, "", flat)
-    if isinstance(entry, DesiredRun) and entry.script_text is not None:
-        digest = hashlib.sha256(entry.script_text.encode()).hexdigest()[:12]
-        flat["script (content)"] = f"sha256:{digest}"
-    return flat
-
-
-def _flatten(value: Any, prefix: str, into: dict[str, Any]) -> None:
-    if isinstance(value, dict) and value:
-        for key, item in value.items():
-            _flatten(item, f"{prefix}.{key}" if prefix else str(key), into)
-    elif isinstance(value, list) and value:
-        for index, item in enumerate(value):
-            _flatten(item, f"{prefix}[{index}]", into)
-    elif value not in (None, {}, []):
-        into[prefix] = value
+    script = entry.script_text if isinstance(entry, DesiredRun) else None
+    return flat_fields(entry.spec, script)

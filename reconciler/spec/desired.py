@@ -144,3 +144,34 @@ def spec_hash(spec: Run | Allocation, script_text: str | None = None) -> str:
     material = {"fields": canonical_fields(spec), "script": script_text}
     encoded = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()[:16]
+
+
+def flat_fields(spec: Run | Allocation, script_text: str | None = None) -> dict[str, Any]:
+    """The hashed fields as `dotted.path -> value` in the user's notation, for showing
+    what changed between two versions of a spec (`resources.gpus: A100:2 -> A100:4`)."""
+    data = spec.model_dump(mode="json", by_alias=True, exclude=NOT_HASHED)
+    flat: dict[str, Any] = {}
+    _flatten(data, "", flat)
+    if script_text is not None:
+        flat["script (content)"] = "sha256:" + hashlib.sha256(script_text.encode()).hexdigest()[:12]
+    return flat
+
+
+def _flatten(value: Any, prefix: str, into: dict[str, Any]) -> None:
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            _flatten(item, f"{prefix}.{key}" if prefix else str(key), into)
+    elif isinstance(value, list) and value:
+        for index, item in enumerate(value):
+            _flatten(item, f"{prefix}[{index}]", into)
+    elif value not in (None, {}, []):
+        into[prefix] = value
+
+
+def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(field, old, new) for every field that differs, in field order."""
+    return [
+        (path, old.get(path), new.get(path))
+        for path in sorted(old.keys() | new.keys())
+        if old.get(path) != new.get(path)
+    ]

@@ -1,0 +1,411 @@
+"""The planner: desired state + observed state + journal records -> a Plan. Pure.
+
+No subprocess, no clock, no environment, no filesystem: `now` and every observation are
+arguments, so the whole decision table is tested with plain values.
+
+Each run is decided in DAG order, upstreams first, and its *outcome* for this plan is
+remembered so its downstream can decide too:
+
+    DONE      its current spec succeeded             downstream submits freely
+    INFLIGHT  a job of its current spec is queued,   downstream submits now, chained with
+              running, or is submitted by this plan  Slurm's afterok
+    WAITING   an outdated job still runs (deferred)  downstream waits for a later pass
+              or its state is unknown
+    FAILED    failed with no retries left            downstream is blocked
+    BLOCKED   an upstream failed                     downstream is blocked
+
+Safety rules that hold whatever the inputs:
+- a job whose spec hash matches the desired one is never cancelled or replaced;
+- with an incomplete observation (sacct down) nothing is cancelled, replaced or pruned,
+  and a run whose last job's fate is unknown is not submitted again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+
+from reconciler import graph
+from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan
+from reconciler.scheduler.base import Observation, ObservedJob
+from reconciler.scheduler.states import Health
+from reconciler.spec.desired import Desired, DesiredRun, changed_fields, flat_fields
+from reconciler.state.records import SubmissionRecord, SubmissionStatus
+
+LIVE = frozenset({Health.PENDING, Health.RUNNING})
+ENDED_BADLY = frozenset({Health.FAILED, Health.CANCELLED})
+
+
+class Outcome(Enum):
+    DONE = "done"
+    INFLIGHT = "inflight"
+    WAITING = "waiting"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+@dataclass
+class _Context:
+    desired: Desired
+    observation: Observation
+    records: Sequence[SubmissionRecord]
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    live_jobs: dict[str, str] = field(default_factory=dict)  # run -> its in-flight job id
+
+    @property
+    def project(self) -> str:
+        return self.desired.project.project
+
+    def jobs(self, name: str) -> tuple[ObservedJob, ...]:
+        return tuple(
+            job for job in self.observation.find(self.project, name) if job.tag.kind == "run"
+        )
+
+    def history(self, name: str) -> list[SubmissionRecord]:
+        return [r for r in self.records if r.kind == "run" and r.name == name]
+
+
+def plan(
+    desired: Desired,
+    observation: Observation,
+    records: Sequence[SubmissionRecord],
+    now: datetime,
+    *,
+    scheduler: str,
+    targets: Sequence[str] = (),
+    downstream: bool = False,
+) -> Plan:
+    context = _Context(desired, observation, records)
+    dag = graph.build(desired.upstreams)
+    chosen = graph.select(dag, targets, downstream) if targets else graph.order(dag)
+    actions: list[Action] = list(_adoptions(context))
+    for name in chosen:
+        actions.append(_decide(context, desired.runs[name]))
+    if not targets:
+        actions.extend(_prunes(context))
+    notes = () if observation.complete else _incomplete_notes(observation)
+    return Plan(
+        project=context.project,
+        root=str(desired.root),
+        commit=desired.commit,
+        scheduler=scheduler,
+        created_at=now,
+        targets=tuple(targets),
+        observation_complete=observation.complete,
+        notes=notes,
+        fingerprint=fingerprint(observation, context.project),
+        actions=tuple(actions),
+    )
+
+
+def fingerprint(observation: Observation, project: str) -> str:
+    """A digest of the project's observed jobs: a saved plan is stale once it changes."""
+    rows = sorted(
+        f"{job.job_id}:{job.tag.kind}:{job.tag.name}:{job.tag.spec_hash}:{job.health.value}"
+        for job in observation.jobs
+        if job.tag.project == project
+    )
+    material = "\n".join([f"complete={observation.complete}", *rows])
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def _incomplete_notes(observation: Observation) -> tuple[str, ...]:
+    why = "; ".join(observation.problems) or "part of the cluster state could not be read"
+    return (
+        f"Observation incomplete: {why}. This plan cancels, replaces and prunes nothing, "
+        "and does not resubmit runs whose last job's state is unknown.",
+    )
+
+
+def _adoptions(context: _Context) -> list[Action]:
+    """Tagged jobs of this project that the journal does not know: a crash between sbatch
+    and the journal write, or a lost journal. Adopting them is what prevents a second
+    submission."""
+    known = {r.job_id for r in context.records if r.job_id is not None}
+    return [
+        Action(
+            kind=ActionKind.ADOPT,
+            target=job.tag.name,
+            target_kind=job.tag.kind,
+            reason=f"tagged job {job.job_id} ({job.health.value}) is not in the journal",
+            spec_hash=job.tag.spec_hash,
+            job_ids=(job.job_id,),
+        )
+        for job in context.observation.jobs
+        if job.tag.project == context.project and job.job_id not in known
+    ]
+
+
+def _prunes(context: _Context) -> list[Action]:
+    """Live jobs of runs that left the repo. Only with a complete observation, and only
+    when the project allows pruning. Outputs are never touched."""
+    if not context.observation.complete or not context.desired.project.prune:
+        return []
+    return [
+        Action(
+            kind=ActionKind.CANCEL,
+            target=job.tag.name,
+            reason=f"run left the repo; its job {job.job_id} is {job.health.value}",
+            spec_hash=job.tag.spec_hash,
+            job_ids=(job.job_id,),
+        )
+        for job in context.observation.jobs
+        if job.tag.project == context.project
+        and job.tag.kind == "run"
+        and job.tag.name not in context.desired.runs
+        and job.health in LIVE
+    ]
+
+
+def _decide(context: _Context, run: DesiredRun) -> Action:
+    blocked = _blocked_by(context, run.name)
+    if blocked is not None:
+        return blocked
+    jobs = context.jobs(run.name)
+    current = [job for job in jobs if job.tag.spec_hash == run.spec_hash]
+    outdated_live = [job for job in jobs if job.tag.spec_hash != run.spec_hash and _live(job)]
+
+    live_current = [job for job in current if _live(job)]
+    if live_current:
+        job = live_current[-1]
+        return _set(
+            context,
+            run,
+            Outcome.INFLIGHT,
+            ActionKind.NOOP,
+            f"in progress: job {job.job_id} {job.health.value}",
+            job=job.job_id,
+        )
+    if not outdated_live and _succeeded(context, run, current):
+        return _set(
+            context,
+            run,
+            Outcome.DONE,
+            ActionKind.NOOP,
+            f"current ({_success(context, run, current)})",
+        )
+    if outdated_live:
+        return _outdated(context, run, outdated_live[-1])
+    attempts = _failed_attempts(context, run, current)
+    if attempts:
+        return _after_failure(context, run, attempts)
+    if not context.observation.complete and _fate_unknown(context, run):
+        return _set(
+            context,
+            run,
+            Outcome.WAITING,
+            ActionKind.NOOP,
+            "state of its last job unknown (observation incomplete); not resubmitting",
+        )
+    return _submit(context, run, ActionKind.SUBMIT, _why_submit(context, run))
+
+
+def _live(job: ObservedJob) -> bool:
+    return job.health in LIVE
+
+
+def _set(
+    context: _Context,
+    run: DesiredRun,
+    outcome: Outcome,
+    kind: ActionKind,
+    reason: str,
+    job: str | None = None,
+) -> Action:
+    context.outcomes[run.name] = outcome
+    if job is not None:
+        context.live_jobs[run.name] = job
+    return Action(kind=kind, target=run.name, reason=reason, spec_hash=run.spec_hash)
+
+
+def _blocked_by(context: _Context, name: str) -> Action | None:
+    for upstream in context.desired.upstreams[name]:
+        outcome = context.outcomes.get(upstream)
+        if outcome in (Outcome.FAILED, Outcome.BLOCKED):
+            context.outcomes[name] = Outcome.BLOCKED
+            word = "failed" if outcome is Outcome.FAILED else "is blocked"
+            return Action(
+                kind=ActionKind.BLOCKED,
+                target=name,
+                reason=f"upstream {upstream} {word}",
+                spec_hash=context.desired.runs[name].spec_hash,
+            )
+    return None
+
+
+def _succeeded(context: _Context, run: DesiredRun, current: list[ObservedJob]) -> bool:
+    return bool(_success(context, run, current))
+
+
+def _success(context: _Context, run: DesiredRun, current: list[ObservedJob]) -> str:
+    """Which job of the current spec succeeded, from the cluster or, once sacct's window
+    has passed it by, from the journal."""
+    for job in reversed(current):
+        if job.health is Health.SUCCEEDED:
+            return f"job {job.job_id} succeeded"
+    for record in reversed(context.history(run.name)):
+        if record.spec_hash == run.spec_hash and record.final_health is Health.SUCCEEDED:
+            return f"job {record.job_id} succeeded"
+    return ""
+
+
+def _outdated(context: _Context, run: DesiredRun, job: ObservedJob) -> Action:
+    """A job of an older spec is still queued or running."""
+    if not context.observation.complete:
+        return _set(
+            context,
+            run,
+            Outcome.WAITING,
+            ActionKind.NOOP,
+            f"outdated (job {job.job_id} {job.health.value}), but the observation is "
+            "incomplete: not replacing",
+        )
+    if job.health is Health.PENDING or run.spec.update == "replace":
+        why = "pending" if job.health is Health.PENDING else "running, update: replace"
+        return _submit(
+            context,
+            run,
+            ActionKind.REPLACE,
+            f"{_why_submit(context, run)} (job {job.job_id} {why})",
+            cancels=(job.job_id,),
+        )
+    return _set(
+        context,
+        run,
+        Outcome.WAITING,
+        ActionKind.NOOP,
+        f"outdated; job {job.job_id} is running and update: defer lets it finish, "
+        "then the new spec runs",
+    )
+
+
+def _failed_attempts(
+    context: _Context, run: DesiredRun, current: list[ObservedJob]
+) -> list[tuple[str, str]]:
+    """(job id, how it ended) for each failed attempt at the current spec.
+
+    A job Slurm cancelled because its dependency can never be met never ran: it is no
+    attempt of its own (its upstream's failure is what counts).
+    """
+    attempts: dict[str, str] = {}
+    for record in context.history(run.name):
+        if (
+            record.spec_hash == run.spec_hash
+            and record.job_id is not None
+            and record.final_health in ENDED_BADLY
+            and not _dependency_cancel(record.reason)
+        ):
+            attempts[record.job_id] = _ending(record.final_health, record.exit_code)
+    for job in current:
+        reason = next((row.reason for row in job.components if row.reason), None)
+        if job.health in ENDED_BADLY and not _dependency_cancel(reason):
+            exit_code = next((r.exit_code for r in job.components if r.exit_code), None)
+            attempts[job.job_id] = _ending(job.health, exit_code)
+    return sorted(attempts.items(), key=lambda item: int(item[0]))
+
+
+def _dependency_cancel(reason: str | None) -> bool:
+    return reason is not None and reason.startswith("Dependency")
+
+
+def _ending(health: Health | None, exit_code: int | None) -> str:
+    word = health.value if health is not None else "ended"
+    return f"{word} (exit {exit_code})" if exit_code else word
+
+
+def _after_failure(context: _Context, run: DesiredRun, attempts: list[tuple[str, str]]) -> Action:
+    job_id, how = attempts[-1]
+    allowed = run.spec.retries + 1
+    if len(attempts) < allowed:
+        return _submit(
+            context,
+            run,
+            ActionKind.RETRY,
+            f"attempt {len(attempts) + 1} of {allowed}: job {job_id} {how}",
+        )
+    return _set(
+        context,
+        run,
+        Outcome.FAILED,
+        ActionKind.NOOP,
+        f"failed: job {job_id} {how}; no retries left (retries: {run.spec.retries}). "
+        "Fix it and commit, which changes its spec",
+    )
+
+
+def _fate_unknown(context: _Context, run: DesiredRun) -> bool:
+    """The journal holds a job of the current spec whose end it never saw."""
+    return any(
+        record.spec_hash == run.spec_hash
+        and record.status is not SubmissionStatus.REFUSED
+        and record.final_health is None
+        for record in context.history(run.name)
+    )
+
+
+def _why_submit(context: _Context, run: DesiredRun) -> str:
+    earlier = [
+        r
+        for r in context.history(run.name)
+        if r.spec_hash != run.spec_hash and r.status is not SubmissionStatus.REFUSED
+    ]
+    if not earlier:
+        return "not yet run"
+    last = earlier[-1]
+    if not last.spec_fields:
+        return f"spec changed ({last.spec_hash[:8]} -> {run.spec_hash[:8]})"
+    changes = changed_fields(last.spec_fields, flat_fields(run.spec, run.script_text))
+    return "spec changed: " + ", ".join(f"{f} {_show(o)} -> {_show(n)}" for f, o, n in changes)
+
+
+def _show(value: object) -> str:
+    return "(unset)" if value is None else str(value)
+
+
+def _submit(
+    context: _Context,
+    run: DesiredRun,
+    kind: ActionKind,
+    reason: str,
+    cancels: tuple[str, ...] = (),
+) -> Action:
+    """Submit now; upstreams still in flight are waited for through Slurm's afterok."""
+    upstreams = sorted(set(context.desired.upstreams[run.name]))
+    pending_upstreams = [up for up in upstreams if context.outcomes.get(up) is Outcome.INFLIGHT]
+    waiting = [up for up in upstreams if context.outcomes.get(up) is Outcome.WAITING]
+    if waiting:
+        context.outcomes[run.name] = Outcome.WAITING
+        return Action(
+            kind=ActionKind.NOOP,
+            target=run.name,
+            reason=f"waiting for upstream {', '.join(waiting)}",
+            spec_hash=run.spec_hash,
+        )
+    context.outcomes[run.name] = Outcome.INFLIGHT
+    live_jobs = tuple(context.live_jobs[up] for up in pending_upstreams if up in context.live_jobs)
+    submitted_with = tuple(up for up in pending_upstreams if up not in context.live_jobs)
+    changes = _field_changes(context, run) if kind is not ActionKind.RETRY else ()
+    return Action(
+        kind=kind,
+        target=run.name,
+        reason=reason,
+        spec_hash=run.spec_hash,
+        job_ids=cancels,
+        after=submitted_with,
+        after_jobs=live_jobs,
+        changes=changes,
+    )
+
+
+def _field_changes(context: _Context, run: DesiredRun) -> tuple[FieldChange, ...]:
+    earlier = [r for r in context.history(run.name) if r.spec_hash != run.spec_hash]
+    if not earlier or not earlier[-1].spec_fields:
+        return ()
+    new = flat_fields(run.spec, run.script_text)
+    return tuple(
+        FieldChange(field=f, old=o, new=n)
+        for f, o, n in changed_fields(earlier[-1].spec_fields, new)
+    )

@@ -1,0 +1,104 @@
+"""Plain builders for planner tests: desired runs, observed jobs, journal records."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
+from reconciler.scheduler.states import Health, SlurmState
+from reconciler.scheduler.tag import Tag
+from reconciler.spec.desired import Desired, DesiredRun, Location, effective_run, spec_hash
+from reconciler.spec.desired import flat_fields as _flat_fields
+from reconciler.spec.models import Project, Run
+from reconciler.state.records import SubmissionRecord, SubmissionStatus
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+PROJECT = "p"
+
+
+def run(name: str, *upstreams: str, **fields: Any) -> Run:
+    data: dict[str, Any] = {
+        "kind": "Run",
+        "name": name,
+        "command": fields.pop("command", f"echo {name}"),
+        "inputs": {f"in_{up}": f"{up}.out" for up in upstreams},
+        "outputs": {"out": "out.txt"},
+    }
+    data.update(fields)
+    return Run.model_validate(data)
+
+
+def desired(*runs: Run, prune: bool = True) -> Desired:
+    project = Project.model_validate({"project": PROJECT, "prune": prune})
+    entries = {}
+    for index, spec in enumerate(runs):
+        effective = effective_run(spec, project)
+        entries[spec.name] = DesiredRun(
+            effective, Location("specs/a.yaml", index + 1), spec_hash(effective), None
+        )
+    upstreams = {
+        spec.name: tuple(i.upstream[0] for i in spec.inputs.values() if i.upstream) for spec in runs
+    }
+    return Desired(project, Path("/repo"), "c0ffee" * 6 + "abcd", entries, {}, upstreams)
+
+
+def hash_of(state: Desired, name: str) -> str:
+    return state.runs[name].spec_hash
+
+
+def job(
+    name: str,
+    spec_hash: str,
+    state: SlurmState,
+    job_id: str,
+    reason: str | None = None,
+    exit_code: int | None = None,
+    project: str = PROJECT,
+) -> ObservedJob:
+    tag = Tag(project=project, kind="run", name=name, spec_hash=spec_hash)
+    row = JobRecord(
+        job_id=job_id,
+        top_id=job_id,
+        tag=tag,
+        state=state,
+        reason=reason,
+        exit_code=exit_code,
+        source="squeue" if state in (SlurmState.PENDING, SlurmState.RUNNING) else "sacct",
+    )
+    return ObservedJob(job_id=job_id, tag=tag, rows=(row,))
+
+
+def observed(*jobs: ObservedJob, complete: bool = True) -> Observation:
+    problems = () if complete else ("sacct failed: slurmdbd is down",)
+    return Observation(taken_at=NOW, jobs=jobs, complete=complete, problems=problems)
+
+
+def record(
+    name: str,
+    spec_hash: str,
+    job_id: str | None,
+    final: Health | None = None,
+    status: SubmissionStatus = SubmissionStatus.SUBMITTED,
+    spec: Run | None = None,
+    reason: str | None = None,
+    exit_code: int | None = None,
+) -> SubmissionRecord:
+    project = Project.model_validate({"project": PROJECT})
+    fields = _flat_fields(effective_run(spec, project)) if spec is not None else {}
+    return SubmissionRecord(
+        id=int(job_id or 0),
+        project=PROJECT,
+        name=name,
+        spec_hash=spec_hash,
+        commit=None,
+        job_id=job_id,
+        status=status,
+        final_health=final,
+        exit_code=exit_code,
+        reason=reason,
+        spec_fields=fields,
+        created_at=NOW,
+        updated_at=NOW,
+    )

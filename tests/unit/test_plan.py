@@ -1,0 +1,238 @@
+"""The planner's decision table, on plain values: no cluster, no git, no clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.engine.actions import ActionKind
+from reconciler.engine.plan import plan
+from reconciler.scheduler.states import Health
+from reconciler.scheduler.states import SlurmState as S
+from reconciler.state.records import SubmissionStatus
+from tests.planning import NOW, desired, hash_of, job, observed, record, run
+
+
+def kinds(result: object) -> dict[str, tuple[str, str]]:
+    return {a.target: (a.kind.value, a.reason) for a in result.actions}  # type: ignore[attr-defined]
+
+
+def test_a_fresh_dag_is_queued_whole_with_afterok() -> None:
+    state = desired(run("prep"), run("train", "prep"), run("eval", "train", "prep"))
+    result = plan(state, observed(), [], NOW, scheduler="slurm")
+    assert [(a.kind, a.target, a.after) for a in result.actions] == [
+        (ActionKind.SUBMIT, "prep", ()),
+        (ActionKind.SUBMIT, "train", ("prep",)),
+        (ActionKind.SUBMIT, "eval", ("prep", "train")),
+    ]
+    assert result.summary == "Plan: 3 to submit, 0 to replace, 0 to cancel."
+    assert result.has_changes
+
+
+def test_everything_current_plans_nothing() -> None:
+    state = desired(run("prep"), run("train", "prep"))
+    jobs = observed(
+        job("prep", hash_of(state, "prep"), S.COMPLETED, "10"),
+        job("train", hash_of(state, "train"), S.COMPLETED, "11"),
+    )
+    records = [
+        record("prep", hash_of(state, "prep"), "10"),
+        record("train", hash_of(state, "train"), "11"),
+    ]
+    result = plan(state, jobs, records, NOW, scheduler="slurm")
+    assert not result.has_changes
+    assert kinds(result)["train"] == ("no-op", "current (job 11 succeeded)")
+
+
+def test_success_remembered_by_the_journal_outlives_sacct() -> None:
+    state = desired(run("prep"))
+    records = [record("prep", hash_of(state, "prep"), "10", final=Health.SUCCEEDED)]
+    result = plan(state, observed(), records, NOW, scheduler="slurm")
+    assert kinds(result)["prep"][0] == "no-op"
+
+
+def test_downstream_of_an_inflight_upstream_waits_on_its_live_job() -> None:
+    state = desired(run("prep"), run("train", "prep"))
+    jobs = observed(job("prep", hash_of(state, "prep"), S.RUNNING, "10"))
+    result = plan(
+        state, jobs, [record("prep", hash_of(state, "prep"), "10")], NOW, scheduler="slurm"
+    )
+    train = result.actions[-1]
+    assert (train.kind, train.after, train.after_jobs) == (ActionKind.SUBMIT, (), ("10",))
+
+
+def test_pending_outdated_job_is_replaced_with_the_changed_field() -> None:
+    old = run("train", resources={"gpus": "A100:2"})
+    new = run("train", resources={"gpus": "A100:4"})
+    before, state = desired(old), desired(new)
+    jobs = observed(job("train", hash_of(before, "train"), S.PENDING, "20"))
+    records = [record("train", hash_of(before, "train"), "20", spec=old)]
+    (action,) = plan(state, jobs, records, NOW, scheduler="slurm").actions
+    assert action.kind is ActionKind.REPLACE
+    assert action.job_ids == ("20",)
+    assert "spec changed: resources.gpus A100:2 -> A100:4" in action.reason
+    assert [(c.field, c.old, c.new) for c in action.changes] == [
+        ("resources.gpus", "A100:2", "A100:4")
+    ]
+
+
+@pytest.mark.parametrize(("update", "expected"), [("defer", "no-op"), ("replace", "replace")])
+def test_running_outdated_job_follows_the_update_policy(update: str, expected: str) -> None:
+    before = desired(run("train", command="v1"))
+    state = desired(run("train", command="v2", update=update))
+    jobs = observed(job("train", hash_of(before, "train"), S.RUNNING, "20"))
+    records = [record("train", hash_of(before, "train"), "20")]
+    (action,) = plan(state, jobs, records, NOW, scheduler="slurm").actions
+    assert action.kind.value == expected
+
+
+def test_deferred_upstream_makes_downstream_wait() -> None:
+    before = desired(run("prep", command="v1"), run("train", "prep"))
+    state = desired(run("prep", command="v2"), run("train", "prep"))
+    jobs = observed(job("prep", hash_of(before, "prep"), S.RUNNING, "20"))
+    result = plan(
+        state, jobs, [record("prep", hash_of(before, "prep"), "20")], NOW, scheduler="slurm"
+    )
+    assert kinds(result)["train"] == ("no-op", "waiting for upstream prep")
+    assert not result.has_changes
+
+
+def test_a_job_with_the_desired_hash_is_never_touched() -> None:
+    state = desired(run("train"))
+    for state_now in (S.PENDING, S.RUNNING):
+        jobs = observed(job("train", hash_of(state, "train"), state_now, "30"))
+        (action,) = plan(
+            state, jobs, [record("train", hash_of(state, "train"), "30")], NOW, scheduler="slurm"
+        ).actions
+        assert action.kind is ActionKind.NOOP and "in progress" in action.reason
+
+
+def test_removed_run_is_pruned_and_finished_jobs_are_left_alone() -> None:
+    state = desired(run("keep"))
+    jobs = observed(
+        job("gone", "a" * 16, S.RUNNING, "40"),
+        job("old", "b" * 16, S.COMPLETED, "41"),
+    )
+    records = [record("gone", "a" * 16, "40"), record("old", "b" * 16, "41")]
+    result = plan(state, jobs, records, NOW, scheduler="slurm")
+    cancels = [a for a in result.actions if a.kind is ActionKind.CANCEL]
+    assert [(a.target, a.job_ids) for a in cancels] == [("gone", ("40",))]
+
+
+def test_prune_off_keeps_the_job() -> None:
+    state = desired(run("keep"), prune=False)
+    jobs = observed(job("gone", "a" * 16, S.RUNNING, "40"))
+    result = plan(state, jobs, [record("gone", "a" * 16, "40")], NOW, scheduler="slurm")
+    assert not any(a.kind is ActionKind.CANCEL for a in result.actions)
+
+
+def test_other_projects_jobs_are_invisible() -> None:
+    state = desired(run("keep"))
+    jobs = observed(job("gone", "a" * 16, S.RUNNING, "40", project="other"))
+    result = plan(state, jobs, [], NOW, scheduler="slurm")
+    assert [a.kind for a in result.actions] == [ActionKind.SUBMIT]
+
+
+def test_unknown_tagged_job_is_adopted_not_resubmitted() -> None:
+    state = desired(run("train"))
+    jobs = observed(job("train", hash_of(state, "train"), S.PENDING, "50"))
+    result = plan(state, jobs, [], NOW, scheduler="slurm")
+    assert [(a.kind, a.target) for a in result.actions] == [
+        (ActionKind.ADOPT, "train"),
+        (ActionKind.NOOP, "train"),
+    ]
+    assert not result.has_changes
+
+
+def test_failed_run_retries_then_gives_up_and_blocks_downstream() -> None:
+    state = desired(run("train", retries=1), run("eval", "train"))
+    digest = hash_of(state, "train")
+    first = observed(job("train", digest, S.FAILED, "60", exit_code=1))
+    result = plan(state, first, [record("train", digest, "60")], NOW, scheduler="slurm")
+    assert kinds(result)["train"] == ("retry", "attempt 2 of 2: job 60 failed (exit 1)")
+    assert kinds(result)["eval"][0] == "submit"
+
+    second = observed(
+        job("train", digest, S.FAILED, "60", exit_code=1),
+        job("train", digest, S.FAILED, "61", exit_code=1),
+    )
+    records = [record("train", digest, "60"), record("train", digest, "61")]
+    result = plan(state, second, records, NOW, scheduler="slurm")
+    assert kinds(result)["train"][0] == "no-op" and "no retries left" in kinds(result)["train"][1]
+    assert kinds(result)["eval"] == ("blocked", "upstream train failed")
+    assert not result.has_changes
+
+
+def test_cancelled_for_a_dependency_is_not_an_attempt() -> None:
+    state = desired(run("prep"), run("train", "prep"))
+    jobs = observed(
+        job("prep", hash_of(state, "prep"), S.COMPLETED, "70"),
+        job("train", hash_of(state, "train"), S.CANCELLED, "71", reason="DependencyNeverSatisfied"),
+    )
+    records = [
+        record("prep", hash_of(state, "prep"), "70"),
+        record("train", hash_of(state, "train"), "71"),
+    ]
+    result = plan(state, jobs, records, NOW, scheduler="slurm")
+    assert kinds(result)["train"] == ("submit", "not yet run")
+
+
+def test_blocked_propagates_down_the_chain() -> None:
+    state = desired(run("a"), run("b", "a"), run("c", "b"))
+    jobs = observed(job("a", hash_of(state, "a"), S.FAILED, "80", exit_code=2))
+    result = plan(state, jobs, [record("a", hash_of(state, "a"), "80")], NOW, scheduler="slurm")
+    assert kinds(result)["b"] == ("blocked", "upstream a failed")
+    assert kinds(result)["c"] == ("blocked", "upstream b is blocked")
+
+
+def test_incomplete_observation_cancels_replaces_and_prunes_nothing() -> None:
+    before = desired(run("train", command="v1"))
+    state = desired(run("train", command="v2", update="replace"), run("fresh"))
+    jobs = observed(
+        job("train", hash_of(before, "train"), S.PENDING, "90"),
+        job("gone", "c" * 16, S.RUNNING, "91"),
+        complete=False,
+    )
+    records = [record("train", hash_of(before, "train"), "90"), record("gone", "c" * 16, "91")]
+    result = plan(state, jobs, records, NOW, scheduler="slurm")
+    assert {a.kind for a in result.actions} <= {ActionKind.NOOP, ActionKind.SUBMIT}
+    assert kinds(result)["fresh"][0] == "submit"  # never submitted: safe to submit
+    assert "incomplete" in kinds(result)["train"][1]
+    assert result.notes and "slurmdbd is down" in result.notes[0]
+
+
+def test_incomplete_observation_does_not_resubmit_a_job_of_unknown_fate() -> None:
+    state = desired(run("train"))
+    records = [record("train", hash_of(state, "train"), "95")]
+    result = plan(state, observed(complete=False), records, NOW, scheduler="slurm")
+    assert kinds(result)["train"][0] == "no-op"
+    assert "unknown" in kinds(result)["train"][1]
+
+
+def test_refused_submission_is_retried_as_a_plain_submit() -> None:
+    state = desired(run("train"))
+    records = [record("train", hash_of(state, "train"), None, status=SubmissionStatus.REFUSED)]
+    result = plan(state, observed(complete=False), records, NOW, scheduler="slurm")
+    assert kinds(result)["train"][0] == "submit"
+
+
+def test_targets_take_their_upstreams_and_skip_pruning() -> None:
+    state = desired(run("prep"), run("train", "prep"), run("other"))
+    jobs = observed(job("gone", "a" * 16, S.RUNNING, "40"))
+    result = plan(
+        state, jobs, [record("gone", "a" * 16, "40")], NOW, scheduler="slurm", targets=["train"]
+    )
+    assert [a.target for a in result.actions] == ["prep", "train"]
+
+
+def test_fingerprint_follows_the_observed_state() -> None:
+    state = desired(run("train"))
+    digest = hash_of(state, "train")
+    pending = plan(
+        state, observed(job("train", digest, S.PENDING, "1")), [], NOW, scheduler="slurm"
+    )
+    running = plan(
+        state, observed(job("train", digest, S.RUNNING, "1")), [], NOW, scheduler="slurm"
+    )
+    again = plan(state, observed(job("train", digest, S.PENDING, "1")), [], NOW, scheduler="slurm")
+    assert pending.fingerprint != running.fingerprint
+    assert pending.fingerprint == again.fingerprint
