@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +22,7 @@ from reconciler.scheduler.tag import Tag
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _JOB_ID = r"^[0-9]+$"
+JobId = Annotated[str, Field(pattern=_JOB_ID)]
 
 
 class SubmitRequest(BaseModel):
@@ -31,7 +32,7 @@ class SubmitRequest(BaseModel):
 
     script: str = Field(min_length=1, description="the whole batch script, #SBATCH lines included")
     workdir: Path
-    dependencies: tuple[str, ...] = Field(
+    dependencies: tuple[JobId, ...] = Field(
         default=(), description="job ids that must all complete successfully first"
     )
     tag: Tag
@@ -120,7 +121,8 @@ class Observation(BaseModel):
         default=(), description="why the observation is not complete; empty when it is"
     )
     skipped: tuple[str, ...] = Field(
-        default=(), description="rows of other jobs that could not be read; harmless to recon"
+        default=(),
+        description="every row that could not be read; one of recon's also lands in problems",
     )
 
     def find(self, project: str, name: str) -> tuple[ObservedJob, ...]:
@@ -148,7 +150,7 @@ class Scheduler(Protocol):
         ...
 
     def allocate(self, request: AllocateRequest) -> str:
-        """Hold an allocation with no shell; returns its job id once it is granted."""
+        """Hold an allocation with no shell; returns its job id, normally once granted."""
         ...
 
     def release(self, job_id: str) -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from reconciler.errors import (
     ObservationError,
@@ -372,6 +373,12 @@ def test_submit_with_dependencies_waits_for_all_and_dies_if_one_fails() -> None:
     assert scheduler(runner).submit(request("7", "8")) == "124"
     argv = runner.calls[0][0]
     assert argv[-2:] == ["--dependency=afterok:7:8", "--kill-on-invalid-dep=yes"]
+
+
+@pytest.mark.parametrize("bad", ["", "7:8", "7,8", "afterany:7", "12_3"])
+def test_a_dependency_must_be_a_plain_job_id(bad: str) -> None:
+    with pytest.raises(ValidationError):
+        request(bad)
 
 
 def test_transient_failures_are_retried_with_exponential_backoff() -> None:
