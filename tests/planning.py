@@ -84,6 +84,7 @@ def record(
     spec: Run | None = None,
     reason: str | None = None,
     exit_code: int | None = None,
+    created_at: datetime = NOW,
 ) -> SubmissionRecord:
     project = Project.model_validate({"project": PROJECT})
     fields = _flat_fields(effective_run(spec, project)) if spec is not None else {}
@@ -99,6 +100,6 @@ def record(
         exit_code=exit_code,
         reason=reason,
         spec_fields=fields,
-        created_at=NOW,
-        updated_at=NOW,
+        created_at=created_at,
+        updated_at=created_at,
     )

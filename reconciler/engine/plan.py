@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 
 from reconciler import graph
@@ -36,6 +36,7 @@ from reconciler.spec.desired import Desired, DesiredRun, changed_fields, flat_fi
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
 
 LIVE = frozenset({Health.PENDING, Health.RUNNING})
+UNSEEN_GRACE = timedelta(minutes=10)
 ENDED_BADLY = frozenset({Health.FAILED, Health.CANCELLED})
 
 
@@ -52,6 +53,7 @@ class _Context:
     desired: Desired
     observation: Observation
     records: Sequence[SubmissionRecord]
+    now: datetime
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     live_jobs: dict[str, str] = field(default_factory=dict)  # run -> its in-flight job id
 
@@ -78,7 +80,7 @@ def plan(
     targets: Sequence[str] = (),
     downstream: bool = False,
 ) -> Plan:
-    context = _Context(desired, observation, records)
+    context = _Context(desired, observation, records, now)
     dag = graph.build(desired.upstreams)
     chosen = graph.select(dag, targets, downstream) if targets else graph.order(dag)
     actions: list[Action] = list(_adoptions(context))
@@ -192,6 +194,15 @@ def _decide(context: _Context, run: DesiredRun) -> Action:
     attempts = _failed_attempts(context, run, current)
     if attempts:
         return _after_failure(context, run, attempts)
+    unseen = _unseen_job(context, run)
+    if unseen is not None:
+        return _set(
+            context,
+            run,
+            Outcome.WAITING,
+            ActionKind.NOOP,
+            f"job {unseen} was submitted but the scheduler does not show it yet; not resubmitting",
+        )
     if not context.observation.complete and _fate_unknown(context, run):
         return _set(
             context,
@@ -334,6 +345,26 @@ def _after_failure(context: _Context, run: DesiredRun, attempts: list[tuple[str,
         f"failed: job {job_id} {how}; no retries left (retries: {run.spec.retries}). "
         "Fix it and commit, which changes its spec",
     )
+
+
+def _unseen_job(context: _Context, run: DesiredRun) -> str | None:
+    """A job of the current spec the journal holds but no observation shows yet.
+
+    Slurm's two views lag behind each other (a job can leave squeue before sacct stores
+    its comment), so absence right after submission proves nothing. Only once it has
+    stayed unseen for `UNSEEN_GRACE` is it taken as lost, and the run submitted again.
+    """
+    observed = {job.job_id for job in context.jobs(run.name)}
+    for record in context.history(run.name):
+        if (
+            record.spec_hash == run.spec_hash
+            and record.job_id is not None
+            and record.job_id not in observed
+            and record.final_health is None
+            and context.now - record.created_at < UNSEEN_GRACE
+        ):
+            return record.job_id
+    return None
 
 
 def _fate_unknown(context: _Context, run: DesiredRun) -> bool:

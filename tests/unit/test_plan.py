@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from reconciler.engine.actions import ActionKind
@@ -202,7 +204,8 @@ def test_incomplete_observation_cancels_replaces_and_prunes_nothing() -> None:
 
 def test_incomplete_observation_does_not_resubmit_a_job_of_unknown_fate() -> None:
     state = desired(run("train"))
-    records = [record("train", hash_of(state, "train"), "95")]
+    an_hour_ago = NOW - timedelta(hours=1)
+    records = [record("train", hash_of(state, "train"), "95", created_at=an_hour_ago)]
     result = plan(state, observed(complete=False), records, NOW, scheduler="slurm")
     assert kinds(result)["train"][0] == "no-op"
     assert "unknown" in kinds(result)["train"][1]
@@ -236,3 +239,14 @@ def test_fingerprint_follows_the_observed_state() -> None:
     again = plan(state, observed(job("train", digest, S.PENDING, "1")), [], NOW, scheduler="slurm")
     assert pending.fingerprint != running.fingerprint
     assert pending.fingerprint == again.fingerprint
+
+
+def test_a_just_submitted_job_missing_from_both_views_is_not_resubmitted() -> None:
+    state = desired(run("train"))
+    records = [record("train", hash_of(state, "train"), "99")]
+    result = plan(state, observed(), records, NOW, scheduler="slurm")
+    assert (
+        kinds(result)["train"][0] == "no-op" and "does not show it yet" in kinds(result)["train"][1]
+    )
+    later = plan(state, observed(), records, NOW + timedelta(minutes=11), scheduler="slurm")
+    assert kinds(later)["train"][0] == "submit"
