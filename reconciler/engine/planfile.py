@@ -103,15 +103,17 @@ def check_fresh(saved: Plan, current: Plan, *, max_age: timedelta | None = None)
     """Refuse `saved` unless it was made for what `current` sees now.
 
     `current` is a plan made now, for the same targets, from the state the apply would act
-    on. Every difference is named, not just the first, so one read says what moved.
+    on; its `created_at` is the clock for `max_age`. Every difference is named, not just
+    the first, so one read says what moved; the actions themselves are compared only when
+    nothing else already explains why they differ.
     """
-    changes = _differences(saved, current)
+    changes = _differences(saved, current) or _other_actions(saved, current)
     age = current.created_at - saved.created_at
     if max_age is not None and age > max_age:
         changes.append(f"it is {_duration(age)} old, more than the {_duration(max_age)} allowed")
     if changes:
         raise StalePlanError(
-            f"The saved plan is stale: {'; '.join(changes)}. {_REMAKE} and apply the new plan."
+            f"the saved plan is stale: {'; '.join(changes)}. {_REMAKE} and apply the new plan."
         )
 
 
@@ -131,8 +133,34 @@ def _differences(saved: Plan, current: Plan) -> list[str]:
             f"it was made for targets {_listed(saved.targets)}, not {_listed(current.targets)}"
         )
     if saved.fingerprint != current.fingerprint:
-        found.append("the observed state (cluster, journal or outputs) changed since it was made")
+        found.append("the observed state changed since it was made")
     return found
+
+
+def _other_actions(saved: Plan, current: Plan, shown: int = 5) -> list[str]:
+    """Same commit, same observation, yet a plan made now would act otherwise.
+
+    The commit says nothing of edits to a work tree, and time alone moves some decisions
+    (a job unseen for too long is taken as lost), so compare what each plan would do.
+    """
+    before, after = _moves(saved), _moves(current)
+    moved = sorted(
+        name for name in before.keys() | after.keys() if before.get(name) != after.get(name)
+    )
+    if not moved:
+        return []
+    more = f" and {len(moved) - shown} more" if len(moved) > shown else ""
+    return [f"a plan made now would act otherwise on {', '.join(moved[:shown])}{more}"]
+
+
+def _moves(plan: Plan) -> dict[str, list[tuple[object, ...]]]:
+    """What the plan would do to each target; a target may have several actions (adopt a
+    lost job, then wait on it)."""
+    moves: dict[str, list[tuple[object, ...]]] = {}
+    for a in plan.actions:
+        label = a.target if a.target_kind == "run" else f"allocation {a.target}"
+        moves.setdefault(label, []).append((a.kind, a.spec_hash, a.job_ids, a.after))
+    return moves
 
 
 def _where(commit: str | None) -> str:
