@@ -1,0 +1,56 @@
+"""Where a run's command executes: a read-only snapshot of the commit it was planned from.
+
+Jobs must run the code of the commit recon planned, not whatever the work tree holds
+when the job starts hours later. One snapshot per commit under the state directory
+(`checkouts/<sha>/`), extracted once with `git archive`, reused by every run of it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+import git
+
+from reconciler.errors import RepoError
+from reconciler.spec.source import open_repo
+
+
+def code_dir(root: Path, commit: str | None, state_dir: Path) -> Path:
+    """The folder commands run in: the project folder inside the commit's snapshot, or the
+    project folder itself when planning from the work tree (`--worktree`)."""
+    if commit is None:
+        return root.resolve()
+    repo = open_repo(root)
+    top = Path(repo.working_tree_dir or root).resolve()
+    prefix = root.resolve().relative_to(top)
+    snapshot = state_dir / "checkouts" / commit
+    if not snapshot.exists():
+        _extract(repo, commit, snapshot)
+    return snapshot / prefix
+
+
+def _extract(repo: git.Repo, commit: str, snapshot: Path) -> None:
+    snapshot.parent.mkdir(parents=True, exist_ok=True)
+    # Extract beside the target, then rename: a crash never leaves a half snapshot that
+    # later passes would take as complete.
+    staging = Path(tempfile.mkdtemp(prefix=f".{commit[:12]}.", dir=snapshot.parent))
+    try:
+        archive = io.BytesIO()
+        repo.archive(archive, treeish=commit, format="tar")
+        archive.seek(0)
+        with tarfile.open(fileobj=archive) as tar:
+            tar.extractall(staging, filter="data")
+        try:
+            os.rename(staging, snapshot)
+        except OSError:
+            if not snapshot.exists():  # another apply won the race: its copy is the same
+                raise
+    except (git.GitCommandError, tarfile.TarError, OSError) as error:
+        raise RepoError(f"cannot snapshot commit {commit[:12]} into {snapshot}: {error}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,148 @@
+"""One reconcile pass: load, observe, plan, apply. The entry point apply, watch and cron use.
+
+Level-based, like controller-runtime's Reconcile: every pass starts from the commit and
+what the cluster reports now, never from remembered events. The project lock is held
+from observation to the last scheduler call, so two passes can never both decide to
+submit the same run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from reconciler.engine.actions import Plan
+from reconciler.engine.apply import Applier, ApplyResult
+from reconciler.engine.checkout import code_dir
+from reconciler.engine.plan import plan as make_plan
+from reconciler.engine.planfile import check_fresh
+from reconciler.scheduler.base import Observation, Scheduler
+from reconciler.scheduler.select import select_scheduler
+from reconciler.scheduler.states import Health
+from reconciler.spec.desired import Desired
+from reconciler.spec.loader import load_desired, open_source
+from reconciler.state.journal import Journal
+from reconciler.state.lock import project_lock
+from reconciler.state.records import SubmissionRecord
+
+Clock = Callable[[], datetime]
+FINAL = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
+
+JOURNAL_FILE = "journal.sqlite"
+
+# sacct is asked about this far back at least; older outcomes come from the journal.
+_MIN_WINDOW = timedelta(days=2)
+_MAX_WINDOW = timedelta(days=30)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for: which project, at which commit, which runs."""
+
+    root: Path
+    revision: str | None = None
+    worktree: bool = False
+    targets: Sequence[str] = ()
+    downstream: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    plan: Plan
+    applied: ApplyResult | None  # None when nothing was carried out (declined, or no-op)
+
+
+def load(request: Request) -> Desired:
+    return load_desired(open_source(request.root, request.revision, request.worktree))
+
+
+def state_dir(desired: Desired) -> Path:
+    return desired.root / desired.project.state_dir
+
+
+def journal_for(desired: Desired) -> Journal:
+    directory = state_dir(desired)
+    directory.mkdir(parents=True, exist_ok=True)
+    return Journal(directory / JOURNAL_FILE)
+
+
+def read_records(desired: Desired) -> list[SubmissionRecord]:
+    """The journal's records, without creating a journal where there is none: `recon
+    plan` leaves no trace."""
+    path = state_dir(desired) / JOURNAL_FILE
+    if not path.exists():
+        return []
+    with Journal(path) as journal:
+        return journal.records(desired.project.project)
+
+
+def observation_window(records: Sequence[SubmissionRecord], now: datetime) -> datetime:
+    """From the oldest job whose end the journal has not seen (within 30 days), and at
+    least two days back."""
+    unsettled = [r.created_at for r in records if r.job_id is not None and r.final_health is None]
+    since = min([now - _MIN_WINDOW, *unsettled])
+    return max(since, now - _MAX_WINDOW)
+
+
+def plan_once(
+    request: Request,
+    desired: Desired,
+    scheduler: Scheduler,
+    records: Sequence[SubmissionRecord],
+    now: datetime,
+) -> tuple[Plan, Observation]:
+    observation = scheduler.observe(observation_window(records, now))
+    result = make_plan(
+        desired,
+        observation,
+        records,
+        now,
+        scheduler=scheduler.name,
+        targets=request.targets,
+        downstream=request.downstream,
+    )
+    return result, observation
+
+
+def record_endings(journal: Journal, observation: Observation, now: datetime) -> None:
+    """Remember how jobs ended, so their outcome outlives sacct's window."""
+    for job in observation.jobs:
+        if job.health in FINAL:
+            rows = job.components
+            exit_code = next((row.exit_code for row in rows if row.exit_code), None)
+            reason = next((row.reason for row in rows if row.reason), None)
+            journal.record_final(job.job_id, job.health, exit_code, reason, now)
+
+
+def reconcile_once(
+    request: Request,
+    *,
+    scheduler: Scheduler | None = None,
+    approve: Callable[[Plan], bool] = lambda _plan: True,
+    saved: Plan | None = None,
+    lock_timeout: float = 0.0,
+    clock: Clock = lambda: datetime.now(UTC),
+) -> Outcome:
+    """Observe, plan (or check a saved plan is still true), and carry the plan out.
+
+    `approve` sees the plan before anything is done and may decline it.
+    """
+    desired = load(request)
+    scheduler = scheduler or select_scheduler(desired.project.scheduler)
+    with project_lock(state_dir(desired), lock_timeout), journal_for(desired) as journal:
+        now = clock()
+        project = desired.project.project
+        current, observation = plan_once(request, desired, scheduler, journal.records(project), now)
+        record_endings(journal, observation, now)
+        if saved is not None:
+            check_fresh(saved, current)
+            current = saved
+        if not any(a.changes_cluster or a.kind.value == "adopt" for a in current.actions):
+            return Outcome(current, None)
+        if not approve(current):
+            return Outcome(current, None)
+        code = code_dir(desired.root, desired.commit, state_dir(desired))
+        applier = Applier(current, desired, scheduler, journal, code, clock)
+        return Outcome(current, applier.run())

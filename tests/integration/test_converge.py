@@ -1,0 +1,277 @@
+"""`recon plan` and `recon apply` converging the real dev cluster, run as a user would.
+
+Each test owns a temporary git repo with a project name of its own, so its jobs are its
+own; the fixture cancels whatever is left when the test ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.gitrepo import GitRepo
+
+pytestmark = pytest.mark.slurm
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
+TIMEOUT = 90.0
+
+
+class Project:
+    def __init__(self, repo: GitRepo, name: str) -> None:
+        self.repo = repo
+        self.name = name
+
+    @property
+    def root(self) -> Path:
+        return self.repo.root
+
+    def recon(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "reconciler", *args],
+            cwd=self.root,
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def apply(self, *args: str) -> subprocess.CompletedProcess[str]:
+        result = self.recon("apply", ".", "--auto-approve", *args)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result
+
+    def jobs(self) -> list[dict[str, str]]:
+        """Every job of this project Slurm knows, live or finished: id, name, hash, state."""
+        listing = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-S", "now-1hours", "-E", "now",
+             "-s", "BF,CA,CD,DL,F,NF,OOM,PD,PR,R,RQ,RS,RV,S,TO",
+             "-o", "JobID,Comment,State"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        live = subprocess.run(
+            ["squeue", "-h", "-o", "%i|%k|%T"], capture_output=True, text=True, check=True
+        ).stdout
+        found: dict[str, dict[str, str]] = {}
+        for line in (listing + live).splitlines():
+            job_id, comment, state = [*line.split("|"), "", ""][:3]
+            parts = comment.split(":")
+            job_id, _, offset = job_id.partition("+")  # a het job counts once, by its leader
+            if len(parts) == 5 and parts[1] == self.name and offset in ("", "0"):
+                found[job_id] = {"id": job_id, "run": parts[3], "hash": parts[4], "state": state}
+        return list(found.values())
+
+    def job_of(self, run: str) -> list[dict[str, str]]:
+        return [job for job in self.jobs() if job["run"] == run]
+
+    def wait_for(self, what: str, condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}: {self.jobs()}")
+            time.sleep(0.5)
+
+    def cancel_all(self) -> None:
+        for job in self.jobs():
+            subprocess.run(["scancel", job["id"]], capture_output=True, check=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Project]:
+    name = f"cv{uuid.uuid4().hex[:8]}"
+    repo = GitRepo(tmp_path / "repo")
+    repo.write({"recon.yaml": f"project: {name}\ndefaults:\n  partition: cpu\n  time: 10\n"})
+    created = Project(repo, name)
+    yield created
+    created.cancel_all()
+
+
+def run_spec(name: str, command: str, *, extra: str = "", inputs: str = "") -> str:
+    return (
+        f"kind: Run\nname: {name}\ncommand: '{command}'\nresources:\n  cpus: 1\n  memory: 100MiB\n"
+        f"{extra}{inputs}outputs:\n  out: out.txt\n"
+    )
+
+
+def test_example_repo_queues_the_whole_dag_then_plans_nothing(tmp_path: Path) -> None:
+    name = f"ex{uuid.uuid4().hex[:8]}"
+    root = tmp_path / "example"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
+    text = (root / "recon.yaml").read_text().replace("project: cartpole", f"project: {name}")
+    (root / "recon.yaml").write_text(text)
+    repo = GitRepo(root)
+    repo.commit(message="example")
+    example = Project(repo, name)
+    try:
+        first = example.apply()
+        assert "Apply complete: 4 submitted" in first.stdout, first.stdout
+        jobs = {job["run"]: job["id"] for job in example.jobs()}
+        assert set(jobs) == {"prepare", "train", "evaluate", "actor-learner"}
+        dependencies = _dependencies(jobs["evaluate"])
+        assert jobs["train"] in dependencies and jobs["prepare"] in dependencies
+
+        again = example.recon("plan", ".", "--detailed-exitcode")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "No changes" in again.stdout
+
+        example.wait_for(
+            "the DAG to finish",
+            lambda: {j["state"] for j in example.jobs()} == {"COMPLETED"},
+        )
+        assert (root / "runs" / "evaluate" / "metrics.json").exists()
+        assert example.recon("plan", ".", "--detailed-exitcode").returncode == 0
+    finally:
+        example.cancel_all()
+
+
+def _dependencies(job_id: str) -> str:
+    shown = subprocess.run(
+        ["scontrol", "show", "job", job_id], capture_output=True, text=True, check=False
+    ).stdout
+    return shown  # holds `Dependency=afterok:12(unfulfilled),afterok:13(...)` while queued
+
+
+def test_comment_only_commit_plans_nothing(project: Project) -> None:
+    project.repo.commit({"specs/a.yaml": run_spec("a", "sleep 30")})
+    project.apply()
+    project.repo.commit({"specs/a.yaml": "# only a comment\n" + run_spec("a", "sleep 30")})
+    result = project.recon("plan", ".", "--detailed-exitcode")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(project.job_of("a")) == 1
+
+
+def test_resource_change_replaces_a_pending_job(project: Project) -> None:
+    held = "  sbatch_extra: ['--begin=now+3600']\n"
+    project.repo.commit({"specs/a.yaml": run_spec("a", "true", extra=held)})
+    project.apply()
+    (old,) = project.job_of("a")
+    assert old["state"] == "PENDING"
+    changed = run_spec("a", "true", extra=held).replace("memory: 100MiB", "memory: 200MiB")
+    project.repo.commit({"specs/a.yaml": changed})
+    plan = project.recon("plan", ".", "--detailed-exitcode")
+    assert plan.returncode == 2
+    assert "replace" in plan.stdout and "resources.memory 100MiB -> 200MiB" in plan.stdout
+    project.apply()
+    project.wait_for(
+        "the old job to be cancelled", lambda: _state(project, old["id"]) == "CANCELLED"
+    )
+    live = [j for j in project.job_of("a") if j["state"] == "PENDING"]
+    assert len(live) == 1 and live[0]["hash"] != old["hash"]
+
+
+def _state(project: Project, job_id: str) -> str:
+    return next((j["state"].split()[0] for j in project.jobs() if j["id"] == job_id), "")
+
+
+@pytest.mark.parametrize("policy", ["defer", "replace"])
+def test_change_on_a_running_job_follows_the_update_policy(project: Project, policy: str) -> None:
+    spec = run_spec("a", "sleep 120", extra=f"update: {policy}\n")
+    project.repo.commit({"specs/a.yaml": spec})
+    project.apply()
+    (old,) = project.job_of("a")
+    project.wait_for("the job to run", lambda: _state(project, old["id"]) == "RUNNING")
+    project.repo.commit({"specs/a.yaml": spec.replace("sleep 120", "sleep 121")})
+    result = project.apply()
+    if policy == "defer":
+        assert "No changes" in result.stdout
+        assert _state(project, old["id"]) == "RUNNING"
+        assert len(project.job_of("a")) == 1
+    else:
+        project.wait_for(
+            "the old job to be cancelled", lambda: _state(project, old["id"]) == "CANCELLED"
+        )
+        assert len(project.job_of("a")) == 2
+
+
+def test_removed_run_is_cancelled_and_its_outputs_stay(project: Project) -> None:
+    spec = run_spec("a", "echo made > {outputs.out.path}; sleep 120")
+    project.repo.commit({"specs/a.yaml": spec, "specs/b.yaml": run_spec("b", "true")})
+    project.apply()
+    (job,) = project.job_of("a")
+    output = project.root / "runs" / "a" / "out.txt"
+    project.wait_for("the output", output.exists)
+    project.repo.remove("specs/a.yaml")
+    project.repo.commit(message="drop a")
+    result = project.apply()
+    assert "cancelled job" in result.stdout
+    project.wait_for("the cancel", lambda: _state(project, job["id"]) == "CANCELLED")
+    assert output.read_text() == "made\n"
+
+
+def test_crash_between_sbatch_and_the_journal_is_healed_by_adoption(project: Project) -> None:
+    project.repo.commit({"specs/a.yaml": run_spec("a", "sleep 60")})
+    crashed = project.recon(
+        "apply", ".", "--auto-approve", env={"RECON_FAULT_INJECT": "after-sbatch"}
+    )
+    assert crashed.returncode == -signal.SIGKILL
+    assert len(project.job_of("a")) == 1
+    healed = project.apply()
+    assert "adopted job" in healed.stdout and "submitted" not in healed.stdout.split("Apply")[0]
+    again = project.recon("plan", ".", "--detailed-exitcode")
+    assert again.returncode == 0, again.stdout
+    jobs = project.job_of("a")
+    assert len(jobs) == 1, jobs  # exactly one job per (run, spec hash)
+
+
+def test_two_applies_at_once_submit_once(project: Project) -> None:
+    project.repo.commit({f"specs/r{i}.yaml": run_spec(f"r{i}", "sleep 30") for i in range(5)})
+    command = [
+        sys.executable,
+        "-m",
+        "reconciler",
+        "apply",
+        ".",
+        "--auto-approve",
+        "--lock-timeout",
+        "60",
+    ]
+    both = [
+        subprocess.Popen(
+            command, cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [process.communicate(timeout=120) for process in both]
+    assert [process.returncode for process in both] == [0, 0], outputs
+    jobs = project.jobs()
+    assert sorted(job["run"] for job in jobs) == [f"r{i}" for i in range(5)]
+
+
+def test_a_second_apply_without_waiting_exits_with_the_lock_code(project: Project) -> None:
+    project.repo.commit({"specs/a.yaml": run_spec("a", "true")})
+    from reconciler.state.lock import project_lock
+
+    with project_lock(project.root / ".recon", 0):
+        result = project.recon("apply", ".", "--auto-approve")
+    assert result.returncode == 3, result.stderr
+    assert "lock" in result.stderr
+    assert project.jobs() == []
+
+
+def test_saved_plan_refused_once_stale(project: Project, tmp_path: Path) -> None:
+    project.repo.commit({"specs/a.yaml": run_spec("a", "true")})
+    saved = tmp_path / "plan.json"
+    assert project.recon("plan", ".", "--out", str(saved)).returncode == 0
+    project.repo.commit({"specs/b.yaml": run_spec("b", "true")})
+    stale = project.recon("apply", str(saved), "--auto-approve")
+    assert stale.returncode == 1 and "stale" in stale.stderr.lower(), stale.stderr
+    assert project.jobs() == []
+
+    fresh = tmp_path / "fresh.json"
+    assert project.recon("plan", ".", "--out", str(fresh)).returncode == 0
+    applied = project.recon("apply", str(fresh), "--auto-approve")
+    assert applied.returncode == 0, applied.stderr
+    assert "Apply complete: 2 submitted" in applied.stdout
+    # sacct stores a job's comment only once it ends: wait until both show.
+    project.wait_for("both jobs", lambda: sorted(j["run"] for j in project.jobs()) == ["a", "b"])
