@@ -23,6 +23,7 @@ from reconciler.scheduler.tag import Tag
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _JOB_ID = r"^[0-9]+$"
 JobId = Annotated[str, Field(pattern=_JOB_ID)]
+_ENDED = {Health.SUCCEEDED, Health.FAILED, Health.CANCELLED}
 
 
 class SubmitRequest(BaseModel):
@@ -107,6 +108,13 @@ class ObservedJob(BaseModel):
         """All rows folded by the one rule (``states.aggregate``). Derived, so not stored:
         an observation saved as JSON reads back as it was."""
         return aggregate(row.health for row in self.rows)
+
+    @property
+    def finished(self) -> bool:
+        """Every component has ended. Not the same as a final ``health``: one failed or
+        cancelled component makes the whole job failed or cancelled while another may
+        still be running or completing."""
+        return all(row.health in _ENDED for row in self.components)
 
 
 class Observation(BaseModel):

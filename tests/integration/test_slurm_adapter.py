@@ -31,11 +31,13 @@ HEADER = "#!/bin/bash\n#SBATCH --time=5\n#SBATCH --mem=100M\n"
 
 
 class Recording:
-    """The real runner, remembering each command; ``fail`` fakes one command's failure."""
+    """The real runner, remembering each command and its last output; ``fail`` fakes one
+    command's failure."""
 
     def __init__(self, fail: dict[str, str] | None = None) -> None:
         self.fail = fail or {}
         self.commands: list[str] = []
+        self.stdout: dict[str, str] = {}
 
     def __call__(
         self, argv: Sequence[str], stdin: str | None = None
@@ -43,7 +45,9 @@ class Recording:
         self.commands.append(argv[0])
         if argv[0] in self.fail:
             return subprocess.CompletedProcess(list(argv), 1, "", self.fail[argv[0]])
-        return run(argv, stdin)
+        result = run(argv, stdin)
+        self.stdout[argv[0]] = result.stdout
+        return result
 
 
 class Harness:
@@ -92,14 +96,8 @@ def has(*healths: Health) -> Callable[[ObservedJob], bool]:
 
 
 def final(job: ObservedJob) -> bool:
-    """Every component over, and known to sacct (its steps and exit codes are in).
-
-    Not ``job.health`` alone: one cancelled component makes the whole job cancelled while
-    another may still be COMPLETING."""
-    return all(
-        row.health not in {Health.PENDING, Health.RUNNING} and row.exit_code is not None
-        for row in job.components
-    )
+    """Every component over, and known to sacct (its steps and exit codes are in)."""
+    return job.finished and all(row.exit_code is not None for row in job.components)
 
 
 @pytest.fixture
@@ -206,28 +204,28 @@ def test_cancelling_a_het_leader_cancels_every_component(harness: Harness) -> No
     assert [c.state for c in job.components] == [SlurmState.CANCELLED, SlurmState.CANCELLED]
 
 
-def test_a_requeued_job_is_pending_again_not_cancelled(harness: Harness) -> None:
+def test_a_requeued_job_is_pending_again_not_cancelled(tmp_path: Path) -> None:
+    recording = Recording()
+    harness = Harness(tmp_path, SlurmScheduler(recording))
     job_id = harness.submit("requeued", "#SBATCH --partition=cpu\nsleep 300\n")
-    harness.wait("requeued", has(Health.RUNNING))
+    harness.wait("requeued", lambda j: any(step.step == "batch" for step in j.steps))
+    stale_step = re.compile(rf"^{job_id}\.batch\|[^|]*\|CANCELLED", re.MULTILINE)
     try:
         subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=30)
-        # Wait until sacct holds the first run's batch step as CANCELLED...
+        # For a few seconds sacct still holds the first run, its batch step CANCELLED by the
+        # requeue, while squeue has the job pending again: that must not read as cancelled.
         deadline = time.monotonic() + TIMEOUT
-        while "CANCELLED" not in _sacct_state(f"{job_id}.batch"):
-            assert time.monotonic() < deadline, "sacct never recorded the first run's end"
-            time.sleep(0.5)
-        # ...which must not make the job, pending again, look cancelled.
-        job = harness.wait("requeued", lambda j: j.components[0].state is SlurmState.PENDING)
-        assert job.health is Health.PENDING and job.steps == ()
-        assert job.tag == harness.tag("requeued")
+        while True:
+            job = harness.job(harness.scheduler.observe(harness.since), "requeued")
+            assert job is not None
+            if job.components[0].state is SlurmState.PENDING:
+                assert (job.health, job.steps) == (Health.PENDING, ())
+                if stale_step.search(recording.stdout["sacct"]):
+                    break
+            assert time.monotonic() < deadline, "never saw sacct hold the first run"
+            time.sleep(0.2)
     finally:
         harness.scheduler.cancel(job_id)
-
-
-def _sacct_state(job_id: str) -> str:
-    argv = ["sacct", "--parsable2", "--noheader", "--format=JobID,State", "--jobs", job_id]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
-    return " ".join(line for line in out.splitlines() if line.startswith(f"{job_id}|"))
 
 
 def test_one_observe_pass_runs_one_squeue_and_one_sacct(tmp_path: Path) -> None:

@@ -184,6 +184,16 @@ def test_only_tagged_jobs_are_recons_and_het_components_and_steps_join_their_job
     assert observation.find("demo", "eval") == ()
 
 
+def test_a_job_can_be_cancelled_before_it_is_finished() -> None:
+    live = lines(squeue_row("16+0", "COMPLETING", TAG), squeue_row("16+1", "CANCELLED", TAG))
+    observation = scheduler(FakeRunner(squeue=[ok(live)], sacct=[ok()])).observe(SINCE)
+    (job,) = observation.jobs
+    assert (job.health, job.finished) == (Health.CANCELLED, False)
+    done = lines(squeue_row("16+0", "CANCELLED", TAG), squeue_row("16+1", "CANCELLED", TAG))
+    (job,) = scheduler(FakeRunner(squeue=[ok(done)], sacct=[ok()])).observe(SINCE).jobs
+    assert (job.health, job.finished) == (Health.CANCELLED, True)
+
+
 def test_squeue_speaks_for_live_jobs_and_sacct_fills_in_what_only_it_knows() -> None:
     live = lines(
         squeue_row("40", "RUNNING", TAG),  # sacct still says PENDING: it lags
