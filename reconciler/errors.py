@@ -9,6 +9,7 @@
     ├── ObservationError            the cluster could not be observed at all
     ├── LockedError                 another apply holds the project's lock (exit code 3)
     ├── StalePlanError              a saved plan no longer matches the commit or the cluster
+    ├── JournalError                the journal database is unreadable, corrupt or too new
     └── DevClusterError             the local dev cluster could not be brought up or down
 
 The CLI maps each branch to an exit code in one place (``reconciler.cli``).
@@ -74,6 +75,10 @@ class LockedError(ReconError):
 
 class StalePlanError(ReconError):
     """A saved plan was made against another commit or another observed state."""
+
+
+class JournalError(ReconError):
+    """The project's journal cannot be opened or used; the message says what to do."""
 
 
 class DevClusterError(ReconError):

@@ -1,0 +1,543 @@
+"""The journal: what recon asked the scheduler to do and what came of it, in SQLite.
+
+Intent is written before each ``sbatch``/``scancel`` and the outcome after, so a crash at
+any point leaves a trace the next pass can read: an INTENT row without a job id means
+"sbatch may or may not have run". The next pass finds the job by its tag, if there is one,
+and ``record_adopted`` fills that row in, instead of a second submission. The journal also
+keeps the run history (commit, spec hash, job ids, final states) longer than ``sacct`` does.
+
+How it stays safe to use:
+
+- Durable: every write is its own short transaction, committed (``synchronous=FULL``, so
+  fsynced) before the method returns. The caller relies on the intent row being on disk
+  before it calls sbatch.
+- Concurrent: WAL mode lets readers run beside a writer; every write starts with
+  ``BEGIN IMMEDIATE`` so that it waits (``busy_timeout``) for the write lock up front.
+  A deferred transaction that reads first and then upgrades to a write gets SQLITE_BUSY at
+  once in WAL mode, without waiting, which is the classic "database is locked".
+  WAL needs shared memory between the processes, so they must run on one host: a state
+  directory on NFS shared by several login nodes is not supported.
+- No hidden clock: every write takes ``now``; times are stored as ISO-8601 UTC text (fixed
+  width, so they sort as text) and read back timezone-aware.
+- Versioned: ``PRAGMA user_version`` is the schema version; migrations run on open.
+- Ordered by row id, not by time: ``now`` comes from callers whose clocks may differ.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict
+
+from reconciler.errors import JournalError
+from reconciler.scheduler.states import Health
+from reconciler.state.records import SubmissionRecord, SubmissionStatus
+
+JOURNAL_FILE = "journal.sqlite"
+
+# The states a job can end in; record_final accepts nothing else.
+FINAL_HEALTHS = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
+
+# Migration N (1-based) takes the schema from version N-1 to N. Append only: a released
+# migration is never edited, since journals out there are already at its version.
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE submissions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            project TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('run', 'alloc')),
+            name TEXT NOT NULL,
+            spec_hash TEXT NOT NULL,
+            git_commit TEXT,
+            job_id TEXT,
+            status TEXT NOT NULL,
+            final_health TEXT,
+            exit_code INTEGER,
+            reason TEXT,
+            spec_fields TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX submissions_by_name ON submissions (project, name)",
+        # Not unique: Slurm recycles job ids (MaxJobId wrap, a reset controller).
+        "CREATE INDEX submissions_by_job ON submissions (job_id)",
+        """CREATE TABLE cancels (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            project TEXT NOT NULL,
+            name TEXT NOT NULL,
+            job_id TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            done_at TEXT
+        )""",
+        "CREATE INDEX cancels_pending ON cancels (project) WHERE done_at IS NULL",
+        """CREATE TABLE events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            project TEXT NOT NULL,
+            name TEXT,
+            kind TEXT NOT NULL,
+            message TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX events_by_name ON events (project, name)",
+    ),
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class CancelRecord(BaseModel):
+    """One scancel recon meant to make; ``done_at`` is None until its outcome is recorded."""
+
+    model_config = _FROZEN
+
+    id: int
+    project: str
+    name: str
+    job_id: str
+    reason: str
+    created_at: datetime
+    done_at: datetime | None
+
+
+class JournalEvent(BaseModel):
+    """A "why" message: a teardown's reason, a notification sent, ..."""
+
+    model_config = _FROZEN
+
+    id: int
+    project: str
+    name: str | None
+    kind: str
+    message: str
+    created_at: datetime
+
+
+class Journal:
+    """The journal of one state directory. Open it, use it, close it (or use ``with``)."""
+
+    def __init__(self, path: Path | str, *, busy_timeout: float = 30.0) -> None:
+        self.path = Path(path)
+        self._busy_timeout = busy_timeout
+        with self._sqlite_errors():
+            self._db = _connect(self.path, busy_timeout)
+
+    @classmethod
+    def in_state_dir(cls, state_dir: Path) -> Journal:
+        return cls(state_dir / JOURNAL_FILE)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- submissions ---------------------------------------------------------------------
+
+    def record_intent(
+        self,
+        project: str,
+        kind: Literal["run", "alloc"],
+        name: str,
+        spec_hash: str,
+        commit: str | None,
+        spec_fields: dict[str, Any],
+        now: datetime,
+    ) -> int:
+        """Record that recon is about to submit; returns the record id for what follows."""
+        fields = json.dumps(spec_fields, sort_keys=True)
+        stamp = _stamp(now)
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO submissions (project, kind, name, spec_hash, git_commit, status,"
+                " spec_fields, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    project,
+                    kind,
+                    name,
+                    spec_hash,
+                    commit,
+                    SubmissionStatus.INTENT,
+                    fields,
+                    stamp,
+                    stamp,
+                ),
+            )
+        return _rowid(cursor)
+
+    def record_submitted(self, record_id: int, job_id: str, now: datetime) -> None:
+        """sbatch returned ``job_id`` for the intent ``record_id``. Repeating it is a no-op."""
+        with self._transaction() as db:
+            row = _submission(db, record_id)
+            if row["status"] == SubmissionStatus.INTENT:
+                db.execute(
+                    "UPDATE submissions SET status = ?, job_id = ?, updated_at = ? WHERE id = ?",
+                    (SubmissionStatus.SUBMITTED, job_id, _stamp(now), record_id),
+                )
+            elif row["job_id"] != job_id:
+                raise ValueError(
+                    f"submission {record_id} is {row['status']} with job {row['job_id']};"
+                    f" it cannot also be job {job_id}"
+                )
+
+    def record_refused(self, record_id: int, reason: str, now: datetime) -> None:
+        """sbatch refused the intent ``record_id``: no job exists."""
+        with self._transaction() as db:
+            row = _submission(db, record_id)
+            if row["status"] == SubmissionStatus.REFUSED:
+                return
+            if row["status"] != SubmissionStatus.INTENT:
+                raise ValueError(
+                    f"submission {record_id} is {row['status']} with job {row['job_id']};"
+                    " it cannot be refused"
+                )
+            db.execute(
+                "UPDATE submissions SET status = ?, reason = ?, updated_at = ? WHERE id = ?",
+                (SubmissionStatus.REFUSED, reason, _stamp(now), record_id),
+            )
+
+    def record_adopted(
+        self,
+        project: str,
+        kind: Literal["run", "alloc"],
+        name: str,
+        spec_hash: str,
+        job_id: str,
+        now: datetime,
+    ) -> int:
+        """Record a job found on the cluster by its tag; returns its record id.
+
+        A job already recorded under this same run and spec hash changes nothing (the id of
+        its record comes back). Otherwise the newest INTENT without a job id for the same
+        run and spec hash is filled in: that is a crash between sbatch and the journal
+        write. Otherwise (a lost journal) a new ADOPTED record is made, with no commit and
+        no spec fields. A job id known under another run is a recycled id, not this job.
+        """
+        stamp = _stamp(now)
+        with self._transaction() as db:
+            known = db.execute(
+                "SELECT id FROM submissions WHERE project = ? AND kind = ? AND name = ?"
+                " AND spec_hash = ? AND job_id = ? ORDER BY id DESC LIMIT 1",
+                (project, kind, name, spec_hash, job_id),
+            ).fetchone()
+            if known is not None:
+                return int(known["id"])
+            intent = db.execute(
+                "SELECT id FROM submissions WHERE project = ? AND kind = ? AND name = ?"
+                " AND spec_hash = ? AND status = ? AND job_id IS NULL ORDER BY id DESC LIMIT 1",
+                (project, kind, name, spec_hash, SubmissionStatus.INTENT),
+            ).fetchone()
+            if intent is not None:
+                db.execute(
+                    "UPDATE submissions SET status = ?, job_id = ?, updated_at = ? WHERE id = ?",
+                    (SubmissionStatus.ADOPTED, job_id, stamp, intent["id"]),
+                )
+                return int(intent["id"])
+            cursor = db.execute(
+                "INSERT INTO submissions (project, kind, name, spec_hash, job_id, status,"
+                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (project, kind, name, spec_hash, job_id, SubmissionStatus.ADOPTED, stamp, stamp),
+            )
+        return _rowid(cursor)
+
+    def record_final(
+        self, job_id: str, health: Health, exit_code: int | None, reason: str | None, now: datetime
+    ) -> bool:
+        """Record how a job ended; False (and nothing written) if the job id is unknown.
+
+        Applies to the newest record with that job id (ids recycle). The same outcome twice
+        changes nothing; a different one replaces it, since a requeued job keeps its id and
+        may end again, differently.
+        """
+        if health not in FINAL_HEALTHS:
+            raise ValueError(f"{health} is not a final state; expected one of {FINAL_HEALTHS}")
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT id, final_health, exit_code, reason FROM submissions WHERE job_id = ?"
+                " ORDER BY id DESC LIMIT 1",
+                (job_id,),
+            ).fetchone()
+            if row is None:
+                return False
+            if (row["final_health"], row["exit_code"], row["reason"]) != (
+                health,
+                exit_code,
+                reason,
+            ):
+                db.execute(
+                    "UPDATE submissions SET final_health = ?, exit_code = ?, reason = ?,"
+                    " updated_at = ? WHERE id = ?",
+                    (health, exit_code, reason, _stamp(now), row["id"]),
+                )
+        return True
+
+    def records(self, project: str) -> list[SubmissionRecord]:
+        """Every submission record of the project, oldest first."""
+        return self._submissions("WHERE project = ? ORDER BY id", (project,))
+
+    def history(self, project: str, name: str) -> list[SubmissionRecord]:
+        """The records of one run or allocation, newest first."""
+        return self._submissions("WHERE project = ? AND name = ? ORDER BY id DESC", (project, name))
+
+    def known_job_ids(self, project: str) -> set[str]:
+        with self._sqlite_errors():
+            rows = self._db.execute(
+                "SELECT DISTINCT job_id FROM submissions WHERE project = ? AND job_id IS NOT NULL",
+                (project,),
+            ).fetchall()
+        return {row["job_id"] for row in rows}
+
+    # -- cancels -------------------------------------------------------------------------
+
+    def record_cancel_intent(
+        self, project: str, name: str, job_id: str, reason: str, now: datetime
+    ) -> int:
+        """Record that recon is about to scancel ``job_id``; returns the cancel's id."""
+        stamp = _stamp(now)
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO cancels (project, name, job_id, reason, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (project, name, job_id, reason, stamp),
+            )
+        return _rowid(cursor)
+
+    def record_cancel_done(self, cancel_id: int, now: datetime) -> None:
+        """scancel returned for ``cancel_id``. Repeating it keeps the first time."""
+        stamp = _stamp(now)
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE cancels SET done_at = coalesce(done_at, ?) WHERE id = ?",
+                (stamp, cancel_id),
+            )
+            if cursor.rowcount == 0:
+                raise KeyError(f"no cancel {cancel_id} in the journal {self.path}")
+
+    def pending_cancels(self, project: str) -> list[CancelRecord]:
+        """Cancels whose outcome was never recorded (a crash mid-cancel), oldest first."""
+        with self._sqlite_errors():
+            rows = self._db.execute(
+                "SELECT * FROM cancels WHERE project = ? AND done_at IS NULL ORDER BY id",
+                (project,),
+            ).fetchall()
+        return [
+            CancelRecord(
+                id=row["id"],
+                project=row["project"],
+                name=row["name"],
+                job_id=row["job_id"],
+                reason=row["reason"],
+                created_at=datetime.fromisoformat(row["created_at"]),
+                done_at=None,
+            )
+            for row in rows
+        ]
+
+    # -- events --------------------------------------------------------------------------
+
+    def log_event(
+        self, project: str, name: str | None, kind: str, message: str, now: datetime
+    ) -> int:
+        """Keep a "why" message about a run (or the whole project, with name None)."""
+        stamp = _stamp(now)
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO events (project, name, kind, message, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (project, name, kind, message, stamp),
+            )
+        return _rowid(cursor)
+
+    def events(self, project: str, name: str | None = None, limit: int = 100) -> list[JournalEvent]:
+        """The newest ``limit`` events of the project (or of one run), newest first."""
+        where, params = "project = ?", [project]
+        if name is not None:
+            where, params = "project = ? AND name = ?", [project, name]
+        with self._sqlite_errors():
+            rows = self._db.execute(
+                f"SELECT * FROM events WHERE {where} ORDER BY id DESC LIMIT ?", (*params, limit)
+            ).fetchall()
+        return [
+            JournalEvent(
+                id=row["id"],
+                project=row["project"],
+                name=row["name"],
+                kind=row["kind"],
+                message=row["message"],
+                created_at=datetime.fromisoformat(row["created_at"]),
+            )
+            for row in rows
+        ]
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _submissions(self, clause: str, params: tuple[str, ...]) -> list[SubmissionRecord]:
+        with self._sqlite_errors():
+            rows = self._db.execute(f"SELECT * FROM submissions {clause}", params).fetchall()
+        return [_record(row) for row in rows]
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write: take the write lock up front, commit (and fsync) before returning."""
+        with self._sqlite_errors():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    @contextmanager
+    def _sqlite_errors(self) -> Iterator[None]:
+        """SQLite's errors as a JournalError that says what to do about them."""
+        try:
+            yield
+        except sqlite3.Error as error:
+            raise JournalError(_advice(self.path, error, self._busy_timeout)) from error
+        except OSError as error:
+            raise JournalError(
+                f"the journal {self.path} cannot be created ({error}); check that its"
+                " directory is writable or set state_dir in recon.yaml to one that is"
+            ) from error
+
+
+def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # isolation_level=None: no implicit transactions, _transaction opens them explicitly.
+    db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    try:
+        db.row_factory = sqlite3.Row
+        _use_wal(db, busy_timeout)
+        db.execute("PRAGMA synchronous = FULL")
+        _migrate(db, path)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _use_wal(db: sqlite3.Connection, busy_timeout: float) -> None:
+    """Switch a new journal to WAL (the mode is then kept in the file).
+
+    The switch reads, then takes the write lock. SQLite does not call the busy handler for
+    such an upgrade when another connection waits for the lock too (it could deadlock), so
+    two processes opening a new journal at once get SQLITE_BUSY at once: retry it here
+    until the busy timeout.
+    """
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorname != "SQLITE_BUSY" or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _migrate(db: sqlite3.Connection, path: Path) -> None:
+    if _version(db, path) == SCHEMA_VERSION:
+        return  # the common case, without taking the write lock
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        # Again under the lock: another process may have migrated it meanwhile.
+        version = _version(db, path)
+        for statements in _MIGRATIONS[version:]:
+            for statement in statements:
+                db.execute(statement)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _version(db: sqlite3.Connection, path: Path) -> int:
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise JournalError(
+            f"the journal {path} has schema version {version}, newer than this recon knows"
+            f" ({SCHEMA_VERSION}); upgrade recon to the version that wrote it"
+        )
+    return version
+
+
+def _advice(path: Path, error: sqlite3.Error, busy_timeout: float) -> str:
+    code = error.sqlite_errorname
+    if code in {"SQLITE_NOTADB", "SQLITE_CORRUPT"}:
+        return (
+            f"the journal {path} is not a readable SQLite database ({error}). Move it aside"
+            f" (mv {path} {path}.broken) and run recon again: it adopts the project's jobs"
+            " from the cluster by their tags; only the older run history stays in the moved"
+            " file"
+        )
+    if code in {"SQLITE_BUSY", "SQLITE_LOCKED"}:
+        return (
+            f"the journal {path} stayed locked by another process for {busy_timeout:g}s"
+            f" ({error}); try again when the other recon command has finished"
+        )
+    return (
+        f"the journal {path} cannot be used ({error}); check that it and its directory are"
+        " readable and writable and that the disk is not full"
+    )
+
+
+def _submission(db: sqlite3.Connection, record_id: int) -> sqlite3.Row:
+    row: sqlite3.Row | None = db.execute(
+        "SELECT status, job_id FROM submissions WHERE id = ?", (record_id,)
+    ).fetchone()
+    if row is None:
+        raise KeyError(f"no submission {record_id} in the journal")
+    return row
+
+
+def _record(row: sqlite3.Row) -> SubmissionRecord:
+    health = row["final_health"]
+    return SubmissionRecord(
+        id=row["id"],
+        project=row["project"],
+        kind=row["kind"],
+        name=row["name"],
+        spec_hash=row["spec_hash"],
+        commit=row["git_commit"],
+        job_id=row["job_id"],
+        status=SubmissionStatus(row["status"]),
+        final_health=None if health is None else Health(health),
+        exit_code=row["exit_code"],
+        reason=row["reason"],
+        spec_fields=json.loads(row["spec_fields"]),
+        created_at=datetime.fromisoformat(row["created_at"]),
+        updated_at=datetime.fromisoformat(row["updated_at"]),
+    )
+
+
+def _rowid(cursor: sqlite3.Cursor) -> int:
+    assert cursor.lastrowid is not None  # an INSERT always sets it
+    return cursor.lastrowid
+
+
+def _stamp(now: datetime) -> str:
+    # A naive datetime would be read as local time by astimezone: a hidden clock setting.
+    if now.utcoffset() is None:
+        raise ValueError(f"now must be timezone-aware, got {now!r}")
+    return now.astimezone(UTC).isoformat(timespec="microseconds")

@@ -1,0 +1,354 @@
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import traceback
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+import pytest
+
+from reconciler.errors import JournalError
+from reconciler.scheduler.states import Health
+from reconciler.state.journal import SCHEMA_VERSION, CancelRecord, Journal
+from reconciler.state.records import SubmissionRecord, SubmissionStatus
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+T1 = T0 + timedelta(minutes=1)
+T2 = T0 + timedelta(minutes=2)
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "journal.sqlite"
+
+
+@pytest.fixture
+def journal(path: Path) -> Iterator[Journal]:
+    with Journal(path) as opened:
+        yield opened
+
+
+def intent(journal: Journal, name: str = "train", spec_hash: str = "h1", now: datetime = T0) -> int:
+    return journal.record_intent("demo", "run", name, spec_hash, "c0ffee", {"time": "1h"}, now)
+
+
+def test_intent_round_trips_every_field(journal: Journal) -> None:
+    fields = {"resources.gpus": "A100:2", "env.NOTE": "héllo", "nodes": 2, "flags": [1, None]}
+    # Given in another zone, read back as the same instant, timezone-aware.
+    now = datetime(2025, 3, 1, 14, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
+    record_id = journal.record_intent("demo", "alloc", "pool", "h9", None, fields, now)
+
+    assert journal.records("demo") == [
+        SubmissionRecord(
+            id=record_id,
+            project="demo",
+            kind="alloc",
+            name="pool",
+            spec_hash="h9",
+            commit=None,
+            job_id=None,
+            status=SubmissionStatus.INTENT,
+            spec_fields=fields,
+            created_at=now,
+            updated_at=now,
+        )
+    ]
+    created = journal.records("demo")[0].created_at
+    assert created.utcoffset() == timedelta(0)
+
+
+def test_intent_is_on_disk_before_the_call_returns(journal: Journal, path: Path) -> None:
+    intent(journal)
+    # Another connection (as another process would) sees it at once.
+    with Journal(path) as other:
+        assert [record.name for record in other.records("demo")] == ["train"]
+
+
+def test_submitted_fills_in_the_job(journal: Journal) -> None:
+    record_id = intent(journal)
+    journal.record_submitted(record_id, "101", T1)
+    journal.record_submitted(record_id, "101", T2)  # repeated: no change
+
+    [record] = journal.records("demo")
+    assert (record.status, record.job_id, record.commit) == (
+        SubmissionStatus.SUBMITTED,
+        "101",
+        "c0ffee",
+    )
+    assert (record.created_at, record.updated_at) == (T0, T1)
+    assert journal.known_job_ids("demo") == {"101"}
+    assert journal.known_job_ids("other") == set()
+
+
+def test_submitted_refuses_a_second_job_for_one_record(journal: Journal) -> None:
+    record_id = intent(journal)
+    journal.record_submitted(record_id, "101", T1)
+    with pytest.raises(ValueError, match="job 101"):
+        journal.record_submitted(record_id, "102", T2)
+    with pytest.raises(KeyError):
+        journal.record_submitted(record_id + 1, "103", T2)
+
+
+def test_refused_leaves_no_job(journal: Journal) -> None:
+    record_id = intent(journal)
+    journal.record_refused(record_id, "invalid partition specified: gpu", T1)
+
+    [record] = journal.records("demo")
+    assert (record.status, record.job_id) == (SubmissionStatus.REFUSED, None)
+    assert record.reason == "invalid partition specified: gpu"
+    assert journal.known_job_ids("demo") == set()
+
+
+def test_adopt_fills_the_intent_left_by_a_crash_after_sbatch(journal: Journal) -> None:
+    record_id = intent(journal)
+    other_hash = intent(journal, spec_hash="h2")
+
+    adopted = journal.record_adopted("demo", "run", "train", "h1", "101", T1)
+
+    assert adopted == record_id
+    records = {record.id: record for record in journal.records("demo")}
+    assert len(records) == 2
+    assert records[record_id].status is SubmissionStatus.ADOPTED
+    assert records[record_id].job_id == "101"
+    # What the intent knew stays: the commit and the spec fields.
+    assert (records[record_id].commit, records[record_id].spec_fields) == ("c0ffee", {"time": "1h"})
+    assert records[other_hash].job_id is None
+
+
+def test_adopt_without_intent_makes_a_new_record(journal: Journal) -> None:
+    refused = intent(journal)
+    journal.record_refused(refused, "no", T1)
+
+    adopted = journal.record_adopted("demo", "run", "train", "h1", "101", T2)
+
+    assert adopted != refused
+    record = journal.records("demo")[-1]
+    assert (record.id, record.status, record.job_id) == (adopted, SubmissionStatus.ADOPTED, "101")
+    assert (record.commit, record.spec_fields, record.created_at) == (None, {}, T2)
+
+
+def test_adopt_twice_changes_nothing(journal: Journal) -> None:
+    first = journal.record_adopted("demo", "run", "train", "h1", "101", T0)
+    again = journal.record_adopted("demo", "run", "train", "h1", "101", T1)
+
+    assert again == first
+    [record] = journal.records("demo")
+    assert record.updated_at == T0
+
+
+def test_adopting_a_submitted_job_keeps_its_record(journal: Journal) -> None:
+    record_id = intent(journal)
+    journal.record_submitted(record_id, "101", T1)
+
+    assert journal.record_adopted("demo", "run", "train", "h1", "101", T2) == record_id
+    [record] = journal.records("demo")
+    assert (record.status, record.updated_at) == (SubmissionStatus.SUBMITTED, T1)
+
+
+def test_a_recycled_job_id_under_another_run_is_a_new_job(journal: Journal) -> None:
+    old = journal.record_adopted("demo", "run", "prepare", "h0", "101", T0)
+    new = journal.record_adopted("demo", "run", "train", "h1", "101", T1)
+
+    assert new != old
+    assert journal.record_final("101", Health.SUCCEEDED, 0, None, T2)
+    # The final state goes to the newest record with that job id.
+    assert [(r.name, r.final_health) for r in journal.records("demo")] == [
+        ("prepare", None),
+        ("train", Health.SUCCEEDED),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("health", "exit_code", "reason"),
+    [
+        (Health.SUCCEEDED, 0, None),
+        (Health.FAILED, 137, "OUT_OF_MEMORY"),
+        (Health.CANCELLED, None, "cancelled by recon: spec changed"),
+    ],
+)
+def test_final_state_is_recorded_once(
+    journal: Journal, health: Health, exit_code: int | None, reason: str | None
+) -> None:
+    journal.record_submitted(intent(journal), "101", T0)
+
+    assert journal.record_final("101", health, exit_code, reason, T1)
+    assert journal.record_final("101", health, exit_code, reason, T2)
+
+    [record] = journal.records("demo")
+    assert (record.final_health, record.exit_code, record.reason) == (health, exit_code, reason)
+    assert record.updated_at == T1
+
+
+def test_a_requeued_job_that_ends_again_gets_its_new_outcome(journal: Journal) -> None:
+    journal.record_submitted(intent(journal), "101", T0)
+    journal.record_final("101", Health.FAILED, 1, "NODE_FAIL", T1)
+    journal.record_final("101", Health.SUCCEEDED, 0, None, T2)
+
+    [record] = journal.records("demo")
+    assert (record.final_health, record.exit_code, record.reason) == (Health.SUCCEEDED, 0, None)
+    assert record.updated_at == T2
+
+
+def test_final_state_of_an_unknown_job_is_a_no_op(journal: Journal) -> None:
+    intent(journal)
+    assert journal.record_final("999", Health.FAILED, 1, None, T1) is False
+    assert journal.records("demo")[0].final_health is None
+
+
+def test_final_state_must_be_final(journal: Journal) -> None:
+    journal.record_submitted(intent(journal), "101", T0)
+    with pytest.raises(ValueError, match="not a final state"):
+        journal.record_final("101", Health.RUNNING, None, None, T1)
+
+
+def test_a_cancel_cut_short_by_a_crash_stays_pending(path: Path) -> None:
+    with Journal(path) as journal:
+        finished = journal.record_cancel_intent("demo", "train", "101", "spec changed", T0)
+        journal.record_cancel_done(finished, T1)
+        cut_short = journal.record_cancel_intent("demo", "eval", "102", "pruned", T1)
+        journal.record_cancel_intent("other", "eval", "103", "pruned", T1)
+        # The process dies here, before scancel's outcome is written.
+
+    with Journal(path) as reopened:
+        assert reopened.pending_cancels("demo") == [
+            CancelRecord(
+                id=cut_short,
+                project="demo",
+                name="eval",
+                job_id="102",
+                reason="pruned",
+                created_at=T1,
+                done_at=None,
+            )
+        ]
+        reopened.record_cancel_done(cut_short, T2)
+        reopened.record_cancel_done(cut_short, T2)  # repeated: still done
+        assert reopened.pending_cancels("demo") == []
+        with pytest.raises(KeyError):
+            reopened.record_cancel_done(cut_short + 100, T2)
+
+
+def test_records_oldest_first_and_history_newest_first(journal: Journal) -> None:
+    first = intent(journal, "train", "h1")
+    other = intent(journal, "eval", "h7")
+    second = intent(journal, "train", "h2")
+    intent_elsewhere = journal.record_intent("other", "run", "train", "h1", None, {}, T0)
+
+    assert [record.id for record in journal.records("demo")] == [first, other, second]
+    assert [record.id for record in journal.history("demo", "train")] == [second, first]
+    assert [record.id for record in journal.history("other", "train")] == [intent_elsewhere]
+    assert journal.history("demo", "missing") == []
+
+
+def test_events_newest_first_by_run_and_limited(journal: Journal) -> None:
+    journal.log_event("demo", "actor", "teardown", "learner failed, so actor was cancelled", T0)
+    journal.log_event("demo", None, "apply", "apply started", T1)
+    journal.log_event("demo", "actor", "notify", "mail sent", T2)
+    journal.log_event("other", "actor", "notify", "not this project", T2)
+
+    assert [event.message for event in journal.events("demo")] == [
+        "mail sent",
+        "apply started",
+        "learner failed, so actor was cancelled",
+    ]
+    [latest] = journal.events("demo", "actor", limit=1)
+    assert (latest.kind, latest.name, latest.created_at) == ("notify", "actor", T2)
+    assert [event.kind for event in journal.events("demo", "actor")] == ["notify", "teardown"]
+
+
+def test_reopening_keeps_the_data(path: Path) -> None:
+    with Journal(path) as journal:
+        journal.record_submitted(intent(journal), "101", T1)
+        journal.log_event("demo", "train", "note", "kept", T1)
+        before = journal.records("demo")
+
+    with Journal(path) as reopened:
+        assert reopened.records("demo") == before
+        assert [event.message for event in reopened.events("demo")] == ["kept"]
+
+
+def test_an_empty_file_is_migrated_to_the_current_schema(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+
+    with Journal(path) as journal:
+        intent(journal)
+
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        tables = {
+            row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+    assert {"submissions", "cancels", "events"} <= tables
+
+
+def test_a_garbage_file_says_where_it_is_and_what_to_do(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"this is not a database, just some text\n" * 200)
+
+    with pytest.raises(JournalError) as caught:
+        Journal(path)
+
+    message = str(caught.value)
+    assert str(path) in message
+    assert "Move it aside" in message
+    assert "adopts" in message
+
+
+def test_a_journal_from_a_newer_recon_is_refused(path: Path) -> None:
+    with Journal(path):
+        pass
+    with sqlite3.connect(path) as raw:
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+
+    with pytest.raises(JournalError, match="upgrade recon"):
+        Journal(path)
+
+
+def test_naive_times_are_refused(journal: Journal) -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        intent(journal, now=datetime(2025, 3, 1, 12, 0))
+    assert journal.records("demo") == []
+
+
+PER_PROCESS = 200
+
+
+def _write_many(path: Path, tag: str, start: Barrier, errors: multiprocessing.Queue[str]) -> None:
+    try:
+        # Both open a journal that does not exist yet at the same moment: the schema
+        # migration and the switch to WAL race too.
+        start.wait()
+        with Journal(path) as journal:
+            for index in range(PER_PROCESS):
+                record_id = journal.record_intent(
+                    "demo", "run", f"{tag}-{index}", "h", None, {"i": index}, T0
+                )
+                journal.record_submitted(record_id, f"{tag}{index}", T1)
+    except BaseException:
+        errors.put(traceback.format_exc())
+        raise
+
+
+def test_two_processes_writing_at_once_lose_nothing(path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(2)
+    errors: multiprocessing.Queue[str] = context.Queue()
+    workers = [context.Process(target=_write_many, args=(path, tag, start, errors)) for tag in "ab"]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+
+    assert errors.empty(), errors.get()
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    with Journal(path) as journal:
+        records = journal.records("demo")
+        job_ids = journal.known_job_ids("demo")
+    assert len(records) == 2 * PER_PROCESS
+    assert {record.status for record in records} == {SubmissionStatus.SUBMITTED}
+    assert job_ids == {f"{tag}{index}" for tag in "ab" for index in range(PER_PROCESS)}
