@@ -6,7 +6,6 @@ targets with what they need (upstream) and, on request, what needs them (downstr
 
 from __future__ import annotations
 
-import graphlib
 from collections.abc import Iterable, Mapping
 
 import networkx as nx
@@ -14,7 +13,6 @@ import networkx as nx
 from reconciler.errors import SpecIssue
 from reconciler.spec.desired import Location
 from reconciler.spec.models import Run
-
 
 
 def build(upstreams: Mapping[str, Iterable[str]]) -> nx.DiGraph[str]:
@@ -39,15 +37,25 @@ def upstream_runs(run: Run) -> list[str]:
 
 
 def has_cycle(upstreams: Mapping[str, Iterable[str]]) -> bool:
-    """A quick yes/no: the standard library's sorter is several times faster than
-    building a networkx graph, and most loads (every load of a valid sweep) need no more."""
-    try:
-        graphlib.TopologicalSorter(
-            {name: [u for u in names if u in upstreams] for name, names in upstreams.items()}
-        ).prepare()
-    except graphlib.CycleError:
-        return True
-    return False
+    """A quick yes/no by Kahn's algorithm on plain dicts: several times faster than a
+    networkx graph, and every load of a valid sweep needs no more than this."""
+    waiting = {name: 0 for name in upstreams}
+    downstream: dict[str, list[str]] = {}
+    for name, names in upstreams.items():
+        for upstream in set(names):
+            if upstream in waiting:
+                waiting[name] += 1
+                downstream.setdefault(upstream, []).append(name)
+    ready = [name for name, count in waiting.items() if count == 0]
+    done = 0
+    while ready:
+        name = ready.pop()
+        done += 1
+        for child in downstream.get(name, ()):
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+    return done < len(waiting)
 
 
 def cycles(graph: nx.DiGraph[str], locations: Mapping[str, Location]) -> list[SpecIssue]:

@@ -158,7 +158,7 @@ def _prunes(context: _Context) -> list[Action]:
         if job.tag.project == context.project
         and job.tag.kind == "run"
         and job.tag.name not in context.desired.runs
-        and job.health in LIVE
+        and _live(job)
     ]
 
 
@@ -215,7 +215,8 @@ def _decide(context: _Context, run: DesiredRun) -> Action:
 
 
 def _live(job: ObservedJob) -> bool:
-    return job.health in LIVE
+    # A het job with one failed component may still hold the others: it is not over.
+    return job.health in LIVE or not job.finished
 
 
 def _set(
@@ -312,7 +313,7 @@ def _failed_attempts(
             attempts[record.job_id] = _ending(record.final_health, record.exit_code)
     for job in current:
         reason = next((row.reason for row in job.components if row.reason), None)
-        if job.health in ENDED_BADLY and not _dependency_cancel(reason):
+        if job.finished and job.health in ENDED_BADLY and not _dependency_cancel(reason):
             exit_code = next((r.exit_code for r in job.components if r.exit_code), None)
             attempts[job.job_id] = _ending(job.health, exit_code)
     return sorted(attempts.items(), key=lambda item: int(item[0]))

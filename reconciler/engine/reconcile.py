@@ -20,7 +20,6 @@ from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.planfile import check_fresh
 from reconciler.scheduler.base import Observation, Scheduler
 from reconciler.scheduler.select import select_scheduler
-from reconciler.scheduler.states import Health
 from reconciler.spec.desired import Desired
 from reconciler.spec.loader import load_desired, open_source
 from reconciler.state.journal import Journal
@@ -28,7 +27,6 @@ from reconciler.state.lock import project_lock
 from reconciler.state.records import SubmissionRecord
 
 Clock = Callable[[], datetime]
-FINAL = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
 
 JOURNAL_FILE = "journal.sqlite"
 
@@ -109,7 +107,7 @@ def plan_once(
 def record_endings(journal: Journal, observation: Observation, now: datetime) -> None:
     """Remember how jobs ended, so their outcome outlives sacct's window."""
     for job in observation.jobs:
-        if job.health in FINAL:
+        if job.finished:
             rows = job.components
             exit_code = next((row.exit_code for row in rows if row.exit_code), None)
             reason = next((row.reason for row in rows if row.reason), None)

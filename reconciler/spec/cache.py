@@ -22,7 +22,7 @@ from reconciler.errors import SpecIssue
 from reconciler.spec.models import Project
 from reconciler.spec.summary import DocumentSummary
 
-_FORMAT = 3
+_FORMAT = 4
 _FILE_NAME = "spec-cache.marshal"
 
 
@@ -71,12 +71,12 @@ class ParseCache:
             return None
         try:
             return FileResult.from_plain(plain)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, IndexError):
             return None
 
     def put(self, file: str, blob: str, result: FileResult) -> None:
-        plain = result.to_plain()
         try:
+            plain = result.to_plain()
             marshal.dumps(plain)
         except ValueError:
             return  # holds a value marshal cannot store (a YAML timestamp): parse each time

@@ -217,7 +217,7 @@ def _read_scripts(
 
 def _model(summary: DocumentSummary) -> Run | Allocation:
     # Validated once already (now or when cached), so this cannot fail.
-    return KINDS[summary.kind].model_validate(summary.data)
+    return KINDS[summary.kind].model_validate(dict(summary.data))
 
 
 def _desired_run(summary: DocumentSummary, project: Project, script: str | None) -> DesiredRun:

@@ -7,6 +7,8 @@ models are rebuilt from the raw data only for the runs someone actually looks at
 
 from __future__ import annotations
 
+import marshal
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from reconciler.spec.documents import ParsedDocument
@@ -31,21 +33,48 @@ class DocumentSummary(NamedTuple):
     script_line: int
     inputs: tuple[InputRef, ...]
     outputs: tuple[str, ...]
-    data: dict[str, Any]  # the document as written, to rebuild its model on demand
+    data: Mapping[str, Any]  # the document as written, to rebuild its model on demand
 
     @property
     def upstreams(self) -> list[str]:
         return [ref.run for ref in self.inputs if ref.run is not None]
 
     def to_plain(self) -> tuple[Any, ...]:
-        """Exact tuples only: what `marshal` stores."""
-        return (*self[:8], tuple(tuple(ref) for ref in self.inputs), *self[9:])
+        """Exact tuples only: what `marshal` stores. The raw document goes in as its own
+        marshalled bytes, unpacked only if its model is ever built."""
+        inputs = tuple(tuple(ref) for ref in self.inputs)
+        data = self.data
+        packed = data.packed if isinstance(data, _Packed) else marshal.dumps(dict(data))
+        return (*self[:8], inputs, self.outputs, packed)
 
     @classmethod
     def from_plain(cls, plain: tuple[Any, ...]) -> DocumentSummary:
         fields = list(plain)
         fields[8] = tuple(map(InputRef._make, fields[8]))
+        fields[10] = _Packed(fields[10])
         return cls._make(fields)
+
+
+class _Packed(Mapping[str, Any]):
+    """A cached raw document, unmarshalled on first use: most are never looked at."""
+
+    def __init__(self, packed: bytes) -> None:
+        self.packed = packed
+        self._data: dict[str, Any] | None = None
+
+    def _unpacked(self) -> dict[str, Any]:
+        if self._data is None:
+            self._data = marshal.loads(self.packed)
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._unpacked()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._unpacked())
+
+    def __len__(self) -> int:
+        return len(self._unpacked())
 
 
 def _split(upstream: tuple[str, str] | None) -> tuple[str | None, str | None]:
