@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -88,6 +88,11 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             created_at TEXT NOT NULL
         )""",
         "CREATE INDEX events_by_name ON events (project, name)",
+    ),
+    # 2: what a successful job read and made, so currency survives the job itself.
+    (
+        "ALTER TABLE submissions ADD COLUMN input_versions TEXT NOT NULL DEFAULT '{}'",
+        "ALTER TABLE submissions ADD COLUMN output_versions TEXT NOT NULL DEFAULT '{}'",
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -287,6 +292,24 @@ class Journal:
                     (health, exit_code, reason, _stamp(now), row["id"]),
                 )
         return True
+
+    def record_versions(
+        self,
+        job_id: str,
+        inputs: Mapping[str, str | None],
+        outputs: Mapping[str, str | None],
+        now: datetime,
+    ) -> bool:
+        """Record the versions a job's inputs had and its outputs came out with (digests;
+        None for one that was missing). Applies to the newest record of the job id."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE submissions SET input_versions = ?, output_versions = ?, updated_at = ?"
+                " WHERE id = (SELECT id FROM submissions WHERE job_id = ? ORDER BY id DESC"
+                " LIMIT 1)",
+                (json.dumps(dict(inputs)), json.dumps(dict(outputs)), _stamp(now), job_id),
+            )
+            return cursor.rowcount > 0
 
     def records(self, project: str) -> list[SubmissionRecord]:
         """Every submission record of the project, oldest first."""
@@ -526,6 +549,8 @@ def _record(row: sqlite3.Row) -> SubmissionRecord:
         exit_code=row["exit_code"],
         reason=row["reason"],
         spec_fields=json.loads(row["spec_fields"]),
+        input_versions=json.loads(row["input_versions"]),
+        output_versions=json.loads(row["output_versions"]),
         created_at=datetime.fromisoformat(row["created_at"]),
         updated_at=datetime.fromisoformat(row["updated_at"]),
     )

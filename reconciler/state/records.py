@@ -39,5 +39,11 @@ class SubmissionRecord(BaseModel):
     spec_fields: dict[str, Any] = Field(
         default_factory=dict, description="the spec as flat field -> value, for 'what changed'"
     )
+    input_versions: dict[str, str | None] = Field(
+        default_factory=dict, description="input -> the version it had when the job succeeded"
+    )
+    output_versions: dict[str, str | None] = Field(
+        default_factory=dict, description="output -> the version the job left behind"
+    )
     created_at: datetime
     updated_at: datetime

@@ -352,3 +352,41 @@ def test_two_processes_writing_at_once_lose_nothing(path: Path) -> None:
     assert len(records) == 2 * PER_PROCESS
     assert {record.status for record in records} == {SubmissionStatus.SUBMITTED}
     assert job_ids == {f"{tag}{index}" for tag in "ab" for index in range(PER_PROCESS)}
+
+
+def test_versions_of_a_successful_job_are_remembered(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from reconciler.state.journal import Journal
+
+    now = datetime(2026, 11, 29, 12, tzinfo=UTC)
+    with Journal(tmp_path / "j.sqlite") as journal:
+        intent = journal.record_intent("p", "run", "train", "a" * 16, None, {}, now)
+        journal.record_submitted(intent, "42", now)
+        assert journal.record_versions("42", {"data": "d1"}, {"model": None}, now)
+        assert not journal.record_versions("43", {}, {}, now)
+    with Journal(tmp_path / "j.sqlite") as journal:
+        (record,) = journal.records("p")
+    assert record.input_versions == {"data": "d1"}
+    assert record.output_versions == {"model": None}
+
+
+def test_a_version_1_journal_is_migrated_with_its_rows(tmp_path: Path) -> None:
+    import sqlite3
+
+    from reconciler.state import journal as journal_module
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statement in journal_module._MIGRATIONS[0]:
+        db.execute(statement)
+    db.execute(
+        "INSERT INTO submissions (project, kind, name, spec_hash, job_id, status, created_at,"
+        " updated_at) VALUES ('p', 'run', 'a', ?, '7', 'submitted', ?, ?)",
+        ("b" * 16, "2026-11-29T12:00:00+00:00", "2026-11-29T12:00:00+00:00"),
+    )
+    db.execute("PRAGMA user_version = 1")
+    db.close()
+    with journal_module.Journal(path) as journal:
+        (record,) = journal.records("p")
+    assert record.job_id == "7" and record.input_versions == {} and record.output_versions == {}
