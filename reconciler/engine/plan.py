@@ -23,7 +23,7 @@ Safety rules that hold whatever the inputs:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
@@ -48,12 +48,31 @@ class Outcome(Enum):
     BLOCKED = "blocked"
 
 
+@dataclass(frozen=True)
+class FileState:
+    """What the filesystem holds now, as version digests (None: missing).
+
+    `outputs[(run, output)]` for runs' declared outputs, `inputs[(run, input)]` for
+    external `path:` inputs. A key left out was not looked at and counts as present.
+    """
+
+    outputs: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
+    inputs: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Success:
+    job_id: str
+    record: SubmissionRecord | None  # None while only the cluster has seen it succeed
+
+
 @dataclass
 class _Context:
     desired: Desired
     observation: Observation
     records: Sequence[SubmissionRecord]
     now: datetime
+    files: FileState
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     live_jobs: dict[str, str] = field(default_factory=dict)  # run -> its in-flight job id
 
@@ -79,8 +98,9 @@ def plan(
     scheduler: str,
     targets: Sequence[str] = (),
     downstream: bool = False,
+    files: FileState | None = None,
 ) -> Plan:
-    context = _Context(desired, observation, records, now)
+    context = _Context(desired, observation, records, now, files or FileState())
     dag = graph.build(desired.upstreams)
     chosen = graph.select(dag, targets, downstream) if targets else graph.order(dag)
     actions: list[Action] = list(_adoptions(context))
@@ -181,19 +201,23 @@ def _decide(context: _Context, run: DesiredRun) -> Action:
             f"in progress: job {job.job_id} {job.health.value}",
             job=job.job_id,
         )
-    if not outdated_live and _succeeded(context, run, current):
-        return _set(
-            context,
-            run,
-            Outcome.DONE,
-            ActionKind.NOOP,
-            f"current ({_success(context, run, current)})",
-        )
-    if outdated_live:
+    success = _last_success(context, run, current)
+    if outdated_live and success is None:
         return _outdated(context, run, outdated_live[-1])
-    attempts = _failed_attempts(context, run, current)
+    attempts = _failed_attempts(context, run, current, success)
     if attempts:
         return _after_failure(context, run, attempts)
+    if success is not None:
+        stale = _staleness(context, run, success)
+        if stale is None:
+            return _set(
+                context,
+                run,
+                Outcome.DONE,
+                ActionKind.NOOP,
+                f"current (job {success.job_id} succeeded)",
+            )
+        return _submit(context, run, ActionKind.SUBMIT, stale)
     unseen = _unseen_job(context, run)
     if unseen is not None:
         return _set(
@@ -248,20 +272,60 @@ def _blocked_by(context: _Context, name: str) -> Action | None:
     return None
 
 
-def _succeeded(context: _Context, run: DesiredRun, current: list[ObservedJob]) -> bool:
-    return bool(_success(context, run, current))
+def _last_success(
+    context: _Context, run: DesiredRun, current: list[ObservedJob]
+) -> _Success | None:
+    """The newest job of the current spec that succeeded: from the journal (which also
+    outlives sacct's window) or, before the journal has seen its end, from the cluster.
+    The journal wins for a job it judged failed (completed without its outputs)."""
+    judged = {r.job_id: r for r in context.history(run.name) if r.final_health is not None}
+    candidates: dict[str, SubmissionRecord | None] = {}
+    for job in current:
+        if job.finished and job.health is Health.SUCCEEDED and job.job_id not in judged:
+            candidates[job.job_id] = None
+    for record in context.history(run.name):
+        if (
+            record.spec_hash == run.spec_hash
+            and record.job_id is not None
+            and record.final_health is Health.SUCCEEDED
+        ):
+            candidates[record.job_id] = record
+    if not candidates:
+        return None
+    newest = max(candidates, key=_job_order)
+    return _Success(newest, candidates[newest])
 
 
-def _success(context: _Context, run: DesiredRun, current: list[ObservedJob]) -> str:
-    """Which job of the current spec succeeded, from the cluster or, once sacct's window
-    has passed it by, from the journal."""
-    for job in reversed(current):
-        if job.health is Health.SUCCEEDED:
-            return f"job {job.job_id} succeeded"
-    for record in reversed(context.history(run.name)):
-        if record.spec_hash == run.spec_hash and record.final_health is Health.SUCCEEDED:
-            return f"job {record.job_id} succeeded"
-    return ""
+def _job_order(job_id: str) -> int:
+    return int(job_id) if job_id.isdigit() else -1
+
+
+def _staleness(context: _Context, run: DesiredRun, success: _Success) -> str | None:
+    """Why a succeeded run is no longer current: an output gone, or an input changed
+    since the job read it. None when it is current."""
+    for name in run.spec.outputs:
+        if context.files.outputs.get((run.name, name), "present") is None:
+            return f"output {name} is missing"
+    used = success.record.input_versions if success.record is not None else {}
+    for name, spec_input in run.spec.inputs.items():
+        before = used.get(name)
+        now = _input_version(context, run.name, name)
+        if before is not None and now is not None and now != before:
+            source = spec_input.from_ or spec_input.path
+            return f"input {name} ({source}) changed since job {success.job_id} read it"
+    return None
+
+
+def _input_version(context: _Context, run: str, name: str) -> str | None:
+    """The version an input has now; None when unknown (its upstream is rerunning, or it
+    was not looked at)."""
+    spec_input = context.desired.runs[run].spec.inputs[name]
+    if spec_input.upstream is None:
+        return context.files.inputs.get((run, name))
+    upstream, output = spec_input.upstream
+    if context.outcomes.get(upstream) is not Outcome.DONE:
+        return None  # its new output is not there yet: decided on a later pass
+    return context.files.outputs.get((upstream, output))
 
 
 def _outdated(context: _Context, run: DesiredRun, job: ObservedJob) -> Action:
@@ -295,9 +359,10 @@ def _outdated(context: _Context, run: DesiredRun, job: ObservedJob) -> Action:
 
 
 def _failed_attempts(
-    context: _Context, run: DesiredRun, current: list[ObservedJob]
+    context: _Context, run: DesiredRun, current: list[ObservedJob], success: _Success | None
 ) -> list[tuple[str, str]]:
-    """(job id, how it ended) for each failed attempt at the current spec.
+    """(job id, how it ended) for each failed attempt at the current spec since its last
+    success.
 
     A job Slurm cancelled because its dependency can never be met never ran: it is no
     attempt of its own (its upstream's failure is what counts).
@@ -316,7 +381,11 @@ def _failed_attempts(
         if job.finished and job.health in ENDED_BADLY and not _dependency_cancel(reason):
             exit_code = next((r.exit_code for r in job.components if r.exit_code), None)
             attempts[job.job_id] = _ending(job.health, exit_code)
-    return sorted(attempts.items(), key=lambda item: int(item[0]))
+    since = _job_order(success.job_id) if success is not None else -1
+    return sorted(
+        ((job_id, how) for job_id, how in attempts.items() if _job_order(job_id) > since),
+        key=lambda item: _job_order(item[0]),
+    )
 
 
 def _dependency_cancel(reason: str | None) -> bool:

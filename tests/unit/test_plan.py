@@ -250,3 +250,76 @@ def test_a_just_submitted_job_missing_from_both_views_is_not_resubmitted() -> No
     )
     later = plan(state, observed(), records, NOW + timedelta(minutes=11), scheduler="slurm")
     assert kinds(later)["train"][0] == "submit"
+
+
+def _ok(name: str, digest: str, job_id: str, inputs: dict[str, str | None] | None = None) -> object:
+    base = record(name, digest, job_id, final=Health.SUCCEEDED)
+    return base.model_copy(update={"input_versions": inputs or {}})
+
+
+def test_a_missing_output_makes_the_run_resubmit() -> None:
+    from reconciler.engine.plan import FileState
+
+    state = desired(run("prep"))
+    records = [_ok("prep", hash_of(state, "prep"), "10")]
+    files = FileState(outputs={("prep", "out"): None})
+    result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)  # type: ignore[arg-type]
+    assert kinds(result)["prep"] == ("submit", "output out is missing")
+
+
+def test_changed_input_makes_downstream_outdated_and_identical_one_does_not() -> None:
+    from reconciler.engine.plan import FileState
+
+    state = desired(run("prep"), run("train", "prep"))
+    records = [
+        _ok("prep", hash_of(state, "prep"), "10"),
+        _ok("train", hash_of(state, "train"), "11", {"in_prep": "v1"}),
+    ]
+    same = FileState(outputs={("prep", "out"): "v1", ("train", "out"): "m1"})
+    result = plan(state, observed(), records, NOW, scheduler="slurm", files=same)  # type: ignore[arg-type]
+    assert not result.has_changes
+
+    changed = FileState(outputs={("prep", "out"): "v2", ("train", "out"): "m1"})
+    result = plan(state, observed(), records, NOW, scheduler="slurm", files=changed)  # type: ignore[arg-type]
+    assert kinds(result)["train"][0] == "submit"
+    assert "input in_prep (prep.out) changed since job 11 read it" == kinds(result)["train"][1]
+
+
+def test_while_an_upstream_reruns_its_downstream_is_judged_later() -> None:
+    from reconciler.engine.plan import FileState
+
+    state = desired(run("prep"), run("train", "prep"))
+    records = [
+        _ok("prep", hash_of(state, "prep"), "10"),
+        _ok("train", hash_of(state, "train"), "11", {"in_prep": "v1"}),
+    ]
+    files = FileState(outputs={("prep", "out"): None, ("train", "out"): "m1"})
+    result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)  # type: ignore[arg-type]
+    assert kinds(result)["prep"] == ("submit", "output out is missing")
+    assert kinds(result)["train"][0] == "no-op"
+
+
+def test_completed_without_outputs_counts_as_a_failed_attempt() -> None:
+    state = desired(run("prep"))
+    digest = hash_of(state, "prep")
+    jobs = observed(job("prep", digest, S.COMPLETED, "10"))
+    judged = record(
+        "prep", digest, "10", final=Health.FAILED, reason="completed without outputs: out"
+    )
+    result = plan(state, jobs, [judged], NOW, scheduler="slurm")
+    assert kinds(result)["prep"][0] == "no-op" and "no retries left" in kinds(result)["prep"][1]
+
+
+def test_retries_count_only_since_the_last_success() -> None:
+    from reconciler.engine.plan import FileState
+
+    state = desired(run("prep", retries=1))
+    digest = hash_of(state, "prep")
+    records = [
+        record("prep", digest, "5", final=Health.FAILED, exit_code=1),
+        _ok("prep", digest, "6"),
+        record("prep", digest, "7", final=Health.FAILED, exit_code=1),
+    ]
+    files = FileState(outputs={("prep", "out"): None})
+    result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)  # type: ignore[arg-type]
+    assert kinds(result)["prep"] == ("retry", "attempt 2 of 2: job 7 failed (exit 1)")
