@@ -25,6 +25,7 @@ from reconciler.scheduler.render import RenderContext, render_batch_script, requ
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredRun, flat_fields
 from reconciler.state.journal import Journal
+from reconciler.state.paths import input_paths, run_dir
 
 Clock = Callable[[], datetime]
 
@@ -92,9 +93,7 @@ class Applier:
             self.result.skipped[action.target] = f"upstream {', '.join(missing)} was not submitted"
             return
         run = self.desired.runs[action.target]
-        tag = Tag(
-            project=self.plan.project, kind="run", name=run.name, spec_hash=run.spec_hash
-        )
+        tag = Tag(project=self.plan.project, kind="run", name=run.name, spec_hash=run.spec_hash)
         context = self._context(run, tag)
         script = render_batch_script(run, context)
         for directory in required_directories(run, context):
@@ -125,24 +124,3 @@ class Applier:
             tag=tag,
             input_paths=input_paths(self.desired, run),
         )
-
-
-def run_dir(desired: Desired, run: DesiredRun) -> Path:
-    """The run's directory on the cluster filesystem: `workdir`, from the project root."""
-    assert run.spec.workdir is not None  # effective specs always have one
-    return (desired.root / run.spec.workdir).resolve()
-
-
-def input_paths(desired: Desired, run: DesiredRun) -> dict[str, Path]:
-    """Each input's absolute path: an upstream's output in its run directory, or the
-    external path (relative ones from the project root)."""
-    paths: dict[str, Path] = {}
-    for name, spec_input in run.spec.inputs.items():
-        if spec_input.upstream is not None:
-            upstream_name, output = spec_input.upstream
-            upstream = desired.runs[upstream_name]
-            paths[name] = run_dir(desired, upstream) / upstream.spec.outputs[output].path
-        else:
-            assert spec_input.path is not None
-            paths[name] = desired.root / spec_input.path
-    return paths
