@@ -9,6 +9,7 @@ Exit codes, the same for every command (Terraform's, for CI):
 
 from __future__ import annotations
 
+import json
 import sys
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -26,9 +27,11 @@ from reconciler.engine.actions import Plan
 from reconciler.engine.apply import ApplyResult
 from reconciler.engine.reconcile import Request, load, plan_once, read_records, reconcile_once
 from reconciler.engine.specdiff import diff
+from reconciler.engine.status import run_statuses
 from reconciler.errors import LockedError, ReconError
 from reconciler.report import plan as plan_report
 from reconciler.report import specdiff as specdiff_report
+from reconciler.report import status as status_report
 from reconciler.scheduler.select import select_scheduler
 from reconciler.spec import schema as spec_schema
 from reconciler.spec.loader import load_desired, open_source
@@ -240,6 +243,29 @@ def _report_applied(result: ApplyResult) -> None:
         f"Apply complete: {len(result.submitted)} submitted, {len(result.cancelled)} cancelled, "
         f"{len(result.adopted)} adopted, {len(result.refused) + len(result.skipped)} not done."
     )
+
+
+@app.command()
+def status(
+    arguments: TargetsArgument = None,
+    rev: RevisionOption = None,
+    worktree: WorktreeOption = False,
+    output_format: Annotated[
+        Format, typer.Option("--format", help="text or json (markdown: as text).")
+    ] = Format.text,
+) -> None:
+    """Each run's sync status (current, outdated, missing, never run) and health."""
+    repo, targets = _split_arguments(arguments)
+    request = Request(repo, rev, worktree, tuple(targets))
+    desired = load(request)
+    scheduler = select_scheduler(desired.project.scheduler)
+    records = read_records(desired)
+    current, observation = plan_once(request, desired, scheduler, records, datetime.now(UTC))
+    rows = run_statuses(desired, current, observation, records)
+    if output_format is Format.json:
+        sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2) + "\n")
+        return
+    console.print(status_report.as_table(current, rows))
 
 
 @app.command()

@@ -15,6 +15,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class SyncStatus(StrEnum):
+    """How a run's last success stands against what the repo asks for now."""
+
+    CURRENT = "current"  # succeeded with this spec and these inputs; outputs present
+    OUTDATED = "outdated"  # the spec or an input changed since
+    MISSING = "missing"  # succeeded, but an output is gone
+    NEVER_RUN = "never run"  # no success of any spec yet
+    ORPHAN = "orphan"  # a job of recon's whose run left the repo
+
+
 class ActionKind(StrEnum):
     SUBMIT = "submit"
     RETRY = "retry"
@@ -76,6 +86,9 @@ class Action(BaseModel):
         (), description="jobs already queued or running that this one waits for (afterok)"
     )
     changes: tuple[FieldChange, ...] = ()
+    sync: SyncStatus | None = Field(
+        None, description="for a run: how its outputs stand against the desired spec"
+    )
 
     @property
     def symbol(self) -> str:

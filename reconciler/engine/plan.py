@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from reconciler import graph
-from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan
+from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import Desired, DesiredRun, changed_fields, flat_fields
@@ -173,6 +173,7 @@ def _prunes(context: _Context) -> list[Action]:
             reason=f"run left the repo; its job {job.job_id} is {job.health.value}",
             spec_hash=job.tag.spec_hash,
             job_ids=(job.job_id,),
+            sync=SyncStatus.ORPHAN,
         )
         for job in context.observation.jobs
         if job.tag.project == context.project
@@ -183,6 +184,28 @@ def _prunes(context: _Context) -> list[Action]:
 
 
 def _decide(context: _Context, run: DesiredRun) -> Action:
+    action = _decide_action(context, run)
+    return action.model_copy(update={"sync": _sync(context, run)})
+
+
+def _sync(context: _Context, run: DesiredRun) -> SyncStatus:
+    success = _last_success(context, run, list(_current_jobs(context, run)))
+    if success is not None:
+        stale = _staleness(context, run, success)
+        if stale is None:
+            return SyncStatus.CURRENT
+        return SyncStatus.MISSING if stale.startswith("output") else SyncStatus.OUTDATED
+    succeeded_before = any(
+        r.final_health is Health.SUCCEEDED for r in context.history(run.name)
+    ) or any(job.health is Health.SUCCEEDED for job in context.jobs(run.name))
+    return SyncStatus.OUTDATED if succeeded_before else SyncStatus.NEVER_RUN
+
+
+def _current_jobs(context: _Context, run: DesiredRun) -> tuple[ObservedJob, ...]:
+    return tuple(job for job in context.jobs(run.name) if job.tag.spec_hash == run.spec_hash)
+
+
+def _decide_action(context: _Context, run: DesiredRun) -> Action:
     blocked = _blocked_by(context, run.name)
     if blocked is not None:
         return blocked

@@ -282,7 +282,7 @@ def test_changed_input_makes_downstream_outdated_and_identical_one_does_not() ->
     changed = FileState(outputs={("prep", "out"): "v2", ("train", "out"): "m1"})
     result = plan(state, observed(), records, NOW, scheduler="slurm", files=changed)  # type: ignore[arg-type]
     assert kinds(result)["train"][0] == "submit"
-    assert "input in_prep (prep.out) changed since job 11 read it" == kinds(result)["train"][1]
+    assert kinds(result)["train"][1] == "input in_prep (prep.out) changed since job 11 read it"
 
 
 def test_while_an_upstream_reruns_its_downstream_is_judged_later() -> None:
@@ -323,3 +323,34 @@ def test_retries_count_only_since_the_last_success() -> None:
     files = FileState(outputs={("prep", "out"): None})
     result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)  # type: ignore[arg-type]
     assert kinds(result)["prep"] == ("retry", "attempt 2 of 2: job 7 failed (exit 1)")
+
+
+def test_sync_status_per_run() -> None:
+    from reconciler.engine.actions import SyncStatus
+    from reconciler.engine.plan import FileState
+
+    before = desired(run("changed", command="v1"))
+    state = desired(run("fresh"), run("done"), run("gone-output"), run("changed", command="v2"))
+    records = [
+        _ok("done", hash_of(state, "done"), "1"),
+        _ok("gone-output", hash_of(state, "gone-output"), "2"),
+        _ok("changed", hash_of(before, "changed"), "3"),
+    ]
+    files = FileState(outputs={("gone-output", "out"): None, ("done", "out"): "x"})
+    jobs = observed(job("orphaned", "d" * 16, S.RUNNING, "4"))
+    result = plan(
+        state,
+        jobs,
+        [*records, record("orphaned", "d" * 16, "4")],
+        NOW,
+        scheduler="slurm",
+        files=files,
+    )  # type: ignore[list-item]
+    sync = {a.target: a.sync for a in result.actions}
+    assert sync == {
+        "fresh": SyncStatus.NEVER_RUN,
+        "done": SyncStatus.CURRENT,
+        "gone-output": SyncStatus.MISSING,
+        "changed": SyncStatus.OUTDATED,
+        "orphaned": SyncStatus.ORPHAN,
+    }

@@ -1,0 +1,34 @@
+"""`recon status` as a table for people."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from reconciler.engine.actions import Plan
+from reconciler.engine.status import RunStatus
+
+
+def as_table(plan: Plan, rows: Sequence[RunStatus]) -> Table:
+    commit = plan.commit[:12] if plan.commit else "work tree"
+    table = Table(
+        title=f"{plan.project} at {commit} (scheduler: {plan.scheduler})",
+        title_justify="left",
+    )
+    for column in ("run", "sync", "health", "job", "finished", "last success", "outputs", "next"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(
+            row.name,
+            row.sync.value,
+            row.health.value if row.health else "-",
+            row.job_id or "-",
+            row.finished_at.strftime("%Y-%m-%d %H:%M") if row.finished_at else "-",
+            row.last_success_commit[:12] if row.last_success_commit else "-",
+            ", ".join(f"{name}={path}" for name, path in row.outputs.items()) or "-",
+            row.reason,
+        )
+    for note in plan.notes:
+        table.caption = note
+    return table
