@@ -1,0 +1,1 @@
+"""One module per `recon` verb: parse its arguments, call the engine, render."""

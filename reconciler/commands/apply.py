@@ -1,0 +1,94 @@
+"""`recon apply`: converge the cluster to the specs, or carry out a saved plan."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from reconciler.commands.common import (
+    EXIT_ERROR,
+    DownstreamOption,
+    RevisionOption,
+    WorktreeOption,
+    console,
+    err_console,
+    split_arguments,
+)
+from reconciler.engine import planfile
+from reconciler.engine.actions import Plan
+from reconciler.engine.apply import ApplyResult
+from reconciler.engine.reconcile import Request, reconcile_once
+from reconciler.report import plan as plan_report
+
+
+def apply(
+    arguments: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="[REPO] [TARGETS... | PLANFILE]: the project folder (default .), then runs "
+            "to act on, or a plan saved by `recon plan --out`.",
+            show_default=False,
+        ),
+    ] = None,
+    rev: RevisionOption = None,
+    worktree: WorktreeOption = False,
+    downstream: DownstreamOption = False,
+    auto_approve: Annotated[
+        bool, typer.Option("--auto-approve", help="Apply without asking (cron, CI, scripts).")
+    ] = False,
+    lock_timeout: Annotated[
+        float,
+        typer.Option("--lock-timeout", help="Seconds to wait for another apply to finish."),
+    ] = 0.0,
+) -> None:
+    """Converge the cluster to the specs: submit, replace, cancel, adopt, as `plan` shows."""
+    repo, rest = split_arguments(arguments)
+    saved = None
+    if len(rest) == 1 and Path(rest[0]).is_file():
+        saved = planfile.load(Path(rest[0]))
+        # Re-plan at HEAD (or the work tree) and compare: a commit since makes it stale.
+        repo, rest, rev = Path(saved.root), list(saved.targets), None
+        worktree = saved.commit is None
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    if not auto_approve and not interactive:
+        raise typer.BadParameter(
+            "not at a terminal, so there is no one to confirm: pass --auto-approve to apply "
+            "(nothing was done)"
+        )
+
+    def approve(current: Plan) -> bool:
+        if saved is None:
+            sys.stdout.write(plan_report.RENDERERS["text"](current))
+        return auto_approve or typer.confirm("Apply this plan?", default=False)
+
+    request = Request(repo, rev, worktree, tuple(rest), downstream)
+    outcome = reconcile_once(request, approve=approve, saved=saved, lock_timeout=lock_timeout)
+    if outcome.applied is None:
+        console.print(
+            "Nothing applied." if outcome.plan.has_changes else "No changes. The cluster matches."
+        )
+        return
+    _report_applied(outcome.applied)
+    if not outcome.applied.ok:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def _report_applied(result: ApplyResult) -> None:
+    for name, job_id in result.submitted.items():
+        console.print(f"submitted {name}: job {job_id}")
+    for job_id in result.cancelled:
+        console.print(f"cancelled job {job_id}")
+    for job_id in result.adopted:
+        console.print(f"adopted job {job_id}")
+    for name, message in result.refused.items():
+        err_console.print(Text(f"refused {name}: {message}"), soft_wrap=True)
+    for name, why in result.skipped.items():
+        err_console.print(Text(f"skipped {name}: {why}"), soft_wrap=True)
+    console.print(
+        f"Apply complete: {len(result.submitted)} submitted, {len(result.cancelled)} cancelled, "
+        f"{len(result.adopted)} adopted, {len(result.refused) + len(result.skipped)} not done."
+    )

@@ -1,0 +1,57 @@
+"""What every command shares: consoles, exit codes, argument types, output formats."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+# Terraform's exit codes, for CI; see reconciler.cli.
+EXIT_ERROR = 1
+EXIT_CHANGES = 2
+EXIT_LOCKED = 3
+
+RepoArgument = Annotated[
+    Path, typer.Argument(help="The repository root (holding recon.yaml).", show_default=".")
+]
+RevisionOption = Annotated[
+    str | None, typer.Option("--rev", help="Read the specs at this commit (default HEAD).")
+]
+WorktreeOption = Annotated[
+    bool, typer.Option("--worktree", help="Read the specs from the work tree, uncommitted.")
+]
+
+
+class Format(StrEnum):
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+
+
+TargetsArgument = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="[REPO] [TARGETS...]: the project folder (default .), then runs to act on "
+        "(each with the runs it needs).",
+        show_default=False,
+    ),
+]
+DownstreamOption = Annotated[
+    bool, typer.Option("--downstream", help="Also take the runs that need the targets.")
+]
+FormatOption = Annotated[Format, typer.Option("--format", help="Output format.")]
+
+
+def split_arguments(arguments: list[str] | None) -> tuple[Path, list[str]]:
+    """`recon plan`, `recon plan REPO`, `recon plan REPO train eval` or `recon plan train`:
+    the first argument is the repo when it is a folder."""
+    arguments = list(arguments or [])
+    if arguments and Path(arguments[0]).is_dir():
+        return Path(arguments[0]), arguments[1:]
+    return Path("."), arguments

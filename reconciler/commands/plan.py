@@ -1,0 +1,89 @@
+"""`recon plan`: what apply would do (live), or the spec diff between two commits."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from reconciler.commands.common import (
+    EXIT_CHANGES,
+    DownstreamOption,
+    Format,
+    FormatOption,
+    RevisionOption,
+    TargetsArgument,
+    WorktreeOption,
+    err_console,
+    split_arguments,
+)
+from reconciler.engine import planfile
+from reconciler.engine.reconcile import Request, load, plan_once, read_records
+from reconciler.engine.specdiff import diff
+from reconciler.report import plan as plan_report
+from reconciler.report import specdiff as specdiff_report
+from reconciler.scheduler.select import select_scheduler
+from reconciler.spec.loader import load_desired, open_source
+
+
+def plan(
+    arguments: TargetsArgument = None,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--against",
+            help="Only diff the specs against this revision (e.g. origin/main); no cluster.",
+        ),
+    ] = None,
+    rev: RevisionOption = None,
+    worktree: WorktreeOption = False,
+    downstream: DownstreamOption = False,
+    output_format: FormatOption = Format.text,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-out", help="Save the plan for `recon apply FILE`.")
+    ] = None,
+    detailed_exitcode: Annotated[
+        bool,
+        typer.Option(
+            "--detailed-exitcode", help="Exit 0 for no changes, 2 for changes, 1 on error."
+        ),
+    ] = False,
+) -> None:
+    """Show what apply would do. Never submits, cancels or runs anything.
+
+    With --against REV: the spec diff from REV to HEAD, for PR CI (no cluster needed).
+    """
+    repo, targets = split_arguments(arguments)
+    if against is not None:
+        _plan_against(repo, against, rev, worktree, output_format, detailed_exitcode)
+        return
+    request = Request(repo, rev, worktree, tuple(targets), downstream)
+    desired = load(request)
+    scheduler = select_scheduler(desired.project.scheduler)
+    records = read_records(desired)
+    result, _ = plan_once(request, desired, scheduler, records, datetime.now(UTC))
+    sys.stdout.write(plan_report.RENDERERS[output_format.value](result))
+    if out is not None:
+        planfile.save(result, out)
+        err_console.print(f"Saved the plan to {out}; `recon apply {out}` carries it out.")
+    if detailed_exitcode and result.has_changes:
+        raise typer.Exit(EXIT_CHANGES)
+
+
+def _plan_against(
+    repo: Path,
+    against: str,
+    rev: str | None,
+    worktree: bool,
+    output_format: Format,
+    detailed_exitcode: bool,
+) -> None:
+    base = load_desired(open_source(repo, against))
+    head = load_desired(open_source(repo, rev, worktree))
+    result = diff(base, head)
+    sys.stdout.write(specdiff_report.RENDERERS[output_format.value](result))
+    if detailed_exitcode and result.has_changes:
+        raise typer.Exit(EXIT_CHANGES)

@@ -1,0 +1,46 @@
+"""`recon validate`, `recon schema`, `recon version`: the specs, without a cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from reconciler import __version__
+from reconciler.commands.common import (
+    RepoArgument,
+    RevisionOption,
+    WorktreeOption,
+    console,
+)
+from reconciler.spec import schema as spec_schema
+from reconciler.spec.loader import load_desired, open_source
+
+
+def version() -> None:
+    """Print recon's version."""
+    print(__version__)
+
+
+def validate(
+    repo: RepoArgument = Path("."),
+    rev: RevisionOption = None,
+    worktree: WorktreeOption = False,
+) -> None:
+    """Check every spec (YAML, fields, resources, names, references, cycles); list ALL problems."""
+    source = open_source(repo, rev, worktree)
+    desired = load_desired(source)
+    where = desired.commit[:12] if desired.commit else "the work tree"
+    console.print(
+        f"OK: project {desired.project.project}, {len(desired.runs)} runs, "
+        f"{len(desired.allocations)} allocations at {where}."
+    )
+
+
+def schema(
+    out: Annotated[Path, typer.Option("--out", help="Directory to write into.")] = Path("schemas"),
+) -> None:
+    """Write the JSON Schemas of recon.yaml, Run and Allocation (for editors and CI)."""
+    for path in spec_schema.write(out):
+        console.print(f"wrote {path}")

@@ -1,0 +1,45 @@
+"""`recon status`: each run's sync status and health."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+
+from reconciler.commands.common import (
+    Format,
+    RevisionOption,
+    TargetsArgument,
+    WorktreeOption,
+    console,
+    split_arguments,
+)
+from reconciler.engine.reconcile import Request, load, plan_once, read_records
+from reconciler.engine.status import run_statuses
+from reconciler.report import status as status_report
+from reconciler.scheduler.select import select_scheduler
+
+
+def status(
+    arguments: TargetsArgument = None,
+    rev: RevisionOption = None,
+    worktree: WorktreeOption = False,
+    output_format: Annotated[
+        Format, typer.Option("--format", help="text or json (markdown: as text).")
+    ] = Format.text,
+) -> None:
+    """Each run's sync status (current, outdated, missing, never run) and health."""
+    repo, targets = split_arguments(arguments)
+    request = Request(repo, rev, worktree, tuple(targets))
+    desired = load(request)
+    scheduler = select_scheduler(desired.project.scheduler)
+    records = read_records(desired)
+    current, observation = plan_once(request, desired, scheduler, records, datetime.now(UTC))
+    rows = run_statuses(desired, current, observation, records)
+    if output_format is Format.json:
+        sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2) + "\n")
+        return
+    console.print(status_report.as_table(current, rows))
