@@ -45,6 +45,23 @@ def check_project(documents: list[DocumentSummary]) -> list[SpecIssue]:
             )
     for document in documents:
         issues.extend(_check_inputs(document, first))
+        issues.extend(_check_coupling(document, first))
+    return issues
+
+
+def _check_coupling(
+    document: DocumentSummary, by_name: dict[str, DocumentSummary]
+) -> list[SpecIssue]:
+    issues = []
+    for partner in document.coupled_with:
+        target = by_name.get(partner)
+        if target is None or target.kind != "Run" or partner == document.name:
+            problem = (
+                "a run cannot be coupled with itself"
+                if partner == document.name
+                else f"names no run {partner!r} in this project"
+            )
+            issues.append(SpecIssue(document.file, document.coupled_line, "coupled_with", problem))
     return issues
 
 

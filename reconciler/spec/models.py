@@ -188,6 +188,17 @@ class Run(Document):
     inputs: dict[Name, Input] = Field(default_factory=dict)
     outputs: dict[Name, Output] = Field(default_factory=dict)
     retries: Annotated[int, Field(ge=0, le=100)] = 0
+    teardown: Literal["coupled", "none"] = Field(
+        "coupled",
+        description="For a heterogeneous run: when a component's step fails while the job "
+        "still holds the other components, cancel the whole job (`coupled`), or leave it "
+        "(`none`).",
+    )
+    coupled_with: tuple[Name, ...] = Field(
+        (),
+        description="Runs that must live together with this one: when one of them ends "
+        "abnormally, the others' jobs are cancelled too.",
+    )
     update: Literal["defer", "replace"] = Field(
         "defer",
         description="When the spec changes while the job runs: `defer` lets it finish and "

@@ -34,6 +34,8 @@ class DocumentSummary(NamedTuple):
     inputs: tuple[InputRef, ...]
     outputs: tuple[str, ...]
     data: Mapping[str, Any]  # the document as written, to rebuild its model on demand
+    coupled_with: tuple[str, ...] = ()
+    coupled_line: int = 0
 
     @property
     def upstreams(self) -> list[str]:
@@ -45,7 +47,7 @@ class DocumentSummary(NamedTuple):
         inputs = tuple(tuple(ref) for ref in self.inputs)
         data = self.data
         packed = data.packed if isinstance(data, _Packed) else marshal.dumps(dict(data))
-        return (*self[:8], inputs, self.outputs, packed)
+        return (*self[:8], inputs, self.outputs, packed, *self[11:])
 
     @classmethod
     def from_plain(cls, plain: tuple[Any, ...]) -> DocumentSummary:
@@ -86,7 +88,9 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
     inputs: tuple[InputRef, ...] = ()
     outputs: tuple[str, ...] = ()
     script, script_line = None, 0
+    coupled: tuple[str, ...] = ()
     if isinstance(spec, Run):
+        coupled = spec.coupled_with
         inputs = tuple(
             InputRef(name, *_split(item.upstream), document.line_of("inputs", name))
             for name, item in spec.inputs.items()
@@ -105,4 +109,6 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
         inputs,
         outputs,
         document.data,
+        coupled,
+        document.line_of("coupled_with"),
     )

@@ -221,3 +221,9 @@ def test_not_utf8(repo: GitRepo) -> None:
     (repo.root / "specs/a.yaml").write_bytes(b"kind: Run\nname: \xff\n")
     issue = only(repo, {})
     assert issue.file == "specs/a.yaml" and "UTF-8" in issue.message
+
+
+def test_coupled_with_a_missing_run(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + "coupled_with: [ghost]\n"})
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 6, "coupled_with")
+    assert "no run 'ghost'" in issue.message
