@@ -17,7 +17,7 @@ from reconciler.commands.common import (
     console,
     split_arguments,
 )
-from reconciler.engine.reconcile import Request, load, plan_once, read_records
+from reconciler.engine.reconcile import Request, load, plan_once, read_events, read_records
 from reconciler.engine.status import run_statuses
 from reconciler.report import status as status_report
 from reconciler.scheduler.select import select_scheduler
@@ -38,7 +38,11 @@ def status(
     scheduler = select_scheduler(desired.project.scheduler)
     records = read_records(desired)
     current, observation = plan_once(request, desired, scheduler, records, datetime.now(UTC))
-    rows = run_statuses(desired, current, observation, records)
+    notes: dict[str, str] = {}
+    for event in read_events(desired):  # newest first: the first per run wins
+        if event.name is not None:
+            notes.setdefault(event.name, f"{event.kind}: {event.message}")
+    rows = run_statuses(desired, current, observation, records, notes)
     if output_format is Format.json:
         sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2) + "\n")
         return

@@ -30,6 +30,7 @@ class ActionKind(StrEnum):
     RETRY = "retry"
     REPLACE = "replace"
     CANCEL = "cancel"
+    TEARDOWN = "teardown"
     ADOPT = "adopt"
     BLOCKED = "blocked"
     NOOP = "no-op"
@@ -41,6 +42,7 @@ SYMBOLS: dict[ActionKind, str] = {
     ActionKind.RETRY: "+",
     ActionKind.REPLACE: "-/+",
     ActionKind.CANCEL: "-",
+    ActionKind.TEARDOWN: "x",
     ActionKind.ADOPT: "=",
     ActionKind.BLOCKED: "!",
     ActionKind.NOOP: " ",
@@ -48,7 +50,15 @@ SYMBOLS: dict[ActionKind, str] = {
 
 # Actions that change the cluster; the rest are shown but not acted on (adopt only
 # writes the journal).
-CHANGING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE, ActionKind.CANCEL})
+CHANGING = frozenset(
+    {
+        ActionKind.SUBMIT,
+        ActionKind.RETRY,
+        ActionKind.REPLACE,
+        ActionKind.CANCEL,
+        ActionKind.TEARDOWN,
+    }
+)
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -124,7 +134,9 @@ class Plan(BaseModel):
     @property
     def summary(self) -> str:
         submit = self.count(ActionKind.SUBMIT) + self.count(ActionKind.RETRY)
+        teardown = self.count(ActionKind.TEARDOWN)
+        tail = f", {teardown} to tear down" if teardown else ""
         return (
             f"Plan: {submit} to submit, {self.count(ActionKind.REPLACE)} to replace, "
-            f"{self.count(ActionKind.CANCEL)} to cancel."
+            f"{self.count(ActionKind.CANCEL)} to cancel{tail}."
         )

@@ -34,6 +34,7 @@ Clock = Callable[[], datetime]
 class ApplyResult:
     submitted: dict[str, str] = field(default_factory=dict)  # run -> job id
     cancelled: list[str] = field(default_factory=list)  # job ids
+    torn_down: list[str] = field(default_factory=list)  # job ids, also in `cancelled`
     adopted: list[str] = field(default_factory=list)  # job ids
     refused: dict[str, str] = field(default_factory=dict)  # run -> the scheduler's message
     skipped: dict[str, str] = field(default_factory=dict)  # run -> why
@@ -63,6 +64,12 @@ class Applier:
             self._adopt(action)
         elif action.kind is ActionKind.CANCEL:
             self._cancel(action, action.reason)
+        elif action.kind is ActionKind.TEARDOWN:
+            self.journal.log_event(
+                self.plan.project, action.target, "teardown", action.reason, self.clock()
+            )
+            self._cancel(action, f"teardown: {action.reason}")
+            self.result.torn_down.extend(action.job_ids)
         elif action.kind is ActionKind.REPLACE:
             self._cancel(action, f"replaced: {action.reason}")
             self._submit(action)

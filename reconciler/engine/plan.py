@@ -104,11 +104,16 @@ def plan(
     dag = graph.build(desired.upstreams)
     chosen = graph.select(dag, targets, downstream) if targets else graph.order(dag)
     actions: list[Action] = list(_adoptions(context))
+    if observation.complete:  # a teardown is a cancel: never on half a picture
+        actions.extend(_teardowns(context, chosen))
     for name in chosen:
         actions.append(_decide(context, desired.runs[name]))
     if not targets:
         actions.extend(_prunes(context))
-    notes = () if observation.complete else _incomplete_notes(observation)
+    notes = (
+        *(() if observation.complete else _incomplete_notes(observation)),
+        *_coupled_waits(context, chosen),
+    )
     return Plan(
         project=context.project,
         root=str(desired.root),
@@ -159,6 +164,86 @@ def _adoptions(context: _Context) -> list[Action]:
         for job in context.observation.jobs
         if job.tag.project == context.project and job.job_id not in known
     ]
+
+
+def _teardowns(context: _Context, chosen: Sequence[str]) -> list[Action]:
+    """Jobs that hold nodes for nothing: a het job one of whose components (or their
+    steps) failed while the others still run, and runs whose coupled partner ended
+    badly. Cancelling them frees the nodes; the run then retries or stays failed."""
+    actions = []
+    for name in chosen:
+        run = context.desired.runs[name]
+        for job in context.jobs(name):
+            if job.finished or job.health is Health.CANCELLED:
+                continue
+            why = _broken_component(job) if _coupled_het(run) else None
+            why = why or _partner_down(context, run)
+            if why is not None:
+                actions.append(
+                    Action(
+                        kind=ActionKind.TEARDOWN,
+                        target=name,
+                        reason=why,
+                        spec_hash=job.tag.spec_hash,
+                        job_ids=(job.job_id,),
+                    )
+                )
+    return actions
+
+
+def _coupled_het(run: DesiredRun) -> bool:
+    return run.spec.teardown == "coupled" and len(run.spec.resources.components) > 1
+
+
+def _broken_component(job: ObservedJob) -> str | None:
+    """A component or a step of one that ended badly while the job is not over.
+
+    Steps that end well are left alone: a trainer that finished lets the rest wind down
+    by itself. The `extern` step is Slurm's own bookkeeping.
+    """
+    for row in job.rows:
+        if row.step == "extern" or row.health not in ENDED_BADLY:
+            continue
+        part = f"step {row.job_id}" if row.is_step else f"component {row.job_id}"
+        how = _ending(row.health, row.exit_code)
+        return f"{part} {how} while the job still holds its other components"
+    return None
+
+
+def _partners(context: _Context, run: DesiredRun) -> set[str]:
+    """Coupling goes both ways: naming a run in `coupled_with` couples it back."""
+    named = set(run.spec.coupled_with)
+    named |= {
+        other.name for other in context.desired.runs.values() if run.name in other.spec.coupled_with
+    }
+    return named & set(context.desired.runs)
+
+
+def _partner_down(context: _Context, run: DesiredRun) -> str | None:
+    for partner in sorted(_partners(context, run)):
+        jobs = context.jobs(partner)
+        if not jobs or any(_live(job) for job in jobs):
+            continue
+        last = max(jobs, key=lambda job: _job_order(job.job_id))
+        if last.health in ENDED_BADLY:
+            return f"coupled run {partner} ended {last.health.value} (job {last.job_id})"
+    return None
+
+
+def _coupled_waits(context: _Context, chosen: Sequence[str]) -> list[str]:
+    """Coupled runs of which one holds nodes while another still queues."""
+    notes = []
+    for name in chosen:
+        run = context.desired.runs[name]
+        running = [j for j in context.jobs(name) if j.health is Health.RUNNING]
+        for partner in sorted(_partners(context, run)):
+            waiting = [j for j in context.jobs(partner) if j.health is Health.PENDING]
+            if running and waiting:
+                notes.append(
+                    f"Coupled runs: {name} runs (job {running[-1].job_id}) while {partner} "
+                    f"still waits in the queue (job {waiting[-1].job_id})."
+                )
+    return notes
 
 
 def _prunes(context: _Context) -> list[Action]:
@@ -481,12 +566,7 @@ def _why_submit(context: _Context, run: DesiredRun) -> str:
     last = earlier[-1]
     if not last.spec_fields:
         return f"spec changed ({last.spec_hash[:8]} -> {run.spec_hash[:8]})"
-    changes = changed_fields(last.spec_fields, flat_fields(run.spec, run.script_text))
-    return "spec changed: " + ", ".join(f"{f} {_show(o)} -> {_show(n)}" for f, o, n in changes)
-
-
-def _show(value: object) -> str:
-    return "(unset)" if value is None else str(value)
+    return "spec changed"  # the fields that changed travel with the action
 
 
 def _submit(

@@ -22,7 +22,7 @@ from reconciler.scheduler.base import Observation, Scheduler
 from reconciler.scheduler.select import select_scheduler
 from reconciler.spec.desired import Desired
 from reconciler.spec.loader import load_desired, open_source
-from reconciler.state.journal import Journal
+from reconciler.state.journal import Journal, JournalEvent
 from reconciler.state.lock import project_lock
 from reconciler.state.records import SubmissionRecord
 
@@ -64,6 +64,15 @@ def journal_for(desired: Desired) -> Journal:
     directory = state_dir(desired)
     directory.mkdir(parents=True, exist_ok=True)
     return Journal(directory / JOURNAL_FILE)
+
+
+def read_events(desired: Desired, limit: int = 1000) -> list[JournalEvent]:
+    """The journal's newest events (teardown reasons...), newest first; none without one."""
+    path = state_dir(desired) / JOURNAL_FILE
+    if not path.exists():
+        return []
+    with Journal(path) as journal:
+        return journal.events(desired.project.project, limit=limit)
 
 
 def read_records(desired: Desired) -> list[SubmissionRecord]:

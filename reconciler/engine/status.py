@@ -7,7 +7,7 @@ never run; orphan for jobs whose run left it); health says how its latest job is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -30,11 +30,18 @@ class RunStatus(BaseModel):
     last_success_commit: str | None
     outputs: dict[str, str]  # output -> path as declared
     reason: str  # what the next apply would do about it, and why
+    note: str | None = None  # the last thing recon did to it on its own, e.g. a teardown
 
 
 def run_statuses(
-    desired: Desired, plan: Plan, observation: Observation, records: Sequence[SubmissionRecord]
+    desired: Desired,
+    plan: Plan,
+    observation: Observation,
+    records: Sequence[SubmissionRecord],
+    notes: Mapping[str, str] | None = None,
 ) -> list[RunStatus]:
+    """`notes`: run -> the newest event the journal holds for it (why it was torn down)."""
+    notes = notes or {}
     rows = []
     for action in plan.actions:
         if action.sync is None or action.kind is ActionKind.ADOPT:
@@ -55,6 +62,7 @@ def run_statuses(
                 last_success_commit=_last_success_commit(history),
                 outputs={n: o.path for n, o in spec.outputs.items()} if spec else {},
                 reason=f"{action.kind.value}: {action.reason}",
+                note=notes.get(action.target),
             )
         )
     return rows

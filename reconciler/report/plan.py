@@ -19,7 +19,7 @@ _KIND_WIDTH = max(len(kind.value) for kind in ActionKind)
 # run to the next and the reason column does not jump about.
 _MIN_TARGET_WIDTH = 13
 _GAP = "  "
-_CANCELLING = frozenset({ActionKind.REPLACE, ActionKind.CANCEL})
+_CANCELLING = frozenset({ActionKind.REPLACE, ActionKind.CANCEL, ActionKind.TEARDOWN})
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 
 

@@ -27,7 +27,7 @@ def as_table(plan: Plan, rows: Sequence[RunStatus]) -> Table:
             row.finished_at.strftime("%Y-%m-%d %H:%M") if row.finished_at else "-",
             row.last_success_commit[:12] if row.last_success_commit else "-",
             ", ".join(f"{name}={path}" for name, path in row.outputs.items()) or "-",
-            row.reason,
+            row.reason if row.note is None else f"{row.reason} (last: {row.note})",
         )
     for note in plan.notes:
         table.caption = note

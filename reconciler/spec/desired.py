@@ -3,8 +3,9 @@
 The spec hash is a run's identity for "has it changed?". It covers what changes a
 result: the effective resources, command or script content, environment, inputs,
 outputs and directory. It leaves out what does not: description, labels, the retry
-count, the update and teardown policies, coupling (changing how many retries a run gets must not rerun a
-12-hour job), and everything about the YAML text itself (comments, key order, quoting).
+count, the update and teardown policies and coupling (changing how many retries a run
+gets must not rerun a 12-hour job), and everything about the YAML text itself (comments,
+key order, quoting).
 Values are hashed in canonical form, so `32GiB` and `32768MiB` are the same spec.
 """
 

@@ -71,7 +71,7 @@ def test_pending_outdated_job_is_replaced_with_the_changed_field() -> None:
     (action,) = plan(state, jobs, records, NOW, scheduler="slurm").actions
     assert action.kind is ActionKind.REPLACE
     assert action.job_ids == ("20",)
-    assert "spec changed: resources.gpus A100:2 -> A100:4" in action.reason
+    assert action.reason == "spec changed (job 20 pending)"
     assert [(c.field, c.old, c.new) for c in action.changes] == [
         ("resources.gpus", "A100:2", "A100:4")
     ]
@@ -354,3 +354,118 @@ def test_sync_status_per_run() -> None:
         "changed": SyncStatus.OUTDATED,
         "orphaned": SyncStatus.ORPHAN,
     }
+
+
+def _het_job(digest: str, job_id: str, rows: list[tuple[str, int | None, str | None, S]]) -> object:
+    from reconciler.scheduler.base import JobRecord, ObservedJob
+    from reconciler.scheduler.tag import Tag
+
+    tag = Tag(project="p", kind="run", name="het", spec_hash=digest)
+    records = tuple(
+        JobRecord(
+            job_id=shown,
+            top_id=job_id,
+            het_offset=offset,
+            step=step,
+            tag=tag if step is None else None,
+            state=state,
+            exit_code=1 if state is S.FAILED else 0,
+            source="sacct",
+        )
+        for shown, offset, step, state in rows
+    )
+    return ObservedJob(job_id=job_id, tag=tag, rows=records)
+
+
+HET = {"resources": {"components": [{"partition": "cpu"}, {"partition": "gpu", "gpus": 2}]}}
+
+
+def test_a_failed_step_of_one_component_tears_the_het_job_down() -> None:
+    state = desired(run("het", **HET))
+    digest = hash_of(state, "het")
+    broken = _het_job(
+        digest,
+        "40",
+        [
+            ("40+0", 0, None, S.RUNNING),
+            ("40+0.0", 0, "0", S.RUNNING),
+            ("40+1", 1, None, S.RUNNING),
+            ("40+1.0", 1, "0", S.FAILED),
+        ],
+    )
+    result = plan(state, observed(broken), [record("het", digest, "40")], NOW, scheduler="slurm")  # type: ignore[arg-type]
+    teardown, decision = result.actions
+    assert (teardown.kind, teardown.job_ids) == (ActionKind.TEARDOWN, ("40",))
+    assert (
+        teardown.reason
+        == "step 40+1.0 failed (exit 1) while the job still holds its other components"
+    )
+    assert decision.kind is ActionKind.NOOP  # resubmitting waits for the teardown to finish
+    assert result.summary == "Plan: 0 to submit, 0 to replace, 0 to cancel, 1 to tear down."
+
+
+def test_a_step_that_ended_well_or_teardown_none_leaves_the_job_alone() -> None:
+    rows = [
+        ("41+0", 0, None, S.RUNNING),
+        ("41+1", 1, None, S.RUNNING),
+        ("41+1.0", 1, "0", S.COMPLETED),
+    ]
+    state = desired(run("het", **HET))
+    finished_step = _het_job(hash_of(state, "het"), "41", rows)
+    result = plan(
+        state,
+        observed(finished_step),
+        [record("het", hash_of(state, "het"), "41")],
+        NOW,
+        scheduler="slurm",
+    )  # type: ignore[arg-type]
+    assert not result.has_changes
+
+    opted_out = desired(run("het", teardown="none", **HET))
+    failing = _het_job(hash_of(opted_out, "het"), "42", [*rows[:2], ("42+1.0", 1, "0", S.FAILED)])
+    result = plan(
+        opted_out,
+        observed(failing),
+        [record("het", hash_of(opted_out, "het"), "42")],
+        NOW,
+        scheduler="slurm",
+    )  # type: ignore[arg-type]
+    assert not result.has_changes
+
+
+def test_coupled_runs_go_down_together_and_waiting_is_noted() -> None:
+    state = desired(run("server", coupled_with=["client"]), run("client"))
+    server, client = hash_of(state, "server"), hash_of(state, "client")
+    records = [record("server", server, "50"), record("client", client, "51")]
+    down = observed(
+        job("server", server, S.RUNNING, "50"), job("client", client, S.FAILED, "51", exit_code=3)
+    )
+    result = plan(state, down, records, NOW, scheduler="slurm")
+    (teardown,) = [a for a in result.actions if a.kind is ActionKind.TEARDOWN]
+    assert (teardown.target, teardown.job_ids) == ("server", ("50",))
+    assert teardown.reason == "coupled run client ended failed (job 51)"
+
+    queued = observed(
+        job("server", server, S.RUNNING, "50"), job("client", client, S.PENDING, "51")
+    )
+    result = plan(state, queued, records, NOW, scheduler="slurm")
+    assert not result.has_changes
+    assert any("client still waits in the queue (job 51)" in note for note in result.notes)
+
+
+def test_no_teardown_on_an_incomplete_observation() -> None:
+    state = desired(run("server", coupled_with=["client"]), run("client"))
+    server, client = hash_of(state, "server"), hash_of(state, "client")
+    down = observed(
+        job("server", server, S.RUNNING, "50"),
+        job("client", client, S.FAILED, "51"),
+        complete=False,
+    )
+    result = plan(
+        state,
+        down,
+        [record("server", server, "50"), record("client", client, "51")],
+        NOW,
+        scheduler="slurm",
+    )
+    assert not any(a.kind is ActionKind.TEARDOWN for a in result.actions)
