@@ -17,6 +17,7 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import HEALTH, Health, SlurmState, aggregate
 from reconciler.scheduler.tag import Tag
 
@@ -163,4 +164,9 @@ class Scheduler(Protocol):
 
     def release(self, job_id: str) -> None:
         """Give an allocation back. Gone already is fine."""
+        ...
+
+    def partitions(self) -> tuple[Partition, ...]:
+        """Every partition and its nodes' shapes, in one look. Raises ObservationError when
+        they cannot all be read: a partial picture would refuse runs that fit."""
         ...

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from reconciler.errors import ObservationError, SchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import AllocateRequest, Observation, SubmitRequest
+from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.slurm import argv
 from reconciler.scheduler.slurm.combine import combine
 from reconciler.scheduler.slurm.failures import failure, is_gone, message_of
@@ -26,6 +27,7 @@ from reconciler.scheduler.slurm.parse import (
     parse_submitted,
 )
 from reconciler.scheduler.slurm.runner import Runner, run
+from reconciler.scheduler.slurm.sinfo import parse_sinfo, sinfo
 from reconciler.scheduler.tag import Tag
 
 T = TypeVar("T")
@@ -73,6 +75,17 @@ class SlurmScheduler:
         return combine(
             parse_squeue(live.stdout, self._tz), parse_sacct(history.stdout, self._tz), taken_at
         )
+
+    def partitions(self) -> tuple[Partition, ...]:
+        """One ``sinfo`` call; no retries, like ``observe``: the next pass looks again."""
+        result = self._runner(sinfo(), None)
+        if result.returncode != 0:
+            raise ObservationError(f"sinfo failed, partitions unknown: {message_of(result)}")
+        parsed = parse_sinfo(result.stdout)
+        if parsed.rejected:
+            lines = "; ".join(f"{bad.why}: {bad.line}" for bad in parsed.rejected)
+            raise ObservationError(f"sinfo printed lines recon cannot read: {lines}")
+        return parsed.partitions
 
     def submit(self, request: SubmitRequest) -> str:
         """``sbatch --parsable`` with the script on stdin; returns the job id."""

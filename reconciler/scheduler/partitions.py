@@ -1,0 +1,74 @@
+"""What the cluster offers: its partitions and the shape of every node in them.
+
+Typed records only, read once per pass (``Scheduler.partitions()``) so that a run asking
+for more than any node has can be refused up front, with a reason, instead of pending
+forever. A node in several partitions appears in each of them, as the same node.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+# Node states (Slurm's long form, lowercased) in which a node takes no new jobs right now.
+# Such nodes still count when judging whether a run can ever fit: a drained or down node
+# is usually brought back, and refusing every run meant for it would be wrong.
+_UNAVAILABLE_STATES = frozenset(
+    {"down", "drain", "drained", "draining", "fail", "failing", "future", "inval", "unknown"}
+)
+# Flags Slurm appends to a state: `*` not responding, `~` powered off, `#` powering up,
+# `!` powering down, `%` powering down, `$` maintenance reservation, `@` reboot pending,
+# `^` rebooting, `-` planned by backfill.
+_STATE_FLAGS = "*~#!%$@^-"
+
+
+class Gres(BaseModel):
+    """One generic resource of a node: ``gpu:a100:4`` is name gpu, type a100, count 4."""
+
+    model_config = _FROZEN
+
+    name: str = Field(min_length=1)
+    type: str | None = None
+    count: int = Field(ge=0)
+
+
+class Node(BaseModel):
+    """One node as sinfo describes it: what a single job on it could at most be given."""
+
+    model_config = _FROZEN
+
+    name: str = Field(min_length=1)
+    cpus: int = Field(ge=0)
+    memory_mb: int = Field(ge=0, description="RealMemory, in Slurm's MB (MiB)")
+    gres: tuple[Gres, ...] = ()
+    features: tuple[str, ...] = Field(default=(), description="available features")
+    state: str = Field(description="as sinfo prints it, e.g. idle, mixed, drained, down*")
+
+    def gpus(self, gpu_type: str | None = None) -> int:
+        """GPUs of ``gpu_type`` (any case), or of every type when it is None, as Slurm
+        counts an untyped ``--gres=gpu:N`` request."""
+        wanted = None if gpu_type is None else gpu_type.lower()
+        return sum(
+            gres.count
+            for gres in self.gres
+            if gres.name == "gpu"
+            and (wanted is None or (gres.type is not None and gres.type.lower() == wanted))
+        )
+
+    @property
+    def unavailable(self) -> bool:
+        """Down, drained, failing or not responding now; may come back later."""
+        # Newer Slurm joins a base state and its flags with `+` (idle+drain).
+        words = self.state.rstrip(_STATE_FLAGS).lower().split("+")
+        return self.state.endswith("*") or any(word in _UNAVAILABLE_STATES for word in words)
+
+
+class Partition(BaseModel):
+    """One partition and its nodes; ``default`` is where a job naming none goes."""
+
+    model_config = _FROZEN
+
+    name: str = Field(min_length=1)
+    default: bool = False
+    nodes: tuple[Node, ...] = ()
