@@ -84,19 +84,19 @@ def test_text_for_every_action_kind() -> None:
         "Observation incomplete: sacct failed (slurmdbd down); "
         "no cancel, replace or prune in this plan.\n"
         "\n"
-        "  + submit   prepare        not yet run\n"
-        "  + submit   train          not yet run; after prepare\n"
-        "  + retry    tune           attempt 2 of 3: job 1250 failed (exit 1);"
+        "  + submit    prepare        not yet run\n"
+        "  + submit    train          not yet run; after prepare\n"
+        "  + retry     tune           attempt 2 of 3: job 1250 failed (exit 1);"
         " after prepare, train\n"
-        "-/+ replace  evaluate       spec changed: resources.gpus a100:2 -> a100:4"
+        "-/+ replace   evaluate       spec changed: resources.gpus a100:2 -> a100:4"
         " (cancels job 1234)\n"
-        "-/+ replace  serve          spec changed (cancels jobs 1240, 1241)\n"
-        "                              resources.gpus a100:2 -> a100:4\n"
-        "                              env.SEED (unset) -> 7\n"
-        "  - cancel   old-run        run left the repo (cancels job 1200)\n"
-        "  = adopt    sweep-3        tagged job 1300 not in the journal\n"
-        "  ! blocked  report         upstream evaluate failed\n"
-        "    no-op    data           current (job 1100 succeeded)\n"
+        "-/+ replace   serve          spec changed (cancels jobs 1240, 1241)\n"
+        "                               resources.gpus a100:2 -> a100:4\n"
+        "                               env.SEED (unset) -> 7\n"
+        "  - cancel    old-run        run left the repo (cancels job 1200)\n"
+        "  = adopt     sweep-3        tagged job 1300 not in the journal\n"
+        "  ! blocked   report         upstream evaluate failed\n"
+        "    no-op     data           current (job 1100 succeeded)\n"
         "\n"
         "Plan: 3 to submit, 2 to replace, 1 to cancel.\n"
     )
@@ -111,7 +111,7 @@ def test_compact_text_counts_the_runs_it_hides() -> None:
     assert as_text(plan, show_noop=False) == (
         "recon plan for project cartpole at commit c0ffee (scheduler: slurm)\n"
         "\n"
-        "  + submit   train          not yet run\n"
+        "  + submit    train          not yet run\n"
         "2 runs unchanged.\n"
         "\n"
         "Plan: 1 to submit, 0 to replace, 0 to cancel.\n"
@@ -127,8 +127,8 @@ def test_long_target_names_widen_the_column_for_every_line() -> None:
         noop("data"),
     )
     lines = as_text(plan).splitlines()
-    assert lines[2] == "  + submit   a-rather-long-run-name  not yet run"
-    assert lines[3] == "    no-op    data                    current"
+    assert lines[2] == "  + submit    a-rather-long-run-name  not yet run"
+    assert lines[3] == "    no-op     data                    current"
 
 
 def test_newlines_in_reasons_and_values_stay_on_their_line() -> None:
@@ -144,9 +144,9 @@ def test_newlines_in_reasons_and_values_stay_on_their_line() -> None:
     )
     lines = as_text(plan).splitlines()
     assert lines[2] == (
-        "-/+ replace  train          spec changed: command python a.py -> set -e\\npython b.py"
+        "-/+ replace   train          spec changed: command python a.py -> set -e\\npython b.py"
     )
-    assert lines[3] == "  ! blocked  eval           upstream failed:\\nexit 3"
+    assert lines[3] == "  ! blocked   eval           upstream failed:\\nexit 3"
 
 
 @pytest.mark.parametrize(
@@ -263,6 +263,7 @@ def test_json_reads_back_as_the_same_plan() -> None:
         "retry": 1,
         "replace": 2,
         "cancel": 1,
+        "teardown": 0,
         "adopt": 1,
         "blocked": 1,
         "no-op": 1,
