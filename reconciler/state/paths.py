@@ -7,20 +7,37 @@ the state layer must not import the engine.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from reconciler.spec.desired import Desired, DesiredRun
+from reconciler.spec.models import Input
 
 
 def run_dir(desired: Desired, run: DesiredRun) -> Path:
-    """The run's directory on the cluster filesystem: `workdir`, from the project root."""
+    """The run's directory on the cluster filesystem: `workdir`, from the project root,
+    absolute and with symlinks resolved, as the job's script and its provenance name it."""
+    return Path(run_path(desired, run)).resolve()
+
+
+def run_path(desired: Desired, run: DesiredRun) -> str:
+    """The same directory, as a plain string and not resolved, for looking at thousands of
+    runs' outputs: the kernel follows the same links when a path under it is opened, and
+    resolving (a system call per path component) or a pathlib join costs more than the
+    look itself."""
     assert run.spec.workdir is not None  # effective specs always have one
-    return (desired.root / run.spec.workdir).resolve()
+    return os.path.join(desired.root, run.spec.workdir)
+
+
+def external_path(desired: Desired, spec_input: Input) -> Path | None:
+    """An external `path:` input's location (a relative one from the project root); None
+    for an input that is another run's output."""
+    return desired.root / spec_input.path if spec_input.path is not None else None
 
 
 def input_paths(desired: Desired, run: DesiredRun) -> dict[str, Path]:
     """Each input's absolute path: an upstream's output in its run directory, or the
-    external path (relative ones from the project root)."""
+    external path."""
     paths: dict[str, Path] = {}
     for name, spec_input in run.spec.inputs.items():
         if spec_input.upstream is not None:
@@ -28,6 +45,7 @@ def input_paths(desired: Desired, run: DesiredRun) -> dict[str, Path]:
             upstream = desired.runs[upstream_name]
             paths[name] = run_dir(desired, upstream) / upstream.spec.outputs[output].path
         else:
-            assert spec_input.path is not None
-            paths[name] = desired.root / spec_input.path
+            external = external_path(desired, spec_input)
+            assert external is not None  # an input is either `from` or `path`
+            paths[name] = external
     return paths

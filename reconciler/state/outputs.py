@@ -1,0 +1,239 @@
+"""The version of an output (or an external input) on disk, as the planner compares them.
+
+An output is a file or a directory. Its version is a sha256 over one record per entry, in
+sorted order, so the same tree always gives the same digest:
+
+- ``fingerprint``: for each file its relative path, size and mtime (ns). Cheap (one
+  ``lstat`` per file, no reads) and it changes whenever a file is rewritten, even with
+  the same bytes. It cannot see a rewrite that keeps the size within one tick of the
+  filesystem's clock, nor a tool that restores mtimes.
+- ``content``: for each file its relative path and the sha256 of its bytes. A rerun that
+  writes byte-identical files yields the same digest, which is what stops it from making
+  every downstream run stale. A single file's content digest is the plain sha256 of its
+  bytes, the same as ``sha256sum`` prints.
+
+Directories, empty ones included, and symlinks are part of the record too: a symlink
+inside an output is recorded by its target text and never followed, so a version never
+depends on data outside the tree and a link loop cannot hang the walk. The output path
+itself may be a symlink (``data -> /scratch/...``): that one is followed, it is the
+path the user named. A directory named ``.recon`` is skipped at any depth: recon keeps
+its manifest there, and a manifest written beside an output must not change that
+output's version.
+
+Missing (None) and unreadable (``OutputError``) are different answers: a missing output
+makes its run rerun, an unreadable one is reported, since nothing is known about it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reconciler.errors import ReconError
+from reconciler.spec.desired import Desired
+from reconciler.state.paths import external_path, run_path
+
+HashKind = Literal["fingerprint", "content"]
+StrPath = str | os.PathLike[str]
+
+# recon's own files in a run directory (see provenance.manifest_path); never an output's.
+BOOKKEEPING = ".recon"
+
+_CHUNK = 1 << 20
+
+
+class OutputError(ReconError):
+    """An output exists but cannot be read, so its version is unknown."""
+
+
+class OutputVersion(BaseModel):
+    """What an output is now: equal versions mean the same data, as far as ``kind`` sees."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: HashKind
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$", description="sha256, hex")
+    files: int = Field(ge=0, description="regular files in the output")
+    bytes: int = Field(ge=0, description="their total size")
+    directory: bool = Field(False, description="a directory, not a single file")
+
+
+def version_of(path: StrPath, how: HashKind, marker: StrPath | None = None) -> OutputVersion | None:
+    """The output's version, or None when it is missing: ``path`` does not exist, or a
+    ``marker`` is declared and does not exist (the job has not said it is complete)."""
+    if marker is not None and _stat(marker) is None:
+        return None
+    if (top := _stat(path)) is None:
+        return None
+    if stat.S_ISREG(top.st_mode):
+        try:
+            return _file_version(path, top, how)
+        except _Gone:
+            return None
+    records = hashlib.sha256()
+    files = size = 0
+    if stat.S_ISDIR(top.st_mode):
+        for entry in _walk(path, ""):
+            try:
+                records.update(_record(entry, how))
+            except _Gone:
+                continue  # removed while we walked: the next pass sees what is left
+            if entry.kind == "F":
+                files += 1
+                size += entry.size
+    else:  # a fifo or device named as an output: present, with nothing to hash
+        records.update(b"O\0\0")
+    return OutputVersion(
+        kind=how,
+        digest=records.hexdigest(),
+        files=files,
+        bytes=size,
+        directory=stat.S_ISDIR(top.st_mode),
+    )
+
+
+def observe_outputs(
+    desired: Desired, runs: Iterable[str]
+) -> dict[tuple[str, str], OutputVersion | None]:
+    """``(run, output) -> version`` for every declared output of the given runs."""
+    seen: dict[tuple[str, HashKind, str | None], OutputVersion | None] = {}
+    versions: dict[tuple[str, str], OutputVersion | None] = {}
+    for name in runs:
+        run = desired.runs[name]
+        # Plain strings, not Path: pathlib's joins would take longer than the stats.
+        directory = run_path(desired, run)
+        for output_name, output in run.spec.outputs.items():
+            marker = os.path.join(directory, output.marker) if output.marker else None
+            key = (os.path.join(directory, output.path), output.hash, marker)
+            # Two runs may name the same path (a shared dataset): look at it once.
+            if key not in seen:
+                seen[key] = version_of(*key)
+            versions[(name, output_name)] = seen[key]
+    return versions
+
+
+def observe_inputs(
+    desired: Desired, runs: Iterable[str], how: HashKind = "fingerprint"
+) -> dict[tuple[str, str], OutputVersion | None]:
+    """``(run, input) -> version`` for every external ``path:`` input of the given runs.
+
+    Inputs that are another run's output are not here: their version is that output's,
+    from ``observe_outputs``. External inputs declare no hash kind; the cheap fingerprint
+    is the default, since they are often large reference data.
+    """
+    seen: dict[Path, OutputVersion | None] = {}
+    versions: dict[tuple[str, str], OutputVersion | None] = {}
+    for name in runs:
+        for input_name, spec_input in desired.runs[name].spec.inputs.items():
+            path = external_path(desired, spec_input)
+            if path is None:
+                continue
+            if path not in seen:
+                seen[path] = version_of(path, how)
+            versions[(name, input_name)] = seen[path]
+    return versions
+
+
+class _Gone(Exception):
+    """A path vanished between listing and reading it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One thing found under a directory output, as its record needs it."""
+
+    kind: Literal["F", "D", "L", "O"]  # regular file, directory, symlink, anything else
+    relative: str
+    path: str
+    size: int = 0
+    mtime_ns: int = 0
+
+
+def _walk(directory: StrPath, prefix: str) -> Iterator[_Entry]:
+    """Every entry below ``directory``, depth first, names sorted at each level."""
+    try:
+        with os.scandir(directory) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise _unreadable(directory, error) from None
+    for dirent in entries:
+        if dirent.name == BOOKKEEPING:
+            continue
+        relative = f"{prefix}{dirent.name}"
+        try:
+            st = dirent.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise _unreadable(dirent.path, error) from None
+        if stat.S_ISREG(st.st_mode):
+            yield _Entry("F", relative, dirent.path, st.st_size, st.st_mtime_ns)
+        elif stat.S_ISDIR(st.st_mode):
+            yield _Entry("D", relative, dirent.path)
+            yield from _walk(dirent.path, f"{relative}/")
+        else:
+            yield _Entry("L" if stat.S_ISLNK(st.st_mode) else "O", relative, dirent.path)
+
+
+def _record(entry: _Entry, how: HashKind) -> bytes:
+    """One entry as bytes. Fields are NUL-terminated (no path holds a NUL) and each kind
+    has a fixed number of them, so no two different trees give the same stream."""
+    fields = [entry.kind.encode(), os.fsencode(entry.relative)]
+    if entry.kind == "F" and how == "fingerprint":
+        fields += [str(entry.size).encode(), str(entry.mtime_ns).encode()]
+    elif entry.kind == "F":
+        fields.append(_content_sha256(entry.path).encode())
+    elif entry.kind == "L":
+        fields.append(os.fsencode(_readlink(entry.path)))
+    return b"\0".join(fields) + b"\0"
+
+
+def _file_version(path: StrPath, st: os.stat_result, how: HashKind) -> OutputVersion:
+    if how == "content":
+        digest = _content_sha256(path)
+    else:
+        digest = hashlib.sha256(f"F\0\0{st.st_size}\0{st.st_mtime_ns}\0".encode()).hexdigest()
+    return OutputVersion(kind=how, digest=digest, files=1, bytes=st.st_size)
+
+
+def _content_sha256(path: StrPath) -> str:
+    try:
+        with open(path, "rb") as stream:
+            return hashlib.file_digest(stream, "sha256").hexdigest()
+    except FileNotFoundError:
+        raise _Gone from None
+    except OSError as error:
+        raise _unreadable(path, error) from None
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except FileNotFoundError:
+        raise _Gone from None
+
+
+def _stat(path: StrPath) -> os.stat_result | None:
+    """The path's status (through a symlink), None when it does not exist."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as error:
+        raise _unreadable(path, error) from None
+
+
+def _unreadable(path: StrPath, error: OSError) -> OutputError:
+    return OutputError(
+        f"cannot read {path}: {error.strerror or error}. recon reads every file of an "
+        "output to tell whether it is current; fix its permissions and plan again"
+    )
