@@ -14,7 +14,7 @@ import sys
 import typer
 from rich.text import Text
 
-from reconciler.commands import apply, plan, specs, status
+from reconciler.commands import apply, plan, specs, status, watch
 from reconciler.commands.common import EXIT_ERROR, EXIT_LOCKED, err_console
 from reconciler.devcluster.cli import app as dev_cluster_app
 from reconciler.errors import LockedError, ReconError
@@ -31,6 +31,7 @@ app.command()(specs.validate)
 app.command()(plan.plan)
 app.command()(apply.apply)
 app.command()(status.status)
+app.command()(watch.watch)
 app.command()(specs.schema)
 app.command()(specs.version)
 app.add_typer(dev_cluster_app, name="dev-cluster")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +23,7 @@ from reconciler.engine import planfile
 from reconciler.engine.actions import Plan
 from reconciler.engine.apply import ApplyResult
 from reconciler.engine.reconcile import Request, reconcile_once
+from reconciler.notify import Notifier
 from reconciler.report import plan as plan_report
 
 
@@ -44,6 +46,16 @@ def apply(
         float,
         typer.Option("--lock-timeout", help="Seconds to wait for another apply to finish."),
     ] = 0.0,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", help="Print only what changed: nothing when nothing did (for cron)."
+        ),
+    ] = False,
+    notify: Annotated[
+        str | None,
+        typer.Option("--notify", help="Run this shell command with a JSON event on stdin."),
+    ] = None,
 ) -> None:
     """Converge the cluster to the specs: submit, replace, cancel, adopt, as `plan` shows."""
     repo, rest = split_arguments(arguments)
@@ -52,7 +64,7 @@ def apply(
         saved = planfile.load(Path(rest[0]))
         # Re-plan at HEAD (or the work tree) and compare: a commit since makes it stale.
         repo, rest, rev = Path(saved.root), list(saved.targets), None
-        worktree = saved.commit is None
+        worktree, downstream = saved.commit is None, saved.downstream
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     if not auto_approve and not interactive:
         raise typer.BadParameter(
@@ -61,13 +73,18 @@ def apply(
         )
 
     def approve(current: Plan) -> bool:
-        if saved is None:
+        if saved is None and not (quiet and auto_approve):
             sys.stdout.write(plan_report.RENDERERS["text"](current))
         return auto_approve or typer.confirm("Apply this plan?", default=False)
 
     request = Request(repo, rev, worktree, tuple(rest), downstream)
+    started = datetime.now(UTC)
     outcome = reconcile_once(request, approve=approve, saved=saved, lock_timeout=lock_timeout)
+    if notify:
+        Notifier(notify, _notify_failed, lambda: datetime.now(UTC)).after_pass(outcome, started)
     if outcome.applied is None:
+        if quiet:
+            return
         console.print(
             "Nothing applied." if outcome.plan.has_changes else "No changes. The cluster matches."
         )
@@ -75,6 +92,10 @@ def apply(
     _report_applied(outcome.applied)
     if not outcome.applied.ok:
         raise typer.Exit(EXIT_ERROR)
+
+
+def _notify_failed(event: str, problem: str) -> None:
+    err_console.print(Text(f"notify {event}: {problem}"), soft_wrap=True)
 
 
 def _report_applied(result: ApplyResult) -> None:

@@ -1,0 +1,180 @@
+"""`recon watch`: keep the cluster converged to a branch, on every commit and every interval."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, TextIO
+
+import typer
+
+from reconciler.commands.common import RepoArgument
+from reconciler.engine.gitrefs import BranchRefs
+from reconciler.engine.reconcile import Outcome, Request, reconcile_once
+from reconciler.engine.wakeups import RefWatcher, WakeQueue
+from reconciler.engine.watch import Level, Schedule, WatchLoop
+from reconciler.errors import ReconError
+from reconciler.notify import Notifier
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class LogFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+def parse_duration(text: str) -> timedelta:
+    """`30s`, `2m`, `1h`, `500ms`, or plain seconds (`45`)."""
+    match = _DURATION.match(text)
+    if match is None or float(match.group(1)) <= 0:
+        raise typer.BadParameter(
+            f"{text!r} is not a duration: write e.g. 30s, 5m, 1h or 500ms", param_hint="--interval"
+        )
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"])
+
+
+@dataclass
+class LineLog:
+    """One line per event on `out`: readable text, or one JSON object per line.
+
+    Every JSON line has time, level, event, commit and counts (null when they do not
+    apply), so a log shipper can index them without knowing each event."""
+
+    out: TextIO
+    log_format: LogFormat
+    clock: Callable[[], datetime]
+
+    def __call__(self, level: Level, event: str, **fields: Any) -> None:
+        now = self.clock().isoformat(timespec="milliseconds")
+        if self.log_format is LogFormat.json:
+            line = json.dumps(
+                {"time": now, "level": level.value, "event": event, "commit": None,
+                 "counts": None, **fields},
+                default=str,
+            )  # fmt: skip
+        else:
+            line = f"{now} {level.value.upper():7} {event} {_describe(fields)}".rstrip()
+        self.out.write(line + "\n")
+        self.out.flush()
+
+
+def _describe(fields: dict[str, Any]) -> str:
+    parts = []
+    for key, value in fields.items():
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            shown = ",".join(f"{k}={v}" for k, v in value.items() if v) or "none"
+        else:
+            shown = str(value)[:12] if key == "commit" else str(value)
+        quote = not shown or any(c.isspace() for c in shown)
+        parts.append(f"{key}={shown!r}" if quote else f"{key}={shown}")
+    return " ".join(parts)
+
+
+@dataclass
+class Puller:
+    """Fetch and fast-forward before each timer pass; a failure is logged, not raised:
+    the cluster is still followed at the local tip."""
+
+    refs: BranchRefs
+    log: LineLog
+    _last_said: tuple[str, str] | None = None
+
+    def __call__(self) -> None:
+        try:
+            result = self.refs.pull()
+        except ReconError as error:
+            self.log(Level.WARNING, "pull-failed", message=str(error))
+            return
+        if result.moved:
+            self.log(Level.INFO, "pulled", commit=result.new, message=f"from {result.old[:12]}")
+        elif result.why != "up to date" and (result.why, result.new) != self._last_said:
+            # Said once per upstream commit, not every interval.
+            self.log(Level.WARNING, "not-pulled", commit=result.new, message=result.why)
+        self._last_said = (result.why, result.new)
+
+
+def watch(
+    repo: RepoArgument = Path("."),
+    branch: Annotated[
+        str | None,
+        typer.Option("--branch", help="Reconcile this branch's tip (default: HEAD)."),
+    ] = None,
+    interval: Annotated[
+        str,
+        typer.Option("--interval", help="Also pass this often, to follow job states (30s, 5m)."),
+    ] = "30s",
+    pull: Annotated[
+        bool,
+        typer.Option(
+            "--pull",
+            help="Each interval, fetch and fast-forward the branch from its remote "
+            "(never a merge; never a work tree with changes).",
+        ),
+    ] = False,
+    log_format: Annotated[
+        LogFormat, typer.Option("--log-format", help="text, or json: one object per line.")
+    ] = LogFormat.text,
+    notify: Annotated[
+        str | None,
+        typer.Option("--notify", help="Run this shell command with a JSON event on stdin."),
+    ] = None,
+) -> None:
+    """Keep the cluster converged: apply each new commit within seconds, and follow job
+    states every interval. Applies without asking. Stop with Ctrl-C or SIGTERM: the
+    current pass finishes first."""
+    schedule = Schedule(parse_duration(interval))
+    refs = BranchRefs(repo, branch)
+    clock = _now
+    log = LineLog(sys.stdout, log_format, clock)
+    wakeups = WakeQueue()
+    wakeups.stop_on_signals([signal.SIGINT, signal.SIGTERM])
+    watcher = RefWatcher(
+        refs.watched_dirs(),
+        refs.is_ref_change,
+        wakeups,
+        on_error=lambda error: log(Level.WARNING, "ref-watch-failed", message=str(error)),
+    )
+
+    def reconcile(commit: str) -> Outcome:
+        # The resolved commit, not the branch name: the pass, its log lines and the
+        # memory of a bad commit all name one commit even if the branch moves meanwhile.
+        return reconcile_once(Request(repo, commit), lock_timeout=0, clock=clock)
+
+    loop = WatchLoop(schedule, refs.tip, reconcile, wakeups, log, clock)
+    if pull:
+        loop.pull = Puller(refs, log)
+    if notify:
+        notifier = Notifier(
+            notify,
+            on_failure=lambda event, problem: log(
+                Level.WARNING, "notify-failed", message=f"{event}: {problem}"
+            ),
+            clock=clock,
+        )
+        loop.after_pass = notifier.after_pass
+    log(
+        Level.INFO,
+        "started",
+        commit=refs.tip(),
+        message=f"watching {refs.branch or 'HEAD'} in {repo.resolve()} every {interval}",
+    )
+    watcher.start()
+    try:
+        loop.run()
+    finally:
+        watcher.stop()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

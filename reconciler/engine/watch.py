@@ -1,0 +1,228 @@
+"""`recon watch`: call reconcile_once again and again, on new commits and on a timer.
+
+Level-based like every pass: a wake-up (a ref changed, the interval elapsed) is only a
+hint to look again. Each pass resolves the branch's tip itself, so a missed or spurious
+file event costs at most one interval, never a wrong decision.
+
+Split in two:
+
+- `Schedule` and `LoopState`: pure decisions (when is the next pass due, does this
+  wake-up warrant one, how long to back off), tested with plain values;
+- `WatchLoop`: the loop, whose every effect is injected (the clock, the wake-up source
+  that also does the sleeping, the tip resolver, the pass, the pull, the log), so tests
+  drive it with a frozen clock and never wait.
+
+Errors, by how the loop handles them:
+
+    SpecError       the commit is bad: logged, then no pass until the tip moves
+    other ReconError transient (scheduler down, sacct failing, the lock held by a cron
+                    apply, a git hiccup): back off exponentially, capped, and try again
+    anything else   a bug: it ends the loop loudly (a service manager restarts it)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, Protocol
+
+from reconciler.engine.reconcile import Outcome
+from reconciler.errors import ReconError, SpecError
+
+Clock = Callable[[], datetime]
+
+
+class Wake(StrEnum):
+    """Why the loop woke up."""
+
+    REFS = "refs"  # a watched git ref changed (maybe a new commit)
+    TIMER = "timer"  # the wait timed out: the next timer pass is due
+    STOP = "stop"  # SIGINT/SIGTERM: finish up and leave
+
+
+class Wakeups(Protocol):
+    """The loop's only way to wait: return at the latest after `timeout` seconds."""
+
+    def wait(self, timeout: float) -> Wake: ...
+
+
+class Level(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class Log(Protocol):
+    def __call__(self, level: Level, event: str, **fields: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How often to pass, and how to back off after transient errors."""
+
+    interval: timedelta
+    backoff_first: timedelta = timedelta(seconds=1)
+    backoff_cap: timedelta = timedelta(minutes=5)
+
+    def backoff(self, failures: int) -> timedelta:
+        """The wait after `failures` transient errors in a row: 1 s, 2 s, 4 s... capped.
+
+        The cap is at least one interval, so that a failing cluster is never asked more
+        often than a healthy one."""
+        cap = max(self.backoff_cap, self.interval)
+        exponent = min(max(failures - 1, 0), 30)  # 2**30 s is far past any cap
+        return min(self.backoff_first * (1 << exponent), cap)
+
+
+@dataclass(frozen=True)
+class LoopState:
+    due: datetime  # when the next timer pass runs
+    failures: int = 0  # transient errors in a row
+    last_tip: str | None = None  # the commit the last pass (or attempt) was for
+    bad_commit: str | None = None  # its specs failed to load: wait for another commit
+
+    def wants_pass(self, wake: Wake, tip: str) -> bool:
+        """Whether this wake-up, with the branch at `tip`, calls for a pass."""
+        if tip == self.bad_commit:
+            return False  # the same bad specs would fail the same way
+        if wake is Wake.REFS:
+            # git touches refs without moving the tip (gc packing refs, a checkout and
+            # back); the timer pass covers those. A new tip is worth a pass at once, even
+            # during a back-off: it may be the fix.
+            return tip != self.last_tip
+        return True
+
+    def succeeded(self, tip: str, now: datetime, schedule: Schedule) -> LoopState:
+        return LoopState(due=now + schedule.interval, last_tip=tip)
+
+    def failed(self, tip: str | None, now: datetime, schedule: Schedule) -> LoopState:
+        """A transient error; `tip` is None when it came before the tip was known."""
+        failures = self.failures + 1
+        return replace(
+            self,
+            due=now + schedule.backoff(failures),
+            failures=failures,
+            last_tip=self.last_tip if tip is None else tip,
+        )
+
+    def rejected(self, tip: str, now: datetime, schedule: Schedule) -> LoopState:
+        return LoopState(due=now + schedule.interval, last_tip=tip, bad_commit=tip)
+
+    def skipped(self, now: datetime, schedule: Schedule) -> LoopState:
+        return replace(self, due=now + schedule.interval)
+
+    def wait_seconds(self, now: datetime) -> float:
+        return max(0.0, (self.due - now).total_seconds())
+
+
+def counts(outcome: Outcome) -> dict[str, int]:
+    """What a pass planned and did, as numbers for a log line or a notification."""
+    planned: dict[str, int] = {}
+    for action in outcome.plan.actions:
+        planned[action.kind.value] = planned.get(action.kind.value, 0) + 1
+    result = outcome.applied
+    done = {
+        "submitted": len(result.submitted) if result else 0,
+        "cancelled": len(result.cancelled) if result else 0,
+        "adopted": len(result.adopted) if result else 0,
+        "not_done": len(result.refused) + len(result.skipped) if result else 0,
+    }
+    return {**{f"planned_{kind}": n for kind, n in sorted(planned.items())}, **done}
+
+
+@dataclass
+class WatchLoop:
+    """Reconcile the branch's tip on every new commit and every interval until stopped.
+
+    `tip()` names the commit to reconcile now; `reconcile(commit)` is one pass at it (it
+    takes and releases the project lock itself); `pull()`, if given, fetches and
+    fast-forwards before each timer pass; `after_pass(outcome, started)` sends
+    notifications and must not raise.
+    """
+
+    schedule: Schedule
+    tip: Callable[[], str]
+    reconcile: Callable[[str], Outcome]
+    wakeups: Wakeups
+    log: Log
+    clock: Clock
+    pull: Callable[[], None] | None = None
+    after_pass: Callable[[Outcome, datetime], None] = lambda _outcome, _started: None
+
+    def run(self) -> None:
+        state = LoopState(due=self.clock())  # the first pass runs at once
+        wake = Wake.TIMER
+        while wake is not Wake.STOP:
+            if wake is Wake.TIMER or self.clock() >= state.due:
+                state = self._timer_pass(state)
+            else:
+                state = self._commit_pass(state)
+            wake = self.wakeups.wait(state.wait_seconds(self.clock()))
+        self.log(Level.INFO, "stopped")
+
+    def _timer_pass(self, state: LoopState) -> LoopState:
+        if self.pull is not None:
+            self.pull()
+        return self._maybe_pass(state, Wake.TIMER)
+
+    def _commit_pass(self, state: LoopState) -> LoopState:
+        return self._maybe_pass(state, Wake.REFS)
+
+    def _maybe_pass(self, state: LoopState, wake: Wake) -> LoopState:
+        try:
+            tip = self.tip()
+        except ReconError as error:
+            return self._transient(state, state.last_tip, error)
+        if not state.wants_pass(wake, tip):
+            return state if wake is Wake.REFS else state.skipped(self.clock(), self.schedule)
+        return self._pass(state, wake, tip)
+
+    def _pass(self, state: LoopState, wake: Wake, tip: str) -> LoopState:
+        started = self.clock()
+        try:
+            outcome = self.reconcile(tip)
+        except SpecError as error:
+            self.log(Level.ERROR, "spec-error", commit=tip, message=str(error))
+            return state.rejected(tip, self.clock(), self.schedule)
+        except ReconError as error:
+            return self._transient(state, tip, error)
+        self._log_outcome(outcome, wake, started)
+        self.after_pass(outcome, started)
+        return state.succeeded(tip, self.clock(), self.schedule)
+
+    def _transient(self, state: LoopState, tip: str | None, error: ReconError) -> LoopState:
+        after = state.failed(tip, self.clock(), self.schedule)
+        self.log(
+            Level.WARNING,
+            "retry",
+            commit=tip,
+            error=type(error).__name__,
+            message=str(error),
+            failures=after.failures,
+            delay=self.schedule.backoff(after.failures).total_seconds(),
+        )
+        return after
+
+    def _log_outcome(self, outcome: Outcome, wake: Wake, started: datetime) -> None:
+        commit = outcome.plan.commit
+        result = outcome.applied
+        if result is not None:
+            for name, job_id in result.submitted.items():
+                self.log(Level.INFO, "submitted", commit=commit, run=name, job_id=job_id)
+            for job_id in result.cancelled:
+                self.log(Level.INFO, "cancelled", commit=commit, job_id=job_id)
+            for job_id in result.adopted:
+                self.log(Level.INFO, "adopted", commit=commit, job_id=job_id)
+            for name, why in {**result.refused, **result.skipped}.items():
+                self.log(Level.WARNING, "not-done", commit=commit, run=name, message=why)
+        seconds = (self.clock() - started).total_seconds()
+        self.log(
+            Level.INFO,
+            "pass",
+            commit=commit,
+            trigger=wake.value,
+            counts=counts(outcome),
+            seconds=round(seconds, 3),
+        )

@@ -1,0 +1,185 @@
+"""`--notify CMD`: tell a command about what a pass did, as JSON on its stdin.
+
+Events (the payload's "event"):
+
+    run-failed       a job of a run ended failed since the last pass (journalled just now)
+    apply-finished   a pass carried out a plan: "counts" says what it did
+    <action kind>    any other action a pass carried out that is not routine submitting,
+                     cancelling or adopting, named by its kind: "teardown", and whatever
+                     later kinds come (an allocation renewed...)
+
+Payload: {"event", "project", "commit", "run", "job_id", "message", "time", "counts"}.
+
+The notifier runs through `/bin/sh -c` (so `--notify 'mail -s recon ops@example.org'`
+works), with RECON_EVENT set, in a session of its own so that a timeout kills everything
+it started. A notifier that fails or hangs is reported and recorded in the journal, and
+never fails the pass: the cluster matters more than the message.
+
+Who notifies a failure: whichever process recorded the job's end, since the journal
+stamps that record when its outcome changes. A watch and a cron apply beside it each
+notify what they saw end, never the same failure twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+from reconciler.engine.reconcile import JOURNAL_FILE, Outcome
+from reconciler.engine.watch import counts
+from reconciler.errors import ReconError
+from reconciler.scheduler.states import Health
+from reconciler.spec.loader import load_project, open_source
+from reconciler.state.journal import Journal
+from reconciler.state.records import SubmissionRecord
+
+TIMEOUT_SECONDS = 30.0
+# Action kinds every pass may carry out; the apply-finished counts cover them.
+ROUTINE = frozenset({"submit", "retry", "replace", "cancel", "adopt", "blocked", "no-op"})
+SHELL = "/bin/sh"
+
+
+@dataclass(frozen=True)
+class Notification:
+    event: str
+    project: str
+    commit: str | None
+    run: str | None
+    job_id: str | None
+    message: str
+    time: str
+    counts: dict[str, int] | None = None
+
+    def payload(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def notifications(
+    outcome: Outcome, failures: Sequence[SubmissionRecord], now: datetime
+) -> list[Notification]:
+    """What to tell about one pass. Pure: the failures are read by the caller."""
+    plan = outcome.plan
+    stamp = now.isoformat()
+
+    def note(event: str, run: str | None, job: str | None, message: str) -> Notification:
+        return Notification(event, plan.project, plan.commit, run, job, message, stamp)
+
+    found = [note("run-failed", r.name, r.job_id, _failure_message(r)) for r in failures]
+    if outcome.applied is None:
+        return found
+    for action in plan.actions:
+        if action.kind.value not in ROUTINE:
+            for job in action.job_ids or (None,):
+                found.append(note(action.kind.value, action.target, job, action.reason))
+    tally = counts(outcome)
+    summary = ", ".join(f"{tally[k]} {k}" for k in ("submitted", "cancelled", "adopted"))
+    where = plan.commit or "the work tree"
+    finished = note("apply-finished", None, None, f"applied {where}: {summary}")
+    found.append(replace(finished, counts=tally))
+    return found
+
+
+def _failure_message(record: SubmissionRecord) -> str:
+    parts = [f"job {record.job_id} of {record.kind} {record.name} failed"]
+    if record.exit_code is not None:
+        parts.append(f"exit code {record.exit_code}")
+    if record.reason:
+        parts.append(record.reason)
+    return ", ".join(parts)
+
+
+def failures_since(journal: Journal, project: str, since: datetime) -> list[SubmissionRecord]:
+    """Jobs whose failure the journal recorded at or after `since`."""
+    return [
+        record
+        for record in journal.records(project)
+        if record.final_health is Health.FAILED and record.updated_at >= since
+    ]
+
+
+def send(command: str, notification: Notification, timeout: float = TIMEOUT_SECONDS) -> str | None:
+    """Run the notifier with the payload on stdin; None if it succeeded, else why not."""
+    try:
+        process = subprocess.Popen(
+            [SHELL, "-c", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "RECON_EVENT": notification.event},
+            start_new_session=True,
+        )
+    except OSError as error:
+        return f"could not start {command!r}: {error}"
+    try:
+        _, stderr = process.communicate(notification.payload() + "\n", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        return f"{command!r} did not finish within {timeout:g} s and was killed"
+    if process.returncode != 0:
+        tail = stderr.strip().splitlines()[-1:] or ["no message"]
+        return f"{command!r} exited with {process.returncode}: {tail[0]}"
+    return None
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    """Kill the notifier and whatever it started (they share its session)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    # A grandchild that left the session may still hold the pipes: do not wait for it.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.communicate(timeout=5)
+
+
+@dataclass
+class Notifier:
+    """Sends a pass's notifications; reports (never raises) what went wrong through
+    `on_failure(event, problem)`, and records each attempt in the journal."""
+
+    command: str
+    on_failure: Callable[[str, str], None]
+    clock: Callable[[], datetime]
+    timeout: float = TIMEOUT_SECONDS
+
+    def after_pass(self, outcome: Outcome, started: datetime) -> None:
+        plan = outcome.plan
+        try:
+            journal = _open_journal(Path(plan.root), plan.commit)
+        except ReconError as error:
+            self.on_failure("run-failed", f"the journal could not be read: {error}")
+            journal = None
+        if journal is None:
+            self._send_all(notifications(outcome, [], self.clock()), None)
+            return
+        with journal:
+            failed = failures_since(journal, plan.project, started)
+            self._send_all(notifications(outcome, failed, self.clock()), journal)
+
+    def _send_all(self, found: Iterable[Notification], journal: Journal | None) -> None:
+        for notification in found:
+            problem = send(self.command, notification, self.timeout)
+            if problem is not None:
+                self.on_failure(notification.event, problem)
+            if journal is not None:
+                said = "sent" if problem is None else f"not sent: {problem}"
+                journal.log_event(
+                    notification.project,
+                    notification.run,
+                    "notify",
+                    f"{notification.event} {said}",
+                    self.clock(),
+                )
+
+
+def _open_journal(root: Path, commit: str | None) -> Journal | None:
+    """The project's journal, found through recon.yaml's state_dir; None if none yet."""
+    project = load_project(open_source(root, commit, worktree=commit is None))
+    path = root / project.state_dir / JOURNAL_FILE
+    return Journal(path) if path.exists() else None

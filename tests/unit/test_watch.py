@@ -1,0 +1,442 @@
+"""`recon watch`: the pure schedule, the loop under a frozen clock, and its real edges
+(the wake-up queue and signals, the ref watcher, the git branch, the log lines)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from freezegun import freeze_time
+from freezegun.api import FrozenDateTimeFactory
+
+from reconciler.commands.watch import LineLog, LogFormat, parse_duration
+from reconciler.engine.actions import Plan
+from reconciler.engine.gitrefs import BranchRefs
+from reconciler.engine.reconcile import Outcome
+from reconciler.engine.wakeups import RefWatcher, WakeQueue
+from reconciler.engine.watch import Level, LoopState, Schedule, Wake, WatchLoop
+from reconciler.errors import LockedError, ObservationError, RepoError, SpecError, SpecIssue
+from tests.gitrepo import GitRepo
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+EVERY_30S = Schedule(timedelta(seconds=30))
+
+
+# -- the pure schedule -----------------------------------------------------------------
+
+
+def test_backoff_doubles_from_one_second_up_to_the_cap() -> None:
+    schedule = Schedule(timedelta(seconds=30), backoff_cap=timedelta(seconds=60))
+    delays = [schedule.backoff(n).total_seconds() for n in range(1, 9)]
+    assert delays == [1, 2, 4, 8, 16, 32, 60, 60]
+
+
+def test_backoff_cap_is_never_below_the_interval() -> None:
+    schedule = Schedule(timedelta(minutes=10), backoff_cap=timedelta(minutes=5))
+    assert schedule.backoff(40) == timedelta(minutes=10)
+
+
+@pytest.mark.parametrize(
+    ("state", "wake", "tip", "wanted"),
+    [
+        (LoopState(T0, last_tip="a"), Wake.REFS, "b", True),  # a new commit
+        (LoopState(T0, last_tip="a"), Wake.REFS, "a", False),  # refs touched, tip unmoved
+        (LoopState(T0, last_tip="a"), Wake.TIMER, "a", True),  # follow job states
+        (LoopState(T0, last_tip="a", bad_commit="a"), Wake.TIMER, "a", False),
+        (LoopState(T0, last_tip="a", bad_commit="a"), Wake.REFS, "b", True),  # maybe the fix
+        (LoopState(T0, failures=3, last_tip="a"), Wake.REFS, "b", True),  # even backing off
+    ],
+)
+def test_which_wakeups_call_for_a_pass(
+    state: LoopState, wake: Wake, tip: str, wanted: bool
+) -> None:
+    assert state.wants_pass(wake, tip) is wanted
+
+
+def test_state_after_a_failure_a_success_and_a_bad_commit() -> None:
+    failed = LoopState(T0).failed("a", T0, EVERY_30S).failed("a", T0, EVERY_30S)
+    assert (failed.failures, failed.due) == (2, T0 + timedelta(seconds=2))
+    recovered = failed.succeeded("a", T0, EVERY_30S)
+    assert (recovered.failures, recovered.due) == (0, T0 + timedelta(seconds=30))
+    rejected = failed.rejected("b", T0, EVERY_30S)
+    assert (rejected.bad_commit, rejected.failures) == ("b", 0)
+    assert LoopState(T0, last_tip="a").failed(None, T0, EVERY_30S).last_tip == "a"
+
+
+# -- the loop, on a frozen clock ---------------------------------------------------------
+
+
+def outcome(commit: str) -> Outcome:
+    plan = Plan(
+        project="demo", root="/nowhere", commit=commit, scheduler="fake", created_at=T0,
+        observation_complete=True, fingerprint="f", actions=(),
+    )  # fmt: skip
+    return Outcome(plan, None)
+
+
+@dataclass
+class Script:
+    """A repo whose tip moves at given seconds, and wake-ups that replay those moves as
+    REFS events, then STOP at `until`. Waiting ticks the frozen clock: no real sleep."""
+
+    frozen: FrozenDateTimeFactory
+    until: float
+    commits: list[tuple[float, str]] = field(default_factory=list)
+    extra_wakes: list[tuple[float, Wake]] = field(default_factory=list)
+    head: str = "c0"
+    waits: list[float] = field(default_factory=list)
+
+    def elapsed(self) -> float:
+        return (datetime.now(UTC) - T0).total_seconds()
+
+    def tip(self) -> str:
+        return self.head
+
+    def wait(self, timeout: float) -> Wake:
+        self.waits.append(timeout)
+        now = self.elapsed()
+        events = sorted(
+            [(at, Wake.REFS, sha) for at, sha in self.commits]
+            + [(at, wake, None) for at, wake in self.extra_wakes]
+        )
+        for at, wake, sha in events:
+            if now <= at <= now + timeout and at <= self.until:
+                self.frozen.tick(at - now)
+                if sha is not None:
+                    self.commits.remove((at, sha))
+                    self.head = sha
+                else:
+                    self.extra_wakes.remove((at, wake))
+                return wake
+        if now + timeout >= self.until:
+            self.frozen.tick(max(0.0, self.until - now))
+            return Wake.STOP
+        self.frozen.tick(timeout)
+        return Wake.TIMER
+
+
+@dataclass
+class Recorder:
+    """The pass and the log, recording when (seconds since T0) each happened."""
+
+    failures: dict[float, Exception] = field(default_factory=dict)  # at or after: raise once
+    passes: list[tuple[float, str]] = field(default_factory=list)
+    lines: list[tuple[Level, str, dict[str, Any]]] = field(default_factory=list)
+
+    def reconcile(self, commit: str) -> Outcome:
+        now = (datetime.now(UTC) - T0).total_seconds()
+        for at in sorted(self.failures):
+            if at <= now:
+                raise self.failures.pop(at)
+        self.passes.append((now, commit))
+        return outcome(commit)
+
+    def log(self, level: Level, event: str, **fields: Any) -> None:
+        self.lines.append((level, event, fields))
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [fields for _, event, fields in self.lines if event == name]
+
+
+@pytest.fixture
+def frozen() -> Iterator[FrozenDateTimeFactory]:
+    with freeze_time(T0) as factory:
+        assert isinstance(factory, FrozenDateTimeFactory)
+        yield factory
+
+
+def run_loop(
+    script: Script, recorder: Recorder, schedule: Schedule = EVERY_30S, **extra: Any
+) -> None:
+    loop = WatchLoop(
+        schedule, script.tip, recorder.reconcile, script, recorder.log,
+        lambda: datetime.now(UTC), **extra,
+    )  # fmt: skip
+    loop.run()
+
+
+def test_passes_at_start_then_every_interval(frozen: FrozenDateTimeFactory) -> None:
+    script, recorder = Script(frozen, until=95), Recorder()
+    run_loop(script, recorder)
+    assert recorder.passes == [(0, "c0"), (30, "c0"), (60, "c0"), (90, "c0")]
+    assert [f["trigger"] for f in recorder.events("pass")] == ["timer"] * 4
+    assert recorder.lines[-1][1] == "stopped"
+
+
+def test_a_new_commit_passes_at_once_and_restarts_the_interval(
+    frozen: FrozenDateTimeFactory,
+) -> None:
+    script, recorder = Script(frozen, until=70, commits=[(12.5, "c1")]), Recorder()
+    run_loop(script, recorder)
+    assert recorder.passes == [(0, "c0"), (12.5, "c1"), (42.5, "c1")]
+    assert [f["trigger"] for f in recorder.events("pass")] == ["timer", "refs", "timer"]
+
+
+def test_ref_events_without_a_new_tip_do_not_pass(frozen: FrozenDateTimeFactory) -> None:
+    script = Script(frozen, until=40, extra_wakes=[(5, Wake.REFS), (6, Wake.REFS)])
+    recorder = Recorder()
+    run_loop(script, recorder)
+    assert recorder.passes == [(0, "c0"), (30, "c0")]
+    assert script.waits[:3] == [30, 25, 24]  # the interval keeps counting down
+
+
+def test_transient_errors_back_off_exponentially_then_recover(
+    frozen: FrozenDateTimeFactory,
+) -> None:
+    locked = LockedError("another recon apply holds the lock")
+    down = ObservationError("squeue: slurmctld not responding")
+    recorder = Recorder(failures={0: locked, 0.5: down, 1: locked})
+    script = Script(frozen, until=40)
+    run_loop(script, recorder)
+    # Fails at 0, 1 (+1 s), 3 (+2 s), passes at 7 (+4 s), then the interval again.
+    assert recorder.passes == [(7, "c0"), (37, "c0")]
+    retries = recorder.events("retry")
+    assert [r["delay"] for r in retries] == [1, 2, 4]
+    assert [r["error"] for r in retries] == ["LockedError", "ObservationError", "LockedError"]
+    assert all(level is Level.WARNING for level, event, _ in recorder.lines if event == "retry")
+
+
+def test_a_bad_commit_is_logged_once_and_waits_for_the_next(
+    frozen: FrozenDateTimeFactory,
+) -> None:
+    bad = SpecError([SpecIssue("specs/a.yaml", 3, "resources.cpus", "must be a number")])
+    recorder = Recorder(failures={0: bad})
+    script = Script(frozen, until=100, commits=[(50, "c1")])
+    run_loop(script, recorder)
+    # c0 is bad: the timer passes at 30 skip it; c1 at 50 passes, then every 30 s.
+    assert recorder.passes == [(50, "c1"), (80, "c1")]
+    (error,) = recorder.events("spec-error")
+    assert error["commit"] == "c0" and "specs/a.yaml:3" in error["message"]
+    assert recorder.events("retry") == []
+
+
+def test_stop_after_the_current_pass(frozen: FrozenDateTimeFactory) -> None:
+    script = Script(frozen, until=1000, extra_wakes=[(45, Wake.STOP)])
+    recorder = Recorder()
+    run_loop(script, recorder)
+    assert recorder.passes == [(0, "c0"), (30, "c0")]
+    assert recorder.lines[-1][1] == "stopped"
+
+
+def test_pull_before_timer_passes_only_and_notify_after_each_pass(
+    frozen: FrozenDateTimeFactory,
+) -> None:
+    pulls: list[float] = []
+    notified: list[tuple[str | None, datetime]] = []
+    script, recorder = Script(frozen, until=35, commits=[(10, "c1")]), Recorder()
+    run_loop(
+        script,
+        recorder,
+        pull=lambda: pulls.append(script.elapsed()),
+        after_pass=lambda done, started: notified.append((done.plan.commit, started)),
+    )
+    assert pulls == [0]  # not before the commit pass at 10; the next timer is at 40
+    assert notified == [("c0", T0), ("c1", T0 + timedelta(seconds=10))]
+
+
+def test_an_unexpected_error_ends_the_loop(frozen: FrozenDateTimeFactory) -> None:
+    recorder = Recorder(failures={0: ZeroDivisionError("a bug")})
+    with pytest.raises(ZeroDivisionError):
+        run_loop(Script(frozen, until=100), recorder)
+
+
+def test_a_tip_that_cannot_be_read_backs_off(frozen: FrozenDateTimeFactory) -> None:
+    calls: Iterator[str | Exception] = iter([RepoError("branch gone"), "c0", "c0"])
+
+    def tip() -> str:
+        value = next(calls)
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    recorder = Recorder()
+    loop = WatchLoop(
+        EVERY_30S, tip, recorder.reconcile, Script(frozen, until=20), recorder.log,
+        lambda: datetime.now(UTC),
+    )  # fmt: skip
+    loop.run()
+    assert recorder.passes == [(1, "c0")]
+    assert recorder.events("retry")[0]["commit"] is None
+
+
+# -- the wake-up queue and signals -------------------------------------------------------
+
+
+def test_queue_times_out_as_timer_and_prefers_stop() -> None:
+    wakeups = WakeQueue()
+    assert wakeups.wait(0.01) is Wake.TIMER
+    wakeups.put(Wake.REFS)
+    assert wakeups.wait(10) is Wake.REFS
+    for wake in (Wake.REFS, Wake.STOP, Wake.REFS):
+        wakeups.put(wake)
+    assert wakeups.wait(10) is Wake.STOP
+    assert wakeups.wait(0) is Wake.TIMER  # drained
+
+
+@pytest.fixture
+def restore_signals() -> Iterator[None]:
+    saved = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for number, handler in saved.items():
+        signal.signal(number, handler)
+
+
+@pytest.mark.usefixtures("restore_signals")
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_wakes_the_waiting_loop_with_stop(number: signal.Signals) -> None:
+    wakeups = WakeQueue()
+    wakeups.stop_on_signals([signal.SIGINT, signal.SIGTERM])
+    threading.Timer(0.2, os.kill, (os.getpid(), number)).start()
+    started = time.monotonic()
+    assert wakeups.wait(30) is Wake.STOP  # no KeyboardInterrupt either
+    assert time.monotonic() - started < 5
+
+
+# -- the branch and its refs -------------------------------------------------------------
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> GitRepo:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit({"project/recon.yaml": "project: demo\n"}, message="first")
+    return repo
+
+
+def test_tip_of_head_and_of_a_branch(git_repo: GitRepo) -> None:
+    first = git_repo.git("rev-parse", "HEAD")
+    git_repo.git("branch", "deploy")
+    second = git_repo.commit(message="second")
+    project = git_repo.root / "project"  # the project is a subfolder
+    assert BranchRefs(project, None).tip() == second
+    assert BranchRefs(project, "deploy").tip() == first
+    with pytest.raises(RepoError, match="branch 'nope' not found"):
+        BranchRefs(project, "nope")
+
+
+def test_ref_changes_are_refs_not_locks_or_the_index(git_repo: GitRepo) -> None:
+    refs = BranchRefs(git_repo.root, "main")
+    git_dir = git_repo.root / ".git"
+    assert refs.is_ref_change(str(git_dir / "refs" / "heads" / "main"))
+    assert refs.is_ref_change(str(git_dir / "packed-refs"))
+    assert refs.is_ref_change(str(git_dir / "HEAD"))
+    assert not refs.is_ref_change(str(git_dir / "refs" / "heads" / "main.lock"))
+    assert not refs.is_ref_change(str(git_dir / "index"))
+    assert not refs.is_ref_change(str(git_dir / "ORIG_HEAD"))
+    assert set(refs.watched_dirs()) == {git_dir.resolve(), (git_dir / "refs" / "heads").resolve()}
+
+
+def test_watcher_wakes_on_a_commit_within_seconds(git_repo: GitRepo) -> None:
+    refs = BranchRefs(git_repo.root, "main")
+    wakeups = WakeQueue()
+    errors: list[Exception] = []
+    watcher = RefWatcher(refs.watched_dirs(), refs.is_ref_change, wakeups, errors.append)
+    watcher.start()
+    try:
+        time.sleep(0.3)  # let inotify register its watches
+        assert wakeups.wait(0.5) is Wake.TIMER  # nothing yet
+        git_repo.git("add", "-A")  # the index changes: not a ref
+        assert wakeups.wait(0.8) is Wake.TIMER
+        started = time.monotonic()
+        git_repo.commit(message="new")
+        assert wakeups.wait(5) is Wake.REFS
+        assert time.monotonic() - started < 3
+    finally:
+        watcher.stop()
+    assert errors == []
+
+
+@pytest.fixture
+def clone(git_repo: GitRepo, tmp_path: Path) -> GitRepo:
+    """A clone of `git_repo` (its origin), as a deploy checkout would be."""
+    target = tmp_path / "deploy"
+    git_repo.git("clone", "-q", str(git_repo.root), str(target))
+    return GitRepo(target)  # `git init` again in a clone changes nothing
+
+
+def test_pull_fast_forwards_a_clean_checkout(git_repo: GitRepo, clone: GitRepo) -> None:
+    new = git_repo.commit({"project/a.txt": "a\n"}, message="upstream")
+    result = BranchRefs(clone.root, "main").pull()
+    assert (result.moved, result.new) == (True, new)
+    assert clone.git("rev-parse", "HEAD") == new
+    assert (clone.root / "project" / "a.txt").read_text() == "a\n"
+
+
+def test_pull_leaves_a_dirty_checkout_alone(git_repo: GitRepo, clone: GitRepo) -> None:
+    old = clone.git("rev-parse", "HEAD")
+    git_repo.commit({"project/recon.yaml": "project: other\n"}, message="upstream")
+    (clone.root / "project" / "recon.yaml").write_text("project: edited by hand\n")
+    result = BranchRefs(clone.root, "main").pull()
+    assert not result.moved and "changes" in result.why
+    assert clone.git("rev-parse", "HEAD") == old
+    assert (clone.root / "project" / "recon.yaml").read_text() == "project: edited by hand\n"
+
+
+def test_pull_moves_a_branch_not_checked_out_without_touching_files(
+    git_repo: GitRepo, clone: GitRepo
+) -> None:
+    clone.git("checkout", "-q", "-b", "local")
+    new = git_repo.commit({"project/a.txt": "a\n"}, message="upstream")
+    result = BranchRefs(clone.root, "main").pull()
+    assert result.moved and clone.git("rev-parse", "main") == new
+    assert not (clone.root / "project" / "a.txt").exists()
+
+
+def test_pull_never_merges_a_diverged_branch(git_repo: GitRepo, clone: GitRepo) -> None:
+    git_repo.commit({"project/a.txt": "upstream\n"}, message="upstream")
+    mine = clone.commit({"project/b.txt": "mine\n"}, message="local")
+    result = BranchRefs(clone.root, "main").pull()
+    assert not result.moved and "diverged" in result.why
+    assert clone.git("rev-parse", "HEAD") == mine
+
+
+# -- command-line pieces -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30s", 30), ("2m", 120), ("1h", 3600), ("500ms", 0.5), ("45", 45), ("1.5s", 1.5)],
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0s", "fast", "-1s", "3d"])
+def test_bad_durations_say_how_to_write_one(text: str) -> None:
+    with pytest.raises(typer.BadParameter, match="30s"):
+        parse_duration(text)
+
+
+def test_json_log_lines_always_carry_the_same_keys() -> None:
+    out = io.StringIO()
+    log = LineLog(out, LogFormat.json, lambda: T0)
+    log(Level.INFO, "pass", commit="abc", counts={"submitted": 1}, trigger="refs")
+    log(Level.WARNING, "retry", message="slurmctld down")
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    assert first == {
+        "time": "2025-03-01T12:00:00.000+00:00", "level": "info", "event": "pass",
+        "commit": "abc", "counts": {"submitted": 1}, "trigger": "refs",
+    }  # fmt: skip
+    assert {"time", "level", "event", "commit", "counts"} <= second.keys()
+    assert second["commit"] is None and second["level"] == "warning"
+
+
+def test_text_log_lines_are_one_readable_line() -> None:
+    out = io.StringIO()
+    log = LineLog(out, LogFormat.text, lambda: T0)
+    log(Level.INFO, "pass", commit="0123456789abcdef", counts={"submitted": 2, "adopted": 0})
+    log(Level.ERROR, "spec-error", message="2 problems")
+    assert out.getvalue().splitlines() == [
+        "2025-03-01T12:00:00.000+00:00 INFO    pass commit=0123456789ab counts=submitted=2",
+        "2025-03-01T12:00:00.000+00:00 ERROR   spec-error message='2 problems'",
+    ]
