@@ -2,6 +2,7 @@
 
     ReconError                      anything recon reports without a traceback
     ├── SpecError                   the repo's YAML is wrong; carries every SpecIssue found
+    │   └── NoProjectError              there is no recon.yaml at all
     ├── RepoError                   the repo or revision cannot be read (not a git repo, bad rev)
     ├── SchedulerError              the scheduler refused or failed a call
     │   ├── TransientSchedulerError     worth retrying (slurmctld busy or restarting)
@@ -47,6 +48,10 @@ class SpecError(ReconError):
         count = len(self.issues)
         head = f"{count} problem{'s' if count != 1 else ''} in the specs"
         super().__init__("\n".join([head, *(f"  {issue}" for issue in self.issues)]))
+
+
+class NoProjectError(SpecError):
+    """The revision holds no recon.yaml: not (yet) a recon project."""
 
 
 class RepoError(ReconError):

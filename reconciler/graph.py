@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 
 import networkx as nx
 
-from reconciler.errors import SpecIssue
+from reconciler.errors import ReconError, SpecIssue
 from reconciler.spec.desired import Location
 from reconciler.spec.models import Run
 
@@ -75,8 +75,8 @@ def cycles(graph: nx.DiGraph[str], locations: Mapping[str, Location]) -> list[Sp
     return issues
 
 
-class UnknownTarget(ValueError):
-    pass
+class UnknownTarget(ReconError):
+    """A target names no run of the project."""
 
 
 def select(graph: nx.DiGraph[str], targets: Iterable[str], downstream: bool = False) -> list[str]:
@@ -85,7 +85,10 @@ def select(graph: nx.DiGraph[str], targets: Iterable[str], downstream: bool = Fa
     targets = list(targets)
     unknown = [name for name in targets if name not in graph]
     if unknown:
-        raise UnknownTarget(", ".join(unknown))
+        raise UnknownTarget(
+            f"no run named {', '.join(unknown)} in this project "
+            f"(runs: {', '.join(sorted(graph)[:10])}{', ...' if len(graph) > 10 else ''})"
+        )
     chosen = set(targets)
     for name in targets:
         chosen |= nx.ancestors(graph, name)

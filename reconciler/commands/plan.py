@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -21,8 +22,9 @@ from reconciler.commands.common import (
     split_arguments,
 )
 from reconciler.engine import planfile
-from reconciler.engine.reconcile import Request, load, plan_once, read_records
+from reconciler.engine.reconcile import Request, load, plan_once, read_records, state_dir
 from reconciler.engine.specdiff import diff
+from reconciler.errors import NoProjectError
 from reconciler.report import plan as plan_report
 from reconciler.report import specdiff as specdiff_report
 from reconciler.scheduler.select import select_scheduler
@@ -62,7 +64,7 @@ def plan(
         return
     request = Request(repo, rev, worktree, tuple(targets), downstream)
     desired = load(request)
-    scheduler = select_scheduler(desired.project.scheduler)
+    scheduler = select_scheduler(desired.project.scheduler, state_dir(desired))
     records = read_records(desired)
     result, _ = plan_once(request, desired, scheduler, records, datetime.now(UTC))
     sys.stdout.write(plan_report.RENDERERS[output_format.value](result))
@@ -81,8 +83,12 @@ def _plan_against(
     output_format: Format,
     detailed_exitcode: bool,
 ) -> None:
-    base = load_desired(open_source(repo, against))
     head = load_desired(open_source(repo, rev, worktree))
+    try:
+        base = load_desired(open_source(repo, against))
+    except NoProjectError:
+        # The change that brings recon into the repo: everything is new.
+        base = replace(head, commit=None, runs={}, allocations={}, upstreams={})
     result = diff(base, head)
     sys.stdout.write(specdiff_report.RENDERERS[output_format.value](result))
     if detailed_exitcode and result.has_changes:

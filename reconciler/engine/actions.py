@@ -119,6 +119,7 @@ class Plan(BaseModel):
     scheduler: str
     created_at: datetime
     targets: tuple[str, ...] = Field((), description="empty: the whole project")
+    downstream: bool = Field(False, description="the targets' downstream runs were taken too")
     observation_complete: bool
     notes: tuple[str, ...] = Field((), description="what limited the plan, e.g. sacct down")
     fingerprint: str = Field(description="digest of the observed state the plan was made against")

@@ -121,6 +121,7 @@ def plan(
         scheduler=scheduler,
         created_at=now,
         targets=tuple(targets),
+        downstream=downstream,
         observation_complete=observation.complete,
         notes=notes,
         fingerprint=fingerprint(observation, context.project),

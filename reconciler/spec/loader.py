@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler import graph
-from reconciler.errors import RepoError, SpecError, SpecIssue
+from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
 from reconciler.spec.cache import FileResult, ParseCache
 from reconciler.spec.checks import check_project, check_tokens
 from reconciler.spec.desired import (
@@ -44,7 +44,7 @@ def open_source(root: Path, revision: str | None = None, worktree: bool = False)
             raise RepoError("--worktree reads the files on disk: give no revision with it")
         if not root.is_dir():
             raise RepoError(f"{root} is not a directory")
-        return WorktreeSource(root)
+        return WorktreeSource(root.resolve())
     return CommitSource(root, revision or "HEAD")
 
 
@@ -78,7 +78,7 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
 def load_project(source: SpecSource) -> Project:
     if PROJECT_FILE not in source.paths():
         where = "the work tree" if source.commit is None else f"commit {source.commit[:12]}"
-        raise SpecError(
+        raise NoProjectError(
             [
                 SpecIssue(
                     PROJECT_FILE,

@@ -1,73 +1,28 @@
 """Integration tests run against the real Slurm dev cluster of this machine.
 
-Every test marked `@pytest.mark.slurm` under this directory gets the session fixture
-`slurm_cluster`, which decides once per session:
-
-- in CI (env CI set) or with RECON_REQUIRE_SLURM=1 the cluster must be usable: if it is
-  not up, `up` is tried once, and if that fails every slurm test fails with the reason;
-- elsewhere, when the cluster is not up or we are not root, the tests are skipped with
-  the command that runs them.
+Every test marked `@pytest.mark.slurm` gets the session fixture `slurm_cluster` (see
+tests/conftest.py): it fails, never skips, in CI or with RECON_REQUIRE_SLURM=1.
 """
 
 from __future__ import annotations
 
-import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from reconciler.devcluster import lifecycle
-from reconciler.devcluster.cli import this_cluster
-from reconciler.devcluster.health import check_health
-from reconciler.devcluster.spec import ClusterSpec
-from reconciler.errors import DevClusterError
-
-HOW_TO_RUN = "sudo recon dev-cluster up && RECON_REQUIRE_SLURM=1 pytest -m slurm"
+from tests.gitrepo import GitRepo
+from tests.integration.harness import Project
 
 
-def slurm_required() -> bool:
-    return bool(os.environ.get("CI")) or os.environ.get("RECON_REQUIRE_SLURM") == "1"
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster() -> ClusterSpec:
-    """The running dev cluster's description (nodes, partitions, account)."""
-    cluster = this_cluster()
-    health = check_health(cluster)
-    problems = list(health.problems)
-    if os.geteuid() != 0:
-        problems.append("the tests submit jobs as root and must run as root")
-    if not problems:
-        return cluster
-    reason = "; ".join(problems)
-    if not slurm_required():
-        pytest.skip(f"Slurm dev cluster not usable ({reason}). To run these tests: {HOW_TO_RUN}")
-    try:
-        lifecycle.up(cluster, report=lambda _: None)
-        failure = None
-    except DevClusterError as error:
-        failure = str(error)
-    if failure is not None:
-        pytest.fail(
-            "the Slurm dev cluster is required here (CI or RECON_REQUIRE_SLURM=1) "
-            f"and is not usable: {reason}\n`recon dev-cluster up` failed: {failure}",
-            pytrace=False,
-        )
-    after = check_health(cluster)
-    if not after.healthy:
-        pytest.fail(
-            "the Slurm dev cluster is still not healthy after `recon dev-cluster up`: "
-            + "; ".join(after.problems),
-            pytrace=False,
-        )
-    return cluster
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give every slurm-marked test here the cluster fixture, first, before its own."""
-    here = Path(__file__).parent
-    for item in items:
-        if not isinstance(item, pytest.Function) or not item.path.is_relative_to(here):
-            continue
-        if item.get_closest_marker("slurm") and "slurm_cluster" not in item.fixturenames:
-            item.fixturenames.insert(0, "slurm_cluster")
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Project]:
+    """A temporary recon project (git repo) with a name of its own; its jobs are
+    cancelled when the test ends."""
+    name = f"cv{uuid.uuid4().hex[:8]}"
+    repo = GitRepo(tmp_path / "repo")
+    repo.write({"recon.yaml": f"project: {name}\ndefaults:\n  partition: cpu\n  time: 10\n"})
+    created = Project(repo, name)
+    yield created
+    created.cancel_all()

@@ -112,3 +112,24 @@ def test_validate_lists_everything(repo: GitRepo, capsys: pytest.CaptureFixture[
 
 def test_usage_errors_exit_1_not_2(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     assert recon(capsys, "plan", "--no-such-flag").code == 1
+
+
+def test_the_commit_that_adds_recon_diffs_against_nothing(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pathlib import Path
+
+    bare = GitRepo(Path(str(tmp_path)) / "fresh")
+    before = bare.commit({"README": "no recon yet\n"})
+    bare.commit({"recon.yaml": "project: new\n", "specs/train.yaml": RUN})
+    result = recon(capsys, "plan", str(bare.root), "--against", before, "--detailed-exitcode")
+    assert result.code == 2, result.err
+    assert "+ run train" in result.out
+
+
+def test_an_unknown_target_is_a_recon_error_not_a_traceback() -> None:
+    from reconciler import graph
+    from reconciler.errors import ReconError
+
+    with pytest.raises(ReconError, match="no run named ghost"):
+        graph.select(graph.build({"train": ()}), ["ghost"])

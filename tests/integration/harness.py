@@ -1,0 +1,82 @@
+"""A temporary recon project on the real dev cluster, driven through the `recon` command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.gitrepo import GitRepo
+
+TIMEOUT = 90.0
+
+
+class Project:
+    def __init__(self, repo: GitRepo, name: str) -> None:
+        self.repo = repo
+        self.name = name
+
+    @property
+    def root(self) -> Path:
+        return self.repo.root
+
+    def recon(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "reconciler", *args],
+            cwd=self.root,
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def apply(self, *args: str) -> subprocess.CompletedProcess[str]:
+        result = self.recon("apply", ".", "--auto-approve", *args)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result
+
+    def jobs(self) -> list[dict[str, str]]:
+        """Every job of this project Slurm knows, live or finished: id, name, hash, state."""
+        listing = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-S", "now-1hours", "-E", "now",
+             "-s", "BF,CA,CD,DL,F,NF,OOM,PD,PR,R,RQ,RS,RV,S,TO",
+             "-o", "JobID,Comment,State"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        live = subprocess.run(
+            ["squeue", "-h", "-o", "%i|%k|%T"], capture_output=True, text=True, check=True
+        ).stdout
+        found: dict[str, dict[str, str]] = {}
+        for line in (listing + live).splitlines():
+            job_id, comment, state = [*line.split("|"), "", ""][:3]
+            parts = comment.split(":")
+            job_id, _, offset = job_id.partition("+")  # a het job counts once, by its leader
+            if len(parts) == 5 and parts[1] == self.name and offset in ("", "0"):
+                found[job_id] = {"id": job_id, "run": parts[3], "hash": parts[4], "state": state}
+        return list(found.values())
+
+    def job_of(self, run: str) -> list[dict[str, str]]:
+        return [job for job in self.jobs() if job["run"] == run]
+
+    def wait_for(self, what: str, condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}: {self.jobs()}")
+            time.sleep(0.5)
+
+    def cancel_all(self) -> None:
+        for job in self.jobs():
+            subprocess.run(["scancel", job["id"]], capture_output=True, check=False)
+
+
+def run_spec(name: str, command: str, *, extra: str = "", inputs: str = "") -> str:
+    return (
+        f"kind: Run\nname: {name}\ncommand: '{command}'\nresources:\n  cpus: 1\n  memory: 100MiB\n"
+        f"{extra}{inputs}outputs:\n  out: out.txt\n"
+    )

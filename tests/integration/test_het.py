@@ -1,0 +1,114 @@
+"""Heterogeneous runs on the real dev cluster: co-scheduling, coupled teardown, coupling.
+
+A het run's components (a CPU node serving environments, a GPU node training) must hold
+their nodes at the same time, and must not hold them for nothing once one side died.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.harness import Project
+
+pytestmark = pytest.mark.slurm
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
+
+HET = """\
+kind: Run
+name: {name}
+command: '{command}'
+resources:
+  time: 10
+  components:
+    - {{partition: cpu, cpus: 1, memory: 100MiB}}
+    - {{partition: gpu, cpus: 1, memory: 100MiB, gpus: a100:2}}
+outputs:
+  out: out.txt
+"""
+
+
+def components(job_id: str) -> dict[str, str]:
+    """squeue's view of a het job: component id (`12+0`) -> state."""
+    listing = subprocess.run(
+        ["squeue", "-h", "-o", "%i|%T", "-j", job_id], capture_output=True, text=True, check=False
+    ).stdout
+    return dict(line.split("|") for line in listing.splitlines() if "|" in line)
+
+
+def test_example_het_run_holds_both_components_at_once(project: Project) -> None:
+    shutil.copytree(EXAMPLE / "scripts", project.root / "scripts")
+    spec = (EXAMPLE / "specs" / "actor-learner.yaml").read_text().split("\n---\n")[0]
+    project.repo.commit({"specs/het.yaml": spec})
+    project.apply()
+    (job,) = project.job_of("actor-learner")
+    seen: dict[str, str] = {}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        seen = components(job["id"])
+        if len(seen) == 2 and set(seen.values()) == {"RUNNING"}:
+            break
+        time.sleep(0.1)
+    assert seen == {f"{job['id']}+0": "RUNNING", f"{job['id']}+1": "RUNNING"}
+    project.wait_for("the run to finish", lambda: _state(project, "actor-learner") == "COMPLETED")
+    policy = json.loads((project.root / "runs" / "actor-learner" / "policy.json").read_text())
+    assert policy["steps"] == 200 and policy["gpus"] is not None
+
+
+def _state(project: Project, run: str) -> str:
+    jobs = project.job_of(run)
+    return jobs[-1]["state"].split()[0] if jobs else ""
+
+
+def test_a_failed_trainer_step_tears_the_whole_job_down(project: Project) -> None:
+    # The environments run on; the trainer dies; `wait` would hold both nodes forever.
+    command = 'srun --het-group=0 sleep 300 & srun --het-group=1 bash -c "sleep 1; exit 3" & wait'
+    project.repo.commit({"specs/het.yaml": HET.format(name="het", command=command)})
+    project.apply()
+    (job,) = project.job_of("het")
+    project.wait_for("the trainer step to fail", lambda: _step_failed(job["id"]))
+    assert set(components(job["id"]).values()) == {"RUNNING"}
+
+    torn = project.apply()
+    assert "cancelled job" in torn.stdout, torn.stdout
+    project.wait_for("the teardown", lambda: _state(project, "het") == "CANCELLED")
+    assert components(job["id"]) == {}
+
+    status = project.recon("status", ".", "--format", "json")
+    (row,) = json.loads(status.stdout)
+    assert row["note"].startswith("teardown: step ") and "failed (exit 3)" in row["note"]
+    assert row["health"] == "cancelled"
+
+
+def _step_failed(job_id: str) -> bool:
+    steps = subprocess.run(
+        ["sacct", "-n", "-P", "-j", job_id, "-o", "JobID,State"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return any(line.startswith(f"{job_id}+1.0|FAILED") for line in steps.splitlines())
+
+
+def test_coupled_runs_are_torn_down_together(project: Project) -> None:
+    server = (
+        "kind: Run\nname: server\ncommand: sleep 300\ncoupled_with: [client]\n"
+        "resources: {cpus: 1, memory: 100MiB}\n"
+    )
+    client = (
+        "kind: Run\nname: client\ncommand: 'sleep 2; exit 1'\n"
+        "resources: {cpus: 1, memory: 100MiB}\n"
+    )
+    project.repo.commit({"specs/server.yaml": server, "specs/client.yaml": client})
+    project.apply()
+    project.wait_for("the client to fail", lambda: _state(project, "client") == "FAILED")
+    assert _state(project, "server") == "RUNNING"
+    torn = project.apply()
+    assert "cancelled job" in torn.stdout, torn.stdout
+    project.wait_for("the server to go down", lambda: _state(project, "server") == "CANCELLED")
