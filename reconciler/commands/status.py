@@ -17,7 +17,14 @@ from reconciler.commands.common import (
     console,
     split_arguments,
 )
-from reconciler.engine.reconcile import Request, load, plan_once, read_events, read_records
+from reconciler.engine.reconcile import (
+    Request,
+    load,
+    plan_once,
+    read_events,
+    read_records,
+    state_dir,
+)
 from reconciler.engine.status import run_statuses
 from reconciler.report import status as status_report
 from reconciler.scheduler.select import select_scheduler
@@ -35,7 +42,7 @@ def status(
     repo, targets = split_arguments(arguments)
     request = Request(repo, rev, worktree, tuple(targets))
     desired = load(request)
-    scheduler = select_scheduler(desired.project.scheduler)
+    scheduler = select_scheduler(desired.project.scheduler, state_dir(desired))
     records = read_records(desired)
     current, observation = plan_once(request, desired, scheduler, records, datetime.now(UTC))
     notes: dict[str, str] = {}

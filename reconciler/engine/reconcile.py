@@ -137,7 +137,7 @@ def reconcile_once(
     `approve` sees the plan before anything is done and may decline it.
     """
     desired = load(request)
-    scheduler = scheduler or select_scheduler(desired.project.scheduler)
+    scheduler = scheduler or select_scheduler(desired.project.scheduler, state_dir(desired))
     with project_lock(state_dir(desired), lock_timeout), journal_for(desired) as journal:
         now = clock()
         project = desired.project.project

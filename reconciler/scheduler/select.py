@@ -1,8 +1,20 @@
-"""`scheduler: auto | slurm | local`: which backend a project's plans and applies use."""
+"""`scheduler: auto | slurm | local`: which backend a project's plans and applies use.
+
+``auto`` is Slurm where ``sbatch`` is on PATH and answers (``sbatch --version`` exits 0
+within a few seconds: a broken or half-installed client does not count), and the local
+backend everywhere else. ``slurm`` and ``local`` force one.
+
+The local backend hands out this machine's CPUs; ``RECON_LOCAL_CPUS`` sets another count
+(for a small machine whose jobs ask more CPUs than it has: they would otherwise wait
+PENDING for ever, as on a Slurm cluster without a node big enough).
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+from pathlib import Path
 from typing import Literal
 
 from reconciler.errors import ReconError
@@ -10,18 +22,43 @@ from reconciler.scheduler.base import Scheduler
 
 Choice = Literal["auto", "slurm", "local"]
 
+SBATCH_ANSWER_SECONDS = 5.0
+CPUS_VARIABLE = "RECON_LOCAL_CPUS"
 
-def slurm_available() -> bool:
-    return shutil.which("sbatch") is not None and shutil.which("squeue") is not None
+
+def slurm_available(timeout: float = SBATCH_ANSWER_SECONDS) -> bool:
+    """``sbatch`` is on PATH and ``sbatch --version`` exits 0 within ``timeout`` seconds."""
+    sbatch = shutil.which("sbatch")
+    if sbatch is None:
+        return False
+    try:
+        result = subprocess.run(
+            [sbatch, "--version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0
 
 
-def select_scheduler(choice: Choice) -> Scheduler:
+def select_scheduler(choice: Choice, state_dir: Path) -> Scheduler:
+    """The backend for ``choice``; a local one keeps its jobs under ``state_dir``."""
     if choice == "slurm" or (choice == "auto" and slurm_available()):
         from reconciler.scheduler.slurm.adapter import SlurmScheduler
 
         return SlurmScheduler()
-    raise ReconError(
-        f"scheduler: {choice}: no Slurm here (sbatch and squeue are not on PATH) and the "
-        "local backend is not available in this version; run on a Slurm login node, or "
-        "`recon dev-cluster up` for a local Slurm"
-    )
+    from reconciler.scheduler.local import LocalScheduler
+
+    return LocalScheduler(state_dir, cpus=_local_cpus())
+
+
+def _local_cpus() -> int | None:
+    text = os.environ.get(CPUS_VARIABLE)
+    if text is None or not text.strip():
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ReconError(f"{CPUS_VARIABLE}={text!r}: give a whole number of CPUs, at least 1")
+    return int(text)

@@ -1,0 +1,43 @@
+"""The embedded local backend: recon on any machine, Slurm or not.
+
+``LocalScheduler(state_dir, cpus=None)`` implements the Scheduler protocol by running each
+submitted batch script as a local process, speaking Slurm's vocabulary (job ids, states,
+reasons, exit codes, ``afterok`` dependencies) so the planner cannot tell the difference.
+
+How a job goes, and who does what (no daemon):
+
+- ``submit`` reads the script's ``#SBATCH`` header (``directives``), takes the next job id
+  and writes the job's directory under the store's lock (``store``), then runs a dispatch
+  pass (``dispatch``): jobs whose dependencies are met start, oldest first, while their
+  CPUs fit; the others wait PENDING with Slurm's reasons (``decide``).
+- Starting a job spawns its supervisor detached (``processes``), its own session, so it
+  and the job outlive recon. The supervisor (``supervisor``) runs the script in its own
+  process group, writes the exit code and end time, then runs a dispatch pass itself: so
+  dependents and waiting jobs start when a job ends, with no recon running at all.
+- ``cancel`` marks the job and SIGTERMs its process group; ``observe`` reads the job
+  directories without a lock and derives each job's state from which facts exist.
+
+Heterogeneous scripts (``#SBATCH hetjob``) run as one local job holding every
+component's CPUs; an ``srun`` shim first on the job's PATH runs ``srun --het-group=N cmd``
+as plain ``cmd``, and every ``SLURM_JOB_NODELIST_HET_GROUP_<n>`` names this host.
+Memory, partitions, GPUs and other options are not enforced: a run asking for GPUs runs
+all the same (``CUDA_VISIBLE_DEVICES`` is not set by the backend).
+"""
+
+from __future__ import annotations
+
+# Lazy, so a supervisor importing this package's stdlib-only modules does not pay for
+# pydantic (the records) or even `typing` at every job start; mypy reads the import.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from reconciler.scheduler.local.scheduler import LocalScheduler
+
+__all__ = ["LocalScheduler"]
+
+
+def __getattr__(name: str) -> type[LocalScheduler]:
+    if name == "LocalScheduler":
+        from reconciler.scheduler.local.scheduler import LocalScheduler
+
+        return LocalScheduler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

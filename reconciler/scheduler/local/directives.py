@@ -1,0 +1,200 @@
+"""What a batch script's ``#SBATCH`` header asks for, read the way sbatch reads it. Pure.
+
+sbatch takes directives from the lines after the shebang, skipping blank lines and other
+comments, and stops at the first command. Each ``#SBATCH`` line holds one or more options,
+split like shell words (quotes group, a ``#`` that starts a word begins a comment). A line
+``#SBATCH hetjob`` starts the next heterogeneous component.
+
+Only what the local backend acts on is kept: CPUs per component, the output and error
+file patterns, the time limit and the job name. Every other option (partition, memory,
+gres, account...) means nothing on one machine and is skipped, as sbatch would skip a
+comment; a value it cannot read for an option it keeps is an error, as in sbatch.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+_DIRECTIVE = "#SBATCH"
+_COMPONENT_SEPARATORS = {"hetjob", "packjob"}  # packjob: the name before Slurm 20.02
+# Long options the local backend keeps, and the short letters sbatch gives them.
+_KEPT = {
+    "cpus-per-task": "c",
+    "ntasks": "n",
+    "nodes": "N",
+    "output": "o",
+    "error": "e",
+    "time": "t",
+    "job-name": "J",
+}
+_SHORT = {letter: name for name, letter in _KEPT.items()}
+# sbatch's short options that take a value (man sbatch), so `-p cpu` skips `cpu` too.
+_SHORT_WITH_VALUE = set("AabcDdeFGiJLMmNnoprSstw") | set(_SHORT)
+_UNLIMITED = {"UNLIMITED", "INFINITE", "-1"}
+_TIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$")
+_PATTERN = re.compile(r"%(\d*)([%AaJjNnstux])")
+
+
+class DirectiveError(ValueError):
+    """An ``#SBATCH`` value sbatch would refuse; the message names the option."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """One het component's CPU ask (a plain job has one component)."""
+
+    cpus_per_task: int = 1
+    tasks: int = 1
+
+    @property
+    def cpus(self) -> int:
+        return self.cpus_per_task * self.tasks
+
+
+@dataclass(frozen=True)
+class Directives:
+    components: tuple[Component, ...]
+    output: str | None = None  # a filename pattern, e.g. logs/slurm-%j.out
+    error: str | None = None  # None: stderr goes where stdout goes
+    time_limit: timedelta | None = None  # None: no limit
+    job_name: str | None = None
+
+    @property
+    def cpus(self) -> int:
+        """All components run as one local job, so it holds the CPUs of all of them."""
+        return sum(component.cpus for component in self.components)
+
+
+def has_shebang(script: str) -> bool:
+    return script.startswith("#!")
+
+
+def parse_directives(script: str) -> Directives:
+    """The header's options; job-wide ones (output, time...) from any component, as the
+    local job is one job whatever its components."""
+    blocks: list[dict[str, str]] = [{}]
+    for words in _directive_lines(script):
+        if len(words) == 1 and words[0] in _COMPONENT_SEPARATORS:
+            blocks.append({})
+            continue
+        blocks[-1].update(_options(words))
+    job_wide = {key: value for block in reversed(blocks) for key, value in block.items()}
+    return Directives(
+        components=tuple(_component(block) for block in blocks),
+        output=job_wide.get("output"),
+        error=job_wide.get("error"),
+        time_limit=parse_time_limit(job_wide["time"]) if "time" in job_wide else None,
+        job_name=job_wide.get("job-name"),
+    )
+
+
+def _directive_lines(script: str) -> Iterator[list[str]]:
+    lines = script.split("\n")
+    for line in lines[1:] if lines[0].startswith("#!") else lines:
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not stripped.startswith("#"):
+            return  # the first command: sbatch reads no directive after it
+        if line.startswith(_DIRECTIVE) and line[len(_DIRECTIVE) : len(_DIRECTIVE) + 1] in " \t":
+            try:
+                words = shlex.split(line[len(_DIRECTIVE) :], comments=True)
+            except ValueError as error:
+                raise DirectiveError(f"cannot read {line!r}: {error}") from None
+            if words:
+                yield words
+
+
+def _options(words: list[str]) -> Iterator[tuple[str, str]]:
+    """(long name, value) of each kept option; `--opt=v`, `--opt v`, `-cV` and `-c V`."""
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if word.startswith("--"):
+            name, equals, value = word[2:].partition("=")
+            if not equals and name in _KEPT:
+                value, index = _next_value(words, index, word)
+        elif word.startswith("-") and len(word) > 1:
+            letter, value = word[1], word[2:]
+            if not value and letter in _SHORT_WITH_VALUE:
+                value, index = _next_value(words, index, word)
+            name = _SHORT.get(letter, "")
+        else:
+            continue  # a stray word: sbatch would refuse the script; nothing to keep
+        if name in _KEPT:
+            yield name, value
+
+
+def _next_value(words: list[str], index: int, option: str) -> tuple[str, int]:
+    if index >= len(words):
+        raise DirectiveError(f"{option} needs a value")
+    return words[index], index + 1
+
+
+def _component(block: dict[str, str]) -> Component:
+    # A component's task count: --ntasks, else one task per node, else one.
+    tasks = block.get("ntasks") or block.get("nodes", "1").split("-")[0]
+    return Component(
+        cpus_per_task=_count(block.get("cpus-per-task", "1"), "--cpus-per-task"),
+        tasks=_count(tasks, "--ntasks"),
+    )
+
+
+def _count(text: str, option: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise DirectiveError(f"{option}={text}: not a positive whole number")
+    return int(text)
+
+
+def parse_time_limit(text: str) -> timedelta | None:
+    """Slurm's time forms: minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S; None when unlimited."""
+    if text.strip().upper() in _UNLIMITED:
+        return None
+    match = _TIME.match(text.strip())
+    if match is None:
+        raise DirectiveError(f"--time={text}: not a Slurm time (90, 1:30:00, 1-00:00:00)")
+    days, a, b, c = match["days"], int(match["a"]), match["b"], match["c"]
+    if days is not None:  # days-hours[:minutes[:seconds]]
+        seconds = int(days) * 86400 + a * 3600 + int(b or 0) * 60 + int(c or 0)
+    elif c is not None:
+        seconds = a * 3600 + int(b or 0) * 60 + int(c)
+    elif b is not None:
+        seconds = a * 60 + int(b)
+    else:
+        seconds = a * 60
+    if seconds < 1:
+        raise DirectiveError(f"--time={text}: must be positive")
+    return timedelta(seconds=seconds)
+
+
+def expand_pattern(pattern: str, *, job_id: str, job_name: str, user: str, host: str) -> str:
+    """A filename pattern as Slurm fills it for a batch script (man sbatch, "filename
+    pattern"): ``%j`` job id, ``%x`` job name, ``%u`` user, ``%N`` host, ``%%`` a ``%``;
+    a number after ``%`` pads with zeros. A backslash anywhere turns replacement off."""
+    if "\\" in pattern:
+        return pattern.replace("\\", "")
+    values = {
+        "%": "%",
+        "A": job_id,  # an array's master id: the job's own id when it is no array
+        "a": "4294967294",  # Slurm's NO_VAL for "not an array task"
+        "J": f"{job_id}.batch",
+        "j": job_id,
+        "N": host.split(".")[0],
+        "n": "0",
+        "s": "batch",
+        "t": "0",
+        "u": user,
+        "x": job_name,
+    }
+
+    def fill(match: re.Match[str]) -> str:
+        width, symbol = match.groups()
+        value = values[symbol]
+        return value.zfill(int(width)) if width and symbol != "%" else value
+
+    return _PATTERN.sub(fill, pattern)

@@ -1,0 +1,290 @@
+"""The local backend's state on disk: one directory per job, facts written once each.
+
+    <state_dir>/local/
+        lock                the store's flock: ids, starts, cancels and endings are decided
+                            under it (reads take no lock: every file is written by rename)
+        next_id             the next job id
+        cpus                how many CPUs the dispatcher may hand out
+        bin/srun            the shim local jobs find first on their PATH
+        jobs/<id>/
+            job.json        what was submitted: name, tag, workdir, dependencies, CPUs,
+                            log files, time limit, submit time
+            script          the batch script, run as it is (its shebang picks the shell)
+            env.json        the environment it runs in (mode 0600: it is the submitter's)
+            alive           flocked by the job's supervisor for as long as it lives
+            started.json    when the dispatcher started it
+            pid.json        the supervisor's pid and the script's process group
+            cancelled.json  when and by whom it was cancelled, and why
+            ended.json      when its script ended, with what exit code or signal
+
+A job's state is never stored: ``decide`` derives it from which of these files exist.
+Only the standard library is imported here: supervisors import this module, and their
+start-up time is part of every job's start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from reconciler.scheduler.local.decide import Cancel, Ending, JobFacts
+from reconciler.scheduler.local.directives import Component
+from reconciler.scheduler.local.environment import SRUN_SHIM
+from reconciler.scheduler.local.files import (
+    JsonObject,
+    flocked,
+    hold,
+    is_held,
+    read_json,
+    write_atomic,
+    write_json,
+)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What was submitted; never changes after submit."""
+
+    job_id: int
+    name: str
+    comment: str  # the tag, as Tag.format() wrote it
+    workdir: str
+    dependencies: tuple[int, ...]
+    components: tuple[Component, ...]
+    stdout: str  # absolute paths, %j and friends filled in
+    stderr: str | None  # None: stderr goes to the stdout file
+    time_limit: float | None  # seconds; None: no limit
+    submitted: datetime
+
+    @property
+    def cpus(self) -> int:
+        return sum(component.cpus for component in self.components)
+
+    def to_json(self) -> JsonObject:
+        return {
+            "job_id": self.job_id,
+            "name": self.name,
+            "comment": self.comment,
+            "workdir": self.workdir,
+            "dependencies": list(self.dependencies),
+            "components": [[c.cpus_per_task, c.tasks] for c in self.components],
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "time_limit": self.time_limit,
+            "submitted": self.submitted.isoformat(),
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> JobSpec:
+        return cls(
+            job_id=int(data["job_id"]),
+            name=str(data["name"]),
+            comment=str(data["comment"]),
+            workdir=str(data["workdir"]),
+            dependencies=tuple(int(dep) for dep in data["dependencies"]),
+            components=tuple(Component(int(c), int(t)) for c, t in data["components"]),
+            stdout=str(data["stdout"]),
+            stderr=None if data["stderr"] is None else str(data["stderr"]),
+            time_limit=None if data["time_limit"] is None else float(data["time_limit"]),
+            submitted=datetime.fromisoformat(data["submitted"]),
+        )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every job the store holds, as read once, and the ones that could not be read."""
+
+    specs: dict[int, JobSpec]
+    facts: dict[int, JobFacts]
+    problems: tuple[str, ...] = ()
+
+
+@dataclass
+class Store:
+    root: Path  # <state_dir>/local
+    _specs: dict[int, JobSpec] = field(default_factory=dict, repr=False)
+    _final: dict[int, JobFacts] = field(default_factory=dict, repr=False)
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.root / "jobs"
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.root / "bin"
+
+    def job_dir(self, job_id: int) -> Path:
+        return self.jobs_dir / str(job_id)
+
+    def prepare(self) -> None:
+        """Create the layout and the srun shim (rewritten only when it changed)."""
+        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        self.bin_dir.mkdir(exist_ok=True)
+        shim = self.bin_dir / "srun"
+        if not shim.exists() or shim.read_text() != SRUN_SHIM:
+            write_atomic(shim, SRUN_SHIM, 0o755)
+
+    @contextlib.contextmanager
+    def locked(self, *, blocking: bool = True) -> Iterator[bool]:
+        with flocked(self.root / "lock", blocking=blocking) as held:
+            yield held
+
+    # -- CPUs ------------------------------------------------------------------------------
+
+    def total_cpus(self) -> int:
+        try:
+            return int((self.root / "cpus").read_text())
+        except FileNotFoundError:
+            return machine_cpus()
+
+    def set_total_cpus(self, cpus: int) -> None:
+        if cpus < 1:
+            raise ValueError(f"cpus must be at least 1, got {cpus}")
+        path = self.root / "cpus"
+        if not path.exists() or path.read_text() != str(cpus):
+            write_atomic(path, str(cpus))
+
+    # -- submit (the caller holds the lock) ------------------------------------------------
+
+    def create(
+        self, build: Callable[[int], tuple[JobSpec, dict[str, str]]], script: str
+    ) -> JobSpec:
+        """A new job with the next id: ``build`` makes its spec and environment from the id.
+
+        The id is taken before the directory is made, so a crash in between skips an id
+        rather than reusing one; the directory appears whole, by rename.
+        """
+        counter = self.root / "next_id"
+        job_id = int(counter.read_text()) if counter.exists() else 1
+        write_atomic(counter, str(job_id + 1))
+        spec, env = build(job_id)
+        draft = self.jobs_dir / f".new-{job_id}"
+        draft.mkdir()
+        write_atomic(draft / "script", script, 0o700)
+        write_json(draft / "env.json", env, 0o600)
+        write_json(draft / "job.json", spec.to_json())
+        os.rename(draft, self.job_dir(job_id))
+        self._specs[job_id] = spec
+        return spec
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def ids(self) -> list[int]:
+        try:
+            names = os.listdir(self.jobs_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(int(name) for name in names if name.isdigit())
+
+    def spec(self, job_id: int) -> JobSpec | None:
+        """The job's spec, or None for an id the store does not hold."""
+        if job_id not in self._specs:
+            data = read_json(self.job_dir(job_id) / "job.json")
+            if data is None:
+                return None
+            self._specs[job_id] = JobSpec.from_json(data)
+        return self._specs[job_id]
+
+    def facts(self, spec: JobSpec) -> JobFacts:
+        """What the job's files say now. A final job's facts are kept: they cannot change."""
+        if spec.job_id in self._final:
+            return self._final[spec.job_id]
+        directory = self.job_dir(spec.job_id)
+        started = read_json(directory / "started.json")
+        cancelled = read_json(directory / "cancelled.json")
+        # Ask about the supervisor before reading the ending: it writes ended.json before
+        # it exits, so "not alive" then "no ending" means it died without writing one.
+        supervised = started is None or is_held(directory / "alive")
+        ended = read_json(directory / "ended.json") if started is not None else None
+        facts = JobFacts(
+            job_id=spec.job_id,
+            cpus=spec.cpus,
+            dependencies=spec.dependencies,
+            submitted=spec.submitted,
+            started=None if started is None else datetime.fromisoformat(started["at"]),
+            cancelled=None if cancelled is None else _cancel(cancelled),
+            ended=None if ended is None else _ending(ended),
+            supervised=supervised,
+        )
+        if facts.final:
+            self._final[spec.job_id] = facts
+        return facts
+
+    def snapshot(self) -> Snapshot:
+        specs: dict[int, JobSpec] = {}
+        facts: dict[int, JobFacts] = {}
+        problems: list[str] = []
+        for job_id in self.ids():
+            try:
+                spec = self.spec(job_id)
+                if spec is not None:
+                    specs[job_id], facts[job_id] = spec, self.facts(spec)
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                problems.append(
+                    f"local job {job_id} cannot be read ({self.job_dir(job_id)}): {error}"
+                )
+        return Snapshot(specs, facts, tuple(problems))
+
+    def environment(self, job_id: int) -> dict[str, str]:
+        data = read_json(self.job_dir(job_id) / "env.json") or {}
+        return {str(key): str(value) for key, value in data.items()}
+
+    def is_cancelled(self, job_id: int) -> bool:
+        return (self.job_dir(job_id) / "cancelled.json").exists()
+
+    def process_group(self, job_id: int) -> int | None:
+        pids = read_json(self.job_dir(job_id) / "pid.json")
+        return None if pids is None else int(pids["group"])
+
+    # -- facts (written once each) ---------------------------------------------------------
+
+    def hold_alive(self, job_id: int) -> int:
+        """A descriptor holding the job's alive lock, to be handed to its supervisor."""
+        return hold(self.job_dir(job_id) / "alive")
+
+    def write_started(self, job_id: int, at: datetime) -> None:
+        write_json(self.job_dir(job_id) / "started.json", {"at": at.isoformat()})
+
+    def write_pids(self, job_id: int, supervisor: int, group: int) -> None:
+        write_json(self.job_dir(job_id) / "pid.json", {"supervisor": supervisor, "group": group})
+
+    def write_cancelled(self, job_id: int, cancel: Cancel) -> None:
+        value = {"at": cancel.at.isoformat(), "by": cancel.by, "reason": cancel.reason}
+        write_json(self.job_dir(job_id) / "cancelled.json", value)
+
+    def write_ended(self, job_id: int, ending: Ending) -> None:
+        value = {
+            "at": ending.at.isoformat(),
+            "exit_code": ending.exit_code,
+            "signal": ending.signal,
+            "timed_out": ending.timed_out,
+        }
+        write_json(self.job_dir(job_id) / "ended.json", value)
+
+
+def machine_cpus() -> int:
+    """The CPUs this process may run on (a container's or taskset's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _cancel(data: JsonObject) -> Cancel:
+    by = data.get("by")
+    return Cancel(
+        datetime.fromisoformat(data["at"]), None if by is None else int(by), data.get("reason")
+    )
+
+
+def _ending(data: JsonObject) -> Ending:
+    return Ending(
+        at=datetime.fromisoformat(data["at"]),
+        exit_code=int(data["exit_code"]),
+        signal=int(data.get("signal", 0)),
+        timed_out=bool(data.get("timed_out", False)),
+    )
