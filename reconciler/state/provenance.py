@@ -1,0 +1,282 @@
+"""Provenance: a manifest beside each run's outputs saying how they were made.
+
+The manifest names the commit and spec hash the job ran, the sha256 of its rendered batch
+script, the version of every input it read and every output it left, the job ids of its
+het components or array tasks with their nodes, times, exit codes and Slurm states, and
+who ran recon where. Anyone who finds the outputs finds this next to them, even without
+the repository or the journal.
+
+It lives at ``<run_dir>/.recon/manifest.json``, not as a file beside the outputs:
+
+- output versions skip ``.recon`` (see ``outputs``), so writing a manifest never changes
+  the version of an output that is the run directory itself, which would otherwise make
+  the run stale forever;
+- the run directory stays the user's: ``ls`` shows their outputs and the job's logs;
+- recon's later files for a run (a copy of the rendered script, say) have a place too.
+
+``manifest_from`` is a pure builder; ``write_manifest`` and ``read_manifest`` are the I/O.
+Reading never raises: a missing, damaged or newer-format manifest reads as None, since a
+user may edit or truncate a file in their run directory and recon must carry on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import socket
+import tempfile
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from reconciler import __version__
+from reconciler.errors import ReconError
+from reconciler.scheduler.base import JobRecord, ObservedJob
+from reconciler.scheduler.states import Health, SlurmState
+from reconciler.spec.desired import DesiredRun
+from reconciler.state.outputs import BOOKKEEPING, OutputVersion
+
+MANIFEST_FILE = "manifest.json"
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class ManifestError(ReconError):
+    """A manifest could not be written."""
+
+
+class InputUsed(BaseModel):
+    """One input as the job read it."""
+
+    model_config = _FROZEN
+
+    from_: str | None = Field(None, alias="from", description="RUN.OUTPUT, for another run's")
+    path: str = Field(description="absolute, as the job was given it")
+    version: OutputVersion | None = Field(description="None: missing when it was looked at")
+
+
+class OutputMade(BaseModel):
+    """One declared output as the job left it."""
+
+    model_config = _FROZEN
+
+    path: str = Field(description="absolute")
+    version: OutputVersion | None = Field(description="None: the job did not leave it")
+
+
+class ComponentRun(BaseModel):
+    """One het component or array task of the job (the job itself when it has neither)."""
+
+    model_config = _FROZEN
+
+    job_id: str = Field(description="as Slurm prints it: 12, 12+1, 12_4")
+    het_offset: int | None = None
+    array_task: str | None = None
+    state: SlurmState
+    exit_code: int | None = None
+    signal: int | None = None
+    nodes: str | None = None
+    partition: str | None = None
+    submit: AwareDatetime | None = None
+    start: AwareDatetime | None = None
+    end: AwareDatetime | None = None
+
+
+class Manifest(BaseModel):
+    """How one run's outputs were made. Times are UTC."""
+
+    model_config = _FROZEN
+
+    format_version: Literal[1] = 1
+    project: str
+    run: str
+    commit: str | None = Field(description="None when the specs were read from a work tree")
+    remote: str | None = Field(description="the repository's remote URL, without credentials")
+    spec_hash: str
+    script_sha256: str = Field(description="of the rendered batch script, #SBATCH lines and all")
+    command: str | None = Field(description="the run's command, as the spec gives it")
+    script: str | None = Field(description="or its script, a path in the repository")
+    run_dir: str
+    inputs: dict[str, InputUsed]
+    outputs: dict[str, OutputMade]
+    job_id: str
+    health: Health = Field(description="all components and steps folded by the one rule")
+    components: tuple[ComponentRun, ...]
+    submit: AwareDatetime | None = Field(description="the earliest component's")
+    start: AwareDatetime | None = Field(description="the earliest component's")
+    end: AwareDatetime | None = Field(description="the last component's; None until all ended")
+    user: str
+    host: str = Field(description="where the recon process that wrote this ran")
+    recon_version: str
+    created_at: AwareDatetime
+
+
+def manifest_from(
+    run: DesiredRun,
+    job: ObservedJob,
+    inputs: Mapping[str, OutputVersion | None],
+    outputs: Mapping[str, OutputVersion | None],
+    *,
+    run_dir: Path,
+    input_paths: Mapping[str, Path],
+    commit: str | None,
+    remote: str | None,
+    script_sha256: str,
+    now: datetime,
+    user: str,
+    host: str,
+    recon_version: str = __version__,
+) -> Manifest:
+    """The manifest of ``job``, a job of ``run``'s current spec. Pure: every observation
+    and the clock are arguments. Refuses (ValueError) a job of another run or spec hash,
+    or versions that do not name exactly the run's inputs and outputs: a manifest that
+    mixed two versions of a run would be worse than none."""
+    if (job.tag.kind, job.tag.name, job.tag.spec_hash) != ("run", run.name, run.spec_hash):
+        raise ValueError(
+            f"job {job.job_id} is {job.tag.kind} {job.tag.name} at {job.tag.spec_hash}, "
+            f"not run {run.name} at {run.spec_hash}"
+        )
+    _same_names("input versions", inputs, run.spec.inputs)
+    _same_names("input paths", input_paths, run.spec.inputs)
+    _same_names("output versions", outputs, run.spec.outputs)
+    components = tuple(_component(row) for row in job.components)
+    return Manifest(
+        project=job.tag.project,
+        run=run.name,
+        commit=commit,
+        remote=_without_credentials(remote),
+        spec_hash=run.spec_hash,
+        script_sha256=script_sha256,
+        command=run.spec.command,
+        script=run.spec.script,
+        run_dir=str(run_dir),
+        inputs={
+            name: InputUsed(
+                from_=spec_input.from_, path=str(input_paths[name]), version=inputs[name]
+            )
+            for name, spec_input in run.spec.inputs.items()
+        },
+        outputs={
+            name: OutputMade(path=str(run_dir / output.path), version=outputs[name])
+            for name, output in run.spec.outputs.items()
+        },
+        job_id=job.job_id,
+        health=job.health,
+        components=components,
+        submit=_earliest(c.submit for c in components),
+        start=_earliest(c.start for c in components),
+        end=_last_end([c.end for c in components]),
+        user=user,
+        host=host,
+        recon_version=recon_version,
+        created_at=_utc(now),
+    )
+
+
+def manifest_path(run_dir: Path) -> Path:
+    return run_dir / BOOKKEEPING / MANIFEST_FILE
+
+
+def write_manifest(manifest: Manifest, run_dir: Path) -> Path:
+    """Write the manifest where ``manifest_path`` says; a reader sees the old one or the
+    new one, never half. The run directory must exist: it is the job's, not recon's to
+    make."""
+    target = manifest_path(run_dir)
+    text = manifest.model_dump_json(by_alias=True, indent=2) + "\n"
+    try:
+        target.parent.mkdir(exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{MANIFEST_FILE}.")
+    except OSError as error:
+        raise _unwritable(target, error) from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())  # the rename must not land before the bytes do
+        os.replace(temporary, target)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise _unwritable(target, error) from None
+    return target
+
+
+def read_manifest(run_dir: Path) -> Manifest | None:
+    """The run directory's manifest; None when there is none, or what is there is not a
+    manifest this recon reads (damaged, hand-edited, or from a newer recon)."""
+    try:
+        return Manifest.model_validate_json(manifest_path(run_dir).read_bytes())
+    except (OSError, ValueError):  # ValueError: bad JSON, bad UTF-8, failed validation
+        return None
+
+
+def local_identity() -> tuple[str, str]:
+    """(user, host) of this process, for ``manifest_from``. The user falls back to the
+    numeric uid where no name is known (a container without a passwd entry)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return user, socket.gethostname()
+
+
+def _component(row: JobRecord) -> ComponentRun:
+    return ComponentRun(
+        job_id=row.job_id,
+        het_offset=row.het_offset,
+        array_task=row.array_task,
+        state=row.state,
+        exit_code=row.exit_code,
+        signal=row.signal,
+        nodes=row.nodes,
+        partition=row.partition,
+        submit=_utc(row.submit),
+        start=_utc(row.start),
+        end=_utc(row.end),
+    )
+
+
+def _same_names(what: str, given: Mapping[str, object], declared: Mapping[str, object]) -> None:
+    if set(given) != set(declared):
+        raise ValueError(f"{what} given for {sorted(given)}, but the run has {sorted(declared)}")
+
+
+def _earliest(times: Iterable[datetime | None]) -> datetime | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
+def _last_end(ends: list[datetime | None]) -> datetime | None:
+    """The last component's end; None while any component has not ended."""
+    ended = [e for e in ends if e is not None]
+    return max(ended) if ended and len(ended) == len(ends) else None
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    # A naive time is the machine's local time, as Slurm prints it.
+    return moment.astimezone(UTC) if moment is not None else None
+
+
+def _without_credentials(remote: str | None) -> str | None:
+    """The remote URL with any user and password left out: a token in an https remote
+    must not travel into every run directory and every exported crate. An scp-like
+    remote (git@host:org/repo) has no scheme and keeps its conventional user."""
+    if remote is None:
+        return None
+    parts = urlsplit(remote)
+    if not parts.scheme or "@" not in parts.netloc:
+        return remote
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=host))
+
+
+def _unwritable(target: Path, error: OSError) -> ManifestError:
+    return ManifestError(
+        f"cannot write the provenance manifest {target}: {error.strerror or error}. "
+        "The run's outputs are untouched; make its directory writable and reconcile again"
+    )
