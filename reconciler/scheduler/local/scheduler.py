@@ -166,8 +166,10 @@ class LocalScheduler:
     def cancel(self, job_id: str) -> None:
         """Mark the job cancelled and SIGTERM its process group (its supervisor sends
         SIGKILL after ``KILL_WAIT`` if anything is left). Unknown or ended is fine."""
+        if not job_id.isdigit() or not self._store.root.exists():
+            return
         with self._store.locked():
-            spec = self._store.spec(int(job_id)) if job_id.isdigit() else None
+            spec = self._store.spec(int(job_id))
             if spec is None:
                 return
             facts = self._store.facts(spec)

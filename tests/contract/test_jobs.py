@@ -1,0 +1,88 @@
+"""A job's life on every backend: it completes, fails with its exit code, is cancelled."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from reconciler.scheduler.states import Health, SlurmState
+from tests.contract.harness import Harness, final, has, quoted
+
+
+def test_a_job_completes_tagged_and_logs_where_its_script_says(backend: Harness) -> None:
+    job_id = backend.submit("plain", 'echo "hello from $SLURM_JOB_ID"')
+    job = backend.wait("plain", final)
+    assert (job.job_id, job.tag, job.health) == (job_id, backend.tag("plain"), Health.SUCCEEDED)
+    (component,) = job.components
+    assert (component.state, component.exit_code) == (SlurmState.COMPLETED, 0)
+    assert component.name == f"{backend.project}.plain"
+    assert component.submit is not None and component.start is not None
+    assert component.end is not None and component.submit <= component.start <= component.end
+    assert backend.log("plain", job_id).read_text() == f"hello from {job_id}\n"
+
+
+def test_a_failure_carries_its_exit_code(backend: Harness) -> None:
+    job_id = backend.submit("broken", "echo trying; exit 3")
+    job = backend.wait("broken", final)
+    assert (job.job_id, job.health) == (job_id, Health.FAILED)
+    (component,) = job.components
+    assert (component.state, component.exit_code) == (SlurmState.FAILED, 3)
+    assert backend.log("broken", job_id).read_text() == "trying\n"
+
+
+def test_cancel_ends_a_running_job_and_cancelling_again_is_fine(backend: Harness) -> None:
+    beats = backend.workdir / "beats"
+    job_id = backend.submit(
+        "sleeper", f"while :; do echo beat >> {quoted(beats)}; sleep 0.1; done"
+    )
+    backend.wait("sleeper", lambda job: job.health is Health.RUNNING and beats.exists())
+    backend.scheduler.cancel(job_id)
+    job = backend.wait("sleeper", final)
+    assert job.health is Health.CANCELLED
+    (component,) = job.components
+    assert (component.state, component.cancelled_by) == (SlurmState.CANCELLED, os.getuid())
+    # Its processes are gone, not just its record: the heart stops beating.
+    time.sleep(0.5)
+    stopped = beats.stat().st_size
+    time.sleep(1.0)
+    assert beats.stat().st_size == stopped
+    backend.scheduler.cancel(job_id)
+    assert backend.job("sleeper") == job
+
+
+def test_cancelling_a_job_that_never_existed_is_fine(backend: Harness) -> None:
+    backend.scheduler.cancel("999999999")
+
+
+HET = [
+    "--partition=cpu",
+    "--cpus-per-task=1",
+    "hetjob",
+    "--partition=gpu",
+    "--cpus-per-task=1",
+]
+
+
+def test_a_het_job_is_one_job_whose_components_run_together(backend: Harness) -> None:
+    body = (
+        'echo "nodes known: ${SLURM_JOB_NODELIST_HET_GROUP_0:+0}'
+        ' ${SLURM_JOB_NODELIST_HET_GROUP_1:+1}"\n'
+        "srun --het-group=1 echo from component 1"
+    )
+    job_id = backend.submit("het", body, header=HET)
+    job = backend.wait("het", final)
+    assert (job.job_id, job.health) == (job_id, Health.SUCCEEDED)
+    assert [(c.job_id, c.het_offset, c.tag) for c in job.components] == [
+        (f"{job_id}+0", 0, backend.tag("het")),
+        (f"{job_id}+1", 1, backend.tag("het")),
+    ]
+    assert backend.log("het", job_id).read_text() == "nodes known: 0 1\nfrom component 1\n"
+
+
+def test_a_running_job_is_seen_running_with_its_start(backend: Harness) -> None:
+    job_id = backend.submit("runner", "sleep 30")
+    job = backend.wait("runner", has(Health.RUNNING))
+    (component,) = job.components
+    assert (job.job_id, component.state, component.end) == (job_id, SlurmState.RUNNING, None)
+    assert component.start is not None and component.nodes
+    backend.scheduler.cancel(job_id)
