@@ -1,0 +1,271 @@
+"""`recon watch` and cron-style `recon apply` on the real dev cluster, run as a user would.
+
+Each test owns a temporary git repo with a project name of its own; jobs are found by
+their tag (`recon1:<project>:run:<name>:<hash>` in the job comment) and cancelled at the
+end. The commit-to-sbatch latency is printed (`pytest -s`) and bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.state.lock import project_lock
+from tests.gitrepo import GitRepo
+
+pytestmark = pytest.mark.slurm
+
+TIMEOUT = 60.0
+# "Within seconds": the watcher's quiet period, a pass (squeue, sacct, sbatch) and slack.
+MAX_LATENCY_SECONDS = 10.0
+RUNS = 20
+
+
+def run_spec(name: str, command: str) -> str:
+    return (
+        f"kind: Run\nname: {name}\ncommand: '{command}'\n"
+        "resources:\n  cpus: 1\n  memory: 100MiB\noutputs:\n  out: out.txt\n"
+    )
+
+
+class Project:
+    def __init__(self, root: Path) -> None:
+        self.name = f"wt{uuid.uuid4().hex[:8]}"
+        self.repo = GitRepo(root)
+        self.repo.commit(
+            {"recon.yaml": f"project: {self.name}\ndefaults:\n  partition: cpu\n  time: 10\n"}
+        )
+
+    @property
+    def root(self) -> Path:
+        return self.repo.root
+
+    def recon(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "reconciler", *args],
+            cwd=self.root, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    def jobs(self) -> list[dict[str, str]]:
+        """Every job of this project Slurm knows, by tag: id, run, spec hash."""
+        finished = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-S", "now-1hours", "-E", "now", "-o", "JobID,Comment"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        live = subprocess.run(
+            ["squeue", "-h", "-o", "%i|%k"], capture_output=True, text=True, check=True
+        ).stdout
+        found: dict[str, dict[str, str]] = {}
+        for line in (finished + live).splitlines():
+            job_id, _, comment = line.partition("|")
+            parts = comment.split(":")
+            if len(parts) == 5 and parts[0] == "recon1" and parts[1] == self.name:
+                found[job_id] = {"id": job_id, "run": parts[3], "hash": parts[4]}
+        return list(found.values())
+
+    def runs(self) -> list[tuple[str, str]]:
+        """(run, spec hash) of every job, sorted: a duplicate submission shows twice."""
+        return sorted((job["run"], job["hash"]) for job in self.jobs())
+
+    def cancel_all(self) -> None:
+        for job in self.jobs():
+            subprocess.run(["scancel", job["id"]], capture_output=True, check=False)
+
+
+def _squeue_comments() -> str:
+    return subprocess.run(
+        ["squeue", "-h", "-o", "%k"], capture_output=True, text=True, check=True
+    ).stdout
+
+
+class Watch:
+    """A `recon watch` subprocess and the JSON lines it has logged so far."""
+
+    def __init__(self, project: Project, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "watch", ".", "--interval", "2s",
+             "--log-format", "json", *args],
+            cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.lines: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+        self.seen: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(json.loads(line))
+
+    def wait_for(
+        self, event: str, where: Callable[[dict[str, Any]], bool] = lambda _: True
+    ) -> dict[str, Any]:
+        """The first line (from now on) of this event that matches."""
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                if self.process.poll() is not None:
+                    break
+                continue
+            self.seen.append(line)
+            if line["event"] == event and where(line):
+                return line
+        raise AssertionError(f"no {event} line; the watch said: {self.seen} {self.stderr()}")
+
+    def stderr(self) -> str:
+        if self.process.poll() is None or self.process.stderr is None:
+            return ""
+        return self.process.stderr.read()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Project]:
+    created = Project(tmp_path / "repo")
+    yield created
+    created.cancel_all()
+
+
+@pytest.fixture
+def watch(project: Project) -> Iterator[Watch]:
+    started = Watch(project)
+    yield started
+    started.stop()
+
+
+def at(line: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(line["time"])
+
+
+def test_new_commit_is_submitted_within_seconds_and_sigterm_mid_pass_ends_cleanly(
+    project: Project, watch: Watch
+) -> None:
+    watch.wait_for("pass")  # the first pass, of the commit without runs
+
+    project.repo.commit({"specs/a.yaml": run_spec("a", "sleep 120")})
+    committed = datetime.now(UTC)
+    submitted = watch.wait_for("submitted", lambda line: line["run"] == "a")
+    latency = (at(submitted) - committed).total_seconds()
+    print(f"\ncommit -> sbatch latency: {latency:.2f} s")
+    assert 0 < latency < MAX_LATENCY_SECONDS
+    assert [run for run, _ in project.runs()] == ["a"]
+
+    # Many runs in one commit make a pass of many sbatch calls; SIGTERM once the first
+    # of them shows in squeue, so the signal lands in the middle of that pass.
+    project.repo.commit(
+        {f"specs/b{i:02}.yaml": run_spec(f"b{i:02}", "sleep 120") for i in range(RUNS)}
+    )
+    deadline = time.monotonic() + TIMEOUT
+    while f"{project.name}:run:b" not in _squeue_comments():
+        assert time.monotonic() < deadline, f"no b job submitted; the watch said {watch.seen}"
+        time.sleep(0.01)
+    signalled, signalled_at = time.monotonic(), datetime.now(UTC)
+    watch.process.send_signal(signal.SIGTERM)
+    code = watch.process.wait(timeout=30)
+    took = time.monotonic() - signalled
+    assert code == 0, watch.stderr()
+    assert took < 10
+    watch.wait_for("stopped")
+    last_pass = [line for line in watch.seen if line["event"] == "pass"][-1]
+    mid_pass = at(last_pass) > signalled_at
+    print(f"SIGTERM -> exit 0 in {took:.2f} s; the signal came mid-pass: {mid_pass}")
+    assert mid_pass, "the pass ended before the signal: nothing was interrupted"
+
+    # The pass that was interrupted finished: every run has one job; and the lock is free.
+    after = project.recon("apply", ".", "--auto-approve", "--lock-timeout", "0")
+    assert after.returncode == 0, after.stdout + after.stderr
+    runs = project.runs()
+    assert [run for run, _ in runs] == ["a", *(f"b{i:02}" for i in range(RUNS))], runs
+    assert len(set(runs)) == len(runs)  # one job per run and spec hash
+
+
+def test_watch_backs_off_while_another_apply_holds_the_lock(project: Project, watch: Watch) -> None:
+    watch.wait_for("pass")
+    with project_lock(project.root / ".recon", 0, purpose="cron apply"):
+        project.repo.commit({"specs/a.yaml": run_spec("a", "sleep 120")})
+        retry = watch.wait_for("retry")
+        assert retry["error"] == "LockedError" and "cron apply" in retry["message"]
+        assert project.jobs() == []
+    released = datetime.now(UTC)
+    submitted = watch.wait_for("submitted", lambda line: line["run"] == "a")
+    assert (at(submitted) - released).total_seconds() < MAX_LATENCY_SECONDS
+    assert watch.process.poll() is None  # a held lock never ends the loop
+    assert [run for run, _ in project.runs()] == ["a"]
+
+
+def test_a_bad_commit_is_logged_and_the_next_one_applied(project: Project, watch: Watch) -> None:
+    watch.wait_for("pass")
+    project.repo.commit({"specs/a.yaml": "kind: Run\nname: a\nresources: {cpus: many}\n"})
+    error = watch.wait_for("spec-error")
+    assert error["level"] == "error" and "specs/a.yaml" in error["message"]
+    project.repo.commit({"specs/a.yaml": run_spec("a", "sleep 120")})
+    watch.wait_for("submitted", lambda line: line["run"] == "a")
+    assert watch.process.poll() is None
+
+
+def test_watch_notifies_a_failed_run(project: Project, tmp_path: Path) -> None:
+    received = tmp_path / "received.jsonl"
+    watch = Watch(project, "--notify", f"cat >> {received}")
+    try:
+        project.repo.commit({"specs/a.yaml": run_spec("a", "exit 3")})
+        (job,) = [watch.wait_for("submitted")["job_id"]]
+        deadline = time.monotonic() + TIMEOUT
+        while '"run-failed"' not in (received.read_text() if received.exists() else ""):
+            assert time.monotonic() < deadline, f"no run-failed; the watch said {watch.seen}"
+            time.sleep(0.5)
+    finally:
+        watch.stop()
+    events = [json.loads(line) for line in received.read_text().splitlines()]
+    (failed,) = [e for e in events if e["event"] == "run-failed"]
+    assert (failed["project"], failed["run"], failed["job_id"]) == (project.name, "a", job)
+    assert "exit code 3" in failed["message"]
+    assert any(e["event"] == "apply-finished" and e["counts"]["submitted"] == 1 for e in events)
+
+
+# -- cron: `recon apply --auto-approve --quiet` every minute -----------------------------
+
+
+def test_quiet_apply_prints_only_what_changed(project: Project) -> None:
+    quiet = ("apply", ".", "--auto-approve", "--quiet", "--lock-timeout", "30")
+    nothing = project.recon(*quiet)
+    assert (nothing.returncode, nothing.stdout, nothing.stderr) == (0, "", "")
+
+    project.repo.commit({"specs/a.yaml": run_spec("a", "sleep 120")})
+    changed = project.recon(*quiet)
+    assert changed.returncode == 0, changed.stderr
+    lines = changed.stdout.splitlines()
+    assert lines[0].startswith("submitted a: job ") and lines[-1].startswith("Apply complete")
+    assert "Plan:" not in changed.stdout  # the plan itself is not repeated every minute
+
+    again = project.recon(*quiet)
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+
+
+def test_overlapping_cron_apply_exits_with_the_lock_code_on_stderr(project: Project) -> None:
+    project.repo.commit({"specs/a.yaml": run_spec("a", "sleep 120")})
+    with project_lock(project.root / ".recon", 0, purpose="watch"):
+        started = time.monotonic()
+        result = project.recon("apply", ".", "--auto-approve", "--quiet", "--lock-timeout", "1")
+        waited = time.monotonic() - started
+    assert result.returncode == 3
+    assert result.stdout == ""
+    assert "holds the lock" in result.stderr and "watch" in result.stderr
+    assert 1 <= waited < 30
+    assert project.jobs() == []
