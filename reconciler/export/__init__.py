@@ -1,0 +1,1 @@
+"""Provenance in formats other tools read: RO-Crate."""
