@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.live import Live
 from rich.text import Text
 
 from reconciler.commands.common import (
@@ -22,9 +23,16 @@ from reconciler.commands.common import (
 from reconciler.engine import planfile
 from reconciler.engine.actions import Plan
 from reconciler.engine.apply import ApplyResult
-from reconciler.engine.reconcile import Request, reconcile_once
+from reconciler.engine.reconcile import Outcome, Request, load, read_records, reconcile_once
+from reconciler.engine.wait import Progress, wait_until_settled
 from reconciler.notify import Notifier
 from reconciler.report import plan as plan_report
+from reconciler.report.plan import summary
+from reconciler.report.progress import counts_line, live_view
+from reconciler.scheduler.render import log_files
+from reconciler.spec.desired import Desired
+from reconciler.state.paths import run_dir
+from reconciler.state.records import SubmissionRecord
 
 
 def apply(
@@ -56,6 +64,14 @@ def apply(
         str | None,
         typer.Option("--notify", help="Run this shell command with a JSON event on stdin."),
     ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="Then keep reconciling until every targeted run is done, failed or blocked; "
+            "exit 1 if any failed.",
+        ),
+    ] = False,
 ) -> None:
     """Converge the cluster to the specs: submit, replace, cancel, adopt, as `plan` shows."""
     repo, rest = split_arguments(arguments)
@@ -82,16 +98,50 @@ def apply(
     outcome = reconcile_once(request, approve=approve, saved=saved, lock_timeout=lock_timeout)
     if notify:
         Notifier(notify, _notify_failed, lambda: datetime.now(UTC)).after_pass(outcome, started)
-    if outcome.applied is None:
-        if quiet:
-            return
-        console.print(
-            "Nothing applied." if outcome.plan.has_changes else "No changes. The cluster matches."
-        )
-        return
-    _report_applied(outcome.applied)
-    if not outcome.applied.ok:
+    if outcome.applied is not None:
+        _report_applied(outcome.applied)
+    elif not quiet:
+        console.print("Nothing applied." if outcome.plan.has_changes else summary(outcome.plan))
+    if wait and (outcome.applied is not None or not outcome.plan.has_changes):
+        raise typer.Exit(_wait(request, lock_timeout))
+    if outcome.applied is not None and not outcome.applied.ok:
         raise typer.Exit(EXIT_ERROR)
+
+
+def _wait(request: Request, lock_timeout: float) -> int:
+    """Follow the runs to the end with a live view; the exit code says how they ended."""
+
+    def show(progress: Progress, outcome: Outcome) -> None:
+        if outcome.applied is not None and (outcome.applied.submitted or outcome.applied.cancelled):
+            live.console.print(counts_line(progress))
+            _report_applied(outcome.applied)
+        live.update(live_view(progress))
+
+    with Live(console=console, auto_refresh=False, transient=not console.is_terminal) as live:
+        last = wait_until_settled(request, on_pass=show, lock_timeout=max(lock_timeout, 60.0))
+    console.print(counts_line(last))
+    if not last.failed:
+        console.print("All runs done.")
+        return 0
+    desired = load(request)
+    records = read_records(desired)
+    for action in last.failed:
+        err_console.print(
+            Text(f"{action.outcome} {action.target}: {action.reason}"), soft_wrap=True
+        )
+        log = _error_log(desired, records, action.target)
+        if log is not None:
+            err_console.print(Text(f"  log: {log}"), soft_wrap=True)
+    return EXIT_ERROR
+
+
+def _error_log(desired: Desired, records: list[SubmissionRecord], name: str) -> Path | None:
+    """The stderr file of the run's latest job, where Slurm (or the local backend) put it."""
+    jobs = [r.job_id for r in records if r.name == name and r.job_id is not None]
+    if not jobs or name not in desired.runs:
+        return None
+    _out, err = log_files(run_dir(desired, desired.runs[name]), jobs[-1])
+    return err
 
 
 def _notify_failed(event: str, problem: str) -> None:

@@ -99,6 +99,12 @@ class Action(BaseModel):
     sync: SyncStatus | None = Field(
         None, description="for a run: how its outputs stand against the desired spec"
     )
+    outcome: Literal["done", "inflight", "waiting", "failed", "blocked"] | None = Field(
+        None,
+        description="for a run: where it stands once this plan is carried out: done "
+        "(current), inflight (a job queued or running), waiting (for a later pass), "
+        "failed (no retries left), blocked (an upstream failed)",
+    )
 
     @property
     def symbol(self) -> str:

@@ -22,16 +22,23 @@ from reconciler.spec.source import open_repo
 
 def code_dir(root: Path, commit: str | None, state_dir: Path) -> Path:
     """The folder commands run in: the project folder inside the commit's snapshot, or the
-    project folder itself when planning from the work tree (`--worktree`)."""
+    project folder itself when planning from the work tree (`--worktree`). Extracts the
+    snapshot the first time."""
+    path = snapshot_path(root, commit, state_dir)
+    if commit is not None:
+        snapshot = state_dir / "checkouts" / commit
+        if not snapshot.exists():
+            _extract(open_repo(root), commit, snapshot)
+    return path
+
+
+def snapshot_path(root: Path, commit: str | None, state_dir: Path) -> Path:
+    """Where `code_dir` is (or would be), without extracting anything."""
     if commit is None:
         return root.resolve()
     repo = open_repo(root)
     top = Path(repo.working_tree_dir or root).resolve()
-    prefix = root.resolve().relative_to(top)
-    snapshot = state_dir / "checkouts" / commit
-    if not snapshot.exists():
-        _extract(repo, commit, snapshot)
-    return snapshot / prefix
+    return state_dir / "checkouts" / commit / root.resolve().relative_to(top)
 
 
 def _extract(repo: git.Repo, commit: str, snapshot: Path) -> None:

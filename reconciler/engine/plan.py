@@ -271,7 +271,8 @@ def _prunes(context: _Context) -> list[Action]:
 
 def _decide(context: _Context, run: DesiredRun) -> Action:
     action = _decide_action(context, run)
-    return action.model_copy(update={"sync": _sync(context, run)})
+    outcome = context.outcomes[run.name].value
+    return action.model_copy(update={"sync": _sync(context, run), "outcome": outcome})
 
 
 def _sync(context: _Context, run: DesiredRun) -> SyncStatus:

@@ -15,15 +15,19 @@ from pathlib import Path
 
 from reconciler.engine.actions import Plan
 from reconciler.engine.apply import Applier, ApplyResult
-from reconciler.engine.checkout import code_dir
+from reconciler.engine.checkout import code_dir, snapshot_path
+from reconciler.engine.plan import FileState
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.planfile import check_fresh
+from reconciler.engine.settle import settle
 from reconciler.scheduler.base import Observation, Scheduler
 from reconciler.scheduler.select import select_scheduler
+from reconciler.scheduler.states import Health
 from reconciler.spec.desired import Desired
 from reconciler.spec.loader import load_desired, open_source
 from reconciler.state.journal import Journal, JournalEvent
 from reconciler.state.lock import project_lock
+from reconciler.state.outputs import observe_inputs, observe_outputs
 from reconciler.state.records import SubmissionRecord
 
 Clock = Callable[[], datetime]
@@ -100,27 +104,52 @@ def plan_once(
     records: Sequence[SubmissionRecord],
     now: datetime,
 ) -> tuple[Plan, Observation]:
+    """Observe the cluster and the filesystem, and plan. Reads only."""
     observation = scheduler.observe(observation_window(records, now))
-    result = make_plan(
+    return plan_with(request, desired, scheduler.name, observation, records, now), observation
+
+
+def plan_with(
+    request: Request,
+    desired: Desired,
+    scheduler_name: str,
+    observation: Observation,
+    records: Sequence[SubmissionRecord],
+    now: datetime,
+) -> Plan:
+    return make_plan(
         desired,
         observation,
         records,
         now,
-        scheduler=scheduler.name,
+        scheduler=scheduler_name,
         targets=request.targets,
         downstream=request.downstream,
+        files=file_state(desired, records, observation),
     )
-    return result, observation
 
 
-def record_endings(journal: Journal, observation: Observation, now: datetime) -> None:
-    """Remember how jobs ended, so their outcome outlives sacct's window."""
-    for job in observation.jobs:
-        if job.finished:
-            rows = job.components
-            exit_code = next((row.exit_code for row in rows if row.exit_code), None)
-            reason = next((row.reason for row in rows if row.reason), None)
-            journal.record_final(job.job_id, job.health, exit_code, reason, now)
+def file_state(
+    desired: Desired, records: Sequence[SubmissionRecord], observation: Observation
+) -> FileState:
+    """The versions on disk of what currency depends on: the outputs of runs that have
+    succeeded (a run never run has nothing to look at), and external inputs."""
+    succeeded = {
+        r.name for r in records if r.kind == "run" and r.final_health is Health.SUCCEEDED
+    } | {
+        job.tag.name
+        for job in observation.jobs
+        if job.tag.project == desired.project.project
+        and job.tag.kind == "run"
+        and job.health is Health.SUCCEEDED
+    }
+    succeeded &= set(desired.runs)
+    outputs = observe_outputs(desired, sorted(succeeded))
+    inputs = observe_inputs(desired, sorted(succeeded))
+    return FileState(
+        outputs={key: v.digest if v else None for key, v in outputs.items()},
+        inputs={key: v.digest if v else None for key, v in inputs.items()},
+    )
 
 
 def reconcile_once(
@@ -141,8 +170,18 @@ def reconcile_once(
     with project_lock(state_dir(desired), lock_timeout), journal_for(desired) as journal:
         now = clock()
         project = desired.project.project
-        current, observation = plan_once(request, desired, scheduler, journal.records(project), now)
-        record_endings(journal, observation, now)
+        observation = scheduler.observe(observation_window(journal.records(project), now))
+        snapshots = state_dir(desired)
+        settle(
+            journal,
+            desired,
+            observation,
+            journal.records(project),
+            now,
+            lambda commit: snapshot_path(desired.root, commit, snapshots),
+        )
+        records = journal.records(project)
+        current = plan_with(request, desired, scheduler.name, observation, records, now)
         if saved is not None:
             check_fresh(saved, current)
             current = saved

@@ -1,0 +1,66 @@
+"""`recon apply --wait`: reconcile again and again until every targeted run has settled.
+
+Each pass is an ordinary `reconcile_once` (so outputs that change upstream cascade in
+the following pass, and teardowns happen), then the loop sleeps. It ends when a pass
+finds nothing to change and no targeted run still in flight: each run is then done
+(current), failed (no retries left) or blocked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from reconciler.engine.actions import Action, Plan
+from reconciler.engine.reconcile import Outcome, Request, reconcile_once
+from reconciler.scheduler.base import Scheduler
+
+SETTLED = frozenset({"done", "failed", "blocked"})
+
+
+@dataclass(frozen=True)
+class Progress:
+    plan: Plan
+    elapsed: float  # seconds since the wait began
+    passes: int
+
+    @property
+    def runs(self) -> list[Action]:
+        return [a for a in self.plan.actions if a.outcome is not None]
+
+    @property
+    def settled(self) -> bool:
+        return not self.plan.has_changes and all(a.outcome in SETTLED for a in self.runs)
+
+    @property
+    def failed(self) -> list[Action]:
+        return [a for a in self.runs if a.outcome in ("failed", "blocked")]
+
+
+def wait_until_settled(
+    request: Request,
+    *,
+    scheduler: Scheduler | None = None,
+    on_pass: Callable[[Progress, Outcome], None] = lambda _progress, _outcome: None,
+    poll: float = 2.0,
+    lock_timeout: float = 60.0,
+    timeout: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Progress:
+    """Reconcile until settled (or `timeout` seconds); returns the last progress."""
+    started = clock()
+    passes = 0
+    while True:
+        outcome = reconcile_once(request, scheduler=scheduler, lock_timeout=lock_timeout, clock=now)
+        passes += 1
+        progress = Progress(outcome.plan, clock() - started, passes)
+        on_pass(progress, outcome)
+        if progress.settled and outcome.applied is None:
+            return progress
+        if timeout is not None and progress.elapsed >= timeout:
+            return progress
+        sleep(poll)
