@@ -20,7 +20,7 @@ import typer
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
-from reconciler.commands.watch import LineLog, LogFormat, parse_duration
+from reconciler.commands.watch import LineLog, LogFormat, Puller, parse_duration
 from reconciler.engine.actions import Plan
 from reconciler.engine.gitrefs import BranchRefs
 from reconciler.engine.reconcile import Outcome
@@ -440,3 +440,23 @@ def test_text_log_lines_are_one_readable_line() -> None:
         "2025-03-01T12:00:00.000+00:00 INFO    pass commit=0123456789ab counts=submitted=2",
         "2025-03-01T12:00:00.000+00:00 ERROR   spec-error message='2 problems'",
     ]
+
+
+def test_pull_logs_a_move_and_says_why_not_once_per_upstream_commit(
+    git_repo: GitRepo, clone: GitRepo
+) -> None:
+    out = io.StringIO()
+    puller = Puller(BranchRefs(clone.root, "main"), LineLog(out, LogFormat.json, lambda: T0))
+    puller()  # up to date: silent
+    new = git_repo.commit({"project/a.txt": "a\n"}, message="upstream")
+    puller()
+    clone.commit({"project/b.txt": "mine\n"}, message="local")
+    git_repo.commit({"project/c.txt": "c\n"}, message="upstream again")
+    puller()
+    puller()  # still diverged from the same upstream commit: not said again
+    said = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(line["event"], line["level"]) for line in said] == [
+        ("pulled", "info"),
+        ("not-pulled", "warning"),
+    ]
+    assert said[0]["commit"] == new and "diverged" in said[1]["message"]
