@@ -1,0 +1,266 @@
+"""LocalScheduler beyond the contract: what only a local backend can promise or show.
+
+Real processes, short scripts: CPUs never oversubscribed, process groups ended, stray
+processes reaped, time limits, the job's environment, refusals, allocations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from reconciler.errors import PermanentSchedulerError
+from reconciler.scheduler.base import AllocateRequest, JobRecord, SubmitRequest
+from reconciler.scheduler.local import LocalScheduler
+from reconciler.scheduler.states import Health, SlurmState
+from tests.contract.harness import Harness, final, has, quoted
+
+
+def local(tmp_path: Path, cpus: int = 2) -> Harness:
+    workdir = tmp_path / "work"
+    workdir.mkdir(exist_ok=True)
+    return Harness(LocalScheduler(tmp_path / "state", cpus=cpus), workdir)
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    return local(tmp_path)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead too: it only waits for its parent (init here) to reap it.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_dead(pid: int, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def only(harness: Harness, name: str) -> JobRecord:
+    job = harness.job(name)
+    assert job is not None
+    (component,) = job.components
+    return component
+
+
+def test_jobs_never_hold_more_cpus_than_there_are(tmp_path: Path) -> None:
+    harness = local(tmp_path, cpus=2)
+    first = harness.submit("first", "sleep 1", header=["--cpus-per-task=2"])
+    harness.submit("second", "sleep 0.2", header=["--cpus-per-task=1"])
+    harness.wait("first", has(Health.RUNNING))
+    second = only(harness, "second")
+    assert (second.state, second.reason) == (SlurmState.PENDING, "Resources")
+    one, two = harness.wait("first", final), harness.wait("second", final)
+    one_end, two_start = one.components[0].end, two.components[0].start
+    assert one_end is not None and two_start is not None and two_start >= one_end
+    assert one.job_id == first
+
+
+def test_a_job_behind_a_waiting_one_waits_with_priority(tmp_path: Path) -> None:
+    harness = local(tmp_path, cpus=2)
+    harness.submit("running", "sleep 30", header=["--cpus-per-task=1"])
+    harness.wait("running", has(Health.RUNNING))
+    harness.submit("big", "true", header=["--cpus-per-task=2"])
+    harness.submit("small", "true", header=["--cpus-per-task=1"])
+    assert (only(harness, "big").reason, only(harness, "small").reason) == (
+        "Resources",
+        "Priority",
+    )
+
+
+def test_cancel_ends_every_process_of_the_job(harness: Harness) -> None:
+    pid_file = harness.workdir / "child.pid"
+    job_id = harness.submit("parent", f"sleep 300 & echo $! > {quoted(pid_file)}; wait")
+    harness.wait("parent", lambda job: job.health is Health.RUNNING and pid_file.exists())
+    child = int(pid_file.read_text())
+    assert alive(child)
+    harness.scheduler.cancel(job_id)
+    harness.wait("parent", final)
+    assert wait_dead(child)
+
+
+def test_processes_a_job_leaves_behind_are_ended_with_it(harness: Harness) -> None:
+    pid_file = harness.workdir / "stray.pid"
+    harness.submit("leaver", f"sleep 300 & echo $! > {quoted(pid_file)}")
+    job = harness.wait("leaver", final)
+    assert job.health is Health.SUCCEEDED
+    assert wait_dead(int(pid_file.read_text()))
+
+
+def test_a_job_past_its_time_limit_times_out(harness: Harness) -> None:
+    job_id = harness.submit("slow", "sleep 30", header=["--time=0:01"])
+    job = harness.wait("slow", final)
+    (component,) = job.components
+    assert (job.job_id, component.state, component.reason) == (
+        job_id,
+        SlurmState.TIMEOUT,
+        "TimeLimit",
+    )
+    assert job.health is Health.FAILED
+
+
+def test_a_running_job_with_a_limit_shows_its_time_left(harness: Harness) -> None:
+    harness.submit("limited", "sleep 30", header=["--time=10"])
+    job = harness.wait("limited", has(Health.RUNNING))
+    left = job.components[0].time_left
+    assert left is not None and 9 * 60 < left.total_seconds() <= 10 * 60
+
+
+def test_the_job_environment(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_FROM_AN_OUTER_JOB", "leaked")
+    monkeypatch.setenv("RECON_TEST_VALUE", "kept")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    body = (
+        'echo "$SLURM_JOB_ID ${SLURM_FROM_AN_OUTER_JOB:-unset} $RECON_TEST_VALUE'
+        ' ${CUDA_VISIBLE_DEVICES:-none} $SLURM_CPUS_PER_TASK $(pwd)"\n'
+        "command -v srun"
+    )
+    job_id = harness.submit("env", body, header=["--cpus-per-task=2", "--gres=gpu:a100:1"])
+    assert harness.wait("env", final).health is Health.SUCCEEDED
+    values, srun = harness.log("env", job_id).read_text().splitlines()
+    assert values == f"{job_id} unset kept none 2 {harness.workdir}"
+    assert srun == str(tmp_root(harness) / "local" / "bin" / "srun")
+
+
+def tmp_root(harness: Harness) -> Path:
+    assert isinstance(harness.scheduler, LocalScheduler)
+    return harness.scheduler.root.parent
+
+
+def test_srun_runs_its_command_whatever_its_options(harness: Harness) -> None:
+    body = (
+        "srun --het-group=1 -n 2 --label --cpus-per-task 1 -c1 printf '%s\\n' one\n"
+        "srun -- printf '%s\\n' two\n"
+        "srun --exclusive printf '%s\\n' three\n"
+        "! srun --ntasks=1 2>/dev/null"
+    )
+    job_id = harness.submit("srun", body)
+    assert harness.wait("srun", final).health is Health.SUCCEEDED
+    assert harness.log("srun", job_id).read_text() == "one\ntwo\nthree\n"
+
+
+def test_stderr_goes_where_error_says(harness: Harness) -> None:
+    job_id = harness.submit(
+        "split", "echo out; echo err >&2", header=[f"--error={harness.workdir}/e-%j.err"]
+    )
+    harness.wait("split", final)
+    assert harness.log("split", job_id).read_text() == "out\n"
+    assert (harness.workdir / f"e-{job_id}.err").read_text() == "err\n"
+
+
+def test_without_output_the_log_is_slurms_default_in_the_workdir(harness: Harness) -> None:
+    script = "#!/bin/sh\necho default\n"
+    job_id = harness.scheduler.submit(
+        SubmitRequest(script=script, workdir=harness.workdir, tag=harness.tag("default"))
+    )
+    harness.job_ids.append(job_id)
+    harness.wait("default", final)
+    assert (harness.workdir / f"slurm-{job_id}.out").read_text() == "default\n"
+
+
+def test_a_log_directory_that_does_not_exist_fails_the_job(harness: Harness) -> None:
+    job_id = harness.submit("nolog", "echo ran", header=["--output=/nonexistent/dir/%j.out"])
+    job = harness.wait("nolog", final)
+    assert (job.job_id, job.health, job.components[0].start is not None) == (
+        job_id,
+        Health.FAILED,
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ("echo no shebang\n", "does not start with #!"),
+        ("#!/bin/sh\n#SBATCH --cpus-per-task=lots\ntrue\n", "--cpus-per-task=lots"),
+    ],
+)
+def test_scripts_sbatch_would_refuse_are_refused(
+    harness: Harness, script: str, message: str
+) -> None:
+    request = SubmitRequest(script=script, workdir=harness.workdir, tag=harness.tag("bad"))
+    with pytest.raises(PermanentSchedulerError, match=message):
+        harness.scheduler.submit(request)
+
+
+def test_a_dependency_on_an_unknown_job_is_refused(harness: Harness) -> None:
+    with pytest.raises(PermanentSchedulerError, match="Job dependency problem"):
+        harness.submit("orphan", "true", dependencies=["4242"])
+
+
+def test_ids_increase_from_one(harness: Harness) -> None:
+    ids = [harness.submit(f"n{index}", "true") for index in range(3)]
+    assert ids == ["1", "2", "3"]
+
+
+def test_observing_a_state_dir_with_no_jobs_leaves_no_trace(tmp_path: Path) -> None:
+    scheduler = LocalScheduler(tmp_path / "state")
+    observation = scheduler.observe(Harness(scheduler, tmp_path).since)
+    assert (observation.jobs, observation.complete) == ((), True)
+    assert not (tmp_path / "state").exists()
+
+
+def test_the_window_keeps_old_jobs_only_while_alive(harness: Harness) -> None:
+    harness.submit("old-done", "true")
+    harness.submit("old-running", "sleep 30")
+    harness.wait("old-done", final)
+    harness.wait("old-running", has(Health.RUNNING))
+    later = harness.observe().taken_at
+    names = {job.tag.name for job in harness.scheduler.observe(later).jobs}
+    assert names == {"old-running"}
+
+
+def test_an_allocation_holds_its_cpus_until_released(tmp_path: Path) -> None:
+    harness = local(tmp_path, cpus=2)
+    tag = harness.tag("ws").model_copy(update={"kind": "alloc"})
+    job_id = harness.scheduler.allocate(
+        AllocateRequest(options=("--partition=cpu", "--cpus-per-task=2", "--time=5"), tag=tag)
+    )
+    held = harness.job("ws")
+    assert held is not None and (held.job_id, held.health) == (job_id, Health.RUNNING)
+    harness.submit("squeezed", "true")
+    assert only(harness, "squeezed").reason == "Resources"
+    harness.scheduler.release(job_id)
+    assert harness.wait("ws", final).health is Health.CANCELLED
+    assert harness.wait("squeezed", final).health is Health.SUCCEEDED
+
+
+def test_a_killed_supervisor_reads_as_node_fail_and_its_cpus_are_given_on(
+    tmp_path: Path,
+) -> None:
+    harness = local(tmp_path, cpus=1)
+    job_id = harness.submit("victim", "sleep 300")
+    harness.submit("next", "true")
+    pid_file = tmp_root(harness) / "local" / "jobs" / job_id / "pid.json"
+    harness.wait("victim", lambda job: job.health is Health.RUNNING and pid_file.exists())
+    supervisor, group = _pids(pid_file.read_text())
+    os.kill(supervisor, signal.SIGKILL)
+    assert wait_dead(supervisor)
+    lost = harness.wait("victim", lambda job: job.finished)
+    assert (lost.components[0].state, lost.components[0].reason) == (
+        SlurmState.NODE_FAIL,
+        "SupervisorLost",
+    )
+    # Nothing ran a dispatch pass when the supervisor died; observing did.
+    assert harness.wait("next", final).health is Health.SUCCEEDED
+    os.killpg(group, signal.SIGKILL)
+
+
+def _pids(text: str) -> tuple[int, int]:
+    data = json.loads(text)
+    return int(data["supervisor"]), int(data["group"])
