@@ -26,8 +26,8 @@ SBATCH_ANSWER_SECONDS = 5.0
 CPUS_VARIABLE = "RECON_LOCAL_CPUS"
 
 
-def slurm_available(timeout: float = SBATCH_ANSWER_SECONDS) -> bool:
-    """``sbatch`` is on PATH and ``sbatch --version`` exits 0 within ``timeout`` seconds."""
+def slurm_available() -> bool:
+    """``sbatch`` is on PATH and ``sbatch --version`` exits 0 within a few seconds."""
     sbatch = shutil.which("sbatch")
     if sbatch is None:
         return False
@@ -36,7 +36,7 @@ def slurm_available(timeout: float = SBATCH_ANSWER_SECONDS) -> bool:
             [sbatch, "--version"],
             stdin=subprocess.DEVNULL,
             capture_output=True,
-            timeout=timeout,
+            timeout=SBATCH_ANSWER_SECONDS,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
