@@ -1,0 +1,66 @@
+"""The example project, run end to end on the local backend through `recon apply`: the
+pipeline's DAG and the het actor-learner run (srun --het-group, SLURM_JOB_NODELIST_HET_GROUP_n)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.gitrepo import GitRepo
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
+TIMEOUT = 60.0
+
+
+def recon(root: Path, *args: str, cpus: str = "4") -> subprocess.CompletedProcess[str]:
+    # The example asks up to four CPUs per run; this says the machine has them, whatever
+    # it really has, so the runs are not left waiting for CPUs that do not exist.
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(root), "RECON_LOCAL_CPUS": cpus}
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    root = tmp_path / "example"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
+    text = (root / "recon.yaml").read_text().replace("scheduler: auto", "scheduler: local")
+    (root / "recon.yaml").write_text(text)
+    GitRepo(root).commit(message="example")
+    return root
+
+
+def test_the_example_project_runs_end_to_end_locally(example: Path) -> None:
+    first = recon(example, "apply", ".", "--auto-approve")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "scheduler: local" in first.stdout and "Apply complete: 4 submitted" in first.stdout
+
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        status = recon(example, "status", ".", "--format", "json")
+        assert status.returncode == 0, status.stdout + status.stderr
+        healths = {row["name"]: row["health"] for row in json.loads(status.stdout)}
+        if set(healths.values()) <= {"succeeded", "failed", "cancelled"}:
+            break
+        assert time.monotonic() < deadline, healths
+        time.sleep(0.5)
+    assert healths == dict.fromkeys(["actor-learner", "prepare", "train", "evaluate"], "succeeded")
+
+    runs = example / "runs"
+    assert json.loads((runs / "evaluate" / "metrics.json").read_text())
+    (log,) = (runs / "actor-learner" / "logs").glob("slurm-*.out")
+    assert log.read_text().startswith("environments on: ")
+    again = recon(example, "plan", ".", "--detailed-exitcode")
+    assert again.returncode == 0, again.stdout + again.stderr
