@@ -10,7 +10,9 @@ sorted order, so the same tree always gives the same digest:
 - ``content``: for each file its relative path and the sha256 of its bytes. A rerun that
   writes byte-identical files yields the same digest, which is what stops it from making
   every downstream run stale. A single file's content digest is the plain sha256 of its
-  bytes, the same as ``sha256sum`` prints.
+  bytes, the same as ``sha256sum`` prints. A file's sha256 is remembered for the life of
+  the process while its inode, size, mtime and ctime stay the same, so ``recon watch``
+  does not read unchanged outputs again on every pass.
 
 Directories, empty ones included, and symlinks are part of the record too: a symlink
 inside an output is recorded by its target text and never followed, so a version never
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +49,10 @@ StrPath = str | os.PathLike[str]
 # recon's own files in a run directory (see provenance.manifest_path); never an output's.
 BOOKKEEPING = ".recon"
 
-_CHUNK = 1 << 20
+# Content digests of files seen unchanged, by (dev, ino, size, mtime, ctime).
+_DIGESTS: dict[tuple[int, int, int, int, int], str] = {}
+_DIGESTS_KEPT = 200_000  # about 30 MB; cleared whole when full, the simplest bound
+_SETTLED_NS = 2_000_000_000  # generous beside clock ticks and a file server's clock skew
 
 
 class OutputError(ReconError):
@@ -85,9 +91,9 @@ def version_of(path: StrPath, how: HashKind, marker: StrPath | None = None) -> O
                 records.update(_record(entry, how))
             except _Gone:
                 continue  # removed while we walked: the next pass sees what is left
-            if entry.kind == "F":
+            if entry.st is not None:
                 files += 1
-                size += entry.size
+                size += entry.st.st_size
     else:  # a fifo or device named as an output: present, with nothing to hash
         records.update(b"O\0\0")
     return OutputVersion(
@@ -152,8 +158,7 @@ class _Entry:
     kind: Literal["F", "D", "L", "O"]  # regular file, directory, symlink, anything else
     relative: str
     path: str
-    size: int = 0
-    mtime_ns: int = 0
+    st: os.stat_result | None = None  # for regular files only
 
 
 def _walk(directory: StrPath, prefix: str) -> Iterator[_Entry]:
@@ -176,7 +181,7 @@ def _walk(directory: StrPath, prefix: str) -> Iterator[_Entry]:
         except OSError as error:
             raise _unreadable(dirent.path, error) from None
         if stat.S_ISREG(st.st_mode):
-            yield _Entry("F", relative, dirent.path, st.st_size, st.st_mtime_ns)
+            yield _Entry("F", relative, dirent.path, st)
         elif stat.S_ISDIR(st.st_mode):
             yield _Entry("D", relative, dirent.path)
             yield from _walk(dirent.path, f"{relative}/")
@@ -188,10 +193,10 @@ def _record(entry: _Entry, how: HashKind) -> bytes:
     """One entry as bytes. Fields are NUL-terminated (no path holds a NUL) and each kind
     has a fixed number of them, so no two different trees give the same stream."""
     fields = [entry.kind.encode(), os.fsencode(entry.relative)]
-    if entry.kind == "F" and how == "fingerprint":
-        fields += [str(entry.size).encode(), str(entry.mtime_ns).encode()]
-    elif entry.kind == "F":
-        fields.append(_content_sha256(entry.path).encode())
+    if entry.st is not None and how == "fingerprint":
+        fields += [str(entry.st.st_size).encode(), str(entry.st.st_mtime_ns).encode()]
+    elif entry.st is not None:
+        fields.append(_content_sha256(entry.path, entry.st).encode())
     elif entry.kind == "L":
         fields.append(os.fsencode(_readlink(entry.path)))
     return b"\0".join(fields) + b"\0"
@@ -199,20 +204,36 @@ def _record(entry: _Entry, how: HashKind) -> bytes:
 
 def _file_version(path: StrPath, st: os.stat_result, how: HashKind) -> OutputVersion:
     if how == "content":
-        digest = _content_sha256(path)
+        digest = _content_sha256(path, st)
     else:
         digest = hashlib.sha256(f"F\0\0{st.st_size}\0{st.st_mtime_ns}\0".encode()).hexdigest()
     return OutputVersion(kind=how, digest=digest, files=1, bytes=st.st_size)
 
 
-def _content_sha256(path: StrPath) -> str:
+def _content_sha256(path: StrPath, st: os.stat_result) -> str:
+    """The file's sha256, read once per process for a file that has not changed since:
+    every planning pass looks at every current run's outputs, and reading terabytes again
+    each time `recon watch` wakes would be the whole cost of a pass."""
+    # ctime cannot be set from user space and moves on every write, so a file with the
+    # same device, inode, size, mtime and ctime holds the same bytes...
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if (known := _DIGESTS.get(key)) is not None:
+        return known
     try:
         with open(path, "rb") as stream:
-            return hashlib.file_digest(stream, "sha256").hexdigest()
+            digest = hashlib.file_digest(stream, "sha256").hexdigest()
     except FileNotFoundError:
         raise _Gone from None
     except OSError as error:
         raise _unreadable(path, error) from None
+    # ...unless it was written within one tick of the filesystem's clock of being read:
+    # a second write in that tick would keep all five. Such a file is read again next
+    # time, as git does with its "racily clean" index entries.
+    if time.time_ns() - st.st_ctime_ns > _SETTLED_NS:
+        if len(_DIGESTS) >= _DIGESTS_KEPT:
+            _DIGESTS.clear()
+        _DIGESTS[key] = digest
+    return digest
 
 
 def _readlink(path: str) -> str:

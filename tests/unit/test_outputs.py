@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,53 @@ def test_a_file_removed_while_the_tree_is_walked_is_left_out(
     monkeypatch.setattr(outputs, "_walk", walk_then_remove)
     version = version_of(root, "content")
     assert version is not None and version.files == 2
+
+
+# Content digests remembered between looks --------------------------------------------
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files whose bytes are read, in order; a fresh memory of digests."""
+    seen: list[str] = []
+    real = hashlib.file_digest
+
+    def counting(stream: Any, name: str) -> Any:
+        seen.append(stream.name)
+        return real(stream, name)
+
+    monkeypatch.setattr(hashlib, "file_digest", counting)
+    monkeypatch.setattr(outputs, "_DIGESTS", {})
+    return seen
+
+
+def test_an_unchanged_settled_file_is_read_once(
+    tmp_path: Path, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outputs, "_SETTLED_NS", 0)  # every file counts as settled
+    root = tree(tmp_path / "out")
+    first = version_of(root, "content")
+    assert version_of(root, "content") == first
+    assert len(reads) == 3
+
+
+def test_a_rewrite_that_restores_size_and_mtime_is_read_again(
+    tmp_path: Path, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outputs, "_SETTLED_NS", 0)
+    path = write(tmp_path / "model.bin", b"aaaa")
+    before = version_of(path, "content")
+    time.sleep(0.05)  # past the filesystem clock's tick, so that the ctime moves
+    write(path, b"bbbb")  # same size, and write() sets the same mtime back
+    assert version_of(path, "content") != before
+    assert len(reads) == 2
+
+
+def test_a_file_written_just_now_is_not_remembered(tmp_path: Path, reads: list[str]) -> None:
+    path = write(tmp_path / "model.bin", b"aaaa")
+    version_of(path, "content")
+    version_of(path, "content")
+    assert len(reads) == 2  # a second write in the same clock tick would look unchanged
 
 
 # Observing a project's runs ------------------------------------------------------------
