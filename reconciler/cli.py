@@ -14,7 +14,7 @@ import sys
 import typer
 from rich.text import Text
 
-from reconciler.commands import apply, plan, specs, status, watch
+from reconciler.commands import apply, export, plan, specs, status, watch
 from reconciler.commands.common import EXIT_ERROR, EXIT_LOCKED, err_console
 from reconciler.devcluster.cli import app as dev_cluster_app
 from reconciler.errors import LockedError, ReconError
@@ -34,6 +34,7 @@ app.command()(status.status)
 app.command()(watch.watch)
 app.command()(specs.schema)
 app.command()(specs.version)
+app.add_typer(export.app, name="export")
 app.add_typer(dev_cluster_app, name="dev-cluster")
 
 

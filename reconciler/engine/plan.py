@@ -33,7 +33,7 @@ from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, Syn
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import Desired, DesiredRun, changed_fields, flat_fields
-from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from reconciler.state.records import NO_OUTPUTS, SubmissionRecord, SubmissionStatus
 
 LIVE = frozenset({Health.PENDING, Health.RUNNING})
 UNSEEN_GRACE = timedelta(minutes=10)
@@ -485,7 +485,11 @@ def _failed_attempts(
             and record.final_health in ENDED_BADLY
             and not _dependency_cancel(record.reason)
         ):
-            attempts[record.job_id] = _ending(record.final_health, record.exit_code)
+            attempts[record.job_id] = (
+                record.reason
+                if record.reason and record.reason.startswith(NO_OUTPUTS)
+                else _ending(record.final_health, record.exit_code)
+            )
     for job in current:
         reason = next((row.reason for row in job.components if row.reason), None)
         if job.finished and job.health in ENDED_BADLY and not _dependency_cancel(reason):

@@ -25,7 +25,7 @@ from reconciler.state.journal import Journal
 from reconciler.state.outputs import OutputVersion, observe_inputs, observe_outputs
 from reconciler.state.paths import input_paths, run_dir
 from reconciler.state.provenance import local_identity, manifest_from, write_manifest
-from reconciler.state.records import SubmissionRecord
+from reconciler.state.records import NO_OUTPUTS, SubmissionRecord
 
 CodeDir = Callable[[str | None], Path]
 
@@ -78,7 +78,7 @@ def _settle_job(
             job.job_id,
             Health.FAILED,
             exit_code,
-            f"completed without its declared outputs: {', '.join(missing)}",
+            f"{NO_OUTPUTS}: {', '.join(missing)}",
             now,
         )
         return

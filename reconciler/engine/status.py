@@ -80,7 +80,10 @@ def _health(
     last = next((r for r in reversed(history) if r.job_id is not None), None)
     if job is not None and (last is None or int(job.job_id) >= int(last.job_id or 0)):
         ends = [row.end for row in job.components if row.end is not None]
-        return job.health, job.job_id, max(ends) if ends and job.finished else None
+        health = job.health
+        if last is not None and last.job_id == job.job_id and last.final_health is not None:
+            health = last.final_health  # recon's judgement: COMPLETED without outputs failed
+        return health, job.job_id, max(ends) if ends and job.finished else None
     if last is not None:
         finished = last.updated_at if last.final_health is not None else None
         return last.final_health, last.job_id, finished

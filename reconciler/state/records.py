@@ -11,6 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from reconciler.scheduler.states import Health
 
 
+# The reason recon records for a job Slurm calls COMPLETED that left outputs missing.
+NO_OUTPUTS = "completed without its declared outputs"
+
+
 class SubmissionStatus(StrEnum):
     INTENT = "intent"  # written before sbatch: a crash here leaves no job or an unrecorded one
     SUBMITTED = "submitted"  # sbatch returned this job id

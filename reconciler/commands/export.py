@@ -1,0 +1,48 @@
+"""`recon export ro-crate`: the project's provenance as a Workflow Run RO-Crate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from reconciler.commands.common import (
+    RevisionOption,
+    TargetsArgument,
+    WorktreeOption,
+    console,
+    split_arguments,
+)
+from reconciler.engine.reconcile import Request, load
+from reconciler.export.rocrate import export_ro_crate
+from reconciler.state.paths import run_dir
+from reconciler.state.provenance import read_manifest
+
+app = typer.Typer(help="Export provenance in standard formats.", no_args_is_help=True)
+
+
+@app.command("ro-crate")
+def ro_crate(
+    arguments: TargetsArgument = None,
+    rev: RevisionOption = None,
+    worktree: WorktreeOption = False,
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the crate into.")] = Path(
+        "ro-crate"
+    ),
+) -> None:
+    """One CreateAction per run that has succeeded, from the manifests beside its outputs."""
+    repo, targets = split_arguments(arguments)
+    desired = load(Request(repo, rev, worktree))
+    names = targets or list(desired.runs)
+    manifests = {}
+    for name in names:
+        manifest = read_manifest(run_dir(desired, desired.runs[name]))
+        if manifest is not None:
+            manifests[name] = manifest
+    written = export_ro_crate(manifests, desired.project.project, desired.commit, out)
+    skipped = len(names) - len(manifests)
+    console.print(
+        f"Wrote {written}/ro-crate-metadata.json: {len(manifests)} runs"
+        + (f" ({skipped} without a manifest yet: never succeeded)" if skipped else "")
+    )
