@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from reconciler.scheduler.states import Health
 
-
 # The reason recon records for a job Slurm calls COMPLETED that left outputs missing.
 NO_OUTPUTS = "completed without its declared outputs"
 
