@@ -30,8 +30,12 @@ def dispatch(store: Store, *, blocking: bool = True) -> Assessment | None:
 
 def dispatch_locked(store: Store) -> Assessment:
     """A pass by a caller that holds the store's lock."""
-    assessment = assess(store.snapshot().facts, store.total_cpus())
+    snapshot = store.snapshot(store.active_ids())
+    assessment = assess(snapshot.facts, store.total_cpus())
     now = datetime.now(UTC)
+    for job_id, facts in snapshot.facts.items():
+        if facts.final:
+            store.retire(job_id)  # left active by a crash between its ending and retiring
     for job_id in assessment.cancel:
         store.write_cancelled(job_id, Cancel(now, None, NEVER_SATISFIED))
     for job_id in assessment.start:

@@ -12,7 +12,7 @@ import shlex
 import socket
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reconciler.errors import PermanentSchedulerError
@@ -35,6 +35,7 @@ from reconciler.scheduler.tag import Tag
 
 DEFAULT_OUTPUT = "slurm-%j.out"  # sbatch's, relative to the working directory
 ALLOCATE_WAIT = 10.0  # seconds allocate waits for the hold to start before returning
+CLOCK_SLACK = timedelta(hours=1)
 
 
 class LocalScheduler:
@@ -67,13 +68,19 @@ class LocalScheduler:
             since = since.astimezone()  # naive: this machine's local time, as on Slurm
         if not self._store.root.exists():  # nothing was ever submitted; leave no trace
             return Observation(taken_at=datetime.now(UTC), jobs=(), complete=True)
-        snapshot = self._store.snapshot()
+        snapshot = self._snapshot(since)
         assessment = assess(snapshot.facts, self._store.total_cpus())
         if (assessment.start or assessment.cancel) and dispatch(self._store, blocking=False):
-            snapshot = self._store.snapshot()
+            snapshot = self._snapshot(since)
             assessment = assess(snapshot.facts, self._store.total_cpus())
         taken_at = datetime.now(UTC)
         return self._observation(snapshot, assessment.status, since, taken_at)
+
+    def _snapshot(self, since: datetime) -> Snapshot:
+        # Every job not final yet, and every one submitted in the window (less a margin
+        # for the clock stepping back between submits: ids follow submit order).
+        recent = self._store.submitted_since(since - CLOCK_SLACK)
+        return self._store.snapshot([*self._store.active_ids(), *recent])
 
     def _observation(
         self, snapshot: Snapshot, status: Mapping[int, Status], since: datetime, now: datetime

@@ -5,6 +5,8 @@
                             under it (reads take no lock: every file is written by rename)
         next_id             the next job id
         cpus                how many CPUs the dispatcher may hand out
+        active/<id>         one empty file per job not yet final: what a dispatch pass
+                            reads, so its cost does not grow with every job ever run
         bin/srun            the shim local jobs find first on their PATH
         jobs/<id>/
             job.json        what was submitted: name, tag, workdir, dependencies, CPUs,
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -117,12 +119,17 @@ class Store:
     def bin_dir(self) -> Path:
         return self.root / "bin"
 
+    @property
+    def active_dir(self) -> Path:
+        return self.root / "active"
+
     def job_dir(self, job_id: int) -> Path:
         return self.jobs_dir / str(job_id)
 
     def prepare(self) -> None:
         """Create the layout and the srun shim (rewritten only when it changed)."""
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        self.active_dir.mkdir(exist_ok=True)
         self.bin_dir.mkdir(exist_ok=True)
         shim = self.bin_dir / "srun"
         if not shim.exists() or shim.read_text() != SRUN_SHIM:
@@ -156,7 +163,8 @@ class Store:
         """A new job with the next id: ``build`` makes its spec and environment from the id.
 
         The id is taken before the directory is made, so a crash in between skips an id
-        rather than reusing one; the directory appears whole, by rename.
+        rather than reusing one; the directory appears whole, by rename, after its active
+        marker (a crash between the two leaves a marker of no job, which passes skip).
         """
         counter = self.root / "next_id"
         job_id = int(counter.read_text()) if counter.exists() else 1
@@ -167,6 +175,7 @@ class Store:
         write_atomic(draft / "script", script, 0o700)
         write_json(draft / "env.json", env, 0o600)
         write_json(draft / "job.json", spec.to_json())
+        (self.active_dir / str(job_id)).touch()
         os.rename(draft, self.job_dir(job_id))
         self._specs[job_id] = spec
         return spec
@@ -174,11 +183,31 @@ class Store:
     # -- reading ---------------------------------------------------------------------------
 
     def ids(self) -> list[int]:
-        try:
-            names = os.listdir(self.jobs_dir)
-        except FileNotFoundError:
-            return []
-        return sorted(int(name) for name in names if name.isdigit())
+        """Every job's id, oldest first."""
+        return _numbered(self.jobs_dir)
+
+    def active_ids(self) -> list[int]:
+        """The jobs that are not final yet (and perhaps a few that just became final)."""
+        return _numbered(self.active_dir)
+
+    def retire(self, job_id: int) -> None:
+        """Take a final job off the active list (under the lock)."""
+        (self.active_dir / str(job_id)).unlink(missing_ok=True)
+
+    def submitted_since(self, since: datetime) -> list[int]:
+        """The ids of jobs submitted at or after ``since``: ids are given out in submit
+        order, so a binary search finds the first with a few reads, however many jobs
+        the store holds."""
+        ids = self.ids()
+        low, high = 0, len(ids)
+        while low < high:
+            middle = (low + high) // 2
+            spec = self.spec(ids[middle])
+            if spec is not None and spec.submitted >= since:
+                high = middle
+            else:
+                low = middle + 1
+        return ids[low:]
 
     def spec(self, job_id: int) -> JobSpec | None:
         """The job's spec, or None for an id the store does not hold."""
@@ -214,19 +243,28 @@ class Store:
             self._final[spec.job_id] = facts
         return facts
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, ids: Iterable[int]) -> Snapshot:
+        """The facts of the jobs ``ids`` and of every dependency of the waiting ones among
+        them (a waiting job's state depends on its dependencies')."""
         specs: dict[int, JobSpec] = {}
         facts: dict[int, JobFacts] = {}
         problems: list[str] = []
-        for job_id in self.ids():
+        to_read = sorted(set(ids), reverse=True)
+        while to_read:
+            job_id = to_read.pop()
+            if job_id in facts:
+                continue
             try:
                 spec = self.spec(job_id)
-                if spec is not None:
-                    specs[job_id], facts[job_id] = spec, self.facts(spec)
+                if spec is None:
+                    continue
+                specs[job_id], facts[job_id] = spec, self.facts(spec)
             except (OSError, ValueError, KeyError, TypeError) as error:
-                problems.append(
-                    f"local job {job_id} cannot be read ({self.job_dir(job_id)}): {error}"
-                )
+                where = self.job_dir(job_id)
+                problems.append(f"local job {job_id} cannot be read ({where}): {error}")
+                continue
+            if facts[job_id].started is None and facts[job_id].cancelled is None:
+                to_read += [dep for dep in spec.dependencies if dep not in facts]
         return Snapshot(specs, facts, tuple(problems))
 
     def environment(self, job_id: int) -> dict[str, str]:
@@ -255,6 +293,8 @@ class Store:
     def write_cancelled(self, job_id: int, cancel: Cancel) -> None:
         value = {"at": cancel.at.isoformat(), "by": cancel.by, "reason": cancel.reason}
         write_json(self.job_dir(job_id) / "cancelled.json", value)
+        if not (self.job_dir(job_id) / "started.json").exists():
+            self.retire(job_id)  # final: it never ran and never will
 
     def write_ended(self, job_id: int, ending: Ending) -> None:
         value = {
@@ -264,6 +304,15 @@ class Store:
             "timed_out": ending.timed_out,
         }
         write_json(self.job_dir(job_id) / "ended.json", value)
+        self.retire(job_id)
+
+
+def _numbered(directory: Path) -> list[int]:
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(int(name) for name in names if name.isdigit())
 
 
 def machine_cpus() -> int:

@@ -1,0 +1,93 @@
+"""The local backend's job directories: ids, the active list, windows and snapshots.
+
+No process is started here: jobs are written and their facts recorded by hand.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from reconciler.scheduler.local.decide import Cancel, Ending
+from reconciler.scheduler.local.directives import Component
+from reconciler.scheduler.local.store import JobSpec, Store
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    created = Store(tmp_path / "local")
+    created.prepare()
+    return created
+
+
+def add(store: Store, minute: int, after: tuple[int, ...] = ()) -> int:
+    def build(job_id: int) -> tuple[JobSpec, dict[str, str]]:
+        spec = JobSpec(
+            job_id=job_id,
+            name="p.x",
+            comment="recon1:p:run:x:0123456789abcdef",
+            workdir="/work",
+            dependencies=after,
+            components=(Component(2, 1), Component(1, 3)),
+            stdout="/work/out",
+            stderr=None,
+            time_limit=600.0,
+            submitted=T0 + timedelta(minutes=minute),
+        )
+        return spec, {"PATH": "/bin"}
+
+    return store.create(build, "#!/bin/sh\ntrue\n").job_id
+
+
+def test_a_spec_reads_back_as_written_by_a_fresh_store(store: Store) -> None:
+    job_id = add(store, 0, ())
+    written = store.spec(job_id)
+    assert Store(store.root).spec(job_id) == written
+    assert written is not None and written.cpus == 5
+    assert Store(store.root).spec(99) is None
+
+
+def test_jobs_are_active_until_final(store: Store) -> None:
+    ran, waiting, cancelled_running = add(store, 0), add(store, 1), add(store, 2)
+    assert store.active_ids() == [ran, waiting, cancelled_running]
+    store.write_started(ran, T0)
+    store.write_ended(ran, Ending(T0, 0))
+    store.write_cancelled(waiting, Cancel(T0, 0))
+    store.write_started(cancelled_running, T0)
+    store.write_cancelled(cancelled_running, Cancel(T0, 0))  # its processes still run
+    assert store.active_ids() == [cancelled_running]
+
+
+@pytest.mark.parametrize(
+    ("minute", "expected"), [(-5, [1, 2, 3, 4]), (0, [1, 2, 3, 4]), (2, [3, 4]), (9, [])]
+)
+def test_the_window_starts_at_the_first_job_submitted_since(
+    store: Store, minute: int, expected: list[int]
+) -> None:
+    for submitted in (0, 1, 2, 3):
+        add(store, submitted)
+    assert Store(store.root).submitted_since(T0 + timedelta(minutes=minute)) == expected
+
+
+def test_a_snapshot_brings_the_dependencies_of_waiting_jobs(store: Store) -> None:
+    first = add(store, 0)
+    second = add(store, 1, (first,))
+    third = add(store, 2, (second,))
+    store.write_started(first, T0)
+    store.write_ended(first, Ending(T0, 1))
+    snapshot = Store(store.root).snapshot([third])
+    assert sorted(snapshot.facts) == [first, second, third]
+    ended = snapshot.facts[first].ended
+    assert ended is not None and ended.exit_code == 1
+
+
+def test_an_unreadable_job_is_a_problem_not_an_error(store: Store) -> None:
+    job_id = add(store, 0)
+    (store.job_dir(job_id) / "job.json").write_text("{not json")
+    snapshot = Store(store.root).snapshot([job_id])
+    assert snapshot.facts == {}
+    assert len(snapshot.problems) == 1 and f"local job {job_id}" in snapshot.problems[0]
