@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.errors import PermanentSchedulerError
+from reconciler.errors import PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import AllocateRequest, JobRecord, SubmitRequest
 from reconciler.scheduler.local import LocalScheduler
 from reconciler.scheduler.states import Health, SlurmState
@@ -264,3 +264,14 @@ def test_a_killed_supervisor_reads_as_node_fail_and_its_cpus_are_given_on(
 def _pids(text: str) -> tuple[int, int]:
     data = json.loads(text)
     return int(data["supervisor"]), int(data["group"])
+
+
+def test_a_state_dir_that_cannot_be_written_stops_the_submit(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    scheduler = LocalScheduler(blocker / "state")
+    request = SubmitRequest(
+        script="#!/bin/sh\ntrue\n", workdir=tmp_path, tag=local(tmp_path).tag("x")
+    )
+    with pytest.raises(TransientSchedulerError, match="state directory is writable"):
+        scheduler.submit(request)

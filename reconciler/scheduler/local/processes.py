@@ -64,7 +64,7 @@ def signal_group(group: int, signum: int = signal.SIGTERM) -> bool:
     """Send ``signum`` to every process of a group; False when none is left."""
     try:
         os.killpg(group, signum)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):  # gone, or the id is someone else's now
         return False
     return True
 

@@ -6,16 +6,21 @@ writes them to the store, and reads the store back as observations.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shlex
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from reconciler.errors import PermanentSchedulerError
+from reconciler.errors import (
+    ObservationError,
+    PermanentSchedulerError,
+    TransientSchedulerError,
+)
 from reconciler.scheduler.base import AllocateRequest, Observation, ObservedJob, SubmitRequest
 from reconciler.scheduler.local.decide import Cancel, Status, assess
 from reconciler.scheduler.local.directives import (
@@ -66,6 +71,14 @@ class LocalScheduler:
         """
         if since.tzinfo is None:
             since = since.astimezone()  # naive: this machine's local time, as on Slurm
+        try:
+            return self._observe(since)
+        except OSError as error:
+            raise ObservationError(
+                f"the local jobs in {self.root} cannot be read: {error}"
+            ) from error
+
+    def _observe(self, since: datetime) -> Observation:
         if not self._store.root.exists():  # nothing was ever submitted; leave no trace
             return Observation(taken_at=datetime.now(UTC), jobs=(), complete=True)
         snapshot = self._snapshot(since)
@@ -111,6 +124,10 @@ class LocalScheduler:
             directives = parse_directives(request.script)
         except DirectiveError as error:
             raise PermanentSchedulerError(f"the script's #SBATCH header: {error}") from None
+        with _stopped_by_os_errors(f"submit a job to {self.root}"):
+            return self._enqueue(request, directives)
+
+    def _enqueue(self, request: SubmitRequest, directives: Directives) -> str:
         dependencies = tuple(int(dep) for dep in request.dependencies)
         workdir = Path(request.workdir).absolute()
         submitter = dict(os.environ)
@@ -175,7 +192,7 @@ class LocalScheduler:
         SIGKILL after ``KILL_WAIT`` if anything is left). Unknown or ended is fine."""
         if not job_id.isdigit() or not self._store.root.exists():
             return
-        with self._store.locked():
+        with _stopped_by_os_errors(f"cancel job {job_id} in {self.root}"), self._store.locked():
             spec = self._store.spec(int(job_id))
             if spec is None:
                 return
@@ -219,6 +236,18 @@ class LocalScheduler:
             state="idle",
         )
         return (Partition(name=PARTITION, default=True, nodes=(node,)),)
+
+
+@contextlib.contextmanager
+def _stopped_by_os_errors(doing: str) -> Iterator[None]:
+    """The state directory failing (not writable, disk full) stops this apply; the next
+    pass tries again: the scheduler did not refuse the request itself."""
+    try:
+        yield
+    except OSError as error:
+        raise TransientSchedulerError(
+            f"could not {doing}: {error}; check that the state directory is writable"
+        ) from error
 
 
 def _memory_mb() -> int:
