@@ -27,12 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
+from typing import Protocol
 
 from reconciler import graph
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import Desired, DesiredRun, changed_fields, flat_fields
+from reconciler.spec.models import RunResources
 from reconciler.state.records import NO_OUTPUTS, SubmissionRecord, SubmissionStatus
 
 LIVE = frozenset({Health.PENDING, Health.RUNNING})
@@ -60,6 +62,12 @@ class FileState:
     inputs: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
 
 
+class Fit(Protocol):
+    """The cluster's shapes, to refuse a run no partition can hold (engine/fit.py)."""
+
+    def why_not(self, resources: RunResources) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class _Success:
     job_id: str
@@ -73,6 +81,7 @@ class _Context:
     records: Sequence[SubmissionRecord]
     now: datetime
     files: FileState
+    fit: Fit | None = None
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     live_jobs: dict[str, str] = field(default_factory=dict)  # run -> its in-flight job id
 
@@ -99,8 +108,9 @@ def plan(
     targets: Sequence[str] = (),
     downstream: bool = False,
     files: FileState | None = None,
+    fit: Fit | None = None,
 ) -> Plan:
-    context = _Context(desired, observation, records, now, files or FileState())
+    context = _Context(desired, observation, records, now, files or FileState(), fit)
     dag = graph.build(desired.upstreams)
     chosen = graph.select(dag, targets, downstream) if targets else graph.order(dag)
     actions: list[Action] = list(_adoptions(context))
@@ -582,7 +592,21 @@ def _submit(
     reason: str,
     cancels: tuple[str, ...] = (),
 ) -> Action:
-    """Submit now; upstreams still in flight are waited for through Slurm's afterok."""
+    """Submit now; upstreams still in flight are waited for through Slurm's afterok.
+
+    Not if no partition of the cluster can hold it: refused here, before anything is
+    submitted, with the reason (only runs about to be submitted are checked: a current
+    run takes no scheduler resources, so a CPU-only cluster still serves it).
+    """
+    unfit = context.fit.why_not(run.spec.resources) if context.fit is not None else None
+    if unfit is not None:
+        context.outcomes[run.name] = Outcome.BLOCKED
+        return Action(
+            kind=ActionKind.BLOCKED,
+            target=run.name,
+            reason=f"does not fit the cluster: {unfit}",
+            spec_hash=run.spec_hash,
+        )
     upstreams = sorted(set(context.desired.upstreams[run.name]))
     pending_upstreams = [up for up in upstreams if context.outcomes.get(up) is Outcome.INFLIGHT]
     waiting = [up for up in upstreams if context.outcomes.get(up) is Outcome.WAITING]

@@ -16,10 +16,12 @@ from pathlib import Path
 from reconciler.engine.actions import Plan
 from reconciler.engine.apply import Applier, ApplyResult
 from reconciler.engine.checkout import code_dir, snapshot_path
+from reconciler.engine.fit import FitChecker
 from reconciler.engine.plan import FileState
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.planfile import check_fresh
 from reconciler.engine.settle import settle
+from reconciler.errors import ObservationError
 from reconciler.scheduler.base import Observation, Scheduler
 from reconciler.scheduler.select import select_scheduler
 from reconciler.scheduler.states import Health
@@ -106,7 +108,21 @@ def plan_once(
 ) -> tuple[Plan, Observation]:
     """Observe the cluster and the filesystem, and plan. Reads only."""
     observation = scheduler.observe(observation_window(records, now))
-    return plan_with(request, desired, scheduler.name, observation, records, now), observation
+    fit = fit_for(scheduler)
+    plan = plan_with(request, desired, scheduler.name, observation, records, now, fit)
+    return plan, observation
+
+
+def fit_for(scheduler: Scheduler) -> FitChecker | None:
+    """The cluster's partitions, read once per pass (one sinfo). None where there is
+    nothing to check against: the local backend runs any shape on this machine, and a
+    partial answer would refuse runs that fit."""
+    if scheduler.name == "local":
+        return None
+    try:
+        return FitChecker(scheduler.partitions())
+    except ObservationError:
+        return None
 
 
 def plan_with(
@@ -116,6 +132,7 @@ def plan_with(
     observation: Observation,
     records: Sequence[SubmissionRecord],
     now: datetime,
+    fit: FitChecker | None = None,
 ) -> Plan:
     return make_plan(
         desired,
@@ -126,6 +143,7 @@ def plan_with(
         targets=request.targets,
         downstream=request.downstream,
         files=file_state(desired, records, observation),
+        fit=fit,
     )
 
 
@@ -181,7 +199,8 @@ def reconcile_once(
             lambda commit: snapshot_path(desired.root, commit, snapshots),
         )
         records = journal.records(project)
-        current = plan_with(request, desired, scheduler.name, observation, records, now)
+        fit = fit_for(scheduler)
+        current = plan_with(request, desired, scheduler.name, observation, records, now, fit)
         if saved is not None:
             check_fresh(saved, current)
             current = saved

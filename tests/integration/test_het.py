@@ -28,7 +28,7 @@ resources:
   time: 10
   components:
     - {{partition: cpu, cpus: 1, memory: 100MiB}}
-    - {{partition: gpu, cpus: 1, memory: 100MiB, gpus: a100:2}}
+    - {{partition: gpu, cpus: 1, memory: 100MiB, gpus: "a100:2"}}
 outputs:
   out: out.txt
 """
@@ -83,7 +83,7 @@ def test_a_failed_trainer_step_tears_the_whole_job_down(project: Project) -> Non
     status = project.recon("status", ".", "--format", "json")
     (row,) = json.loads(status.stdout)
     assert row["note"].startswith("teardown: step ") and "failed (exit 3)" in row["note"]
-    assert row["health"] == "cancelled"
+    assert row["health"] == "failed"  # the failed step trumps the cancel (one rule for all rows)
 
 
 def _step_failed(job_id: str) -> bool:
@@ -93,7 +93,10 @@ def _step_failed(job_id: str) -> bool:
         text=True,
         check=False,
     ).stdout
-    return any(line.startswith(f"{job_id}+1.0|FAILED") for line in steps.splitlines())
+    # Steps are numbered per job: the trainer's srun is the second, on component 1.
+    return any(
+        line.startswith(f"{job_id}+1.") and line.endswith("|FAILED") for line in steps.splitlines()
+    )
 
 
 def test_coupled_runs_are_torn_down_together(project: Project) -> None:
@@ -112,3 +115,15 @@ def test_coupled_runs_are_torn_down_together(project: Project) -> None:
     torn = project.apply()
     assert "cancelled job" in torn.stdout, torn.stdout
     project.wait_for("the server to go down", lambda: _state(project, "server") == "CANCELLED")
+
+
+def test_a_component_that_fits_no_partition_is_refused_at_plan_time(project: Project) -> None:
+    spec = HET.format(name="greedy", command="true").replace("a100:2", "a100:8")
+    project.repo.commit({"specs/het.yaml": spec})
+    plan = project.recon("plan", ".", "--detailed-exitcode")
+    assert plan.returncode == 0, plan.stdout + plan.stderr  # nothing the cluster could run
+    assert "does not fit the cluster: component 1 (partition gpu): asks 8 GPUs" in plan.stdout
+    applied = project.recon("apply", ".", "--auto-approve")
+    assert applied.returncode == 0, applied.stderr
+    assert project.jobs() == []
+    assert not (project.root / "runs" / "greedy").exists()  # nothing prepared either

@@ -469,3 +469,26 @@ def test_no_teardown_on_an_incomplete_observation() -> None:
         scheduler="slurm",
     )
     assert not any(a.kind is ActionKind.TEARDOWN for a in result.actions)
+
+
+class _NoGpus:
+    """A cluster without GPUs, for the planner's fit hook."""
+
+    def why_not(self, resources: object) -> str | None:
+        shapes = getattr(resources, "shapes", ())
+        return "no node has GPUs" if any(s.gpus for s in shapes) else None
+
+
+def test_a_run_that_fits_nowhere_is_refused_and_blocks_its_downstream() -> None:
+    state = desired(run("train", resources={"gpus": "A100:8"}), run("eval", "train"))
+    result = plan(state, observed(), [], NOW, scheduler="slurm", fit=_NoGpus())
+    assert kinds(result)["train"] == ("blocked", "does not fit the cluster: no node has GPUs")
+    assert kinds(result)["eval"] == ("blocked", "upstream train is blocked")
+    assert not result.has_changes
+
+
+def test_a_current_run_is_not_fit_checked() -> None:
+    state = desired(run("train", resources={"gpus": "A100:8"}))
+    records = [_ok("train", hash_of(state, "train"), "10")]
+    result = plan(state, observed(), records, NOW, scheduler="slurm", fit=_NoGpus())  # type: ignore[list-item]
+    assert kinds(result)["train"][0] == "no-op"
