@@ -76,9 +76,12 @@ def slurm_cluster() -> ClusterSpec:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Give every slurm-marked test the cluster fixture, first, before its own: a marker
-    on a parameter (`pytest.param(..., marks=pytest.mark.slurm)`) counts too."""
+    on a parameter (`pytest.param(..., marks=pytest.mark.slurm)`) counts too.
+
+    A new list, not an insert: the parametrized items of one test function share one
+    list, and the test's other parameters (the local backend) must not need a cluster."""
     for item in items:
         if not isinstance(item, pytest.Function):
             continue
         if item.get_closest_marker("slurm") and "slurm_cluster" not in item.fixturenames:
-            item.fixturenames.insert(0, "slurm_cluster")
+            item.fixturenames = ["slurm_cluster", *item.fixturenames]
