@@ -96,6 +96,9 @@ class Action(BaseModel):
         (), description="jobs already queued or running that this one waits for (afterok)"
     )
     changes: tuple[FieldChange, ...] = ()
+    details: tuple[str, ...] = Field(
+        (), description="more to show under the action, e.g. each het component's resources"
+    )
     sync: SyncStatus | None = Field(
         None, description="for a run: how its outputs stand against the desired spec"
     )

@@ -631,7 +631,22 @@ def _submit(
         after=submitted_with,
         after_jobs=live_jobs,
         changes=changes,
+        details=_component_lines(run),
     )
+
+
+def _component_lines(run: DesiredRun) -> tuple[str, ...]:
+    """For a heterogeneous run, what each component asks for: they are scheduled
+    together, so the plan shows them together."""
+    components = run.spec.resources.components
+    if not components:
+        return ()
+    lines = []
+    for index, shape in enumerate(components):
+        asked = shape.model_dump(mode="json", exclude_defaults=True)
+        text = ", ".join(f"{key} {value}" for key, value in asked.items())
+        lines.append(f"component {index}: {text or 'cluster defaults'}")
+    return tuple(lines)
 
 
 def _field_changes(context: _Context, run: DesiredRun) -> tuple[FieldChange, ...]:

@@ -113,9 +113,13 @@ def _text_lines(action: Action, target_width: int) -> list[str]:
         f"{action.target:<{target_width}}{_GAP}"
     )
     first = _one_line(lead + reason + _context(action)).rstrip()
-    # Several changed fields: one per line, under the reason.
+    # Several changed fields: one per line, under the reason; then any details.
     indent = " " * (len(lead) + 2)
-    return [first, *(indent + _one_line(str(c)) for c in action.changes if several)]
+    return [
+        first,
+        *(indent + _one_line(str(c)) for c in action.changes if several),
+        *(indent + _one_line(line) for line in action.details),
+    ]
 
 
 def _cell(text: str) -> str:
@@ -142,7 +146,9 @@ def _change_cell(change: FieldChange) -> str:
 
 def _markdown_row(action: Action) -> str:
     symbol = _code(action.symbol) if action.symbol.strip() else ""
-    fields = "<br>".join(_change_cell(c) for c in action.changes)
+    fields = "<br>".join(
+        [*(_change_cell(c) for c in action.changes), *(_cell(line) for line in action.details)]
+    )
     reason = _cell(action.reason + _context(action))
     return f"| {symbol} | {action.kind.value} | {_code(action.target)} | {reason} | {fields} |"
 

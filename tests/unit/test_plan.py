@@ -492,3 +492,14 @@ def test_a_current_run_is_not_fit_checked() -> None:
     records = [_ok("train", hash_of(state, "train"), "10")]
     result = plan(state, observed(), records, NOW, scheduler="slurm", fit=_NoGpus())  # type: ignore[list-item]
     assert kinds(result)["train"][0] == "no-op"
+
+
+def test_a_het_submission_shows_each_components_resources() -> None:
+    from reconciler.report.plan import as_markdown, as_text
+
+    state = desired(run("het", **HET))
+    (action,) = plan(state, observed(), [], NOW, scheduler="slurm").actions
+    assert action.details == ("component 0: partition cpu", "component 1: gpus 2, partition gpu")
+    result = plan(state, observed(), [], NOW, scheduler="slurm")
+    assert "component 1: gpus 2, partition gpu" in as_text(result)
+    assert "component 0: partition cpu<br>component 1: gpus 2, partition gpu" in as_markdown(result)
