@@ -22,7 +22,7 @@ from reconciler.errors import SpecIssue
 from reconciler.spec.models import Project
 from reconciler.spec.summary import DocumentSummary
 
-_FORMAT = 5
+_FORMAT = 6
 _FILE_NAME = "spec-cache.marshal"
 
 

@@ -28,7 +28,8 @@ def check_tokens(document: ParsedDocument) -> list[SpecIssue]:
 
 
 def check_project(documents: list[DocumentSummary]) -> list[SpecIssue]:
-    """Names unique across the project; inputs name runs and outputs that exist."""
+    """Names unique across the project; inputs name runs and outputs that exist; a run's
+    allocation names an Allocation."""
     first: dict[str, DocumentSummary] = {}
     issues: list[SpecIssue] = []
     for document in documents:
@@ -46,7 +47,27 @@ def check_project(documents: list[DocumentSummary]) -> list[SpecIssue]:
     for document in documents:
         issues.extend(_check_inputs(document, first))
         issues.extend(_check_coupling(document, first))
+        issues.extend(_check_allocation(document, first))
     return issues
+
+
+def _check_allocation(
+    document: DocumentSummary, by_name: dict[str, DocumentSummary]
+) -> list[SpecIssue]:
+    if document.allocation is None:
+        return []
+    target = by_name.get(document.allocation)
+    if target is not None and target.kind == "Allocation":
+        return []
+    what = f"the {target.kind} {target.name!r}" if target is not None else "nothing"
+    return [
+        SpecIssue(
+            document.file,
+            document.allocation_line,
+            "allocation",
+            f"names {what}: `allocation:` must name an Allocation of this project",
+        )
+    ]
 
 
 def _check_coupling(

@@ -3,8 +3,9 @@
 The spec hash is a run's identity for "has it changed?". It covers what changes a
 result: the effective resources, command or script content, environment, inputs,
 outputs and directory. It leaves out what does not: description, labels, the retry
-count, the update and teardown policies and coupling (changing how many retries a run
-gets must not rerun a 12-hour job), and everything about the YAML text itself (comments,
+count, the update and teardown policies, coupling and the allocation a run runs in
+(changing how many retries a run gets must not rerun a 12-hour job), an allocation's
+min_remaining, and everything about the YAML text itself (comments,
 key order, quoting).
 Values are hashed in canonical form, so `32GiB` and `32768MiB` are the same spec.
 """
@@ -23,7 +24,18 @@ from reconciler.spec.models import Allocation, Defaults, NodeShape, Project, Run
 S = TypeVar("S", bound=NodeShape)
 T = TypeVar("T")
 
-NOT_HASHED = {"description", "labels", "retries", "update", "teardown", "coupled_with"}
+# `allocation` says where a run runs, not what it computes; `min_remaining` is when an
+# allocation is renewed, not what it is.
+NOT_HASHED = {
+    "description",
+    "labels",
+    "retries",
+    "update",
+    "teardown",
+    "coupled_with",
+    "allocation",
+    "min_remaining",
+}
 
 
 @dataclass(frozen=True)

@@ -204,11 +204,32 @@ class Run(Document):
         description="When the spec changes while the job runs: `defer` lets it finish and "
         "reruns after; `replace` cancels it and submits the new spec.",
     )
+    allocation: Name | None = Field(
+        None,
+        description="Run as a step inside this Allocation of the project instead of as a "
+        "batch job of its own. Where it runs, not what: not part of the spec hash.",
+    )
 
     @model_validator(mode="after")
     def _command_or_script(self) -> Run:
         if (self.command is None) == (self.script is None):
             raise ValueError("a run takes exactly one of `command` or `script`")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_a_step(self) -> Run:
+        # A step takes its place from the allocation: only what srun can ask of a step
+        # inside it (one task's CPUs, memory, GPUs and time limit) means anything there.
+        if self.allocation is None:
+            return self
+        allowed = {"cpus", "memory", "gpus", "time"}
+        refused = sorted(self.resources.model_fields_set - allowed)
+        if refused:
+            raise ValueError(
+                f"resources.{', resources.'.join(refused)} cannot be set on a run inside "
+                f"allocation {self.allocation!r}: it runs as one task on the allocation's "
+                "nodes; set them on the Allocation (a run there takes cpus, memory, gpus, time)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -244,7 +265,18 @@ class Allocation(Document):
         Duration(300), description="Reused only while more than this much time is left."
     )
     container: Container | None = None
-    setup: tuple[SafeText, ...] = Field((), description="Commands run once per allocation.")
+    setup: tuple[SafeText, ...] = Field(
+        (), description="Commands run once in each new allocation, before any run starts in it."
+    )
+
+    @model_validator(mode="after")
+    def _time_to_reuse(self) -> Allocation:
+        if self.min_remaining.seconds >= self.time_limit.seconds:
+            raise ValueError(
+                f"min_remaining ({self.min_remaining}) must be shorter than time_limit "
+                f"({self.time_limit}), or the allocation could never be reused"
+            )
+        return self
 
 
 class Defaults(JobSettings):

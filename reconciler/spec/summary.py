@@ -36,6 +36,8 @@ class DocumentSummary(NamedTuple):
     data: Mapping[str, Any]  # the document as written, to rebuild its model on demand
     coupled_with: tuple[str, ...] = ()
     coupled_line: int = 0
+    allocation: str | None = None  # the Allocation a run runs in
+    allocation_line: int = 0
 
     @property
     def upstreams(self) -> list[str]:
@@ -89,8 +91,10 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
     outputs: tuple[str, ...] = ()
     script, script_line = None, 0
     coupled: tuple[str, ...] = ()
+    allocation = None
     if isinstance(spec, Run):
         coupled = spec.coupled_with
+        allocation = spec.allocation
         inputs = tuple(
             InputRef(name, *_split(item.upstream), document.line_of("inputs", name))
             for name, item in spec.inputs.items()
@@ -111,4 +115,6 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
         document.data,
         coupled,
         document.line_of("coupled_with"),
+        allocation,
+        document.line_of("allocation"),
     )

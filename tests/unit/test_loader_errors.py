@@ -227,3 +227,48 @@ def test_coupled_with_a_missing_run(repo: GitRepo) -> None:
     issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + "coupled_with: [ghost]\n"})
     assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 6, "coupled_with")
     assert "no run 'ghost'" in issue.message
+
+
+WARM = "kind: Allocation\nname: warm\ntime_limit: 1h\n"
+
+
+def test_allocation_naming_nothing(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + "allocation: ghost\n"})
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 6, "allocation")
+    assert "names nothing" in issue.message
+
+
+def test_allocation_naming_a_run(repo: GitRepo) -> None:
+    other = GOOD_PREPARE.replace("prepare", "other")
+    issue = only(
+        repo, {"specs/a.yaml": GOOD_PREPARE + "allocation: other\n", "specs/b.yaml": other}
+    )
+    assert issue.field == "allocation" and "the Run 'other'" in issue.message
+
+
+def test_run_in_an_allocation_loads(repo: GitRepo) -> None:
+    repo.commit({"specs/a.yaml": GOOD_PREPARE + "allocation: warm\n", "specs/w.yaml": WARM})
+    desired = load_desired(open_source(repo.root))
+    assert desired.runs["prepare"].spec.allocation == "warm"
+    assert set(desired.allocations) == {"warm"}
+
+
+@pytest.mark.parametrize(
+    ("resources", "refused"),
+    [
+        ("  partition: gpu\n", "resources.partition"),
+        ("  components: [{cpus: 1}, {cpus: 2}]\n", "resources.components"),
+        ("  nodes: 2\n  cpus: 2\n", "resources.nodes"),
+    ],
+)
+def test_run_in_an_allocation_takes_only_step_resources(
+    repo: GitRepo, resources: str, refused: str
+) -> None:
+    spec = GOOD_PREPARE + "allocation: warm\nresources:\n" + resources
+    issue = only(repo, {"specs/a.yaml": spec, "specs/w.yaml": WARM})
+    assert refused in issue.message and "cpus, memory, gpus, time" in issue.message
+
+
+def test_min_remaining_must_be_shorter_than_the_time_limit(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/w.yaml": WARM + "min_remaining: 2h\n"})
+    assert "min_remaining" in issue.message and "never be reused" in issue.message
