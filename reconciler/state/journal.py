@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict
 
 from reconciler.errors import JournalError
 from reconciler.scheduler.states import Health
-from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 
 JOURNAL_FILE = "journal.sqlite"
 
@@ -93,6 +93,24 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "ALTER TABLE submissions ADD COLUMN input_versions TEXT NOT NULL DEFAULT '{}'",
         "ALTER TABLE submissions ADD COLUMN output_versions TEXT NOT NULL DEFAULT '{}'",
+    ),
+    # 3: allocations' setup steps: started once per allocation job, and a failed setup is
+    # remembered after the job itself is gone (the spec is not allocated again).
+    (
+        """CREATE TABLE setups (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            project TEXT NOT NULL,
+            name TEXT NOT NULL,
+            spec_hash TEXT NOT NULL,
+            allocation_job TEXT NOT NULL,
+            step_id TEXT,
+            final_health TEXT,
+            exit_code INTEGER,
+            reason TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX setups_by_project ON setups (project, name)",
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -372,6 +390,78 @@ class Journal:
             )
             for row in rows
         ]
+
+    # -- setups --------------------------------------------------------------------------
+
+    def record_setup(
+        self, project: str, name: str, spec_hash: str, allocation_job: str, now: datetime
+    ) -> int:
+        """Record that recon is about to start allocation ``name``'s setup in its job
+        ``allocation_job``; returns the setup's id."""
+        stamp = _stamp(now)
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO setups (project, name, spec_hash, allocation_job, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (project, name, spec_hash, allocation_job, stamp, stamp),
+            )
+        return _rowid(cursor)
+
+    def record_setup_step(self, setup_id: int, step_id: str, now: datetime) -> None:
+        """The setup ``setup_id`` runs as step ``step_id``."""
+        self._update_setup(setup_id, "step_id = ?", (step_id,), now)
+
+    def record_setup_end(
+        self,
+        setup_id: int,
+        health: Health,
+        exit_code: int | None,
+        reason: str | None,
+        now: datetime,
+    ) -> None:
+        """How setup ``setup_id`` ended (or that srun refused it: failed, with the reason)."""
+        if health not in FINAL_HEALTHS:
+            raise ValueError(f"{health} is not a final state; expected one of {FINAL_HEALTHS}")
+        self._update_setup(
+            setup_id,
+            "final_health = ?, exit_code = ?, reason = ?",
+            (health, exit_code, reason),
+            now,
+        )
+
+    def setups(self, project: str) -> list[SetupRecord]:
+        """Every setup of the project's allocations, oldest first."""
+        with self._sqlite_errors():
+            rows = self._db.execute(
+                "SELECT * FROM setups WHERE project = ? ORDER BY id", (project,)
+            ).fetchall()
+        return [
+            SetupRecord(
+                id=row["id"],
+                project=row["project"],
+                name=row["name"],
+                spec_hash=row["spec_hash"],
+                allocation_job=row["allocation_job"],
+                step_id=row["step_id"],
+                final_health=None if row["final_health"] is None else Health(row["final_health"]),
+                exit_code=row["exit_code"],
+                reason=row["reason"],
+                created_at=datetime.fromisoformat(row["created_at"]),
+                updated_at=datetime.fromisoformat(row["updated_at"]),
+            )
+            for row in rows
+        ]
+
+    def _update_setup(
+        self, setup_id: int, assignments: str, values: tuple[object, ...], now: datetime
+    ) -> None:
+        with self._transaction() as db:
+            cursor = db.execute(
+                f"UPDATE setups SET {assignments}, updated_at = ? WHERE id = ?",
+                (*values, _stamp(now), setup_id),
+            )
+            if cursor.rowcount == 0:
+                raise KeyError(f"no setup {setup_id} in the journal {self.path}")
 
     # -- events --------------------------------------------------------------------------
 

@@ -50,3 +50,21 @@ class SubmissionRecord(BaseModel):
     )
     created_at: datetime
     updated_at: datetime
+
+
+class SetupRecord(BaseModel):
+    """An allocation's setup commands, started as a step in one of its jobs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int
+    project: str
+    name: str = Field(description="the allocation")
+    spec_hash: str
+    allocation_job: str
+    step_id: str | None = Field(description="12.0, once Slurm listed it; None until then")
+    final_health: Health | None = None
+    exit_code: int | None = None
+    reason: str | None = Field(None, description="why srun made no step, when it did not")
+    created_at: datetime
+    updated_at: datetime

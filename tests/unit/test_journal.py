@@ -390,3 +390,42 @@ def test_a_version_1_journal_is_migrated_with_its_rows(tmp_path: Path) -> None:
     with journal_module.Journal(path) as journal:
         (record,) = journal.records("p")
     assert record.job_id == "7" and record.input_versions == {} and record.output_versions == {}
+
+
+def test_a_setup_is_recorded_with_its_step_and_its_end(journal: Journal) -> None:
+    first = journal.record_setup("demo", "warm", "h1", "12", T0)
+    second = journal.record_setup("demo", "warm", "h1", "13", T1)
+    journal.record_setup_step(first, "12.0", T1)
+    journal.record_setup_end(first, Health.FAILED, 2, None, T2)
+    journal.record_setup_end(second, Health.FAILED, None, "srun exited 1", T2)
+    older, newer = journal.setups("demo")
+    assert (older.allocation_job, older.step_id, older.final_health, older.exit_code) == (
+        "12", "12.0", Health.FAILED, 2,
+    )  # fmt: skip
+    assert older.created_at == T0 and older.updated_at == T2
+    assert (newer.step_id, newer.reason) == (None, "srun exited 1")
+    assert journal.setups("other") == []
+
+
+def test_a_setup_end_must_be_final_and_of_a_known_setup(journal: Journal) -> None:
+    setup = journal.record_setup("demo", "warm", "h1", "12", T0)
+    with pytest.raises(ValueError, match="not a final state"):
+        journal.record_setup_end(setup, Health.RUNNING, None, None, T1)
+    with pytest.raises(KeyError):
+        journal.record_setup_step(setup + 1, "12.0", T1)
+
+
+def test_a_version_2_journal_gains_the_setups_table(tmp_path: Path) -> None:
+    from reconciler.state import journal as journal_module
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statements in journal_module._MIGRATIONS[:2]:
+        for statement in statements:
+            db.execute(statement)
+    db.execute("PRAGMA user_version = 2")
+    db.close()
+    with journal_module.Journal(path) as journal:
+        assert journal.setups("p") == []
+        journal.record_setup("p", "warm", "h1", "12", T0)
+        assert len(journal.setups("p")) == 1
