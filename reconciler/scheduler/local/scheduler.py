@@ -40,7 +40,7 @@ from reconciler.scheduler.tag import Tag
 
 DEFAULT_OUTPUT = "slurm-%j.out"  # sbatch's, relative to the working directory
 ALLOCATE_WAIT = 10.0  # seconds allocate waits for the hold to start before returning
-CLOCK_SLACK = timedelta(hours=1)
+CLOCK_SLACK = timedelta(minutes=5)  # how far the clock may step back between submits
 
 
 class LocalScheduler:
