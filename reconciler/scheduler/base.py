@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Literal, Protocol
+from typing import Annotated, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,7 +24,12 @@ from reconciler.scheduler.tag import Tag
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _JOB_ID = r"^[0-9]+$"
 JobId = Annotated[str, Field(pattern=_JOB_ID)]
+# A run that ran as a step inside an allocation is known by its step's id: 12.3.
+_JOB_OR_STEP_ID = r"^[0-9]+(\.[0-9]+)?$"
 _ENDED = {Health.SUCCEEDED, Health.FAILED, Health.CANCELLED}
+_ALIVE = {Health.PENDING, Health.RUNNING}
+# Slurm's own steps: not something recon started, and never a reason to keep a job.
+OWN_STEPS = frozenset({"extern", "batch", "interactive"})
 
 
 class SubmitRequest(BaseModel):
@@ -49,6 +54,21 @@ class AllocateRequest(BaseModel):
         description="salloc options in long form, e.g. ('--partition=cpu', '--time=10')"
     )
     tag: Tag
+
+
+class StepRequest(BaseModel):
+    """One step to start inside a held allocation, detached: it outlives recon."""
+
+    model_config = _FROZEN
+
+    allocation_id: JobId
+    script: Path = Field(description="a bash script, readable where the step runs")
+    workdir: Path
+    log_dir: Path = Field(description="its output goes to slurm-<job>.<step>.out and .err here")
+    options: tuple[str, ...] = Field(
+        (), description="srun options in long form for the step's resources and container"
+    )
+    tag: Tag = Field(description="the step's name: it is found by it, steps have no comment")
 
 
 class JobRecord(BaseModel):
@@ -85,13 +105,23 @@ class JobRecord(BaseModel):
     def is_step(self) -> bool:
         return self.step is not None
 
+    @property
+    def step_tag(self) -> Tag | None:
+        """The tag a step's name carries: steps have no comment, so recon names the steps
+        it starts with a tag (a run's, or its allocation's own for setup)."""
+        return Tag.parse(self.name) if self.is_step else None
+
 
 class ObservedJob(BaseModel):
-    """One top-level job of recon's: all its component, array-task and step rows."""
+    """One top-level job of recon's: all its component, array-task and step rows.
+
+    A run that ran as a step of an allocation is a job of its own too, with the step's id
+    (``12.3``) and the step's one row as its component.
+    """
 
     model_config = _FROZEN
 
-    job_id: str = Field(pattern=_JOB_ID)
+    job_id: str = Field(pattern=_JOB_OR_STEP_ID)
     tag: Tag
     rows: tuple[JobRecord, ...] = Field(min_length=1)
 
@@ -103,6 +133,13 @@ class ObservedJob(BaseModel):
     @property
     def steps(self) -> tuple[JobRecord, ...]:
         return tuple(row for row in self.rows if row.is_step)
+
+    @property
+    def live_steps(self) -> tuple[JobRecord, ...]:
+        """The steps still running (or starting) in it, Slurm's own ones left out."""
+        return tuple(
+            row for row in self.steps if row.step not in OWN_STEPS and row.health in _ALIVE
+        )
 
     @property
     def health(self) -> Health:
@@ -141,6 +178,18 @@ class Observation(BaseModel):
         )
 
 
+def job_order(job_id: str) -> tuple[int, int]:
+    """Jobs and steps in the order Slurm made them: 12 < 12.3 < 13; unreadable ids first.
+
+    A step's place is its allocation's: a step started in an old allocation sorts before
+    a later batch job even when it started after it.
+    """
+    top, _, step = job_id.partition(".")
+    if not top.isdigit():
+        return (-1, -1)
+    return (int(top), int(step) if step.isdigit() else -1)
+
+
 class Scheduler(Protocol):
     """What recon needs from a batch scheduler; the Slurm adapter and local backend implement it."""
 
@@ -169,4 +218,19 @@ class Scheduler(Protocol):
     def partitions(self) -> tuple[Partition, ...]:
         """Every partition and its nodes' shapes, in one look. Raises ObservationError when
         they cannot all be read: a partial picture would refuse runs that fit."""
+        ...
+
+
+@runtime_checkable
+class StepScheduler(Protocol):
+    """A scheduler that can run steps inside held allocations (Slurm; not the local backend)."""
+
+    def containers(self) -> bool:
+        """Whether a step can run in a container image here (Slurm with pyxis)."""
+        ...
+
+    def start_step(self, request: StepRequest) -> str | None:
+        """Start one step, detached; returns its id (``12.3``) once Slurm lists it, or None
+        when it is started but not listed yet (it waits for room in the allocation): it is
+        then found by its name. Raises PermanentSchedulerError when no step came of it."""
         ...

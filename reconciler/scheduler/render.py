@@ -134,7 +134,7 @@ def _directives(run: DesiredRun, context: RenderContext) -> list[str]:
     Job-wide settings go in component 0's block only: Slurm takes them from there.
     """
     resources = run.spec.resources
-    blocks = [_shape_options(shape) for shape in resources.shapes]
+    blocks = [shape_options(shape) for shape in resources.shapes]
     blocks[0] = _job_wide_options(resources, context) + blocks[0]
     lines: list[str] = []
     for index, block in enumerate(blocks):
@@ -162,7 +162,8 @@ def _job_wide_options(resources: RunResources, context: RenderContext) -> list[s
     return options
 
 
-def _shape_options(shape: NodeShape) -> list[str]:
+def shape_options(shape: NodeShape) -> list[str]:
+    """The options of one node shape, as sbatch and salloc both read them."""
     # `8+` CPUs or `32GB+` memory mean "at least": asking for exactly the minimum satisfies
     # that on any node, and Slurm has no way to ask for "more if you have it".
     options = []

@@ -11,10 +11,16 @@ import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
+from pathlib import Path
 from typing import TypeVar
 
-from reconciler.errors import ObservationError, SchedulerError, TransientSchedulerError
-from reconciler.scheduler.base import AllocateRequest, Observation, SubmitRequest
+from reconciler.errors import (
+    ObservationError,
+    PermanentSchedulerError,
+    SchedulerError,
+    TransientSchedulerError,
+)
+from reconciler.scheduler.base import AllocateRequest, Observation, StepRequest, SubmitRequest
 from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.slurm import argv
 from reconciler.scheduler.slurm.combine import combine
@@ -26,12 +32,27 @@ from reconciler.scheduler.slurm.parse import (
     parse_squeue,
     parse_submitted,
 )
-from reconciler.scheduler.slurm.runner import Runner, run
+from reconciler.scheduler.slurm.runner import Runner, Spawner, run, spawn_detached
 from reconciler.scheduler.slurm.sinfo import parse_sinfo, sinfo
+from reconciler.scheduler.slurm.steps import (
+    has_pyxis,
+    sacct_steps,
+    squeue_steps,
+    srun,
+    step_named,
+)
 from reconciler.scheduler.tag import Tag
 
 T = TypeVar("T")
 Result = subprocess.CompletedProcess[str]
+
+# How long start_step looks for the step it started, every STEP_POLL seconds: while srun
+# runs, in squeue (a step waiting for room in the allocation is not listed, and is found
+# by its name later); once srun has exited, in sacct, which lists a step that ended
+# before squeue ever showed it a moment after it ended.
+STEP_POLL = 0.2
+STEP_LISTED_WAIT = 10.0
+STEP_ACCOUNTED_WAIT = 10.0
 
 
 class SlurmScheduler:
@@ -48,6 +69,7 @@ class SlurmScheduler:
         tz: tzinfo | None = None,
         attempts: int = 4,
         first_delay: float = 1.0,
+        spawn: Spawner = spawn_detached,
     ) -> None:
         """``tz`` is the zone Slurm prints times in: this machine's local time unless told."""
         if attempts < 1:
@@ -58,6 +80,7 @@ class SlurmScheduler:
         self._tz = tz or SystemLocalTime()
         self._attempts = attempts
         self._first_delay = first_delay
+        self._spawn = spawn
 
     def observe(self, since: datetime) -> Observation:
         """One squeue and one sacct call, whatever the number of jobs.
@@ -114,6 +137,45 @@ class SlurmScheduler:
 
     def release(self, job_id: str) -> None:
         self.cancel(job_id)
+
+    def containers(self) -> bool:
+        """One ``srun --help`` (a few milliseconds): pyxis adds its flags to it."""
+        result = self._runner(["srun", "--help"], None)
+        return result.returncode == 0 and has_pyxis(result.stdout + result.stderr)
+
+    def start_step(self, request: StepRequest) -> str | None:
+        """``srun --jobid=<id> --overlap ...`` started detached; its own messages go to
+        ``srun-<name>.log`` in the step's log directory."""
+        log = request.log_dir / f"srun-{request.tag.name}.log"
+        try:
+            process = self._spawn(srun(request), log)
+        except OSError as error:
+            raise PermanentSchedulerError(f"srun could not be started: {error}") from error
+        for _ in range(round(STEP_LISTED_WAIT / STEP_POLL)):
+            listed = self._runner(squeue_steps(request.allocation_id), None)
+            found = step_named(listed.stdout, request.allocation_id, request.tag)
+            if found is not None:
+                return found
+            exit_code = process.poll()
+            if exit_code is not None:
+                return self._ended_step(request, exit_code, log)
+            self._sleep(STEP_POLL)
+        return None
+
+    def _ended_step(self, request: StepRequest, exit_code: int, log: Path) -> str:
+        """srun has exited: the step ran and ended already, or was never made."""
+        for _ in range(round(STEP_ACCOUNTED_WAIT / STEP_POLL)):
+            accounted = self._runner(sacct_steps(request.allocation_id), None)
+            found = step_named(accounted.stdout, request.allocation_id, request.tag)
+            if found is not None:
+                return found
+            # Even when srun failed: a step that failed fast is listed only a moment later.
+            self._sleep(STEP_POLL)
+        said = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+        raise PermanentSchedulerError(
+            f"srun exited {exit_code} and started no step in allocation "
+            f"{request.allocation_id}: {' / '.join(said) or 'no message'} (see {log})"
+        )
 
     def _create(
         self,

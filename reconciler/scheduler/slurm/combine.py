@@ -16,6 +16,8 @@ Who is right about what:
 
 Rows are grouped by the id sbatch returned (the part before ``+``, ``_`` and ``.``), and a
 group is recon's when one of its job-level rows carries a recon tag, the leader's first.
+The steps of an allocation that carry a run's tag as their name are that run's jobs too
+(``steps.step_runs``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from datetime import datetime
 
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.slurm.parse import Parsed, Rejected, job_id_parts
+from reconciler.scheduler.slurm.steps import step_runs
 from reconciler.scheduler.states import HEALTH, Health
 from reconciler.scheduler.tag import PREFIX
 
@@ -51,7 +54,8 @@ def combine(
         if top_id not in live_groups and any(_unsettled(row) for row in rows):
             problems.append(f"accounting for job {top_id} ({tag.format()}) has not settled yet")
             continue
-        jobs.append(ObservedJob(job_id=top_id, tag=tag, rows=tuple(rows)))
+        job = ObservedJob(job_id=top_id, tag=tag, rows=tuple(rows))
+        jobs += [job, *step_runs(job)]
 
     rejected = [*squeue.rejected, *(sacct.rejected if sacct is not None else ())]
     problems += [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 TIMEOUT_SECONDS = 60.0
@@ -37,6 +38,43 @@ def run(argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedPr
     except subprocess.TimeoutExpired:
         message = f"{argv[0]}: timed out after {TIMEOUT_SECONDS:.0f} s"
         return subprocess.CompletedProcess(list(argv), TIMED_OUT, "", message)
+
+
+class Process(Protocol):
+    """A command started and left running: whether it has exited, and how."""
+
+    def poll(self) -> int | None: ...
+
+
+class Spawner(Protocol):
+    def __call__(self, argv: Sequence[str], log: Path) -> Process: ...
+
+
+def spawn_detached(argv: Sequence[str], log: Path) -> Process:
+    """Start ``argv`` in a session of its own, output appended to ``log``, and return at
+    once: it outlives recon, its terminal and its process group (a step's srun must live
+    as long as the step). Raises OSError when it cannot be started."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=_step_environment(os.environ),
+        )
+
+
+def _step_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """A step's environment: recon's, minus Slurm's input variables (``SLURM_NTASKS``,
+    ``SLURM_CPUS_PER_TASK``... left by a job recon itself runs in would reshape the step).
+    ``SLURM_CONF`` stays: it says where the cluster is."""
+    return {
+        key: value
+        for key, value in _own_environment(environ).items()
+        if not key.startswith(("SLURM_", "SRUN_")) or key == "SLURM_CONF"
+    }
 
 
 def _own_environment(environ: Mapping[str, str]) -> dict[str, str]:

@@ -1,0 +1,124 @@
+"""Allocations and the steps inside them, in Slurm's words: argv, options, parsers. Pure.
+
+An allocation is held with ``salloc --no-shell`` and carries recon's tag like a batch job.
+Runs and setup commands run inside it as steps, ``srun --jobid=<id> --overlap``. A step
+has no comment, so its *name* carries the tag: a run's step is named with the run's tag,
+a setup step with its allocation's own tag. sacct lists steps under their allocation's
+job, so the one sacct call of a pass sees them; ``step_runs`` then presents each run's
+step as a job of that run, with the step's id (``12.3``), so everything above the
+scheduler (planning, settling, status, manifests) treats it like a batch job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from reconciler.scheduler.base import ObservedJob, StepRequest
+from reconciler.scheduler.render import shape_options
+from reconciler.scheduler.tag import Tag
+from reconciler.spec.models import Allocation, Container, NodeShape
+
+_PYXIS_FLAG = re.compile(r"--container-image\b")
+
+
+def salloc_options(spec: Allocation) -> tuple[str, ...]:
+    """What ``salloc --no-shell`` is asked for: the node shape and the time limit."""
+    return (f"--time={spec.time_limit.text}", *shape_options(spec.resources))
+
+
+def step_options(shape: NodeShape | None) -> tuple[str, ...]:
+    """A run's own share of the allocation: one task on one node, with its CPUs, memory,
+    GPUs and time limit (``--time`` ends the step, not the allocation). None: setup."""
+    if shape is None:
+        # Setup once on every node: containers and caches it prepares are per node.
+        return ("--ntasks-per-node=1",)
+    options = ["--nodes=1", "--ntasks=1"]
+    if shape.cpus is not None:
+        options.append(f"--cpus-per-task={shape.cpus.count}")
+    if shape.memory is not None:
+        options.append(f"--mem={shape.memory.mebibytes}M")
+    if shape.gpus is not None:
+        kind = f"{shape.gpus.type.lower()}:" if shape.gpus.type else ""
+        options.append(f"--gres=gpu:{kind}{shape.gpus.count}")
+    return tuple(options)
+
+
+def container_options(container: Container | None, allocation: str) -> tuple[str, ...]:
+    """pyxis's flags. The container is named (after the allocation unless the spec names
+    it), so the image is imported once per allocation: later steps reuse the container."""
+    if container is None:
+        return ()
+    options = [
+        f"--container-image={container.image}",
+        f"--container-name={container.name or allocation}",
+    ]
+    if container.mounts:
+        options.append(f"--container-mounts={','.join(container.mounts)}")
+    return tuple(options)
+
+
+def srun(request: StepRequest) -> list[str]:
+    """``srun`` for one step. ``--overlap`` lets steps share the allocation's CPUs and
+    memory, so a long run never keeps a short one (or setup) waiting for room."""
+    logs = os.fspath(request.log_dir).replace("%", "%%")
+    return [
+        "srun",
+        f"--jobid={request.allocation_id}",
+        "--overlap",
+        f"--job-name={request.tag.format()}",
+        f"--chdir={request.workdir}",
+        f"--output={logs}/slurm-%j.%s.out",
+        f"--error={logs}/slurm-%j.%s.err",
+        *request.options,
+        "bash",
+        os.fspath(request.script),
+    ]
+
+
+def log_files(log_dir: Path, step_id: str) -> tuple[Path, Path]:
+    """Where a step's stdout and stderr went (``srun --output`` with ``%j.%s``)."""
+    return log_dir / f"slurm-{step_id}.out", log_dir / f"slurm-{step_id}.err"
+
+
+def squeue_steps(job_id: str) -> list[str]:
+    """The steps slurmctld holds in one job, by id and name (no accounting lag)."""
+    return ["squeue", "--steps", f"--jobs={job_id}", "--noheader", "--format=%i|%j"]
+
+
+def sacct_steps(job_id: str) -> list[str]:
+    """Every step accounting knows in one job, ended ones too."""
+    return ["sacct", f"--jobs={job_id}", "--parsable2", "--noheader", "--format=JobID,JobName"]
+
+
+def step_named(text: str, job_id: str, tag: Tag) -> str | None:
+    """The id of the step of ``job_id`` named with ``tag`` in squeue's or sacct's listing
+    (``12.3|recon1:...``); the newest when there are several."""
+    found = None
+    for line in text.splitlines():
+        step_id, _, name = line.strip().partition("|")
+        head, dot, step = step_id.partition(".")
+        if head == job_id and dot and step.isdigit() and name == tag.format():
+            found = step_id
+    return found
+
+
+def has_pyxis(srun_help: str) -> bool:
+    """pyxis adds ``--container-image`` to srun's options (Slurm's own ``--container``
+    takes an OCI bundle, not an image, and does not count)."""
+    return _PYXIS_FLAG.search(srun_help) is not None
+
+
+def step_runs(job: ObservedJob) -> tuple[ObservedJob, ...]:
+    """Each run's step inside an allocation, as a job of that run: id ``12.3``, the step's
+    row as its one component (so it is finished when the step is)."""
+    if job.tag.kind != "alloc":
+        return ()
+    found = []
+    for row in job.steps:
+        tag = row.step_tag
+        if tag is not None and tag.kind == "run" and tag.project == job.tag.project:
+            own = row.model_copy(update={"step": None, "tag": tag})
+            found.append(ObservedJob(job_id=row.job_id, tag=tag, rows=(own,)))
+    return tuple(found)

@@ -1,0 +1,271 @@
+"""Allocations and their steps in Slurm's words: argv, the observation of steps read from
+literal squeue and sacct text (taken from the dev cluster), and start_step against a fake
+runner and a fake srun process."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from datetime import UTC, timedelta
+from pathlib import Path
+
+import pytest
+
+from reconciler.errors import PermanentSchedulerError
+from reconciler.scheduler.base import StepRequest
+from reconciler.scheduler.slurm import SlurmScheduler
+from reconciler.scheduler.slurm.combine import combine
+from reconciler.scheduler.slurm.parse import parse_sacct, parse_squeue
+from reconciler.scheduler.slurm.runner import _step_environment
+from reconciler.scheduler.slurm.steps import (
+    container_options,
+    has_pyxis,
+    salloc_options,
+    srun,
+    step_named,
+    step_options,
+)
+from reconciler.scheduler.states import Health
+from reconciler.scheduler.tag import Tag
+from reconciler.spec.models import Allocation, Container, RunResources
+from tests.unit.test_slurm_adapter import NOW, FakeRunner, ok
+
+WARM = Tag(project="demo", kind="alloc", name="warm", spec_hash="0123456789abcdef")
+TRAIN = Tag(project="demo", kind="run", name="train", spec_hash="00112233445566ff")
+
+# An allocation running setup (done), a run that failed (exit 3) and one still running.
+SQUEUE = (
+    "1063|1063|RUNNING|None|cpu1|cpu|2026-11-29T23:42:25|2026-11-29T23:42:25|4:52|demo.warm"
+    "|recon1:demo:alloc:warm:0123456789abcdef\n"
+)
+SACCT = """\
+1063|1063|RUNNING|0:0|None|2026-11-29T23:42:25|2026-11-29T23:42:25|Unknown|cpu1|cpu|demo.warm|
+1063.0|1063.0|COMPLETED|0:0||2026-11-29T23:42:25|2026-11-29T23:42:25|2026-11-29T23:42:25|cpu1||recon1:demo:alloc:warm:0123456789abcdef|
+1063.1|1063.1|FAILED|3:0||2026-11-29T23:42:25|2026-11-29T23:42:25|2026-11-29T23:42:25|cpu1||recon1:demo:run:prep:fedcba9876543210|
+1063.2|1063.2|RUNNING|0:0||2026-11-29T23:42:25|2026-11-29T23:42:25|Unknown|cpu1||recon1:demo:run:train:00112233445566ff|
+"""
+
+
+def test_runs_steps_in_an_allocation_are_jobs_of_those_runs() -> None:
+    observation = combine(parse_squeue(SQUEUE, UTC), parse_sacct(SACCT, UTC), NOW)
+    assert observation.complete, observation.problems
+    alloc, prep, train = observation.jobs
+    assert (alloc.job_id, alloc.tag) == ("1063", WARM)
+    assert [row.job_id for row in alloc.steps] == ["1063.0", "1063.1", "1063.2"]
+    assert [row.job_id for row in alloc.live_steps] == ["1063.2"]
+    assert alloc.components[0].time_left == timedelta(minutes=4, seconds=52)
+    assert alloc.steps[0].step_tag == WARM  # setup carries the allocation's own tag
+
+    assert (prep.job_id, prep.tag.name, prep.tag.kind) == ("1063.1", "prep", "run")
+    assert prep.finished and prep.health is Health.FAILED
+    assert prep.components[0].exit_code == 3 and not prep.steps
+    assert (train.job_id, train.tag, train.health) == ("1063.2", TRAIN, Health.RUNNING)
+    assert not train.finished
+    assert observation.find("demo", "train") == (train,)
+
+
+def test_steps_of_a_batch_job_stay_its_own() -> None:
+    squeue = SQUEUE.replace(":alloc:warm:", ":run:warm:")
+    observation = combine(parse_squeue(squeue, UTC), parse_sacct(SACCT, UTC), NOW)
+    assert [job.job_id for job in observation.jobs] == ["1063"]
+
+
+def test_salloc_options_from_an_allocation_spec() -> None:
+    spec = Allocation.model_validate(
+        {
+            "kind": "Allocation",
+            "name": "warm",
+            "time_limit": "2h",
+            "resources": {"partition": "gpu", "cpus": 4, "memory": "1GiB", "gpus": "A100:2"},
+        }
+    )
+    assert salloc_options(spec) == (
+        "--time=02:00:00",
+        "--partition=gpu",
+        "--cpus-per-task=4",
+        "--mem=1024M",
+        "--gres=gpu:a100:2",
+    )
+
+
+def test_a_run_step_is_one_task_and_setup_one_per_node() -> None:
+    resources = RunResources.model_validate({"cpus": 2, "memory": "100MiB", "time": "5m"})
+    assert step_options(resources) == (
+        "--nodes=1",
+        "--ntasks=1",
+        "--cpus-per-task=2",
+        "--mem=100M",
+    )
+    assert step_options(None) == ("--ntasks-per-node=1",)
+
+
+def test_containers_are_pyxis_flags_named_after_the_allocation() -> None:
+    plain = Container(image="nvcr.io/nvidia/pytorch:24.01-py3")
+    assert container_options(plain, "warm") == (
+        "--container-image=nvcr.io/nvidia/pytorch:24.01-py3",
+        "--container-name=warm",
+    )
+    named = Container(image="ubuntu:22.04", name="box", mounts=("/data:/data", "/scratch"))
+    assert container_options(named, "warm")[1:] == (
+        "--container-name=box",
+        "--container-mounts=/data:/data,/scratch",
+    )
+    assert container_options(None, "warm") == ()
+
+
+def test_srun_argv_names_the_step_with_its_tag() -> None:
+    request = StepRequest(
+        allocation_id="12",
+        script=Path("/r/runs/train/logs/step.sh"),
+        workdir=Path("/r/runs/train"),
+        log_dir=Path("/r/100%/logs"),
+        options=("--ntasks=1",),
+        tag=TRAIN,
+    )
+    assert srun(request) == [
+        "srun",
+        "--jobid=12",
+        "--overlap",
+        "--job-name=recon1:demo:run:train:00112233445566ff",
+        "--chdir=/r/runs/train",
+        "--output=/r/100%%/logs/slurm-%j.%s.out",
+        "--error=/r/100%%/logs/slurm-%j.%s.err",
+        "--ntasks=1",
+        "bash",
+        "/r/runs/train/logs/step.sh",
+    ]
+
+
+def test_step_named_finds_the_newest_step_of_that_job_and_name() -> None:
+    listing = (
+        "12.0|recon1:demo:alloc:warm:0123456789abcdef\n"
+        "12.1|recon1:demo:run:train:00112233445566ff\n"
+        "13.0|recon1:demo:run:train:00112233445566ff\n"
+        "12.4|recon1:demo:run:train:00112233445566ff\n"
+        "12.batch|recon1:demo:run:train:00112233445566ff\n"
+    )
+    assert step_named(listing, "12", TRAIN) == "12.4"
+    assert step_named(listing, "14", TRAIN) is None
+
+
+def test_pyxis_is_told_by_its_flag_in_srun_help() -> None:
+    slurm_only = "      --container             Path to OCI container bundle\n"
+    pyxis = slurm_only + "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"
+    assert not has_pyxis(slurm_only)
+    assert has_pyxis(pyxis)
+
+
+def test_a_step_runs_without_slurm_input_variables_of_an_enclosing_job() -> None:
+    environment = _step_environment(
+        {
+            "PATH": "/bin",
+            "SLURM_NTASKS": "4",
+            "SLURM_CPUS_PER_TASK": "8",
+            "SRUN_CPUS_PER_TASK": "8",
+            "SBATCH_PARTITION": "gpu",
+            "SLURM_CONF": "/etc/slurm/slurm.conf",
+        }
+    )
+    assert environment == {"PATH": "/bin", "SLURM_CONF": "/etc/slurm/slurm.conf"}
+
+
+# -- start_step against a fake runner and a fake srun ------------------------------------
+
+
+class FakeSrun:
+    """A started srun: still running for `runs_for` polls, then exited with `exit_code`."""
+
+    def __init__(self, runs_for: int, exit_code: int = 0) -> None:
+        self.runs_for = runs_for
+        self.exit_code = exit_code
+        self.argv: list[str] = []
+        self.log: Path | None = None
+
+    def __call__(self, argv: Sequence[str], log: Path) -> FakeSrun:
+        self.argv, self.log = list(argv), log
+        return self
+
+    def poll(self) -> int | None:
+        if self.runs_for > 0:
+            self.runs_for -= 1
+            return None
+        return self.exit_code
+
+
+def request(tmp_path: Path) -> StepRequest:
+    return StepRequest(
+        allocation_id="12",
+        script=tmp_path / "step.sh",
+        workdir=tmp_path,
+        log_dir=tmp_path,
+        tag=TRAIN,
+    )
+
+
+def stepper(runner: FakeRunner, srun_process: FakeSrun, sleeps: list[float]) -> SlurmScheduler:
+    return SlurmScheduler(
+        runner, sleep=sleeps.append, clock=lambda: NOW, tz=UTC, spawn=srun_process
+    )
+
+
+LISTED = "12.3|recon1:demo:run:train:00112233445566ff\n"
+
+
+def test_start_step_returns_the_id_squeue_lists(tmp_path: Path) -> None:
+    runner = FakeRunner(squeue=[ok(""), ok(LISTED)])
+    process = FakeSrun(runs_for=10)
+    sleeps: list[float] = []
+    assert stepper(runner, process, sleeps).start_step(request(tmp_path)) == "12.3"
+    assert process.argv[:3] == ["srun", "--jobid=12", "--overlap"]
+    assert process.log == tmp_path / "srun-train.log"
+    assert runner.commands() == ["squeue", "squeue"] and len(sleeps) == 1
+
+
+def test_a_step_that_ended_before_squeue_saw_it_is_found_in_sacct(tmp_path: Path) -> None:
+    runner = FakeRunner(squeue=[ok("")], sacct=[ok(""), ok("12.3|" + TRAIN.format() + "\n")])
+    found = stepper(runner, FakeSrun(runs_for=0), []).start_step(request(tmp_path))
+    assert found == "12.3"
+    assert runner.commands() == ["squeue", "sacct", "sacct"]
+
+
+def test_srun_that_made_no_step_is_refused_with_its_words(tmp_path: Path) -> None:
+    (tmp_path / "srun-train.log").write_text(
+        "srun: error: Unable to create step for job 12: Memory required by task is not available\n"
+    )
+    runner = FakeRunner(squeue=[ok("")], sacct=[ok("")])
+    with pytest.raises(PermanentSchedulerError, match="Memory required by task") as raised:
+        stepper(runner, FakeSrun(runs_for=0, exit_code=1), []).start_step(request(tmp_path))
+    assert "started no step in allocation 12" in str(raised.value)
+
+
+def test_a_step_still_waiting_for_room_is_left_to_be_found_by_name(tmp_path: Path) -> None:
+    runner = FakeRunner(squeue=[ok("")])
+    sleeps: list[float] = []
+    started = stepper(runner, FakeSrun(runs_for=10_000), sleeps).start_step(request(tmp_path))
+    assert started is None
+    assert sum(sleeps) == pytest.approx(10.0)  # STEP_LISTED_WAIT
+
+
+def test_srun_that_cannot_be_started_is_refused(tmp_path: Path) -> None:
+    def missing(argv: Sequence[str], log: Path) -> FakeSrun:
+        raise FileNotFoundError(2, "No such file or directory", "srun")
+
+    scheduler = SlurmScheduler(FakeRunner(), sleep=lambda _s: None, tz=UTC, spawn=missing)
+    with pytest.raises(PermanentSchedulerError, match="srun could not be started"):
+        scheduler.start_step(request(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        (ok("      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"), True),
+        (ok("      --container             Path to OCI container bundle\n"), False),
+        (subprocess.CompletedProcess([], 127, "", "srun: not found"), False),
+    ],
+)
+def test_containers_asks_srun_help_once(
+    result: subprocess.CompletedProcess[str], expected: bool
+) -> None:
+    runner = FakeRunner(srun=[result])
+    assert SlurmScheduler(runner, tz=UTC).containers() is expected
+    assert [argv for argv, _ in runner.calls] == [["srun", "--help"]]
