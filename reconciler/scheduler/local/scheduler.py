@@ -115,6 +115,9 @@ class LocalScheduler:
         )
 
     def submit(self, request: SubmitRequest) -> str:
+        """Queue the script and start it at once if its dependencies are met and its CPUs
+        free; returns its id. Refused (PermanentSchedulerError) as sbatch would refuse it:
+        no shebang, an unreadable ``#SBATCH`` value, a dependency on no known job."""
         if not has_shebang(request.script):
             raise PermanentSchedulerError(
                 "the script does not start with #! and an interpreter, which sbatch "
