@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,16 +21,28 @@ from reconciler.scheduler.local import LocalScheduler
 from reconciler.scheduler.states import Health, SlurmState
 from tests.contract.harness import Harness, final, has, quoted
 
-
-def local(tmp_path: Path, cpus: int = 2) -> Harness:
-    workdir = tmp_path / "work"
-    workdir.mkdir(exist_ok=True)
-    return Harness(LocalScheduler(tmp_path / "state", cpus=cpus), workdir)
+Local = Callable[..., Harness]
 
 
 @pytest.fixture
-def harness(tmp_path: Path) -> Harness:
-    return local(tmp_path)
+def local(tmp_path: Path) -> Iterator[Local]:
+    """Makes the test's harness (CPUs as asked); its jobs are cancelled when it ends."""
+    made: list[Harness] = []
+
+    def make(cpus: int = 2) -> Harness:
+        workdir = tmp_path / "work"
+        workdir.mkdir(exist_ok=True)
+        made.append(Harness(LocalScheduler(tmp_path / "state", cpus=cpus), workdir))
+        return made[-1]
+
+    yield make
+    for harness in made:
+        harness.cancel_all()
+
+
+@pytest.fixture
+def harness(local: Local) -> Harness:
+    return local()
 
 
 def alive(pid: int) -> bool:
@@ -58,8 +71,8 @@ def only(harness: Harness, name: str) -> JobRecord:
     return component
 
 
-def test_jobs_never_hold_more_cpus_than_there_are(tmp_path: Path) -> None:
-    harness = local(tmp_path, cpus=2)
+def test_jobs_never_hold_more_cpus_than_there_are(local: Local) -> None:
+    harness = local(cpus=2)
     first = harness.submit("first", "sleep 1", header=["--cpus-per-task=2"])
     harness.submit("second", "sleep 0.2", header=["--cpus-per-task=1"])
     harness.wait("first", has(Health.RUNNING))
@@ -71,8 +84,8 @@ def test_jobs_never_hold_more_cpus_than_there_are(tmp_path: Path) -> None:
     assert one.job_id == first
 
 
-def test_a_job_behind_a_waiting_one_waits_with_priority(tmp_path: Path) -> None:
-    harness = local(tmp_path, cpus=2)
+def test_a_job_behind_a_waiting_one_waits_with_priority(local: Local) -> None:
+    harness = local(cpus=2)
     harness.submit("running", "sleep 30", header=["--cpus-per-task=1"])
     harness.wait("running", has(Health.RUNNING))
     harness.submit("big", "true", header=["--cpus-per-task=2"])
@@ -225,8 +238,8 @@ def test_the_window_keeps_old_jobs_only_while_alive(harness: Harness) -> None:
     assert names == {"old-running"}
 
 
-def test_an_allocation_holds_its_cpus_until_released(tmp_path: Path) -> None:
-    harness = local(tmp_path, cpus=2)
+def test_an_allocation_holds_its_cpus_until_released(local: Local) -> None:
+    harness = local(cpus=2)
     tag = harness.tag("ws").model_copy(update={"kind": "alloc"})
     job_id = harness.scheduler.allocate(
         AllocateRequest(options=("--partition=cpu", "--cpus-per-task=2", "--time=5"), tag=tag)
@@ -241,9 +254,9 @@ def test_an_allocation_holds_its_cpus_until_released(tmp_path: Path) -> None:
 
 
 def test_a_killed_supervisor_reads_as_node_fail_and_its_cpus_are_given_on(
-    tmp_path: Path,
+    local: Local,
 ) -> None:
-    harness = local(tmp_path, cpus=1)
+    harness = local(cpus=1)
     job_id = harness.submit("victim", "sleep 300")
     harness.submit("next", "true")
     pid_file = tmp_root(harness) / "local" / "jobs" / job_id / "pid.json"
@@ -271,7 +284,7 @@ def test_a_state_dir_that_cannot_be_written_stops_the_submit(tmp_path: Path) -> 
     blocker.write_text("not a directory")
     scheduler = LocalScheduler(blocker / "state")
     request = SubmitRequest(
-        script="#!/bin/sh\ntrue\n", workdir=tmp_path, tag=local(tmp_path).tag("x")
+        script="#!/bin/sh\ntrue\n", workdir=tmp_path, tag=Harness(scheduler, tmp_path).tag("x")
     )
     with pytest.raises(TransientSchedulerError, match="state directory is writable"):
         scheduler.submit(request)
