@@ -205,15 +205,7 @@ class FitChecker:
     def why_not(self, resources: Shapes) -> str | None:
         """None when the run can be placed; else why not, naming the component (in a het
         job), the partition, and what is short."""
-        # A plain run's resources are its one node shape already (``RunResources.shapes``
-        # would build a copy, the dearest step of a check).
-        shapes: Sequence[NodeShape]
-        if isinstance(resources, RunResources) and resources.components:
-            shapes = resources.components
-        elif isinstance(resources, NodeShape):
-            shapes = (resources,)
-        else:
-            shapes = resources
+        shapes = _shapes(resources)
         het = len(shapes) > 1
         needs: list[_Need] = []
         eligible: list[tuple[int, ...]] = []
@@ -357,3 +349,36 @@ def _and(items: list[str]) -> str:
 def _gpus(count: int, gpu_type: str | None) -> str:
     noun = "GPU" if count == 1 else "GPUs"
     return f"{count} {noun} of type {gpu_type}" if gpu_type else f"{count} {noun}"
+
+
+def _shapes(resources: Shapes) -> Sequence[NodeShape]:
+    # A plain run's resources are its one node shape already (``RunResources.shapes``
+    # would build a copy, the dearest step of a check).
+    if isinstance(resources, RunResources) and resources.components:
+        return resources.components
+    if isinstance(resources, NodeShape):
+        return (resources,)
+    return resources
+
+
+@dataclass(frozen=True)
+class MachineFit:
+    """The fit check for the local backend, which ignores partitions, memory and GPUs:
+    only CPUs can keep a job waiting for ever there, and a het job's components run as
+    one local job, so their CPUs add up."""
+
+    cpus: int
+
+    @classmethod
+    def of(cls, partitions: Iterable[Partition]) -> MachineFit:
+        return cls(max((node.cpus for p in partitions for node in p.nodes), default=0))
+
+    def why_not(self, resources: Shapes) -> str | None:
+        shapes = _shapes(resources)
+        asked = sum((s.cpus.count if s.cpus else 1) * (s.nodes or 1) for s in shapes)
+        if asked > self.cpus:
+            return (
+                f"asks {asked} CPUs in all; this machine has {self.cpus} "
+                "(the local backend runs a job on this one machine)"
+            )
+        return None

@@ -14,15 +14,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reconciler.engine.actions import Plan
+from reconciler.engine.allocate import settle_setups
 from reconciler.engine.apply import Applier, ApplyResult
 from reconciler.engine.checkout import code_dir, snapshot_path
-from reconciler.engine.fit import FitChecker
-from reconciler.engine.plan import FileState
+from reconciler.engine.fit import FitChecker, MachineFit
+from reconciler.engine.plan import FileState, Fit
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.planfile import check_fresh
 from reconciler.engine.settle import settle
 from reconciler.errors import ObservationError
-from reconciler.scheduler.base import Observation, Scheduler
+from reconciler.scheduler.base import Observation, Scheduler, StepScheduler
 from reconciler.scheduler.select import select_scheduler
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import Desired
@@ -30,7 +31,7 @@ from reconciler.spec.loader import load_desired, open_source
 from reconciler.state.journal import Journal, JournalEvent
 from reconciler.state.lock import project_lock
 from reconciler.state.outputs import observe_inputs, observe_outputs
-from reconciler.state.records import SubmissionRecord
+from reconciler.state.records import SetupRecord, SubmissionRecord
 
 Clock = Callable[[], datetime]
 
@@ -91,6 +92,15 @@ def read_records(desired: Desired) -> list[SubmissionRecord]:
         return journal.records(desired.project.project)
 
 
+def read_setups(desired: Desired) -> list[SetupRecord]:
+    """The journal's allocation setups; none without a journal (and none made)."""
+    path = state_dir(desired) / JOURNAL_FILE
+    if not path.exists():
+        return []
+    with Journal(path) as journal:
+        return journal.setups(desired.project.project)
+
+
 def observation_window(records: Sequence[SubmissionRecord], now: datetime) -> datetime:
     """From the oldest job whose end the journal has not seen (within 30 days), and at
     least two days back."""
@@ -109,20 +119,31 @@ def plan_once(
     """Observe the cluster and the filesystem, and plan. Reads only."""
     observation = scheduler.observe(observation_window(records, now))
     fit = fit_for(scheduler)
-    plan = plan_with(request, desired, scheduler.name, observation, records, now, fit)
+    plan = plan_with(
+        request, desired, scheduler.name, observation, records, now, fit,
+        setups=read_setups(desired), containers=containers_for(scheduler, desired),
+    )  # fmt: skip
     return plan, observation
 
 
-def fit_for(scheduler: Scheduler) -> FitChecker | None:
-    """The cluster's partitions, read once per pass (one sinfo). None where there is
-    nothing to check against: the local backend runs any shape on this machine, and a
-    partial answer would refuse runs that fit."""
-    if scheduler.name == "local":
-        return None
+def fit_for(scheduler: Scheduler) -> Fit | None:
+    """The cluster's partitions, read once per pass (one sinfo). The local backend ignores
+    partition names, so only the machine's CPUs are checked there. None when the shapes
+    cannot be read: a partial answer would refuse runs that fit."""
     try:
-        return FitChecker(scheduler.partitions())
+        partitions = scheduler.partitions()
     except ObservationError:
         return None
+    return MachineFit.of(partitions) if scheduler.name == "local" else FitChecker(partitions)
+
+
+def containers_for(scheduler: Scheduler, desired: Desired) -> bool | None:
+    """Whether the cluster runs container images in steps (pyxis), asked once per pass
+    and only when an allocation wants a container; None when not asked."""
+    wanted = any(desired.allocations[name].spec.container for name in desired.allocations)
+    if not wanted or not isinstance(scheduler, StepScheduler):
+        return None
+    return scheduler.containers()
 
 
 def plan_with(
@@ -132,7 +153,10 @@ def plan_with(
     observation: Observation,
     records: Sequence[SubmissionRecord],
     now: datetime,
-    fit: FitChecker | None = None,
+    fit: Fit | None = None,
+    *,
+    setups: Sequence[SetupRecord] = (),
+    containers: bool | None = None,
 ) -> Plan:
     return make_plan(
         desired,
@@ -144,6 +168,8 @@ def plan_with(
         downstream=request.downstream,
         files=file_state(desired, records, observation),
         fit=fit,
+        setups=setups,
+        containers=containers,
     )
 
 
@@ -198,9 +224,13 @@ def reconcile_once(
             now,
             lambda commit: snapshot_path(desired.root, commit, snapshots),
         )
+        settle_setups(journal, observation, journal.setups(project), now)
         records = journal.records(project)
         fit = fit_for(scheduler)
-        current = plan_with(request, desired, scheduler.name, observation, records, now, fit)
+        current = plan_with(
+            request, desired, scheduler.name, observation, records, now, fit,
+            setups=journal.setups(project), containers=containers_for(scheduler, desired),
+        )  # fmt: skip
         if saved is not None:
             check_fresh(saved, current)
             current = saved

@@ -416,3 +416,15 @@ def test_the_holder_that_can_move_is_the_one_moved() -> None:
     )
     assert why_not_fit(het({"cpus": 16}, {"cpus": 1}, {"cpus": 16}), partitions) is None
     assert why_not_fit(het({"cpus": 16}, {"cpus": 16}, {"cpus": 16}), partitions) is not None
+
+
+def test_the_local_machine_fit_adds_up_cpus_and_ignores_partitions() -> None:
+    from reconciler.engine.fit import MachineFit
+    from reconciler.spec.models import RunResources
+
+    machine = MachineFit(cpus=2)
+    assert machine.why_not(RunResources.model_validate({"cpus": 2, "partition": "gpu"})) is None
+    het = RunResources.model_validate({"components": [{"cpus": 2}, {"cpus": 1, "gpus": 2}]})
+    assert machine.why_not(het) == (
+        "asks 3 CPUs in all; this machine has 2 (the local backend runs a job on this one machine)"
+    )
