@@ -42,7 +42,9 @@ from reconciler.state.records import SubmissionRecord
 
 TIMEOUT_SECONDS = 30.0
 # Action kinds every pass may carry out; the apply-finished counts cover them.
-ROUTINE = frozenset({"submit", "retry", "replace", "cancel", "adopt", "blocked", "no-op"})
+ROUTINE = frozenset(
+    {"submit", "retry", "replace", "cancel", "adopt", "reuse", "setup", "blocked", "no-op"}
+)
 SHELL = "/bin/sh"
 
 

@@ -32,6 +32,8 @@ class ActionKind(StrEnum):
     CANCEL = "cancel"
     TEARDOWN = "teardown"
     ADOPT = "adopt"
+    REUSE = "reuse"  # an allocation still good for runs: nothing to do on the cluster
+    SETUP = "setup"  # an allocation's setup commands, started as a step in it
     BLOCKED = "blocked"
     NOOP = "no-op"
 
@@ -44,6 +46,8 @@ SYMBOLS: dict[ActionKind, str] = {
     ActionKind.CANCEL: "-",
     ActionKind.TEARDOWN: "x",
     ActionKind.ADOPT: "=",
+    ActionKind.REUSE: "~",
+    ActionKind.SETUP: ">",
     ActionKind.BLOCKED: "!",
     ActionKind.NOOP: " ",
 }
@@ -57,6 +61,7 @@ CHANGING = frozenset(
         ActionKind.REPLACE,
         ActionKind.CANCEL,
         ActionKind.TEARDOWN,
+        ActionKind.SETUP,
     }
 )
 
@@ -96,6 +101,9 @@ class Action(BaseModel):
         (), description="jobs already queued or running that this one waits for (afterok)"
     )
     changes: tuple[FieldChange, ...] = ()
+    allocation_job: str | None = Field(
+        None, description="for a run started as a step: the allocation's job it starts in"
+    )
     details: tuple[str, ...] = Field(
         (), description="more to show under the action, e.g. each het component's resources"
     )

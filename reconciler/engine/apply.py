@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.engine import allocate
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.faults import fault_point
 from reconciler.errors import PermanentSchedulerError
@@ -62,6 +63,8 @@ class Applier:
     def _carry_out(self, action: Action) -> None:
         if action.kind is ActionKind.ADOPT:
             self._adopt(action)
+        elif action.target_kind == "alloc":
+            self._carry_out_allocation(action)
         elif action.kind is ActionKind.CANCEL:
             self._cancel(action, action.reason)
         elif action.kind is ActionKind.TEARDOWN:
@@ -75,6 +78,27 @@ class Applier:
             self._submit(action)
         elif action.kind in (ActionKind.SUBMIT, ActionKind.RETRY):
             self._submit(action)
+
+    def _carry_out_allocation(self, action: Action) -> None:
+        """Releases are cancels; a replaced allocation's old job is released by an action
+        of its own, once no step runs in it, never here."""
+        args = (self.desired, self.plan.commit, self.scheduler, self.journal, self.clock)
+        if action.kind is ActionKind.CANCEL:
+            self._cancel(action, action.reason)
+        elif action.kind in (ActionKind.SUBMIT, ActionKind.REPLACE):
+            self._record(action.target, allocate.allocate(action, *args))
+        elif action.kind is ActionKind.SETUP:
+            made = allocate.set_up(
+                action, self.desired, self.code_dir, self.scheduler, self.journal, self.clock
+            )
+            if made.refused is not None:
+                self.result.refused[action.target] = made.refused
+
+    def _record(self, name: str, made: allocate.Started) -> None:
+        if made.refused is not None:
+            self.result.refused[name] = made.refused
+        elif made.job_id is not None:
+            self.result.submitted[name] = made.job_id
 
     def _adopt(self, action: Action) -> None:
         assert action.spec_hash is not None
@@ -90,7 +114,10 @@ class Applier:
             intent = self.journal.record_cancel_intent(
                 self.plan.project, action.target, job_id, reason, self.clock()
             )
-            self.scheduler.cancel(job_id)
+            if action.target_kind == "alloc":
+                self.scheduler.release(job_id)
+            else:
+                self.scheduler.cancel(job_id)
             self.journal.record_cancel_done(intent, self.clock())
             self.result.cancelled.append(job_id)
 
@@ -110,6 +137,9 @@ class Applier:
             self.plan.project, "run", run.name, run.spec_hash, self.plan.commit,
             flat_fields(run.spec, run.script_text), self.clock(),
         )  # fmt: skip
+        if action.allocation_job is not None:
+            self._start_step(action, run, script, Path(context.run_dir), tag, intent)
+            return
         request = SubmitRequest(
             script=script, workdir=Path(context.run_dir), dependencies=dependencies, tag=tag
         )
@@ -122,6 +152,20 @@ class Applier:
         fault_point("after-sbatch")
         self.journal.record_submitted(intent, job_id, self.clock())
         self.result.submitted[run.name] = job_id
+
+    def _start_step(
+        self, action: Action, run: DesiredRun, script: str, directory: Path, tag: Tag, intent: int
+    ) -> None:
+        made = allocate.start_run(action, self.desired, run, script, directory, tag, self.scheduler)
+        if made.refused is not None:
+            self.journal.record_refused(intent, made.refused, self.clock())
+            self.result.refused[run.name] = made.refused
+        elif made.job_id is not None:
+            self.journal.record_submitted(intent, made.job_id, self.clock())
+            self.result.submitted[run.name] = made.job_id
+        else:
+            # The intent stays open: the step is found by its name once Slurm lists it.
+            self.result.submitted[run.name] = f"{action.allocation_job} (step not listed yet)"
 
     def _context(self, run: DesiredRun, tag: Tag) -> RenderContext:
         return RenderContext(

@@ -30,12 +30,19 @@ from enum import Enum
 from typing import Protocol
 
 from reconciler import graph
+from reconciler.engine import allocations
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
-from reconciler.scheduler.base import Observation, ObservedJob
+from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import Health
-from reconciler.spec.desired import Desired, DesiredRun, changed_fields, flat_fields
+from reconciler.spec.desired import (
+    Desired,
+    DesiredAllocation,
+    DesiredRun,
+    changed_fields,
+    flat_fields,
+)
 from reconciler.spec.models import RunResources
-from reconciler.state.records import NO_OUTPUTS, SubmissionRecord, SubmissionStatus
+from reconciler.state.records import NO_OUTPUTS, SetupRecord, SubmissionRecord, SubmissionStatus
 
 LIVE = frozenset({Health.PENDING, Health.RUNNING})
 UNSEEN_GRACE = timedelta(minutes=10)
@@ -84,6 +91,9 @@ class _Context:
     fit: Fit | None = None
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     live_jobs: dict[str, str] = field(default_factory=dict)  # run -> its in-flight job id
+    allocation_states: dict[str, allocations.AllocationState] = field(default_factory=dict)
+    # allocation -> (run, time limit) of runs waiting for a job with more time left
+    renewals: dict[str, list[tuple[str, timedelta]]] = field(default_factory=dict)
 
     @property
     def project(self) -> str:
@@ -109,17 +119,41 @@ def plan(
     downstream: bool = False,
     files: FileState | None = None,
     fit: Fit | None = None,
+    setups: Sequence[SetupRecord] = (),
+    containers: bool | None = None,
 ) -> Plan:
+    """`setups`: the journal's allocation setups; `containers`: whether the cluster runs
+    container images (pyxis), None when not looked at."""
     context = _Context(desired, observation, records, now, files or FileState(), fit)
     dag = graph.build(desired.upstreams)
     chosen = graph.select(dag, targets, downstream) if targets else graph.order(dag)
     actions: list[Action] = list(_adoptions(context))
+    cluster = allocations.Cluster(
+        context.project,
+        observation.jobs,
+        observation.complete,
+        records,
+        setups,
+        now,
+        scheduler,
+        containers,
+        fit,
+        desired.project.prune,
+    )
+    held, context.allocation_states = allocations.plan_allocations(
+        cluster, _allocations_of(desired, chosen, bool(targets))
+    )
+    actions.extend(held)
     if observation.complete:  # a teardown is a cancel: never on half a picture
         actions.extend(_teardowns(context, chosen))
     for name in chosen:
         actions.append(_decide(context, desired.runs[name]))
+    actions.extend(
+        allocations.renewals(context.allocation_states, context.renewals, desired.allocations)
+    )
     if not targets:
         actions.extend(_prunes(context))
+        actions.extend(allocations.prunes(cluster, set(desired.allocations)))
     notes = (
         *(() if observation.complete else _incomplete_notes(observation)),
         *_coupled_waits(context, chosen),
@@ -137,6 +171,16 @@ def plan(
         fingerprint=fingerprint(observation, context.project),
         actions=tuple(actions),
     )
+
+
+def _allocations_of(
+    desired: Desired, chosen: Sequence[str], targeted: bool
+) -> list[DesiredAllocation]:
+    """Every allocation, or with targets only those the chosen runs run in."""
+    if not targeted:
+        return [desired.allocations[name] for name in desired.allocations]
+    used = {desired.runs[name].spec.allocation for name in chosen}
+    return [desired.allocations[name] for name in desired.allocations if name in used]
 
 
 def fingerprint(observation: Observation, project: str) -> str:
@@ -347,6 +391,9 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
             ActionKind.NOOP,
             f"job {unseen} was submitted but the scheduler does not show it yet; not resubmitting",
         )
+    unlisted = _unlisted_step(context, run)
+    if unlisted is not None:
+        return _set(context, run, Outcome.WAITING, ActionKind.NOOP, unlisted)
     if not context.observation.complete and _fate_unknown(context, run):
         return _set(
             context,
@@ -416,8 +463,8 @@ def _last_success(
     return _Success(newest, candidates[newest])
 
 
-def _job_order(job_id: str) -> int:
-    return int(job_id) if job_id.isdigit() else -1
+def _job_order(job_id: str) -> tuple[int, int]:
+    return job_order(job_id)
 
 
 def _staleness(context: _Context, run: DesiredRun, success: _Success) -> str | None:
@@ -505,7 +552,7 @@ def _failed_attempts(
         if job.finished and job.health in ENDED_BADLY and not _dependency_cancel(reason):
             exit_code = next((r.exit_code for r in job.components if r.exit_code), None)
             attempts[job.job_id] = _ending(job.health, exit_code)
-    since = _job_order(success.job_id) if success is not None else -1
+    since = _job_order(success.job_id) if success is not None else (-1, -1)
     return sorted(
         ((job_id, how) for job_id, how in attempts.items() if _job_order(job_id) > since),
         key=lambda item: _job_order(item[0]),
@@ -561,6 +608,25 @@ def _unseen_job(context: _Context, run: DesiredRun) -> str | None:
     return None
 
 
+def _unlisted_step(context: _Context, run: DesiredRun) -> str | None:
+    """A step of the current spec started lately whose id Slurm has not told yet: it may
+    wait for room in its allocation. It is found by its name once listed (and adopted);
+    starting it again meanwhile would run it twice."""
+    if run.spec.allocation is None:
+        return None
+    for record in context.history(run.name):
+        if (
+            record.spec_hash == run.spec_hash
+            and record.status is SubmissionStatus.INTENT
+            and context.now - record.created_at < UNSEEN_GRACE
+        ):
+            return (
+                f"started in allocation {run.spec.allocation}, but Slurm does not list "
+                "its step yet; not starting it again"
+            )
+    return None
+
+
 def _fate_unknown(context: _Context, run: DesiredRun) -> bool:
     """The journal holds a job of the current spec whose end it never saw."""
     return any(
@@ -597,27 +663,44 @@ def _submit(
     Not if no partition of the cluster can hold it: refused here, before anything is
     submitted, with the reason (only runs about to be submitted are checked: a current
     run takes no scheduler resources, so a CPU-only cluster still serves it).
+
+    A run inside an allocation starts as a step in its ready job (``allocations.place``)
+    or waits for one. A step cannot wait through afterok, nor a job for a step: where
+    either side is a step, the run waits for its upstreams to finish.
     """
-    unfit = context.fit.why_not(run.spec.resources) if context.fit is not None else None
+    allocation = run.spec.allocation
+    placed = None
+    if allocation is not None:
+        placed = allocations.place(context.allocation_states[allocation], _time_limit(run))
+        unfit = placed.blocked
+    else:
+        unfit = context.fit.why_not(run.spec.resources) if context.fit is not None else None
+        unfit = None if unfit is None else f"does not fit the cluster: {unfit}"
     if unfit is not None:
         context.outcomes[run.name] = Outcome.BLOCKED
         return Action(
-            kind=ActionKind.BLOCKED,
-            target=run.name,
-            reason=f"does not fit the cluster: {unfit}",
-            spec_hash=run.spec_hash,
+            kind=ActionKind.BLOCKED, target=run.name, reason=unfit, spec_hash=run.spec_hash
         )
     upstreams = sorted(set(context.desired.upstreams[run.name]))
     pending_upstreams = [up for up in upstreams if context.outcomes.get(up) is Outcome.INFLIGHT]
     waiting = [up for up in upstreams if context.outcomes.get(up) is Outcome.WAITING]
+    why = f"waiting for upstream {', '.join(waiting)}"
+    steps = [up for up in pending_upstreams if context.desired.runs[up].spec.allocation]
+    if not waiting and pending_upstreams and (allocation is not None or steps):
+        waiting = pending_upstreams
+        why = (
+            f"waiting for upstream {', '.join(waiting)} to finish: a step in an allocation "
+            "cannot wait through afterok, nor a job for a step"
+        )
+    elif not waiting and placed is not None and placed.wait is not None:
+        if placed.renew and allocation is not None:
+            needs = _time_limit(run)
+            assert needs is not None  # only a time limit makes a run wait for renewal
+            context.renewals.setdefault(allocation, []).append((run.name, needs))
+        waiting, why = [allocation or ""], placed.wait
     if waiting:
         context.outcomes[run.name] = Outcome.WAITING
-        return Action(
-            kind=ActionKind.NOOP,
-            target=run.name,
-            reason=f"waiting for upstream {', '.join(waiting)}",
-            spec_hash=run.spec_hash,
-        )
+        return Action(kind=ActionKind.NOOP, target=run.name, reason=why, spec_hash=run.spec_hash)
     context.outcomes[run.name] = Outcome.INFLIGHT
     live_jobs = tuple(context.live_jobs[up] for up in pending_upstreams if up in context.live_jobs)
     submitted_with = tuple(up for up in pending_upstreams if up not in context.live_jobs)
@@ -631,8 +714,14 @@ def _submit(
         after=submitted_with,
         after_jobs=live_jobs,
         changes=changes,
+        allocation_job=placed.job_id if placed is not None else None,
         details=_component_lines(run),
     )
+
+
+def _time_limit(run: DesiredRun) -> timedelta | None:
+    limit = run.spec.resources.time
+    return timedelta(seconds=limit.seconds) if limit is not None else None
 
 
 def _component_lines(run: DesiredRun) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.render import RenderContext, render_batch_script
-from reconciler.scheduler.states import Health
+from reconciler.scheduler.states import Health, aggregate
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredRun
 from reconciler.state.journal import Journal
@@ -68,6 +68,11 @@ def _settle_job(
     reason = next((row.reason for row in rows if row.reason), None)
     run = desired.runs.get(job.tag.name) if job.tag.kind == "run" else None
     current = run is not None and run.spec_hash == job.tag.spec_hash
+    if job.tag.kind == "alloc":
+        # An allocation's own end: a run that failed inside it is the run's failure.
+        health = aggregate(row.health for row in rows)
+        journal.record_final(job.job_id, health, exit_code, reason, now)
+        return
     if job.health is not Health.SUCCEEDED or run is None or not current:
         journal.record_final(job.job_id, job.health, exit_code, reason, now)
         return

@@ -13,7 +13,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from reconciler.engine.actions import ActionKind, Plan, SyncStatus
-from reconciler.scheduler.base import Observation, ObservedJob
+from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import Desired
 from reconciler.state.records import SubmissionRecord
@@ -70,7 +70,7 @@ def run_statuses(
 
 def _latest_job(observation: Observation, project: str, name: str) -> ObservedJob | None:
     jobs = [job for job in observation.find(project, name) if job.tag.kind == "run"]
-    return max(jobs, key=lambda job: int(job.job_id)) if jobs else None
+    return max(jobs, key=lambda job: job_order(job.job_id)) if jobs else None
 
 
 def _health(
@@ -78,7 +78,7 @@ def _health(
 ) -> tuple[Health | None, str | None, datetime | None]:
     """The latest job's health: as the cluster shows it, or as the journal remembers it."""
     last = next((r for r in reversed(history) if r.job_id is not None), None)
-    if job is not None and (last is None or int(job.job_id) >= int(last.job_id or 0)):
+    if job is not None and (last is None or job_order(job.job_id) >= job_order(last.job_id or "")):
         ends = [row.end for row in job.components if row.end is not None]
         health = job.health
         if last is not None and last.job_id == job.job_id and last.final_health is not None:

@@ -265,6 +265,8 @@ def test_json_reads_back_as_the_same_plan() -> None:
         "cancel": 1,
         "teardown": 0,
         "adopt": 1,
+        "reuse": 0,
+        "setup": 0,
         "blocked": 1,
         "no-op": 1,
         "has_changes": True,

@@ -1,0 +1,171 @@
+"""Carrying out what a plan says about allocations: hold one, set it up, start a run's step
+in it. Each journals its intent before the scheduler call, like every submission.
+
+Setup and runs' steps are started detached (``StepScheduler.start_step``): they outlive
+this process, and a later pass observes them by their names. A backend that cannot run
+steps (the local one) never gets here: the planner blocks allocations there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from reconciler.engine.actions import Action
+from reconciler.errors import PermanentSchedulerError
+from reconciler.scheduler.base import (
+    AllocateRequest,
+    Observation,
+    Scheduler,
+    StepRequest,
+    StepScheduler,
+)
+from reconciler.scheduler.slurm.steps import container_options, salloc_options, step_options
+from reconciler.scheduler.states import Health, aggregate
+from reconciler.scheduler.tag import Tag
+from reconciler.spec.desired import Desired, DesiredAllocation, DesiredRun, flat_fields
+from reconciler.state.journal import Journal
+from reconciler.state.records import SetupRecord
+
+Clock = Callable[[], datetime]
+_ENDED = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
+
+
+@dataclass(frozen=True)
+class Started:
+    job_id: str | None = None  # the job or step made; None for a step not listed yet
+    refused: str | None = None  # the scheduler's refusal: nothing was made
+
+
+def allocate(
+    action: Action,
+    desired: Desired,
+    commit: str | None,
+    scheduler: Scheduler,
+    journal: Journal,
+    clock: Clock,
+) -> Started:
+    allocation = desired.allocations[action.target]
+    tag = _tag(desired, allocation)
+    intent = journal.record_intent(
+        tag.project, "alloc", allocation.name, allocation.spec_hash, commit,
+        flat_fields(allocation.spec), clock(),
+    )  # fmt: skip
+    request = AllocateRequest(options=salloc_options(allocation.spec), tag=tag)
+    try:
+        job_id = scheduler.allocate(request)
+    except PermanentSchedulerError as error:
+        journal.record_refused(intent, str(error), clock())
+        return Started(refused=str(error))
+    journal.record_submitted(intent, job_id, clock())
+    return Started(job_id)
+
+
+def set_up(
+    action: Action,
+    desired: Desired,
+    code_dir: Path,
+    scheduler: Scheduler,
+    journal: Journal,
+    clock: Clock,
+) -> Started:
+    """The allocation's setup commands as one script, started in the job the action names
+    (on each of its nodes). Its output goes to <state_dir>/allocations/<name>/."""
+    allocation = desired.allocations[action.target]
+    (job_id,) = action.job_ids
+    directory = desired.root / desired.project.state_dir / "allocations" / allocation.name
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / f"setup-{allocation.spec_hash}.sh"
+    script.write_text("set -euo pipefail\n" + "\n".join(allocation.spec.setup) + "\n")
+    container = container_options(allocation.spec.container, allocation.name)
+    request = StepRequest(
+        allocation_id=job_id,
+        script=script,
+        workdir=code_dir,
+        log_dir=directory,
+        options=(*step_options(None), *container),
+        tag=_tag(desired, allocation),
+    )
+    setup = journal.record_setup(
+        request.tag.project, allocation.name, allocation.spec_hash, job_id, clock()
+    )
+    try:
+        step = _steps(scheduler).start_step(request)
+    except PermanentSchedulerError as error:
+        journal.record_setup_end(setup, Health.FAILED, None, str(error), clock())
+        return Started(refused=str(error))
+    if step is not None:
+        journal.record_setup_step(setup, step, clock())
+    return Started(step)
+
+
+def start_run(
+    action: Action,
+    desired: Desired,
+    run: DesiredRun,
+    script: str,
+    run_dir: Path,
+    tag: Tag,
+    scheduler: Scheduler,
+) -> Started:
+    """The run's batch script (its #SBATCH lines are comments to bash) as a step in the
+    allocation's job the plan chose. Its output goes to the run's logs/slurm-<job>.<step>."""
+    assert action.allocation_job is not None and run.spec.allocation is not None
+    allocation = desired.allocations[run.spec.allocation]
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    path = logs / f"step-{run.spec_hash}.sh"
+    path.write_text(script)
+    container = container_options(allocation.spec.container, allocation.name)
+    request = StepRequest(
+        allocation_id=action.allocation_job,
+        script=path,
+        workdir=run_dir,
+        log_dir=logs,
+        options=(*step_options(run.spec.resources), *container),
+        tag=tag,
+    )
+    try:
+        return Started(_steps(scheduler).start_step(request))
+    except PermanentSchedulerError as error:
+        return Started(refused=str(error))
+
+
+def settle_setups(
+    journal: Journal, observation: Observation, setups: Sequence[SetupRecord], now: datetime
+) -> None:
+    """Record each setup's step id once listed, and how it ended once it has."""
+    jobs = {job.job_id: job for job in observation.jobs if job.tag.kind == "alloc"}
+    for setup in setups:
+        job = jobs.get(setup.allocation_job)
+        if setup.final_health is not None or job is None:
+            continue
+        steps = [row for row in job.steps if row.step_tag == job.tag]
+        if steps and setup.step_id is None:
+            journal.record_setup_step(setup.id, steps[-1].job_id, now)
+        if steps and all(row.health in _ENDED for row in steps):
+            health = aggregate(row.health for row in steps)
+            code = next((row.exit_code for row in steps if row.exit_code), None)
+            journal.record_setup_end(setup.id, health, code, None, now)
+        elif not steps and job.finished:
+            why = "the allocation ended before its setup step was seen"
+            journal.record_setup_end(setup.id, Health.CANCELLED, None, why, now)
+
+
+def _tag(desired: Desired, allocation: DesiredAllocation) -> Tag:
+    return Tag(
+        project=desired.project.project,
+        kind="alloc",
+        name=allocation.name,
+        spec_hash=allocation.spec_hash,
+    )
+
+
+def _steps(scheduler: Scheduler) -> StepScheduler:
+    if not isinstance(scheduler, StepScheduler):
+        raise PermanentSchedulerError(
+            f"the {scheduler.name} backend cannot run steps inside an allocation"
+        )
+    return scheduler

@@ -1,0 +1,496 @@
+"""Planning allocations: allocate, reuse, renew, set up, release. Pure, like plan.py.
+
+An allocation's jobs (``salloc --no-shell``, tagged kind ``alloc``) are judged one by one:
+
+    queued      granted nodes not yet                  wait for it
+    setting up  its setup step runs (or was started)   wait for it
+    needs setup running, setup never started in it     start setup (action ``setup``)
+    ready       running, set up, more than             runs start in it: ``reuse``
+                min_remaining left
+    expiring    running, min_remaining or less left    replaced (renewed)
+    broken      its setup failed                       released; the spec is blocked
+
+Compatible means the same spec hash: the hash covers the node shape, the time limit, the
+container and the setup commands, and leaves out min_remaining. A job of another hash is
+replaced. Of several ready jobs the newest is used and the older ones released.
+
+A job is released only once no step runs in it (a run's, or setup): the plan then says
+what it waits for ("released once step 12.3 (run train) ends"), and a later pass
+releases it. Only a complete observation releases anything. Allocations that left the
+repo are released like that (with ``prune``), and so are tagged allocations the journal
+does not know and no spec declares (orphans, e.g. after the journal was lost), prune or
+not. Nothing else in recon ever releases an allocation.
+
+Runs ask ``place`` where to start: in the ready job if their time limit fits the time it
+has left, else they wait, and ``renewals`` allocates a fresh job for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Protocol
+
+from reconciler.engine.actions import Action, ActionKind
+from reconciler.scheduler.base import JobRecord, ObservedJob, job_order
+from reconciler.scheduler.states import Health, aggregate
+from reconciler.spec.desired import DesiredAllocation
+from reconciler.spec.models import NodeShape, RunResources
+from reconciler.state.records import SetupRecord, SubmissionRecord
+
+# A setup or a job recon started and Slurm does not list yet is waited for this long.
+UNSEEN_GRACE = timedelta(minutes=10)
+_ENDED = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
+_BAD = frozenset({Health.FAILED, Health.CANCELLED})
+
+
+class Fit(Protocol):
+    def why_not(self, resources: RunResources) -> str | None: ...
+
+
+class Stage(Enum):
+    QUEUED = "queued"
+    SETTING_UP = "setting up"
+    NEEDS_SETUP = "needs setup"
+    READY = "ready"
+    EXPIRING = "expiring"
+    BROKEN = "broken"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What planning allocations needs besides the specs, all observed before planning."""
+
+    project: str
+    jobs: Sequence[ObservedJob]  # the whole observation's
+    complete: bool
+    records: Sequence[SubmissionRecord]
+    setups: Sequence[SetupRecord]
+    now: datetime
+    backend: str
+    containers: bool | None = None  # None: not looked at (no allocation has a container)
+    fit: Fit | None = None
+    prune: bool = True
+
+
+@dataclass(frozen=True)
+class Ready:
+    job_id: str
+    time_left: timedelta | None  # None: Slurm shows no limit
+
+
+@dataclass(frozen=True)
+class AllocationState:
+    """What the runs inside an allocation need to know of it in this plan."""
+
+    name: str
+    time_limit: timedelta
+    ready: Ready | None = None
+    blocked: str | None = None
+    waiting: str = ""  # why runs wait, when nothing is ready
+    coming: bool = False  # a newer job is on its way: no renewal needed
+
+
+@dataclass(frozen=True)
+class Placement:
+    job_id: str | None = None  # where to start now
+    wait: str | None = None
+    blocked: str | None = None
+    renew: bool = False  # waits for a job with more time left than the ready one has
+
+
+def plan_allocations(
+    cluster: Cluster, allocations: Sequence[DesiredAllocation]
+) -> tuple[list[Action], dict[str, AllocationState]]:
+    actions: list[Action] = []
+    states = {}
+    for allocation in allocations:
+        decided, state = _decide(cluster, allocation)
+        actions += decided
+        states[allocation.name] = state
+    return actions, states
+
+
+def place(state: AllocationState, needs: timedelta | None) -> Placement:
+    """Where a run that is to start now starts, given its time limit (None: none)."""
+    name = state.name
+    if state.blocked is not None:
+        return Placement(blocked=f"allocation {name} is blocked: {state.blocked}")
+    if needs is not None and needs > state.time_limit:
+        return Placement(
+            blocked=f"needs {_span(needs)}, but allocation {name} lives "
+            f"{_span(state.time_limit)} (time_limit)"
+        )
+    if state.ready is None:
+        return Placement(wait=f"waits for allocation {name}: {state.waiting}")
+    left = state.ready.time_left
+    if needs is not None and left is not None and needs > left:
+        return Placement(
+            wait=f"waits for allocation {name}'s renewal: needs {_span(needs)}, "
+            f"{_span(left)} left in job {state.ready.job_id}",
+            renew=not state.coming,
+        )
+    return Placement(job_id=state.ready.job_id)
+
+
+def renewals(
+    states: Mapping[str, AllocationState],
+    needs: Mapping[str, Sequence[tuple[str, timedelta]]],
+    allocations: Mapping[str, DesiredAllocation],
+) -> list[Action]:
+    """A fresh job for each ready allocation that runs wait on for want of time left."""
+    actions = []
+    for name, waiting in sorted(needs.items()):
+        state = states[name]
+        if not waiting or state.ready is None or state.coming:
+            continue
+        run, longest = max(waiting, key=lambda item: item[1])
+        left = state.ready.time_left
+        actions.append(
+            Action(
+                kind=ActionKind.REPLACE,
+                target=name,
+                target_kind="alloc",
+                reason=f"allocation renewed early: run {run} needs {_span(longest)}, job "
+                f"{state.ready.job_id} has {_span(left) if left else 'too little'} left",
+                spec_hash=allocations[name].spec_hash,
+            )
+        )
+    return actions
+
+
+def prunes(cluster: Cluster, declared: set[str]) -> list[Action]:
+    """Release the live allocations no spec declares: with prune, every one that left the
+    repo; prune or not, the orphans the journal does not know."""
+    if not cluster.complete:
+        return []
+    known = {r.job_id for r in cluster.records if r.kind == "alloc" and r.job_id is not None}
+    actions = []
+    for job in _alloc_jobs(cluster):
+        if job.tag.name in declared or not _holds(job):
+            continue
+        if job.job_id in known and not cluster.prune:
+            continue
+        why = (
+            "allocation left the repo"
+            if job.job_id in known
+            else "tagged allocation that no spec declares and the journal does not know"
+        )
+        actions.append(_release(job, why, complete=True))
+    return actions
+
+
+def _decide(
+    cluster: Cluster, allocation: DesiredAllocation
+) -> tuple[list[Action], AllocationState]:
+    spec = allocation.spec
+    limit = timedelta(seconds=spec.time_limit.seconds)
+    mine = [job for job in _alloc_jobs(cluster) if job.tag.name == allocation.name]
+    live = sorted((job for job in mine if _holds(job)), key=lambda job: job_order(job.job_id))
+    current = [job for job in live if job.tag.spec_hash == allocation.spec_hash]
+    stages = {job.job_id: _stage(cluster, allocation, job) for job in current}
+    ready = [job for job in current if stages[job.job_id] is Stage.READY]
+    chosen = ready[-1] if ready else None
+    coming = [
+        job
+        for job in current
+        if stages[job.job_id] in (Stage.QUEUED, Stage.SETTING_UP, Stage.NEEDS_SETUP)
+        and (chosen is None or job_order(job.job_id) > job_order(chosen.job_id))
+    ]
+    keep = {job.job_id for job in (chosen, coming[-1] if coming else None) if job is not None}
+    retired = [
+        _release(job, _why_retired(job, allocation, stages, chosen, coming), cluster.complete)
+        for job in live
+        if job.job_id not in keep
+    ]
+    refusal = _refusal(cluster, allocation) or _setup_failure(cluster, allocation, mine)
+    if refusal is not None:
+        action = _action(ActionKind.BLOCKED, allocation, refusal)
+        return [action, *retired], AllocationState(allocation.name, limit, blocked=refusal)
+    main: list[Action] = []
+    state = AllocationState(allocation.name, limit, coming=bool(coming))
+    if chosen is not None:
+        left = _time_left(chosen)
+        state = AllocationState(
+            allocation.name, limit, Ready(chosen.job_id, left), coming=bool(coming)
+        )
+        shown = f", {_span(left)} left" if left is not None else ""
+        main.append(
+            _action(
+                ActionKind.REUSE,
+                allocation,
+                f"allocation job {chosen.job_id} on {_nodes(chosen)}{shown} (reused while "
+                f"more than {spec.min_remaining} is left)",
+            )
+        )
+    if coming:
+        job = coming[-1]
+        stage = stages[job.job_id]
+        if stage is Stage.NEEDS_SETUP:
+            why = f"setup starts in allocation job {job.job_id} ({_plural(len(spec.setup))})"
+            main.append(_action(ActionKind.SETUP, allocation, why, (job.job_id,)))
+        else:
+            why = _coming_reason(job, stage)
+            if chosen is None:
+                main.append(_action(ActionKind.NOOP, allocation, why))
+        state = _waiting(state, why)
+    elif chosen is None:
+        unseen = _unseen(cluster, allocation, mine)
+        if unseen is not None:
+            why = f"allocation job {unseen} was made but Slurm does not list it yet"
+            main.append(_action(ActionKind.NOOP, allocation, why))
+            state = _waiting(state, why)
+        else:
+            kind, why = _allocate(live, stages)
+            main.append(_action(kind, allocation, why))
+            state = _waiting(state, "being allocated in this apply")
+    # Allocate (or set up) before releasing: the new job exists before the old one goes.
+    return [*main, *retired], state
+
+
+def _waiting(state: AllocationState, why: str) -> AllocationState:
+    return AllocationState(
+        state.name, state.time_limit, state.ready, state.blocked, why, state.coming
+    )
+
+
+def _alloc_jobs(cluster: Cluster) -> list[ObservedJob]:
+    return [
+        job
+        for job in cluster.jobs
+        if job.tag.project == cluster.project and job.tag.kind == "alloc"
+    ]
+
+
+def _own_health(job: ObservedJob) -> Health:
+    """The allocation's own state: its steps (a run that failed in it) are not its own."""
+    return aggregate(row.health for row in job.components)
+
+
+def _holds(job: ObservedJob) -> bool:
+    return not job.finished and _own_health(job) not in _ENDED
+
+
+def _stage(cluster: Cluster, allocation: DesiredAllocation, job: ObservedJob) -> Stage:
+    if _own_health(job) is not Health.RUNNING:
+        return Stage.QUEUED
+    if allocation.spec.setup:
+        setup = _setup_stage(cluster, job)
+        if setup is not Stage.READY:
+            return setup
+    left = _time_left(job)
+    if left is not None and left.total_seconds() <= allocation.spec.min_remaining.seconds:
+        return Stage.EXPIRING
+    return Stage.READY
+
+
+def _setup_stage(cluster: Cluster, job: ObservedJob) -> Stage:
+    """How setup stands in a running job: by its steps (named with the job's own tag),
+    else by the journal's record of starting it."""
+    steps = [row for row in job.steps if row.step_tag == job.tag]
+    if steps:
+        health = aggregate(row.health for row in steps)
+        if health in _BAD:
+            return Stage.BROKEN
+        return Stage.READY if health is Health.SUCCEEDED else Stage.SETTING_UP
+    started = [s for s in cluster.setups if s.allocation_job == job.job_id]
+    if not started:
+        return Stage.NEEDS_SETUP
+    last = started[-1]
+    if last.final_health is Health.SUCCEEDED:
+        return Stage.READY  # its step has left sacct's window
+    if last.final_health in _BAD:
+        return Stage.BROKEN
+    if cluster.now - last.created_at < UNSEEN_GRACE:
+        return Stage.SETTING_UP
+    return Stage.NEEDS_SETUP  # started long ago and never seen: lost, start it again
+
+
+def _setup_failure(
+    cluster: Cluster, allocation: DesiredAllocation, jobs: Sequence[ObservedJob]
+) -> str | None:
+    """Why this spec's setup is known to fail: it is not allocated again until it changes.
+    A setup cancelled with its allocation (released, out of time) is no failure of its own."""
+    if not allocation.spec.setup:
+        return None
+    for job in jobs:
+        if job.tag.spec_hash != allocation.spec_hash:
+            continue
+        for row in job.steps:
+            if row.step_tag == job.tag and row.health is Health.FAILED:
+                return _setup_failed(job.job_id, f"step {row.job_id} {_ending(row)}")
+    for setup in cluster.setups:
+        if (
+            setup.spec_hash == allocation.spec_hash
+            and setup.name == allocation.name
+            and setup.final_health is Health.FAILED
+        ):
+            how = setup.reason or f"{setup.final_health} (exit {setup.exit_code})"
+            return _setup_failed(setup.allocation_job, how)
+    return None
+
+
+def _setup_failed(job_id: str, how: str) -> str:
+    return f"setup failed in allocation job {job_id}: {how}; fix setup and commit"
+
+
+def _ending(row: JobRecord) -> str:
+    return f"{row.health.value} (exit {row.exit_code})" if row.exit_code else row.health.value
+
+
+def _refusal(cluster: Cluster, allocation: DesiredAllocation) -> str | None:
+    spec = allocation.spec
+    if cluster.backend == "local":
+        return (
+            "the local backend cannot run steps inside an allocation (srun --jobid has no "
+            "local meaning); use a Slurm cluster (scheduler: slurm)"
+        )
+    if spec.container is not None and cluster.containers is False:
+        return (
+            f"container {spec.container.image} needs pyxis (srun --container-image), "
+            "which this cluster does not have"
+        )
+    if cluster.fit is not None:
+        shape = {field: getattr(spec.resources, field) for field in NodeShape.model_fields}
+        unfit = cluster.fit.why_not(RunResources(**shape, time=spec.time_limit))
+        if unfit is not None:
+            return f"does not fit the cluster: {unfit}"
+    return None
+
+
+def _why_retired(
+    job: ObservedJob,
+    allocation: DesiredAllocation,
+    stages: Mapping[str, Stage],
+    chosen: ObservedJob | None,
+    coming: Sequence[ObservedJob],
+) -> str:
+    if job.tag.spec_hash != allocation.spec_hash:
+        return "allocation spec changed"
+    stage = stages[job.job_id]
+    if stage is Stage.EXPIRING:
+        return f"expiring ({_span(_time_left(job))} left)"
+    if stage is Stage.BROKEN:
+        return "its setup failed"
+    newer = coming[-1] if coming else chosen
+    return f"superseded by job {newer.job_id}" if newer is not None else "superseded"
+
+
+def _release(job: ObservedJob, why: str, complete: bool) -> Action:
+    steps = job.live_steps
+    if not complete:  # a step sacct did not show may be running in it
+        return Action(
+            kind=ActionKind.NOOP,
+            target=job.tag.name,
+            target_kind="alloc",
+            reason=f"old allocation {job.job_id} ({why}) is released once the cluster "
+            "can be fully observed",
+            spec_hash=job.tag.spec_hash,
+        )
+    if steps:
+        named = ", ".join(_step_name(row) for row in steps)
+        word = "step" if len(steps) == 1 else "steps"
+        return Action(
+            kind=ActionKind.NOOP,
+            target=job.tag.name,
+            target_kind="alloc",
+            reason=f"old allocation {job.job_id} ({why}) released once {word} {named} "
+            f"{'ends' if len(steps) == 1 else 'end'}",
+            spec_hash=job.tag.spec_hash,
+        )
+    return Action(
+        kind=ActionKind.CANCEL,
+        target=job.tag.name,
+        target_kind="alloc",
+        reason=f"release allocation job {job.job_id}: {why}, no step runs in it",
+        spec_hash=job.tag.spec_hash,
+        job_ids=(job.job_id,),
+    )
+
+
+def _step_name(row: JobRecord) -> str:
+    tag = row.step_tag
+    if tag is None:
+        return row.job_id
+    return f"{row.job_id} ({'run ' + tag.name if tag.kind == 'run' else 'setup'})"
+
+
+def _coming_reason(job: ObservedJob, stage: Stage) -> str:
+    if stage is Stage.QUEUED:
+        reason = next((row.reason for row in job.components if row.reason), None)
+        return f"allocation job {job.job_id} is queued" + (f" ({reason})" if reason else "")
+    running = [row.job_id for row in job.steps if row.step_tag == job.tag]
+    where = f" (step {running[-1]})" if running else ""
+    return f"setup runs in allocation job {job.job_id}{where}"
+
+
+def _unseen(
+    cluster: Cluster, allocation: DesiredAllocation, jobs: Sequence[ObservedJob]
+) -> str | None:
+    """A job of this spec salloc granted lately that observation does not show yet."""
+    seen = {job.job_id for job in jobs}
+    for record in cluster.records:
+        if (
+            record.kind == "alloc"
+            and record.name == allocation.name
+            and record.spec_hash == allocation.spec_hash
+            and record.job_id is not None
+            and record.job_id not in seen
+            and record.final_health is None
+            and cluster.now - record.created_at < UNSEEN_GRACE
+        ):
+            return record.job_id
+    return None
+
+
+def _allocate(live: Sequence[ObservedJob], stages: Mapping[str, Stage]) -> tuple[ActionKind, str]:
+    if not live:
+        return ActionKind.SUBMIT, "allocation: none held"
+    expiring = [job for job in live if stages.get(job.job_id) is Stage.EXPIRING]
+    if expiring:
+        job = expiring[-1]
+        return ActionKind.REPLACE, (
+            f"allocation renewed: job {job.job_id} has {_span(_time_left(job))} left"
+        )
+    if any(stages.get(job.job_id) is Stage.BROKEN for job in live):
+        return ActionKind.REPLACE, "allocation: its setup failed"
+    return ActionKind.REPLACE, "allocation spec changed"
+
+
+def _action(
+    kind: ActionKind, allocation: DesiredAllocation, reason: str, job_ids: tuple[str, ...] = ()
+) -> Action:
+    return Action(
+        kind=kind,
+        target=allocation.name,
+        target_kind="alloc",
+        reason=reason,
+        spec_hash=allocation.spec_hash,
+        job_ids=job_ids,
+    )
+
+
+def _time_left(job: ObservedJob) -> timedelta | None:
+    return next((row.time_left for row in job.components if row.time_left is not None), None)
+
+
+def _nodes(job: ObservedJob) -> str:
+    return next((row.nodes for row in job.components if row.nodes), "its nodes")
+
+
+def _plural(count: int) -> str:
+    return f"{count} command{'' if count == 1 else 's'}"
+
+
+def _span(delta: timedelta | None) -> str:
+    """``1h 5m``, ``12m``, ``45s``: time limits and time left as people say them."""
+    if delta is None:
+        return "no limit"
+    total = int(delta.total_seconds())
+    hours, rest = divmod(total, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
+    parts.append(f"{seconds}s" if seconds or not any(parts) else "")
+    return " ".join(part for part in parts if part)

@@ -1,0 +1,583 @@
+"""The allocation planner on plain values: which jobs are reused, renewed, set up or
+released, where runs inside allocations start, and what they wait for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.engine.actions import Action, ActionKind
+from reconciler.engine.allocations import (
+    AllocationState,
+    Cluster,
+    Placement,
+    Ready,
+    place,
+    plan_allocations,
+    prunes,
+    renewals,
+)
+from reconciler.engine.plan import plan
+from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
+from reconciler.scheduler.states import Health, SlurmState
+from reconciler.scheduler.tag import Tag
+from reconciler.spec.desired import (
+    Desired,
+    DesiredAllocation,
+    DesiredRun,
+    Location,
+    effective_allocation,
+    effective_run,
+    spec_hash,
+)
+from reconciler.spec.models import Allocation, Project, Run
+from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
+from tests.planning import NOW, PROJECT, run
+
+RUNNING, PENDING = SlurmState.RUNNING, SlurmState.PENDING
+OTHER_HASH = "ffffffffffffffff"
+
+
+def allocation(name: str = "warm", **fields: Any) -> DesiredAllocation:
+    data: dict[str, Any] = {"kind": "Allocation", "name": name, "time_limit": "1h"}
+    data.update(fields)
+    project = Project.model_validate({"project": PROJECT})
+    spec = effective_allocation(Allocation.model_validate(data), project)
+    return DesiredAllocation(spec, Location("specs/w.yaml", 1), spec_hash(spec))
+
+
+WARM = allocation()
+SET_UP = allocation(setup=["pip install x"])
+
+
+def tag(of: DesiredAllocation, spec: str | None = None) -> Tag:
+    return Tag(project=PROJECT, kind="alloc", name=of.name, spec_hash=spec or of.spec_hash)
+
+
+def run_tag(name: str) -> Tag:
+    return Tag(project=PROJECT, kind="run", name=name, spec_hash="0123456789abcdef")
+
+
+def step(job_id: str, state: SlurmState, name: Tag, exit_code: int | None = None) -> JobRecord:
+    top, _, number = job_id.partition(".")
+    return JobRecord(
+        job_id=job_id,
+        top_id=top,
+        step=number,
+        name=name.format(),
+        state=state,
+        exit_code=exit_code,
+        source="sacct",
+    )
+
+
+def held(
+    job_id: str,
+    state: SlurmState = RUNNING,
+    left: int | None = 50,
+    of: DesiredAllocation = WARM,
+    spec: str | None = None,
+    steps: tuple[JobRecord, ...] = (),
+    reason: str | None = None,
+) -> ObservedJob:
+    """An allocation job; `left` in minutes."""
+    own = tag(of, spec)
+    row = JobRecord(
+        job_id=job_id,
+        top_id=job_id,
+        tag=own,
+        state=state,
+        reason=reason,
+        nodes="cpu1" if state is RUNNING else None,
+        time_left=timedelta(minutes=left) if left is not None and state is RUNNING else None,
+        source="squeue",
+    )
+    return ObservedJob(job_id=job_id, tag=own, rows=(row, *steps))
+
+
+def setup_record(job_id: str, of: DesiredAllocation = SET_UP, **fields: Any) -> SetupRecord:
+    data: dict[str, Any] = {
+        "id": int(job_id),
+        "project": PROJECT,
+        "name": of.name,
+        "spec_hash": of.spec_hash,
+        "allocation_job": job_id,
+        "step_id": None,
+        "created_at": NOW - timedelta(minutes=1),
+        "updated_at": NOW,
+    }
+    data.update(fields)
+    return SetupRecord.model_validate(data)
+
+
+def alloc_record(job_id: str, of: DesiredAllocation = WARM, **fields: Any) -> SubmissionRecord:
+    data: dict[str, Any] = {
+        "id": int(job_id),
+        "project": PROJECT,
+        "kind": "alloc",
+        "name": of.name,
+        "spec_hash": of.spec_hash,
+        "commit": None,
+        "job_id": job_id,
+        "status": SubmissionStatus.SUBMITTED,
+        "created_at": NOW - timedelta(minutes=1),
+        "updated_at": NOW,
+    }
+    data.update(fields)
+    return SubmissionRecord.model_validate(data)
+
+
+def cluster(*jobs: ObservedJob, **fields: Any) -> Cluster:
+    base = Cluster(
+        project=PROJECT,
+        jobs=jobs,
+        complete=True,
+        records=(),
+        setups=(),
+        now=NOW,
+        backend="slurm",
+    )
+    return replace(base, **fields)
+
+
+def decided(actions: list[Action]) -> list[tuple[str, tuple[str, ...], str]]:
+    return [(a.kind.value, a.job_ids, a.reason) for a in actions]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    cluster: Cluster
+    expected: list[tuple[str, tuple[str, ...], str]]  # kind, job ids, part of the reason
+    of: DesiredAllocation = WARM
+    ready: str | None = None  # the job runs start in
+    blocked: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+RUN_STEP = step("12.3", RUNNING, run_tag("train"))
+CASES = [
+    Case("none held", cluster(), [("submit", (), "none held")]),
+    Case(
+        "running with time to spare is reused",
+        cluster(held("12", left=50)),
+        [("reuse", (), "allocation job 12 on cpu1, 50m left")],
+        ready="12",
+    ),
+    Case(
+        "no time limit shown is reused",
+        cluster(held("12", left=None)),
+        [("reuse", (), "allocation job 12 on cpu1 (reused while")],
+        ready="12",
+    ),
+    Case(
+        "expiring and idle: renewed, then released",
+        cluster(held("12", left=4)),
+        [("replace", (), "renewed: job 12 has 4m left"), ("cancel", ("12",), "expiring")],
+    ),
+    Case(
+        "expiring with a run in it: renewed, released once its step ends",
+        cluster(held("12", left=4, steps=(RUN_STEP,))),
+        [
+            ("replace", (), "renewed"),
+            ("no-op", (), "(expiring (4m left)) released once step 12.3 (run train) ends"),
+        ],
+    ),
+    Case(
+        "spec changed, old one busy: the new one is used, the old one waits for its step",
+        cluster(held("12", spec=OTHER_HASH, steps=(RUN_STEP,)), held("13")),
+        [("reuse", (), "job 13"), ("no-op", (), "(allocation spec changed) released once")],
+        ready="13",
+    ),
+    Case(
+        "spec changed, old one idle: allocated anew, old one released",
+        cluster(held("12", spec=OTHER_HASH)),
+        [("replace", (), "spec changed"), ("cancel", ("12",), "allocation spec changed")],
+    ),
+    Case(
+        "a pending old spec is released at once",
+        cluster(held("12", PENDING, spec=OTHER_HASH), held("13")),
+        [("reuse", (), "job 13"), ("cancel", ("12",), "spec changed")],
+        ready="13",
+    ),
+    Case(
+        "queued: waited for",
+        cluster(held("12", PENDING, reason="Resources")),
+        [("no-op", (), "allocation job 12 is queued (Resources)")],
+    ),
+    Case(
+        "two ready: the newest is used, the older released",
+        cluster(held("12", left=40), held("13", left=59)),
+        [("reuse", (), "job 13"), ("cancel", ("12",), "superseded by job 13")],
+        ready="13",
+    ),
+    Case(
+        "a renewal on its way keeps the ready one in use",
+        cluster(held("12", left=20), held("13", PENDING)),
+        [("reuse", (), "job 12")],
+        ready="12",
+    ),
+    Case(
+        "setup never started: started",
+        cluster(held("12")),
+        [("setup", ("12",), "setup starts in allocation job 12 (1 command)")],
+        of=SET_UP,
+    ),
+    Case(
+        "setup running: waited for",
+        cluster(held("12", of=SET_UP, steps=(step("12.0", RUNNING, tag(SET_UP)),))),
+        [("no-op", (), "setup runs in allocation job 12 (step 12.0)")],
+        of=SET_UP,
+    ),
+    Case(
+        "setup started but not listed yet: waited for",
+        cluster(held("12", of=SET_UP), setups=(setup_record("12"),)),
+        [("no-op", (), "setup runs in allocation job 12")],
+        of=SET_UP,
+    ),
+    Case(
+        "setup started long ago and never seen: started again",
+        cluster(
+            held("12", of=SET_UP),
+            setups=(setup_record("12", created_at=NOW - timedelta(hours=1)),),
+        ),
+        [("setup", ("12",), "setup starts")],
+        of=SET_UP,
+    ),
+    Case(
+        "setup done: reused",
+        cluster(held("12", of=SET_UP, steps=(step("12.0", SlurmState.COMPLETED, tag(SET_UP)),))),
+        [("reuse", (), "job 12")],
+        of=SET_UP,
+        ready="12",
+    ),
+    Case(
+        "setup failed: blocked, and the job released",
+        cluster(held("12", of=SET_UP, steps=(step("12.0", SlurmState.FAILED, tag(SET_UP), 2),))),
+        [
+            ("blocked", (), "setup failed in allocation job 12: step 12.0 failed (exit 2); fix"),
+            ("cancel", ("12",), "its setup failed"),
+        ],
+        of=SET_UP,
+        blocked=True,
+    ),
+    Case(
+        "a setup failure the journal remembers blocks allocating the same spec again",
+        cluster(setups=(setup_record("9", final_health=Health.FAILED, exit_code=1),)),
+        [("blocked", (), "setup failed in allocation job 9: failed (exit 1)")],
+        of=SET_UP,
+        blocked=True,
+    ),
+    Case(
+        "a setup cancelled with its allocation is no failure",
+        cluster(setups=(setup_record("9", final_health=Health.CANCELLED),)),
+        [("submit", (), "none held")],
+        of=SET_UP,
+    ),
+    Case(
+        "the local backend cannot hold one",
+        cluster(backend="local"),
+        [("blocked", (), "the local backend cannot run steps inside an allocation")],
+        blocked=True,
+    ),
+    Case(
+        "a container without pyxis is refused",
+        cluster(containers=False),
+        [("blocked", (), "container ubuntu:22.04 needs pyxis")],
+        of=allocation(container={"image": "ubuntu:22.04"}),
+        blocked=True,
+    ),
+    Case(
+        "a container where pyxis is, or was not looked for, is allocated",
+        cluster(containers=None),
+        [("submit", (), "none held")],
+        of=allocation(container={"image": "ubuntu:22.04"}),
+    ),
+    Case(
+        "made a moment ago and not listed yet: not made again",
+        cluster(records=(alloc_record("12"),)),
+        [("no-op", (), "allocation job 12 was made but Slurm does not list it yet")],
+    ),
+    Case(
+        "made long ago and not listed: made again",
+        cluster(records=(alloc_record("12", created_at=NOW - timedelta(hours=1)),)),
+        [("submit", (), "none held")],
+    ),
+    Case(
+        "an incomplete observation releases nothing",
+        cluster(held("12", spec=OTHER_HASH), held("13"), complete=False),
+        [("reuse", (), "job 13"), ("no-op", (), "released once the cluster can be fully")],
+        ready="13",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_allocation_decisions(case: Case) -> None:
+    jobs = tuple(
+        job if job.tag.name != "warm" or case.of is WARM else _as(job, case.of)
+        for job in case.cluster.jobs
+    )
+    actions, states = plan_allocations(replace(case.cluster, jobs=jobs), [case.of])
+    got = decided(actions)
+    assert [(kind, ids) for kind, ids, _ in got] == [(k, i) for k, i, _ in case.expected], got
+    for (_, _, reason), (_, _, part) in zip(got, case.expected, strict=True):
+        assert part in reason, (reason, part)
+    assert all(a.target == case.of.name and a.target_kind == "alloc" for a in actions)
+    state = states[case.of.name]
+    assert (state.ready.job_id if state.ready else None) == case.ready
+    assert (state.blocked is not None) == case.blocked
+
+
+def _as(job: ObservedJob, of: DesiredAllocation) -> ObservedJob:
+    """The job under another allocation's current hash (cases built on WARM's)."""
+    if job.tag.spec_hash != WARM.spec_hash:
+        return job
+    own = tag(of)
+    rows = tuple(
+        row.model_copy(update={"tag": own}) if not row.is_step else row for row in job.rows
+    )
+    return ObservedJob(job_id=job.job_id, tag=own, rows=rows)
+
+
+# -- orphans and allocations that left the repo ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("known", "prune", "complete", "expected"),
+    [
+        (True, True, True, [("cancel", ("12",), "allocation left the repo")]),
+        (True, False, True, []),
+        (False, False, True, [("cancel", ("12",), "no spec declares and the journal does not")]),
+        (False, True, False, []),
+    ],
+)
+def test_undeclared_allocations_are_released(
+    known: bool, prune: bool, complete: bool, expected: list[tuple[str, tuple[str, ...], str]]
+) -> None:
+    records = (alloc_record("12"),) if known else ()
+    found = prunes(
+        cluster(held("12"), records=records, prune=prune, complete=complete), declared=set()
+    )
+    got = decided(found)
+    assert [(k, i) for k, i, _ in got] == [(k, i) for k, i, _ in expected]
+    for (_, _, reason), (_, _, part) in zip(got, expected, strict=True):
+        assert part in reason
+
+
+def test_an_undeclared_allocation_with_a_running_step_waits_for_it() -> None:
+    (action,) = prunes(cluster(held("12", steps=(RUN_STEP,))), declared=set())
+    assert action.kind is ActionKind.NOOP
+    assert "released once step 12.3 (run train) ends" in action.reason
+
+
+def test_declared_and_ended_allocations_are_not_pruned() -> None:
+    ended = held("13", SlurmState.TIMEOUT)
+    assert prunes(cluster(held("12"), ended), declared={"warm"}) == []
+    assert prunes(cluster(ended), declared=set()) == []
+
+
+# -- where a run starts ------------------------------------------------------------------
+
+HOUR = timedelta(hours=1)
+READY = AllocationState("warm", HOUR, Ready("12", timedelta(minutes=12)))
+
+
+@pytest.mark.parametrize(
+    ("state", "needs", "expected"),
+    [
+        (READY, timedelta(minutes=10), Placement(job_id="12")),
+        (READY, None, Placement(job_id="12")),
+        (
+            READY,
+            timedelta(minutes=30),
+            Placement(
+                wait="waits for allocation warm's renewal: needs 30m, 12m left in job 12",
+                renew=True,
+            ),
+        ),
+        (
+            replace(READY, coming=True),
+            timedelta(minutes=30),
+            Placement(wait="waits for allocation warm's renewal: needs 30m, 12m left in job 12"),
+        ),
+        (
+            READY,
+            timedelta(hours=2),
+            Placement(blocked="needs 2h, but allocation warm lives 1h (time_limit)"),
+        ),
+        (
+            AllocationState("warm", HOUR, waiting="allocation job 13 is queued"),
+            None,
+            Placement(wait="waits for allocation warm: allocation job 13 is queued"),
+        ),
+        (
+            AllocationState("warm", HOUR, blocked="setup failed"),
+            None,
+            Placement(blocked="allocation warm is blocked: setup failed"),
+        ),
+    ],
+)
+def test_place(state: AllocationState, needs: timedelta | None, expected: Placement) -> None:
+    assert place(state, needs) == expected
+
+
+def test_renewals_only_where_runs_wait_and_nothing_is_on_its_way() -> None:
+    states = {
+        "warm": READY,
+        "busy": replace(READY, name="busy", coming=True),
+        "idle": replace(READY, name="idle"),
+    }
+    desired = {"warm": WARM, "busy": allocation("busy"), "idle": allocation("idle")}
+    needs = {"warm": [("a", timedelta(minutes=20)), ("b", timedelta(minutes=30))], "busy": [
+        ("c", timedelta(minutes=30))
+    ]}  # fmt: skip
+    (action,) = renewals(states, needs, desired)
+    assert (action.kind, action.target, action.target_kind) == (ActionKind.REPLACE, "warm", "alloc")
+    assert action.reason == "allocation renewed early: run b needs 30m, job 12 has 12m left"
+    assert action.spec_hash == WARM.spec_hash
+
+
+# -- runs inside allocations, through the whole planner ----------------------------------
+
+
+def desired(*runs: Run, allocations: tuple[DesiredAllocation, ...] = (WARM,)) -> Desired:
+    project = Project.model_validate({"project": PROJECT})
+    entries = {}
+    for index, spec in enumerate(runs):
+        effective = effective_run(spec, project)
+        entries[spec.name] = DesiredRun(
+            effective, Location("specs/a.yaml", index + 1), spec_hash(effective), None
+        )
+    upstreams = {
+        spec.name: tuple(i.upstream[0] for i in spec.inputs.values() if i.upstream) for spec in runs
+    }
+    held_ = {a.name: a for a in allocations}
+    return Desired(project, Path("/repo"), "c0ffee" * 6 + "abcd", entries, held_, upstreams)
+
+
+def step_job(state: Desired, name: str, job_id: str, slurm: SlurmState) -> ObservedJob:
+    own = Tag(project=PROJECT, kind="run", name=name, spec_hash=state.runs[name].spec_hash)
+    row = JobRecord(job_id=job_id, top_id=job_id.split(".")[0], tag=own, state=slurm,
+                    source="sacct")  # fmt: skip
+    return ObservedJob(job_id=job_id, tag=own, rows=(row,))
+
+
+def planned(state: Desired, *jobs: ObservedJob, **kw: Any) -> dict[str, list[Action]]:
+    """The plan's actions by target; the journal knows every job given unless told."""
+    observation = Observation(taken_at=NOW, jobs=jobs, complete=True)
+    records = kw.pop("records", [_known(job) for job in jobs])
+    result = plan(state, observation, records, NOW, scheduler=kw.pop("scheduler", "slurm"), **kw)
+    by_target: dict[str, list[Action]] = {}
+    for action in result.actions:
+        by_target.setdefault(action.target, []).append(action)
+    return by_target
+
+
+def _known(job: ObservedJob) -> SubmissionRecord:
+    return SubmissionRecord(
+        id=len(job.job_id), project=PROJECT, kind=job.tag.kind, name=job.tag.name,
+        spec_hash=job.tag.spec_hash, commit=None, job_id=job.job_id,
+        status=SubmissionStatus.SUBMITTED, created_at=NOW, updated_at=NOW,
+    )  # fmt: skip
+
+
+def test_a_run_starts_as_a_step_in_the_ready_job() -> None:
+    state = desired(run("a", allocation="warm", resources={"time": "10m"}))
+    (action,) = planned(state, held("12"), fit=None)["a"]
+    assert (action.kind, action.allocation_job, action.outcome) == (
+        ActionKind.SUBMIT, "12", "inflight",
+    )  # fmt: skip
+
+
+def test_a_run_in_an_allocation_is_not_checked_against_partitions() -> None:
+    state = desired(run("a", allocation="warm"))
+    held_fit = _AllocationFit()
+    (action,) = planned(state, held("12"), fit=held_fit)["a"]
+    assert action.allocation_job == "12" and held_fit.asked == 1  # the allocation only
+
+
+@dataclass
+class _AllocationFit:
+    asked: int = 0
+
+    def why_not(self, resources: object) -> str | None:
+        self.asked += 1
+        return None
+
+
+def test_a_downstream_waits_for_a_step_to_finish() -> None:
+    state = desired(run("a", allocation="warm"), run("b", "a", allocation="warm"))
+    actions = planned(state, held("12"), step_job(state, "a", "12.3", RUNNING))
+    (upstream,) = actions["a"]
+    (downstream,) = actions["b"]
+    assert upstream.kind is ActionKind.NOOP and "job 12.3 running" in upstream.reason
+    assert downstream.kind is ActionKind.NOOP and downstream.outcome == "waiting"
+    assert "cannot wait through afterok" in downstream.reason
+
+
+def test_a_batch_run_waits_for_a_step_upstream_too() -> None:
+    state = desired(run("a", allocation="warm"), run("b", "a"))
+    (downstream,) = planned(state, held("12"), step_job(state, "a", "12.3", RUNNING))["b"]
+    assert downstream.kind is ActionKind.NOOP and "to finish" in downstream.reason
+
+
+def test_a_step_that_succeeded_makes_its_downstream_start_in_the_same_job() -> None:
+    state = desired(run("a", allocation="warm"), run("b", "a", allocation="warm"))
+    done = step_job(state, "a", "12.3", SlurmState.COMPLETED)
+    actions = planned(state, held("12"), done)
+    assert actions["a"][0].reason == "current (job 12.3 succeeded)"
+    assert (actions["b"][0].kind, actions["b"][0].allocation_job) == (ActionKind.SUBMIT, "12")
+
+
+def test_a_run_too_long_for_the_time_left_waits_and_renews_the_allocation() -> None:
+    state = desired(run("a", allocation="warm", resources={"time": "30m"}))
+    actions = planned(state, held("12", left=12))
+    (waiting,) = actions["a"]
+    assert waiting.kind is ActionKind.NOOP and waiting.outcome == "waiting"
+    assert waiting.reason == "waits for allocation warm's renewal: needs 30m, 12m left in job 12"
+    assert [(a.kind, a.reason[:26]) for a in actions["warm"]] == [
+        (ActionKind.REUSE, "allocation job 12 on cpu1,"),
+        (ActionKind.REPLACE, "allocation renewed early: "),
+    ]
+
+
+def test_runs_in_an_allocation_the_local_backend_cannot_hold_are_blocked() -> None:
+    state = desired(run("a", allocation="warm"), run("b", "a"))
+    actions = planned(state, scheduler="local")
+    assert actions["warm"][0].kind is ActionKind.BLOCKED
+    assert actions["a"][0].kind is ActionKind.BLOCKED
+    assert actions["a"][0].reason.startswith("allocation warm is blocked: the local backend")
+    assert actions["b"][0].reason == "upstream a is blocked"
+
+
+def test_a_step_started_but_not_listed_is_not_started_again() -> None:
+    state = desired(run("a", allocation="warm"))
+    intent = SubmissionRecord(
+        id=1, project=PROJECT, name="a", spec_hash=state.runs["a"].spec_hash, commit=None,
+        job_id=None, status=SubmissionStatus.INTENT, created_at=NOW, updated_at=NOW,
+    )  # fmt: skip
+    (action,) = planned(state, held("12"), records=[intent])["a"]
+    assert action.kind is ActionKind.NOOP and "does not list its step yet" in action.reason
+
+
+def test_a_lost_journal_adopts_the_allocation_and_reuses_it() -> None:
+    state = desired(run("a", allocation="warm"))
+    actions = planned(state, held("12"), step_job(state, "a", "12.3", RUNNING), records=[])
+    assert [a.kind for a in actions["warm"]] == [ActionKind.ADOPT, ActionKind.REUSE]
+    assert [a.kind for a in actions["a"]] == [ActionKind.ADOPT, ActionKind.NOOP]
+    assert actions["a"][0].job_ids == ("12.3",)
+
+
+def test_with_targets_only_the_allocations_of_the_chosen_runs_are_planned() -> None:
+    other = allocation("other")
+    state = desired(run("a", allocation="warm"), run("b"), allocations=(WARM, other))
+    observation = Observation(taken_at=NOW, jobs=(), complete=True)
+    result = plan(state, observation, [], NOW, scheduler="slurm", targets=["a"])
+    assert {a.target for a in result.actions} == {"a", "warm"}
+    result = plan(state, observation, [], NOW, scheduler="slurm", targets=["b"])
+    assert {a.target for a in result.actions} == {"b"}
