@@ -25,7 +25,7 @@ from reconciler.engine.reconcile import (
     read_records,
     state_dir,
 )
-from reconciler.engine.status import run_statuses
+from reconciler.engine.status import allocation_statuses, run_statuses
 from reconciler.report import status as status_report
 from reconciler.scheduler.select import select_scheduler
 
@@ -38,7 +38,8 @@ def status(
         Format, typer.Option("--format", help="text or json (markdown: as text).")
     ] = Format.text,
 ) -> None:
-    """Each run's sync status (current, outdated, missing, never run) and health."""
+    """Each run's sync status (current, outdated, missing, never run) and health, and
+    each allocation's job, time left, steps and history (text only)."""
     repo, targets = split_arguments(arguments)
     request = Request(repo, rev, worktree, tuple(targets))
     desired = load(request)
@@ -54,3 +55,6 @@ def status(
         sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2) + "\n")
         return
     console.print(status_report.as_table(current, rows))
+    held = allocation_statuses(desired, current, observation, records)
+    if held:
+        console.print(status_report.allocations_table(held))

@@ -222,7 +222,7 @@ def _decide(
                 ActionKind.REUSE,
                 allocation,
                 f"allocation job {chosen.job_id} on {_nodes(chosen)}{shown} (reused while "
-                f"more than {spec.min_remaining} is left)",
+                f"more than {_span(timedelta(seconds=spec.min_remaining.seconds))} is left)",
             )
         )
     if coming:

@@ -1,4 +1,5 @@
-"""`recon status`: one row per run, from a plan and what it was made against. Pure.
+"""`recon status`: one row per run and one per allocation, from a plan and what it was
+made against. Pure.
 
 Sync status says how a run's outputs stand against the repo (current, outdated, missing,
 never run; orphan for jobs whose run left it); health says how its latest job is doing
@@ -8,13 +9,13 @@ never run; orphan for jobs whose run left it); health says how its latest job is
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict
 
 from reconciler.engine.actions import ActionKind, Plan, SyncStatus
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
-from reconciler.scheduler.states import Health
+from reconciler.scheduler.states import Health, aggregate
 from reconciler.spec.desired import Desired
 from reconciler.state.records import SubmissionRecord
 
@@ -95,3 +96,85 @@ def _last_success_commit(history: list[SubmissionRecord]) -> str | None:
         if record.final_health is Health.SUCCEEDED:
             return record.commit
     return None
+
+
+class AllocationStatus(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    job_id: str | None  # the newest job that still holds nodes
+    health: Health | None
+    nodes: str | None
+    time_left: timedelta | None
+    steps_running: tuple[str, ...]  # step ids, with the run each belongs to
+    history: tuple[str, ...]  # every job of it the journal knows, newest first
+    reason: str  # what the next apply would do about it, and why
+
+
+def allocation_statuses(
+    desired: Desired,
+    plan: Plan,
+    observation: Observation,
+    records: Sequence[SubmissionRecord],
+) -> list[AllocationStatus]:
+    """One row per allocation the repo declares or the cluster still holds for it."""
+    names = list(desired.allocations)
+    names += sorted({a.target for a in plan.actions if a.target_kind == "alloc"} - set(names))
+    return [_allocation_status(name, plan, observation, records) for name in names]
+
+
+def _allocation_status(
+    name: str, plan: Plan, observation: Observation, records: Sequence[SubmissionRecord]
+) -> AllocationStatus:
+    jobs = [j for j in observation.find(plan.project, name) if j.tag.kind == "alloc"]
+    holding = [j for j in jobs if not j.finished]
+    job = max(holding, key=lambda j: job_order(j.job_id)) if holding else None
+    row = job.components[0] if job is not None else None
+    steps = tuple(
+        f"{step.job_id} ({tag.name})"
+        if (tag := step.step_tag) and tag.kind == "run"
+        else f"{step.job_id} (setup)"
+        for held in holding
+        for step in held.live_steps
+    )
+    reasons = [
+        f"{a.kind.value}: {a.reason}"
+        for a in plan.actions
+        if a.target_kind == "alloc" and a.target == name and a.kind is not ActionKind.ADOPT
+    ]
+    return AllocationStatus(
+        name=name,
+        job_id=job.job_id if job is not None else None,
+        health=aggregate(r.health for r in job.components) if job is not None else None,
+        nodes=row.nodes if row is not None else None,
+        time_left=row.time_left if row is not None else None,
+        steps_running=steps,
+        history=_allocation_history(name, records, jobs),
+        reason="; ".join(reasons) or "-",
+    )
+
+
+def _allocation_history(
+    name: str, records: Sequence[SubmissionRecord], jobs: Sequence[ObservedJob]
+) -> tuple[str, ...]:
+    """Each job of the allocation, newest first: when it was made, how many runs it
+    served (its reuses), and how it ended (by the journal, or by the cluster before the
+    journal has settled it)."""
+    seen = {job.job_id: aggregate(r.health for r in job.components) for job in jobs}
+    served: dict[str, int] = {}
+    for record in records:
+        if record.kind == "run" and record.job_id is not None and "." in record.job_id:
+            top = record.job_id.split(".", 1)[0]
+            served[top] = served.get(top, 0) + 1
+    lines = []
+    for record in reversed(records):
+        if record.kind != "alloc" or record.name != name or record.job_id is None:
+            continue
+        count = served.get(record.job_id, 0)
+        end = (record.final_health or seen.get(record.job_id) or Health.RUNNING).value
+        made = record.created_at.strftime("%Y-%m-%d %H:%M")
+        lines.append(
+            f"job {record.job_id} (spec {record.spec_hash[:8]}) {record.status.value} {made}, "
+            f"{count} run{'' if count == 1 else 's'}, {end}"
+        )
+    return tuple(lines)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from reconciler.engine.actions import Plan
-from reconciler.engine.status import RunStatus
+from reconciler.engine.status import AllocationStatus, RunStatus
 
 
 def as_table(plan: Plan, rows: Sequence[RunStatus]) -> Table:
@@ -31,4 +31,24 @@ def as_table(plan: Plan, rows: Sequence[RunStatus]) -> Table:
         )
     for note in plan.notes:
         table.caption = note
+    return table
+
+
+def allocations_table(rows: Sequence[AllocationStatus]) -> Table:
+    table = Table(title="allocations", title_justify="left")
+    for column in ("allocation", "job", "health", "nodes", "time left", "steps", "history"):
+        table.add_column(column, overflow="fold")
+    table.add_column("next", overflow="fold")
+    for row in rows:
+        left = str(row.time_left) if row.time_left is not None else "-"
+        table.add_row(
+            row.name,
+            row.job_id or "-",
+            row.health.value if row.health else "-",
+            row.nodes or "-",
+            left,
+            ", ".join(row.steps_running) or "-",
+            "\n".join(row.history) or "-",
+            row.reason,
+        )
     return table

@@ -22,6 +22,7 @@ from reconciler.engine.allocations import (
     renewals,
 )
 from reconciler.engine.plan import plan
+from reconciler.engine.status import allocation_statuses
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
@@ -581,3 +582,31 @@ def test_with_targets_only_the_allocations_of_the_chosen_runs_are_planned() -> N
     assert {a.target for a in result.actions} == {"a", "warm"}
     result = plan(state, observation, [], NOW, scheduler="slurm", targets=["b"])
     assert {a.target for a in result.actions} == {"b"}
+
+
+# -- status ------------------------------------------------------------------------------
+
+
+def test_status_shows_the_held_job_its_steps_and_its_history() -> None:
+    state = desired(run("a", allocation="warm"))
+    job = held("13", left=42, steps=(step("13.3", RUNNING, run_tag("a")),))
+    records = [
+        alloc_record("12", final_health=Health.CANCELLED),
+        alloc_record("13"),
+        _known(step_job(state, "a", "12.1", SlurmState.COMPLETED)),
+        _known(step_job(state, "a", "12.2", SlurmState.COMPLETED)),
+        _known(step_job(state, "a", "13.3", RUNNING)),
+    ]
+    observation = Observation(taken_at=NOW, jobs=(job,), complete=True)
+    result = plan(state, observation, records, NOW, scheduler="slurm")
+    (row,) = allocation_statuses(state, result, observation, records)
+    assert (row.name, row.job_id, row.health, row.nodes) == ("warm", "13", Health.RUNNING, "cpu1")
+    assert row.time_left == timedelta(minutes=42)
+    assert row.steps_running == ("13.3 (a)",)
+    assert [line.split(" 20")[0] for line in row.history] == [
+        f"job 13 (spec {WARM.spec_hash[:8]}) submitted",
+        f"job 12 (spec {WARM.spec_hash[:8]}) submitted",
+    ]
+    assert row.history[0].endswith("1 run, running")
+    assert row.history[1].endswith("2 runs, cancelled")
+    assert row.reason.startswith("reuse: allocation job 13 on cpu1, 42m left")
