@@ -1,0 +1,263 @@
+"""Persistent allocations on the real dev cluster, driven through `recon` as a user would:
+held once and reused, runs as steps inside, replaced without killing a running step,
+renewed near expiry, released when they leave the repo, found again after the journal
+is lost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.integration.harness import Project
+
+pytestmark = pytest.mark.slurm
+
+
+def warm(
+    partition: str = "cpu",
+    time_limit: str = "10m",
+    min_remaining: str = "1m",
+    extra: str = "",
+) -> str:
+    return (
+        f"kind: Allocation\nname: warm\nresources:\n  partition: {partition}\n  cpus: 2\n"
+        f"  memory: 500MiB\ntime_limit: {time_limit}\nmin_remaining: {min_remaining}\n{extra}"
+    )
+
+
+def step_run(name: str, command: str, *, time_limit: str = "2m", inputs: str = "") -> str:
+    return (
+        f"kind: Run\nname: {name}\nallocation: warm\ncommand: '{command}'\n"
+        f"resources:\n  cpus: 1\n  memory: 100MiB\n  time: {time_limit}\n"
+        f"{inputs}outputs:\n  out: out.txt\n"
+    )
+
+
+def allocations(project: Project) -> list[dict[str, str]]:
+    return sorted(project.job_of("warm"), key=lambda job: int(job["id"]))
+
+
+def held(project: Project) -> list[dict[str, str]]:
+    return [job for job in allocations(project) if job["state"] in ("RUNNING", "PENDING")]
+
+
+def steps(job_id: str) -> dict[str, tuple[str, str, str]]:
+    """Run name -> (step id, state, exit code) of recon's steps in one allocation."""
+    listing = subprocess.run(
+        ["sacct", "-j", job_id, "-P", "-n", "-o", "JobID,JobName,State,ExitCode"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    found = {}
+    for line in listing.splitlines():
+        step_id, name, state, exit_code = line.split("|")
+        parts = name.split(":")
+        if "." in step_id and len(parts) == 5 and parts[2] == "run":
+            found[parts[3]] = (step_id, state.split()[0], exit_code)
+    return found
+
+
+def apply_until(
+    project: Project, what: str, done: Callable[[], bool], timeout: float = 90.0
+) -> None:
+    """Apply again and again, as watch or cron would, until `done()`."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {project.jobs()}"
+        project.apply()
+        time.sleep(1)
+
+
+def test_held_once_reused_and_runs_run_inside_one_after_the_other(project: Project) -> None:
+    second_command = "cat {inputs.src.path} > {outputs.out.path}; echo second >> {outputs.out.path}"
+    project.repo.commit(
+        {
+            "specs/warm.yaml": warm(),
+            "specs/first.yaml": step_run("first", "echo first > {outputs.out.path}"),
+            "specs/second.yaml": step_run(
+                "second", second_command, inputs="inputs:\n  src: first.out\n"
+            ),
+        }
+    )
+    made = project.apply()
+    assert "submitted warm: job" in made.stdout
+    (allocation,) = held(project)
+
+    again = project.apply()
+    assert "~ reuse     warm" in again.stdout, again.stdout
+    assert "submitted first: job " + allocation["id"] + "." in again.stdout
+    assert [job["id"] for job in allocations(project)] == [allocation["id"]]  # no new job
+
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (project.root / "runs/second/out.txt").read_text() == "first\nsecond\n"
+    ran = steps(allocation["id"])
+    assert {name: (state, code) for name, (_, state, code) in ran.items()} == {
+        "first": ("COMPLETED", "0:0"),
+        "second": ("COMPLETED", "0:0"),
+    }
+    assert ran["first"][0] < ran["second"][0]  # one after the other, in the same job
+    assert [job["id"] for job in held(project)] == [allocation["id"]]
+    status = project.recon("status", ".", "--format", "json")
+    rows = {row["name"]: row for row in json.loads(status.stdout)}
+    assert rows["second"]["job_id"] == ran["second"][0]
+    assert rows["second"]["health"] == "succeeded" and rows["second"]["sync"] == "current"
+
+    # A run that fails inside it: the step's exit code is the run's.
+    project.repo.commit({"specs/broken.yaml": step_run("broken", "exit 3")})
+    failed = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "failed (exit 3)" in failed.stderr
+    assert steps(allocation["id"])["broken"][1:] == ("FAILED", "3:0")
+    assert [job["id"] for job in held(project)] == [allocation["id"]]  # it stays held
+
+
+def test_a_changed_partition_replaces_it_without_killing_a_running_step(
+    project: Project,
+) -> None:
+    sleeper = step_run("sleeper", "sleep 20; echo slept > {outputs.out.path}")
+    project.repo.commit({"specs/warm.yaml": warm(), "specs/sleeper.yaml": sleeper})
+    project.apply()
+    (old,) = held(project)
+    apply_until(project, "the sleeper's step", lambda: "sleeper" in steps(old["id"]))
+    assert steps(old["id"])["sleeper"][1] == "RUNNING"
+
+    project.repo.commit({"specs/warm.yaml": warm(partition="gpu")})
+    plan = project.recon("plan", ".")
+    assert "-/+ replace   warm" in plan.stdout, plan.stdout
+    step_id = steps(old["id"])["sleeper"][0]
+    assert f"released once step {step_id} (run sleeper) ends" in plan.stdout
+    project.apply()
+    new = [job for job in held(project) if job["id"] != old["id"]]
+    assert len(new) == 1
+    assert (
+        subprocess.run(
+            ["squeue", "-h", "-j", new[0]["id"], "-o", "%P"], capture_output=True, text=True
+        ).stdout.strip()
+        == "gpu"
+    )
+    # Meanwhile both exist, and the step goes on in the old one.
+    assert {job["id"] for job in held(project)} == {old["id"], new[0]["id"]}
+    assert steps(old["id"])["sleeper"][1] == "RUNNING"
+
+    apply_until(project, "the old allocation's release", lambda: len(held(project)) == 1)
+    assert steps(old["id"])["sleeper"][1:] == ("COMPLETED", "0:0")
+    assert (project.root / "runs/sleeper/out.txt").read_text() == "slept\n"
+    assert [job["id"] for job in held(project)] == [new[0]["id"]]
+
+
+def test_an_allocation_that_left_the_repo_is_released(project: Project) -> None:
+    project.repo.commit({"specs/warm.yaml": warm()})
+    project.apply()
+    (allocation,) = held(project)
+    project.repo.remove("specs/warm.yaml")
+    project.repo.commit(message="drop warm")
+    released = project.apply()
+    assert f"cancelled job {allocation['id']}" in released.stdout
+    assert "allocation left the repo" in released.stdout
+    project.wait_for("the release", lambda: held(project) == [])
+
+
+def test_near_expiry_it_is_renewed_before_runs_need_it(project: Project) -> None:
+    project.repo.commit({"specs/warm.yaml": warm(time_limit="2m", min_remaining="90s")})
+    project.apply()
+    (first,) = held(project)
+    # Reused while more than 90 s of its 2 minutes are left...
+    assert "~ reuse     warm" in project.recon("plan", ".").stdout
+    time.sleep(32)
+    # ...then renewed: a new job is held before any run needs it, the old one released.
+    plan = project.recon("plan", ".")
+    assert "-/+ replace   warm           allocation renewed: job " + first["id"] in plan.stdout
+    renewed = project.apply()
+    assert f"cancelled job {first['id']}" in renewed.stdout
+    (second,) = held(project)
+    assert second["id"] != first["id"]
+
+    project.repo.commit({"specs/quick.yaml": step_run("quick", "echo hi > {outputs.out.path}",
+                                                      time_limit="1m")})  # fmt: skip
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert steps(second["id"])["quick"][1] == "COMPLETED"
+
+
+def test_a_run_too_long_for_the_time_left_waits_for_the_renewal(project: Project) -> None:
+    project.repo.commit({"specs/warm.yaml": warm(time_limit="3m", min_remaining="30s")})
+    project.apply()
+    (first,) = held(project)
+    time.sleep(5)
+    project.repo.commit({"specs/long.yaml": step_run("long", "true", time_limit="175s")})
+    plan = project.recon("plan", ".")
+    assert "waits for allocation warm's renewal: needs 2m 55s" in plan.stdout, plan.stdout
+    assert "allocation renewed early: run long needs 2m 55s" in plan.stdout
+    apply_until(project, "the run in a renewed job", lambda: bool(_runs_in(project, "long")))
+    (where,) = _runs_in(project, "long")
+    assert where != first["id"]
+
+
+def _runs_in(project: Project, run: str) -> list[str]:
+    return [job["id"] for job in allocations(project) if run in steps(job["id"])]
+
+
+def test_a_lost_journal_finds_the_allocation_by_its_tag(project: Project) -> None:
+    project.repo.commit({"specs/warm.yaml": warm()})
+    project.apply()
+    (allocation,) = held(project)
+    for path in (project.root / ".recon").glob("journal.sqlite*"):
+        path.unlink()
+    healed = project.apply()
+    assert f"adopted job {allocation['id']}" in healed.stdout
+    assert "~ reuse     warm" in healed.stdout and "Apply complete: 0 submitted" in healed.stdout
+    assert [job["id"] for job in allocations(project)] == [allocation["id"]]
+
+    # Lost again, and no spec declares it any more: an orphan, released by its tag.
+    for path in (project.root / ".recon").glob("journal.sqlite*"):
+        path.unlink()
+    project.repo.remove("specs/warm.yaml")
+    project.repo.commit({"recon.yaml": _no_prune(project)}, message="drop warm")
+    orphan = project.apply()
+    assert "no spec declares and the journal does not know" in orphan.stdout, orphan.stdout
+    project.wait_for("the orphan's release", lambda: held(project) == [])
+
+
+def _no_prune(project: Project) -> str:
+    return (project.root / "recon.yaml").read_text() + "prune: false\n"
+
+
+def test_setup_runs_once_per_allocation_before_any_run(project: Project, tmp_path: Path) -> None:
+    log = tmp_path / "setup.log"
+    setup = f"setup:\n  - echo set up >> {log}\n  - sleep 2\n"
+    project.repo.commit(
+        {
+            "specs/warm.yaml": warm(extra=setup),
+            "specs/user.yaml": step_run("user", f"cat {log} > {{outputs.out.path}}"),
+        }
+    )
+    project.apply()
+    plan = project.recon("plan", ".")
+    assert "  > setup     warm           setup starts in allocation job" in plan.stdout
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (project.root / "runs/user/out.txt").read_text() == "set up\n"
+    project.apply()
+    assert log.read_text() == "set up\n"  # once, however often the allocation is reused
+    (allocation,) = held(project)
+    assert (project.root / f".recon/allocations/warm/slurm-{allocation['id']}.0.out").exists()
+
+
+def test_a_container_is_refused_where_pyxis_is_not(project: Project) -> None:
+    container = "container:\n  image: ubuntu:22.04\n"
+    project.repo.commit(
+        {
+            "specs/warm.yaml": warm(extra=container),
+            "specs/user.yaml": step_run("user", "true"),
+        }
+    )
+    plan = project.recon("plan", ".")
+    assert "blocked   warm" in plan.stdout and "needs pyxis" in plan.stdout, plan.stdout
+    assert "allocation warm is blocked" in plan.stdout
+    project.apply()
+    assert allocations(project) == []
