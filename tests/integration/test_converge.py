@@ -35,19 +35,23 @@ def test_example_repo_queues_the_whole_dag_then_plans_nothing(tmp_path: Path) ->
     example = Project(repo, name)
     try:
         first = example.apply()
-        assert "Apply complete: 4 submitted" in first.stdout, first.stdout
+        # The four runs, and the allocation `interactive` the example declares.
+        assert "Apply complete: 5 submitted" in first.stdout, first.stdout
         jobs = {job["run"]: job["id"] for job in example.jobs()}
-        assert set(jobs) == {"prepare", "train", "evaluate", "actor-learner"}
+        assert set(jobs) == {"prepare", "train", "evaluate", "actor-learner", "interactive"}
         dependencies = _dependencies(jobs["evaluate"])
         assert jobs["train"] in dependencies and jobs["prepare"] in dependencies
 
+        setup = example.apply()  # the allocation's setup, once it holds its node
+        assert "> setup     interactive" in setup.stdout, setup.stdout
         again = example.recon("plan", ".", "--detailed-exitcode")
         assert again.returncode == 0, again.stdout + again.stderr
         assert "No changes" in again.stdout
 
         example.wait_for(
             "the DAG to finish",
-            lambda: {j["state"] for j in example.jobs()} == {"COMPLETED"},
+            lambda: {j["state"] for j in example.jobs() if j["run"] != "interactive"}
+            == {"COMPLETED"},
         )
         assert (root / "runs" / "evaluate" / "metrics.json").exists()
         assert example.recon("plan", ".", "--detailed-exitcode").returncode == 0
