@@ -50,8 +50,9 @@ def test_example_repo_queues_the_whole_dag_then_plans_nothing(tmp_path: Path) ->
 
         example.wait_for(
             "the DAG to finish",
-            lambda: {j["state"] for j in example.jobs() if j["run"] != "interactive"}
-            == {"COMPLETED"},
+            lambda: (
+                {j["state"] for j in example.jobs() if j["run"] != "interactive"} == {"COMPLETED"}
+            ),
         )
         assert (root / "runs" / "evaluate" / "metrics.json").exists()
         assert example.recon("plan", ".", "--detailed-exitcode").returncode == 0
