@@ -56,6 +56,8 @@ def job(
     reason: str | None = None,
     exit_code: int | None = None,
     project: str = PROJECT,
+    submit: datetime | None = None,
+    end: datetime | None = None,
 ) -> ObservedJob:
     tag = Tag(project=project, kind="run", name=name, spec_hash=spec_hash)
     row = JobRecord(
@@ -65,6 +67,8 @@ def job(
         state=state,
         reason=reason,
         exit_code=exit_code,
+        submit=submit,
+        end=end,
         source="squeue" if state in (SlurmState.PENDING, SlurmState.RUNNING) else "sacct",
     )
     return ObservedJob(job_id=job_id, tag=tag, rows=(row,))

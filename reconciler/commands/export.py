@@ -16,6 +16,7 @@ from reconciler.commands.common import (
 )
 from reconciler.engine.reconcile import Request, load
 from reconciler.export.rocrate import export_ro_crate
+from reconciler.graph import UnknownTarget
 from reconciler.state.paths import run_dir
 from reconciler.state.provenance import read_manifest
 
@@ -31,9 +32,13 @@ def ro_crate(
         "ro-crate"
     ),
 ) -> None:
-    """One CreateAction per run that has succeeded, from the manifests beside its outputs."""
+    """One CreateAction per run that has succeeded (or per named run), from the manifests
+    beside its outputs."""
     repo, targets = split_arguments(arguments)
     desired = load(Request(repo, rev, worktree))
+    unknown = [name for name in targets if name not in desired.runs]
+    if unknown:
+        raise UnknownTarget(f"no run named {', '.join(unknown)} in this project")
     names = targets or list(desired.runs)
     manifests = {}
     for name in names:

@@ -61,3 +61,17 @@ def _extract(repo: git.Repo, commit: str, snapshot: Path) -> None:
         raise RepoError(f"cannot snapshot commit {commit[:12]} into {snapshot}: {error}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def remote_url(root: Path) -> str | None:
+    """Where the repo's commits can be found by others (`origin`, else the first remote),
+    for provenance; None for a repo without remotes."""
+    try:
+        remotes = open_repo(root).remotes
+    except RepoError:
+        return None
+    chosen = next((r for r in remotes if r.name == "origin"), remotes[0] if remotes else None)
+    if chosen is None:
+        return None
+    urls = list(chosen.urls)
+    return str(urls[0]) if urls else None

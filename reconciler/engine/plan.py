@@ -232,7 +232,7 @@ def _teardowns(context: _Context, chosen: Sequence[str]) -> list[Action]:
             if job.finished or job.health is Health.CANCELLED:
                 continue
             why = _broken_component(job) if _coupled_het(run) else None
-            why = why or _partner_down(context, run)
+            why = why or _partner_down(context, run, job)
             if why is not None:
                 actions.append(
                     Action(
@@ -274,15 +274,26 @@ def _partners(context: _Context, run: DesiredRun) -> set[str]:
     return named & set(context.desired.runs)
 
 
-def _partner_down(context: _Context, run: DesiredRun) -> str | None:
+def _partner_down(context: _Context, run: DesiredRun, job: ObservedJob) -> str | None:
+    """A partner whose latest job ended badly while `job` was already there. A partner
+    that died before `job` was submitted (the teardown that ended this run's previous
+    job, say) is no reason to tear down the new one."""
+    submitted = _earliest_submit(job)
     for partner in sorted(_partners(context, run)):
         jobs = context.jobs(partner)
-        if not jobs or any(_live(job) for job in jobs):
+        if not jobs or any(_live(other) for other in jobs):
             continue
-        last = max(jobs, key=lambda job: _job_order(job.job_id))
+        last = max(jobs, key=lambda other: _job_order(other.job_id))
+        ended = max((row.end for row in last.components if row.end is not None), default=None)
+        if submitted is not None and ended is not None and ended < submitted:
+            continue
         if last.health in ENDED_BADLY:
             return f"coupled run {partner} ended {last.health.value} (job {last.job_id})"
     return None
+
+
+def _earliest_submit(job: ObservedJob) -> datetime | None:
+    return min((row.submit for row in job.components if row.submit is not None), default=None)
 
 
 def _coupled_waits(context: _Context, chosen: Sequence[str]) -> list[str]:
@@ -336,9 +347,12 @@ def _sync(context: _Context, run: DesiredRun) -> SyncStatus:
         if stale is None:
             return SyncStatus.CURRENT
         return SyncStatus.MISSING if stale.startswith("output") else SyncStatus.OUTDATED
-    succeeded_before = any(
-        r.final_health is Health.SUCCEEDED for r in context.history(run.name)
-    ) or any(job.health is Health.SUCCEEDED for job in context.jobs(run.name))
+    history = context.history(run.name)
+    judged = {r.job_id for r in history if r.final_health is not None}
+    succeeded_before = any(r.final_health is Health.SUCCEEDED for r in history) or any(
+        job.health is Health.SUCCEEDED and job.job_id not in judged
+        for job in context.jobs(run.name)
+    )  # the journal's judgement wins: COMPLETED without outputs never succeeded
     return SyncStatus.OUTDATED if succeeded_before else SyncStatus.NEVER_RUN
 
 

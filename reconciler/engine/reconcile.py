@@ -16,7 +16,7 @@ from pathlib import Path
 from reconciler.engine.actions import Plan
 from reconciler.engine.allocate import settle_setups
 from reconciler.engine.apply import Applier, ApplyResult
-from reconciler.engine.checkout import code_dir, snapshot_path
+from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
 from reconciler.engine.fit import FitChecker, MachineFit
 from reconciler.engine.plan import FileState, Fit
 from reconciler.engine.plan import plan as make_plan
@@ -223,6 +223,7 @@ def reconcile_once(
             journal.records(project),
             now,
             lambda commit: snapshot_path(desired.root, commit, snapshots),
+            remote_url(desired.root),
         )
         settle_setups(journal, observation, journal.setups(project), now)
         records = journal.records(project)

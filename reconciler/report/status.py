@@ -29,8 +29,8 @@ def as_table(plan: Plan, rows: Sequence[RunStatus]) -> Table:
             ", ".join(f"{name}={path}" for name, path in row.outputs.items()) or "-",
             row.reason if row.note is None else f"{row.reason} (last: {row.note})",
         )
-    for note in plan.notes:
-        table.caption = note
+    if plan.notes:
+        table.caption = "\n".join(plan.notes)
     return table
 
 

@@ -503,3 +503,33 @@ def test_a_het_submission_shows_each_components_resources() -> None:
     result = plan(state, observed(), [], NOW, scheduler="slurm")
     assert "component 1: gpus 2, partition gpu" in as_text(result)
     assert "component 0: partition cpu<br>component 1: gpus 2, partition gpu" in as_markdown(result)
+
+
+def test_a_partner_that_died_before_the_job_was_submitted_does_not_tear_it_down() -> None:
+    state = desired(run("server", coupled_with=["client"]), run("client"))
+    server, client = hash_of(state, "server"), hash_of(state, "client")
+    early, late = NOW - timedelta(minutes=10), NOW - timedelta(minutes=1)
+    jobs = observed(
+        job("client", client, S.CANCELLED, "51", end=early),
+        job("server", server, S.RUNNING, "60", submit=late),
+    )
+    records = [record("server", server, "60"), record("client", client, "51")]
+    result = plan(state, jobs, records, NOW, scheduler="slurm")
+    assert not any(a.kind is ActionKind.TEARDOWN for a in result.actions)
+
+
+def test_completed_without_outputs_is_never_run_not_outdated() -> None:
+    from reconciler.engine.actions import SyncStatus
+
+    state = desired(run("liar"))
+    digest = hash_of(state, "liar")
+    jobs = observed(job("liar", digest, S.COMPLETED, "10"))
+    judged = record(
+        "liar",
+        digest,
+        "10",
+        final=Health.FAILED,
+        reason="completed without its declared outputs: out",
+    )
+    (action,) = plan(state, jobs, [judged], NOW, scheduler="slurm").actions
+    assert action.sync is SyncStatus.NEVER_RUN
