@@ -178,7 +178,7 @@ def prunes(cluster: Cluster, declared: set[str]) -> list[Action]:
             if job.job_id in known
             else "tagged allocation that no spec declares and the journal does not know"
         )
-        actions.append(_release(job, why, complete=True))
+        actions.append(_release(cluster, job, why))
     return actions
 
 
@@ -201,7 +201,7 @@ def _decide(
     ]
     keep = {job.job_id for job in (chosen, coming[-1] if coming else None) if job is not None}
     retired = [
-        _release(job, _why_retired(job, allocation, stages, chosen, coming), cluster.complete)
+        _release(cluster, job, _why_retired(job, allocation, stages, chosen, coming))
         for job in live
         if job.job_id not in keep
     ]
@@ -378,9 +378,11 @@ def _why_retired(
     return f"superseded by job {newer.job_id}" if newer is not None else "superseded"
 
 
-def _release(job: ObservedJob, why: str, complete: bool) -> Action:
-    steps = job.live_steps
-    if not complete:  # a step sacct did not show may be running in it
+def _release(cluster: Cluster, job: ObservedJob, why: str) -> Action:
+    """Release the job, or say which steps it waits for: those sacct shows running, and
+    those recon started in it whose end neither sacct nor the journal has seen yet
+    (accounting can lag behind a running step)."""
+    if not cluster.complete:  # a step sacct did not show may be running in it
         return Action(
             kind=ActionKind.NOOP,
             target=job.tag.name,
@@ -389,8 +391,10 @@ def _release(job: ObservedJob, why: str, complete: bool) -> Action:
             "can be fully observed",
             spec_hash=job.tag.spec_hash,
         )
+    steps = [_step_name(row) for row in job.live_steps]
+    steps += _unended_steps(cluster, job)
     if steps:
-        named = ", ".join(_step_name(row) for row in steps)
+        named = ", ".join(steps)
         word = "step" if len(steps) == 1 else "steps"
         return Action(
             kind=ActionKind.NOOP,
@@ -408,6 +412,28 @@ def _release(job: ObservedJob, why: str, complete: bool) -> Action:
         spec_hash=job.tag.spec_hash,
         job_ids=(job.job_id,),
     )
+
+
+def _unended_steps(cluster: Cluster, job: ObservedJob) -> list[str]:
+    """Steps the journal says recon started in the job, not shown by sacct at all, whose
+    end is not recorded."""
+    shown = {row.job_id for row in job.steps}
+    prefix = f"{job.job_id}."
+    runs = [
+        f"{r.job_id} (run {r.name})"
+        for r in cluster.records
+        if r.kind == "run"
+        and r.job_id is not None
+        and r.job_id.startswith(prefix)
+        and r.job_id not in shown
+        and r.final_health is None
+    ]
+    setups = [
+        f"{s.step_id or prefix + '?'} (setup)"
+        for s in cluster.setups
+        if s.allocation_job == job.job_id and s.step_id not in shown and s.final_health is None
+    ]
+    return runs + setups
 
 
 def _step_name(row: JobRecord) -> str:

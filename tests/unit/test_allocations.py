@@ -117,7 +117,7 @@ def setup_record(job_id: str, of: DesiredAllocation = SET_UP, **fields: Any) -> 
 
 def alloc_record(job_id: str, of: DesiredAllocation = WARM, **fields: Any) -> SubmissionRecord:
     data: dict[str, Any] = {
-        "id": int(job_id),
+        "id": int(job_id.replace(".", "")),
         "project": PROJECT,
         "kind": "alloc",
         "name": of.name,
@@ -198,6 +198,23 @@ CASES = [
         "spec changed, old one idle: allocated anew, old one released",
         cluster(held("12", spec=OTHER_HASH)),
         [("replace", (), "spec changed"), ("cancel", ("12",), "allocation spec changed")],
+    ),
+    Case(
+        "a step the journal knows and sacct does not show yet keeps the old one",
+        cluster(
+            held("12", spec=OTHER_HASH),
+            held("13"),
+            records=(
+                alloc_record("12.4", kind="run", name="train", spec_hash="0123456789abcdef"),
+                alloc_record("12.2", kind="run", name="done", final_health=Health.SUCCEEDED),
+            ),
+            setups=(setup_record("12", of=WARM, step_id="12.0"),),
+        ),
+        [
+            ("reuse", (), "job 13"),
+            ("no-op", (), "released once steps 12.4 (run train), 12.0 (setup) end"),
+        ],
+        ready="13",
     ),
     Case(
         "a pending old spec is released at once",
