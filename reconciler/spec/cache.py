@@ -77,9 +77,12 @@ class ParseCache:
     def put(self, file: str, blob: str, result: FileResult) -> None:
         try:
             plain = result.to_plain()
-            marshal.dumps(plain)
         except ValueError:
             return  # holds a value marshal cannot store (a YAML timestamp): parse each time
+        self.put_plain(file, blob, plain)
+
+    def put_plain(self, file: str, blob: str, plain: tuple[Any, ...]) -> None:
+        """A result already in plain form (from a worker process): stored as it is."""
         self.entries[(file, blob)] = plain
         self.dirty = True
 
@@ -99,10 +102,15 @@ class ParseCache:
     def save(self) -> None:
         if self.path is None or not self.dirty:
             return
+        try:
+            data = marshal.dumps((self.stamp, self.entries))
+        except ValueError:  # an entry marshal cannot store: no cache this time
+            self.dirty = False
+            return
         with contextlib.suppress(OSError):  # a read-only state dir only costs speed
             self.path.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".spec-cache.")
             with os.fdopen(handle, "wb") as stream:
-                stream.write(marshal.dumps((self.stamp, self.entries)))
+                stream.write(data)
             os.replace(temporary, self.path)
         self.dirty = False

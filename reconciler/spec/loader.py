@@ -114,8 +114,11 @@ def _load_files(
     blobs = {path: source.blob_id(path) for path in paths}
     results = {path: cache.get(path, blobs[path]) for path in paths}
     missing = [path for path, result in results.items() if result is None]
-    for path, fresh in _parse_files(source.read_many(missing), project).items():
-        cache.put(path, blobs[path], fresh)
+    for path, (fresh, plain) in _parse_files(source.read_many(missing), project).items():
+        if plain is None:
+            cache.put(path, blobs[path], fresh)
+        else:
+            cache.put_plain(path, blobs[path], plain)
         results[path] = fresh
     cache.keep_only(set(blobs.items()))
     cache.save()
@@ -132,11 +135,17 @@ def _load_files(
 _PARALLEL_FROM = 500
 
 
-def _parse_files(contents: dict[str, bytes], project: Project) -> dict[str, FileResult]:
-    """Parse and validate files, on every core when there are many (a cold sweep)."""
+Parsed = dict[str, tuple[FileResult, tuple[Any, ...] | None]]
+
+
+def _parse_files(contents: dict[str, bytes], project: Project) -> Parsed:
+    """Parse and validate files, on every core when there are many (a cold sweep).
+
+    Results from worker processes come with their plain form, which the cache stores as
+    it is (converting them back would cost as much as sending them)."""
     workers = min(os.cpu_count() or 1, 8)
     if len(contents) < _PARALLEL_FROM or workers < 2:
-        return {path: _parse_file(path, content, project) for path, content in contents.items()}
+        return {path: (_parse_file(path, data, project), None) for path, data in contents.items()}
     items = list(contents.items())
     chunks = [items[start::workers] for start in range(workers)]
     try:
@@ -144,8 +153,8 @@ def _parse_files(contents: dict[str, bytes], project: Project) -> dict[str, File
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             parts = list(pool.map(_parse_chunk, chunks, [project] * workers))
     except (OSError, ValueError, BrokenProcessPool):
-        return {path: _parse_file(path, content, project) for path, content in items}
-    return {path: FileResult.from_plain(plain) for part in parts for path, plain in part}
+        return {path: (_parse_file(path, data, project), None) for path, data in items}
+    return {path: (FileResult.from_plain(plain), plain) for part in parts for path, plain in part}
 
 
 def _parse_chunk(
