@@ -7,10 +7,12 @@ targets with what they need (upstream) and, on request, what needs them (downstr
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from reconciler.errors import ReconError, SpecIssue
+
+if TYPE_CHECKING:
+    import networkx as nx
 from reconciler.spec.desired import Location
 from reconciler.spec.models import Run
 
@@ -21,6 +23,8 @@ def build(upstreams: Mapping[str, Iterable[str]]) -> nx.DiGraph[str]:
     `upstreams` maps each run to the runs whose outputs it reads; names that are not
     runs of the project (a dangling reference, reported elsewhere) make no edge.
     """
+    import networkx as nx  # only when a graph is needed: most loads never build one
+
     graph: nx.DiGraph[str] = nx.DiGraph()
     graph.add_nodes_from(upstreams)
     graph.add_edges_from(
@@ -60,6 +64,8 @@ def has_cycle(upstreams: Mapping[str, Iterable[str]]) -> bool:
 
 def cycles(graph: nx.DiGraph[str], locations: Mapping[str, Location]) -> list[SpecIssue]:
     """One issue per cycle, naming every member with its file and line."""
+    import networkx as nx  # only when a graph is needed: most loads never build one
+
     issues = []
     for component in nx.strongly_connected_components(graph):
         members = sorted(component)
@@ -82,6 +88,8 @@ class UnknownTarget(ReconError):
 def select(graph: nx.DiGraph[str], targets: Iterable[str], downstream: bool = False) -> list[str]:
     """The targets with everything they need (and, with `downstream`, all that needs
     them), in an order where every run comes after its upstreams."""
+    import networkx as nx  # only when a graph is needed: most loads never build one
+
     targets = list(targets)
     unknown = [name for name in targets if name not in graph]
     if unknown:
@@ -99,4 +107,6 @@ def select(graph: nx.DiGraph[str], targets: Iterable[str], downstream: bool = Fa
 
 def order(graph: nx.DiGraph[str]) -> list[str]:
     """Every run after its upstreams; ties broken by name so plans are stable."""
+    import networkx as nx  # only when a graph is needed: most loads never build one
+
     return list(nx.lexicographical_topological_sort(graph))

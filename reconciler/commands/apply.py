@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.live import Live
@@ -20,19 +20,14 @@ from reconciler.commands.common import (
     err_console,
     split_arguments,
 )
-from reconciler.engine import planfile
-from reconciler.engine.actions import Plan
-from reconciler.engine.apply import ApplyResult
-from reconciler.engine.reconcile import Outcome, Request, load, read_records, reconcile_once
-from reconciler.engine.wait import Progress, wait_until_settled
-from reconciler.notify import Notifier
-from reconciler.report import plan as plan_report
-from reconciler.report.plan import summary
-from reconciler.report.progress import counts_line, live_view
-from reconciler.scheduler.render import log_files
-from reconciler.spec.desired import Desired
-from reconciler.state.paths import run_dir
-from reconciler.state.records import SubmissionRecord
+
+if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` stays quick
+    from reconciler.engine.actions import Plan
+    from reconciler.engine.apply import ApplyResult
+    from reconciler.engine.reconcile import Outcome, Request
+    from reconciler.engine.wait import Progress
+    from reconciler.spec.desired import Desired
+    from reconciler.state.records import SubmissionRecord
 
 
 def apply(
@@ -74,6 +69,12 @@ def apply(
     ] = False,
 ) -> None:
     """Converge the cluster to the specs: submit, replace, cancel, adopt, as `plan` shows."""
+    from reconciler.engine import planfile
+    from reconciler.engine.reconcile import Request, reconcile_once
+    from reconciler.notify import Notifier
+    from reconciler.report import plan as plan_report
+    from reconciler.report.plan import summary
+
     repo, rest = split_arguments(arguments)
     saved = None
     if len(rest) == 1 and Path(rest[0]).is_file():
@@ -110,6 +111,9 @@ def apply(
 
 def _wait(request: Request, lock_timeout: float) -> int:
     """Follow the runs to the end with a live view; the exit code says how they ended."""
+    from reconciler.engine.reconcile import load, read_records
+    from reconciler.engine.wait import wait_until_settled
+    from reconciler.report.progress import counts_line, live_view
 
     def show(progress: Progress, outcome: Outcome) -> None:
         if outcome.applied is not None and (outcome.applied.submitted or outcome.applied.cancelled):
@@ -137,6 +141,9 @@ def _wait(request: Request, lock_timeout: float) -> int:
 
 def _error_log(desired: Desired, records: list[SubmissionRecord], name: str) -> Path | None:
     """The stderr file of the run's latest job, where Slurm (or the local backend) put it."""
+    from reconciler.scheduler.render import log_files
+    from reconciler.state.paths import run_dir
+
     jobs = [r.job_id for r in records if r.name == name and r.job_id is not None]
     if not jobs or name not in desired.runs:
         return None

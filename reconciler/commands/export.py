@@ -14,11 +14,6 @@ from reconciler.commands.common import (
     console,
     split_arguments,
 )
-from reconciler.engine.reconcile import Request, load
-from reconciler.export.rocrate import export_ro_crate
-from reconciler.graph import UnknownTarget
-from reconciler.state.paths import run_dir
-from reconciler.state.provenance import read_manifest
 
 app = typer.Typer(help="Export provenance in standard formats.", no_args_is_help=True)
 
@@ -34,6 +29,13 @@ def ro_crate(
 ) -> None:
     """One CreateAction per run that has succeeded (or per named run), from the manifests
     beside its outputs."""
+    # rocrate and the engine are imported when the command runs: `recon --help` stays quick.
+    from reconciler.engine.reconcile import Request, load
+    from reconciler.export.rocrate import export_ro_crate
+    from reconciler.graph import UnknownTarget
+    from reconciler.state.paths import run_dir
+    from reconciler.state.provenance import read_manifest
+
     repo, targets = split_arguments(arguments)
     desired = load(Request(repo, rev, worktree))
     unknown = [name for name in targets if name not in desired.runs]

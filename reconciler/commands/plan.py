@@ -21,14 +21,6 @@ from reconciler.commands.common import (
     err_console,
     split_arguments,
 )
-from reconciler.engine import planfile
-from reconciler.engine.reconcile import Request, load, plan_once, read_records, state_dir
-from reconciler.engine.specdiff import diff
-from reconciler.errors import NoProjectError
-from reconciler.report import plan as plan_report
-from reconciler.report import specdiff as specdiff_report
-from reconciler.scheduler.select import select_scheduler
-from reconciler.spec.loader import load_desired, open_source
 
 
 def plan(
@@ -58,6 +50,12 @@ def plan(
 
     With --against REV: the spec diff from REV to HEAD, for PR CI (no cluster needed).
     """
+    # The engine is imported when a command runs: `recon --help` stays quick.
+    from reconciler.engine import planfile
+    from reconciler.engine.reconcile import Request, load, plan_once, read_records, state_dir
+    from reconciler.report import plan as plan_report
+    from reconciler.scheduler.select import select_scheduler
+
     repo, targets = split_arguments(arguments)
     if against is not None:
         _plan_against(repo, against, rev, worktree, output_format, detailed_exitcode)
@@ -83,6 +81,11 @@ def _plan_against(
     output_format: Format,
     detailed_exitcode: bool,
 ) -> None:
+    from reconciler.engine.specdiff import diff
+    from reconciler.errors import NoProjectError
+    from reconciler.report import specdiff as specdiff_report
+    from reconciler.spec.loader import load_desired, open_source
+
     head = load_desired(open_source(repo, rev, worktree))
     try:
         base = load_desired(open_source(repo, against))

@@ -14,8 +14,6 @@ from reconciler.commands.common import (
     WorktreeOption,
     console,
 )
-from reconciler.spec import schema as spec_schema
-from reconciler.spec.loader import load_desired, open_source
 
 
 def version() -> None:
@@ -29,6 +27,8 @@ def validate(
     worktree: WorktreeOption = False,
 ) -> None:
     """Check every spec (YAML, fields, resources, names, references, cycles); list ALL problems."""
+    from reconciler.spec.loader import load_desired, open_source  # when run: quick --help
+
     source = open_source(repo, rev, worktree)
     desired = load_desired(source)
     where = desired.commit[:12] if desired.commit else "the work tree"
@@ -42,5 +42,7 @@ def schema(
     out: Annotated[Path, typer.Option("--out", help="Directory to write into.")] = Path("schemas"),
 ) -> None:
     """Write the JSON Schemas of recon.yaml, Run and Allocation (for editors and CI)."""
+    from reconciler.spec import schema as spec_schema
+
     for path in spec_schema.write(out):
         console.print(f"wrote {path}")

@@ -17,17 +17,6 @@ from reconciler.commands.common import (
     console,
     split_arguments,
 )
-from reconciler.engine.reconcile import (
-    Request,
-    load,
-    plan_once,
-    read_events,
-    read_records,
-    state_dir,
-)
-from reconciler.engine.status import allocation_statuses, run_statuses
-from reconciler.report import status as status_report
-from reconciler.scheduler.select import select_scheduler
 
 
 def status(
@@ -40,6 +29,19 @@ def status(
 ) -> None:
     """Each run's sync status (current, outdated, missing, never run) and health, and
     each allocation's job, time left, steps and history (text only)."""
+    # The engine is imported when a command runs: `recon --help` stays quick.
+    from reconciler.engine.reconcile import (
+        Request,
+        load,
+        plan_once,
+        read_events,
+        read_records,
+        state_dir,
+    )
+    from reconciler.engine.status import allocation_statuses, run_statuses
+    from reconciler.report import status as status_report
+    from reconciler.scheduler.select import select_scheduler
+
     repo, targets = split_arguments(arguments)
     request = Request(repo, rev, worktree, tuple(targets))
     desired = load(request)
