@@ -93,7 +93,7 @@ def test_gpu_job_sees_the_gpus_it_was_given(tmp_path: Path) -> None:
     assert visible == allocated
     if jobs_on_node_during("gpu1", job_id) == {job_id}:
         assert visible == "0,1"
-    else:  # another session held GPUs meanwhile: any two devices of the four
+    else:  # other jobs held GPUs meanwhile: any two devices of the four
         assert len(set(visible.split(","))) == 2
         assert set(visible.split(",")) <= {"0", "1", "2", "3"}
     alloc_tres = sacct_row(job_id, "JobID,AllocTRES")

@@ -1,7 +1,7 @@
 """SlurmScheduler on the real dev cluster: submit hand-written tagged scripts, observe them.
 
 Every test tags its jobs with a project name of its own and observes from its own start,
-so tests (and other sessions sharing the cluster) never see each other's jobs.
+so tests (and anything else sharing the cluster) never see each other's jobs.
 """
 
 from __future__ import annotations
