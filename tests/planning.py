@@ -9,7 +9,14 @@ from typing import Any
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import Desired, DesiredRun, Location, effective_run, spec_hash
+from reconciler.spec.desired import (
+    Desired,
+    DesiredAllocation,
+    DesiredRun,
+    Location,
+    effective_run,
+    spec_hash,
+)
 from reconciler.spec.desired import flat_fields as _flat_fields
 from reconciler.spec.models import Project, Run
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
@@ -30,7 +37,9 @@ def run(name: str, *upstreams: str, **fields: Any) -> Run:
     return Run.model_validate(data)
 
 
-def desired(*runs: Run, prune: bool = True) -> Desired:
+def desired(
+    *runs: Run, prune: bool = True, allocations: tuple[DesiredAllocation, ...] = ()
+) -> Desired:
     project = Project.model_validate({"project": PROJECT, "prune": prune})
     entries = {}
     for index, spec in enumerate(runs):
@@ -41,7 +50,8 @@ def desired(*runs: Run, prune: bool = True) -> Desired:
     upstreams = {
         spec.name: tuple(i.upstream[0] for i in spec.inputs.values() if i.upstream) for spec in runs
     }
-    return Desired(project, Path("/repo"), "c0ffee" * 6 + "abcd", entries, {}, upstreams)
+    held = {allocation.name: allocation for allocation in allocations}
+    return Desired(project, Path("/repo"), "c0ffee" * 6 + "abcd", entries, held, upstreams)
 
 
 def hash_of(state: Desired, name: str) -> str:

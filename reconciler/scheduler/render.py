@@ -171,6 +171,16 @@ def shape_options(shape: NodeShape) -> list[str]:
         options.append(f"--partition={shape.partition}")
     if shape.nodes is not None:
         options.append(f"--nodes={shape.nodes}")
+    options.extend(resource_options(shape))
+    if shape.constraint is not None:
+        options.append(f"--constraint={shape.constraint}")
+    options.extend(shape.sbatch_extra)
+    return options
+
+
+def resource_options(shape: NodeShape) -> list[str]:
+    """CPUs, memory and GPUs per node: the part of a shape that jobs and steps share."""
+    options = []
     if shape.cpus is not None:
         options.append(f"--cpus-per-task={shape.cpus.count}")
     # No memory given: no --mem at all, so the cluster's DefMemPerCPU applies. (`--mem=0`
@@ -181,9 +191,6 @@ def shape_options(shape: NodeShape) -> list[str]:
         # Slurm gres types are case-sensitive and conventionally lowercase (gres.conf `a100`).
         kind = f"{shape.gpus.type.lower()}:" if shape.gpus.type else ""
         options.append(f"--gres=gpu:{kind}{shape.gpus.count}")
-    if shape.constraint is not None:
-        options.append(f"--constraint={shape.constraint}")
-    options.extend(shape.sbatch_extra)
     return options
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,14 +28,13 @@ from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
-    DesiredRun,
     Location,
     effective_allocation,
-    effective_run,
     spec_hash,
 )
 from reconciler.spec.models import Allocation, Project, Run
 from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
+from tests import planning
 from tests.planning import NOW, PROJECT, run
 
 RUNNING, PENDING = SlurmState.RUNNING, SlurmState.PENDING
@@ -464,18 +462,7 @@ def test_renewals_only_where_runs_wait_and_nothing_is_on_its_way() -> None:
 
 
 def desired(*runs: Run, allocations: tuple[DesiredAllocation, ...] = (WARM,)) -> Desired:
-    project = Project.model_validate({"project": PROJECT})
-    entries = {}
-    for index, spec in enumerate(runs):
-        effective = effective_run(spec, project)
-        entries[spec.name] = DesiredRun(
-            effective, Location("specs/a.yaml", index + 1), spec_hash(effective), None
-        )
-    upstreams = {
-        spec.name: tuple(i.upstream[0] for i in spec.inputs.values() if i.upstream) for spec in runs
-    }
-    held_ = {a.name: a for a in allocations}
-    return Desired(project, Path("/repo"), "c0ffee" * 6 + "abcd", entries, held_, upstreams)
+    return planning.desired(*runs, allocations=allocations)
 
 
 def step_job(state: Desired, name: str, job_id: str, slurm: SlurmState) -> ObservedJob:

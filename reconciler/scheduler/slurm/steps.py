@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from reconciler.scheduler.base import ObservedJob, StepRequest
-from reconciler.scheduler.render import shape_options
+from reconciler.scheduler.render import resource_options, shape_options
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.models import Allocation, Container, NodeShape
 
@@ -34,15 +34,7 @@ def step_options(shape: NodeShape | None) -> tuple[str, ...]:
     if shape is None:
         # Setup once on every node: containers and caches it prepares are per node.
         return ("--ntasks-per-node=1",)
-    options = ["--nodes=1", "--ntasks=1"]
-    if shape.cpus is not None:
-        options.append(f"--cpus-per-task={shape.cpus.count}")
-    if shape.memory is not None:
-        options.append(f"--mem={shape.memory.mebibytes}M")
-    if shape.gpus is not None:
-        kind = f"{shape.gpus.type.lower()}:" if shape.gpus.type else ""
-        options.append(f"--gres=gpu:{kind}{shape.gpus.count}")
-    return tuple(options)
+    return ("--nodes=1", "--ntasks=1", *resource_options(shape))
 
 
 def container_options(container: Container | None, allocation: str) -> tuple[str, ...]:
