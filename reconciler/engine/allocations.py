@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
+from functools import cached_property
 from typing import Protocol
 
 from reconciler.engine.actions import Action, ActionKind
@@ -73,6 +74,36 @@ class Cluster:
     containers: bool | None = None  # None: not looked at (no allocation has a container)
     fit: Fit | None = None
     prune: bool = True
+
+    # Grouped once per plan and then looked up per allocation: the jobs and records are
+    # mostly runs' (10,000 of them in a sweep), and a scan of them all per allocation
+    # or per allocation job would grow with both.
+    @cached_property
+    def allocation_jobs(self) -> dict[str, list[ObservedJob]]:
+        """The project's allocation jobs by allocation name, in observed order."""
+        grouped: dict[str, list[ObservedJob]] = {}
+        for job in self.jobs:
+            if job.tag.project == self.project and job.tag.kind == "alloc":
+                grouped.setdefault(job.tag.name, []).append(job)
+        return grouped
+
+    @cached_property
+    def allocation_records(self) -> dict[str, list[SubmissionRecord]]:
+        """The journal's records of allocation jobs, by allocation name, oldest first."""
+        grouped: dict[str, list[SubmissionRecord]] = {}
+        for record in self.records:
+            if record.kind == "alloc":
+                grouped.setdefault(record.name, []).append(record)
+        return grouped
+
+    @cached_property
+    def step_records(self) -> dict[str, list[SubmissionRecord]]:
+        """The journal's records of runs started as steps (12.3), by allocation job id."""
+        grouped: dict[str, list[SubmissionRecord]] = {}
+        for record in self.records:
+            if record.kind == "run" and record.job_id is not None and "." in record.job_id:
+                grouped.setdefault(record.job_id.split(".", 1)[0], []).append(record)
+        return grouped
 
 
 @dataclass(frozen=True)
@@ -166,7 +197,12 @@ def prunes(cluster: Cluster, declared: set[str]) -> list[Action]:
     repo; prune or not, the orphans the journal does not know."""
     if not cluster.complete:
         return []
-    known = {r.job_id for r in cluster.records if r.kind == "alloc" and r.job_id is not None}
+    known = {
+        r.job_id
+        for records in cluster.allocation_records.values()
+        for r in records
+        if r.job_id is not None
+    }
     actions = []
     for job in _alloc_jobs(cluster):
         if job.tag.name in declared or not _holds(job):
@@ -187,7 +223,7 @@ def _decide(
 ) -> tuple[list[Action], AllocationState]:
     spec = allocation.spec
     limit = timedelta(seconds=spec.time_limit.seconds)
-    mine = [job for job in _alloc_jobs(cluster) if job.tag.name == allocation.name]
+    mine = cluster.allocation_jobs.get(allocation.name, [])
     live = sorted((job for job in mine if _holds(job)), key=lambda job: job_order(job.job_id))
     current = [job for job in live if job.tag.spec_hash == allocation.spec_hash]
     stages = {job.job_id: _stage(cluster, allocation, job) for job in current}
@@ -257,6 +293,7 @@ def _waiting(state: AllocationState, why: str) -> AllocationState:
 
 
 def _alloc_jobs(cluster: Cluster) -> list[ObservedJob]:
+    """Every allocation job of the project, in observed order (once per plan: prunes)."""
     return [
         job
         for job in cluster.jobs
@@ -421,9 +458,8 @@ def _unended_steps(cluster: Cluster, job: ObservedJob) -> list[str]:
     prefix = f"{job.job_id}."
     runs = [
         f"{r.job_id} (run {r.name})"
-        for r in cluster.records
-        if r.kind == "run"
-        and r.job_id is not None
+        for r in cluster.step_records.get(job.job_id, [])
+        if r.job_id is not None
         and r.job_id.startswith(prefix)
         and r.job_id not in shown
         and r.final_health is None
@@ -457,11 +493,9 @@ def _unseen(
 ) -> str | None:
     """A job of this spec salloc granted lately that observation does not show yet."""
     seen = {job.job_id for job in jobs}
-    for record in cluster.records:
+    for record in cluster.allocation_records.get(allocation.name, []):
         if (
-            record.kind == "alloc"
-            and record.name == allocation.name
-            and record.spec_hash == allocation.spec_hash
+            record.spec_hash == allocation.spec_hash
             and record.job_id is not None
             and record.job_id not in seen
             and record.final_health is None

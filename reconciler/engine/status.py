@@ -43,11 +43,12 @@ def run_statuses(
 ) -> list[RunStatus]:
     """`notes`: run -> the newest event the journal holds for it (why it was torn down)."""
     notes = notes or {}
+    histories = _by_name(records, "run")
     rows = []
     for action in plan.actions:
         if action.sync is None or action.kind is ActionKind.ADOPT:
             continue
-        history = [r for r in records if r.kind == "run" and r.name == action.target]
+        history = histories.get(action.target, [])
         job = _latest_job(observation, plan.project, action.target)
         health, job_id, finished = _health(job, history)
         if action.kind is ActionKind.BLOCKED:
@@ -67,6 +68,16 @@ def run_statuses(
             )
         )
     return rows
+
+
+def _by_name(records: Sequence[SubmissionRecord], kind: str) -> dict[str, list[SubmissionRecord]]:
+    """The records of each run (or allocation), oldest first: grouped once, not scanned
+    for each row."""
+    grouped: dict[str, list[SubmissionRecord]] = {}
+    for record in records:
+        if record.kind == kind:
+            grouped.setdefault(record.name, []).append(record)
+    return grouped
 
 
 def _latest_job(observation: Observation, project: str, name: str) -> ObservedJob | None:
@@ -120,11 +131,37 @@ def allocation_statuses(
     """One row per allocation the repo declares or the cluster still holds for it."""
     names = list(desired.allocations)
     names += sorted({a.target for a in plan.actions if a.target_kind == "alloc"} - set(names))
-    return [_allocation_status(name, plan, observation, records) for name in names]
+    histories = _by_name(records, "alloc")
+    served = _runs_served(records)
+    reasons: dict[str, list[str]] = {}
+    for action in plan.actions:
+        if action.target_kind == "alloc" and action.kind is not ActionKind.ADOPT:
+            reasons.setdefault(action.target, []).append(f"{action.kind.value}: {action.reason}")
+    return [
+        _allocation_status(
+            name, plan, observation, histories.get(name, []), served, reasons.get(name, [])
+        )
+        for name in names
+    ]
+
+
+def _runs_served(records: Sequence[SubmissionRecord]) -> dict[str, int]:
+    """How many runs each allocation job served: runs started as its steps (12.3)."""
+    served: dict[str, int] = {}
+    for record in records:
+        if record.kind == "run" and record.job_id is not None and "." in record.job_id:
+            top = record.job_id.split(".", 1)[0]
+            served[top] = served.get(top, 0) + 1
+    return served
 
 
 def _allocation_status(
-    name: str, plan: Plan, observation: Observation, records: Sequence[SubmissionRecord]
+    name: str,
+    plan: Plan,
+    observation: Observation,
+    history: Sequence[SubmissionRecord],
+    served: dict[str, int],
+    reasons: list[str],
 ) -> AllocationStatus:
     jobs = [j for j in observation.find(plan.project, name) if j.tag.kind == "alloc"]
     holding = [j for j in jobs if not j.finished]
@@ -137,11 +174,6 @@ def _allocation_status(
         for held in holding
         for step in held.live_steps
     )
-    reasons = [
-        f"{a.kind.value}: {a.reason}"
-        for a in plan.actions
-        if a.target_kind == "alloc" and a.target == name and a.kind is not ActionKind.ADOPT
-    ]
     return AllocationStatus(
         name=name,
         job_id=job.job_id if job is not None else None,
@@ -149,26 +181,21 @@ def _allocation_status(
         nodes=row.nodes if row is not None else None,
         time_left=row.time_left if row is not None else None,
         steps_running=steps,
-        history=_allocation_history(name, records, jobs),
+        history=_allocation_history(history, served, jobs),
         reason="; ".join(reasons) or "-",
     )
 
 
 def _allocation_history(
-    name: str, records: Sequence[SubmissionRecord], jobs: Sequence[ObservedJob]
+    history: Sequence[SubmissionRecord], served: dict[str, int], jobs: Sequence[ObservedJob]
 ) -> tuple[str, ...]:
     """Each job of the allocation, newest first: when it was made, how many runs it
     served (its reuses), and how it ended (by the journal, or by the cluster before the
     journal has settled it)."""
     seen = {job.job_id: aggregate(r.health for r in job.components) for job in jobs}
-    served: dict[str, int] = {}
-    for record in records:
-        if record.kind == "run" and record.job_id is not None and "." in record.job_id:
-            top = record.job_id.split(".", 1)[0]
-            served[top] = served.get(top, 0) + 1
     lines = []
-    for record in reversed(records):
-        if record.kind != "alloc" or record.name != name or record.job_id is None:
+    for record in reversed(history):
+        if record.job_id is None:
             continue
         count = served.get(record.job_id, 0)
         end = (record.final_health or seen.get(record.job_id) or Health.RUNNING).value

@@ -11,7 +11,10 @@ observation may still have a job, and nothing may be submitted on the strength o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal, Protocol, runtime_checkable
 
@@ -173,9 +176,35 @@ class Observation(BaseModel):
 
     def find(self, project: str, name: str) -> tuple[ObservedJob, ...]:
         """The jobs of one run or allocation, any spec hash, in job id order."""
-        return tuple(
-            job for job in self.jobs if job.tag.project == project and job.tag.name == name
-        )
+        return self._index().by_name.get((project, name), ())
+
+    def _index(self) -> JobIndex:
+        index = self.job_index
+        if index.jobs is not self.jobs:  # carried over by a model_copy that replaced jobs
+            index = JobIndex.of(self.jobs)
+            self.__dict__["job_index"] = index
+        return index
+
+    @cached_property
+    def job_index(self) -> JobIndex:
+        """The jobs by (project, name), built on the first lookup: a plan looks up every
+        run's jobs several times, and a scan of all jobs per lookup made it quadratic."""
+        return JobIndex.of(self.jobs)
+
+
+@dataclass(frozen=True)
+class JobIndex:
+    """An observation's jobs grouped by (project, name), each group in observed order."""
+
+    jobs: tuple[ObservedJob, ...]
+    by_name: Mapping[tuple[str, str], tuple[ObservedJob, ...]]
+
+    @classmethod
+    def of(cls, jobs: tuple[ObservedJob, ...]) -> JobIndex:
+        groups: dict[tuple[str, str], list[ObservedJob]] = {}
+        for job in jobs:
+            groups.setdefault((job.tag.project, job.tag.name), []).append(job)
+        return cls(jobs, {key: tuple(group) for key, group in groups.items()})
 
 
 def job_order(job_id: str) -> tuple[int, int]:

@@ -1,0 +1,332 @@
+"""Live `recon plan` (and `recon status`) at sweep scale, and `recon plan --against HEAD~1`.
+
+    python bench/plan.py [--sizes 1000,2000,5000,10000] [--backends local,slurm]
+                         [--scenarios none,completed,mixed] [--repeat 3] [--keep DIR]
+
+Each figure is the wall time and peak RSS of the whole command in a fresh process, as a
+user runs it (interpreter start-up, warm parse cache, observation, plan, report), the
+median of --repeat runs, then the growth per doubling of runs between sizes
+((t2/t1) ** (1 / log2(n2/n1))). Scenarios:
+
+- none:      N runs (one `prepare`, N-1 sweep points reading its output), nothing submitted;
+- completed: every run succeeded: one journal record and one ended job per run, outputs
+             on disk;
+- mixed:     as completed, with every tenth pair of runs coupled (`coupled_with`) and every
+             tenth run heterogeneous (two components).
+
+Backends: `local` is measured for real (the ended jobs are written into the local
+backend's store as its supervisors would). `slurm` runs the real squeue and sinfo on the
+dev cluster, and where jobs are meant to be there (completed, mixed) sacct's text is
+generated (three rows per job: the job, its batch and extern steps) and handed to the
+real adapter's parser and combiner through its runner seam: submitting 10,000 jobs to the
+dev cluster would take an hour. Nothing is submitted or cancelled by this benchmark.
+
+At the largest size it also times `recon status`, and `recon plan --against HEAD~1` after
+one file changed. It is a benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+PROJECT = "benchplan"
+HERE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE))  # this checkout's reconciler, in this process and the children
+
+SWEEP = """\
+kind: Run
+name: sweep-{i}
+command: python train.py --lr {lr} --seed {i} --out {{outputs.model.path}}
+resources:
+{resources}
+inputs:
+  data: prepare.dataset
+outputs:
+  model:
+    path: model.pt
+{extra}"""
+PLAIN = '  cpus: 1\n  memory: 1GiB\n  time: "01:00:00"\n'
+HET = (
+    '  time: "01:00:00"\n  components:\n    - cpus: 1\n      memory: 1GiB\n'
+    "    - cpus: 1\n      memory: 1GiB\n"
+)
+PREPARE = (
+    "kind: Run\nname: prepare\ncommand: x\nresources:\n  cpus: 1\n  memory: 1GiB\n"
+    "outputs:\n  dataset: d.csv\n"
+)
+
+# What the child process runs: the CLI itself, with (for generated sacct text) the Slurm
+# adapter's runner swapped for one that answers sacct from a file and runs the rest.
+CHILD = """\
+import subprocess, sys
+args = sys.argv[1:]
+if args[0] == "--sacct":
+    text = open(args[1]).read()
+    args = args[2:]
+    from reconciler.scheduler import select
+    from reconciler.scheduler.slurm.adapter import SlurmScheduler
+    from reconciler.scheduler.slurm.runner import run
+
+    def runner(argv, stdin=None):
+        if argv[0] == "sacct":
+            return subprocess.CompletedProcess(list(argv), 0, text, "")
+        return run(argv, stdin)
+
+    select.select_scheduler = lambda choice, state_dir: SlurmScheduler(runner)
+sys.argv = ["recon", *args]
+from reconciler.cli import main
+main()
+"""
+
+
+def git(root: Path, *args: str) -> None:
+    identity = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b"}
+    env = {**os.environ, **identity, "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}
+    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+def make_repo(root: Path, runs: int, scenario: str, backend: str) -> None:
+    (root / "specs").mkdir(parents=True)
+    (root / "recon.yaml").write_text(
+        f'project: {PROJECT}\nscheduler: {backend}\nspecs:\n  - "specs/**/*.yaml"\n'
+    )
+    (root / "specs" / "prepare.yaml").write_text(PREPARE)
+    mixed = scenario == "mixed"
+    for i in range(runs - 1):
+        het = mixed and i % 10 == 5
+        coupled = mixed and i % 20 == 1  # sweep-1 couples with sweep-0, and so on
+        text = SWEEP.format(
+            i=i,
+            lr=0.001 * (i + 1),
+            resources=HET if het else PLAIN,
+            extra=f"coupled_with: [sweep-{i - 1}]\n" if coupled else "",
+        )
+        (root / "specs" / f"sweep-{i:05d}.yaml").write_text(text)
+    (root / ".gitignore").write_text(".recon/\nruns/\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "sweep")
+
+
+def seed_completed(root: Path, backend: str, sacct_file: Path) -> None:
+    """Every run succeeded: its output on disk, one ended job, one settled journal record."""
+    from reconciler.scheduler.states import Health
+    from reconciler.scheduler.tag import Tag
+    from reconciler.spec.loader import load_desired, open_source
+    from reconciler.state.journal import Journal
+    from reconciler.state.paths import run_path
+
+    desired = load_desired(open_source(root))
+    state = root / desired.project.state_dir
+    state.mkdir(parents=True, exist_ok=True)
+    now = datetime.now(UTC)
+    ended = now - timedelta(hours=1)
+    names = sorted(desired.runs)
+    for name in names:
+        run = desired.runs[name]
+        directory = Path(run_path(desired, run))
+        directory.mkdir(parents=True, exist_ok=True)
+        for output in run.spec.outputs.values():
+            (directory / output.path).write_text(name)
+    tags = {
+        name: Tag(project=PROJECT, kind="run", name=name, spec_hash=desired.runs[name].spec_hash)
+        for name in names
+    }
+    if backend == "local":
+        ids = _local_jobs(state, names, tags, ended)
+    else:
+        ids = {name: str(900000 + index) for index, name in enumerate(names)}
+        sacct_file.write_text(_sacct_text(names, tags, ids, ended))
+    with Journal(state / "journal.sqlite") as journal:
+        db = journal._db  # one transaction for 10,000 records: seeding, not what is timed
+        stamp = ended.isoformat()
+        db.executemany(
+            "INSERT INTO submissions (project, kind, name, spec_hash, git_commit, status,"
+            " spec_fields, created_at, updated_at, job_id, final_health, exit_code)"
+            " VALUES (?, 'run', ?, ?, ?, 'submitted', '{}', ?, ?, ?, ?, 0)",
+            [
+                (PROJECT, name, tags[name].spec_hash, desired.commit, stamp, stamp, ids[name],
+                 Health.SUCCEEDED.value)
+                for name in names
+            ],
+        )  # fmt: skip
+        db.commit()
+
+
+def _local_jobs(
+    state: Path, names: list[str], tags: dict[str, object], ended: datetime
+) -> dict[str, str]:
+    from reconciler.scheduler.local.decide import Ending
+    from reconciler.scheduler.local.directives import Component
+    from reconciler.scheduler.local.store import JobSpec, Store
+
+    store = Store(state / "local")
+    store.prepare()
+    ids = {}
+    for name in names:
+        tag = tags[name]
+
+        def build(job_id: int, tag: object = tag) -> tuple[JobSpec, dict[str, str]]:
+            spec = JobSpec(
+                job_id=job_id,
+                name=tag.job_name,  # type: ignore[attr-defined]
+                comment=tag.format(),  # type: ignore[attr-defined]
+                workdir=str(state),
+                dependencies=(),
+                components=(Component(),),
+                stdout=str(state / f"{job_id}.out"),
+                stderr=None,
+                time_limit=None,
+                submitted=ended - timedelta(minutes=5),
+            )
+            return spec, {}
+
+        spec = store.create(build, "#!/bin/sh\ntrue\n")
+        store.write_started(spec.job_id, ended - timedelta(minutes=4))
+        store.write_ended(spec.job_id, Ending(at=ended, exit_code=0))
+        ids[name] = str(spec.job_id)
+    return ids
+
+
+def _sacct_text(
+    names: list[str], tags: dict[str, object], ids: dict[str, str], ended: datetime
+) -> str:
+    local = ended.astimezone()
+    end = local.strftime("%Y-%m-%dT%H:%M:%S")
+    start = (local - timedelta(minutes=4)).strftime("%Y-%m-%dT%H:%M:%S")
+    submit = (local - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S")
+    lines = []
+    for name in names:
+        job, tag = ids[name], tags[name]
+        common = f"COMPLETED|0:0||{submit}|{start}|{end}|cpu1"
+        lines.append(f"{job}|{job}|{common}|cpu|{tag.job_name}|{tag.format()}")  # type: ignore[attr-defined]
+        lines.append(f"{job}.batch|{job}.batch|{common}||batch|")
+        lines.append(f"{job}.extern|{job}.extern|{common}||extern|")
+    return "\n".join(lines) + "\n"
+
+
+def measure(args: list[str], repeat: int, sacct: Path | None = None) -> tuple[float, float]:
+    _timed_rss(args, sacct)  # warm the parse cache and the page cache
+    walls, peaks = [], []
+    for _ in range(repeat):
+        wall, peak = _timed_rss(args, sacct)
+        walls.append(wall)
+        peaks.append(peak)
+    return statistics.median(walls), max(peaks)
+
+
+def _timed_rss(args: list[str], sacct: Path | None) -> tuple[float, float]:
+    argv = [sys.executable, "-c", CHILD, *(["--sacct", str(sacct)] if sacct else []), *args]
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    err = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 2):
+        raise RuntimeError(f"recon {' '.join(args)} exited {code}: {err.decode()[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def growth(sizes: list[int], times: list[float]) -> str:
+    steps = []
+    for i in range(1, len(sizes)):
+        (n1, t1), (n2, t2) = (sizes[i - 1], times[i - 1]), (sizes[i], times[i])
+        steps.append(f"{(t2 / t1) ** (1 / math.log2(n2 / n1)):.2f}x")
+    return ", ".join(steps) or "-"
+
+
+def slurm_up() -> bool:
+    return (
+        shutil.which("sbatch") is not None
+        and subprocess.run(
+            ["squeue", "--noheader", "--me"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,2000,5000,10000")
+    parser.add_argument("--backends", default="local,slurm")
+    parser.add_argument("--scenarios", default="none,completed,mixed")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", type=Path, help="build the repos here and leave them")
+    options = parser.parse_args()
+    sizes = [int(size) for size in options.sizes.split(",")]
+    backends = options.backends.split(",")
+    if "slurm" in backends and not slurm_up():
+        print("slurm: the dev cluster does not answer; measuring the local backend only")
+        backends = [b for b in backends if b != "slurm"]
+    work = options.keep or Path(tempfile.mkdtemp(prefix="recon-bench-plan-"))
+    try:
+        for backend in backends:
+            for scenario in options.scenarios.split(","):
+                walls, peaks = [], []
+                for size in sizes:
+                    root = work / f"{backend}-{scenario}-{size}"
+                    sacct = work / f"{backend}-{scenario}-{size}.sacct"
+                    if not root.exists():
+                        make_repo(root, size, scenario, backend)
+                        if scenario != "none":
+                            seed_completed(root, backend, sacct)
+                    generated = sacct if backend == "slurm" and scenario != "none" else None
+                    wall, peak = measure(["plan", str(root)], options.repeat, generated)
+                    walls.append(wall)
+                    peaks.append(peak)
+                    print(
+                        f"plan   {backend:5} {scenario:9} {size:6} runs: {wall:6.2f} s"
+                        f"  peak {peak:5.0f} MiB",
+                        flush=True,
+                    )
+                print(
+                    f"plan   {backend:5} {scenario:9} growth per doubling: {growth(sizes, walls)}"
+                )
+                if scenario == "completed":
+                    walls = []
+                    for size in sizes:
+                        root = work / f"{backend}-{scenario}-{size}"
+                        sacct = work / f"{backend}-{scenario}-{size}.sacct"
+                        generated = sacct if backend == "slurm" else None
+                        wall, peak = measure(["status", str(root)], options.repeat, generated)
+                        walls.append(wall)
+                        print(
+                            f"status {backend:5} {scenario:9} {size:6} runs: {wall:6.2f} s"
+                            f"  peak {peak:5.0f} MiB",
+                            flush=True,
+                        )
+                    print(
+                        f"status {backend:5} {scenario:9} growth per doubling: "
+                        f"{growth(sizes, walls)}"
+                    )
+        root = work / f"{backends[0]}-none-{sizes[-1]}"
+        if root.exists():
+            changed = root / "specs" / "sweep-00007.yaml"
+            if "--lr 0.5" not in changed.read_text():
+                changed.write_text(changed.read_text().replace("--lr ", "--lr 0.5 --x "))
+                git(root, "commit", "-q", "-am", "one file changed")
+            wall, peak = measure(["plan", "--against", "HEAD~1", str(root)], options.repeat)
+            print(
+                f"plan --against HEAD~1, {sizes[-1]} runs, one file changed: {wall:.2f} s"
+                f"  peak {peak:.0f} MiB"
+            )
+    finally:
+        if options.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
