@@ -6,6 +6,7 @@ targets with what they need (upstream) and, on request, what needs them (downstr
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -107,6 +108,28 @@ def select(graph: nx.DiGraph[str], targets: Iterable[str], downstream: bool = Fa
 
 def order(graph: nx.DiGraph[str]) -> list[str]:
     """Every run after its upstreams; ties broken by name so plans are stable."""
-    import networkx as nx  # only when a graph is needed: most loads never build one
+    return in_order({name: tuple(graph.predecessors(name)) for name in graph})
 
-    return list(nx.lexicographical_topological_sort(graph))
+
+def in_order(upstreams: Mapping[str, Iterable[str]]) -> list[str]:
+    """`order` straight from the upstreams, without building a graph: of the runs whose
+    upstreams are all placed, the first by name comes next (networkx's lexicographical
+    topological sort, on plain dicts: a plan of 10,000 runs spent a second in it)."""
+    waiting = {name: 0 for name in upstreams}
+    downstream: dict[str, list[str]] = {}
+    for name, names in upstreams.items():
+        for upstream in set(names):
+            if upstream in waiting:
+                waiting[name] += 1
+                downstream.setdefault(upstream, []).append(name)
+    ready = [name for name, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    ordered = []
+    while ready:
+        name = heapq.heappop(ready)
+        ordered.append(name)
+        for child in downstream.get(name, ()):
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                heapq.heappush(ready, child)
+    return ordered

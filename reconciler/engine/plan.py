@@ -145,8 +145,10 @@ def plan(
     """`setups`: the journal's allocation setups; `containers`: whether the cluster runs
     container images (pyxis), None when not looked at."""
     context = _Context(desired, observation, records, now, files or FileState(), fit)
-    dag = graph.build(desired.upstreams)
-    chosen = graph.select(dag, targets, downstream) if targets else graph.order(dag)
+    if targets:
+        chosen = graph.select(graph.build(desired.upstreams), targets, downstream)
+    else:
+        chosen = graph.in_order(desired.upstreams)
     actions: list[Action] = list(_adoptions(context))
     cluster = allocations.Cluster(
         context.project,
