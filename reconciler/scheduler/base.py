@@ -171,7 +171,8 @@ class Observation(BaseModel):
     )
     skipped: tuple[str, ...] = Field(
         default=(),
-        description="every row that could not be read; one of recon's also lands in problems",
+        description="every row of recon's jobs that could not be read (others' rows are not "
+        "read at all); one that holds a tag also lands in problems",
     )
 
     def find(self, project: str, name: str) -> tuple[ObservedJob, ...]:

@@ -340,12 +340,19 @@ def test_an_unreadable_row_of_recons_makes_the_observation_incomplete() -> None:
     assert "EXPLODED" in observation.problems[0]
 
 
-def test_an_unreadable_row_of_someone_elses_is_skipped_and_reported_only() -> None:
+def test_a_row_of_someone_elses_is_not_even_read() -> None:
+    """A user's sacct may list a million rows of other work: only recon's are parsed."""
     past = lines(
         "61|61|EXPLODED|0:0|None|||Unknown|cpu1|cpu|n|theirs", sacct_row("62", "COMPLETED", TAG)
     )
     observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
-    assert observation.complete and observation.problems == ()
+    assert observation.complete and observation.problems == () and observation.skipped == ()
+    assert [job.job_id for job in observation.jobs] == ["62"]
+
+
+def test_an_unreadable_step_row_of_a_job_of_recons_is_skipped_and_reported() -> None:
+    past = lines(sacct_row("62", "COMPLETED", TAG), "62.batch|62.batch|EXPLODED|0:0|||||||")
+    observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
     assert len(observation.skipped) == 1 and "EXPLODED" in observation.skipped[0]
     assert [job.job_id for job in observation.jobs] == ["62"]
 

@@ -15,6 +15,7 @@ from reconciler.scheduler.slurm.parse import (
     parse_sacct,
     parse_squeue,
     parse_submitted,
+    recon_rows,
 )
 from reconciler.scheduler.states import SlurmState
 from reconciler.scheduler.tag import Tag
@@ -211,3 +212,40 @@ def test_salloc_granted_message() -> None:
     )
     assert parse_granted(stderr) == "21"
     assert parse_granted("salloc: Pending job allocation 21\n") is None
+
+
+# --- which rows are read at all ---------------------------------------------------------
+
+OTHERS = """\
+40|40|COMPLETED|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1|cpu|analysis|
+40.batch|40.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1||batch|
+"""
+RUNNING = """\
+50|50|RUNNING|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1|cpu|probe.live|
+50.batch|50.batch|RUNNING|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1||batch|
+51|51|RUNNING|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1|cpu|probe.split|
+51.0|51.0|RUNNING|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1||bash|
+"""
+# squeue: job 50 running with its tag (sacct shows no comment before the end), and a het
+# job 49 whose component 49+1 has its own id 51 (sacct's 51 and 51.0 before it settles).
+LIVE = f"""\
+50|50|RUNNING|None|cpu1|cpu|2026-11-29T22:41:04|2026-11-29T22:41:04|9:00|probe.live|{TAG.replace("het", "live")}
+49+1|51|RUNNING|None|gpu1|gpu|2026-11-29T22:41:04|2026-11-29T22:41:04|9:00|probe.split|{TAG}
+"""
+
+
+def test_only_rows_of_recons_jobs_are_kept_before_parsing() -> None:
+    live = parse_squeue(LIVE, UTC).records
+    kept = recon_rows(OTHERS + SACCT + RUNNING, live)
+    ids = [line.split("|")[0] for line in kept.splitlines()]
+    # Tagged jobs with all their rows (5+1.0 has no comment), the running job squeue
+    # tags, and the component rows under their own id; job 40 and the untagged 7, 8, 9_5
+    # are someone else's.
+    assert ids == ["5+0", "5+0.batch", "5+1", "5+1.0", "50", "50.batch", "51", "51.0"]
+    assert parse_sacct(kept, UTC).rejected == ()
+
+
+def test_an_unreadable_row_that_holds_a_tag_is_kept_to_be_reported() -> None:
+    kept = recon_rows(f"garbage|{TAG}\n" + OTHERS, ())
+    assert kept == f"garbage|{TAG}\n"
+    assert parse_sacct(kept, UTC).rejected[0].line == f"garbage|{TAG}"

@@ -31,6 +31,7 @@ from reconciler.scheduler.slurm.parse import (
     parse_sacct,
     parse_squeue,
     parse_submitted,
+    recon_rows,
 )
 from reconciler.scheduler.slurm.runner import Runner, Spawner, run, spawn_detached
 from reconciler.scheduler.slurm.sinfo import parse_sinfo, sinfo
@@ -93,11 +94,11 @@ class SlurmScheduler:
         if live.returncode != 0:
             raise ObservationError(f"squeue failed, the cluster cannot be seen: {message_of(live)}")
         history = self._runner(argv.sacct(since, self._tz), None)
+        squeue = parse_squeue(live.stdout, self._tz)
         if history.returncode != 0:
-            return combine(parse_squeue(live.stdout, self._tz), None, taken_at, message_of(history))
-        return combine(
-            parse_squeue(live.stdout, self._tz), parse_sacct(history.stdout, self._tz), taken_at
-        )
+            return combine(squeue, None, taken_at, message_of(history))
+        sacct = parse_sacct(recon_rows(history.stdout, squeue.records), self._tz)
+        return combine(squeue, sacct, taken_at)
 
     def partitions(self) -> tuple[Partition, ...]:
         """One ``sinfo`` call; no retries, like ``observe``: the next pass looks again."""

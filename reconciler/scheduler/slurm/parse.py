@@ -13,7 +13,7 @@ hold ``|``, so its rows are always read exactly.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta, tzinfo
 from typing import NamedTuple
 
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from reconciler.scheduler.base import JobRecord
 from reconciler.scheduler.states import HEALTH, Health, SlurmState, parse_state
-from reconciler.scheduler.tag import Tag
+from reconciler.scheduler.tag import PREFIX, Tag
 
 SACCT_FIELDS: tuple[str, ...] = (
     "JobID",
@@ -101,6 +101,40 @@ class _Unreadable(ValueError):
 def parse_sacct(text: str, tz: tzinfo) -> Parsed:
     """Rows of ``sacct --parsable2 --noheader --format=<SACCT_FIELDS>``; times are in ``tz``."""
     return _parse_lines(text, len(SACCT_FIELDS), lambda cells: _sacct_row(cells, tz))
+
+
+def recon_rows(text: str, live: Iterable[JobRecord]) -> str:
+    """The lines of sacct's text that may belong to recon's jobs, before any is parsed.
+
+    A user's sacct can list a million rows, most of them other work: building a record
+    of each cost seconds and gigabytes. Kept are the rows that hold a tag (a job's
+    comment, or a step named with one), and every row of a job one of them or squeue
+    (``live``) tags: a job's steps carry no comment, and sacct shows a running job's
+    comment only once it ends. A row under a component's own id (``42.0`` for ``41+1.0``,
+    see ``combine``) is kept when squeue lists that id for a job of recon's.
+    """
+    marker = f"{PREFIX}:"
+    tops = {row.top_id for row in live if row.tag is not None}
+    heads = {row.raw_id for row in live if row.raw_id and row.top_id in tops}
+    found = text.find(marker)
+    while found != -1:  # the tagged rows, found without splitting every line
+        start = text.rfind("\n", 0, found) + 1
+        end = text.find("\n", found)
+        end = len(text) if end == -1 else end
+        first = text.find("|", start, end)
+        tops.add(_top_of(text[start : end if first == -1 else first]))
+        found = text.find(marker, end)
+    kept = []
+    for line in text.splitlines(keepends=True):
+        head = line.partition("|")[0].partition(".")[0]
+        if head in heads or _top_of(head) in tops or marker in line:
+            kept.append(line)
+    return "".join(kept)
+
+
+def _top_of(job_id: str) -> str:
+    """The id sbatch returned, from any id Slurm prints: 12 of 12+1, 12_4 or 12.batch."""
+    return job_id.partition(".")[0].partition("+")[0].partition("_")[0]
 
 
 def parse_squeue(text: str, tz: tzinfo) -> Parsed:
