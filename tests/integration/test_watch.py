@@ -1,7 +1,8 @@
 """`recon watch` and cron-style `recon apply` on the real dev cluster, run as a user would.
 
 Each test owns a temporary git repo with a project name of its own; jobs are found by
-their tag (`recon1:<project>:run:<name>:<hash>` in the job comment) and cancelled at the
+their tag (`recon2:<project>:<deployment>:run:<name>:<hash>` in the job comment) and
+cancelled at the
 end. The commit-to-sbatch latency is printed (`pytest -s`) and bounded.
 """
 
@@ -71,8 +72,8 @@ class Project:
         for line in (finished + live).splitlines():
             job_id, _, comment = line.partition("|")
             parts = comment.split(":")
-            if len(parts) == 5 and parts[0] == "recon1" and parts[1] == self.name:
-                found[job_id] = {"id": job_id, "run": parts[3], "hash": parts[4]}
+            if len(parts) == 6 and parts[0] == "recon2" and parts[1] == self.name:
+                found[job_id] = {"id": job_id, "run": parts[4], "hash": parts[5]}
         return list(found.values())
 
     def runs(self) -> list[tuple[str, str]]:
