@@ -120,8 +120,8 @@ def make_repo(root: Path, runs: int, scenario: str, backend: str) -> None:
 
 def seed_completed(root: Path, backend: str, sacct_file: Path) -> None:
     """Every run succeeded: its output on disk, one ended job, one settled journal record."""
+    from reconciler.engine.identity import tag_for
     from reconciler.scheduler.states import Health
-    from reconciler.scheduler.tag import Tag
     from reconciler.spec.loader import load_desired, open_source
     from reconciler.state.journal import Journal
     from reconciler.state.paths import run_path
@@ -138,10 +138,7 @@ def seed_completed(root: Path, backend: str, sacct_file: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         for output in run.spec.outputs.values():
             (directory / output.path).write_text(name)
-    tags = {
-        name: Tag(project=PROJECT, kind="run", name=name, spec_hash=desired.runs[name].spec_hash)
-        for name in names
-    }
+    tags = {name: tag_for(desired, "run", name, desired.runs[name].spec_hash) for name in names}
     if backend == "local":
         ids = _local_jobs(state, names, tags, ended)
     else:
@@ -209,9 +206,9 @@ def _sacct_text(
     for name in names:
         job, tag = ids[name], tags[name]
         common = f"COMPLETED|0:0||{submit}|{start}|{end}|cpu1"
-        lines.append(f"{job}|{job}|{common}|cpu|{tag.job_name}|{tag.format()}")  # type: ignore[attr-defined]
-        lines.append(f"{job}.batch|{job}.batch|{common}||batch|")
-        lines.append(f"{job}.extern|{job}.extern|{common}||extern|")
+        lines.append(f"{job}|{job}|{common}|cpu||{tag.job_name}|{tag.format()}")  # type: ignore[attr-defined]
+        lines.append(f"{job}.batch|{job}.batch|{common}|||batch|")
+        lines.append(f"{job}.extern|{job}.extern|{common}|||extern|")
     return "\n".join(lines) + "\n"
 
 

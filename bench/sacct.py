@@ -26,6 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 PROJECT = "benchsacct"
 HASH = "0123456789abcdef"
+DEPLOYMENT = "0123456789ab"
 TIMES = "2026-12-01T10:00:00|2026-12-01T10:01:00|2026-12-01T10:02:00"
 
 CHILD = """\
@@ -65,21 +66,21 @@ def generate(rows: int, recon_jobs: int) -> tuple[str, str]:
         if recon < recon_jobs and job % every == 0:
             recon += 1
             name = f"sweep-{recon}"
-            tag = f"recon1:{PROJECT}:run:{name}:{HASH}"
+            tag = f"recon2:{PROJECT}:{DEPLOYMENT}:run:{name}:{HASH}"
             if recon % 10 == 0:  # running: sacct has no comment yet, squeue has
                 squeue.append(
                     f"{job}|{job}|RUNNING|None|cpu1|cpu|2026-12-01T10:00:00|"
-                    f"2026-12-01T10:01:00|10:00|{PROJECT}.{name}|{tag}"
+                    f"2026-12-01T10:01:00|10:00||{PROJECT}.{name}|{tag}"
                 )
                 state, tag_cell, end = "RUNNING", "", "Unknown"
             else:
                 state, tag_cell, end = "COMPLETED", tag, "2026-12-01T10:02:00"
             times = TIMES.rsplit("|", 1)[0] + f"|{end}"
-            sacct.append(f"{job}|{job}|{state}|0:0||{times}|cpu1|cpu|{PROJECT}.{name}|{tag_cell}")
+            sacct.append(f"{job}|{job}|{state}|0:0||{times}|cpu1|cpu||{PROJECT}.{name}|{tag_cell}")
         else:
-            sacct.append(f"{job}|{job}|COMPLETED|0:0||{TIMES}|cpu2|cpu|analysis-{job}|")
-        sacct.append(f"{job}.batch|{job}.batch|COMPLETED|0:0||{TIMES}|cpu1||batch|")
-        sacct.append(f"{job}.extern|{job}.extern|COMPLETED|0:0||{TIMES}|cpu1||extern|")
+            sacct.append(f"{job}|{job}|COMPLETED|0:0||{TIMES}|cpu2|cpu||analysis-{job}|")
+        sacct.append(f"{job}.batch|{job}.batch|COMPLETED|0:0||{TIMES}|cpu1|||batch|")
+        sacct.append(f"{job}.extern|{job}.extern|COMPLETED|0:0||{TIMES}|cpu1|||extern|")
         written += 3
     return "\n".join(squeue) + "\n", "\n".join(sacct) + "\n"
 

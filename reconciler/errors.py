@@ -11,6 +11,7 @@
     ├── LockedError                 another apply holds the project's lock (exit code 3)
     ├── StalePlanError              a saved plan no longer matches the commit or the cluster
     ├── JournalError                the journal database is unreadable, corrupt or too new
+    ├── StateDirError               the state directory cannot be made, or is someone else's
     └── DevClusterError             the local dev cluster could not be brought up or down
 
 The CLI maps each branch to an exit code in one place (``reconciler.cli``).
@@ -84,6 +85,10 @@ class StalePlanError(ReconError):
 
 class JournalError(ReconError):
     """The project's journal cannot be opened or used; the message says what to do."""
+
+
+class StateDirError(ReconError):
+    """The project's state directory cannot be made or used, or another user owns it."""
 
 
 class DevClusterError(ReconError):

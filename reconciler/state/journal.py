@@ -26,6 +26,7 @@ How it stays safe to use:
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping
@@ -38,13 +39,13 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict
 
 from reconciler.errors import JournalError
-from reconciler.scheduler.states import Health
+from reconciler.scheduler.states import ENDED, Health
 from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 
 JOURNAL_FILE = "journal.sqlite"
 
 # The states a job can end in; record_final accepts nothing else.
-FINAL_HEALTHS = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
+FINAL_HEALTHS = ENDED
 
 # Migration N (1-based) takes the schema from version N-1 to N. Append only: a released
 # migration is never edited, since journals out there are already at its version.
@@ -535,6 +536,8 @@ class Journal:
 
 def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Owner-only from the first byte; SQLite gives its -wal and -shm files the same mode.
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     # isolation_level=None: no implicit transactions, _transaction opens them explicitly.
     db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     try:

@@ -24,6 +24,7 @@ from reconciler.scheduler.render import (
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import DesiredRun, Location, effective_run
 from reconciler.spec.models import Project, Run
+from tests.projects import new_project_name
 
 pytestmark = pytest.mark.slurm
 
@@ -31,13 +32,15 @@ HOSTILE = "a\n#SBATCH --partition=gpu\n#PBS -A evil\n#BSUB -J evil\n$(touch CANA
 
 
 def rendered(spec: dict[str, Any], run_dir: Path, code_dir: Path) -> tuple[Tag, str]:
-    project = f"render-{uuid.uuid4().hex[:8]}"
+    project = new_project_name("render-")
     run = Run.model_validate({"kind": "Run", "name": "job", **spec})
     spec_hash = uuid.uuid4().hex[:16]
     desired = DesiredRun(
         effective_run(run, Project(project=project)), Location("specs/a.yaml", 1), spec_hash, None
     )
-    tag = Tag(project=project, kind="run", name="job", spec_hash=spec_hash)
+    tag = Tag(
+        project=project, deployment="0123456789ab", kind="run", name="job", spec_hash=spec_hash
+    )
     context = RenderContext(project, code_dir, run_dir, tag)
     for directory in required_directories(desired, context):
         directory.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,8 @@
 """`recon watch` and cron-style `recon apply` on the real dev cluster, run as a user would.
 
 Each test owns a temporary git repo with a project name of its own; jobs are found by
-their tag (`recon1:<project>:run:<name>:<hash>` in the job comment) and cancelled at the
-end. The commit-to-sbatch latency is printed (`pytest -s`) and bounded.
+their tag (`recon2:<project>:<deployment>:run:<name>:<hash>` in the job comment) and
+cancelled at the end. The commit-to-sbatch latency is printed (`pytest -s`) and bounded.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,8 +21,10 @@ from typing import Any
 
 import pytest
 
+from reconciler.scheduler.tag import Tag
 from reconciler.state.lock import project_lock
 from tests.gitrepo import GitRepo
+from tests.projects import new_project_name
 
 pytestmark = pytest.mark.slurm
 
@@ -42,7 +43,7 @@ def run_spec(name: str, command: str) -> str:
 
 class Project:
     def __init__(self, root: Path) -> None:
-        self.name = f"wt{uuid.uuid4().hex[:8]}"
+        self.name = new_project_name("wt")
         self.repo = GitRepo(root)
         self.repo.commit(
             {"recon.yaml": f"project: {self.name}\ndefaults:\n  partition: cpu\n  time: 10\n"}
@@ -70,9 +71,9 @@ class Project:
         found: dict[str, dict[str, str]] = {}
         for line in (finished + live).splitlines():
             job_id, _, comment = line.partition("|")
-            parts = comment.split(":")
-            if len(parts) == 5 and parts[0] == "recon1" and parts[1] == self.name:
-                found[job_id] = {"id": job_id, "run": parts[3], "hash": parts[4]}
+            tag = Tag.parse(comment)
+            if tag is not None and tag.project == self.name:
+                found[job_id] = {"id": job_id, "run": tag.name, "hash": tag.spec_hash}
         return list(found.values())
 
     def runs(self) -> list[tuple[str, str]]:

@@ -1,6 +1,6 @@
 """Planning stays linear: counted work, not time.
 
-A plan, its status rows and a settle pass over 2,000 runs visit each observed job,
+A plan, its status rows and the judging of finished jobs over 2,000 runs visit each observed job,
 journal record and desired run a bounded number of times. Every collection they are given
 counts the items it hands out; a loop that scans all jobs, records or runs for each run
 (once 10^8 iterations at 10,000 runs) hands out millions and fails here, on any machine.
@@ -9,17 +9,15 @@ counts the items it hands out; a loop that scans all jobs, records or runs for e
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from reconciler.engine.plan import plan
-from reconciler.engine.settle import settle
+from reconciler.engine.settle import as_recorded, judge
 from reconciler.engine.status import allocation_statuses, run_statuses
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from reconciler.spec.desired import Desired, DesiredRun
-from reconciler.state.journal import Journal
 from reconciler.state.records import SubmissionRecord
 from tests.planning import NOW, desired, hash_of, job, record, run
 
@@ -105,17 +103,14 @@ def sweep() -> tuple[Desired, Observation, CountedRecords]:
     return counted, observation, CountedRecords(records)
 
 
-def test_plan_status_and_settle_visit_each_job_record_and_run_a_bounded_number_of_times(
-    tmp_path: Path,
-) -> None:
+def test_plan_status_and_settle_visit_each_job_record_and_run_a_bounded_number_of_times() -> None:
     state, observation, records = sweep()
     items = len(state.runs) + len(observation.jobs) + len(records)
     Visits.count = 0
     result = plan(state, observation, records, NOW, scheduler="slurm")
     run_statuses(state, result, observation, records)
     allocation_statuses(state, result, observation, records)
-    with Journal(tmp_path / "journal.sqlite") as journal:
-        settle(journal, state, observation, records, NOW, lambda _commit: tmp_path)
+    as_recorded(records, judge(state, observation, records))
     assert len(result.actions) == RUNS
     assert Visits.count <= VISITS_PER_ITEM * items, (
         f"{Visits.count} visits for {items} jobs, records and runs: "
