@@ -5,6 +5,15 @@ id AFTER. A crash in between leaves an intent without a job id; the job itself c
 its tag, so the next pass finds it and adopts it instead of submitting again. Cancels
 are journalled the same way.
 
+So that 2,000 submissions cost little more than 2,000 sbatch calls, the intents of all
+the plan's batch submissions are written ahead in one transaction (one fsync), before
+the first sbatch; the job ids are written in groups of ``CONFIRM_EVERY`` (a crash loses
+at most that many, and the next pass adopts those jobs by their tags, as after any crash
+between sbatch and the journal). Intents of runs never sent (skipped, or an apply that
+stopped) are withdrawn at the end. A run started as a step in an allocation keeps one
+intent of its own, written just before: an open intent of a step holds its run back
+(``plan._unlisted_step``).
+
 A refused submission (bad partition...) is recorded and skipped; runs that were to wait
 for it are skipped too (keep going, like dvc's `on_error="keep-going"`). A transient
 scheduler error stops the apply: the next pass will look again.
@@ -26,10 +35,12 @@ from reconciler.scheduler.base import Scheduler, SubmitRequest
 from reconciler.scheduler.render import RenderContext, render_batch_script, required_directories
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredRun, flat_fields
-from reconciler.state.journal import Journal
+from reconciler.state.journal import Intent, Journal
 from reconciler.state.paths import input_paths, run_dir
 
 Clock = Callable[[], datetime]
+
+CONFIRM_EVERY = 100
 
 
 @dataclass
@@ -55,11 +66,41 @@ class Applier:
     code_dir: Path
     clock: Clock
     result: ApplyResult = field(default_factory=ApplyResult)
+    _intents: dict[str, int] = field(default_factory=dict)  # run -> intent not sent yet
+    _confirmed: list[tuple[int, str]] = field(default_factory=list)  # not written yet
 
     def run(self) -> ApplyResult:
-        for action in self.plan.actions:
-            self._carry_out(action)
+        self._write_ahead()
+        try:
+            for action in self.plan.actions:
+                self._carry_out(action)
+        finally:
+            self._confirm()
+            if self._intents:
+                self.journal.withdraw_intents(list(self._intents.values()))
         return self.result
+
+    def _write_ahead(self) -> None:
+        """The intents of every batch submission of the plan, in one transaction."""
+        runs = [
+            self.desired.runs[action.target]
+            for action in self.plan.actions
+            if action.target_kind == "run"
+            and action.kind in (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE)
+            and action.allocation_job is None
+        ]
+        intents = [self._intent(run) for run in runs]
+        ids = self.journal.record_intents(intents, self.clock()) if intents else []
+        self._intents = {run.name: record_id for run, record_id in zip(runs, ids, strict=True)}
+
+    def _intent(self, run: DesiredRun) -> Intent:
+        fields = flat_fields(run.spec, run.script_text)
+        return Intent(self.plan.project, "run", run.name, run.spec_hash, self.plan.commit, fields)
+
+    def _confirm(self) -> None:
+        if self._confirmed:
+            self.journal.record_submissions(self._confirmed, self.clock())
+            self._confirmed = []
 
     def _carry_out(self, action: Action) -> None:
         if action.kind is ActionKind.ADOPT:
@@ -134,13 +175,14 @@ class Applier:
         for directory in required_directories(run, context):
             directory.mkdir(parents=True, exist_ok=True)
         dependencies = (*action.after_jobs, *(self.result.submitted[up] for up in action.after))
-        intent = self.journal.record_intent(
-            self.plan.project, "run", run.name, run.spec_hash, self.plan.commit,
-            flat_fields(run.spec, run.script_text), self.clock(),
-        )  # fmt: skip
         if action.allocation_job is not None:
+            (intent,) = self.journal.record_intents([self._intent(run)], self.clock())
             self._start_step(action, run, script, Path(context.run_dir), tag, intent)
             return
+        if run.name in self._intents:
+            intent = self._intents.pop(run.name)  # from here on it may have been sent
+        else:  # not written ahead: a plan that names a run twice
+            (intent,) = self.journal.record_intents([self._intent(run)], self.clock())
         request = SubmitRequest(
             script=script, workdir=Path(context.run_dir), dependencies=dependencies, tag=tag
         )
@@ -151,7 +193,9 @@ class Applier:
             self.result.refused[run.name] = str(error)
             return
         fault_point("after-sbatch")
-        self.journal.record_submitted(intent, job_id, self.clock())
+        self._confirmed.append((intent, job_id))
+        if len(self._confirmed) >= CONFIRM_EVERY:
+            self._confirm()
         self.result.submitted[run.name] = job_id
 
     def _start_step(

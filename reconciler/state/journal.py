@@ -29,12 +29,12 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict
 
@@ -119,6 +119,17 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
+class Intent(NamedTuple):
+    """A submission recon is about to make: what ``record_intents`` writes ahead."""
+
+    project: str
+    kind: Literal["run", "alloc"]
+    name: str
+    spec_hash: str
+    commit: str | None
+    spec_fields: dict[str, Any]
+
+
 class CancelRecord(BaseModel):
     """One scancel recon meant to make; ``done_at`` is None until its outcome is recorded."""
 
@@ -186,40 +197,65 @@ class Journal:
         now: datetime,
     ) -> int:
         """Record that recon is about to submit; returns the record id for what follows."""
-        fields = json.dumps(spec_fields, sort_keys=True)
+        intent = Intent(project, kind, name, spec_hash, commit, spec_fields)
+        (record_id,) = self.record_intents([intent], now)
+        return record_id
+
+    def record_intents(self, intents: Sequence[Intent], now: datetime) -> list[int]:
+        """Record several submissions recon is about to make, in one transaction (one
+        fsync): a group written ahead of its sbatch calls. Returns their record ids."""
         stamp = _stamp(now)
+        ids = []
         with self._transaction() as db:
-            cursor = db.execute(
-                "INSERT INTO submissions (project, kind, name, spec_hash, git_commit, status,"
-                " spec_fields, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    project,
-                    kind,
-                    name,
-                    spec_hash,
-                    commit,
-                    SubmissionStatus.INTENT,
-                    fields,
-                    stamp,
-                    stamp,
-                ),
+            for intent in intents:
+                cursor = db.execute(
+                    "INSERT INTO submissions (project, kind, name, spec_hash, git_commit,"
+                    " status, spec_fields, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        intent.project,
+                        intent.kind,
+                        intent.name,
+                        intent.spec_hash,
+                        intent.commit,
+                        SubmissionStatus.INTENT,
+                        json.dumps(intent.spec_fields, sort_keys=True),
+                        stamp,
+                        stamp,
+                    ),
+                )
+                ids.append(_rowid(cursor))
+        return ids
+
+    def withdraw_intents(self, record_ids: Sequence[int]) -> None:
+        """Forget intents no sbatch was ever sent for (an apply that stopped, or a run
+        skipped because its upstream was not submitted). Any that has a job is kept."""
+        with self._transaction() as db:
+            db.executemany(
+                "DELETE FROM submissions WHERE id = ? AND status = ? AND job_id IS NULL",
+                [(record_id, SubmissionStatus.INTENT) for record_id in record_ids],
             )
-        return _rowid(cursor)
 
     def record_submitted(self, record_id: int, job_id: str, now: datetime) -> None:
         """sbatch returned ``job_id`` for the intent ``record_id``. Repeating it is a no-op."""
+        self.record_submissions([(record_id, job_id)], now)
+
+    def record_submissions(self, submitted: Sequence[tuple[int, str]], now: datetime) -> None:
+        """``record_submitted`` for several (intent, job id) pairs in one transaction."""
         with self._transaction() as db:
-            row = _submission(db, record_id)
-            if row["status"] == SubmissionStatus.INTENT:
-                db.execute(
-                    "UPDATE submissions SET status = ?, job_id = ?, updated_at = ? WHERE id = ?",
-                    (SubmissionStatus.SUBMITTED, job_id, _stamp(now), record_id),
-                )
-            elif row["job_id"] != job_id:
-                raise ValueError(
-                    f"submission {record_id} is {row['status']} with job {row['job_id']};"
-                    f" it cannot also be job {job_id}"
-                )
+            for record_id, job_id in submitted:
+                row = _submission(db, record_id)
+                if row["status"] == SubmissionStatus.INTENT:
+                    db.execute(
+                        "UPDATE submissions SET status = ?, job_id = ?, updated_at = ?"
+                        " WHERE id = ?",
+                        (SubmissionStatus.SUBMITTED, job_id, _stamp(now), record_id),
+                    )
+                elif row["job_id"] != job_id:
+                    raise ValueError(
+                        f"submission {record_id} is {row['status']} with job {row['job_id']};"
+                        f" it cannot also be job {job_id}"
+                    )
 
     def record_refused(self, record_id: int, reason: str, now: datetime) -> None:
         """sbatch refused the intent ``record_id``: no job exists."""
