@@ -82,7 +82,9 @@ if args[0] == "--sacct":
             return subprocess.CompletedProcess(list(argv), 0, text, "")
         return run(argv, stdin)
 
-    select.select_scheduler = lambda choice, state_dir: SlurmScheduler(runner)
+    select.select_scheduler = lambda choice, state_dir, project=None: SlurmScheduler(
+        runner, project=project
+    )
 sys.argv = ["recon", *args]
 from reconciler.cli import main
 main()
@@ -212,8 +214,11 @@ def _sacct_text(
     return "\n".join(lines) + "\n"
 
 
-def measure(args: list[str], repeat: int, sacct: Path | None = None) -> tuple[float, float]:
-    _timed_rss(args, sacct)  # warm the parse cache and the page cache
+def measure(
+    args: list[str], repeat: int, sacct: Path | None = None, warm: bool = True
+) -> tuple[float, float]:
+    if warm:
+        _timed_rss(args, sacct)  # warm the parse cache and the page cache
     walls, peaks = [], []
     for _ in range(repeat):
         wall, peak = _timed_rss(args, sacct)
@@ -243,6 +248,24 @@ def growth(sizes: list[int], times: list[float]) -> str:
         (n1, t1), (n2, t2) = (sizes[i - 1], times[i - 1]), (sizes[i], times[i])
         steps.append(f"{(t2 / t1) ** (1 / math.log2(n2 / n1)):.2f}x")
     return ", ".join(steps) or "-"
+
+
+def status(work: Path, backend: str, sizes: list[int], form: str, repeat: int) -> None:
+    """`recon status` over the completed repos (their parse cache is warm from the plans)."""
+    walls = []
+    for size in sizes:
+        root = work / f"{backend}-completed-{size}"
+        sacct = work / f"{backend}-completed-{size}.sacct"
+        generated = sacct if backend == "slurm" else None
+        args = ["status", str(root), "--format", form]
+        wall, peak = measure(args, repeat, generated, warm=False)
+        walls.append(wall)
+        print(
+            f"status {backend:5} completed {size:6} runs ({form:4}): {wall:6.2f} s"
+            f"  peak {peak:5.0f} MiB",
+            flush=True,
+        )
+    print(f"status {backend:5} completed ({form}) growth per doubling: {growth(sizes, walls)}")
 
 
 def slurm_up() -> bool:
@@ -293,22 +316,8 @@ def main() -> None:
                     f"plan   {backend:5} {scenario:9} growth per doubling: {growth(sizes, walls)}"
                 )
                 if scenario == "completed":
-                    walls = []
-                    for size in sizes:
-                        root = work / f"{backend}-{scenario}-{size}"
-                        sacct = work / f"{backend}-{scenario}-{size}.sacct"
-                        generated = sacct if backend == "slurm" else None
-                        wall, peak = measure(["status", str(root)], options.repeat, generated)
-                        walls.append(wall)
-                        print(
-                            f"status {backend:5} {scenario:9} {size:6} runs: {wall:6.2f} s"
-                            f"  peak {peak:5.0f} MiB",
-                            flush=True,
-                        )
-                    print(
-                        f"status {backend:5} {scenario:9} growth per doubling: "
-                        f"{growth(sizes, walls)}"
-                    )
+                    for form in ("text", "json"):
+                        status(work, backend, sizes, form, options.repeat)
         root = work / f"{backends[0]}-none-{sizes[-1]}"
         if root.exists():
             changed = root / "specs" / "sweep-00007.yaml"

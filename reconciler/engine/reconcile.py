@@ -106,7 +106,8 @@ def load(request: Request) -> Desired:
 
 
 def scheduler_for(desired: Desired) -> Scheduler:
-    return select_scheduler(desired.project.scheduler, state_dir(desired))
+    project = desired.project.project
+    return select_scheduler(desired.project.scheduler, state_dir(desired), project)
 
 
 def read_journal(desired: Desired) -> JournalState:

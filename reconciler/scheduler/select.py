@@ -44,12 +44,13 @@ def slurm_available() -> bool:
     return result.returncode == 0
 
 
-def select_scheduler(choice: Choice, state_dir: Path) -> Scheduler:
-    """The backend for ``choice``; a local one keeps its jobs under ``state_dir``."""
+def select_scheduler(choice: Choice, state_dir: Path, project: str | None = None) -> Scheduler:
+    """The backend for ``choice``; a local one keeps its jobs under ``state_dir``. With
+    ``project``, Slurm's history is read for that project's jobs only."""
     if choice == "slurm" or (choice == "auto" and slurm_available()):
         from reconciler.scheduler.slurm.adapter import SlurmScheduler
 
-        return SlurmScheduler()
+        return SlurmScheduler(project=project)
     from reconciler.scheduler.local import LocalScheduler
 
     return LocalScheduler(state_dir, cpus=_local_cpus())

@@ -247,3 +247,13 @@ def test_an_unreadable_row_that_holds_a_tag_is_kept_to_be_reported() -> None:
     kept = recon_rows(f"garbage|{TAG}\n" + OTHERS, ())
     assert kept == f"garbage|{TAG}\n"
     assert parse_sacct(kept, UTC).rejected[0].line == f"garbage|{TAG}"
+
+
+def test_with_a_project_other_projects_rows_are_not_kept() -> None:
+    other = TAG.replace("probe", "other")
+    text = f"70|70|COMPLETED|0:0|None|||||cpu||other.x|{other}\n70.batch|70.batch|COMPLETED|0:0||||||||batch|\n"
+    live = parse_squeue(LIVE, UTC).records
+    assert recon_rows(text + SACCT, live, "other").splitlines()[:2] == text.splitlines()
+    kept = recon_rows(text + SACCT + RUNNING, live, "probe")
+    assert "70" not in [line.split("|")[0] for line in kept.splitlines()]
+    assert kept == recon_rows(SACCT + RUNNING, live)

@@ -74,9 +74,11 @@ class SlurmScheduler:
         first_delay: float = 1.0,
         spawn: Spawner = spawn_detached,
         user: str | None = None,
+        project: str | None = None,
     ) -> None:
         """``tz`` is the zone Slurm prints times in: this machine's local time unless told;
-        ``user`` whose jobs are observed: the user recon runs as unless told."""
+        ``user`` whose jobs are observed: the user recon runs as unless told; ``project``
+        whose jobs are read from sacct's history (every recon job's when None)."""
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
         self._runner = runner
@@ -87,6 +89,7 @@ class SlurmScheduler:
         self._first_delay = first_delay
         self._spawn = spawn
         self._user = user or pwd.getpwuid(os.geteuid()).pw_name
+        self._project = project
 
     def observe(self, since: datetime) -> Observation:
         """One squeue and one sacct call, whatever the number of jobs.
@@ -102,7 +105,8 @@ class SlurmScheduler:
         squeue = parse_squeue(live.stdout, self._tz)
         if history.returncode != 0:
             return combine(squeue, None, taken_at, message_of(history))
-        sacct = parse_sacct(recon_rows(history.stdout, squeue.records), self._tz)
+        kept = recon_rows(history.stdout, squeue.records, self._project)
+        sacct = parse_sacct(kept, self._tz)
         return combine(squeue, sacct, taken_at)
 
     def partitions(self) -> tuple[Partition, ...]:

@@ -105,7 +105,7 @@ def parse_sacct(text: str, tz: tzinfo) -> Parsed:
     return _parse_lines(text, len(SACCT_FIELDS), lambda cells: _sacct_row(cells, tz))
 
 
-def recon_rows(text: str, live: Iterable[JobRecord]) -> str:
+def recon_rows(text: str, live: Iterable[JobRecord], project: str | None = None) -> str:
     """The lines of sacct's text that may belong to recon's jobs, before any is parsed.
 
     A user's sacct can list a million rows, most of them other work: building a record
@@ -113,10 +113,15 @@ def recon_rows(text: str, live: Iterable[JobRecord]) -> str:
     comment, or a step named with one), and every row of a job one of them or squeue
     (``live``) tags: a job's steps carry no comment, and sacct shows a running job's
     comment only once it ends. A row under a component's own id (``42.0`` for ``41+1.0``,
-    see ``combine``) is kept when squeue lists that id for a job of recon's.
+    see ``combine``) is kept when squeue lists that id for a job of recon's. With
+    ``project``, only that project's tags count: a user's other projects' jobs are not read.
     """
-    marker = f"{PREFIX}:"
-    tops = {row.top_id for row in live if row.tag is not None}
+    marker = f"{PREFIX}:" if project is None else f"{PREFIX}:{project}:"
+    tops = {
+        row.top_id
+        for row in live
+        if row.tag is not None and (project is None or row.tag.project == project)
+    }
     heads = {row.raw_id for row in live if row.raw_id and row.top_id in tops}
     found = text.find(marker)
     while found != -1:  # the tagged rows, found without splitting every line
