@@ -6,7 +6,7 @@ Needs the Slurm dev cluster (`recon dev-cluster up`). For each size: a fresh rep
 runs (`true`, one CPU, one minute), `recon apply --auto-approve` timed as a whole command
 in a fresh process, then a loop of N `sbatch --parsable --wrap=true` calls timed the same
 way (each a subprocess, as a shell loop would make them), and the ratio (target: at most
-1.3 at 2,000). Everything both submit is named after this benchmark's own project and
+1.3 at 2,000). Everything both submit is named after this benchmark (`benchapply...`) and
 cancelled at the end, also when a step fails. It is a benchmark, not a test.
 """
 
@@ -34,8 +34,10 @@ def git(root: Path, *args: str) -> None:
 
 
 def make_repo(root: Path, runs: int) -> None:
+    """A project of its own per size, so no apply reads another's jobs in sacct."""
     (root / "specs").mkdir(parents=True)
-    (root / "recon.yaml").write_text(f"project: {PROJECT}\nscheduler: slurm\n")
+    project = f"{PROJECT}-{os.getpid()}-{runs}"
+    (root / "recon.yaml").write_text(f"project: {project}\nscheduler: slurm\n")
     for i in range(runs):
         (root / "specs" / f"r{i:05d}.yaml").write_text(RUN.format(i=i))
     git(root, "init", "-q")

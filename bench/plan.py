@@ -3,10 +3,10 @@
     python bench/plan.py [--sizes 1000,2000,5000,10000] [--backends local,slurm]
                          [--scenarios none,completed,mixed] [--repeat 3] [--keep DIR]
 
-Each figure is the wall time and peak RSS of the whole command in a fresh process, as a
-user runs it (interpreter start-up, warm parse cache, observation, plan, report), the
-median of --repeat runs, then the growth per doubling of runs between sizes
-((t2/t1) ** (1 / log2(n2/n1))). Scenarios:
+Each figure is the wall time, CPU time (user + system: steadier on a shared machine) and
+peak RSS of the whole command in a fresh process, as a user runs it (interpreter
+start-up, warm parse cache, observation, plan, report), the median of --repeat runs,
+then the growth per doubling of runs between sizes ((t2/t1) ** (1 / log2(n2/n1))). Scenarios:
 
 - none:      N runs (one `prepare`, N-1 sweep points reading its output), nothing submitted;
 - completed: every run succeeded: one journal record and one ended job per run, outputs
@@ -220,11 +220,17 @@ def measure(
     if warm:
         _timed_rss(args, sacct)  # warm the parse cache and the page cache
     walls, peaks = [], []
+    _CPU.clear()
     for _ in range(repeat):
         wall, peak = _timed_rss(args, sacct)
         walls.append(wall)
         peaks.append(peak)
     return statistics.median(walls), max(peaks)
+
+
+def cpu() -> float:
+    """The median CPU seconds of the last `measure`."""
+    return statistics.median(_CPU)
 
 
 def _timed_rss(args: list[str], sacct: Path | None) -> tuple[float, float]:
@@ -239,7 +245,13 @@ def _timed_rss(args: list[str], sacct: Path | None) -> tuple[float, float]:
     code = os.waitstatus_to_exitcode(status)
     if code not in (0, 2):
         raise RuntimeError(f"recon {' '.join(args)} exited {code}: {err.decode()[-2000:]}")
+    _CPU.append(usage.ru_utime + usage.ru_stime)
     return wall, usage.ru_maxrss / 1024
+
+
+# CPU seconds (user + system) of each measured process: on a shared machine, steadier
+# than wall time, which waits for other processes' turns too.
+_CPU: list[float] = []
 
 
 def growth(sizes: list[int], times: list[float]) -> str:
@@ -252,7 +264,7 @@ def growth(sizes: list[int], times: list[float]) -> str:
 
 def status(work: Path, backend: str, sizes: list[int], form: str, repeat: int) -> None:
     """`recon status` over the completed repos (their parse cache is warm from the plans)."""
-    walls = []
+    walls, cpus = [], []
     for size in sizes:
         root = work / f"{backend}-completed-{size}"
         sacct = work / f"{backend}-completed-{size}.sacct"
@@ -260,12 +272,16 @@ def status(work: Path, backend: str, sizes: list[int], form: str, repeat: int) -
         args = ["status", str(root), "--format", form]
         wall, peak = measure(args, repeat, generated, warm=False)
         walls.append(wall)
+        cpus.append(cpu())
         print(
             f"status {backend:5} completed {size:6} runs ({form:4}): {wall:6.2f} s"
-            f"  peak {peak:5.0f} MiB",
+            f" (cpu {cpus[-1]:6.2f} s)  peak {peak:5.0f} MiB",
             flush=True,
         )
-    print(f"status {backend:5} completed ({form}) growth per doubling: {growth(sizes, walls)}")
+    print(
+        f"status {backend:5} completed ({form}) growth per doubling: wall "
+        f"{growth(sizes, walls)}; cpu {growth(sizes, cpus)}"
+    )
 
 
 def slurm_up() -> bool:
@@ -295,7 +311,7 @@ def main() -> None:
     try:
         for backend in backends:
             for scenario in options.scenarios.split(","):
-                walls, peaks = [], []
+                walls, cpus = [], []
                 for size in sizes:
                     root = work / f"{backend}-{scenario}-{size}"
                     sacct = work / f"{backend}-{scenario}-{size}.sacct"
@@ -306,14 +322,15 @@ def main() -> None:
                     generated = sacct if backend == "slurm" and scenario != "none" else None
                     wall, peak = measure(["plan", str(root)], options.repeat, generated)
                     walls.append(wall)
-                    peaks.append(peak)
+                    cpus.append(cpu())
                     print(
                         f"plan   {backend:5} {scenario:9} {size:6} runs: {wall:6.2f} s"
-                        f"  peak {peak:5.0f} MiB",
+                        f" (cpu {cpus[-1]:6.2f} s)  peak {peak:5.0f} MiB",
                         flush=True,
                     )
                 print(
-                    f"plan   {backend:5} {scenario:9} growth per doubling: {growth(sizes, walls)}"
+                    f"plan   {backend:5} {scenario:9} growth per doubling: wall "
+                    f"{growth(sizes, walls)}; cpu {growth(sizes, cpus)}"
                 )
                 if scenario == "completed":
                     for form in ("text", "json"):
@@ -327,7 +344,7 @@ def main() -> None:
             wall, peak = measure(["plan", "--against", "HEAD~1", str(root)], options.repeat)
             print(
                 f"plan --against HEAD~1, {sizes[-1]} runs, one file changed: {wall:.2f} s"
-                f"  peak {peak:.0f} MiB"
+                f" (cpu {cpu():.2f} s)  peak {peak:.0f} MiB"
             )
     finally:
         if options.keep is None:
