@@ -68,7 +68,18 @@ PREPARE = (
 # What the child process runs: the CLI itself, with (for generated sacct text) the Slurm
 # adapter's runner swapped for one that answers sacct from a file and runs the rest.
 CHILD = """\
-import subprocess, sys
+import atexit, os, subprocess, sys
+
+
+def peak():  # VmHWM is this program's own: ru_maxrss would count the bench's image too
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                with open(os.environ["BENCH_PEAK_FILE"], "w") as out:
+                    out.write(line.split()[1])
+
+
+atexit.register(peak)
 args = sys.argv[1:]
 if args[0] == "--sacct":
     text = open(args[1]).read()
@@ -235,7 +246,8 @@ def cpu() -> float:
 
 def _timed_rss(args: list[str], sacct: Path | None) -> tuple[float, float]:
     argv = [sys.executable, "-c", CHILD, *(["--sacct", str(sacct)] if sacct else []), *args]
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    peak_file = Path(tempfile.gettempdir()) / f"recon-bench-peak-{os.getpid()}"
+    env = {**os.environ, "PYTHONPATH": str(HERE), "BENCH_PEAK_FILE": str(peak_file)}
     start = time.perf_counter()
     process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert process.stderr is not None
@@ -246,7 +258,7 @@ def _timed_rss(args: list[str], sacct: Path | None) -> tuple[float, float]:
     if code not in (0, 2):
         raise RuntimeError(f"recon {' '.join(args)} exited {code}: {err.decode()[-2000:]}")
     _CPU.append(usage.ru_utime + usage.ru_stime)
-    return wall, usage.ru_maxrss / 1024
+    return wall, int(peak_file.read_text()) / 1024
 
 
 # CPU seconds (user + system) of each measured process: on a shared machine, steadier
