@@ -125,3 +125,14 @@ def test_the_counting_sees_a_scan_per_run() -> None:
     for name in state.runs:
         any(job.tag.name == name for job in observation.jobs)
     assert Visits.count > VISITS_PER_ITEM * 3 * RUNS
+
+
+def test_the_job_index_follows_a_copy_with_other_jobs() -> None:
+    """An observation cut to one deployment's share is a model_copy with other jobs: its
+    lookups must not answer from the index of the whole."""
+    state, observation, _ = sweep()
+    name = next(iter(state.runs))
+    assert observation.find(state.project.project, name)  # the index of the whole is built
+    share = observation.model_copy(update={"jobs": ()})
+    assert share.find(state.project.project, name) == ()
+    assert observation.find(state.project.project, name)
