@@ -14,9 +14,7 @@ submit the same run.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -148,30 +146,6 @@ def look(
     now: datetime,
 ) -> Look:
     """Observe the cluster and the filesystem, judge finished jobs, and plan. Reads only."""
-    with _few_collections():
-        return _look(request, desired, scheduler, journal, now)
-
-
-@contextmanager
-def _few_collections() -> Iterator[None]:
-    """A look builds a model per run and per observed job, all kept to its end: with the
-    collector's default thresholds, each collection of the oldest generation scans them
-    all again, and a plan of 10,000 runs spent 3 of its 8 CPU seconds in them."""
-    before = gc.get_threshold()
-    gc.set_threshold(50_000, 50, 100)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-
-
-def _look(
-    request: Request,
-    desired: Desired,
-    scheduler: Scheduler,
-    journal: JournalState,
-    now: datetime,
-) -> Look:
     found = scheduler.observe(observation_window(journal.records, now))
     share = share_of(found, desired.project.project, deployment(desired))
     endings = settle.judge(desired, share.own, journal.records)
