@@ -62,7 +62,13 @@ class Harness:
 
     def tag(self, name: str, kind: str = "run") -> Tag:
         return Tag.model_validate(
-            {"project": self.project, "kind": kind, "name": name, "spec_hash": "0123456789abcdef"}
+            {
+                "project": self.project,
+                "deployment": "0123456789ab",
+                "kind": kind,
+                "name": name,
+                "spec_hash": "0123456789abcdef",
+            }
         )
 
     def submit(self, name: str, body: str, dependencies: Sequence[str] = ()) -> str:
