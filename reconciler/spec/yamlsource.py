@@ -104,7 +104,8 @@ def parse_documents(text: str, file: str) -> tuple[list[SourceDocument], list[Sp
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else None
         message = " ".join(str(part) for part in (error.context, error.problem) if part)
-        return documents, [SpecIssue(file, line, "", f"invalid YAML: {message}")]
+        source_line = text.splitlines()[line - 1] if line and line <= text.count("\n") + 1 else ""
+        return documents, [SpecIssue(file, line, "", _explain(message, source_line))]
     except (YAMLError, ValueError, TypeError, OverflowError, RecursionError) as error:
         # The C parser and the scalar constructors raise plain errors on some inputs
         # (bad timestamps, bad encodings); to the user they are all unreadable YAML.
@@ -112,6 +113,19 @@ def parse_documents(text: str, file: str) -> tuple[list[SourceDocument], list[Sp
     finally:
         loader.dispose()
     return documents, []
+
+
+def _explain(message: str, source_line: str) -> str:
+    """The parser's words, with what a spec author does about the usual causes."""
+    indentation = source_line[: len(source_line) - len(source_line.lstrip(" \t"))]
+    if "\t" in indentation:
+        return "invalid YAML: a tab in the indentation: indent with spaces only"
+    if "found unexpected ':'" in message:
+        return (
+            f"invalid YAML: {message}: inside {{...}} or [...] quote a value that holds "
+            'a colon, as in {gpus: "A100:1", time: "00:20:00"}, or write one field a line'
+        )
+    return f"invalid YAML: {message}"
 
 
 def _line(node: Node) -> int:

@@ -272,3 +272,15 @@ def test_run_in_an_allocation_takes_only_step_resources(
 def test_min_remaining_must_be_shorter_than_the_time_limit(repo: GitRepo) -> None:
     issue = only(repo, {"specs/w.yaml": WARM + "min_remaining: 2h\n"})
     assert "min_remaining" in issue.message and "never be reused" in issue.message
+
+
+def test_a_tab_in_the_indentation_says_tab(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + "resources:\n\tcpus: 4\n"})
+    assert (issue.file, issue.line) == ("specs/a.yaml", 7)
+    assert issue.message == "invalid YAML: a tab in the indentation: indent with spaces only"
+
+
+def test_a_colon_in_flow_style_says_quote_it(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + "resources: {time: 00:20:00}\n"})
+    assert (issue.file, issue.line) == ("specs/a.yaml", 6)
+    assert 'quote a value that holds a colon, as in {gpus: "A100:1"' in issue.message
