@@ -48,6 +48,13 @@ def main() -> None:
         # The message may quote the user's text: never read it as rich markup.
         err_console.print(Text("error: ", style="red") + Text(str(error)), soft_wrap=True)
         sys.exit(EXIT_ERROR)
+    except OSError as error:
+        # A file or folder the user named (or recon.yaml names) that cannot be used: the
+        # places recon knows of raise PathError with a hint; this is the net under the rest.
+        where = f"{error.filename}: " if error.filename else ""
+        reason = error.strerror or str(error)
+        err_console.print(Text("error: ", style="red") + Text(where + reason), soft_wrap=True)
+        sys.exit(EXIT_ERROR)
     except typer.Abort:
         err_console.print("aborted")
         sys.exit(EXIT_ERROR)

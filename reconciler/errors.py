@@ -11,6 +11,7 @@
     ├── LockedError                 another apply holds the project's lock (exit code 3)
     ├── StalePlanError              a saved plan no longer matches the commit or the cluster
     ├── JournalError                the journal database is unreadable, corrupt or too new
+    ├── PathError                   a folder recon writes to cannot be made (--out, state_dir...)
     └── DevClusterError             the local dev cluster could not be brought up or down
 
 The CLI maps each branch to an exit code in one place (``reconciler.cli``).
@@ -19,6 +20,7 @@ The CLI maps each branch to an exit code in one place (``reconciler.cli``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 class ReconError(Exception):
@@ -84,6 +86,23 @@ class StalePlanError(ReconError):
 
 class JournalError(ReconError):
     """The project's journal cannot be opened or used; the message says what to do."""
+
+
+class PathError(ReconError):
+    """A folder recon has to create or write into cannot be used; the message names it,
+    where it was set, and why."""
+
+
+STATE_DIR_HINT = "it is state_dir in recon.yaml: set it to a folder you can write"
+RUNS_DIR_HINT = "it is under runs_dir in recon.yaml: set it to a folder you can write"
+
+
+def cannot_create(path: Path, error: OSError, where: str) -> PathError:
+    """The message for a folder that could not be made: `where` says what set it."""
+    reason = error.strerror or str(error)
+    if isinstance(error, FileExistsError | NotADirectoryError):
+        reason = "it or a folder above it is a file"
+    return PathError(f"cannot create the folder {path} ({reason}): {where}")
 
 
 class DevClusterError(ReconError):

@@ -48,6 +48,17 @@ DownstreamOption = Annotated[
 FormatOption = Annotated[Format, typer.Option("--format", help="Output format.")]
 
 
+def output_folder(path: Path) -> Path:
+    """The folder `--out` names, created if missing; an error that says why if it cannot be."""
+    from reconciler.errors import cannot_create
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise cannot_create(path, error, "--out names a folder to write into") from None
+    return path
+
+
 def split_arguments(arguments: list[str] | None) -> tuple[Path, list[str]]:
     """`recon plan`, `recon plan REPO`, `recon plan REPO train eval` or `recon plan train`:
     the first argument is the repo when it is a folder."""

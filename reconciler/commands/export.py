@@ -12,6 +12,7 @@ from reconciler.commands.common import (
     TargetsArgument,
     WorktreeOption,
     console,
+    output_folder,
     split_arguments,
 )
 
@@ -47,7 +48,9 @@ def ro_crate(
         manifest = read_manifest(run_dir(desired, desired.runs[name]))
         if manifest is not None:
             manifests[name] = manifest
-    written = export_ro_crate(manifests, desired.project.project, desired.commit, out)
+    written = export_ro_crate(
+        manifests, desired.project.project, desired.commit, output_folder(out)
+    )
     skipped = len(names) - len(manifests)
     console.print(
         f"Wrote {written}/ro-crate-metadata.json: {len(manifests)} runs"

@@ -13,6 +13,7 @@ from reconciler.commands.common import (
     RevisionOption,
     WorktreeOption,
     console,
+    output_folder,
 )
 
 
@@ -44,5 +45,5 @@ def schema(
     """Write the JSON Schemas of recon.yaml, Run and Allocation (for editors and CI)."""
     from reconciler.spec import schema as spec_schema
 
-    for path in spec_schema.write(out):
+    for path in spec_schema.write(output_folder(out)):
         console.print(f"wrote {path}")

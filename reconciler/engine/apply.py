@@ -20,7 +20,7 @@ from pathlib import Path
 from reconciler.engine import allocate
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.faults import fault_point
-from reconciler.errors import PermanentSchedulerError
+from reconciler.errors import RUNS_DIR_HINT, PermanentSchedulerError, cannot_create
 from reconciler.scheduler.base import Scheduler, SubmitRequest
 from reconciler.scheduler.render import RenderContext, render_batch_script, required_directories
 from reconciler.scheduler.tag import Tag
@@ -124,14 +124,23 @@ class Applier:
     def _submit(self, action: Action) -> None:
         missing = [up for up in action.after if up not in self.result.submitted]
         if missing:
-            self.result.skipped[action.target] = f"upstream {', '.join(missing)} was not submitted"
+            self.result.skipped[action.target] = (
+                f"upstream {missing[0]} was not submitted"
+                if len(missing) == 1
+                else f"upstreams {', '.join(missing)} were not submitted"
+            )
             return
         run = self.desired.runs[action.target]
         tag = Tag(project=self.plan.project, kind="run", name=run.name, spec_hash=run.spec_hash)
         context = self._context(run, tag)
         script = render_batch_script(run, context)
-        for directory in required_directories(run, context):
-            directory.mkdir(parents=True, exist_ok=True)
+        try:
+            for directory in required_directories(run, context):
+                directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            # Like a refusal by the scheduler: this run and what waits for it are skipped.
+            self.result.refused[run.name] = str(cannot_create(directory, error, RUNS_DIR_HINT))
+            return
         dependencies = (*action.after_jobs, *(self.result.submitted[up] for up in action.after))
         intent = self.journal.record_intent(
             self.plan.project, "run", run.name, run.spec_hash, self.plan.commit,

@@ -22,7 +22,7 @@ from reconciler.engine.plan import FileState, Fit
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.planfile import check_fresh
 from reconciler.engine.settle import settle
-from reconciler.errors import ObservationError
+from reconciler.errors import STATE_DIR_HINT, ObservationError, cannot_create
 from reconciler.scheduler.base import Observation, Scheduler, StepScheduler
 from reconciler.scheduler.select import select_scheduler
 from reconciler.scheduler.states import Health
@@ -69,7 +69,10 @@ def state_dir(desired: Desired) -> Path:
 
 def journal_for(desired: Desired) -> Journal:
     directory = state_dir(desired)
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise cannot_create(directory, error, STATE_DIR_HINT) from None
     return Journal(directory / JOURNAL_FILE)
 
 
