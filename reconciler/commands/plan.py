@@ -88,7 +88,7 @@ def _plan_against(
 
     head = load_desired(open_source(repo, rev, worktree))
     try:
-        base = load_desired(open_source(repo, against))
+        base = load_desired(open_source(repo, against, option="--against"))
     except NoProjectError:
         # The change that brings recon into the repo: everything is new.
         base = replace(head, commit=None, runs={}, allocations={}, upstreams={})

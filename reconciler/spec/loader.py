@@ -37,15 +37,37 @@ from reconciler.spec.summary import DocumentSummary, summarize
 from reconciler.spec.yamlsource import parse_documents
 
 
-def open_source(root: Path, revision: str | None = None, worktree: bool = False) -> SpecSource:
-    """The commit `revision` (default HEAD) of the repo at `root`, or its work tree."""
+def open_source(
+    root: Path, revision: str | None = None, worktree: bool = False, option: str = "--rev"
+) -> SpecSource:
+    """The commit `revision` (default HEAD) of the repo at `root`, or its work tree.
+
+    `option` names where the revision came from, for the message when it is empty."""
+    if revision is not None and not revision.strip():
+        raise RepoError(
+            f"{option} is empty (an unset CI variable?): name a commit, branch or tag"
+            + (", or leave --rev out to read HEAD" if option == "--rev" else "")
+        )
+    _check_project_folder(root)
     if worktree:
         if revision is not None:
             raise RepoError("--worktree reads the files on disk: give no revision with it")
-        if not root.is_dir():
-            raise RepoError(f"{root} is not a directory")
         return WorktreeSource(root.resolve())
     return CommitSource(root, revision or "HEAD")
+
+
+def _check_project_folder(root: Path) -> None:
+    if root.is_dir():
+        return
+    if root.exists():
+        raise RepoError(
+            f"{root} is a file: give the project folder (the one holding recon.yaml), "
+            f"here `{root.parent.as_posix()}`, or nothing for the current folder"
+        )
+    raise RepoError(
+        f"the folder {root} does not exist: give the project folder (the one holding "
+        "recon.yaml), or nothing for the current folder"
+    )
 
 
 def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
@@ -77,18 +99,7 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
 
 def load_project(source: SpecSource) -> Project:
     if PROJECT_FILE not in source.paths():
-        where = "the work tree" if source.commit is None else f"commit {source.commit[:12]}"
-        raise NoProjectError(
-            [
-                SpecIssue(
-                    PROJECT_FILE,
-                    None,
-                    "",
-                    f"not found at the root of {where}: every recon repo has one "
-                    "(at least `project: NAME`)",
-                )
-            ]
-        )
+        raise NoProjectError([SpecIssue(PROJECT_FILE, None, "", _no_project_file(source))])
     text = _decode(source.read(PROJECT_FILE), PROJECT_FILE)
     if isinstance(text, SpecIssue):
         raise SpecError([text])
@@ -101,6 +112,27 @@ def load_project(source: SpecSource) -> Project:
     if project is None:
         raise SpecError(issues)
     return project
+
+
+def _no_project_file(source: SpecSource) -> str:
+    """Why recon.yaml is missing, as far as the disk tells, and what to do."""
+    where = "the work tree" if source.commit is None else f"commit {source.commit[:12]}"
+    if source.commit is not None and (source.root / PROJECT_FILE).is_file():
+        return (
+            f"not committed: {where} does not hold it; commit it "
+            f"(`git add {PROJECT_FILE} && git commit`), or use --worktree to read the files "
+            "on disk"
+        )
+    for folder in source.root.parents:
+        if (folder / PROJECT_FILE).is_file():
+            return (
+                f"not found in {source.root}, which is inside the project {folder}: run recon "
+                "from the project folder, or give it as the first argument"
+            )
+    return (
+        f"not found in {source.root} at {where}: run recon from the project folder, the one "
+        "holding recon.yaml (at least `project: NAME`), or give it as the first argument"
+    )
 
 
 def _load_files(

@@ -70,6 +70,11 @@ class CommitSource:
         except ValueError:
             raise RepoError(f"{root} is not inside the work tree of {top}") from None
         self._prefix = "" if prefix == "." else prefix + "/"
+        if not self.repo.head.is_valid():
+            raise RepoError(
+                f"the git repository {top} has no commits yet: recon reads specs from commits; "
+                "commit recon.yaml and the specs (`git add -A && git commit`), or use --worktree"
+            )
         try:
             self.commit: str | None = self.repo.commit(revision).hexsha
         except (git.BadName, ValueError, git.GitCommandError):
