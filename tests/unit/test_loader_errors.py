@@ -284,3 +284,38 @@ def test_a_colon_in_flow_style_says_quote_it(repo: GitRepo) -> None:
     issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + "resources: {time: 00:20:00}\n"})
     assert (issue.file, issue.line) == ("specs/a.yaml", 6)
     assert 'quote a value that holds a colon, as in {gpus: "A100:1"' in issue.message
+
+
+@pytest.mark.parametrize(
+    ("line", "field", "message"),
+    [
+        ("name: 123", "name", 'expected text, got the number 123: quote it, as in "123"'),
+        ("description: [a]", "description", "expected text, got a list"),
+        ("resources: gpu", "resources", "expected a mapping (one `key: value` a line), got 'gpu'"),
+        ("coupled_with: x", "coupled_with", "expected a list ([a, b], or one `- item` a line)"),
+        ("retries: 1.5", "retries", "expected a whole number, got the number 1.5"),
+        ("update: sometimes", "update", "must be 'defer' or 'replace', got 'sometimes'"),
+        ("inputs: {a: 5}", "inputs.a", "expected another run's output (prepare.dataset) or"),
+        ("comand: x", "comand", "unknown field: did you mean command?"),
+        ("resources: {partiton: cpu}", "resources.partiton", "did you mean partition?"),
+        ("outputs: {data: {paht: x}}", "outputs.data.paht", "did you mean path?"),
+        ("zzz: 1", "zzz", "unknown field: known here are allocation, command, coupled_with,"),
+    ],
+)
+def test_messages_in_the_spec_s_words(repo: GitRepo, line: str, field: str, message: str) -> None:
+    spec = "kind: Run\nname: x\ncommand: echo hi\n"
+    spec = spec.replace("name: x\n", "") if line.startswith("name:") else spec
+    found = [
+        issue
+        for issue in problems(repo, {"specs/a.yaml": spec + line + "\n"})
+        if issue.field == field
+    ]
+    assert len(found) == 1, found
+    assert message in found[0].message
+    assert "Input should" not in found[0].message and "schemas/" not in found[0].message
+
+
+def test_an_unknown_field_in_recon_yaml_suggests_the_known_one(repo: GitRepo) -> None:
+    issue = only(repo, {"recon.yaml": "project: demo\nschedular: local\n"})
+    assert (issue.file, issue.line, issue.field) == ("recon.yaml", 2, "schedular")
+    assert issue.message == "unknown field: did you mean scheduler?"
