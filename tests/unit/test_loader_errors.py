@@ -319,3 +319,19 @@ def test_an_unknown_field_in_recon_yaml_suggests_the_known_one(repo: GitRepo) ->
     issue = only(repo, {"recon.yaml": "project: demo\nschedular: local\n"})
     assert (issue.file, issue.line, issue.field) == ("recon.yaml", 2, "schedular")
     assert issue.message == "unknown field: did you mean scheduler?"
+
+
+def test_a_merge_key_does_not_stop_the_rest_of_the_file(repo: GitRepo) -> None:
+    merged = "kind: Run\nname: b\nbase: &base {cpus: 1}\nresources:\n  <<: *base\n  memry: 1GB\n"
+    found = problems(
+        repo, {"specs/a.yaml": merged + "---\n" + GOOD_PREPARE + "retry: 2\nname: again\n"}
+    )
+    assert [(issue.line, issue.field, issue.message) for issue in found] == [
+        (5, "resources", "merge keys (<<) are not supported: write the fields out"),
+        (14, "name", "duplicate key 'name' (first on line 9)"),
+    ]
+
+
+def test_every_bad_key_of_a_document_is_listed(repo: GitRepo) -> None:
+    found = problems(repo, {"specs/a.yaml": GOOD_PREPARE + "name: again\ncommand: twice\n"})
+    assert [(issue.line, issue.field) for issue in found] == [(6, "name"), (7, "command")]
