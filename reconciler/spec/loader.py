@@ -19,7 +19,7 @@ from typing import Any
 from reconciler import graph
 from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
 from reconciler.spec.cache import FileResult, ParseCache
-from reconciler.spec.checks import check_project, check_tokens
+from reconciler.spec.checks import check_output_paths, check_project, check_tokens
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
@@ -79,6 +79,7 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
     scripts, script_issues = _read_scripts(source, summaries, set(all_paths))
     issues.extend(script_issues)
     issues.extend(check_project(summaries))
+    issues.extend(check_output_paths(summaries, project.runs_dir))
     runs = {s.name: s for s in summaries if s.kind == "Run"}
     upstreams = {name: tuple(summary.upstreams) for name, summary in runs.items()}
     locations = {name: Location(s.file, s.line) for name, s in runs.items()}

@@ -335,3 +335,36 @@ def test_a_merge_key_does_not_stop_the_rest_of_the_file(repo: GitRepo) -> None:
 def test_every_bad_key_of_a_document_is_listed(repo: GitRepo) -> None:
     found = problems(repo, {"specs/a.yaml": GOOD_PREPARE + "name: again\ncommand: twice\n"})
     assert [(issue.line, issue.field) for issue in found] == [(6, "name"), (7, "command")]
+
+
+@pytest.mark.parametrize("path", ["../elsewhere.txt", "..", "out/../../x"])
+def test_an_output_that_leaves_the_run_directory(repo: GitRepo, path: str) -> None:
+    spec = f"kind: Run\nname: a\ncommand: x\noutputs:\n  data: {path}\n"
+    issue = only(repo, {"specs/a.yaml": spec})
+    assert (issue.line, issue.field) == (5, "outputs.data.path")
+    assert "leaves the run's directory with '..'" in issue.message
+
+
+def test_an_absolute_output_and_one_inside_stay_allowed(repo: GitRepo) -> None:
+    spec = "kind: Run\nname: a\ncommand: x\noutputs:\n  a: /data/a.txt\n  b: out/../b.txt\n"
+    repo.commit({"specs/a.yaml": spec})
+    assert set(load_desired(open_source(repo.root)).runs) == {"a"}
+
+
+def test_two_runs_declaring_the_same_output_file(repo: GitRepo) -> None:
+    first = "kind: Run\nname: a\ncommand: x\noutputs:\n  data: /shared/data.csv\n"
+    second = "kind: Run\nname: b\ncommand: x\noutputs:\n  copy: /shared/./data.csv\n"
+    third = "kind: Run\nname: c\ncommand: x\nworkdir: runs/a\noutputs:\n  mine: other.csv\n"
+    fourth = "kind: Run\nname: d\ncommand: x\nworkdir: runs/a\noutputs:\n  again: other.csv\n"
+    found = problems(
+        repo,
+        {"specs/a.yaml": first, "specs/b.yaml": second, "specs/c.yaml": f"{third}---\n{fourth}"},
+    )
+    assert [(issue.file, issue.line, issue.field) for issue in found] == [
+        ("specs/b.yaml", 5, "outputs.copy"),
+        ("specs/c.yaml", 13, "outputs.again"),
+    ]
+    assert found[0].message.startswith(
+        "/shared/data.csv is also output data of run a (specs/a.yaml:5): two runs would"
+    )
+    assert "runs/a/other.csv is also output mine of run c (specs/c.yaml:6)" in found[1].message
