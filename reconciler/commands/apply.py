@@ -19,6 +19,7 @@ from reconciler.commands.common import (
     console,
     err_console,
     split_arguments,
+    warn,
 )
 
 if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` stays quick
@@ -127,7 +128,7 @@ def _wait(request: Request, lock_timeout: float) -> int:
     if not last.failed:
         console.print("All runs done.")
         return 0
-    desired = load(request)
+    desired = warn(load(request))
     records = read_records(desired)
     for action in last.failed:
         err_console.print(

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from reconciler.spec.desired import Desired
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -46,6 +50,18 @@ DownstreamOption = Annotated[
     bool, typer.Option("--downstream", help="Also take the runs that need the targets.")
 ]
 FormatOption = Annotated[Format, typer.Option("--format", help="Output format.")]
+
+
+def plural(count: int, word: str) -> str:
+    """`1 run`, `2 runs`, `0 runs`."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def warn(desired: Desired) -> Desired:
+    """Print what is valid but likely a mistake (a project with no runs) to stderr."""
+    for warning in desired.warnings:
+        err_console.print(Text("warning: ", style="yellow") + Text(warning), soft_wrap=True)
+    return desired
 
 
 def output_folder(path: Path) -> Path:

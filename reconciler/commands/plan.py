@@ -20,6 +20,7 @@ from reconciler.commands.common import (
     WorktreeOption,
     err_console,
     split_arguments,
+    warn,
 )
 
 
@@ -61,7 +62,7 @@ def plan(
         _plan_against(repo, against, rev, worktree, output_format, detailed_exitcode)
         return
     request = Request(repo, rev, worktree, tuple(targets), downstream)
-    desired = load(request)
+    desired = warn(load(request))
     scheduler = select_scheduler(desired.project.scheduler, state_dir(desired))
     records = read_records(desired)
     result, _ = plan_once(request, desired, scheduler, records, datetime.now(UTC))

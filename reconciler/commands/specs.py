@@ -14,6 +14,8 @@ from reconciler.commands.common import (
     WorktreeOption,
     console,
     output_folder,
+    plural,
+    warn,
 )
 
 
@@ -31,11 +33,11 @@ def validate(
     from reconciler.spec.loader import load_desired, open_source  # when run: quick --help
 
     source = open_source(repo, rev, worktree)
-    desired = load_desired(source)
+    desired = warn(load_desired(source))
     where = desired.commit[:12] if desired.commit else "the work tree"
     console.print(
-        f"OK: project {desired.project.project}, {len(desired.runs)} runs, "
-        f"{len(desired.allocations)} allocations at {where}."
+        f"OK: project {desired.project.project}, {plural(len(desired.runs), 'run')}, "
+        f"{plural(len(desired.allocations), 'allocation')} at {where}."
     )
 
 

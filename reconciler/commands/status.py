@@ -16,6 +16,7 @@ from reconciler.commands.common import (
     WorktreeOption,
     console,
     split_arguments,
+    warn,
 )
 
 
@@ -44,7 +45,7 @@ def status(
 
     repo, targets = split_arguments(arguments)
     request = Request(repo, rev, worktree, tuple(targets))
-    desired = load(request)
+    desired = warn(load(request))
     scheduler = select_scheduler(desired.project.scheduler, state_dir(desired))
     records = read_records(desired)
     current, observation = plan_once(request, desired, scheduler, records, datetime.now(UTC))

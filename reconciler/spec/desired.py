@@ -78,6 +78,7 @@ class Desired:
     runs: Mapping[str, DesiredRun]
     allocations: Mapping[str, DesiredAllocation]
     upstreams: Mapping[str, tuple[str, ...]]  # run -> the runs whose outputs it reads
+    warnings: tuple[str, ...] = ()  # what is valid but likely not what the author meant
 
 
 class LazyMapping(Mapping[str, T]):

@@ -88,6 +88,7 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
     if issues:
         raise SpecError(issues)
     allocations = {s.name: s for s in summaries if s.kind == "Allocation"}
+    warnings = () if summaries else (_nothing_declared(source, project, all_paths),)
     return Desired(
         project,
         source.root,
@@ -95,6 +96,24 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
         LazyMapping(runs, lambda name: _desired_run(runs[name], project, scripts.get(name))),
         LazyMapping(allocations, lambda name: _desired_allocation(allocations[name], project)),
         upstreams,
+        warnings,
+    )
+
+
+def _nothing_declared(source: SpecSource, project: Project, all_paths: list[str]) -> str:
+    files = [path for path in matching(all_paths, project.specs) if path != PROJECT_FILE]
+    patterns = ", ".join(project.specs)
+    if not files:
+        where = "in the work tree" if source.commit is None else f"at commit {source.commit[:12]}"
+        return (
+            f"no runs: the specs patterns of recon.yaml ({patterns}) match no file {where}; "
+            "fix the patterns, or commit the spec files (or use --worktree)"
+        )
+    if len(files) == 1:
+        return f"no runs: {files[0]} matches the specs patterns ({patterns}) but declares nothing"
+    return (
+        f"no runs: {len(files)} files match the specs patterns ({patterns}) but declare no run "
+        "or allocation"
     )
 
 

@@ -87,3 +87,28 @@ def test_an_empty_revision_is_an_error_not_head(
     with inside(repo.root):
         message = error(recon(capsys, *arguments))
     assert f"{option} is empty (an unset CI variable?): name a commit, branch or tag" in message
+
+
+def test_a_glob_that_matches_nothing_warns(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo.commit({"spec/a.yaml": RUN})  # specs/ is what recon.yaml's default globs
+    result = recon(capsys, "validate", str(repo.root))
+    assert result.code == 0
+    assert result.out.startswith("OK: project demo, 0 runs, 0 allocations at ")
+    assert result.err.startswith("warning: no runs: the specs patterns of recon.yaml (")
+    assert "match no file at commit" in result.err
+
+
+def test_an_empty_spec_file_warns(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo.commit({"specs/a.yaml": "# nothing yet\n"})
+    result = recon(capsys, "plan", str(repo.root))
+    assert result.code == 0, result
+    assert "warning: no runs: specs/a.yaml matches the specs patterns" in result.err
+
+
+def test_one_run_is_one_run(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo.commit({"specs/a.yaml": RUN})
+    result = recon(capsys, "validate", str(repo.root))
+    assert result.out.startswith("OK: project demo, 1 run, 0 allocations at "), result
+    assert result.err == ""
