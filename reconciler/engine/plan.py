@@ -23,6 +23,7 @@ Safety rules that hold whatever the inputs:
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -121,9 +122,11 @@ def plan(
     fit: Fit | None = None,
     setups: Sequence[SetupRecord] = (),
     containers: bool | None = None,
+    elsewhere: Sequence[ObservedJob] = (),
 ) -> Plan:
     """`setups`: the journal's allocation setups; `containers`: whether the cluster runs
-    container images (pyxis), None when not looked at."""
+    container images (pyxis), None when not looked at; `elsewhere`: live jobs of the
+    project that other deployments own (only named in a note, never acted on)."""
     context = _Context(desired, observation, records, now, files or FileState(), fit)
     dag = graph.build(desired.upstreams)
     chosen = graph.select(dag, targets, downstream) if targets else graph.order(dag)
@@ -157,6 +160,7 @@ def plan(
     notes = (
         *(() if observation.complete else _incomplete_notes(observation)),
         *_coupled_waits(context, chosen),
+        *_elsewhere_note(context.project, elsewhere),
     )
     return Plan(
         project=context.project,
@@ -194,6 +198,33 @@ def fingerprint(observation: Observation, project: str) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
+def _elsewhere_note(project: str, jobs: Sequence[ObservedJob]) -> tuple[str, ...]:
+    """One note naming the live jobs of this project that another deployment (another
+    clone or folder) owns, and where they run from: two people applying one project from
+    two places see each other at once, and neither touches the other's jobs."""
+    if not jobs:
+        return ()
+    places: dict[str, list[str]] = {}
+    for job in jobs:
+        workdir = next((row.workdir for row in job.components if row.workdir), None)
+        places.setdefault(job.tag.deployment, []).append(workdir or "")
+    shown = sorted(_common_folder(dirs) for dirs in places.values())
+    where = ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+    jobs_word = "job" if len(jobs) == 1 else "jobs"
+    deployments = "another deployment" if len(places) == 1 else f"{len(places)} other deployments"
+    return (
+        f"{len(jobs)} live {jobs_word} of project {project} belong to {deployments} "
+        f"(run from {where}); recon leaves them alone.",
+    )
+
+
+def _common_folder(workdirs: Sequence[str]) -> str:
+    known = [path for path in workdirs if path.startswith("/")]
+    if not known:
+        return "an unknown folder"
+    return os.path.commonpath(known) if len(known) > 1 else known[0]
+
+
 def _incomplete_notes(observation: Observation) -> tuple[str, ...]:
     why = "; ".join(observation.problems) or "part of the cluster state could not be read"
     return (
@@ -229,7 +260,7 @@ def _teardowns(context: _Context, chosen: Sequence[str]) -> list[Action]:
     for name in chosen:
         run = context.desired.runs[name]
         for job in context.jobs(name):
-            if job.finished or job.health is Health.CANCELLED:
+            if job.finished:
                 continue
             why = _broken_component(job) if _coupled_het(run) else None
             why = why or _partner_down(context, run, job)

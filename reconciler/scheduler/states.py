@@ -118,6 +118,12 @@ HEALTH: dict[SlurmState, Health] = {
     SlurmState.REVOKED: Health.CANCELLED,
 }
 
+# The health sets, defined here once: a job that has ended (its final health), one that
+# still waits or runs, and the two ways of ending that are not success.
+ENDED: frozenset[Health] = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
+ALIVE: frozenset[Health] = frozenset({Health.PENDING, Health.RUNNING})
+ENDED_BADLY: frozenset[Health] = frozenset({Health.FAILED, Health.CANCELLED})
+
 # Worst first. Failure kinds trump everything; a real failure explains more than a
 # cancellation (Slurm cancels the dependents of a failed job), so FAILED outranks CANCELLED.
 # BLOCKED (planner-only) sits between running and pending: work that cannot start is more

@@ -360,7 +360,7 @@ def _het_job(digest: str, job_id: str, rows: list[tuple[str, int | None, str | N
     from reconciler.scheduler.base import JobRecord, ObservedJob
     from reconciler.scheduler.tag import Tag
 
-    tag = Tag(project="p", kind="run", name="het", spec_hash=digest)
+    tag = Tag(project="p", deployment="0123456789ab", kind="run", name="het", spec_hash=digest)
     records = tuple(
         JobRecord(
             job_id=shown,
