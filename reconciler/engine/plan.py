@@ -784,8 +784,13 @@ def _component_lines(run: DesiredRun) -> tuple[str, ...]:
 
 
 def _field_changes(context: _Context, run: DesiredRun) -> tuple[FieldChange, ...]:
-    earlier = [r for r in context.history(run.name) if r.spec_hash != run.spec_hash]
-    if not earlier or not earlier[-1].spec_fields:
+    """What changed since the run's last job; nothing once a job of this spec was made
+    (an output gone missing later is not explained by an old edit)."""
+    history = context.history(run.name)
+    if not history or history[-1].spec_hash == run.spec_hash:
+        return ()
+    earlier = [r for r in history if r.spec_hash != run.spec_hash]
+    if not earlier[-1].spec_fields:
         return ()
     new = flat_fields(run.spec, run.script_text)
     return tuple(
