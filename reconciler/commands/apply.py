@@ -16,7 +16,9 @@ from reconciler.commands.common import (
     EXIT_ERROR,
     DownstreamOption,
     RevisionOption,
+    SchedulerOption,
     WorktreeOption,
+    chosen,
     console,
     err_console,
     split_arguments,
@@ -43,6 +45,7 @@ def apply(
     ] = None,
     rev: RevisionOption = None,
     worktree: WorktreeOption = False,
+    scheduler: SchedulerOption = None,
     downstream: DownstreamOption = False,
     auto_approve: Annotated[
         bool, typer.Option("--auto-approve", help="Apply without asking (cron, CI, scripts).")
@@ -96,7 +99,7 @@ def apply(
             sys.stdout.write(plan_report.RENDERERS["text"](current))
         return auto_approve or typer.confirm("Apply this plan?", default=False)
 
-    request = Request(repo, rev, worktree, tuple(rest), downstream)
+    request = Request(repo, rev, worktree, tuple(rest), downstream, chosen(scheduler))
     started = datetime.now(UTC)
     outcome = reconcile_once(request, approve=approve, saved=saved, lock_timeout=lock_timeout)
     warn(outcome.desired)

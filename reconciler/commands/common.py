@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 if TYPE_CHECKING:
+    from reconciler.scheduler.select import Choice
     from reconciler.spec.desired import Desired
 
 console = Console(highlight=False)
@@ -30,6 +31,33 @@ RevisionOption = Annotated[
 WorktreeOption = Annotated[
     bool, typer.Option("--worktree", help="Read the specs from the work tree, uncommitted.")
 ]
+
+
+SCHEDULERS = ("auto", "slurm", "local")
+
+
+def _known_scheduler(value: str | None) -> str | None:
+    if value is not None and value not in SCHEDULERS:
+        raise typer.BadParameter(f"{value!r} is not a scheduler: use auto, slurm or local")
+    return value
+
+
+SchedulerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        envvar="RECON_SCHEDULER",
+        metavar="auto|slurm|local",
+        callback=_known_scheduler,
+        help="Use this backend, whatever recon.yaml's `scheduler` says (local: run the jobs "
+        "as processes on this machine, even where Slurm is installed).",
+    ),
+]
+
+
+def chosen(option: str | None) -> Choice | None:
+    """The --scheduler value, checked by the option's callback, as the engine types it."""
+    return cast("Choice | None", option)
 
 
 class Format(StrEnum):

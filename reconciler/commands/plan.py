@@ -15,8 +15,10 @@ from reconciler.commands.common import (
     Format,
     FormatOption,
     RevisionOption,
+    SchedulerOption,
     TargetsArgument,
     WorktreeOption,
+    chosen,
     err_console,
     split_arguments,
     warn,
@@ -34,6 +36,7 @@ def plan(
     ] = None,
     rev: RevisionOption = None,
     worktree: WorktreeOption = False,
+    scheduler: SchedulerOption = None,
     downstream: DownstreamOption = False,
     output_format: FormatOption = Format.text,
     out: Annotated[
@@ -59,7 +62,7 @@ def plan(
     if against is not None:
         _plan_against(repo, against, rev, worktree, output_format, detailed_exitcode)
         return
-    seen = look_once(Request(repo, rev, worktree, tuple(targets), downstream))
+    seen = look_once(Request(repo, rev, worktree, tuple(targets), downstream, chosen(scheduler)))
     warn(seen.desired)
     result = seen.plan
     sys.stdout.write(plan_report.RENDERERS[output_format.value](result))

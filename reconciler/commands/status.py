@@ -11,8 +11,10 @@ import typer
 from reconciler.commands.common import (
     Format,
     RevisionOption,
+    SchedulerOption,
     TargetsArgument,
     WorktreeOption,
+    chosen,
     console,
     split_arguments,
     warn,
@@ -23,6 +25,7 @@ def status(
     arguments: TargetsArgument = None,
     rev: RevisionOption = None,
     worktree: WorktreeOption = False,
+    scheduler: SchedulerOption = None,
     output_format: Annotated[
         Format, typer.Option("--format", help="text or json (markdown: as text).")
     ] = Format.text,
@@ -35,7 +38,7 @@ def status(
     from reconciler.report import status as status_report
 
     repo, targets = split_arguments(arguments)
-    seen = look_once(Request(repo, rev, worktree, tuple(targets)))
+    seen = look_once(Request(repo, rev, worktree, tuple(targets), scheduler=chosen(scheduler)))
     desired, current, observation, records = seen.desired, seen.plan, seen.observation, seen.records
     warn(desired)
     notes: dict[str, str] = {}

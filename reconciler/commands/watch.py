@@ -15,7 +15,7 @@ from typing import Annotated, Any, TextIO
 
 import typer
 
-from reconciler.commands.common import RepoArgument
+from reconciler.commands.common import RepoArgument, SchedulerOption, chosen
 from reconciler.engine.gitrefs import BranchRefs
 from reconciler.engine.reconcile import Outcome, Request, reconcile_once
 from reconciler.engine.wakeups import RefWatcher, WakeQueue
@@ -129,6 +129,7 @@ def watch(
         str | None,
         typer.Option("--notify", help="Run this shell command with a JSON event on stdin."),
     ] = None,
+    scheduler: SchedulerOption = None,
 ) -> None:
     """Keep the cluster converged: apply each new commit within seconds, and follow job
     states every interval. Applies without asking. Stop with Ctrl-C or SIGTERM: the
@@ -149,7 +150,9 @@ def watch(
     def reconcile(commit: str) -> Outcome:
         # The resolved commit, not the branch name: the pass, its log lines and the
         # memory of a bad commit all name one commit even if the branch moves meanwhile.
-        return reconcile_once(Request(repo, commit), lock_timeout=0, clock=clock)
+        return reconcile_once(
+            Request(repo, commit, scheduler=chosen(scheduler)), lock_timeout=0, clock=clock
+        )
 
     loop = WatchLoop(schedule, refs.tip, reconcile, wakeups, log, clock)
     if pull:
