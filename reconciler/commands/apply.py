@@ -21,6 +21,7 @@ from reconciler.commands.common import (
     chosen,
     console,
     err_console,
+    note_uncommitted,
     split_arguments,
     warn,
 )
@@ -103,6 +104,7 @@ def apply(
     started = datetime.now(UTC)
     outcome = reconcile_once(request, approve=approve, saved=saved, lock_timeout=lock_timeout)
     warn(outcome.desired)
+    note_uncommitted(outcome.desired, rev, "apply")
     if notify:
         Notifier(notify, _notify_failed, lambda: datetime.now(UTC)).after_pass(outcome, started)
     if outcome.applied is not None:

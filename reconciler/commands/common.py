@@ -92,6 +92,40 @@ def warn(desired: Desired) -> Desired:
     return desired
 
 
+# What each command says about edits it does not read, after "uncommitted changes (...)".
+UNREAD_EDITS = {
+    "validate": "were not checked: validate read commit {commit}; --worktree checks the edits",
+    "plan": "are not in this plan, made from commit {commit}; --worktree plans the edits",
+    "apply": "are not applied: recon applied commit {commit}; commit them, or use --worktree "
+    "to apply the edits",
+    "status": "are not in this status, of commit {commit}; --worktree reads the edits",
+    "watch": "are not deployed: watch deploys commits (now {commit}); commit them to deploy them",
+}
+
+
+def note_uncommitted(desired: Desired, revision: str | None, command: str) -> None:
+    """One line on stderr when the project folder has edits recon did not read: a run's
+    job runs the committed files, so an edit that is not committed is silently not used."""
+    note = uncommitted_note(desired, command) if revision is None else None
+    if note is not None:
+        err_console.print(Text(f"note: {note}"), soft_wrap=True)
+
+
+def uncommitted_note(desired: Desired, command: str) -> str | None:
+    """What `command` says of the project folder's uncommitted edits; None without any."""
+    from reconciler.spec.source import uncommitted
+
+    if desired.commit is None:
+        return None  # read from the work tree: the edits are in
+    project = desired.project
+    changed = uncommitted(desired.root, (project.state_dir, project.runs_dir))
+    if not changed:
+        return None
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    said = UNREAD_EDITS[command].format(commit=desired.commit[:12])
+    return f"uncommitted changes ({shown}) {said}"
+
+
 def output_folder(path: Path) -> Path:
     """The folder `--out` names, created if missing; an error that says why if it cannot be."""
     from reconciler.errors import cannot_create

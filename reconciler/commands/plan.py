@@ -20,6 +20,7 @@ from reconciler.commands.common import (
     WorktreeOption,
     chosen,
     err_console,
+    note_uncommitted,
     split_arguments,
     warn,
 )
@@ -64,6 +65,7 @@ def plan(
         return
     seen = look_once(Request(repo, rev, worktree, tuple(targets), downstream, chosen(scheduler)))
     warn(seen.desired)
+    note_uncommitted(seen.desired, rev, "plan")
     result = seen.plan
     sys.stdout.write(plan_report.RENDERERS[output_format.value](result))
     if out is not None:

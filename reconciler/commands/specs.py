@@ -13,6 +13,7 @@ from reconciler.commands.common import (
     RevisionOption,
     WorktreeOption,
     console,
+    note_uncommitted,
     output_folder,
     plural,
     warn,
@@ -34,6 +35,7 @@ def validate(
 
     source = open_source(repo, rev, worktree)
     desired = warn(load_desired(source))
+    note_uncommitted(desired, rev, "validate")
     where = desired.commit[:12] if desired.commit else "the work tree"
     console.print(
         f"OK: project {desired.project.project}, {plural(len(desired.runs), 'run')}, "

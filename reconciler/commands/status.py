@@ -16,6 +16,7 @@ from reconciler.commands.common import (
     WorktreeOption,
     chosen,
     console,
+    note_uncommitted,
     split_arguments,
     warn,
 )
@@ -41,6 +42,7 @@ def status(
     seen = look_once(Request(repo, rev, worktree, tuple(targets), scheduler=chosen(scheduler)))
     desired, current, observation, records = seen.desired, seen.plan, seen.observation, seen.records
     warn(desired)
+    note_uncommitted(desired, rev, "status")
     notes: dict[str, str] = {}
     for event in read_events(desired):  # newest first: the first per run wins
         if event.name is not None:

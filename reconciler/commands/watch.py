@@ -15,7 +15,7 @@ from typing import Annotated, Any, TextIO
 
 import typer
 
-from reconciler.commands.common import RepoArgument, SchedulerOption, chosen
+from reconciler.commands.common import RepoArgument, SchedulerOption, chosen, uncommitted_note
 from reconciler.engine.gitrefs import BranchRefs
 from reconciler.engine.reconcile import Outcome, Request, reconcile_once
 from reconciler.engine.wakeups import RefWatcher, WakeQueue
@@ -147,12 +147,21 @@ def watch(
         on_error=lambda error: log(Level.WARNING, "ref-watch-failed", message=str(error)),
     )
 
+    noted_edits = False
+
     def reconcile(commit: str) -> Outcome:
         # The resolved commit, not the branch name: the pass, its log lines and the
         # memory of a bad commit all name one commit even if the branch moves meanwhile.
-        return reconcile_once(
+        outcome = reconcile_once(
             Request(repo, commit, scheduler=chosen(scheduler)), lock_timeout=0, clock=clock
         )
+        nonlocal noted_edits
+        if not noted_edits:  # once: the folder's edits are the user's, not news each pass
+            noted_edits = True
+            note = uncommitted_note(outcome.desired, "watch")
+            if note is not None:
+                log(Level.WARNING, "uncommitted", commit=commit, message=note)
+        return outcome
 
     loop = WatchLoop(schedule, refs.tip, reconcile, wakeups, log, clock)
     if pull:

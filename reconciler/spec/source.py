@@ -193,6 +193,46 @@ class WorktreeSource:
             raise RepoError(f"cannot read {path}: {error.strerror}") from None
 
 
+def uncommitted(root: Path, skip_dirs: Iterable[str] = ()) -> list[str]:
+    """Files of the project folder `root` that differ from HEAD: changed, staged, new
+    (untracked and not ignored) or deleted, relative to `root`; `skip_dirs` (relative to
+    `root`: the state and runs folders) left out. Empty when git cannot say."""
+    excluded = [f":(exclude){d.strip('/')}" for d in skip_dirs if d and not os.path.isabs(d)]
+    try:
+        output = subprocess.run(
+            ["git", "status", "--porcelain", "-z", "--untracked-files=normal", "--", ".",
+             *excluded],
+            cwd=root, capture_output=True, text=True, check=True, timeout=30,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    entries = output.split("\0")
+    paths: list[str] = []
+    index = 0
+    while index < len(entries):
+        entry = entries[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        if entry[0] in "RC":  # a rename or copy: the next entry is the old path
+            index += 1
+        paths.append(entry[3:])
+    # git prints paths relative to the repository's top, not to `root`.
+    top = _top_level(root)
+    return [os.path.relpath(top / path, root) if top is not None else path for path in paths]
+
+
+def _top_level(root: Path) -> Path | None:
+    try:
+        output = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=root, capture_output=True, text=True, check=True, timeout=30,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(output.strip())
+
+
 @lru_cache(maxsize=256)
 def _glob_regex(pattern: str) -> re.Pattern[str]:
     """`**/` matches any number of directories, `*` and `?` stay within one."""
