@@ -11,7 +11,8 @@
     ├── LockedError                 another apply holds the project's lock (exit code 3)
     ├── StalePlanError              a saved plan no longer matches the commit or the cluster
     ├── JournalError                the journal database is unreadable, corrupt or too new
-    ├── PathError                   a folder recon writes to cannot be made (--out, state_dir...)
+    ├── StateDirError               the state directory cannot be made, or is someone else's
+    ├── PathError                   a folder recon writes to cannot be made (--out, runs_dir)
     └── DevClusterError             the local dev cluster could not be brought up or down
 
 The CLI maps each branch to an exit code in one place (``reconciler.cli``).
@@ -88,12 +89,15 @@ class JournalError(ReconError):
     """The project's journal cannot be opened or used; the message says what to do."""
 
 
+class StateDirError(ReconError):
+    """The project's state directory cannot be made or used, or another user owns it."""
+
+
 class PathError(ReconError):
     """A folder recon has to create or write into cannot be used; the message names it,
     where it was set, and why."""
 
 
-STATE_DIR_HINT = "it is state_dir in recon.yaml: set it to a folder you can write"
 RUNS_DIR_HINT = "it is under runs_dir in recon.yaml: set it to a folder you can write"
 
 

@@ -28,12 +28,13 @@ from reconciler.engine.identity import share_of
 from reconciler.engine.plan import FileState, Fit
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.planfile import check_fresh
-from reconciler.errors import STATE_DIR_HINT, ObservationError, cannot_create
+from reconciler.errors import ObservationError
 from reconciler.scheduler.base import Observation, ObservedJob, Scheduler, StepScheduler
 from reconciler.scheduler.select import Choice, select_scheduler
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import Desired
 from reconciler.spec.loader import load_desired, open_source
+from reconciler.state.directory import prepare_state_dir
 from reconciler.state.journal import Journal, JournalEvent
 from reconciler.state.lock import project_lock
 from reconciler.state.outputs import observe_inputs, observe_outputs
@@ -235,6 +236,7 @@ def reconcile_once(
     desired = load(request)
     scheduler = scheduler or scheduler_for(desired, request.scheduler)
     directory = state_dir(desired)
+    prepare_state_dir(directory)
     with project_lock(directory, lock_timeout), _open_journal(desired) as journal:
         now = clock()
         project = desired.project.project
@@ -270,8 +272,5 @@ def reconcile_once(
 
 def _open_journal(desired: Desired) -> Journal:
     path = journal_path(desired)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise cannot_create(path.parent, error, STATE_DIR_HINT) from None
+    path.parent.mkdir(parents=True, exist_ok=True)
     return Journal(path)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from reconciler.errors import STATE_DIR_HINT, LockedError, cannot_create
+from reconciler.errors import LockedError
 
 LOCK_FILE = "lock"
 INFO_FILE = "lock.info"
@@ -48,10 +48,7 @@ def project_lock(
     ``timeout`` is in seconds: 0 tries once, a negative value waits for ever. ``project``
     only names the project in the error message.
     """
-    try:
-        state_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise cannot_create(state_dir, error, STATE_DIR_HINT) from None
+    state_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(state_dir / LOCK_FILE)
     try:
         lock.acquire(timeout=timeout)

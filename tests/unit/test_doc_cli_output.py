@@ -116,14 +116,14 @@ SWEEP_WITH_A_BAD_TOKEN = (
 SWEEP_WITH_A_BAD_INPUT = SWEEP_WITH_A_BAD_TOKEN.replace("{output.", "{outputs.")
 
 # The commands to run for each reproduced block, in the doc's order, with the files to
-# write first (uncommitted) and the exit code the doc says or implies.
-REPRODUCED: list[tuple[tuple[str, int], dict[str, str], int]] = [
+# write first (uncommitted; None: remove it) and the exit code the doc says or implies.
+REPRODUCED: list[tuple[tuple[str, int], dict[str, str | None], int]] = [
     (("recon version", 0), {}, 0),
     (("recon validate", 0), {}, 0),
     (("recon validate --worktree", 0), {"specs/sweep.yaml": SWEEP_WITH_FOUR_PROBLEMS}, 1),
     (("recon validate --worktree", 1), {"specs/sweep.yaml": SWEEP_WITH_A_BAD_TOKEN}, 1),
     (("recon validate --worktree", 2), {"specs/sweep.yaml": SWEEP_WITH_A_BAD_INPUT}, 1),
-    (("recon plan", 0), {}, 0),
+    (("recon plan", 0), {"specs/sweep.yaml": None}, 0),  # the plans show no sweep
     (("recon plan train", 0), {}, 0),
     (("recon plan prepare --downstream", 0), {}, 0),
     (("recon plan nosuch", 0), {}, 1),
@@ -163,7 +163,10 @@ def test_shown_outputs_are_what_recon_prints(
     }
     for key, files, code in REPRODUCED:
         for name, text in files.items():
-            (example / name).write_text(text)
+            if text is None:
+                (example / name).unlink()
+            else:
+                (example / name).write_text(text)
         command, _ = key
         result = recon(capsys, *command.split()[1:])
         item = shown[key]
