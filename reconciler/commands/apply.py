@@ -38,11 +38,8 @@ if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` 
 def apply(
     arguments: Annotated[
         list[str] | None,
-        typer.Argument(
-            help="[REPO] [TARGETS... | PLANFILE]: the project folder (default .), then runs "
-            "to act on, or a plan saved by `recon plan --out`.",
-            show_default=False,
-        ),
+        # Usage: `[PROJECT] [RUN]... | PLANFILE` (see TargetsArgument).
+        typer.Argument(metavar="PROJECT] [RUN]... | [PLANFILE", hidden=True, show_default=False),
     ] = None,
     rev: RevisionOption = None,
     worktree: WorktreeOption = False,
@@ -53,7 +50,9 @@ def apply(
     ] = False,
     lock_timeout: Annotated[
         float,
-        typer.Option("--lock-timeout", help="Seconds to wait for another apply to finish."),
+        typer.Option(
+            "--lock-timeout", metavar="SECONDS", help="Seconds to wait for another apply to finish."
+        ),
     ] = 0.0,
     quiet: Annotated[
         bool,
@@ -63,7 +62,9 @@ def apply(
     ] = False,
     notify: Annotated[
         str | None,
-        typer.Option("--notify", help="Run this shell command with a JSON event on stdin."),
+        typer.Option(
+            "--notify", metavar="COMMAND", help="Run this shell command with a JSON event on stdin."
+        ),
     ] = None,
     wait: Annotated[
         bool,
@@ -74,7 +75,20 @@ def apply(
         ),
     ] = False,
 ) -> None:
-    """Converge the cluster to the specs: submit, replace, cancel, adopt, as `plan` shows."""
+    """Do what `recon plan` shows: submit, replace, cancel, adopt.
+
+    PROJECT is the folder holding recon.yaml (default: the current folder); RUN names a
+    run to apply, with the runs it needs (default: all runs); PLANFILE is a plan saved by
+    `recon plan --out`. Asks first at a terminal, unless given --auto-approve. Ctrl-C
+    stops it with exit code 130; what was submitted stays submitted, and the next apply
+    adopts it.
+
+    \b
+    Examples:
+      recon apply --wait                 confirm, then follow the runs to the end
+      recon apply . --auto-approve --quiet --lock-timeout 30     from cron
+      recon apply eval.plan              carry out a plan saved by `recon plan --out`
+    """
     from reconciler.engine import planfile
     from reconciler.engine.reconcile import Request, reconcile_once
     from reconciler.notify import Notifier

@@ -22,11 +22,12 @@ EXIT_ERROR = 1
 EXIT_CHANGES = 2
 EXIT_LOCKED = 3
 
-RepoArgument = Annotated[
-    Path, typer.Argument(help="The repository root (holding recon.yaml).", show_default=".")
-]
+# The positional arguments are described in each command's help text, not in an
+# "Arguments" table (typer would label them with Python types: <path>, <list[str]>).
+RepoArgument = Annotated[Path, typer.Argument(metavar="PROJECT", hidden=True, show_default=False)]
 RevisionOption = Annotated[
-    str | None, typer.Option("--rev", help="Read the specs at this commit (default HEAD).")
+    str | None,
+    typer.Option("--rev", metavar="REV", help="Read the specs at this commit (default HEAD)."),
 ]
 WorktreeOption = Annotated[
     bool, typer.Option("--worktree", help="Read the specs from the work tree, uncommitted.")
@@ -68,11 +69,9 @@ class Format(StrEnum):
 
 TargetsArgument = Annotated[
     list[str] | None,
-    typer.Argument(
-        help="[REPO] [TARGETS...]: the project folder (default .), then runs to act on "
-        "(each with the runs it needs).",
-        show_default=False,
-    ),
+    # Click writes an optional list as `[METAVAR]...`: this metavar makes that read
+    # `[PROJECT] [RUN]...`, as the docs write it.
+    typer.Argument(metavar="PROJECT] [RUN", hidden=True, show_default=False),
 ]
 DownstreamOption = Annotated[
     bool, typer.Option("--downstream", help="Also take the runs that need the targets.")

@@ -32,6 +32,7 @@ def plan(
         str | None,
         typer.Option(
             "--against",
+            metavar="REV",
             help="Only diff the specs against this revision (e.g. origin/main); no cluster.",
         ),
     ] = None,
@@ -41,7 +42,8 @@ def plan(
     downstream: DownstreamOption = False,
     output_format: FormatOption = Format.text,
     out: Annotated[
-        Path | None, typer.Option("--out", "-out", help="Save the plan for `recon apply FILE`.")
+        Path | None,
+        typer.Option("--out", "-out", metavar="FILE", help="Save the plan for `recon apply FILE`."),
     ] = None,
     detailed_exitcode: Annotated[
         bool,
@@ -50,9 +52,17 @@ def plan(
         ),
     ] = False,
 ) -> None:
-    """Show what apply would do. Never submits, cancels or runs anything.
+    """Show what apply would do; never submits, cancels or runs anything.
 
-    With --against REV: the spec diff from REV to HEAD, for PR CI (no cluster needed).
+    PROJECT is the folder holding recon.yaml (default: the current folder); RUN names a
+    run to plan, with the runs it needs (default: all runs). With --against REV: the
+    spec diff from REV to HEAD, for PR CI (no cluster needed).
+
+    \b
+    Examples:
+      recon plan                         every run, at HEAD
+      recon plan train --downstream      train, the runs it needs and those needing it
+      recon plan --against origin/main --format markdown --detailed-exitcode
     """
     # The engine is imported when a command runs: `recon --help` stays quick.
     from reconciler.engine import planfile

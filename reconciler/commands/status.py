@@ -31,8 +31,18 @@ def status(
         Format, typer.Option("--format", help="text or json (markdown: as text).")
     ] = Format.text,
 ) -> None:
-    """Each run's sync status (current, outdated, missing, never run) and health, and
-    each allocation's job, time left, steps and history (text only)."""
+    """Each run's sync status and health, and each allocation's job.
+
+    PROJECT is the folder holding recon.yaml (default: the current folder); RUN names a
+    run to show (default: all runs). Sync: current, outdated, missing or never run.
+    Health: how its last job stands. Allocations: job, time left, steps and history
+    (text only).
+
+    \b
+    Examples:
+      recon status                       every run of the project in this folder
+      recon status train --format json
+    """
     # The engine is imported when a command runs: `recon --help` stays quick.
     from reconciler.engine.reconcile import Request, look_once, read_events
     from reconciler.engine.status import allocation_statuses, run_statuses

@@ -108,11 +108,17 @@ def watch(
     repo: RepoArgument = Path("."),
     branch: Annotated[
         str | None,
-        typer.Option("--branch", help="Reconcile this branch's tip (default: HEAD)."),
+        typer.Option(
+            "--branch", metavar="BRANCH", help="Reconcile this branch's tip (default: HEAD)."
+        ),
     ] = None,
     interval: Annotated[
         str,
-        typer.Option("--interval", help="Also pass this often, to follow job states (30s, 5m)."),
+        typer.Option(
+            "--interval",
+            metavar="DURATION",
+            help="Also pass this often, to follow job states (30s, 5m).",
+        ),
     ] = "30s",
     pull: Annotated[
         bool,
@@ -127,13 +133,23 @@ def watch(
     ] = LogFormat.text,
     notify: Annotated[
         str | None,
-        typer.Option("--notify", help="Run this shell command with a JSON event on stdin."),
+        typer.Option(
+            "--notify", metavar="COMMAND", help="Run this shell command with a JSON event on stdin."
+        ),
     ] = None,
     scheduler: SchedulerOption = None,
 ) -> None:
-    """Keep the cluster converged: apply each new commit within seconds, and follow job
-    states every interval. Applies without asking. Stop with Ctrl-C or SIGTERM: the
-    current pass finishes first."""
+    """Keep the cluster converged: apply each new commit within seconds.
+
+    PROJECT is the folder holding recon.yaml (default: the current folder). Also passes
+    every --interval, to follow job states. Applies without asking. Ctrl-C
+    or SIGTERM stops it once the current pass is done (exit 0).
+
+    \b
+    Examples:
+      recon watch . --branch main --interval 30s
+      recon watch . --branch main --pull --log-format json     as a service
+    """
     schedule = Schedule(parse_duration(interval))
     refs = BranchRefs(repo, branch)
     clock = _now

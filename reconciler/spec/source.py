@@ -52,14 +52,16 @@ def blob_id(content: bytes) -> str:
     return hashlib.sha1(b"blob %d\x00" % len(content) + content).hexdigest()
 
 
-def open_repo(path: Path) -> git.Repo:
-    """The git repository holding `path`; the project may be a folder inside it."""
+def open_repo(path: Path, offer_worktree: bool = True) -> git.Repo:
+    """The git repository holding `path`; the project may be a folder inside it.
+    `offer_worktree`: whether the command has --worktree to suggest."""
     try:
         return git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        instead = ", or use --worktree" if offer_worktree else ""
         raise RepoError(
             f"{path} is not inside a git repository: recon reads specs from commits "
-            "(run `git init` and commit, or use --worktree)"
+            f"(run `git init` and commit{instead})"
         ) from None
 
 
