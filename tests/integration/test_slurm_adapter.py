@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +22,7 @@ from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.runner import run
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
+from tests.projects import new_project_name
 
 pytestmark = pytest.mark.slurm
 
@@ -54,7 +54,7 @@ class Harness:
     """One test's view of the cluster: its own project name and observation window."""
 
     def __init__(self, workdir: Path, scheduler: SlurmScheduler) -> None:
-        self.project = f"it{uuid.uuid4().hex[:10]}"
+        self.project = new_project_name("it")
         self.since = datetime.now(UTC) - timedelta(seconds=5)
         self.workdir = workdir
         self.scheduler = scheduler
