@@ -79,11 +79,6 @@ DownstreamOption = Annotated[
 FormatOption = Annotated[Format, typer.Option("--format", help="Output format.")]
 
 
-def plural(count: int, word: str) -> str:
-    """`1 run`, `2 runs`, `0 runs`."""
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 def warn(desired: Desired) -> Desired:
     """Print what is valid but likely a mistake (a project with no runs) to stderr."""
     for warning in desired.warnings:

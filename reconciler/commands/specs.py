@@ -15,9 +15,9 @@ from reconciler.commands.common import (
     console,
     note_uncommitted,
     output_folder,
-    plural,
     warn,
 )
+from reconciler.report.words import plural
 
 
 def version() -> None:

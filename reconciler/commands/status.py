@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -30,6 +32,15 @@ def status(
     output_format: Annotated[
         Format, typer.Option("--format", help="text or json (markdown: as text).")
     ] = Format.text,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide", help="Every column (last success, outputs, history), nothing shortened."
+        ),
+    ] = False,
+    no_color: Annotated[
+        bool, typer.Option("--no-color", help="No colours or bold (as NO_COLOR=1 does).")
+    ] = False,
 ) -> None:
     """Each run's sync status and health, and each allocation's job.
 
@@ -61,7 +72,30 @@ def status(
     if output_format is Format.json:
         sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2) + "\n")
         return
-    console.print(status_report.as_table(current, rows))
     held = allocation_statuses(desired, current, observation, records)
-    if held:
-        console.print(status_report.allocations_table(held))
+    layout = status_report.Layout(
+        width=_width(),
+        wide=wide,
+        styled=console.is_terminal and not console.no_color and not no_color,
+        ascii=not _utf8_locale(),
+    )
+    text = status_report.render(current, rows, held, layout, datetime.now(UTC))
+    console.print(text, soft_wrap=True, end="")
+
+
+def _width() -> int | None:
+    """COLUMNS, or the terminal's width; piped without COLUMNS: no limit, whole lines."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return console.width if console.is_terminal else None
+
+
+def _utf8_locale() -> bool:
+    """Whether the locale can show more than ASCII (not LC_ALL=C), as the C library
+    decides: the first of LC_ALL, LC_CTYPE and LANG that is set."""
+    for variable in ("LC_ALL", "LC_CTYPE", "LANG"):
+        value = os.environ.get(variable)
+        if value:
+            return "utf-8" in value.lower() or "utf8" in value.lower()
+    return False

@@ -24,6 +24,7 @@ CLI_DOC = ROOT / "docs" / "cli.md"
 EXAMPLE = ROOT / "examples" / "repo"
 CONSOLE = re.compile(r"^```console\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 COMMIT = re.compile(r"\b[0-9a-f]{12}\b")
+CLOCK = re.compile(r"\b\d\d:\d\d\b")  # a job's end, shown as the time of day
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,6 @@ NOT_REPRODUCED = {
     ("recon plan --against HEAD~1 --format markdown", 0): "needs the doc's second commit",
     ("recon plan --against HEAD~1 --format json", 0): "needs the doc's second commit",
     ("recon plan --against HEAD~1 --detailed-exitcode", 0): "needs the doc's second commit",
-    ("recon status", 0): "needs jobs that ran (job ids and times)",
     ("recon status --format json", 0): "needs jobs that ran (job ids and times)",
     ("recon watch . --branch main --interval 5s", 0): "runs until interrupted; times",
     ("recon export ro-crate", 0): "needs runs that succeeded",
@@ -115,9 +115,12 @@ SWEEP_WITH_A_BAD_TOKEN = (
 )
 SWEEP_WITH_A_BAD_INPUT = SWEEP_WITH_A_BAD_TOKEN.replace("{output.", "{outputs.")
 
-# The commands to run for each reproduced block, in the doc's order, with the files to
-# write first (uncommitted; None: remove it) and the exit code the doc says or implies.
-REPRODUCED: list[tuple[tuple[str, int], dict[str, str | None], int]] = [
+# Steps to take before a command: files to write (uncommitted; None: remove one), or a
+# recon command to run first (its output is not compared).
+Steps = dict[str, str | None] | list[str]
+# The commands to run for each reproduced block, in the doc's order, with the steps before
+# them and the exit code the doc says or implies.
+REPRODUCED: list[tuple[tuple[str, int], Steps, int]] = [
     (("recon version", 0), {}, 0),
     (("recon validate", 0), {}, 0),
     (("recon validate --worktree", 0), {"specs/sweep.yaml": SWEEP_WITH_FOUR_PROBLEMS}, 1),
@@ -128,12 +131,15 @@ REPRODUCED: list[tuple[tuple[str, int], dict[str, str | None], int]] = [
     (("recon plan prepare --downstream", 0), {}, 0),
     (("recon plan nosuch", 0), {}, 1),
     (("recon plan --format markdown", 0), {}, 0),
+    (("recon status", 0), ["apply", "--auto-approve", "--wait"], 0),
     (("recon schema", 0), {}, 0),
 ]
+# What the doc did between the apply and `recon status`.
+BEFORE_STATUS = "runs/train/model/policy.json"
 
 
 def normalised(text: str) -> str:
-    return COMMIT.sub("<commit>", text).strip("\n")
+    return CLOCK.sub("<time>", COMMIT.sub("<commit>", text)).strip("\n")
 
 
 @pytest.fixture
@@ -145,6 +151,8 @@ def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     GitRepo(root).commit(message="example")
     monkeypatch.chdir(root)
     monkeypatch.delenv("RECON_SCHEDULER", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")  # the width the doc's outputs were taken at
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
     return root
 
 
@@ -161,12 +169,17 @@ def test_shown_outputs_are_what_recon_prints(
     shown = {
         (command, index): item for command, index, item in occurrences(shown_commands(CLI_DOC))
     }
-    for key, files, code in REPRODUCED:
-        for name, text in files.items():
-            if text is None:
-                (example / name).unlink()
-            else:
-                (example / name).write_text(text)
+    for key, steps, code in REPRODUCED:
+        if isinstance(steps, list):
+            ran = recon(capsys, *steps)
+            assert ran.code == 0, ran
+            (example / BEFORE_STATUS).unlink()
+        else:
+            for name, text in steps.items():
+                if text is None:
+                    (example / name).unlink()
+                else:
+                    (example / name).write_text(text)
         command, _ = key
         result = recon(capsys, *command.split()[1:])
         item = shown[key]
