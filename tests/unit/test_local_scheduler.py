@@ -20,6 +20,7 @@ from reconciler.errors import PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import AllocateRequest, JobRecord, SubmitRequest
 from reconciler.scheduler.local import LocalScheduler
 from reconciler.scheduler.states import Health, SlurmState
+from reconciler.spec.models import Allocation
 from tests.contract.harness import Harness, final, has, quoted
 
 Local = Callable[..., Harness]
@@ -239,11 +240,18 @@ def test_the_window_keeps_old_jobs_only_while_alive(harness: Harness) -> None:
     assert names == {"old-running"}
 
 
+def allocation_spec(cpus: int, minutes: int) -> Allocation:
+    return Allocation.model_validate(
+        {"kind": "Allocation", "name": "ws", "time_limit": minutes,
+         "resources": {"partition": "cpu", "cpus": cpus}}
+    )  # fmt: skip
+
+
 def test_an_allocation_holds_its_cpus_until_released(local: Local) -> None:
     harness = local(cpus=2)
     tag = harness.tag("ws").model_copy(update={"kind": "alloc"})
     job_id = harness.scheduler.allocate(
-        AllocateRequest(options=("--partition=cpu", "--cpus-per-task=2", "--time=5"), tag=tag)
+        AllocateRequest(allocation=allocation_spec(cpus=2, minutes=10), tag=tag)
     )
     held = harness.job("ws")
     assert held is not None and (held.job_id, held.health) == (job_id, Health.RUNNING)
