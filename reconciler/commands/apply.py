@@ -25,6 +25,7 @@ from reconciler.commands.common import (
     split_arguments,
     warn,
 )
+from reconciler.report.words import plural
 
 if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` stays quick
     from reconciler.engine.actions import Plan
@@ -182,11 +183,15 @@ def _report_applied(result: ApplyResult) -> None:
         console.print(f"cancelled job {job_id}")
     for job_id in result.adopted:
         console.print(f"adopted job {job_id}")
+    for name, step in result.set_up.items():
+        console.print(f"started the setup of {name}" + (f": step {step}" if step else ""))
     for name, message in result.refused.items():
         err_console.print(Text(f"refused {name}: {message}"), soft_wrap=True)
     for name, why in result.skipped.items():
         err_console.print(Text(f"skipped {name}: {why}"), soft_wrap=True)
+    set_up = f"{plural(len(result.set_up), 'setup')} started, " if result.set_up else ""
     console.print(
         f"Apply complete: {len(result.submitted)} submitted, {len(result.cancelled)} cancelled, "
-        f"{len(result.adopted)} adopted, {len(result.refused) + len(result.skipped)} not done."
+        f"{len(result.adopted)} adopted, {set_up}"
+        f"{len(result.refused) + len(result.skipped)} not done."
     )

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from reconciler.scheduler.select import Choice
     from reconciler.spec.desired import Desired
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# soft_wrap: a line is never broken to the width (80 when piped): pipes and grep see it whole.
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 # Terraform's exit codes, for CI; see reconciler.cli.
 EXIT_ERROR = 1

@@ -38,6 +38,7 @@ class ApplyResult:
     cancelled: list[str] = field(default_factory=list)  # job ids
     torn_down: list[str] = field(default_factory=list)  # job ids, also in `cancelled`
     adopted: list[str] = field(default_factory=list)  # job ids
+    set_up: dict[str, str | None] = field(default_factory=dict)  # allocation -> its step
     refused: dict[str, str] = field(default_factory=dict)  # run -> the scheduler's message
     skipped: dict[str, str] = field(default_factory=dict)  # run -> why
 
@@ -94,6 +95,8 @@ class Applier:
             )
             if made.refused is not None:
                 self.result.refused[action.target] = made.refused
+            else:
+                self.result.set_up[action.target] = made.job_id
 
     def _record(self, name: str, made: allocate.Started) -> None:
         if made.refused is not None:
