@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,6 +22,10 @@ from reconciler.commands.common import (
     split_arguments,
     warn,
 )
+
+if TYPE_CHECKING:
+    from reconciler.engine.status import RunStatus
+    from reconciler.spec.desired import Desired
 
 
 def status(
@@ -68,7 +72,9 @@ def status(
     for event in read_events(desired):  # newest first: the first per run wins
         if event.name is not None:
             notes.setdefault(event.name, f"{event.kind}: {event.message}")
-    rows = run_statuses(desired, current, observation, records, notes)
+    rows = _with_manifest_commits(
+        desired, run_statuses(desired, current, observation, records, notes)
+    )
     if output_format is Format.json:
         sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2) + "\n")
         return
@@ -81,6 +87,26 @@ def status(
     )
     text = status_report.render(current, rows, held, layout, datetime.now(UTC))
     console.print(text, soft_wrap=True, end="")
+
+
+def _with_manifest_commits(desired: Desired, rows: list[RunStatus]) -> list[RunStatus]:
+    """A run the journal knows no commit of its success for (adopted after a lost journal)
+    takes it from the provenance manifest its last success wrote beside its outputs."""
+    from reconciler.engine.actions import SyncStatus
+    from reconciler.state.paths import run_dir
+    from reconciler.state.provenance import read_manifest
+
+    rows = list(rows)
+    for index, row in enumerate(rows):
+        if row.last_success_commit is not None or row.sync is SyncStatus.NEVER_RUN:
+            continue  # most rows: the manifest is read (and the run's model built) for few
+        run = desired.runs.get(row.name)
+        if run is None:
+            continue
+        manifest = read_manifest(run_dir(desired, run))
+        if manifest is not None and manifest.commit and manifest.run == row.name:
+            rows[index] = row.model_copy(update={"last_success_commit": manifest.commit})
+    return rows
 
 
 def _width() -> int | None:

@@ -64,7 +64,7 @@ def render(
         [
             row.name,
             row.sync.value,
-            row.health.value if row.health else "-",
+            _health(row),
             row.job_id or "-",
             *(
                 [
@@ -139,7 +139,7 @@ def _columns(header: list[str], table: list[list[str]], layout: Layout) -> Text:
         for column, cell in enumerate(cells):
             last = column == len(cells) - 1
             shown = _shorten(cell, room[column], layout.ascii) if column in room else cell
-            style = "bold" if index == 0 else STYLES.get(cell, "")
+            style = "bold" if index == 0 else STYLES.get(cell.split(" (")[0], "")
             line.append(shown if last else shown.ljust(widths[column]), style or None)
             if not last:
                 line.append(GAP)
@@ -161,6 +161,14 @@ def _shorten(text: str, room: int, ascii: bool) -> str:
     if space > room * 2 // 3:
         cut = cut[:space]
     return cut.rstrip(" ,;:(") + mark
+
+
+def _health(row: RunStatus) -> str:
+    if row.health is None:
+        return "-"
+    if row.waiting_for is not None:
+        return f"{row.health.value} ({row.waiting_for})"  # pending (JobHeldAdmin)
+    return row.health.value
 
 
 def _next(reason: str) -> str:

@@ -137,3 +137,10 @@ def test_the_command_under_lc_all_c_and_no_color(
     assert len(line) <= 80 and line.endswith("submit: not yet run")
     assert line.split()[0].endswith("...")  # the name gave way too
     assert "1 run: 1 never run." in result.out
+
+
+def test_a_held_job_shows_slurm_s_reason() -> None:
+    held = row("train", SyncStatus.NEVER_RUN, Health.PENDING, "no-op: in progress (job 41)")
+    held = held.model_copy(update={"waiting_for": "JobHeldAdmin"})
+    shown = render(PLAN, [held], [], Layout(width=None), NOW).plain.splitlines()
+    assert re.split(r"\s{2,}", shown[3])[:3] == ["train", "never run", "pending (JobHeldAdmin)"]
