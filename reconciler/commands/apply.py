@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from rich.text import Text
 from reconciler.commands.common import (
     EXIT_ERROR,
     DownstreamOption,
+    ReplaceOption,
     RevisionOption,
     SchedulerOption,
     WorktreeOption,
@@ -46,6 +48,7 @@ def apply(
     worktree: WorktreeOption = False,
     scheduler: SchedulerOption = None,
     downstream: DownstreamOption = False,
+    replace: ReplaceOption = None,
     auto_approve: Annotated[
         bool, typer.Option("--auto-approve", help="Apply without asking (cron, CI, scripts).")
     ] = False,
@@ -102,7 +105,7 @@ def apply(
         saved = planfile.load(Path(rest[0]))
         # Re-plan at HEAD (or the work tree) and compare: a commit since makes it stale.
         repo, rest, rev = Path(saved.root), list(saved.targets), None
-        worktree, downstream = saved.commit is None, saved.downstream
+        worktree, downstream, replace = saved.commit is None, saved.downstream, list(saved.replace)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     if not auto_approve and not interactive:
         raise typer.BadParameter(
@@ -115,7 +118,9 @@ def apply(
             sys.stdout.write(plan_report.RENDERERS["text"](current))
         return auto_approve or typer.confirm("Apply this plan?", default=False)
 
-    request = Request(repo, rev, worktree, tuple(rest), downstream, chosen(scheduler))
+    request = Request(
+        repo, rev, worktree, tuple(rest), downstream, chosen(scheduler), tuple(replace or ())
+    )
     started = datetime.now(UTC)
     outcome = reconcile_once(request, approve=approve, saved=saved, lock_timeout=lock_timeout)
     warn(outcome.desired)
@@ -127,7 +132,8 @@ def apply(
     elif not quiet:
         console.print("Nothing applied." if outcome.plan.has_changes else summary(outcome.plan))
     if wait and (outcome.applied is not None or not outcome.plan.has_changes):
-        raise typer.Exit(_wait(request, lock_timeout))
+        # Replaced once: the passes that follow only follow the new job.
+        raise typer.Exit(_wait(dataclasses.replace(request, replace=()), lock_timeout))
     if outcome.applied is not None and not outcome.applied.ok:
         raise typer.Exit(EXIT_ERROR)
 

@@ -77,6 +77,16 @@ TargetsArgument = Annotated[
 DownstreamOption = Annotated[
     bool, typer.Option("--downstream", help="Also take the runs that need the targets.")
 ]
+ReplaceOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--replace",
+        metavar="RUN",
+        help="Submit a new job for RUN although nothing changed (a failed run with no "
+        "retries left, a flaky node); a queued or running job of it is cancelled first. "
+        "Repeat for more runs.",
+    ),
+]
 FormatOption = Annotated[Format, typer.Option("--format", help="Output format.")]
 
 

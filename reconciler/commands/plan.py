@@ -14,6 +14,7 @@ from reconciler.commands.common import (
     DownstreamOption,
     Format,
     FormatOption,
+    ReplaceOption,
     RevisionOption,
     SchedulerOption,
     TargetsArgument,
@@ -40,6 +41,7 @@ def plan(
     worktree: WorktreeOption = False,
     scheduler: SchedulerOption = None,
     downstream: DownstreamOption = False,
+    replace: ReplaceOption = None,
     output_format: FormatOption = Format.text,
     out: Annotated[
         Path | None,
@@ -73,7 +75,11 @@ def plan(
     if against is not None:
         _plan_against(repo, against, rev, worktree, output_format, detailed_exitcode)
         return
-    seen = look_once(Request(repo, rev, worktree, tuple(targets), downstream, chosen(scheduler)))
+    seen = look_once(
+        Request(
+            repo, rev, worktree, tuple(targets), downstream, chosen(scheduler), tuple(replace or ())
+        )
+    )
     warn(seen.desired)
     note_uncommitted(seen.desired, rev, "plan")
     result = seen.plan

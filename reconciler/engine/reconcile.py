@@ -58,6 +58,7 @@ class Request:
     targets: Sequence[str] = ()
     downstream: bool = False
     scheduler: Choice | None = None  # --scheduler or RECON_SCHEDULER: over recon.yaml's
+    replace: Sequence[str] = ()  # runs to submit anew though nothing changed (--replace)
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ def look(
         setups=setups,
         containers=containers_for(scheduler, desired),
         elsewhere=share.elsewhere,
+        replace=request.replace,
     )
     return Look(desired, share.own, share.elsewhere, records, setups, endings, setup_changes, plan)
 
