@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CLI_DOC = ROOT / "docs" / "cli.md"
 EXAMPLE = ROOT / "examples" / "repo"
 CONSOLE = re.compile(r"^```console\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
-COMMIT = re.compile(r"\b[0-9a-f]{12}\b")
+COMMIT = re.compile(r"\b(?:[0-9a-f]{40}|[0-9a-f]{12})\b")
 CLOCK = re.compile(r"\b\d\d:\d\d\b")  # a job's end, shown as the time of day
 
 
@@ -79,10 +79,6 @@ NOT_REPRODUCED = {
     ("recon apply --auto-approve --wait", 1): "job ids and times of a real apply",
     ("recon apply eval.plan --auto-approve", 0): "job ids and times of a real apply",
     ("recon plan evaluate --out eval.plan", 0): "needs jobs that ran and spec edits",
-    ("recon plan --against HEAD~1", 0): "needs the doc's second commit",
-    ("recon plan --against HEAD~1 --format markdown", 0): "needs the doc's second commit",
-    ("recon plan --against HEAD~1 --format json", 0): "needs the doc's second commit",
-    ("recon plan --against HEAD~1 --detailed-exitcode", 0): "needs the doc's second commit",
     ("recon status --format json", 0): "needs jobs that ran (job ids and times)",
     ("recon watch . --branch main --interval 5s", 0): "runs until interrupted; times",
     ("recon dev-cluster status", 0): "process ids of the dev cluster's daemons",
@@ -112,6 +108,25 @@ SWEEP_WITH_A_BAD_TOKEN = (
 )
 SWEEP_WITH_A_BAD_INPUT = SWEEP_WITH_A_BAD_TOKEN.replace("{output.", "{outputs.")
 
+# The commits of the --against section: "train on two GPUs; evaluate gets 2GiB" (and a
+# reworded description), then one that only respells values, raises retries, sets
+# update: replace, adds a label and a comment.
+PIPELINE = (EXAMPLE / "specs" / "pipeline.yaml").read_text()
+assert PIPELINE.endswith("resources:\n  cpus: 1\n")  # evaluate's, the file's last lines
+TWO_GPUS = (
+    PIPELINE.replace("  gpus: a100:1\n", "  gpus: a100:2\n").replace(
+        "description: Score the trained policy.", "description: Score the policy."
+    )
+    + "  memory: 2GiB\n"
+)
+RESPELLED = (
+    TWO_GPUS.replace("  memory: 2GiB\n", "  memory: 2048MiB  # the same\n")
+    .replace("a100:2", "A100:2")
+    .replace('time: "00:20:00"', "time: 20m")
+    .replace("retries: 1\n", "retries: 3\nupdate: replace\n")
+    .replace("labels:\n  stage: data\n", "labels:\n  stage: data\n  owner: ana\n")
+)
+
 # What the doc did before a command, in the project folder: write (uncommitted) or
 # remove files, or run recon (its output is not compared, its exit code must be 0).
 Step = tuple[str, ...]
@@ -127,6 +142,10 @@ def remove(name: str) -> Step:
 
 def run_recon(*args: str) -> Step:
     return ("recon", *args)
+
+
+def commit(name: str, text: str) -> Step:
+    return ("commit", name, text)
 
 
 def succeeded(run: str) -> Step:
@@ -160,6 +179,14 @@ REPRODUCED: list[tuple[tuple[str, int], list[Step], int]] = [
     ),
     (("recon plan", 2), [succeeded("prepare")], 0),
     (("recon export ro-crate", 0), [run_recon("apply", "--auto-approve", "--wait")], 0),
+    (("recon plan --against HEAD~1", 0), [commit("specs/pipeline.yaml", TWO_GPUS)], 0),
+    (("recon plan --against HEAD~1 --format markdown", 0), [], 0),
+    (("recon plan --against HEAD~1 --format json", 0), [], 0),
+    (
+        ("recon plan --against HEAD~1 --detailed-exitcode", 0),
+        [commit("specs/pipeline.yaml", RESPELLED)],
+        0,
+    ),
     (("recon schema", 0), [], 0),
 ]
 
@@ -170,6 +197,8 @@ def take(step: Step, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
         (root / args[0]).write_text(args[1])
     elif kind == "remove":
         (root / args[0]).unlink()
+    elif kind == "commit":
+        GitRepo(root).commit({args[0]: args[1]}, message="doc step")  # git init: a no-op
     elif kind == "recon":
         ran = recon(capsys, *args)
         assert ran.code == 0, ran
@@ -187,9 +216,9 @@ def _health(capsys: pytest.CaptureFixture[str], run: str) -> str | None:
 
 def matches(output: str, shown: str) -> bool:
     """The output is the one shown, commit ids and times aside; a line `...` in the doc
-    stands for any lines (the doc leaves out what it already showed)."""
+    (indented or not) stands for any lines: the doc leaves out what it already showed."""
     pattern = "".join(
-        "(?:.*\n)*" if line == "..." else re.escape(line) + "\n"
+        "(?:.*\n)*" if line.strip() == "..." else re.escape(line) + "\n"
         for line in normalised(shown).split("\n")
     )
     return re.fullmatch(pattern, normalised(output) + "\n") is not None
