@@ -28,7 +28,6 @@ from reconciler.spec.desired import Desired, DesiredAllocation, DesiredRun, flat
 from reconciler.state.journal import Journal
 
 Clock = Callable[[], datetime]
-_ENDED = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
 
 
 @dataclass(frozen=True)
