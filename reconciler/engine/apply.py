@@ -20,14 +20,13 @@ from pathlib import Path
 from reconciler.engine import allocate
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.faults import fault_point
-from reconciler.engine.identity import tag_for
+from reconciler.engine.scripts import render_context
 from reconciler.errors import RUNS_DIR_HINT, PermanentSchedulerError, cannot_create
 from reconciler.scheduler.base import Scheduler, SubmitRequest
-from reconciler.scheduler.render import RenderContext, render_batch_script, required_directories
+from reconciler.scheduler.render import render_batch_script, required_directories
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredRun, flat_fields
 from reconciler.state.journal import Journal
-from reconciler.state.paths import input_paths, run_dir
 
 Clock = Callable[[], datetime]
 
@@ -135,8 +134,8 @@ class Applier:
             )
             return
         run = self.desired.runs[action.target]
-        tag = tag_for(self.desired, "run", run.name, run.spec_hash)
-        context = self._context(run, tag)
+        context = render_context(self.desired, run, self.code_dir)
+        tag = context.tag
         script = render_batch_script(run, context)
         try:
             for directory in required_directories(run, context):
@@ -179,12 +178,3 @@ class Applier:
         else:
             # The intent stays open: the step is found by its name once Slurm lists it.
             self.result.submitted[run.name] = f"{action.allocation_job} (step not listed yet)"
-
-    def _context(self, run: DesiredRun, tag: Tag) -> RenderContext:
-        return RenderContext(
-            project=self.plan.project,
-            code_dir=self.code_dir,
-            run_dir=run_dir(self.desired, run),
-            tag=tag,
-            input_paths=input_paths(self.desired, run),
-        )
