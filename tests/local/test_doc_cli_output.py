@@ -285,8 +285,9 @@ PASS = re.compile(r"\bpass \d+\b")
 def test_the_first_apply_wait_prints_what_the_doc_shows(
     example: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shown = {key: item for *key_parts, item in occurrences(shown_commands(CLI_DOC))
-             for key in [tuple(key_parts)]}  # fmt: skip
+    shown = {
+        (command, index): item for command, index, item in occurrences(shown_commands(CLI_DOC))
+    }
     item = shown[FIRST_WAIT]
     result = recon(capsys, "apply", "--auto-approve", "--wait")
     assert result.code == 0, result.err
