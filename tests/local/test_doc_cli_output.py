@@ -78,7 +78,8 @@ NOT_REPRODUCED = {
     ("git log --oneline", 0): "a shell command, not recon",
     ("recon apply --auto-approve --wait", 1): "job ids and times of a real apply",
     ("recon watch . --branch main --interval 5s", 0): "runs until interrupted; times",
-    ("recon dev-cluster status", 0): "process ids of the dev cluster's daemons",
+    ("recon dev-cluster status", 0): "needs the dev cluster: compared, process ids and node "
+    "states masked, in tests/integration/test_devcluster.py",
 }
 
 # specs/sweep.yaml as the validate section has it: four problems, then a misspelt
