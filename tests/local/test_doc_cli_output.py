@@ -155,6 +155,7 @@ def succeeded(run: str) -> Step:
 REPRODUCED: list[tuple[tuple[str, int], list[Step], int]] = [
     (("recon version", 0), [], 0),
     (("recon validate", 0), [], 0),
+    (("recon graph --offline", 0), [], 0),
     (("recon validate --worktree", 0), [write("specs/sweep.yaml", SWEEP_WITH_FOUR_PROBLEMS)], 1),
     (("recon validate --worktree", 1), [write("specs/sweep.yaml", SWEEP_WITH_A_BAD_TOKEN)], 1),
     (("recon validate --worktree", 2), [write("specs/sweep.yaml", SWEEP_WITH_A_BAD_INPUT)], 1),
