@@ -72,6 +72,18 @@ class Graph:
     left_out: int = 0  # nodes beyond the limit
     notes: Sequence[str] = field(default_factory=tuple)
 
+    def around_actions(self, limit: int) -> Graph:
+        """The nodes a plan acts on and their direct neighbours, the rest collapsed into
+        a count: a PR comment shows what changes and what it touches, not the project."""
+        touched = {node.name for node in self.nodes if node.action is not None}
+        near = set(touched)
+        for source, target in self.edges:
+            if source in touched or target in touched:
+                near |= {source, target}
+        kept = [node for node in self.nodes if node.name in near]
+        edges = [(a, b) for a, b in self.edges if a in near and b in near]
+        return Graph(kept, edges, len(self.nodes) - len(kept), self.notes).limited(limit)
+
     def limited(self, limit: int) -> Graph:
         """At most ``limit`` nodes (the first in DAG order), the rest counted."""
         if len(self.nodes) <= limit:
@@ -107,6 +119,13 @@ def as_mermaid(graph: Graph) -> str:
 def _mermaid_text(text: str) -> str:
     # Quotes end a label in mermaid; #quot; is its own escape for one.
     return text.replace('"', "#quot;")
+
+
+def mermaid_block(graph: Graph) -> str:
+    """A fenced mermaid block for markdown (a PR comment); empty for a graph of nothing."""
+    if not graph.nodes:
+        return ""
+    return "```mermaid\n" + as_mermaid(graph) + "```\n"
 
 
 def as_dot(graph: Graph) -> str:
@@ -147,11 +166,14 @@ def graph_of(
 ) -> Graph:
     """The project's graph; with a plan, each node's action; with statuses, each run's
     sync and health. Allocations come first, then runs in DAG order."""
+    planned = plan.actions if plan is not None else ()
     actions = {
         (action.target_kind, action.target): action.kind.value
-        for action in (plan.actions if plan is not None else ())
+        for action in planned
         if action.changes_cluster or action.kind.value == "blocked"
     }
+    # How each run stands: from status rows when given, else as the plan judged it.
+    syncs = {a.target: a.sync.value for a in planned if a.target_kind == "run" and a.sync}
     by_run = {row.name: row for row in statuses}
     nodes = [
         Node(name, "alloc", action=actions.get(("alloc", name))) for name in desired.allocations
@@ -162,7 +184,7 @@ def graph_of(
             Node(
                 name,
                 "run",
-                sync=row.sync.value if row is not None else None,
+                sync=row.sync.value if row is not None else syncs.get(name),
                 health=row.health.value if row is not None and row.health else None,
                 action=actions.get(("run", name)),
             )

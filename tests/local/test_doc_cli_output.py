@@ -297,3 +297,15 @@ def test_the_first_apply_wait_prints_what_the_doc_shows(
     assert matches(printed, PASS.sub("pass N", item.output)), (
         f"docs/cli.md:{item.line}: `{item.command}` prints\n{result.out}{result.err}"
     )
+
+
+MERMAID = re.compile(r"^```mermaid\n.*?^```$", re.MULTILINE | re.DOTALL)
+
+
+def test_the_plan_diagram_is_the_one_the_doc_draws(
+    example: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (drawn,) = MERMAID.findall(CLI_DOC.read_text())
+    result = recon(capsys, "plan", "--format", "markdown")
+    assert result.code == 0, result.err
+    assert MERMAID.findall(result.out) == [drawn]

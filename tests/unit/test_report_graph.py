@@ -109,3 +109,13 @@ def test_recon_graph_offline_and_with_states(
     nodes = {node["name"]: node for node in json.loads(live.out)["nodes"]}
     assert (nodes["a"]["action"], nodes["a"]["sync"]) == ("submit", "never run")
     assert not (project.root / ".recon" / "journal.sqlite").exists()  # it looked only
+
+
+def test_a_plan_diagram_keeps_what_it_acts_on_and_the_neighbours_and_counts_the_rest() -> None:
+    names = ["a", "b", "c", "d", "e"]
+    nodes = [Node(name, action="submit" if name == "c" else None) for name in names]
+    edges = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e")]
+    focused = Graph(nodes, edges).around_actions(limit=50)
+    assert [node.name for node in focused.nodes] == ["b", "c", "d"]
+    assert focused.edges == [("b", "c"), ("c", "d")] and focused.left_out == 2
+    assert Graph([Node("x")], []).around_actions(limit=50).nodes == []
