@@ -39,10 +39,8 @@ from reconciler.scheduler.states import Health, aggregate
 from reconciler.spec.desired import DesiredAllocation
 from reconciler.spec.models import NodeShape, RunResources
 from reconciler.spec.resources import span
-from reconciler.state.records import SetupRecord, SubmissionRecord
+from reconciler.state.records import UNSEEN_GRACE, SetupRecord, SubmissionRecord
 
-# A setup or a job recon started and Slurm does not list yet is waited for this long.
-UNSEEN_GRACE = timedelta(minutes=10)
 _ENDED = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
 _BAD = frozenset({Health.FAILED, Health.CANCELLED})
 

@@ -42,10 +42,15 @@ from reconciler.spec.desired import (
     changed_fields,
     flat_fields,
 )
-from reconciler.state.records import NO_OUTPUTS, SetupRecord, SubmissionRecord, SubmissionStatus
+from reconciler.state.records import (
+    NO_OUTPUTS,
+    UNSEEN_GRACE,
+    SetupRecord,
+    SubmissionRecord,
+    SubmissionStatus,
+)
 
 LIVE = frozenset({Health.PENDING, Health.RUNNING})
-UNSEEN_GRACE = timedelta(minutes=10)
 ENDED_BADLY = frozenset({Health.FAILED, Health.CANCELLED})
 
 
