@@ -29,14 +29,13 @@ from pathlib import Path
 from reconciler.engine import allocate
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.faults import fault_point
-from reconciler.engine.identity import tag_for
-from reconciler.errors import PermanentSchedulerError
+from reconciler.engine.scripts import render_context
+from reconciler.errors import RUNS_DIR_HINT, PermanentSchedulerError, cannot_create
 from reconciler.scheduler.base import Scheduler, SubmitRequest
-from reconciler.scheduler.render import RenderContext, render_batch_script, required_directories
+from reconciler.scheduler.render import render_batch_script, required_directories
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredRun, flat_fields
 from reconciler.state.journal import Intent, Journal
-from reconciler.state.paths import input_paths, run_dir
 
 Clock = Callable[[], datetime]
 
@@ -49,6 +48,7 @@ class ApplyResult:
     cancelled: list[str] = field(default_factory=list)  # job ids
     torn_down: list[str] = field(default_factory=list)  # job ids, also in `cancelled`
     adopted: list[str] = field(default_factory=list)  # job ids
+    set_up: dict[str, str | None] = field(default_factory=dict)  # allocation -> its step
     refused: dict[str, str] = field(default_factory=dict)  # run -> the scheduler's message
     skipped: dict[str, str] = field(default_factory=dict)  # run -> why
 
@@ -135,6 +135,8 @@ class Applier:
             )
             if made.refused is not None:
                 self.result.refused[action.target] = made.refused
+            else:
+                self.result.set_up[action.target] = made.job_id
 
     def _record(self, name: str, made: allocate.Started) -> None:
         if made.refused is not None:
@@ -166,14 +168,23 @@ class Applier:
     def _submit(self, action: Action) -> None:
         missing = [up for up in action.after if up not in self.result.submitted]
         if missing:
-            self.result.skipped[action.target] = f"upstream {', '.join(missing)} was not submitted"
+            self.result.skipped[action.target] = (
+                f"upstream {missing[0]} was not submitted"
+                if len(missing) == 1
+                else f"upstreams {', '.join(missing)} were not submitted"
+            )
             return
         run = self.desired.runs[action.target]
-        tag = tag_for(self.desired, "run", run.name, run.spec_hash)
-        context = self._context(run, tag)
+        context = render_context(self.desired, run, self.code_dir)
+        tag = context.tag
         script = render_batch_script(run, context)
-        for directory in required_directories(run, context):
-            directory.mkdir(parents=True, exist_ok=True)
+        try:
+            for directory in required_directories(run, context):
+                directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            # Like a refusal by the scheduler: this run and what waits for it are skipped.
+            self.result.refused[run.name] = str(cannot_create(directory, error, RUNS_DIR_HINT))
+            return
         dependencies = (*action.after_jobs, *(self.result.submitted[up] for up in action.after))
         if action.allocation_job is not None:
             (intent,) = self.journal.record_intents([self._intent(run)], self.clock())
@@ -211,12 +222,3 @@ class Applier:
         else:
             # The intent stays open: the step is found by its name once Slurm lists it.
             self.result.submitted[run.name] = f"{action.allocation_job} (step not listed yet)"
-
-    def _context(self, run: DesiredRun, tag: Tag) -> RenderContext:
-        return RenderContext(
-            project=self.plan.project,
-            code_dir=self.code_dir,
-            run_dir=run_dir(self.desired, run),
-            tag=tag,
-            input_paths=input_paths(self.desired, run),
-        )

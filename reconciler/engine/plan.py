@@ -28,11 +28,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Protocol
 
 from reconciler import graph
 from reconciler.engine import allocations
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
+from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import (
@@ -42,11 +42,15 @@ from reconciler.spec.desired import (
     changed_fields,
     flat_fields,
 )
-from reconciler.spec.models import RunResources
-from reconciler.state.records import NO_OUTPUTS, SetupRecord, SubmissionRecord, SubmissionStatus
+from reconciler.state.records import (
+    NO_OUTPUTS,
+    UNSEEN_GRACE,
+    SetupRecord,
+    SubmissionRecord,
+    SubmissionStatus,
+)
 
 LIVE = frozenset({Health.PENDING, Health.RUNNING})
-UNSEEN_GRACE = timedelta(minutes=10)
 ENDED_BADLY = frozenset({Health.FAILED, Health.CANCELLED})
 
 
@@ -70,12 +74,6 @@ class FileState:
     inputs: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
 
 
-class Fit(Protocol):
-    """The cluster's shapes, to refuse a run no partition can hold (engine/fit.py)."""
-
-    def why_not(self, resources: RunResources) -> str | None: ...
-
-
 @dataclass(frozen=True)
 class _Success:
     job_id: str
@@ -95,6 +93,7 @@ class _Context:
     allocation_states: dict[str, allocations.AllocationState] = field(default_factory=dict)
     # allocation -> (run, time limit) of runs waiting for a job with more time left
     renewals: dict[str, list[tuple[str, timedelta]]] = field(default_factory=dict)
+    replace: frozenset[str] = frozenset()  # runs to submit anew on request (--replace)
 
     # Looked up once per plan, then by name: a scan of every job, record or run for each
     # run made a plan of 10,000 runs take minutes.
@@ -143,13 +142,20 @@ def plan(
     setups: Sequence[SetupRecord] = (),
     containers: bool | None = None,
     elsewhere: Sequence[ObservedJob] = (),
+    replace: Sequence[str] = (),
 ) -> Plan:
     """`setups`: the journal's allocation setups; `containers`: whether the cluster runs
     container images (pyxis), None when not looked at; `elsewhere`: live jobs of the
-    project that other deployments own (only named in a note, never acted on)."""
+    project that other deployments own (only named in a note, never acted on);
+    `replace`: runs to submit anew although nothing changed (Terraform's -replace)."""
     context = _Context(desired, observation, records, now, files or FileState(), fit)
+    context.replace = frozenset(replace)
+    if targets or replace:
+        dag = graph.build(desired.upstreams)
+        if replace:
+            graph.select(dag, replace)  # an unknown name is an error, as for targets
     if targets:
-        chosen = graph.select(graph.build(desired.upstreams), targets, downstream)
+        chosen = graph.select(dag, [*targets, *replace], downstream)
     else:
         chosen = graph.in_order(desired.upstreams)
     actions: list[Action] = list(_adoptions(context))
@@ -196,6 +202,7 @@ def plan(
         notes=notes,
         fingerprint=fingerprint(observation, context.project),
         actions=tuple(actions),
+        replace=tuple(replace),
     )
 
 
@@ -421,6 +428,8 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
     if blocked is not None:
         return blocked
     jobs = context.jobs(run.name)
+    if run.name in context.replace:
+        return _replace_on_request(context, run, jobs)
     current = [job for job in jobs if job.tag.spec_hash == run.spec_hash]
     outdated_live = [job for job in jobs if job.tag.spec_hash != run.spec_hash and _live(job)]
 
@@ -473,6 +482,19 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
             "state of its last job unknown (observation incomplete); not resubmitting",
         )
     return _submit(context, run, ActionKind.SUBMIT, _why_submit(context, run))
+
+
+def _replace_on_request(context: _Context, run: DesiredRun, jobs: Sequence[ObservedJob]) -> Action:
+    """`--replace RUN`: a new job although the spec did not change (a flaky node, a failed
+    run with no retries left); a queued or running job of it is cancelled first. Its
+    downstream reruns once the new output is there, as after any changed output. Never
+    on a partial picture: that could cancel or duplicate a job recon cannot see."""
+    if not context.observation.complete or _unseen_job(context, run) is not None:
+        why = "not replaced as asked: the cluster was not fully seen; try again"
+        return _set(context, run, Outcome.WAITING, ActionKind.NOOP, why)
+    live = tuple(job.job_id for job in jobs if _live(job))
+    kind = ActionKind.REPLACE if live else ActionKind.SUBMIT
+    return _submit(context, run, kind, "replaced as asked (--replace)", cancels=live)
 
 
 def _live(job: ObservedJob) -> bool:
@@ -809,8 +831,13 @@ def _component_lines(run: DesiredRun) -> tuple[str, ...]:
 
 
 def _field_changes(context: _Context, run: DesiredRun) -> tuple[FieldChange, ...]:
-    earlier = [r for r in context.history(run.name) if r.spec_hash != run.spec_hash]
-    if not earlier or not earlier[-1].spec_fields:
+    """What changed since the run's last job; nothing once a job of this spec was made
+    (an output gone missing later is not explained by an old edit)."""
+    history = context.history(run.name)
+    if not history or history[-1].spec_hash == run.spec_hash:
+        return ()
+    earlier = [r for r in history if r.spec_hash != run.spec_hash]
+    if not earlier[-1].spec_fields:
         return ()
     new = flat_fields(run.spec, run.script_text)
     return tuple(

@@ -28,10 +28,9 @@ from datetime import datetime
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.slurm.parse import Parsed, Rejected, job_id_parts
 from reconciler.scheduler.slurm.steps import step_runs
-from reconciler.scheduler.states import HEALTH, Health
+from reconciler.scheduler.states import ALIVE, HEALTH, Health
 from reconciler.scheduler.tag import PREFIX
 
-_ALIVE = {Health.PENDING, Health.RUNNING}
 # The job name slurmdbd gives a job it learnt of from a step before the job itself.
 _UNSETTLED_NAME = "allocation"
 
@@ -119,7 +118,7 @@ def _merge(live: list[JobRecord], past: list[JobRecord]) -> list[JobRecord]:
         for row in past
         if not row.is_step
         and row.job_id not in listed
-        and not (live and HEALTH[row.state] in _ALIVE)
+        and not (live and HEALTH[row.state] in ALIVE)
     ]
     steps = [row for row in past if row.is_step]
     ordered: list[JobRecord] = []
