@@ -21,7 +21,7 @@ from reconciler.scheduler.render import RenderContext, render_batch_script
 from reconciler.scheduler.states import Health, aggregate
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredRun
-from reconciler.state.journal import Journal
+from reconciler.state.journal import FINAL_HEALTHS, Journal
 from reconciler.state.outputs import OutputVersion, observe_inputs, observe_outputs
 from reconciler.state.paths import input_paths, run_dir
 from reconciler.state.provenance import local_identity, manifest_from, write_manifest
@@ -47,6 +47,8 @@ def settle(
     for job in observation.jobs:
         if job.tag.project != desired.project.project or not job.finished:
             continue
+        if job.health not in FINAL_HEALTHS:
+            continue  # its parts disagree (accounting lags): never a non-final state as final
         if job.job_id in settled or job.job_id not in by_job:
             continue  # already settled, or not ours yet (adopted first, settled next pass)
         _settle_job(journal, desired, job, by_job[job.job_id], now, code_dir, remote)
