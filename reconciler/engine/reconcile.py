@@ -17,6 +17,7 @@ from reconciler.engine.actions import Plan
 from reconciler.engine.allocate import settle_setups
 from reconciler.engine.apply import Applier, ApplyResult
 from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
+from reconciler.engine.faults import fault_point
 from reconciler.engine.fit import FitChecker, MachineFit
 from reconciler.engine.plan import FileState, Fit
 from reconciler.engine.plan import plan as make_plan
@@ -209,6 +210,7 @@ def reconcile_once(
 
     `approve` sees the plan before anything is done and may decline it.
     """
+    fault_point("pass-start")
     desired = load(request)
     scheduler = scheduler or select_scheduler(desired.project.scheduler, state_dir(desired))
     with project_lock(state_dir(desired), lock_timeout), journal_for(desired) as journal:
