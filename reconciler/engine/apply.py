@@ -7,7 +7,9 @@ are journalled the same way.
 
 A refused submission (bad partition...) is recorded and skipped; runs that were to wait
 for it are skipped too (keep going, like dvc's `on_error="keep-going"`). A transient
-scheduler error stops the apply: the next pass will look again.
+scheduler error stops the apply: the next pass will look again. Each action is told to
+`report` as soon as it is done, so an apply that stops part-way never hides the jobs it
+did submit.
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ from reconciler.state.paths import input_paths, run_dir
 Clock = Callable[[], datetime]
 
 
+@dataclass(frozen=True)
+class Done:
+    """One thing an apply did (or could not do), as a line for people."""
+
+    line: str
+    problem: bool = False  # refused, skipped or a warning: for stderr
+
+
 @dataclass
 class ApplyResult:
     submitted: dict[str, str] = field(default_factory=dict)  # run -> job id
@@ -39,6 +49,18 @@ class ApplyResult:
     adopted: list[str] = field(default_factory=list)  # job ids
     refused: dict[str, str] = field(default_factory=dict)  # run -> the scheduler's message
     skipped: dict[str, str] = field(default_factory=dict)  # run -> why
+    warnings: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[Done]:
+        """Everything it did, in the order `report` is told of it kind by kind."""
+        return [
+            *(Done(f"submitted {name}: job {job_id}") for name, job_id in self.submitted.items()),
+            *(Done(f"cancelled job {job_id}") for job_id in self.cancelled),
+            *(Done(f"adopted job {job_id}") for job_id in self.adopted),
+            *(Done(f"refused {name}: {why}", True) for name, why in self.refused.items()),
+            *(Done(f"skipped {name}: {why}", True) for name, why in self.skipped.items()),
+            *(Done(f"warning: {why}", True) for why in self.warnings),
+        ]
 
     @property
     def ok(self) -> bool:
@@ -54,6 +76,7 @@ class Applier:
     code_dir: Path
     clock: Clock
     result: ApplyResult = field(default_factory=ApplyResult)
+    report: Callable[[Done], None] = lambda _done: None
 
     def run(self) -> ApplyResult:
         for action in self.plan.actions:
@@ -92,13 +115,39 @@ class Applier:
                 action, self.desired, self.code_dir, self.scheduler, self.journal, self.clock
             )
             if made.refused is not None:
-                self.result.refused[action.target] = made.refused
+                self._refused(action.target, made.refused)
 
     def _record(self, name: str, made: allocate.Started) -> None:
         if made.refused is not None:
-            self.result.refused[name] = made.refused
+            self._refused(name, made.refused)
         elif made.job_id is not None:
-            self.result.submitted[name] = made.job_id
+            self._submitted(name, made.job_id)
+
+    def _submitted(self, name: str, job_id: str) -> None:
+        others = [other for other, given in self.result.submitted.items() if given == job_id]
+        self.result.submitted[name] = job_id
+        self.report(Done(f"submitted {name}: job {job_id}"))
+        if others:
+            # slurmctld restarted and handed out the id of a job it lost; the next pass
+            # sees the id under one tag only and submits the others again.
+            self._warn(
+                f"job {job_id} was given to {', '.join([*others, name])} in this apply: "
+                "the scheduler lost the earlier job (restarted?); the next pass submits "
+                "the lost runs again"
+            )
+
+    def _refused(self, name: str, why: str) -> None:
+        self.result.refused[name] = why
+        self.report(Done(f"refused {name}: {why}", problem=True))
+
+    def _skipped(self, name: str, why: str) -> None:
+        self.result.skipped[name] = why
+        self.report(Done(f"skipped {name}: {why}", problem=True))
+
+    def _warn(self, why: str) -> None:
+        self.result.warnings.append(why)
+        self.report(Done(f"warning: {why}", problem=True))
+        self.journal.log_event(self.plan.project, None, "warning", why, self.clock())
 
     def _adopt(self, action: Action) -> None:
         assert action.spec_hash is not None
@@ -108,6 +157,7 @@ class Applier:
                 job_id, self.clock(),
             )  # fmt: skip
             self.result.adopted.append(job_id)
+            self.report(Done(f"adopted job {job_id}"))
 
     def _cancel(self, action: Action, reason: str) -> None:
         for job_id in action.job_ids:
@@ -120,11 +170,12 @@ class Applier:
                 self.scheduler.cancel(job_id)
             self.journal.record_cancel_done(intent, self.clock())
             self.result.cancelled.append(job_id)
+            self.report(Done(f"cancelled job {job_id}"))
 
     def _submit(self, action: Action) -> None:
         missing = [up for up in action.after if up not in self.result.submitted]
         if missing:
-            self.result.skipped[action.target] = f"upstream {', '.join(missing)} was not submitted"
+            self._skipped(action.target, f"upstream {', '.join(missing)} was not submitted")
             return
         run = self.desired.runs[action.target]
         tag = Tag(project=self.plan.project, kind="run", name=run.name, spec_hash=run.spec_hash)
@@ -147,11 +198,11 @@ class Applier:
             job_id = self.scheduler.submit(request)
         except PermanentSchedulerError as error:
             self.journal.record_refused(intent, str(error), self.clock())
-            self.result.refused[run.name] = str(error)
+            self._refused(run.name, str(error))
             return
         fault_point("after-sbatch")
         self.journal.record_submitted(intent, job_id, self.clock())
-        self.result.submitted[run.name] = job_id
+        self._submitted(run.name, job_id)
 
     def _start_step(
         self, action: Action, run: DesiredRun, script: str, directory: Path, tag: Tag, intent: int
@@ -159,13 +210,13 @@ class Applier:
         made = allocate.start_run(action, self.desired, run, script, directory, tag, self.scheduler)
         if made.refused is not None:
             self.journal.record_refused(intent, made.refused, self.clock())
-            self.result.refused[run.name] = made.refused
+            self._refused(run.name, made.refused)
         elif made.job_id is not None:
             self.journal.record_submitted(intent, made.job_id, self.clock())
-            self.result.submitted[run.name] = made.job_id
+            self._submitted(run.name, made.job_id)
         else:
             # The intent stays open: the step is found by its name once Slurm lists it.
-            self.result.submitted[run.name] = f"{action.allocation_job} (step not listed yet)"
+            self._submitted(run.name, f"{action.allocation_job} (step not listed yet)")
 
     def _context(self, run: DesiredRun, tag: Tag) -> RenderContext:
         return RenderContext(

@@ -398,13 +398,14 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
         return _submit(context, run, ActionKind.SUBMIT, stale)
     unseen = _unseen_job(context, run)
     if unseen is not None:
-        return _set(
+        waiting = _set(
             context,
             run,
             Outcome.WAITING,
             ActionKind.NOOP,
             f"job {unseen} was submitted but the scheduler does not show it yet; not resubmitting",
         )
+        return waiting.model_copy(update={"unseen_job": unseen})
     unlisted = _unlisted_step(context, run)
     if unlisted is not None:
         return _set(context, run, Outcome.WAITING, ActionKind.NOOP, unlisted)
@@ -416,7 +417,11 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
             ActionKind.NOOP,
             "state of its last job unknown (observation incomplete); not resubmitting",
         )
-    return _submit(context, run, ActionKind.SUBMIT, _why_submit(context, run))
+    lost = _lost_jobs(context, run)
+    why = _why_submit(context, run)
+    if lost:
+        why += f"; {lost[-1][0]} was lost: Slurm now shows that id as {lost[-1][1]}"
+    return _submit(context, run, ActionKind.SUBMIT, why)
 
 
 def _live(job: ObservedJob) -> bool:
@@ -607,19 +612,42 @@ def _unseen_job(context: _Context, run: DesiredRun) -> str | None:
 
     Slurm's two views lag behind each other (a job can leave squeue before sacct stores
     its comment), so absence right after submission proves nothing. Only once it has
-    stayed unseen for `UNSEEN_GRACE` is it taken as lost, and the run submitted again.
+    stayed unseen for `UNSEEN_GRACE` is it taken as lost, and the run submitted again;
+    at once when Slurm shows its id as another job of recon's (``_lost_jobs``).
     """
     observed = {job.job_id for job in context.jobs(run.name)}
+    lost = {job_id for job_id, _ in _lost_jobs(context, run)}
     for record in context.history(run.name):
         if (
             record.spec_hash == run.spec_hash
             and record.job_id is not None
             and record.job_id not in observed
+            and record.job_id not in lost
             and record.final_health is None
             and context.now - record.created_at < UNSEEN_GRACE
         ):
             return record.job_id
     return None
+
+
+def _lost_jobs(context: _Context, run: DesiredRun) -> list[tuple[str, str]]:
+    """(job id, the tag it shows now) for each unsettled job of the run's current spec
+    whose id Slurm now shows carrying another tag: another run's, spec's or project's.
+    slurmctld killed and restarted can lose jobs it had just accepted and hand their ids
+    to new submissions; such a job is lost, not live, and waiting for it is pointless."""
+    shown = {job.job_id: job.tag for job in context.observation.jobs}
+    lost = []
+    for record in context.history(run.name):
+        tag = shown.get(record.job_id or "")
+        if (
+            record.spec_hash == run.spec_hash
+            and record.final_health is None
+            and tag is not None
+            and (tag.project, tag.kind, tag.name, tag.spec_hash)
+            != (record.project, record.kind, record.name, record.spec_hash)
+        ):
+            lost.append((record.job_id or "", tag.format()))
+    return lost
 
 
 def _unlisted_step(context: _Context, run: DesiredRun) -> str | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from reconciler.engine.actions import Plan
 from reconciler.engine.allocate import settle_setups
-from reconciler.engine.apply import Applier, ApplyResult
+from reconciler.engine.apply import Applier, ApplyResult, Done
 from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
 from reconciler.engine.faults import fault_point
 from reconciler.engine.fit import FitChecker, MachineFit
@@ -205,10 +205,12 @@ def reconcile_once(
     saved: Plan | None = None,
     lock_timeout: float = 0.0,
     clock: Clock = lambda: datetime.now(UTC),
+    on_done: Callable[[Done], None] = lambda _done: None,
 ) -> Outcome:
     """Observe, plan (or check a saved plan is still true), and carry the plan out.
 
-    `approve` sees the plan before anything is done and may decline it.
+    `approve` sees the plan before anything is done and may decline it; `on_done` is told
+    of each action as soon as it is carried out.
     """
     fault_point("pass-start")
     desired = load(request)
@@ -242,5 +244,5 @@ def reconcile_once(
         if not approve(current):
             return Outcome(current, None)
         code = code_dir(desired.root, desired.commit, state_dir(desired))
-        applier = Applier(current, desired, scheduler, journal, code, clock)
+        applier = Applier(current, desired, scheduler, journal, code, clock, report=on_done)
         return Outcome(current, applier.run())

@@ -252,6 +252,8 @@ class WatchLoop:
                 self.log(Level.INFO, "adopted", commit=commit, job_id=job_id)
             for name, why in {**result.refused, **result.skipped}.items():
                 self.log(Level.WARNING, "not-done", commit=commit, run=name, message=why)
+            for why in result.warnings:
+                self.log(Level.WARNING, "warning", commit=commit, message=why)
         seconds = (self.clock() - started).total_seconds()
         self.log(
             Level.INFO,

@@ -48,11 +48,15 @@ def header(plan: Plan) -> str:
 
 
 def summary(plan: Plan) -> str:
+    unseen = (
+        f"{_plural(plan.waiting_unseen, 'run')} {'waits' if plan.waiting_unseen == 1 else 'wait'}"
+        " for jobs the scheduler does not show yet"
+    )
     if plan.has_changes:
-        return plan.summary
+        return plan.summary + (f" {unseen[0].upper()}{unseen[1:]}." if plan.waiting_unseen else "")
     # Nothing would touch the cluster; say what is still not as the specs want it, and
-    # only claim a match when the cluster was fully observed.
-    pending = []
+    # only claim a match when the cluster was fully observed and no job is unaccounted for.
+    pending = [unseen] if plan.waiting_unseen else []
     if adopt := plan.count(ActionKind.ADOPT):
         pending.append(f"{_plural(adopt, 'job')} to adopt into the journal")
     if blocked := plan.count(ActionKind.BLOCKED):

@@ -252,6 +252,40 @@ def test_a_just_submitted_job_missing_from_both_views_is_not_resubmitted() -> No
     assert kinds(later)["train"][0] == "submit"
 
 
+def test_runs_waiting_for_unseen_jobs_are_counted_and_never_called_a_match() -> None:
+    from reconciler.report.plan import summary
+
+    state = desired(run("a"), run("b"))
+    records = [record("a", hash_of(state, "a"), "98"), record("b", hash_of(state, "b"), "99")]
+    result = plan(state, observed(), records, NOW, scheduler="slurm")
+    assert [a.unseen_job for a in result.actions] == ["98", "99"]
+    assert (result.has_changes, result.waiting_unseen) == (False, 2)
+    assert summary(result) == (
+        "No changes to the cluster; 2 runs wait for jobs the scheduler does not show yet."
+    )
+
+
+def test_a_journaled_id_slurm_shows_with_another_runs_tag_is_lost_at_once() -> None:
+    # slurmctld was killed after accepting a's job 3127, forgot it, and gave 3127 to b.
+    state = desired(run("a"), run("b"))
+    records = [record("a", hash_of(state, "a"), "3127"), record("b", hash_of(state, "b"), "3127")]
+    jobs = observed(job("b", hash_of(state, "b"), S.PENDING, "3127"))
+    result = plan(state, jobs, records, NOW, scheduler="slurm")
+    assert kinds(result)["a"] == (
+        "submit",
+        f"not yet run; 3127 was lost: Slurm now shows that id as "
+        f"recon1:p:run:b:{hash_of(state, 'b')}",
+    )
+    assert kinds(result)["b"][0] == "no-op" and result.waiting_unseen == 0
+
+
+def test_another_projects_tag_on_a_journaled_id_means_the_job_was_lost() -> None:
+    state = desired(run("a"))
+    jobs = observed(job("a", hash_of(state, "a"), S.RUNNING, "3127", project="other"))
+    result = plan(state, jobs, [record("a", hash_of(state, "a"), "3127")], NOW, scheduler="slurm")
+    assert kinds(result)["a"][0] == "submit" and "3127 was lost" in kinds(result)["a"][1]
+
+
 def _ok(name: str, digest: str, job_id: str, inputs: dict[str, str | None] | None = None) -> object:
     base = record(name, digest, job_id, final=Health.SUCCEEDED)
     return base.model_copy(update={"input_versions": inputs or {}})
