@@ -32,6 +32,7 @@ from typing import Protocol
 from reconciler import graph
 from reconciler.engine import allocations
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
+from reconciler.engine.identity import claimed_notes
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import (
@@ -156,6 +157,7 @@ def plan(
         actions.extend(allocations.prunes(cluster, set(desired.allocations)))
     notes = (
         *(() if observation.complete else _incomplete_notes(observation)),
+        *claimed_notes(observation, context.project),
         *_coupled_waits(context, chosen),
     )
     return Plan(

@@ -19,6 +19,7 @@ from reconciler.engine.apply import Applier, ApplyResult, Done
 from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
 from reconciler.engine.faults import fault_point
 from reconciler.engine.fit import FitChecker, MachineFit
+from reconciler.engine.identity import claim_by_id
 from reconciler.engine.plan import FileState, Fit
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.planfile import check_fresh
@@ -110,6 +111,14 @@ def observation_window(records: Sequence[SubmissionRecord], now: datetime) -> da
     return max(since, now - _MAX_WINDOW)
 
 
+def observe(
+    scheduler: Scheduler, records: Sequence[SubmissionRecord], project: str, now: datetime
+) -> Observation:
+    """One look at the cluster, with the journal's jobs found by their ids too."""
+    observation = scheduler.observe(observation_window(records, now))
+    return claim_by_id(observation, records, project)
+
+
 def plan_once(
     request: Request,
     desired: Desired,
@@ -118,7 +127,7 @@ def plan_once(
     now: datetime,
 ) -> tuple[Plan, Observation]:
     """Observe the cluster and the filesystem, and plan. Reads only."""
-    observation = scheduler.observe(observation_window(records, now))
+    observation = observe(scheduler, records, desired.project.project, now)
     fit = fit_for(scheduler)
     plan = plan_with(
         request, desired, scheduler.name, observation, records, now, fit,
@@ -218,7 +227,7 @@ def reconcile_once(
     with project_lock(state_dir(desired), lock_timeout), journal_for(desired) as journal:
         now = clock()
         project = desired.project.project
-        observation = scheduler.observe(observation_window(journal.records(project), now))
+        observation = observe(scheduler, journal.records(project), project, now)
         snapshots = state_dir(desired)
         settle(
             journal,

@@ -155,6 +155,21 @@ class ObservedJob(BaseModel):
         return all(row.health in _ENDED for row in self.components)
 
 
+class UntaggedJob(BaseModel):
+    """A job of this user's that carries no recon tag. Not recon's by its tag, but it may be
+    by its id: a job whose comment someone changed (``scontrol update comment=...``) is
+    still the job the journal recorded (see ``engine/identity.py``)."""
+
+    model_config = _FROZEN
+
+    job_id: str = Field(pattern=_JOB_ID)
+    rows: tuple[JobRecord, ...] = Field(min_length=1)
+
+    def tagged(self, tag: Tag) -> ObservedJob:
+        """This job as recon's, under the tag the journal knows it by."""
+        return ObservedJob(job_id=self.job_id, tag=tag, rows=self.rows)
+
+
 class Observation(BaseModel):
     """recon's jobs as the scheduler reported them at ``taken_at``."""
 
@@ -163,6 +178,9 @@ class Observation(BaseModel):
     taken_at: datetime
     jobs: tuple[ObservedJob, ...]
     complete: bool
+    untagged: tuple[UntaggedJob, ...] = Field(
+        default=(), description="this user's jobs without a recon tag, matched by id only"
+    )
     problems: tuple[str, ...] = Field(
         default=(), description="why the observation is not complete; empty when it is"
     )

@@ -136,3 +136,20 @@ def test_a_journaled_id_slurm_shows_with_another_runs_tag_is_resubmitted_at_once
     applied = project.apply()
     assert "submitted a: job" in applied.stdout and "submitted b" not in applied.stdout
     assert len(project.job_of("a")) == 1 and project.job_of("a")[0]["id"] != a_job["id"]
+
+
+def test_a_job_whose_comment_was_changed_is_still_its_runs_job_by_id(project: Project) -> None:
+    project.repo.commit({"specs/a.yaml": run_spec("a", "true", extra=HELD)})
+    project.apply()
+    (job,) = project.job_of("a")
+    try:
+        _scontrol("update", f"jobid={job['id']}", "comment=moved by an operator")
+        plan = project.recon("plan", ".", "--detailed-exitcode")
+        assert plan.returncode == 0, plan.stdout + plan.stderr
+        assert f"in progress: job {job['id']} pending" in plan.stdout
+        assert f"Job {job['id']} of run a no longer carries its recon tag" in plan.stdout
+        applied = project.apply()
+        assert "submitted" not in applied.stdout, applied.stdout
+        assert project.job_of("a") == []  # found by tag: none; by id: the one job
+    finally:
+        subprocess.run(["scancel", job["id"]], capture_output=True, check=False)

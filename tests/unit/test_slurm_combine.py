@@ -113,3 +113,11 @@ def test_a_job_only_squeue_lists_is_read_from_squeue() -> None:
     assert (job.components[0].source, job.health) == ("squeue", Health.PENDING)
     (job,) = observe(SQUEUE_COMPLETED, "").jobs
     assert (job.finished, job.health, job.components[0].exit_code) == (True, Health.SUCCEEDED, None)
+
+
+def test_a_job_without_a_recon_tag_is_kept_apart_matched_by_id_only() -> None:
+    squeue = "3170|3170|RUNNING|None|cpu1|cpu|2026-12-01T14:01:10|2026-12-01T14:01:11|4:20|demo.train|changed by hand\n"
+    observation = observe(squeue, "")
+    assert observation.jobs == ()
+    (job,) = observation.untagged
+    assert (job.job_id, [row.state for row in job.rows]) == ("3170", [SlurmState.RUNNING])

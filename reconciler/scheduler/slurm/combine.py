@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
+from reconciler.scheduler.base import JobRecord, Observation, ObservedJob, UntaggedJob
 from reconciler.scheduler.slurm.parse import Parsed, Rejected, job_id_parts
 from reconciler.scheduler.slurm.steps import step_runs
 from reconciler.scheduler.states import HEALTH, Health, SlurmState
@@ -55,11 +55,13 @@ def combine(
     past_groups = _by_top_id(history)
     problems = [f"sacct failed, only live jobs seen: {sacct_failure}"] if sacct is None else []
     jobs = []
+    untagged = []
     for top_id in sorted(live_groups.keys() | past_groups.keys(), key=int):
         live, past = live_groups.get(top_id, []), past_groups.get(top_id, [])
         rows = _merge(live, past, taken_at)
         tag = next((row.tag for row in rows if row.tag is not None and not row.is_step), None)
         if tag is None:
+            untagged.append(UntaggedJob(job_id=top_id, rows=tuple(rows)))
             continue
         unsettled = top_id not in live_groups and any(_unsettled(row) for row in rows)
         if unsettled or _orphan_steps(rows):
@@ -77,6 +79,7 @@ def combine(
     return Observation(
         taken_at=taken_at,
         jobs=tuple(jobs),
+        untagged=tuple(untagged),
         complete=not problems,
         problems=tuple(problems),
         skipped=tuple(_describe(bad) for bad in rejected),
