@@ -100,6 +100,9 @@ class Applier:
             self._cancel(action, f"replaced: {action.reason}")
             self._submit(action)
         elif action.kind in (ActionKind.SUBMIT, ActionKind.RETRY):
+            # A job of the run held in the queue (SpecialExit) is cancelled first, intent
+            # journalled, so a release can never run it beside the new one.
+            self._cancel(action, f"held original of a run submitted again: {action.reason}")
             self._submit(action)
 
     def _carry_out_allocation(self, action: Action) -> None:

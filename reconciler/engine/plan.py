@@ -34,7 +34,7 @@ from reconciler.engine import allocations
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
 from reconciler.engine.identity import claimed_notes
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
-from reconciler.scheduler.states import Health
+from reconciler.scheduler.states import ENDINGS, Health, SlurmState
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
@@ -378,7 +378,7 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
             run,
             Outcome.INFLIGHT,
             ActionKind.NOOP,
-            f"in progress: job {job.job_id} {job.health.value}",
+            f"in progress: job {job.job_id} {job.in_words or job.health.value}",
             job=job.job_id,
         )
     success = _last_success(context, run, current)
@@ -565,14 +565,14 @@ def _failed_attempts(
         ):
             attempts[record.job_id] = (
                 record.reason
-                if record.reason and record.reason.startswith(NO_OUTPUTS)
+                if record.reason and record.reason.startswith((NO_OUTPUTS, *ENDINGS))
                 else _ending(record.final_health, record.exit_code)
             )
     for job in current:
         reason = next((row.reason for row in job.components if row.reason), None)
         if job.finished and job.health in ENDED_BADLY and not _dependency_cancel(reason):
             exit_code = next((r.exit_code for r in job.components if r.exit_code), None)
-            attempts[job.job_id] = _ending(job.health, exit_code)
+            attempts[job.job_id] = _ending(job.health, exit_code, job.in_words)
     since = _job_order(success.job_id) if success is not None else (-1, -1)
     return sorted(
         ((job_id, how) for job_id, how in attempts.items() if _job_order(job_id) > since),
@@ -584,8 +584,10 @@ def _dependency_cancel(reason: str | None) -> bool:
     return reason is not None and reason.startswith("Dependency")
 
 
-def _ending(health: Health | None, exit_code: int | None) -> str:
-    word = health.value if health is not None else "ended"
+def _ending(health: Health | None, exit_code: int | None, words: str | None = None) -> str:
+    """How a job ended: "failed (exit 3)", or in Slurm's terms when they say more: "timed
+    out", "node failed"."""
+    word = words or (health.value if health is not None else "ended")
     return f"{word} (exit {exit_code})" if exit_code else word
 
 
@@ -712,6 +714,17 @@ def _submit(
     or waits for one. A step cannot wait through afterok, nor a job for a step: where
     either side is a step, the run waits for its upstreams to finish.
     """
+    held = _held_originals(context, run)
+    if held and not context.observation.complete:
+        context.outcomes[run.name] = Outcome.WAITING
+        return Action(
+            kind=ActionKind.NOOP,
+            target=run.name,
+            reason=f"job {held[-1]} is held in the queue (special exit); not cancelling it "
+            "to run again while the observation is incomplete",
+            spec_hash=run.spec_hash,
+        )
+    cancels = (*cancels, *held)
     allocation = run.spec.allocation
     placed = None
     if allocation is not None:
@@ -760,6 +773,17 @@ def _submit(
         changes=changes,
         allocation_job=placed.job_id if placed is not None else None,
         details=_component_lines(run),
+    )
+
+
+def _held_originals(context: _Context, run: DesiredRun) -> tuple[str, ...]:
+    """The run's jobs held in SpecialExit: ended for recon (failed) but still queued, and
+    one release away from running beside a new job of the run. Whatever submits the run
+    again cancels them first."""
+    return tuple(
+        job.job_id
+        for job in context.jobs(run.name)
+        if any(row.state is SlurmState.SPECIAL_EXIT for row in job.components)
     )
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.render import RenderContext, render_batch_script
-from reconciler.scheduler.states import Health, aggregate
+from reconciler.scheduler.states import ENDINGS, Health, aggregate
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredRun
 from reconciler.state.journal import FINAL_HEALTHS, Journal
@@ -68,6 +68,8 @@ def _settle_job(
     rows = job.components
     exit_code = next((row.exit_code for row in rows if row.exit_code), None)
     reason = next((row.reason for row in rows if row.reason), None)
+    if job.in_words in ENDINGS:  # "timed out", "node failed": more than "failed" says
+        reason = f"{job.in_words}: {reason}" if reason else job.in_words
     run = desired.runs.get(job.tag.name) if job.tag.kind == "run" else None
     current = run is not None and run.spec_hash == job.tag.spec_hash
     if job.tag.kind == "alloc":

@@ -20,6 +20,8 @@ _KIND_WIDTH = max(len(kind.value) for kind in ActionKind)
 _MIN_TARGET_WIDTH = 13
 _GAP = "  "
 _CANCELLING = frozenset({ActionKind.REPLACE, ActionKind.CANCEL, ActionKind.TEARDOWN})
+# A run submitted again cancels its job held in the queue first (SpecialExit), if any.
+_SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY})
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 
 
@@ -80,7 +82,8 @@ def _context(action: Action) -> str:
     text = ""
     if action.after:
         text += f"; after {', '.join(action.after)}"
-    if action.kind in _CANCELLING and action.job_ids:
+    resubmitting = action.target_kind == "run" and action.kind in _SUBMITTING
+    if (action.kind in _CANCELLING or resubmitting) and action.job_ids:
         word = "job" if len(action.job_ids) == 1 else "jobs"
         text += f" (cancels {word} {', '.join(action.job_ids)})"
     return text

@@ -22,7 +22,7 @@ def as_table(plan: Plan, rows: Sequence[RunStatus]) -> Table:
         table.add_row(
             row.name,
             row.sync.value,
-            row.health.value if row.health else "-",
+            _health(row),
             row.job_id or "-",
             row.finished_at.strftime("%Y-%m-%d %H:%M") if row.finished_at else "-",
             row.last_success_commit[:12] if row.last_success_commit else "-",
@@ -52,3 +52,9 @@ def allocations_table(rows: Sequence[AllocationStatus]) -> Table:
             row.reason,
         )
     return table
+
+
+def _health(row: RunStatus) -> str:
+    if row.health is None:
+        return "-"
+    return f"{row.health.value} ({row.how})" if row.how else row.health.value

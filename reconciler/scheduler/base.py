@@ -18,7 +18,7 @@ from typing import Annotated, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from reconciler.scheduler.partitions import Partition
-from reconciler.scheduler.states import HEALTH, Health, SlurmState, aggregate
+from reconciler.scheduler.states import HEALTH, Health, SlurmState, aggregate, in_words
 from reconciler.scheduler.tag import Tag
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -146,6 +146,15 @@ class ObservedJob(BaseModel):
         """All rows folded by the one rule (``states.aggregate``). Derived, so not stored:
         an observation saved as JSON reads back as it was."""
         return aggregate(row.health for row in self.rows)
+
+    @property
+    def in_words(self) -> str | None:
+        """How it ended or stands beyond its health (``states.in_words``), from the first
+        component that says more: "timed out", "held (JobHeldUser)"."""
+        return next(
+            (words for row in self.components if (words := in_words(row.state, row.reason))),
+            None,
+        )
 
     @property
     def finished(self) -> bool:

@@ -95,3 +95,20 @@ def test_one_job_id_given_to_two_runs_in_one_apply_is_warned_of_at_once(tmp_path
     assert result.lines()[-1] == Done(f"warning: {warning}", problem=True)
     (event,) = [e for e in done.journal.events(PROJECT) if e.kind == "warning"]
     assert event.message == warning
+
+
+def test_a_retry_cancels_the_runs_held_original_first_intent_journalled(tmp_path: Path) -> None:
+    told: list[Done] = []
+    done = applier(tmp_path, Scripted(["12"]), told, "a")
+    retry = done.plan.actions[0].model_copy(update={"kind": ActionKind.RETRY, "job_ids": ("10",)})
+    done.plan = done.plan.model_copy(update={"actions": (retry,)})
+    journalled_first: list[list[str]] = []
+
+    def cancel(job_id: str) -> None:
+        journalled_first.append([c.job_id for c in done.journal.pending_cancels(PROJECT)])
+
+    done.scheduler.cancel = cancel  # type: ignore[method-assign]
+    done.run()
+    assert told == [Done("cancelled job 10"), Done("submitted a: job 12")]
+    assert journalled_first == [["10"]]  # the intent was there when scancel ran
+    assert done.journal.pending_cancels(PROJECT) == []
