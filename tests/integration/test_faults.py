@@ -153,3 +153,51 @@ def test_a_job_whose_comment_was_changed_is_still_its_runs_job_by_id(project: Pr
         assert project.job_of("a") == []  # found by tag: none; by id: the one job
     finally:
         subprocess.run(["scancel", job["id"]], capture_output=True, check=False)
+
+
+def test_a_failed_run_held_in_special_exit_is_retried_after_cancelling_the_held_job(
+    project: Project,
+) -> None:
+    spec = run_spec("a", "sleep 120").replace("kind: Run\n", "kind: Run\nretries: 1\n")
+    project.repo.commit({"specs/a.yaml": spec})
+    project.apply()
+    (held,) = project.job_of("a")
+    project.wait_for("the job to run", lambda: project.job_of("a")[0]["state"] == "RUNNING")
+    _scontrol("requeuehold", "state=SpecialExit", held["id"])
+    project.wait_for(
+        "special exit",
+        lambda: "SPECIAL_EXIT" in _squeue_state(held["id"]),
+    )
+    plan = project.recon("plan", ".")
+    assert f"job {held['id']} held in special exit" in plan.stdout, plan.stdout
+    assert f"(cancels job {held['id']})" in plan.stdout, plan.stdout
+    applied = project.apply()
+    assert f"cancelled job {held['id']}" in applied.stdout, applied.stdout
+    assert "submitted a: job" in applied.stdout
+    project.wait_for(
+        "the held job to be cancelled", lambda: _squeue_state(held["id"]) in ("", "CANCELLED")
+    )
+    _scontrol_quiet("release", held["id"])  # what an operator might do later: nothing runs
+    live = [j for j in project.job_of("a") if j["state"] in ("PENDING", "RUNNING")]
+    assert [j["id"] for j in live] != [] and held["id"] not in [j["id"] for j in live]
+
+
+def test_status_says_a_held_job_is_held_with_slurms_reason(project: Project) -> None:
+    project.repo.commit(
+        {"specs/a.yaml": run_spec("a", "true", extra="  sbatch_extra: ['--hold']\n")}
+    )
+    project.apply()
+    status = project.recon("status", ".", "--format", "json")
+    (row,) = json.loads(status.stdout)
+    assert (row["health"], row["how"]) == ("pending", "held (JobHeldUser)")
+    assert row["reason"].endswith(f"in progress: job {row['job_id']} held (JobHeldUser)")
+
+
+def _squeue_state(job_id: str) -> str:
+    return subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+
+
+def _scontrol_quiet(*args: str) -> None:
+    subprocess.run(["scontrol", *args], capture_output=True, text=True, check=False)
