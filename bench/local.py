@@ -35,7 +35,13 @@ SINCE = datetime.now(UTC) - timedelta(hours=1)
 
 
 def tag(name: str) -> Tag:
-    return Tag(project="bench", kind="run", name=name, spec_hash="0123456789abcdef")
+    return Tag(
+        project="bench",
+        deployment="0123456789ab",
+        kind="run",
+        name=name,
+        spec_hash="0123456789abcdef",
+    )
 
 
 def request(work: Path, name: str, body: str, after: tuple[str, ...] = ()) -> SubmitRequest:

@@ -32,14 +32,13 @@ import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
-from pathlib import Path
 
-from reconciler.engine.reconcile import JOURNAL_FILE, Outcome
+from reconciler.engine.reconcile import Outcome
 from reconciler.engine.watch import counts
 from reconciler.errors import ReconError
 from reconciler.scheduler.states import Health
-from reconciler.spec.loader import load_project, open_source
 from reconciler.state.journal import Journal
+from reconciler.state.paths import journal_path
 from reconciler.state.records import SubmissionRecord
 
 TIMEOUT_SECONDS = 30.0
@@ -155,7 +154,8 @@ class Notifier:
     def after_pass(self, outcome: Outcome, started: datetime) -> None:
         plan = outcome.plan
         try:
-            journal = _open_journal(Path(plan.root), plan.commit)
+            path = journal_path(outcome.desired)
+            journal = Journal(path) if path.exists() else None
         except ReconError as error:
             self.on_failure("run-failed", f"the journal could not be read: {error}")
             journal = None
@@ -188,10 +188,3 @@ class Notifier:
                     f"{notification.event} {said}",
                     self.clock(),
                 )
-
-
-def _open_journal(root: Path, commit: str | None) -> Journal | None:
-    """The project's journal, found through recon.yaml's state_dir; None if none yet."""
-    project = load_project(open_source(root, commit, worktree=commit is None))
-    path = root / project.state_dir / JOURNAL_FILE
-    return Journal(path) if path.exists() else None

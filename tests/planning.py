@@ -6,6 +6,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from reconciler.engine.actions import Plan
+from reconciler.engine.apply import ApplyResult
+from reconciler.engine.reconcile import Look, Outcome
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
@@ -18,6 +21,7 @@ from reconciler.spec.desired import (
     spec_hash,
 )
 from reconciler.spec.desired import flat_fields as _flat_fields
+from reconciler.spec.loader import load_desired, open_source
 from reconciler.spec.models import Project, Run
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
 
@@ -69,7 +73,9 @@ def job(
     submit: datetime | None = None,
     end: datetime | None = None,
 ) -> ObservedJob:
-    tag = Tag(project=project, kind="run", name=name, spec_hash=spec_hash)
+    tag = Tag(
+        project=project, deployment="0123456789ab", kind="run", name=name, spec_hash=spec_hash
+    )
     row = JobRecord(
         job_id=job_id,
         top_id=job_id,
@@ -117,3 +123,11 @@ def record(
         created_at=created_at,
         updated_at=created_at,
     )
+
+
+def outcome_of(plan: Plan, applied: ApplyResult | None = None, root: Path | None = None) -> Outcome:
+    """A pass's outcome around ``plan``, for tests of what follows a pass (notify, watch):
+    the project at ``root`` (its recon.yaml read from the work tree), or a bare one."""
+    state = load_desired(open_source(root, None, worktree=True)) if root else desired()
+    seen = Look(state, observed(), (), (), (), (), (), plan)
+    return Outcome(seen, applied)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -115,7 +116,6 @@ def apply(
 
 def _wait(request: Request, lock_timeout: float) -> int:
     """Follow the runs to the end with a live view; the exit code says how they ended."""
-    from reconciler.engine.reconcile import load, read_records
     from reconciler.engine.wait import wait_until_settled
     from reconciler.report.progress import counts_line, live_view
 
@@ -131,8 +131,7 @@ def _wait(request: Request, lock_timeout: float) -> int:
     if not last.failed:
         console.print("All runs done.")
         return 0
-    desired = load(request)
-    records = read_records(desired)
+    desired, records = last.desired, last.records
     for action in last.failed:
         err_console.print(
             Text(f"{action.outcome} {action.target}: {action.reason}"), soft_wrap=True
@@ -143,7 +142,7 @@ def _wait(request: Request, lock_timeout: float) -> int:
     return EXIT_ERROR
 
 
-def _error_log(desired: Desired, records: list[SubmissionRecord], name: str) -> Path | None:
+def _error_log(desired: Desired, records: Sequence[SubmissionRecord], name: str) -> Path | None:
     """The stderr file of the run's latest job, where Slurm (or the local backend) put it."""
     from reconciler.scheduler.render import log_files
     from reconciler.state.paths import run_dir

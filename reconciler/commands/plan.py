@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -52,19 +51,14 @@ def plan(
     """
     # The engine is imported when a command runs: `recon --help` stays quick.
     from reconciler.engine import planfile
-    from reconciler.engine.reconcile import Request, load, plan_once, read_records, state_dir
+    from reconciler.engine.reconcile import Request, look_once
     from reconciler.report import plan as plan_report
-    from reconciler.scheduler.select import select_scheduler
 
     repo, targets = split_arguments(arguments)
     if against is not None:
         _plan_against(repo, against, rev, worktree, output_format, detailed_exitcode)
         return
-    request = Request(repo, rev, worktree, tuple(targets), downstream)
-    desired = load(request)
-    scheduler = select_scheduler(desired.project.scheduler, state_dir(desired))
-    records = read_records(desired)
-    result, _ = plan_once(request, desired, scheduler, records, datetime.now(UTC))
+    result = look_once(Request(repo, rev, worktree, tuple(targets), downstream)).plan
     sys.stdout.write(plan_report.RENDERERS[output_format.value](result))
     if out is not None:
         planfile.save(result, out)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -30,24 +29,13 @@ def status(
     """Each run's sync status (current, outdated, missing, never run) and health, and
     each allocation's job, time left, steps and history (text only)."""
     # The engine is imported when a command runs: `recon --help` stays quick.
-    from reconciler.engine.reconcile import (
-        Request,
-        load,
-        plan_once,
-        read_events,
-        read_records,
-        state_dir,
-    )
+    from reconciler.engine.reconcile import Request, look_once, read_events
     from reconciler.engine.status import allocation_statuses, run_statuses
     from reconciler.report import status as status_report
-    from reconciler.scheduler.select import select_scheduler
 
     repo, targets = split_arguments(arguments)
-    request = Request(repo, rev, worktree, tuple(targets))
-    desired = load(request)
-    scheduler = select_scheduler(desired.project.scheduler, state_dir(desired))
-    records = read_records(desired)
-    current, observation = plan_once(request, desired, scheduler, records, datetime.now(UTC))
+    seen = look_once(Request(repo, rev, worktree, tuple(targets)))
+    desired, current, observation, records = seen.desired, seen.plan, seen.observation, seen.records
     notes: dict[str, str] = {}
     for event in read_events(desired):  # newest first: the first per run wins
         if event.name is not None:

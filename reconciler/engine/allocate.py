@@ -8,26 +8,25 @@ steps (the local one) never gets here: the planner blocks allocations there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from reconciler.engine.actions import Action
+from reconciler.engine.identity import tag_for
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import (
     AllocateRequest,
-    Observation,
     Scheduler,
     StepRequest,
     StepScheduler,
 )
 from reconciler.scheduler.slurm.steps import container_options, salloc_options, step_options
-from reconciler.scheduler.states import Health, aggregate
+from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredAllocation, DesiredRun, flat_fields
 from reconciler.state.journal import Journal
-from reconciler.state.records import SetupRecord
 
 Clock = Callable[[], datetime]
 _ENDED = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
@@ -133,34 +132,8 @@ def start_run(
         return Started(refused=str(error))
 
 
-def settle_setups(
-    journal: Journal, observation: Observation, setups: Sequence[SetupRecord], now: datetime
-) -> None:
-    """Record each setup's step id once listed, and how it ended once it has."""
-    jobs = {job.job_id: job for job in observation.jobs if job.tag.kind == "alloc"}
-    for setup in setups:
-        job = jobs.get(setup.allocation_job)
-        if setup.final_health is not None or job is None:
-            continue
-        steps = [row for row in job.steps if row.step_tag == job.tag]
-        if steps and setup.step_id is None:
-            journal.record_setup_step(setup.id, steps[-1].job_id, now)
-        if steps and all(row.health in _ENDED for row in steps):
-            health = aggregate(row.health for row in steps)
-            code = next((row.exit_code for row in steps if row.exit_code), None)
-            journal.record_setup_end(setup.id, health, code, None, now)
-        elif not steps and job.finished:
-            why = "the allocation ended before its setup step was seen"
-            journal.record_setup_end(setup.id, Health.CANCELLED, None, why, now)
-
-
 def _tag(desired: Desired, allocation: DesiredAllocation) -> Tag:
-    return Tag(
-        project=desired.project.project,
-        kind="alloc",
-        name=allocation.name,
-        spec_hash=allocation.spec_hash,
-    )
+    return tag_for(desired, "alloc", allocation.name, allocation.spec_hash)
 
 
 def _steps(scheduler: Scheduler) -> StepScheduler:

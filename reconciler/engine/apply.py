@@ -22,6 +22,7 @@ from pathlib import Path
 from reconciler.engine import allocate
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.faults import fault_point
+from reconciler.engine.identity import tag_for
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import Scheduler, SubmitRequest
 from reconciler.scheduler.render import RenderContext, render_batch_script, required_directories
@@ -181,7 +182,7 @@ class Applier:
             self._skipped(action.target, f"upstream {', '.join(missing)} was not submitted")
             return
         run = self.desired.runs[action.target]
-        tag = Tag(project=self.plan.project, kind="run", name=run.name, spec_hash=run.spec_hash)
+        tag = tag_for(self.desired, "run", run.name, run.spec_hash)
         context = self._context(run, tag)
         script = render_batch_script(run, context)
         for directory in required_directories(run, context):

@@ -51,7 +51,10 @@ def _extract(repo: git.Repo, commit: str, snapshot: Path) -> None:
         repo.archive(archive, treeish=commit, format="tar")
         archive.seek(0)
         with tarfile.open(fileobj=archive) as tar:
-            tar.extractall(staging, filter="data")
+            # "tar", not "data": symbolic links are extracted as links wherever they point
+            # (`data -> /scratch/...`), as `git checkout` makes them; files are still never
+            # written outside the snapshot, and git trees hold nothing else.
+            tar.extractall(staging, filter="tar")
         try:
             os.rename(staging, snapshot)
         except OSError:

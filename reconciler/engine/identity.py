@@ -1,66 +1,111 @@
-"""A job is recon's by its id too: journaled ids first, tags second. Pure.
+"""Which jobs are this deployment's: the tags it writes, and its share of an observation.
 
-Observation finds recon's jobs by their tag. A job whose comment someone changed
-(``scontrol update jobid=N comment=...``) loses its tag but not its id, and the journal
-still holds that id: it is the same job, and submitting its run again beside it would
-run the run twice. So an untagged job of this user whose id the journal recorded for a
-job it has not seen end is taken as that run's job again, under the journal's tag; the
-plan says so in a note.
+A deployment is one project in one place (its state directory, ``state.paths.deployment``).
+The scheduler reports every recon job of this user; everything above this module sees only
+the deployment's own, so no plan, settle, teardown, prune or release can ever reach a job
+another clone of the same project submitted. Those are kept aside only to be named in the
+plan (``elsewhere``).
 
-Not so for an id Slurm shows under another recon tag (another run's, spec's or project's):
-that id was handed out again after slurmctld lost the job, and the journaled job is lost
-(``plan._lost_jobs``). Nor for an untagged job submitted well after sbatch gave recon that
-id: a reused id again.
+A job is the deployment's by its id too: journaled ids first, tags second (``by_id``).
+A job whose comment someone changed (``scontrol update jobid=N comment=...``) loses its
+tag but not its id, and the journal still holds that id: it is the same job, and
+submitting its run again beside it would run the run twice. So a job with no recon tag at
+all whose id the journal recorded for a job it has not seen end is taken as that run's
+job again, under the journal's tag; the plan says so in a note.
+
+Not so for an id Slurm shows under another recon tag (another deployment's, project's,
+run's or spec's): slurmctld killed and restarted can lose jobs it had just accepted and
+hand their ids to new submissions, so the journaled job is lost, and its run is submitted
+again at once (``Observation.reused_ids``, read by the planner). Nor for an untagged job
+submitted well after sbatch gave recon that id: the id was handed out again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 from reconciler.scheduler.base import Observation, ObservedJob, UntaggedJob, job_order
-from reconciler.scheduler.tag import Tag
+from reconciler.scheduler.tag import Tag, TagKind
+from reconciler.spec.desired import Desired
+from reconciler.state.paths import deployment
 from reconciler.state.records import SubmissionRecord
 
 # Slurm's submit time and the journal's clock may differ a little (another host).
 CLOCK_SLACK = timedelta(minutes=1)
 
 
-def claim_by_id(
-    observation: Observation, records: Sequence[SubmissionRecord], project: str
-) -> Observation:
-    """The observation with the project's untagged journaled jobs added as its own."""
-    untagged = {job.job_id: job for job in observation.untagged}
-    tagged = {job.job_id for job in observation.jobs}
-    claimed: dict[str, ObservedJob] = {}
-    for record in records:
-        job = untagged.get(record.job_id or "")
-        if (
-            job is None
-            or record.project != project
-            or record.final_health is not None
-            or job.job_id in tagged
-            or not _submitted_by(job, record)
-        ):
-            continue
-        tag = Tag(project=project, kind=record.kind, name=record.name, spec_hash=record.spec_hash)
-        claimed[job.job_id] = job.tagged(tag)  # the newest record of an id wins
-    if not claimed:
-        return observation
-    jobs = sorted([*observation.jobs, *claimed.values()], key=lambda job: job_order(job.job_id))
-    return observation.model_copy(update={"jobs": tuple(jobs)})
-
-
-def claimed_notes(observation: Observation, project: str) -> tuple[str, ...]:
-    """What the plan says of each job taken as recon's by its id alone."""
-    untagged = {job.job_id for job in observation.untagged}
-    return tuple(
-        f"Job {job.job_id} of {job.tag.kind} {job.tag.name} no longer carries its recon tag "
-        f"in its comment (changed by hand?): it is still {job.tag.name}'s job, known by its "
-        f"id from the journal, and is not submitted again. Its tag was {job.tag.format()}."
-        for job in observation.jobs
-        if job.job_id in untagged and job.tag.project == project
+def tag_for(desired: Desired, kind: TagKind, name: str, spec_hash: str) -> Tag:
+    """The tag a job of this deployment's run or allocation carries."""
+    return Tag(
+        project=desired.project.project,
+        deployment=deployment(desired),
+        kind=kind,
+        name=name,
+        spec_hash=spec_hash,
     )
+
+
+@dataclass(frozen=True)
+class Share:
+    """An observation split by owner: this deployment's jobs, and the live jobs of the
+    same project that other deployments (other clones, other folders) own."""
+
+    own: Observation
+    elsewhere: tuple[ObservedJob, ...]
+
+
+def share_of(
+    observation: Observation,
+    project: str,
+    deployment_id: str,
+    records: Sequence[SubmissionRecord] = (),
+) -> Share:
+    """``records``: the journal's, whose ids make jobs the deployment's too (``by_id``)."""
+    own = tuple(job for job in observation.jobs if job.tag.owned_by(project, deployment_id))
+    elsewhere = tuple(
+        job
+        for job in observation.jobs
+        if job.tag.project == project and job.tag.deployment != deployment_id and not job.finished
+    )
+    mine = observation.model_copy(update={"jobs": own})
+    return Share(by_id(mine, observation, records, project, deployment_id), elsewhere)
+
+
+def by_id(
+    own: Observation,
+    whole: Observation,
+    records: Sequence[SubmissionRecord],
+    project: str,
+    deployment_id: str,
+) -> Observation:
+    """``own`` with the journal's untagged jobs claimed as the deployment's, and the
+    journaled ids Slurm shows under another tag in ``whole`` listed as reused."""
+    untagged = {job.job_id: job for job in whole.untagged}
+    shown = {job.job_id: job.tag for job in whole.jobs}
+    claimed: dict[str, ObservedJob] = {}
+    reused: dict[str, str] = {}
+    for record in records:
+        if record.job_id is None or record.project != project or record.final_health is not None:
+            continue
+        tag = Tag(
+            project=project,
+            deployment=deployment_id,
+            kind=record.kind,
+            name=record.name,
+            spec_hash=record.spec_hash,
+        )
+        other = shown.get(record.job_id)
+        job = untagged.get(record.job_id)
+        if other is not None and other != tag:
+            reused[record.job_id] = other.format()
+        elif job is not None and _submitted_by(job, record):
+            claimed[job.job_id] = job.tagged(tag)  # the newest record of an id wins
+    if not claimed and not reused:
+        return own
+    jobs = sorted([*own.jobs, *claimed.values()], key=lambda job: job_order(job.job_id))
+    return own.model_copy(update={"jobs": tuple(jobs), "reused_ids": reused})
 
 
 def _submitted_by(job: UntaggedJob, record: SubmissionRecord) -> bool:
@@ -68,4 +113,3 @@ def _submitted_by(job: UntaggedJob, record: SubmissionRecord) -> bool:
     returned its id to recon (then Slurm handed the id out again)."""
     submits = [row.submit for row in job.rows if row.submit is not None and not row.is_step]
     return not submits or min(submits) <= record.updated_at + CLOCK_SLACK
-

@@ -23,6 +23,7 @@ Safety rules that hold whatever the inputs:
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -32,7 +33,6 @@ from typing import Protocol
 from reconciler import graph
 from reconciler.engine import allocations
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
-from reconciler.engine.identity import claimed_notes
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import ENDINGS, Health, SlurmState
 from reconciler.spec.desired import (
@@ -122,9 +122,11 @@ def plan(
     fit: Fit | None = None,
     setups: Sequence[SetupRecord] = (),
     containers: bool | None = None,
+    elsewhere: Sequence[ObservedJob] = (),
 ) -> Plan:
     """`setups`: the journal's allocation setups; `containers`: whether the cluster runs
-    container images (pyxis), None when not looked at."""
+    container images (pyxis), None when not looked at; `elsewhere`: live jobs of the
+    project that other deployments own (only named in a note, never acted on)."""
     context = _Context(desired, observation, records, now, files or FileState(), fit)
     dag = graph.build(desired.upstreams)
     chosen = graph.select(dag, targets, downstream) if targets else graph.order(dag)
@@ -157,8 +159,9 @@ def plan(
         actions.extend(allocations.prunes(cluster, set(desired.allocations)))
     notes = (
         *(() if observation.complete else _incomplete_notes(observation)),
-        *claimed_notes(observation, context.project),
+        *_claimed_notes(observation),
         *_coupled_waits(context, chosen),
+        *_elsewhere_note(context.project, elsewhere),
     )
     return Plan(
         project=context.project,
@@ -196,6 +199,46 @@ def fingerprint(observation: Observation, project: str) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
+def _claimed_notes(observation: Observation) -> tuple[str, ...]:
+    """What the plan says of each job taken as the deployment's by its journaled id alone
+    (``identity.by_id``): its comment no longer holds its tag."""
+    untagged = {job.job_id for job in observation.untagged}
+    return tuple(
+        f"Job {job.job_id} of {job.tag.kind} {job.tag.name} no longer carries its recon tag "
+        f"in its comment (changed by hand?): it is still {job.tag.name}'s job, known by its "
+        f"id from the journal, and is not submitted again. Its tag was {job.tag.format()}."
+        for job in observation.jobs
+        if job.job_id in untagged
+    )
+
+
+def _elsewhere_note(project: str, jobs: Sequence[ObservedJob]) -> tuple[str, ...]:
+    """One note naming the live jobs of this project that another deployment (another
+    clone or folder) owns, and where they run from: two people applying one project from
+    two places see each other at once, and neither touches the other's jobs."""
+    if not jobs:
+        return ()
+    places: dict[str, list[str]] = {}
+    for job in jobs:
+        workdir = next((row.workdir for row in job.components if row.workdir), None)
+        places.setdefault(job.tag.deployment, []).append(workdir or "")
+    shown = sorted(_common_folder(dirs) for dirs in places.values())
+    where = ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+    jobs_word = "job" if len(jobs) == 1 else "jobs"
+    deployments = "another deployment" if len(places) == 1 else f"{len(places)} other deployments"
+    return (
+        f"{len(jobs)} live {jobs_word} of project {project} belong to {deployments} "
+        f"(run from {where}); recon leaves them alone.",
+    )
+
+
+def _common_folder(workdirs: Sequence[str]) -> str:
+    known = [path for path in workdirs if path.startswith("/")]
+    if not known:
+        return "an unknown folder"
+    return os.path.commonpath(known) if len(known) > 1 else known[0]
+
+
 def _incomplete_notes(observation: Observation) -> tuple[str, ...]:
     why = "; ".join(observation.problems) or "part of the cluster state could not be read"
     return (
@@ -231,7 +274,7 @@ def _teardowns(context: _Context, chosen: Sequence[str]) -> list[Action]:
     for name in chosen:
         run = context.desired.runs[name]
         for job in context.jobs(name):
-            if job.finished or job.health is Health.CANCELLED:
+            if job.finished:
                 continue
             why = _broken_component(job) if _coupled_het(run) else None
             why = why or _partner_down(context, run, job)
@@ -636,22 +679,17 @@ def _unseen_job(context: _Context, run: DesiredRun) -> str | None:
 
 def _lost_jobs(context: _Context, run: DesiredRun) -> list[tuple[str, str]]:
     """(job id, the tag it shows now) for each unsettled job of the run's current spec
-    whose id Slurm now shows carrying another tag: another run's, spec's or project's.
-    slurmctld killed and restarted can lose jobs it had just accepted and hand their ids
-    to new submissions; such a job is lost, not live, and waiting for it is pointless."""
-    shown = {job.job_id: job.tag for job in context.observation.jobs}
-    lost = []
-    for record in context.history(run.name):
-        tag = shown.get(record.job_id or "")
-        if (
-            record.spec_hash == run.spec_hash
-            and record.final_health is None
-            and tag is not None
-            and (tag.project, tag.kind, tag.name, tag.spec_hash)
-            != (record.project, record.kind, record.name, record.spec_hash)
-        ):
-            lost.append((record.job_id or "", tag.format()))
-    return lost
+    whose id Slurm now shows carrying another tag (``identity.by_id``): slurmctld killed
+    and restarted can lose jobs it had just accepted and hand their ids to new
+    submissions. Such a job is lost, not live, and waiting for it is pointless."""
+    reused = context.observation.reused_ids
+    return [
+        (record.job_id, reused[record.job_id])
+        for record in context.history(run.name)
+        if record.spec_hash == run.spec_hash
+        and record.final_health is None
+        and record.job_id in reused
+    ]
 
 
 def _unlisted_step(context: _Context, run: DesiredRun) -> str | None:

@@ -1,4 +1,10 @@
-"""One reconcile pass: load, observe, plan, apply. The entry point apply, watch and cron use.
+"""The one pipeline: load, observe, settle, fit and plan; then, for apply, carry it out.
+
+`recon plan`, `recon status`, `recon apply` and `recon watch` all go through ``look``, so
+what plan shows is what apply then does: the same observation, cut to this deployment's
+jobs, the same judgement of finished jobs (settle), the same fit and the same planner.
+The only difference is who writes: ``look`` reads (a plan leaves no trace, not even a
+journal), and ``reconcile_once`` records the judgement and carries the plan out.
 
 Level-based, like controller-runtime's Reconcile: every pass starts from the commit and
 what the cluster reports now, never from remembered events. The project lock is held
@@ -9,23 +15,22 @@ submit the same run.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from reconciler.engine import settle
 from reconciler.engine.actions import Plan
-from reconciler.engine.allocate import settle_setups
 from reconciler.engine.apply import Applier, ApplyResult, Done
 from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
 from reconciler.engine.faults import fault_point
 from reconciler.engine.fit import FitChecker, MachineFit
-from reconciler.engine.identity import claim_by_id
+from reconciler.engine.identity import share_of
 from reconciler.engine.plan import FileState, Fit
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.planfile import check_fresh
-from reconciler.engine.settle import settle
 from reconciler.errors import ObservationError
-from reconciler.scheduler.base import Observation, Scheduler, StepScheduler
+from reconciler.scheduler.base import Observation, ObservedJob, Scheduler, StepScheduler
 from reconciler.scheduler.select import select_scheduler
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import Desired
@@ -33,11 +38,10 @@ from reconciler.spec.loader import load_desired, open_source
 from reconciler.state.journal import Journal, JournalEvent
 from reconciler.state.lock import project_lock
 from reconciler.state.outputs import observe_inputs, observe_outputs
+from reconciler.state.paths import deployment, journal_path, state_dir
 from reconciler.state.records import SetupRecord, SubmissionRecord
 
 Clock = Callable[[], datetime]
-
-JOURNAL_FILE = "journal.sqlite"
 
 # sacct is asked about this far back at least; older outcomes come from the journal.
 _MIN_WINDOW = timedelta(days=2)
@@ -56,51 +60,73 @@ class Request:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class JournalState:
+    """What the journal holds for the project, read once per pass."""
+
+    records: Sequence[SubmissionRecord] = ()
+    setups: Sequence[SetupRecord] = ()
+
+
+@dataclass(frozen=True)
+class Look:
+    """One pass's view of the world and the plan made from it.
+
+    ``records`` and ``setups`` are the journal's as they read once this pass's judgement
+    (``endings``, ``setup_changes``) is recorded; apply records it, plan and status only
+    plan against it."""
+
+    desired: Desired
+    observation: Observation  # this deployment's jobs only
+    elsewhere: tuple[ObservedJob, ...]  # live jobs of the project other deployments own
+    records: Sequence[SubmissionRecord]
+    setups: Sequence[SetupRecord]
+    endings: Sequence[settle.Ending]
+    setup_changes: Sequence[SetupRecord]
     plan: Plan
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a pass saw and did."""
+
+    look: Look
     applied: ApplyResult | None  # None when nothing was carried out (declined, or no-op)
+
+    @property
+    def plan(self) -> Plan:
+        return self.look.plan
+
+    @property
+    def desired(self) -> Desired:
+        return self.look.desired
 
 
 def load(request: Request) -> Desired:
     return load_desired(open_source(request.root, request.revision, request.worktree))
 
 
-def state_dir(desired: Desired) -> Path:
-    return desired.root / desired.project.state_dir
+def scheduler_for(desired: Desired) -> Scheduler:
+    return select_scheduler(desired.project.scheduler, state_dir(desired))
 
 
-def journal_for(desired: Desired) -> Journal:
-    directory = state_dir(desired)
-    directory.mkdir(parents=True, exist_ok=True)
-    return Journal(directory / JOURNAL_FILE)
+def read_journal(desired: Desired) -> JournalState:
+    """The journal's records and setups, without creating a journal where there is none:
+    `recon plan` leaves no trace."""
+    path = journal_path(desired)
+    if not path.exists():
+        return JournalState()
+    with Journal(path) as journal:
+        project = desired.project.project
+        return JournalState(journal.records(project), journal.setups(project))
 
 
 def read_events(desired: Desired, limit: int = 1000) -> list[JournalEvent]:
     """The journal's newest events (teardown reasons...), newest first; none without one."""
-    path = state_dir(desired) / JOURNAL_FILE
+    path = journal_path(desired)
     if not path.exists():
         return []
     with Journal(path) as journal:
         return journal.events(desired.project.project, limit=limit)
-
-
-def read_records(desired: Desired) -> list[SubmissionRecord]:
-    """The journal's records, without creating a journal where there is none: `recon
-    plan` leaves no trace."""
-    path = state_dir(desired) / JOURNAL_FILE
-    if not path.exists():
-        return []
-    with Journal(path) as journal:
-        return journal.records(desired.project.project)
-
-
-def read_setups(desired: Desired) -> list[SetupRecord]:
-    """The journal's allocation setups; none without a journal (and none made)."""
-    path = state_dir(desired) / JOURNAL_FILE
-    if not path.exists():
-        return []
-    with Journal(path) as journal:
-        return journal.setups(desired.project.project)
 
 
 def observation_window(records: Sequence[SubmissionRecord], now: datetime) -> datetime:
@@ -111,29 +137,42 @@ def observation_window(records: Sequence[SubmissionRecord], now: datetime) -> da
     return max(since, now - _MAX_WINDOW)
 
 
-def observe(
-    scheduler: Scheduler, records: Sequence[SubmissionRecord], project: str, now: datetime
-) -> Observation:
-    """One look at the cluster, with the journal's jobs found by their ids too."""
-    observation = scheduler.observe(observation_window(records, now))
-    return claim_by_id(observation, records, project)
-
-
-def plan_once(
+def look(
     request: Request,
     desired: Desired,
     scheduler: Scheduler,
-    records: Sequence[SubmissionRecord],
+    journal: JournalState,
     now: datetime,
-) -> tuple[Plan, Observation]:
-    """Observe the cluster and the filesystem, and plan. Reads only."""
-    observation = observe(scheduler, records, desired.project.project, now)
-    fit = fit_for(scheduler)
-    plan = plan_with(
-        request, desired, scheduler.name, observation, records, now, fit,
-        setups=read_setups(desired), containers=containers_for(scheduler, desired),
-    )  # fmt: skip
-    return plan, observation
+) -> Look:
+    """Observe the cluster and the filesystem, judge finished jobs, and plan. Reads only."""
+    found = scheduler.observe(observation_window(journal.records, now))
+    share = share_of(found, desired.project.project, deployment(desired), journal.records)
+    endings = settle.judge(desired, share.own, journal.records)
+    records = settle.as_recorded(journal.records, endings)
+    setup_changes = settle.judge_setups(share.own, journal.setups)
+    setups = settle.with_setups(journal.setups, setup_changes)
+    plan = make_plan(
+        desired,
+        share.own,
+        records,
+        now,
+        scheduler=scheduler.name,
+        targets=request.targets,
+        downstream=request.downstream,
+        files=file_state(desired, records, share.own),
+        fit=fit_for(scheduler),
+        setups=setups,
+        containers=containers_for(scheduler, desired),
+        elsewhere=share.elsewhere,
+    )
+    return Look(desired, share.own, share.elsewhere, records, setups, endings, setup_changes, plan)
+
+
+def look_once(request: Request, *, scheduler: Scheduler | None = None) -> Look:
+    """`recon plan` and `recon status`: load, then ``look``, writing nothing."""
+    desired = load(request)
+    scheduler = scheduler or scheduler_for(desired)
+    return look(request, desired, scheduler, read_journal(desired), datetime.now(UTC))
 
 
 def fit_for(scheduler: Scheduler) -> Fit | None:
@@ -154,33 +193,6 @@ def containers_for(scheduler: Scheduler, desired: Desired) -> bool | None:
     if not wanted or not isinstance(scheduler, StepScheduler):
         return None
     return scheduler.containers()
-
-
-def plan_with(
-    request: Request,
-    desired: Desired,
-    scheduler_name: str,
-    observation: Observation,
-    records: Sequence[SubmissionRecord],
-    now: datetime,
-    fit: Fit | None = None,
-    *,
-    setups: Sequence[SetupRecord] = (),
-    containers: bool | None = None,
-) -> Plan:
-    return make_plan(
-        desired,
-        observation,
-        records,
-        now,
-        scheduler=scheduler_name,
-        targets=request.targets,
-        downstream=request.downstream,
-        files=file_state(desired, records, observation),
-        fit=fit,
-        setups=setups,
-        containers=containers,
-    )
 
 
 def file_state(
@@ -216,42 +228,50 @@ def reconcile_once(
     clock: Clock = lambda: datetime.now(UTC),
     on_done: Callable[[Done], None] = lambda _done: None,
 ) -> Outcome:
-    """Observe, plan (or check a saved plan is still true), and carry the plan out.
+    """Look (as plan does), record what the look judged, check a saved plan is still
+    true, and carry the plan out.
 
-    `approve` sees the plan before anything is done and may decline it; `on_done` is told
-    of each action as soon as it is carried out.
+    `approve` sees the plan before anything is done and may decline it.
+    `on_done` is told of each action as soon as it is carried out.
     """
     fault_point("pass-start")
     desired = load(request)
-    scheduler = scheduler or select_scheduler(desired.project.scheduler, state_dir(desired))
-    with project_lock(state_dir(desired), lock_timeout), journal_for(desired) as journal:
+    scheduler = scheduler or scheduler_for(desired)
+    directory = state_dir(desired)
+    with project_lock(directory, lock_timeout), _open_journal(desired) as journal:
         now = clock()
         project = desired.project.project
-        observation = observe(scheduler, journal.records(project), project, now)
-        snapshots = state_dir(desired)
-        settle(
+        seen = look(
+            request,
+            desired,
+            scheduler,
+            JournalState(journal.records(project), journal.setups(project)),
+            now,
+        )
+        settle.record(
             journal,
             desired,
-            observation,
-            journal.records(project),
+            seen.endings,
             now,
-            lambda commit: snapshot_path(desired.root, commit, snapshots),
+            lambda commit: snapshot_path(desired.root, commit, directory),
             remote_url(desired.root),
         )
-        settle_setups(journal, observation, journal.setups(project), now)
-        records = journal.records(project)
-        fit = fit_for(scheduler)
-        current = plan_with(
-            request, desired, scheduler.name, observation, records, now, fit,
-            setups=journal.setups(project), containers=containers_for(scheduler, desired),
-        )  # fmt: skip
+        settle.record_setups(journal, seen.setup_changes, now)
+        current = seen.plan
         if saved is not None:
             check_fresh(saved, current)
             current = saved
+            seen = replace(seen, plan=saved)
         if not any(a.changes_cluster or a.kind.value == "adopt" for a in current.actions):
-            return Outcome(current, None)
+            return Outcome(seen, None)
         if not approve(current):
-            return Outcome(current, None)
-        code = code_dir(desired.root, desired.commit, state_dir(desired))
+            return Outcome(seen, None)
+        code = code_dir(desired.root, desired.commit, directory)
         applier = Applier(current, desired, scheduler, journal, code, clock, report=on_done)
-        return Outcome(current, applier.run())
+        return Outcome(seen, applier.run())
+
+
+def _open_journal(desired: Desired) -> Journal:
+    path = journal_path(desired)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return Journal(path)

@@ -1,6 +1,7 @@
 """Settle finished jobs into the journal: how each ended, what it read and what it made.
 
-Run once per pass, before planning, so the plan sees the journal's judgement:
+Judged once per pass, before planning, so the plan sees the same judgement whichever
+command made it (``judge``, read-only); only apply writes it down (``record``):
 - a job that COMPLETED without its declared outputs (or markers) counts as failed, with
   that reason, whatever sacct says;
 - a successful job of the current spec gets its input and output versions recorded and
@@ -12,59 +13,146 @@ Outcomes are recorded once; a job the journal has already settled is not looked 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.engine.identity import tag_for
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.render import RenderContext, render_batch_script
-from reconciler.scheduler.states import ENDINGS, Health, aggregate
-from reconciler.scheduler.tag import Tag
+from reconciler.scheduler.states import ENDED, ENDINGS, Health, aggregate
 from reconciler.spec.desired import Desired, DesiredRun
-from reconciler.state.journal import FINAL_HEALTHS, Journal
+from reconciler.state.journal import Journal
 from reconciler.state.outputs import OutputVersion, observe_inputs, observe_outputs
 from reconciler.state.paths import input_paths, run_dir
 from reconciler.state.provenance import local_identity, manifest_from, write_manifest
-from reconciler.state.records import NO_OUTPUTS, SubmissionRecord
+from reconciler.state.records import NO_OUTPUTS, SetupRecord, SubmissionRecord
 
 CodeDir = Callable[[str | None], Path]
 
 
-def settle(
-    journal: Journal,
-    desired: Desired,
-    observation: Observation,
-    records: Sequence[SubmissionRecord],
-    now: datetime,
-    code_dir: CodeDir,
-    remote: str | None = None,
-) -> list[str]:
-    """Record the end of every finished job of the project not settled yet; returns the
-    job ids settled in this pass."""
+@dataclass(frozen=True)
+class Ending:
+    """How one finished job of the project ended, as recon judges it: Slurm's word, except
+    that a job which COMPLETED without its outputs failed. For a success of the current
+    spec, the versions its inputs had and its outputs came out with."""
+
+    job: ObservedJob
+    record: SubmissionRecord
+    health: Health
+    exit_code: int | None
+    reason: str | None
+    inputs: Mapping[str, OutputVersion | None] | None = None
+    outputs: Mapping[str, OutputVersion | None] | None = None
+
+
+def judge(
+    desired: Desired, observation: Observation, records: Sequence[SubmissionRecord]
+) -> list[Ending]:
+    """The end of every finished job of the project the journal has not settled yet.
+
+    Reads the filesystem (outputs), writes nothing: plan and status judge exactly as apply
+    does, and only apply records the judgement (``record``)."""
     settled = {r.job_id for r in records if r.job_id is not None and r.final_health is not None}
     by_job = {r.job_id: r for r in records if r.job_id is not None}
-    done = []
+    endings = []
     for job in observation.jobs:
         if job.tag.project != desired.project.project or not job.finished:
             continue
-        if job.health not in FINAL_HEALTHS:
+        if job.health not in ENDED:
             continue  # its parts disagree (accounting lags): never a non-final state as final
         if job.job_id in settled or job.job_id not in by_job:
             continue  # already settled, or not ours yet (adopted first, settled next pass)
-        _settle_job(journal, desired, job, by_job[job.job_id], now, code_dir, remote)
-        done.append(job.job_id)
-    return done
+        endings.append(_judge_job(desired, job, by_job[job.job_id]))
+    return endings
 
 
-def _settle_job(
+def as_recorded(
+    records: Sequence[SubmissionRecord], endings: Sequence[Ending]
+) -> list[SubmissionRecord]:
+    """The journal's records as they read once ``endings`` are recorded: what plan and
+    status plan against, without writing."""
+    by_record = {ending.record.id: ending for ending in endings}
+    return [_recorded(record, by_record.get(record.id)) for record in records]
+
+
+def _recorded(record: SubmissionRecord, ending: Ending | None) -> SubmissionRecord:
+    if ending is None:
+        return record
+    update: dict[str, object] = {
+        "final_health": ending.health,
+        "exit_code": ending.exit_code,
+        "reason": ending.reason,
+    }
+    if ending.inputs is not None and ending.outputs is not None:
+        update["input_versions"] = _digests(ending.inputs)
+        update["output_versions"] = _digests(ending.outputs)
+    return record.model_copy(update=update)
+
+
+def record(
     journal: Journal,
     desired: Desired,
-    job: ObservedJob,
-    record: SubmissionRecord,
+    endings: Sequence[Ending],
     now: datetime,
     code_dir: CodeDir,
-    remote: str | None,
+    remote: str | None = None,
 ) -> None:
+    """Write each ending into the journal, and a provenance manifest beside the outputs
+    of each success of the current spec."""
+    for ending in endings:
+        job_id = ending.job.job_id
+        journal.record_final(job_id, ending.health, ending.exit_code, ending.reason, now)
+        if ending.inputs is None or ending.outputs is None:
+            continue
+        journal.record_versions(job_id, _digests(ending.inputs), _digests(ending.outputs), now)
+        run = desired.runs[ending.job.tag.name]
+        _write_manifest(desired, run, ending, now, code_dir, remote)
+
+
+def judge_setups(observation: Observation, setups: Sequence[SetupRecord]) -> list[SetupRecord]:
+    """Each allocation setup not ended yet as it now stands: its step id once Slurm lists
+    it, and how it ended once it has. Only the setups that changed are returned."""
+    jobs = {job.job_id: job for job in observation.jobs if job.tag.kind == "alloc"}
+    changed = []
+    for setup in setups:
+        job = jobs.get(setup.allocation_job)
+        if setup.final_health is not None or job is None:
+            continue
+        steps = [row for row in job.steps if row.step_tag == job.tag]
+        now = setup
+        if steps and setup.step_id is None:
+            now = now.model_copy(update={"step_id": steps[-1].job_id})
+        if steps and all(row.health in ENDED for row in steps):
+            code = next((row.exit_code for row in steps if row.exit_code), None)
+            health = aggregate(row.health for row in steps)
+            now = now.model_copy(update={"final_health": health, "exit_code": code})
+        elif not steps and job.finished:
+            why = "the allocation ended before its setup step was seen"
+            now = now.model_copy(update={"final_health": Health.CANCELLED, "reason": why})
+        if now != setup:
+            changed.append(now)
+    return changed
+
+
+def with_setups(setups: Sequence[SetupRecord], changed: Sequence[SetupRecord]) -> list[SetupRecord]:
+    """The setups as they read once ``changed`` is recorded."""
+    by_id = {setup.id: setup for setup in changed}
+    return [by_id.get(setup.id, setup) for setup in setups]
+
+
+def record_setups(journal: Journal, changed: Sequence[SetupRecord], now: datetime) -> None:
+    for setup in changed:
+        if setup.step_id is not None:
+            journal.record_setup_step(setup.id, setup.step_id, now)
+        if setup.final_health is not None:
+            journal.record_setup_end(
+                setup.id, setup.final_health, setup.exit_code, setup.reason, now
+            )
+
+
+def _judge_job(desired: Desired, job: ObservedJob, record: SubmissionRecord) -> Ending:
     rows = job.components
     exit_code = next((row.exit_code for row in rows if row.exit_code), None)
     reason = next((row.reason for row in rows if row.reason), None)
@@ -74,43 +162,43 @@ def _settle_job(
     current = run is not None and run.spec_hash == job.tag.spec_hash
     if job.tag.kind == "alloc":
         # An allocation's own end: a run that failed inside it is the run's failure.
-        health = aggregate(row.health for row in rows)
-        journal.record_final(job.job_id, health, exit_code, reason, now)
-        return
+        return Ending(job, record, aggregate(row.health for row in rows), exit_code, reason)
     if job.health is not Health.SUCCEEDED or run is None or not current:
-        journal.record_final(job.job_id, job.health, exit_code, reason, now)
-        return
+        return Ending(job, record, job.health, exit_code, reason)
     outputs = _versions(observe_outputs(desired, [run.name]), run.name)
     missing = sorted(name for name, version in outputs.items() if version is None)
     if missing:
-        journal.record_final(
-            job.job_id,
-            Health.FAILED,
-            exit_code,
-            f"{NO_OUTPUTS}: {', '.join(missing)}",
-            now,
-        )
-        return
+        why = f"{NO_OUTPUTS}: {', '.join(missing)}"
+        return Ending(job, record, Health.FAILED, exit_code, why)
     inputs = _input_versions(desired, run)
-    journal.record_final(job.job_id, Health.SUCCEEDED, exit_code, reason, now)
-    journal.record_versions(
-        job.job_id,
-        {name: v.digest if v else None for name, v in inputs.items()},
-        {name: v.digest if v else None for name, v in outputs.items()},
-        now,
-    )
+    return Ending(job, record, Health.SUCCEEDED, exit_code, reason, inputs, outputs)
+
+
+def _digests(versions: Mapping[str, OutputVersion | None]) -> dict[str, str | None]:
+    return {name: v.digest if v else None for name, v in versions.items()}
+
+
+def _write_manifest(
+    desired: Desired,
+    run: DesiredRun,
+    ending: Ending,
+    now: datetime,
+    code_dir: CodeDir,
+    remote: str | None,
+) -> None:
+    assert ending.inputs is not None and ending.outputs is not None
     user, host = local_identity()
     directory = run_dir(desired, run)
     manifest = manifest_from(
         run,
-        job,
-        inputs,
-        outputs,
+        ending.job,
+        ending.inputs,
+        ending.outputs,
         run_dir=directory,
         input_paths=input_paths(desired, run),
-        commit=record.commit,
+        commit=ending.record.commit,
         remote=remote,
-        script_sha256=_script_sha(desired, run, code_dir(record.commit)),
+        script_sha256=_script_sha(desired, run, code_dir(ending.record.commit)),
         now=now,
         user=user,
         host=host,
@@ -141,7 +229,7 @@ def _input_versions(desired: Desired, run: DesiredRun) -> dict[str, OutputVersio
 def _script_sha(desired: Desired, run: DesiredRun, code: Path) -> str:
     """The sha256 of the batch script the job ran: rendering is pure, so the same inputs
     give the same bytes that were submitted."""
-    tag = Tag(project=desired.project.project, kind="run", name=run.name, spec_hash=run.spec_hash)
+    tag = tag_for(desired, "run", run.name, run.spec_hash)
     context = RenderContext(
         project=desired.project.project,
         code_dir=code,

@@ -9,13 +9,15 @@ finds nothing to change and no targeted run still in flight: each run is then do
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from reconciler.engine.actions import Action, Plan
 from reconciler.engine.reconcile import Outcome, Request, reconcile_once
 from reconciler.scheduler.base import Scheduler
+from reconciler.spec.desired import Desired
+from reconciler.state.records import SubmissionRecord
 
 SETTLED = frozenset({"done", "failed", "blocked"})
 
@@ -25,6 +27,8 @@ class Progress:
     plan: Plan
     elapsed: float  # seconds since the wait began
     passes: int
+    desired: Desired
+    records: Sequence[SubmissionRecord]  # the journal's, as the last pass left it
 
     @property
     def runs(self) -> list[Action]:
@@ -57,7 +61,9 @@ def wait_until_settled(
     while True:
         outcome = reconcile_once(request, scheduler=scheduler, lock_timeout=lock_timeout, clock=now)
         passes += 1
-        progress = Progress(outcome.plan, clock() - started, passes)
+        progress = Progress(
+            outcome.plan, clock() - started, passes, outcome.desired, outcome.look.records
+        )
         on_pass(progress, outcome)
         if progress.settled and outcome.applied is None:
             return progress

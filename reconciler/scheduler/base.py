@@ -18,7 +18,15 @@ from typing import Annotated, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from reconciler.scheduler.partitions import Partition
-from reconciler.scheduler.states import HEALTH, Health, SlurmState, aggregate, in_words
+from reconciler.scheduler.states import (
+    ALIVE,
+    ENDED,
+    HEALTH,
+    Health,
+    SlurmState,
+    aggregate,
+    in_words,
+)
 from reconciler.scheduler.tag import Tag
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -26,8 +34,6 @@ _JOB_ID = r"^[0-9]+$"
 JobId = Annotated[str, Field(pattern=_JOB_ID)]
 # A run that ran as a step inside an allocation is known by its step's id: 12.3.
 _JOB_OR_STEP_ID = r"^[0-9]+(\.[0-9]+)?$"
-_ENDED = {Health.SUCCEEDED, Health.FAILED, Health.CANCELLED}
-_ALIVE = {Health.PENDING, Health.RUNNING}
 # Slurm's own steps: not something recon started, and never a reason to keep a job.
 OWN_STEPS = frozenset({"extern", "batch", "interactive"})
 
@@ -95,6 +101,9 @@ class JobRecord(BaseModel):
     time_left: timedelta | None = None
     nodes: str | None = None
     partition: str | None = None
+    workdir: str | None = Field(
+        default=None, description="the working directory Slurm records (what --chdir set)"
+    )
     source: Literal["sacct", "squeue"] = Field(description="which command's state this is")
 
     @property
@@ -137,15 +146,30 @@ class ObservedJob(BaseModel):
     @property
     def live_steps(self) -> tuple[JobRecord, ...]:
         """The steps still running (or starting) in it, Slurm's own ones left out."""
-        return tuple(
-            row for row in self.steps if row.step not in OWN_STEPS and row.health in _ALIVE
-        )
+        return tuple(row for row in self.steps if row.step not in OWN_STEPS and row.health in ALIVE)
 
     @property
     def health(self) -> Health:
-        """All rows folded by the one rule (``states.aggregate``). Derived, so not stored:
-        an observation saved as JSON reads back as it was."""
-        return aggregate(row.health for row in self.rows)
+        """What the job is doing, or how it ended. Derived, so not stored: an observation
+        saved as JSON reads back as it was.
+
+        While a component still waits or runs, the components alone say it: a step that
+        failed or was cancelled inside a running job does not make the job read as over
+        (what happened to its steps is a fact of its own, ``ended_steps``, which the coupled
+        teardown reads). Once every component has ended, the steps that ended are folded in
+        by the one rule (``states.aggregate``), so a failed step fails the job; a step that
+        accounting still lists as running after its job ended is lag, and not read.
+        """
+        components = aggregate(row.health for row in self.components)
+        if not self.finished:
+            return components
+        return aggregate([components, *(row.health for row in self.ended_steps)])
+
+    @property
+    def ended_steps(self) -> tuple[JobRecord, ...]:
+        """The steps that have ended, well or badly, Slurm's ``extern`` left out (it ends
+        with the job and says nothing about the work)."""
+        return tuple(row for row in self.steps if row.step != "extern" and row.health in ENDED)
 
     @property
     def in_words(self) -> str | None:
@@ -161,7 +185,7 @@ class ObservedJob(BaseModel):
         """Every component has ended. Not the same as a final ``health``: one failed or
         cancelled component makes the whole job failed or cancelled while another may
         still be running or completing."""
-        return all(row.health in _ENDED for row in self.components)
+        return all(row.health in ENDED for row in self.components)
 
 
 class UntaggedJob(BaseModel):
@@ -189,6 +213,11 @@ class Observation(BaseModel):
     complete: bool
     untagged: tuple[UntaggedJob, ...] = Field(
         default=(), description="this user's jobs without a recon tag, matched by id only"
+    )
+    reused_ids: dict[str, str] = Field(
+        default_factory=dict,
+        description="journaled job ids Slurm now shows under another recon tag: id -> that "
+        "tag. The journaled job is lost (engine/identity.py)",
     )
     problems: tuple[str, ...] = Field(
         default=(), description="why the observation is not complete; empty when it is"

@@ -111,9 +111,14 @@ def required_directories(run: DesiredRun, context: RenderContext) -> tuple[Path,
 
 def _check_context(run: DesiredRun, context: RenderContext) -> None:
     # A mismatch would make the job's comment claim a spec it does not run.
-    expected = Tag(project=context.project, kind="run", name=run.name, spec_hash=run.spec_hash)
-    if context.tag != expected:
-        raise ValueError(f"tag {context.tag.format()} does not match {expected.format()}")
+    tag = context.tag
+    if (tag.project, tag.kind, tag.name, tag.spec_hash) != (
+        context.project,
+        "run",
+        run.name,
+        run.spec_hash,
+    ):
+        raise ValueError(f"tag {tag.format()} is not run {run.name!r} at {run.spec_hash}")
     if set(context.input_paths) != set(run.spec.inputs):
         raise ValueError(
             f"input paths given for {sorted(context.input_paths)}, "

@@ -118,7 +118,11 @@ HEALTH: dict[SlurmState, Health] = {
     SlurmState.REVOKED: Health.CANCELLED,
 }
 
-_FINAL = {Health.SUCCEEDED, Health.FAILED, Health.CANCELLED}
+# The health sets, defined here once: a job that has ended (its final health), one that
+# still waits or runs, and the two ways of ending that are not success.
+ENDED: frozenset[Health] = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
+ALIVE: frozenset[Health] = frozenset({Health.PENDING, Health.RUNNING})
+ENDED_BADLY: frozenset[Health] = frozenset({Health.FAILED, Health.CANCELLED})
 
 # What a person needs to hear beyond the health: how a job ended, or why it is not going.
 # States not here say nothing more than their health does (COMPLETED, FAILED, RUNNING...).
@@ -136,7 +140,7 @@ _IN_WORDS: dict[SlurmState, str] = {
 }
 # The words of how a job ended, as settle records them for the journal's reason.
 ENDINGS: frozenset[str] = frozenset(
-    words for state, words in _IN_WORDS.items() if HEALTH[state] in _FINAL
+    words for state, words in _IN_WORDS.items() if HEALTH[state] in ENDED
 )
 # States where Slurm's reason says why the job is held, so it is shown with them.
 _HELD = {SlurmState.SPECIAL_EXIT, SlurmState.REQUEUE_HOLD}

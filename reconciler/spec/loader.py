@@ -215,8 +215,16 @@ def _read_scripts(
         elif normalized not in paths:
             committed = "" if source.commit is None else " at this commit (is it committed?)"
             issues.append(issue(f"{summary.script!r} is not in the repo{committed}"))
+        elif (target := source.target(normalized)) is None:
+            issues.append(
+                issue(
+                    f"{summary.script!r} is a symbolic link that leads outside the project "
+                    "or to nothing at this commit, so its content has no version: point "
+                    "script: at a file in the repo (a link to one is fine)"
+                )
+            )
         else:
-            text = _decode(source.read(normalized), normalized)
+            text = _decode(source.read(target), normalized)
             if isinstance(text, SpecIssue):
                 issues.append(issue(text.message))
             else:

@@ -20,6 +20,8 @@ import git
 from reconciler.errors import RepoError
 
 PROJECT_FILE = "recon.yaml"
+_LINK_MODE = "120000"  # git's mode for a symbolic link
+_MAX_HOPS = 8
 
 
 class SpecSource(Protocol):
@@ -37,6 +39,12 @@ class SpecSource(Protocol):
     def read(self, path: str) -> bytes: ...
 
     def read_many(self, paths: list[str]) -> dict[str, bytes]: ...
+
+    def target(self, path: str) -> str | None:
+        """The file whose content ``path`` holds: ``path`` itself, or for a symbolic link
+        the file it leads to inside the project; None for a link that leads outside the
+        project or to nothing (such content is not in the commit, so it has no version)."""
+        ...
 
 
 def blob_id(content: bytes) -> str:
@@ -77,6 +85,7 @@ class CommitSource:
                 f"revision {revision!r} not found in {root}: name a commit, branch or tag "
                 "(for PR CI, fetch it first, e.g. `git fetch origin main`)"
             ) from None
+        self._links: set[str] = set()
         self._blobs = self._list()
 
     def _list(self) -> dict[str, str]:
@@ -88,7 +97,23 @@ class CommitSource:
             fields = meta.split()
             if len(fields) == 3 and fields[1] == "blob" and path.startswith(self._prefix):
                 result[path[len(self._prefix) :]] = fields[2]
+                if fields[0] == _LINK_MODE:
+                    self._links.add(path[len(self._prefix) :])
         return result
+
+    def target(self, path: str) -> str | None:
+        """A committed link holds its target's path as its blob; followed inside the
+        project (and no further than ``_MAX_HOPS`` links, which also ends a loop)."""
+        for _ in range(_MAX_HOPS):
+            if path not in self._links:
+                return path if path in self._blobs else None
+            pointed = self.read(path).decode(errors="replace")
+            if pointed.startswith("/"):
+                return None
+            path = os.path.normpath(os.path.join(os.path.dirname(path), pointed))
+            if path.startswith("../") or path == "..":
+                return None
+        return None
 
     def paths(self) -> list[str]:
         return list(self._blobs)
@@ -151,6 +176,10 @@ class WorktreeSource:
 
     def read_many(self, paths: list[str]) -> dict[str, bytes]:
         return {path: self.read(path) for path in paths}
+
+    def target(self, path: str) -> str | None:
+        """On disk a link is followed wherever it leads: the edits are what is planned."""
+        return path if (self.root / path).is_file() else None
 
     def read(self, path: str) -> bytes:
         try:

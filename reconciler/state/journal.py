@@ -38,13 +38,13 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict
 
 from reconciler.errors import JournalError
-from reconciler.scheduler.states import Health
+from reconciler.scheduler.states import ENDED, Health
 from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 
 JOURNAL_FILE = "journal.sqlite"
 
 # The states a job can end in; record_final accepts nothing else.
-FINAL_HEALTHS = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
+FINAL_HEALTHS = ENDED
 
 # Migration N (1-based) takes the schema from version N-1 to N. Append only: a released
 # migration is never edited, since journals out there are already at its version.

@@ -10,8 +10,25 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from reconciler.scheduler.tag import deployment_id
 from reconciler.spec.desired import Desired, DesiredRun
 from reconciler.spec.models import Input
+
+JOURNAL_FILE = "journal.sqlite"
+
+
+def state_dir(desired: Desired) -> Path:
+    """The project's state directory: journal, lock, snapshots, local jobs."""
+    return desired.root / desired.project.state_dir
+
+
+def journal_path(desired: Desired) -> Path:
+    return state_dir(desired) / JOURNAL_FILE
+
+
+def deployment(desired: Desired) -> str:
+    """This place's deployment id of the project (``tag.deployment_id``)."""
+    return deployment_id(state_dir(desired))
 
 
 def run_dir(desired: Desired, run: DesiredRun) -> Path:

@@ -43,7 +43,13 @@ class Harness:
         self.job_ids: list[str] = []
 
     def tag(self, name: str, project: str | None = None) -> Tag:
-        return Tag(project=project or self.project, kind="run", name=name, spec_hash=SPEC_HASH)
+        return Tag(
+            project=project or self.project,
+            deployment="0123456789ab",
+            kind="run",
+            name=name,
+            spec_hash=SPEC_HASH,
+        )
 
     def log(self, name: str, job_id: str) -> Path:
         return self.workdir / f"{name}-{job_id}.out"

@@ -32,9 +32,7 @@ def test_a_failure_carries_its_exit_code(backend: Harness) -> None:
 
 def test_cancel_ends_a_running_job_and_cancelling_again_is_fine(backend: Harness) -> None:
     beats = backend.workdir / "beats"
-    job_id = backend.submit(
-        "sleeper", f"while :; do echo beat >> {quoted(beats)}; sleep 0.1; done"
-    )
+    job_id = backend.submit("sleeper", f"while :; do echo beat >> {quoted(beats)}; sleep 0.1; done")
     backend.wait("sleeper", lambda job: job.health is Health.RUNNING and beats.exists())
     backend.scheduler.cancel(job_id)
     job = backend.wait("sleeper", final)

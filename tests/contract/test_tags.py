@@ -8,7 +8,9 @@ from tests.contract.harness import SPEC_HASH, Harness, final
 
 def test_jobs_are_found_by_the_tag_they_were_submitted_with(backend: Harness) -> None:
     other = f"{backend.project}x"
-    impostor = Tag(project=other, kind="run", name="lookalike", spec_hash=SPEC_HASH)
+    impostor = Tag(
+        project=other, deployment="0123456789ab", kind="run", name="lookalike", spec_hash=SPEC_HASH
+    )
     # The script's own header claims another tag; the request's tag is the job's.
     mine = backend.submit(
         "mine",

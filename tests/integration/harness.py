@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from reconciler.scheduler.tag import Tag
 from tests.gitrepo import GitRepo
 
 TIMEOUT = 90.0
@@ -54,10 +55,16 @@ class Project:
         found: dict[str, dict[str, str]] = {}
         for line in (listing + live).splitlines():
             job_id, comment, state = [*line.split("|"), "", ""][:3]
-            parts = comment.split(":")
+            tag = Tag.parse(comment)
             job_id, _, offset = job_id.partition("+")  # a het job counts once, by its leader
-            if len(parts) == 5 and parts[1] == self.name and offset in ("", "0"):
-                found[job_id] = {"id": job_id, "run": parts[3], "hash": parts[4], "state": state}
+            if tag is not None and tag.project == self.name and offset in ("", "0"):
+                found[job_id] = {
+                    "id": job_id,
+                    "run": tag.name,
+                    "hash": tag.spec_hash,
+                    "state": state,
+                    "deployment": tag.deployment,
+                }
         return list(found.values())
 
     def job_of(self, run: str) -> list[dict[str, str]]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.scheduler.tag import Tag
 from tests.integration.harness import Project
 
 pytestmark = pytest.mark.slurm
@@ -55,9 +56,9 @@ def steps(job_id: str) -> dict[str, tuple[str, str, str]]:
     found = {}
     for line in listing.splitlines():
         step_id, name, state, exit_code = line.split("|")
-        parts = name.split(":")
-        if "." in step_id and len(parts) == 5 and parts[2] == "run":
-            found[parts[3]] = (step_id, state.split()[0], exit_code)
+        tag = Tag.parse(name)
+        if "." in step_id and tag is not None and tag.kind == "run":
+            found[tag.name] = (step_id, state.split()[0], exit_code)
     return found
 
 

@@ -17,6 +17,7 @@ from reconciler.engine.reconcile import Request, reconcile_once
 from reconciler.scheduler.slurm.adapter import SlurmScheduler
 from reconciler.scheduler.slurm.runner import run
 from reconciler.scheduler.states import Health
+from reconciler.scheduler.tag import Tag
 from reconciler.state.journal import Journal
 from tests.integration.harness import Project, run_spec
 
@@ -29,8 +30,11 @@ def _journal(project: Project) -> Journal:
     return Journal(project.root / ".recon" / "journal.sqlite")
 
 
-def _tag(project: Project, run_name: str, spec_hash: str) -> str:
-    return f"recon1:{project.name}:run:{run_name}:{spec_hash}"
+def _tag_of(project: Project, job: dict[str, str]) -> str:
+    return Tag(
+        project=project.name, deployment=job["deployment"], kind="run", name=job["run"],
+        spec_hash=job["hash"],
+    ).format()  # fmt: skip
 
 
 def _scontrol(*args: str) -> None:
@@ -129,10 +133,10 @@ def test_a_journaled_id_slurm_shows_with_another_runs_tag_is_resubmitted_at_once
     (a_job,) = project.job_of("a")
     (b_job,) = project.job_of("b")
     # What a restarted slurmctld did: a's job is gone and its id now holds a job of b's.
-    _scontrol("update", f"jobid={a_job['id']}", f"comment={_tag(project, 'b', b_job['hash'])}")
+    _scontrol("update", f"jobid={a_job['id']}", f"comment={_tag_of(project, b_job)}")
     plan = project.recon("plan", ".", "--detailed-exitcode")
     assert plan.returncode == 2, plan.stdout + plan.stderr
-    assert f"{a_job['id']} was lost: Slurm now shows that id as recon1:" in plan.stdout
+    assert f"{a_job['id']} was lost: Slurm now shows that id as recon2:" in plan.stdout
     applied = project.apply()
     assert "submitted a: job" in applied.stdout and "submitted b" not in applied.stdout
     assert len(project.job_of("a")) == 1 and project.job_of("a")[0]["id"] != a_job["id"]

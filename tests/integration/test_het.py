@@ -7,6 +7,7 @@ their nodes at the same time, and must not hold them for nothing once one side d
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -97,6 +98,68 @@ def _step_failed(job_id: str) -> bool:
     return any(
         line.startswith(f"{job_id}+1.") and line.endswith("|FAILED") for line in steps.splitlines()
     )
+
+
+def test_a_cancelled_trainer_step_tears_the_whole_job_down(project: Project) -> None:
+    # Someone cancels the trainer's step (`scancel <component>.<step>`): the environments
+    # run on, both components stay RUNNING, and only a teardown frees the nodes.
+    command = "srun --het-group=0 sleep 300 & srun --het-group=1 sleep 300 & wait"
+    project.repo.commit({"specs/het.yaml": HET.format(name="het", command=command)})
+    project.apply()
+    (job,) = project.job_of("het")
+    trainer = _wait_for_step(project, job["id"], component=1)
+    subprocess.run(["scancel", trainer], capture_output=True, check=True)
+    project.wait_for("the step to read cancelled", lambda: _step_state(trainer) == "CANCELLED")
+    assert set(components(job["id"]).values()) == {"RUNNING"}
+
+    planned = project.recon("plan", ".")
+    assert re.search(r"teardown\s+het\b.*cancelled", planned.stdout), planned.stdout
+    running = json.loads(project.recon("status", ".", "--format", "json").stdout)
+    assert running[0]["health"] == "running"  # the job runs on until it is torn down
+
+    torn = project.apply()
+    assert f"cancelled job {job['id']}" in torn.stdout, torn.stdout
+    project.wait_for("every component to end", lambda: _components_ended(job["id"]))
+    status = project.recon("status", ".", "--format", "json")
+    (row,) = json.loads(status.stdout)
+    assert row["note"].startswith("teardown: step ") and "cancelled" in row["note"], row
+
+
+def _wait_for_step(project: Project, job_id: str, component: int) -> str:
+    """The raw id (``13.0``) of the first step running on het component ``component``:
+    ``scancel`` takes a component's own id cleanly, not ``12+1.0``."""
+    found: list[str] = []
+
+    def listed() -> bool:
+        rows = _sacct_rows(job_id)
+        found[:] = [
+            raw for printed, raw, state in rows
+            if printed.startswith(f"{job_id}+{component}.") and printed.split(".")[1].isdigit()
+            and state == "RUNNING"
+        ]  # fmt: skip
+        return bool(found)
+
+    project.wait_for(f"a step on component {component}", listed)
+    return found[0]
+
+
+def _sacct_rows(job_id: str) -> list[tuple[str, str, str]]:
+    listing = subprocess.run(
+        ["sacct", "-n", "-P", "-j", job_id, "-o", "JobID,JobIDRaw,State"],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    rows = [line.split("|") for line in listing.splitlines() if line.count("|") == 2]
+    return [(printed, raw, state.split()[0]) for printed, raw, state in rows]
+
+
+def _step_state(raw_step: str) -> str:
+    head = raw_step.split(".")[0]
+    return next((state for _, raw, state in _sacct_rows(head) if raw == raw_step), "")
+
+
+def _components_ended(job_id: str) -> bool:
+    rows = [row for row in _sacct_rows(job_id) if "." not in row[0]]
+    return len(rows) == 2 and all(state not in ("RUNNING", "PENDING") for _, _, state in rows)
 
 
 def test_coupled_runs_are_torn_down_together(project: Project) -> None:

@@ -37,7 +37,9 @@ def rendered(spec: dict[str, Any], run_dir: Path, code_dir: Path) -> tuple[Tag, 
     desired = DesiredRun(
         effective_run(run, Project(project=project)), Location("specs/a.yaml", 1), spec_hash, None
     )
-    tag = Tag(project=project, kind="run", name="job", spec_hash=spec_hash)
+    tag = Tag(
+        project=project, deployment="0123456789ab", kind="run", name="job", spec_hash=spec_hash
+    )
     context = RenderContext(project, code_dir, run_dir, tag)
     for directory in required_directories(desired, context):
         directory.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,8 @@
 """`recon watch` and cron-style `recon apply` on the real dev cluster, run as a user would.
 
 Each test owns a temporary git repo with a project name of its own; jobs are found by
-their tag (`recon1:<project>:run:<name>:<hash>` in the job comment) and cancelled at the
-end. The commit-to-sbatch latency is printed (`pytest -s`) and bounded.
+their tag (`recon2:<project>:<deployment>:run:<name>:<hash>` in the job comment) and
+cancelled at the end. The commit-to-sbatch latency is printed (`pytest -s`) and bounded.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.scheduler.tag import Tag
 from reconciler.state.lock import project_lock
 from tests.gitrepo import GitRepo
 
@@ -71,9 +72,9 @@ class Project:
         found: dict[str, dict[str, str]] = {}
         for line in (finished + live).splitlines():
             job_id, _, comment = line.partition("|")
-            parts = comment.split(":")
-            if len(parts) == 5 and parts[0] == "recon1" and parts[1] == self.name:
-                found[job_id] = {"id": job_id, "run": parts[3], "hash": parts[4]}
+            tag = Tag.parse(comment)
+            if tag is not None and tag.project == self.name:
+                found[job_id] = {"id": job_id, "run": tag.name, "hash": tag.spec_hash}
         return list(found.values())
 
     def runs(self) -> list[tuple[str, str]]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.engine.actions import Action, ActionKind, Plan
-from reconciler.engine.allocate import settle_setups
 from reconciler.engine.apply import Applier
+from reconciler.engine.settle import judge_setups, record_setups
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import (
     AllocateRequest,
@@ -36,6 +36,7 @@ from reconciler.spec.desired import (
 )
 from reconciler.spec.models import Allocation, Project, Run
 from reconciler.state.journal import Journal
+from reconciler.state.paths import deployment
 from reconciler.state.records import SubmissionStatus
 from tests.planning import NOW, PROJECT
 
@@ -174,8 +175,10 @@ def test_allocate_setup_release_and_a_step_in_plan_order(tmp_path: Path, journal
     allocated = scheduler.calls[0][1]
     assert isinstance(allocated, AllocateRequest)
     assert allocated.options == ("--time=01:00:00", "--partition=cpu", "--cpus-per-task=2")
-    assert allocated.tag == Tag(project=PROJECT, kind="alloc", name="warm",
-                                spec_hash=warm.spec_hash)  # fmt: skip
+    assert allocated.tag == Tag(
+        project=PROJECT, deployment=deployment(state), kind="alloc", name="warm",
+        spec_hash=warm.spec_hash,
+    )  # fmt: skip
 
     setup = scheduler.calls[1][1]
     assert isinstance(setup, StepRequest) and setup.allocation_id == "12"
@@ -251,7 +254,13 @@ def test_the_recorder_is_a_step_scheduler() -> None:
 def test_settle_setups_records_the_step_and_its_end(tmp_path: Path, journal: Journal) -> None:
     state = desired(tmp_path)
     warm = state.allocations["warm"]
-    tag = Tag(project=PROJECT, kind="alloc", name="warm", spec_hash=warm.spec_hash)
+    tag = Tag(
+        project=PROJECT,
+        deployment="0123456789ab",
+        kind="alloc",
+        name="warm",
+        spec_hash=warm.spec_hash,
+    )
     running = journal.record_setup(PROJECT, "warm", warm.spec_hash, "12", NOW)
     failed = journal.record_setup(PROJECT, "warm", warm.spec_hash, "13", NOW)
     gone = journal.record_setup(PROJECT, "warm", warm.spec_hash, "14", NOW)
@@ -277,7 +286,10 @@ def test_settle_setups_records_the_step_and_its_end(tmp_path: Path, journal: Jou
         complete=True,
     )
     later = NOW + timedelta(minutes=1)
-    settle_setups(journal, observation, journal.setups(PROJECT), later)
+    changed = judge_setups(observation, journal.setups(PROJECT))
+    assert {s.id for s in changed} == {running, failed, gone}
+    assert journal.setups(PROJECT)[0].step_id is None  # judging writes nothing
+    record_setups(journal, changed, later)
     by_id = {s.id: s for s in journal.setups(PROJECT)}
     assert (by_id[running].step_id, by_id[running].final_health) == ("12.0", None)
     assert (by_id[failed].step_id, by_id[failed].final_health, by_id[failed].exit_code) == (

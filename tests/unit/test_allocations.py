@@ -54,11 +54,23 @@ SET_UP = allocation(setup=["pip install x"])
 
 
 def tag(of: DesiredAllocation, spec: str | None = None) -> Tag:
-    return Tag(project=PROJECT, kind="alloc", name=of.name, spec_hash=spec or of.spec_hash)
+    return Tag(
+        project=PROJECT,
+        deployment="0123456789ab",
+        kind="alloc",
+        name=of.name,
+        spec_hash=spec or of.spec_hash,
+    )
 
 
 def run_tag(name: str) -> Tag:
-    return Tag(project=PROJECT, kind="run", name=name, spec_hash="0123456789abcdef")
+    return Tag(
+        project=PROJECT,
+        deployment="0123456789ab",
+        kind="run",
+        name=name,
+        spec_hash="0123456789abcdef",
+    )
 
 
 def step(job_id: str, state: SlurmState, name: Tag, exit_code: int | None = None) -> JobRecord:
@@ -466,7 +478,13 @@ def desired(*runs: Run, allocations: tuple[DesiredAllocation, ...] = (WARM,)) ->
 
 
 def step_job(state: Desired, name: str, job_id: str, slurm: SlurmState) -> ObservedJob:
-    own = Tag(project=PROJECT, kind="run", name=name, spec_hash=state.runs[name].spec_hash)
+    own = Tag(
+        project=PROJECT,
+        deployment="0123456789ab",
+        kind="run",
+        name=name,
+        spec_hash=state.runs[name].spec_hash,
+    )
     row = JobRecord(job_id=job_id, top_id=job_id.split(".")[0], tag=own, state=slurm,
                     source="sacct")  # fmt: skip
     return ObservedJob(job_id=job_id, tag=own, rows=(row,))

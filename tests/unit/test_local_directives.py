@@ -18,7 +18,7 @@ from reconciler.scheduler.local.directives import (
 RENDERED_HET = """\
 #!/bin/bash
 #SBATCH --job-name=cartpole.actor-learner
-#SBATCH --comment=recon1:cartpole:run:actor-learner:0123456789abcdef
+#SBATCH --comment=recon2:cartpole:0123456789ab:run:actor-learner:0123456789abcdef
 #SBATCH --output="/runs/my dir/logs/slurm-%j.out"
 #SBATCH --error=/runs/logs/slurm-%j.err
 #SBATCH --ignore-pbs

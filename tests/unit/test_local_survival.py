@@ -26,7 +26,8 @@ scheduler = LocalScheduler(Path(state), cpus=2)
 previous = ()
 for index in range(int(count)):
     name = f"job{index}-{project}"
-    tag = Tag(project=project, kind="run", name=f"job{index}", spec_hash="0123456789abcdef")
+    tag = Tag(project=project, deployment="0123456789ab", kind="run", name=f"job{index}",
+              spec_hash="0123456789abcdef")
     script = f"#!/bin/bash\\n#SBATCH --output={work}/{name}-%j.out\\n{body}\\n"
     request = SubmitRequest(script=script, workdir=Path(work), dependencies=previous, tag=tag)
     job_id = scheduler.submit(request)
@@ -62,9 +63,7 @@ def submitted_ids(process: subprocess.Popen[str]) -> list[str]:
 
 
 def test_jobs_outlive_a_killed_recon_and_a_new_scheduler_sees_them_end(tmp_path: Path) -> None:
-    process = submitter(
-        tmp_path, "survivor", 2, 'sleep 2; echo "ran $SLURM_JOB_ID"', chained=True
-    )
+    process = submitter(tmp_path, "survivor", 2, 'sleep 2; echo "ran $SLURM_JOB_ID"', chained=True)
     upstream, downstream = submitted_ids(process)
     # What a closed terminal or a kill of the whole recon process group does.
     os.killpg(process.pid, signal.SIGKILL)
@@ -88,9 +87,7 @@ def test_jobs_outlive_a_killed_recon_and_a_new_scheduler_sees_them_end(tmp_path:
 
 
 def test_two_processes_submitting_at_once_get_distinct_ids(tmp_path: Path) -> None:
-    processes = [
-        submitter(tmp_path, name, 15, "true", chained=False) for name in ("left", "right")
-    ]
+    processes = [submitter(tmp_path, name, 15, "true", chained=False) for name in ("left", "right")]
     try:
         ids = [job_id for process in processes for job_id in submitted_ids(process)]
     finally:

@@ -13,12 +13,12 @@ import pytest
 from reconciler import notify
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.apply import ApplyResult
-from reconciler.engine.reconcile import Outcome
 from reconciler.notify import Notification, Notifier, notifications, send
 from reconciler.scheduler.states import Health
 from reconciler.state.journal import Journal
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
 from tests.gitrepo import GitRepo
+from tests.planning import outcome_of
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=1)
@@ -48,11 +48,11 @@ CANCEL = Action(kind=ActionKind.CANCEL, target="old", reason="run left the repo"
 
 
 def test_nothing_to_tell_after_a_quiet_pass() -> None:
-    assert notifications(Outcome(make_plan(), None), [], T1) == []
+    assert notifications(outcome_of(make_plan(), None), [], T1) == []
 
 
 def test_a_failed_run_is_told_even_when_nothing_was_applied() -> None:
-    (note,) = notifications(Outcome(make_plan(), None), [failed("train", "42")], T1)
+    (note,) = notifications(outcome_of(make_plan(), None), [failed("train", "42")], T1)
     assert note == Notification(
         event="run-failed", project="demo", commit="c0ffee", run="train", job_id="42",
         message="job 42 of run train failed, exit code 1, NonZeroExitCode",
@@ -62,7 +62,7 @@ def test_a_failed_run_is_told_even_when_nothing_was_applied() -> None:
 
 def test_an_apply_tells_its_counts_and_commit() -> None:
     applied = ApplyResult(submitted={"train": "43"}, cancelled=["7"])
-    (note,) = notifications(Outcome(make_plan(SUBMIT, CANCEL), applied), [], T1)
+    (note,) = notifications(outcome_of(make_plan(SUBMIT, CANCEL), applied), [], T1)
     assert (note.event, note.commit, note.run) == ("apply-finished", "c0ffee", None)
     assert note.counts is not None
     assert (
@@ -77,7 +77,7 @@ def test_any_action_kind_that_is_not_routine_is_told_by_its_kind(
     # Teardown and later kinds are told the same generic way; cancel stands in for them.
     monkeypatch.setattr(notify, "ROUTINE", notify.ROUTINE - {"cancel"})
     two_jobs = CANCEL.model_copy(update={"job_ids": ("7", "8")})
-    found = notifications(Outcome(make_plan(SUBMIT, two_jobs), ApplyResult()), [], T1)
+    found = notifications(outcome_of(make_plan(SUBMIT, two_jobs), ApplyResult()), [], T1)
     assert [(n.event, n.run, n.job_id, n.message) for n in found] == [
         ("cancel", "old", "7", "run left the repo"),
         ("cancel", "old", "8", "run left the repo"),
@@ -161,7 +161,9 @@ def test_after_a_pass_only_failures_journalled_during_it_are_sent(
     problems: list[tuple[str, str]] = []
     notifier = Notifier(command, lambda event, why: problems.append((event, why)), lambda: T1)
     plan = make_plan(SUBMIT, root=str(repo.root), commit=commit)
-    notifier.after_pass(Outcome(plan, ApplyResult(submitted={"train": "43"})), started=T1)
+    notifier.after_pass(
+        outcome_of(plan, ApplyResult(submitted={"train": "43"}), repo.root), started=T1
+    )
     received = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(p["event"], p["job_id"]) for p in received] == [
         ("run-failed", "42"),  # "old" failed before this pass began: told by an earlier one
@@ -180,7 +182,7 @@ def test_a_failing_notifier_never_breaks_the_pass(project: tuple[GitRepo, str]) 
     problems: list[tuple[str, str]] = []
     notifier = Notifier("exit 1", lambda event, why: problems.append((event, why)), lambda: T1)
     plan = make_plan(root=str(repo.root), commit=commit)
-    notifier.after_pass(Outcome(plan, None), started=T1)  # must not raise
+    notifier.after_pass(outcome_of(plan, None, repo.root), started=T1)  # must not raise
     assert [event for event, _ in problems] == ["run-failed"]
     with Journal(repo.root / "state" / "journal.sqlite") as journal:
         (event, *_) = journal.events("demo")
@@ -194,7 +196,7 @@ def test_without_a_journal_yet_only_the_apply_is_told(
     command, out = writer(tmp_path)
     notifier = Notifier(command, lambda event, why: pytest.fail(why), lambda: T1)
     plan = make_plan(root=str(repo.root), commit=commit)
-    notifier.after_pass(Outcome(plan, ApplyResult()), started=T0)
+    notifier.after_pass(outcome_of(plan, ApplyResult(), repo.root), started=T0)
     assert [json.loads(line)["event"] for line in out.read_text().splitlines()] == [
         "apply-finished"
     ]

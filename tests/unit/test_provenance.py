@@ -51,7 +51,13 @@ def row(job_id: str, state: SlurmState, tag: Tag | None, **fields: Any) -> JobRe
 
 
 def het_job(run: DesiredRun, second_end: datetime | None = NOW) -> ObservedJob:
-    tag = Tag(project="demo", kind="run", name=run.name, spec_hash=run.spec_hash)
+    tag = Tag(
+        project="demo",
+        deployment="0123456789ab",
+        kind="run",
+        name=run.name,
+        spec_hash=run.spec_hash,
+    )
     second_state = SlurmState.FAILED if second_end else SlurmState.RUNNING
     rows = (
         row(
@@ -139,7 +145,9 @@ def test_credentials_in_the_remote_url_are_left_out() -> None:
 
 def test_a_job_of_another_spec_hash_is_refused() -> None:
     run = train()
-    tag = Tag(project="demo", kind="run", name="train", spec_hash="0" * 16)
+    tag = Tag(
+        project="demo", deployment="0123456789ab", kind="run", name="train", spec_hash="0" * 16
+    )
     job = ObservedJob(job_id="12", tag=tag, rows=(row("12", SlurmState.COMPLETED, tag),))
     with pytest.raises(ValueError, match="not run train at"):
         build(run, job)

@@ -49,7 +49,7 @@ def context(
     input_paths: dict[str, str] | None = None,
     name: str = "train",
 ) -> RenderContext:
-    tag = Tag(project="demo", kind="run", name=name, spec_hash=HASH)
+    tag = Tag(project="demo", deployment="0123456789ab", kind="run", name=name, spec_hash=HASH)
     return RenderContext("demo", code_dir, run_dir, tag, input_paths or {})
 
 
@@ -161,7 +161,7 @@ def test_plain_run_script_pinned() -> None:
     assert render_batch_script(run, context(input_paths=inputs)) == (
         "#!/bin/bash\n"
         "#SBATCH --job-name=demo.train\n"
-        "#SBATCH --comment=recon1:demo:run:train:0123456789abcdef\n"
+        "#SBATCH --comment=recon2:demo:0123456789ab:run:train:0123456789abcdef\n"
         "#SBATCH --output=/srv/demo/runs/train/logs/slurm-%j.out\n"
         "#SBATCH --error=/srv/demo/runs/train/logs/slurm-%j.err\n"
         "#SBATCH --ignore-pbs\n"
@@ -214,7 +214,7 @@ def test_het_run_script_pinned() -> None:
     assert render_batch_script(run, context()) == (
         "#!/bin/bash\n"
         "#SBATCH --job-name=demo.train\n"
-        "#SBATCH --comment=recon1:demo:run:train:0123456789abcdef\n"
+        "#SBATCH --comment=recon2:demo:0123456789ab:run:train:0123456789abcdef\n"
         "#SBATCH --output=/srv/demo/runs/train/logs/slurm-%j.out\n"
         "#SBATCH --error=/srv/demo/runs/train/logs/slurm-%j.err\n"
         "#SBATCH --ignore-pbs\n"
@@ -244,7 +244,7 @@ def test_script_file_run_pinned() -> None:
     assert render_batch_script(run, context(code_dir="/srv/demo/my code")) == (
         "#!/bin/bash\n"
         "#SBATCH --job-name=demo.train\n"
-        "#SBATCH --comment=recon1:demo:run:train:0123456789abcdef\n"
+        "#SBATCH --comment=recon2:demo:0123456789ab:run:train:0123456789abcdef\n"
         "#SBATCH --output=/srv/demo/runs/train/logs/slurm-%j.out\n"
         "#SBATCH --error=/srv/demo/runs/train/logs/slurm-%j.err\n"
         "#SBATCH --ignore-pbs\n"
@@ -292,7 +292,7 @@ def test_job_wide_settings_only_in_component_zero() -> None:
     first, *others = sbatch_directives(render_batch_script(run, context()))
     assert [o for o in first if o.startswith(JOB_WIDE_PREFIXES)] == [
         "--job-name=demo.train",
-        "--comment=recon1:demo:run:train:0123456789abcdef",
+        "--comment=recon2:demo:0123456789ab:run:train:0123456789abcdef",
         "--output=/srv/demo/runs/train/logs/slurm-%j.out",
         "--error=/srv/demo/runs/train/logs/slurm-%j.err",
         "--ignore-pbs",
@@ -549,7 +549,7 @@ def test_required_directories() -> None:
 
 
 def test_tag_must_match_the_run() -> None:
-    with pytest.raises(ValueError, match="does not match"):
+    with pytest.raises(ValueError, match="is not run 'train'"):
         render_batch_script(desired({"command": "true"}), context(name="other"))
 
 

@@ -26,8 +26,16 @@ from reconciler.scheduler.tag import Tag
 
 NOW = datetime(2026, 11, 29, 22, 45, 0, tzinfo=UTC)
 SINCE = NOW - timedelta(hours=1)
-TAG = Tag(project="demo", kind="run", name="train", spec_hash="0123456789abcdef")
-OTHER = Tag(project="demo", kind="run", name="eval", spec_hash="fedcba9876543210")
+TAG = Tag(
+    project="demo",
+    deployment="0123456789ab",
+    kind="run",
+    name="train",
+    spec_hash="0123456789abcdef",
+)
+OTHER = Tag(
+    project="demo", deployment="0123456789ab", kind="run", name="eval", spec_hash="fedcba9876543210"
+)
 
 Result = subprocess.CompletedProcess[str]
 Answer = Result | Callable[[Sequence[str], str | None], Result]
@@ -66,7 +74,7 @@ class FakeRunner:
 
 def scheduler(runner: FakeRunner, sleeps: list[float] | None = None) -> SlurmScheduler:
     record = sleeps if sleeps is not None else []
-    return SlurmScheduler(runner, sleep=record.append, clock=lambda: NOW, tz=UTC)
+    return SlurmScheduler(runner, sleep=record.append, clock=lambda: NOW, tz=UTC, user="tester")
 
 
 def sacct_row(job_id: str, state: str, tag: Tag | None, exit_code: str = "0:0", **kw: str) -> str:
@@ -74,7 +82,7 @@ def sacct_row(job_id: str, state: str, tag: Tag | None, exit_code: str = "0:0", 
     nodes = kw.get("nodes", "cpu1")
     return (
         f"{job_id}|{job_id.split('+')[0]}|{state}|{exit_code}|None|2026-11-29T22:41:04"
-        f"|2026-11-29T22:41:04|{kw.get('end', '2026-11-29T22:41:09')}|{nodes}|cpu|n|{comment}"
+        f"|2026-11-29T22:41:04|{kw.get('end', '2026-11-29T22:41:09')}|{nodes}|cpu||n|{comment}"
     )
 
 
@@ -83,7 +91,7 @@ def squeue_row(
 ) -> str:
     comment = tag.format() if tag else "(null)"
     return (
-        f"{job_id}|{job_id.split('+')[0]}|{state}|None|cpu1|cpu|{submit}|{submit}|4:00|n|{comment}"
+        f"{job_id}|{job_id.split('+')[0]}|{state}|None|cpu1|cpu|{submit}|{submit}|4:00||n|{comment}"
     )
 
 
@@ -100,13 +108,15 @@ def test_observe_runs_one_squeue_and_one_sacct_with_explicit_columns_and_states(
     assert runner.commands() == ["squeue", "sacct"]
     squeue, sacct = (argv for argv, _ in runner.calls)
     assert "--states=all" in squeue and "--me" in squeue and "--noheader" in squeue
-    assert "--format=%i|%A|%T|%r|%N|%P|%V|%S|%L|%j|%k" in squeue
+    assert "--format=%i|%A|%T|%r|%N|%P|%V|%S|%L|%Z|%j|%k" in squeue
     assert {"--parsable2", "--noheader", "--endtime=now"} <= set(sacct)
     assert "--starttime=2026-11-29T21:45:00" in sacct
     assert (
         "--format=JobID,JobIDRaw,State,ExitCode,Reason,Submit,Start,End,NodeList,Partition,"
-        "JobName,Comment" in sacct
+        "WorkDir,JobName,Comment" in sacct
     )
+    # Named always: as root, sacct would otherwise list every user's jobs.
+    assert sacct[-1] == "--user=tester"
     (states,) = [a for a in sacct if a.startswith("--state=")]
     assert states.removeprefix("--state=").split(",") == [
         "BF", "CA", "CD", "DL", "F", "NF", "OOM", "PD", "PR", "R", "RQ", "RS", "RV", "S", "TO",
@@ -166,10 +176,10 @@ def test_only_tagged_jobs_are_recons_and_het_components_and_steps_join_their_job
     past = lines(
         sacct_row("5+0", "COMPLETED", TAG),
         "5+0.batch|5.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|"
-        "2026-11-29T22:41:07|cpu1||batch|",
+        "2026-11-29T22:41:07|cpu1|||batch|",
         sacct_row("5+1", "FAILED", TAG, exit_code="3:0"),
         "5+1.0|6.0|FAILED|3:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:04|"
-        "gpu1||bash|",
+        "gpu1|||bash|",
         sacct_row("6", "COMPLETED", None),
         sacct_row("7", "FAILED", None),
     )
@@ -204,7 +214,7 @@ def test_squeue_speaks_for_live_jobs_and_sacct_fills_in_what_only_it_knows() -> 
         sacct_row("40", "PENDING", TAG, nodes="None assigned", end="Unknown"),
         sacct_row("41", "FAILED", OTHER, exit_code="2:0"),
         "41.batch|41.batch|FAILED|2:0||2026-11-29T22:41:04|2026-11-29T22:41:04|"
-        "2026-11-29T22:41:09|cpu1||batch|",
+        "2026-11-29T22:41:09|cpu1|||batch|",
     )
     observation = scheduler(FakeRunner(squeue=[ok(live)], sacct=[ok(past)])).observe(SINCE)
     jobs = {job.job_id: job for job in observation.jobs}
@@ -237,14 +247,14 @@ def test_finished_array_tasks_come_from_sacct_and_its_stale_pending_range_is_dro
 # What sacct printed for het job 41 in the second after it ran, before it settled to
 # 41+0, 41+0.batch, 41+1, 41+1.0: each component under its own id, named "allocation".
 UNSETTLED_HET = f"""\
-41|41|COMPLETED|0:0|None|2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|cpu1||allocation|{TAG.format()}
-41.batch|41.batch|COMPLETED|0:0||2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|cpu1||batch|
-42|42|COMPLETED|0:0|None|2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|gpu1||allocation|{TAG.format()}
-42.0|42.0|COMPLETED|0:0||2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|gpu1||bash|
+41|41|COMPLETED|0:0|None|2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|cpu1|||allocation|{TAG.format()}
+41.batch|41.batch|COMPLETED|0:0||2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|cpu1|||batch|
+42|42|COMPLETED|0:0|None|2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|gpu1|||allocation|{TAG.format()}
+42.0|42.0|COMPLETED|0:0||2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|gpu1|||bash|
 """
 HET_IN_SQUEUE = f"""\
-41+0|41|COMPLETED|None|cpu1|cpu|2026-11-29T22:46:23|2026-11-29T22:46:23|5:00|demo.train|{TAG.format()}
-41+1|42|COMPLETED|None|gpu1|gpu|2026-11-29T22:46:23|2026-11-29T22:46:23|5:00|demo.train|{TAG.format()}
+41+0|41|COMPLETED|None|cpu1|cpu|2026-11-29T22:46:23|2026-11-29T22:46:23|5:00||demo.train|{TAG.format()}
+41+1|42|COMPLETED|None|gpu1|gpu|2026-11-29T22:46:23|2026-11-29T22:46:23|5:00||demo.train|{TAG.format()}
 """
 
 
@@ -271,8 +281,8 @@ def test_unsettled_rows_squeue_cannot_explain_make_the_observation_incomplete() 
 # Job 164 after `scontrol requeue`: sacct still holds its first run (REQUEUED, and the batch
 # step killed with it) while squeue has it pending, then running again.
 REQUEUED = f"""\
-164|164|REQUEUED|0:0|None|2026-11-29T22:51:57|2026-11-29T22:51:58|2026-11-29T22:51:59|cpu1|cpu|demo.train|{TAG.format()}
-164.batch|164.batch|CANCELLED|0:15||2026-11-29T22:51:58|2026-11-29T22:51:58|2026-11-29T22:51:59|cpu1||batch|
+164|164|REQUEUED|0:0|None|2026-11-29T22:51:57|2026-11-29T22:51:58|2026-11-29T22:51:59|cpu1|cpu||demo.train|{TAG.format()}
+164.batch|164.batch|CANCELLED|0:15||2026-11-29T22:51:58|2026-11-29T22:51:58|2026-11-29T22:51:59|cpu1|||batch|
 """
 
 
@@ -280,11 +290,11 @@ REQUEUED = f"""\
     ("live", "health"),
     [
         (
-            f"164|164|PENDING|BeginTime||cpu|2026-11-29T22:51:59|2026-11-29T22:54:00|5:00|demo.train|{TAG.format()}",
+            f"164|164|PENDING|BeginTime||cpu|2026-11-29T22:51:59|2026-11-29T22:54:00|5:00||demo.train|{TAG.format()}",
             Health.PENDING,
         ),
         (
-            f"164|164|RUNNING|None|cpu1|cpu|2026-11-29T22:51:59|2026-11-29T22:54:18|4:59|demo.train|{TAG.format()}",
+            f"164|164|RUNNING|None|cpu1|cpu|2026-11-29T22:51:59|2026-11-29T22:54:18|4:59||demo.train|{TAG.format()}",
             Health.RUNNING,
         ),
     ],
@@ -374,7 +384,7 @@ def test_submit_sends_the_script_on_stdin_with_the_tag_and_workdir() -> None:
         "--parsable",
         "--chdir=/work/runs/train",
         "--job-name=demo.train",
-        "--comment=recon1:demo:run:train:0123456789abcdef",
+        "--comment=recon2:demo:0123456789ab:run:train:0123456789abcdef",
     ]
 
 
@@ -509,7 +519,13 @@ def test_cancel_retries_transient_and_raises_permanent_failures() -> None:
 
 
 def test_allocate_holds_an_allocation_with_no_shell_and_the_tag() -> None:
-    alloc = Tag(project="demo", kind="alloc", name="ws", spec_hash="0123456789abcdef")
+    alloc = Tag(
+        project="demo",
+        deployment="0123456789ab",
+        kind="alloc",
+        name="ws",
+        spec_hash="0123456789abcdef",
+    )
     granted = "salloc: Pending job allocation 21\nsalloc: Granted job allocation 21\n"
     runner = FakeRunner(salloc=[ok("", granted)], scancel=[ok()])
     sched = scheduler(runner)
@@ -520,7 +536,7 @@ def test_allocate_holds_an_allocation_with_no_shell_and_the_tag() -> None:
             "salloc",
             "--no-shell",
             "--job-name=demo.ws",
-            "--comment=recon1:demo:alloc:ws:0123456789abcdef",
+            "--comment=recon2:demo:0123456789ab:alloc:ws:0123456789abcdef",
             "--partition=cpu",
             "--time=10",
         ],

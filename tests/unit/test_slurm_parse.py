@@ -19,7 +19,7 @@ from reconciler.scheduler.slurm.parse import (
 from reconciler.scheduler.states import SlurmState
 from reconciler.scheduler.tag import Tag
 
-TAG = "recon1:probe:run:het:0123456789abcdef"
+TAG = "recon2:probe:0123456789ab:run:het:0123456789abcdef"
 
 
 def at(hh_mm_ss: str) -> datetime:
@@ -30,37 +30,37 @@ def at(hh_mm_ss: str) -> datetime:
 #   NodeList,Partition,JobName,Comment  (a het job, a failed upstream, its cancelled dependent,
 #   an array with one failed task, a user cancel, a held job cancelled while pending)
 SACCT = f"""\
-5+0|5|COMPLETED|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1|cpu|probe.het|{TAG}
-5+0.batch|5.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1||batch|
-5+1|6|COMPLETED|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|gpu1|gpu|probe.het|{TAG}
-5+1.0|6.0|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:04|gpu1||bash|
-7|7|FAILED|1:0|None|2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|cpu1|cpu|sbatch|probe-up
-7.batch|7.batch|FAILED|1:0||2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|cpu1||batch|
-8|8|CANCELLED|0:0|Dependency|2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|None assigned|cpu|sbatch|probe-down
-9_5|13|FAILED|1:0|JobArrayTaskLimit|2026-11-29T22:41:18|2026-11-29T22:41:21|2026-11-29T22:41:23|cpu1|cpu|sbatch|probe-arr
-9_5.batch|13.batch|FAILED|1:0||2026-11-29T22:41:21|2026-11-29T22:41:21|2026-11-29T22:41:23|cpu1||batch|
-9_[6-7%2]|9|PENDING|0:0|JobArrayTaskLimit|2026-11-29T22:41:18|Unknown|Unknown|None assigned|cpu|sbatch|probe-arr
-15|15|CANCELLED by 0|0:0|None|2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1|cpu|sbatch|probe-run
-15.batch|15.batch|CANCELLED|0:15||2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1||batch|
-15.extern|15.extern|CANCELLED+|0:0||2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1||extern|
-10|10|CANCELLED by 0|0:0|JobHeldUser|2026-11-29T22:41:18|None|2026-11-29T22:41:54|None assigned|cpu|sbatch|probe-held
+5+0|5|COMPLETED|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1|cpu||probe.het|{TAG}
+5+0.batch|5.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1|||batch|
+5+1|6|COMPLETED|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|gpu1|gpu||probe.het|{TAG}
+5+1.0|6.0|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:04|gpu1|||bash|
+7|7|FAILED|1:0|None|2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|cpu1|cpu||sbatch|probe-up
+7.batch|7.batch|FAILED|1:0||2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|cpu1|||batch|
+8|8|CANCELLED|0:0|Dependency|2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|None assigned|cpu||sbatch|probe-down
+9_5|13|FAILED|1:0|JobArrayTaskLimit|2026-11-29T22:41:18|2026-11-29T22:41:21|2026-11-29T22:41:23|cpu1|cpu||sbatch|probe-arr
+9_5.batch|13.batch|FAILED|1:0||2026-11-29T22:41:21|2026-11-29T22:41:21|2026-11-29T22:41:23|cpu1|||batch|
+9_[6-7%2]|9|PENDING|0:0|JobArrayTaskLimit|2026-11-29T22:41:18|Unknown|Unknown|None assigned|cpu||sbatch|probe-arr
+15|15|CANCELLED by 0|0:0|None|2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1|cpu||sbatch|probe-run
+15.batch|15.batch|CANCELLED|0:15||2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1|||batch|
+15.extern|15.extern|CANCELLED+|0:0||2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1|||extern|
+10|10|CANCELLED by 0|0:0|JobHeldUser|2026-11-29T22:41:18|None|2026-11-29T22:41:54|None assigned|cpu||sbatch|probe-held
 """
 
 # squeue --noheader --me --states=all --format=%i|%A|%T|%r|%N|%P|%V|%S|%L|%j|%k
 SQUEUE = f"""\
-8|8|CANCELLED|DependencyNeverSatisfied||cpu|2026-11-29T22:41:18|2026-11-29T22:41:18|5:00|sbatch|probe-down
-9_[5-7%2]|9|PENDING|JobArrayTaskLimit||cpu|2026-11-29T22:41:18|N/A|5:00|sbatch|probe-arr
-10|10|PENDING|JobHeldUser||cpu|2026-11-29T22:41:18|N/A|5:00|sbatch|probe-held
-9_3|11|RUNNING|None|cpu1|cpu|2026-11-29T22:41:18|2026-11-29T22:41:18|4:59|sbatch|probe-arr
-16+0|16|RUNNING|None|cpu1|cpu|2026-11-29T22:41:38|2026-11-29T22:41:38|1-02:03:04|probe.het|{TAG}
-16+1|17|RUNNING|None|gpu1|gpu|2026-11-29T22:41:38|2026-11-29T22:41:38|UNLIMITED|probe.het|{TAG}
-19|19|PENDING|PartitionConfig||cpu|2026-11-29T22:41:50|2026-11-30T01:00:00|5:00|sbatch|(null)
+8|8|CANCELLED|DependencyNeverSatisfied||cpu|2026-11-29T22:41:18|2026-11-29T22:41:18|5:00||sbatch|probe-down
+9_[5-7%2]|9|PENDING|JobArrayTaskLimit||cpu|2026-11-29T22:41:18|N/A|5:00||sbatch|probe-arr
+10|10|PENDING|JobHeldUser||cpu|2026-11-29T22:41:18|N/A|5:00||sbatch|probe-held
+9_3|11|RUNNING|None|cpu1|cpu|2026-11-29T22:41:18|2026-11-29T22:41:18|4:59||sbatch|probe-arr
+16+0|16|RUNNING|None|cpu1|cpu|2026-11-29T22:41:38|2026-11-29T22:41:38|1-02:03:04||probe.het|{TAG}
+16+1|17|RUNNING|None|gpu1|gpu|2026-11-29T22:41:38|2026-11-29T22:41:38|UNLIMITED||probe.het|{TAG}
+19|19|PENDING|PartitionConfig||cpu|2026-11-29T22:41:50|2026-11-30T01:00:00|5:00||sbatch|(null)
 """
 
 
 def test_the_column_lists_are_what_the_fixtures_hold() -> None:
-    assert len(SACCT_FIELDS) == 12 and SACCT_FIELDS[-2:] == ("JobName", "Comment")
-    assert len(SQUEUE_FIELDS) == 11 and SQUEUE_FIELDS[-2:] == ("%j", "%k")
+    assert len(SACCT_FIELDS) == 13 and SACCT_FIELDS[-3:] == ("WorkDir", "JobName", "Comment")
+    assert len(SQUEUE_FIELDS) == 12 and SQUEUE_FIELDS[-3:] == ("%Z", "%j", "%k")
 
 
 def test_sacct_every_row_is_read() -> None:
@@ -142,7 +142,7 @@ def test_squeue_rows() -> None:
 
 @pytest.mark.parametrize(
     ("text", "tz_hours"),
-    [("12|12|RUNNING|None|cpu1|cpu|2026-11-29T22:41:18|2026-11-29T22:41:19|1:00:00|x|y", 2)],
+    [("12|12|RUNNING|None|cpu1|cpu|2026-11-29T22:41:18|2026-11-29T22:41:19|1:00:00||x|y", 2)],
 )
 def test_times_are_read_in_the_zone_slurm_prints_them_in(text: str, tz_hours: int) -> None:
     from datetime import timezone
@@ -155,8 +155,8 @@ def test_times_are_read_in_the_zone_slurm_prints_them_in(text: str, tz_hours: in
 
 @pytest.mark.parametrize("state", [s.value for s in SlurmState])
 def test_every_state_reads_in_both_parsers(state: str) -> None:
-    sacct = f"3|3|{state}|0:0|None|2026-11-29T22:41:18|Unknown|Unknown|None assigned|cpu|n|c\n"
-    squeue = f"3|3|{state}|None||cpu|2026-11-29T22:41:18|N/A|NOT_SET|n|c\n"
+    sacct = f"3|3|{state}|0:0|None|2026-11-29T22:41:18|Unknown|Unknown|None assigned|cpu||n|c\n"
+    squeue = f"3|3|{state}|None||cpu|2026-11-29T22:41:18|N/A|NOT_SET||n|c\n"
     assert parse_sacct(sacct, UTC).records[0].state == SlurmState(state)
     assert parse_squeue(squeue, UTC).records[0].state == SlurmState(state)
 
@@ -168,26 +168,24 @@ def test_empty_output_is_no_rows(text: str) -> None:
 
 
 def test_unreadable_lines_are_skipped_and_reported_not_fatal() -> None:
-    good = (
-        f"21|21|RUNNING|0:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu|a.b|{TAG}"
-    )
+    good = f"21|21|RUNNING|0:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu||a.b|{TAG}"
     bad = [
         "sacct: error: something odd",  # too few fields
-        "22|22|EXPLODED|0:0|None|||Unknown|cpu1|cpu|n|",  # unknown state
-        "23|23|RUNNING|x:y|None|||Unknown|cpu1|cpu|n|",  # bad exit code
-        "24|24|RUNNING|0:0|None|yesterday||Unknown|cpu1|cpu|n|",  # bad time
-        "abc|24|RUNNING|0:0|None|||Unknown|cpu1|cpu|n|",  # bad job id
+        "22|22|EXPLODED|0:0|None|||Unknown|cpu1|cpu||n|",  # unknown state
+        "23|23|RUNNING|x:y|None|||Unknown|cpu1|cpu||n|",  # bad exit code
+        "24|24|RUNNING|0:0|None|yesterday||Unknown|cpu1|cpu||n|",  # bad time
+        "abc|24|RUNNING|0:0|None|||Unknown|cpu1|cpu||n|",  # bad job id
     ]
     parsed = parse_sacct("\n".join([bad[0], good, *bad[1:]]), UTC)
     assert [r.job_id for r in parsed.records] == ["21"]
     assert [r.line for r in parsed.rejected] == bad
-    assert "12" in parsed.rejected[0].why and "EXPLODED" in parsed.rejected[1].why
+    assert "13" in parsed.rejected[0].why and "EXPLODED" in parsed.rejected[1].why
 
 
 def test_a_pipe_in_a_foreign_name_or_comment_does_not_shift_the_columns() -> None:
     text = (
-        "30|30|RUNNING|0:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu|a|b|c\n"
-        f"31|31|FAILED|2:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu|x|y|{TAG}\n"
+        "30|30|RUNNING|0:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu|/w|a|b|c\n"
+        f"31|31|FAILED|2:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu|/w|x|y|{TAG}\n"
     )
     first, second = parse_sacct(text, UTC).records
     assert (first.state, first.name, first.tag) == (SlurmState.RUNNING, "a|b", None)

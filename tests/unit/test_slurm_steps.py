@@ -30,19 +30,31 @@ from reconciler.scheduler.tag import Tag
 from reconciler.spec.models import Allocation, Container, RunResources
 from tests.unit.test_slurm_adapter import NOW, FakeRunner, ok
 
-WARM = Tag(project="demo", kind="alloc", name="warm", spec_hash="0123456789abcdef")
-TRAIN = Tag(project="demo", kind="run", name="train", spec_hash="00112233445566ff")
+WARM = Tag(
+    project="demo",
+    deployment="0123456789ab",
+    kind="alloc",
+    name="warm",
+    spec_hash="0123456789abcdef",
+)
+TRAIN = Tag(
+    project="demo",
+    deployment="0123456789ab",
+    kind="run",
+    name="train",
+    spec_hash="00112233445566ff",
+)
 
 # An allocation running setup (done), a run that failed (exit 3) and one still running.
 SQUEUE = (
-    "1063|1063|RUNNING|None|cpu1|cpu|2026-11-29T23:42:25|2026-11-29T23:42:25|4:52|demo.warm"
-    "|recon1:demo:alloc:warm:0123456789abcdef\n"
+    "1063|1063|RUNNING|None|cpu1|cpu|2026-11-29T23:42:25|2026-11-29T23:42:25|4:52||demo.warm"
+    "|recon2:demo:0123456789ab:alloc:warm:0123456789abcdef\n"
 )
 SACCT = """\
-1063|1063|RUNNING|0:0|None|2026-11-29T23:42:25|2026-11-29T23:42:25|Unknown|cpu1|cpu|demo.warm|
-1063.0|1063.0|COMPLETED|0:0||2026-11-29T23:42:25|2026-11-29T23:42:25|2026-11-29T23:42:25|cpu1||recon1:demo:alloc:warm:0123456789abcdef|
-1063.1|1063.1|FAILED|3:0||2026-11-29T23:42:25|2026-11-29T23:42:25|2026-11-29T23:42:25|cpu1||recon1:demo:run:prep:fedcba9876543210|
-1063.2|1063.2|RUNNING|0:0||2026-11-29T23:42:25|2026-11-29T23:42:25|Unknown|cpu1||recon1:demo:run:train:00112233445566ff|
+1063|1063|RUNNING|0:0|None|2026-11-29T23:42:25|2026-11-29T23:42:25|Unknown|cpu1|cpu||demo.warm|
+1063.0|1063.0|COMPLETED|0:0||2026-11-29T23:42:25|2026-11-29T23:42:25|2026-11-29T23:42:25|cpu1|||recon2:demo:0123456789ab:alloc:warm:0123456789abcdef|
+1063.1|1063.1|FAILED|3:0||2026-11-29T23:42:25|2026-11-29T23:42:25|2026-11-29T23:42:25|cpu1|||recon2:demo:0123456789ab:run:prep:fedcba9876543210|
+1063.2|1063.2|RUNNING|0:0||2026-11-29T23:42:25|2026-11-29T23:42:25|Unknown|cpu1|||recon2:demo:0123456789ab:run:train:00112233445566ff|
 """
 
 
@@ -126,7 +138,7 @@ def test_srun_argv_names_the_step_with_its_tag() -> None:
         "srun",
         "--jobid=12",
         "--overlap",
-        "--job-name=recon1:demo:run:train:00112233445566ff",
+        "--job-name=recon2:demo:0123456789ab:run:train:00112233445566ff",
         "--chdir=/r/runs/train",
         "--output=/r/100%%/logs/slurm-%j.%s.out",
         "--error=/r/100%%/logs/slurm-%j.%s.err",
@@ -138,11 +150,11 @@ def test_srun_argv_names_the_step_with_its_tag() -> None:
 
 def test_step_named_finds_the_newest_step_of_that_job_and_name() -> None:
     listing = (
-        "12.0|recon1:demo:alloc:warm:0123456789abcdef\n"
-        "12.1|recon1:demo:run:train:00112233445566ff\n"
-        "13.0|recon1:demo:run:train:00112233445566ff\n"
-        "12.4|recon1:demo:run:train:00112233445566ff\n"
-        "12.batch|recon1:demo:run:train:00112233445566ff\n"
+        "12.0|recon2:demo:0123456789ab:alloc:warm:0123456789abcdef\n"
+        "12.1|recon2:demo:0123456789ab:run:train:00112233445566ff\n"
+        "13.0|recon2:demo:0123456789ab:run:train:00112233445566ff\n"
+        "12.4|recon2:demo:0123456789ab:run:train:00112233445566ff\n"
+        "12.batch|recon2:demo:0123456789ab:run:train:00112233445566ff\n"
     )
     assert step_named(listing, "12", TRAIN) == "12.4"
     assert step_named(listing, "14", TRAIN) is None
@@ -208,7 +220,7 @@ def stepper(runner: FakeRunner, srun_process: FakeSrun, sleeps: list[float]) -> 
     )
 
 
-LISTED = "12.3|recon1:demo:run:train:00112233445566ff\n"
+LISTED = "12.3|recon2:demo:0123456789ab:run:train:00112233445566ff\n"
 
 
 def test_start_step_returns_the_id_squeue_lists(tmp_path: Path) -> None:

@@ -12,20 +12,35 @@ from reconciler.scheduler.tag import Tag
 NAMES = st.from_regex(r"\A[A-Za-z0-9_-]{1,40}\Z")
 HASHES = st.from_regex(r"\A[0-9a-f]{16}\Z")
 TAGS = st.builds(
-    Tag, project=NAMES, kind=st.sampled_from(["run", "alloc"]), name=NAMES, spec_hash=HASHES
+    Tag,
+    project=NAMES,
+    deployment=st.from_regex(r"\A[0-9a-f]{12}\Z"),
+    kind=st.sampled_from(["run", "alloc"]),
+    name=NAMES,
+    spec_hash=HASHES,
 )
 
-TRAIN = Tag(project="demo", kind="run", name="train-2", spec_hash="0123456789abcdef")
+TRAIN = Tag(
+    project="demo",
+    deployment="0123456789ab",
+    kind="run",
+    name="train-2",
+    spec_hash="0123456789abcdef",
+)
 
 
 def test_format_and_job_name() -> None:
-    assert TRAIN.format() == "recon1:demo:run:train-2:0123456789abcdef"
+    assert TRAIN.format() == "recon2:demo:0123456789ab:run:train-2:0123456789abcdef"
     assert TRAIN.job_name == "demo.train-2"
 
 
 def test_parse_reads_a_literal_comment() -> None:
-    assert Tag.parse("recon1:demo:alloc:ws_1:fedcba9876543210") == Tag(
-        project="demo", kind="alloc", name="ws_1", spec_hash="fedcba9876543210"
+    assert Tag.parse("recon2:demo:0123456789ab:alloc:ws_1:fedcba9876543210") == Tag(
+        project="demo",
+        deployment="0123456789ab",
+        kind="alloc",
+        name="ws_1",
+        spec_hash="fedcba9876543210",
     )
 
 
@@ -35,14 +50,16 @@ def test_parse_reads_a_literal_comment() -> None:
         "",
         "(null)",
         "probe-held",
-        "recon1:demo:run:train:0123456789abcde",  # hash one short
-        "recon1:demo:run:train:0123456789ABCDEF",  # upper-case hash
-        "recon1:demo:job:train:0123456789abcdef",  # unknown kind
-        "recon2:demo:run:train:0123456789abcdef",  # a later format
-        "recon1:de mo:run:train:0123456789abcdef",
-        "recon1:demo:run:train:0123456789abcdef:extra",
-        "xrecon1:demo:run:train:0123456789abcdef",
-        "recon1:demo:run:a.b:0123456789abcdef",
+        "recon2:demo:0123456789ab:run:train:0123456789abcde",  # hash one short
+        "recon2:demo:0123456789ab:run:train:0123456789ABCDEF",  # upper-case hash
+        "recon2:demo:0123456789ab:job:train:0123456789abcdef",  # unknown kind
+        "recon2:demo:run:train:0123456789abcdef",  # no deployment
+        "recon1:demo:run:train:0123456789abcdef",  # the format before deployments
+        "recon2:de mo:0123456789ab:run:train:0123456789abcdef",
+        "recon2:demo:0123456789AB:run:train:0123456789abcdef",  # upper-case deployment
+        "recon2:demo:0123456789ab:run:train:0123456789abcdef:extra",
+        "xrecon2:demo:0123456789ab:run:train:0123456789abcdef",
+        "recon2:demo:0123456789ab:run:a.b:0123456789abcdef",
     ],
 )
 def test_parse_returns_none_for_comments_recon_did_not_write(text: str) -> None:

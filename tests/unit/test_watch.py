@@ -28,6 +28,7 @@ from reconciler.engine.wakeups import RefWatcher, WakeQueue
 from reconciler.engine.watch import Level, LoopState, Schedule, Wake, WatchLoop
 from reconciler.errors import LockedError, ObservationError, RepoError, SpecError, SpecIssue
 from tests.gitrepo import GitRepo
+from tests.planning import outcome_of
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 EVERY_30S = Schedule(timedelta(seconds=30))
@@ -82,7 +83,7 @@ def outcome(commit: str) -> Outcome:
         project="demo", root="/nowhere", commit=commit, scheduler="fake", created_at=T0,
         observation_complete=True, fingerprint="f", actions=(),
     )  # fmt: skip
-    return Outcome(plan, None)
+    return outcome_of(plan)
 
 
 @dataclass

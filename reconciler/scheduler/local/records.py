@@ -46,6 +46,7 @@ def observed_job(
         time_left=_time_left(spec, facts, status, now),
         nodes=host if facts.started is not None else None,
         partition=PARTITION,
+        workdir=spec.workdir,
         source="squeue" if HEALTH[status.state] in _ALIVE else "sacct",
     )
     if not het:

@@ -7,6 +7,8 @@ Everything Slurm-specific that is not I/O lives in the pure modules beside this 
 
 from __future__ import annotations
 
+import os
+import pwd
 import subprocess
 import time
 from collections.abc import Callable
@@ -70,8 +72,10 @@ class SlurmScheduler:
         attempts: int = 4,
         first_delay: float = 1.0,
         spawn: Spawner = spawn_detached,
+        user: str | None = None,
     ) -> None:
-        """``tz`` is the zone Slurm prints times in: this machine's local time unless told."""
+        """``tz`` is the zone Slurm prints times in: this machine's local time unless told;
+        ``user`` whose jobs are observed: the user recon runs as unless told."""
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
         self._runner = runner
@@ -81,6 +85,7 @@ class SlurmScheduler:
         self._attempts = attempts
         self._first_delay = first_delay
         self._spawn = spawn
+        self._user = user or pwd.getpwuid(os.geteuid()).pw_name
 
     def observe(self, since: datetime) -> Observation:
         """One squeue and one sacct call, whatever the number of jobs.
@@ -92,7 +97,7 @@ class SlurmScheduler:
         live = self._runner(argv.squeue(), None)
         if live.returncode != 0:
             raise ObservationError(f"squeue failed, the cluster cannot be seen: {message_of(live)}")
-        history = self._runner(argv.sacct(since, self._tz), None)
+        history = self._runner(argv.sacct(since, self._tz, self._user), None)
         if history.returncode != 0:
             return combine(parse_squeue(live.stdout, self._tz), None, taken_at, message_of(history))
         return combine(

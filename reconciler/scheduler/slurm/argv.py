@@ -16,8 +16,11 @@ SACCT_STATES: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def sacct(since: datetime, tz: tzinfo) -> list[str]:
-    """Every job and step of this user's seen in [since, now], in every state.
+def sacct(since: datetime, tz: tzinfo, user: str) -> list[str]:
+    """Every job and step of ``user``'s seen in [since, now], in every state.
+
+    The user is always named: run by root (as in containers and CI) sacct otherwise lists
+    every user's jobs, and a job someone else tagged like recon's must never be taken for one.
 
     Without ``--duplicates``: a requeued job then shows once, as its latest run, which is
     the one that decides its health (the earlier runs' failures are history).
@@ -31,6 +34,7 @@ def sacct(since: datetime, tz: tzinfo) -> list[str]:
         f"--starttime={start.strftime('%Y-%m-%dT%H:%M:%S')}",
         "--endtime=now",
         f"--state={','.join(SACCT_STATES)}",
+        f"--user={user}",
     ]
 
 

@@ -34,6 +34,7 @@ SACCT_FIELDS: tuple[str, ...] = (
     "End",
     "NodeList",
     "Partition",
+    "WorkDir",
     "JobName",
     "Comment",
 )
@@ -49,6 +50,7 @@ SQUEUE_FIELDS: tuple[str, ...] = (
     "%V",  # submit time
     "%S",  # start time (an estimate while pending)
     "%L",  # time left
+    "%Z",  # working directory
     "%j",  # job name
     "%k",  # comment
 )
@@ -137,7 +139,7 @@ def _split(line: str, width: int) -> list[str] | None:
 
 def _sacct_row(cells: list[str], tz: tzinfo) -> JobRecord:
     job_id, raw_id, state_text, exit_code, reason, submit, start, end = cells[:8]
-    nodes, partition, name, comment = cells[8:]
+    nodes, partition, workdir, name, comment = cells[8:]
     ids = _job_id(job_id)
     state, cancelled_by = _state(state_text)
     code, signal = _exit_code(exit_code)
@@ -160,13 +162,14 @@ def _sacct_row(cells: list[str], tz: tzinfo) -> JobRecord:
         end=_time(end, tz),
         nodes=_text(nodes),
         partition=_text(partition),
+        workdir=_text(workdir),
         source="sacct",
     )
 
 
 def _squeue_row(cells: list[str], tz: tzinfo) -> JobRecord:
     job_id, raw_id, state_text, reason, nodes, partition, submit, start, left = cells[:9]
-    name, comment = cells[9:]
+    workdir, name, comment = cells[9:]
     ids = _job_id(job_id)
     state, _ = _state(state_text)
     return JobRecord(
@@ -187,6 +190,7 @@ def _squeue_row(cells: list[str], tz: tzinfo) -> JobRecord:
         time_left=_time_left(left) if HEALTH[state] is Health.RUNNING else None,
         nodes=_text(nodes),
         partition=_text(partition),
+        workdir=_text(workdir),
         source="squeue",
     )
 
