@@ -6,6 +6,7 @@ or at recon's own runner seam."""
 
 from __future__ import annotations
 
+import getpass
 import json
 import subprocess
 from collections.abc import Sequence
@@ -69,7 +70,7 @@ class LaggingAccounting:
         from reconciler.scheduler.slurm.localtime import SystemLocalTime
 
         since = datetime.now(UTC).replace(hour=0, minute=0, second=0)
-        result = run(slurm_argv.sacct(since, SystemLocalTime()))
+        result = run(slurm_argv.sacct(since, SystemLocalTime(), getpass.getuser()))
         return result.stdout.splitlines()
 
 

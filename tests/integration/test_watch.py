@@ -86,6 +86,12 @@ class Project:
             subprocess.run(["scancel", job["id"]], capture_output=True, check=False)
 
 
+def _queued(project: str, prefix: str) -> bool:
+    """Whether squeue lists a job of the project whose run's name starts with ``prefix``."""
+    tags = [Tag.parse(comment) for comment in _squeue_comments().splitlines()]
+    return any(t is not None and t.project == project and t.name.startswith(prefix) for t in tags)
+
+
 def _squeue_comments() -> str:
     return subprocess.run(
         ["squeue", "-h", "-o", "%k"], capture_output=True, text=True, check=True
@@ -176,7 +182,7 @@ def test_new_commit_is_submitted_within_seconds_and_sigterm_mid_pass_ends_cleanl
         {f"specs/b{i:02}.yaml": run_spec(f"b{i:02}", "sleep 120") for i in range(RUNS)}
     )
     deadline = time.monotonic() + TIMEOUT
-    while f"{project.name}:run:b" not in _squeue_comments():
+    while not _queued(project.name, "b"):
         assert time.monotonic() < deadline, f"no b job submitted; the watch said {watch.seen}"
         time.sleep(0.01)
     signalled, signalled_at = time.monotonic(), datetime.now(UTC)
