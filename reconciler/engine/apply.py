@@ -53,7 +53,7 @@ class ApplyResult:
     warnings: list[str] = field(default_factory=list)
 
     def lines(self) -> list[Done]:
-        """Everything it did, in the order `report` is told of it kind by kind."""
+        """Everything it did, kind by kind: for a caller that did not follow `report`."""
         return [
             *(Done(f"submitted {name}: job {job_id}") for name, job_id in self.submitted.items()),
             *(Done(f"cancelled job {job_id}") for job_id in self.cancelled),
