@@ -3,6 +3,7 @@
     ReconError                      anything recon reports without a traceback
     ├── SpecError                   the repo's YAML is wrong; carries every SpecIssue found
     │   └── NoProjectError              there is no recon.yaml at all
+    ├── UnknownTarget               a run named on the command line is no run of the project
     ├── RepoError                   the repo or revision cannot be read (not a git repo, bad rev)
     ├── SchedulerError              the scheduler refused or failed a call
     │   ├── TransientSchedulerError     worth retrying (slurmctld busy or restarting)
@@ -10,7 +11,11 @@
     ├── ObservationError            the cluster could not be observed at all
     ├── LockedError                 another apply holds the project's lock (exit code 3)
     ├── StalePlanError              a saved plan no longer matches the commit or the cluster
+    ├── PlanFileError               a plan file cannot be written, or is not a plan to apply
     ├── JournalError                the journal database is unreadable, corrupt or too new
+    ├── StateDirError               the state directory cannot be made, or is someone else's
+    ├── OutputError                 an output exists but cannot be read (its version unknown)
+    ├── ManifestError               a provenance manifest could not be written
     └── DevClusterError             the local dev cluster could not be brought up or down
 
 The CLI maps each branch to an exit code in one place (``reconciler.cli``).
@@ -54,6 +59,10 @@ class NoProjectError(SpecError):
     """The revision holds no recon.yaml: not (yet) a recon project."""
 
 
+class UnknownTarget(ReconError):
+    """A target names no run of the project."""
+
+
 class RepoError(ReconError):
     """The git repository or the requested revision cannot be read."""
 
@@ -82,8 +91,24 @@ class StalePlanError(ReconError):
     """A saved plan was made against another commit or another observed state."""
 
 
+class PlanFileError(ReconError):
+    """A plan file cannot be written, or what is read is not a plan this recon applies."""
+
+
 class JournalError(ReconError):
     """The project's journal cannot be opened or used; the message says what to do."""
+
+
+class StateDirError(ReconError):
+    """The project's state directory cannot be made or used, or another user owns it."""
+
+
+class OutputError(ReconError):
+    """An output exists but cannot be read, so its version is unknown."""
+
+
+class ManifestError(ReconError):
+    """A manifest could not be written."""
 
 
 class DevClusterError(ReconError):

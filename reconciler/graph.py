@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from reconciler.errors import ReconError, SpecIssue
+from reconciler.errors import SpecIssue, UnknownTarget
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -79,10 +79,6 @@ def cycles(graph: nx.DiGraph[str], locations: Mapping[str, Location]) -> list[Sp
             SpecIssue(first.file, first.line, "inputs", f"dependency cycle {chain}: {where}")
         )
     return issues
-
-
-class UnknownTarget(ReconError):
-    """A target names no run of the project."""
 
 
 def select(graph: nx.DiGraph[str], targets: Iterable[str], downstream: bool = False) -> list[str]:

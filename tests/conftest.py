@@ -13,6 +13,10 @@ per session:
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -22,7 +26,9 @@ from reconciler.devcluster.cli import this_cluster
 from reconciler.devcluster.health import check_health
 from reconciler.devcluster.spec import ClusterSpec
 from reconciler.errors import DevClusterError
+from reconciler.scheduler.tag import Tag
 from tests.gitrepo import GitRepo
+from tests.projects import MADE
 
 PROJECT = "project: demo\ndefaults:\n  partition: cpu\n  time: 1h\n"
 HOW_TO_RUN = "sudo recon dev-cluster up && RECON_REQUIRE_SLURM=1 pytest -m slurm"
@@ -85,3 +91,53 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if item.get_closest_marker("slurm") and "slurm_cluster" not in item.fixturenames:
             item.fixturenames = ["slurm_cluster", *item.fixturenames]
+
+
+# Every recon job a test makes is the test's to cancel (the `project` fixtures cancel by
+# their project's tag). The session's last step checks that they did: a recon-tagged job
+# submitted since the session began and still queued or running is a leak, which holds
+# a node of the shared dev cluster (an allocation, for its whole hour) for nothing.
+_SESSION_STARTED = datetime.now().replace(microsecond=0)
+_LIVE_STATES = "PENDING,RUNNING,SUSPENDED,CONFIGURING,REQUEUED,RESIZING"
+
+
+def leaked_jobs(since: datetime) -> list[tuple[str, str]]:
+    """(job id, tag) of the jobs of the projects this session's tests made, submitted
+    since ``since``, that squeue still lists as queued or running."""
+    if shutil.which("squeue") is None:
+        return []
+    listing = subprocess.run(
+        ["squeue", "--me", "-h", "-t", _LIVE_STATES, "-o", "%i|%V|%k"],
+        capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+    leaked = []
+    for line in listing.stdout.splitlines():
+        job_id, submitted, comment = [*line.split("|", 2), "", ""][:3]
+        tag = Tag.parse(comment)
+        try:
+            recent = datetime.fromisoformat(submitted) >= since
+        except ValueError:
+            recent = False
+        if tag is not None and recent and tag.project in MADE:
+            leaked.append((job_id.split("+")[0].split("_")[0], tag.format()))
+    return sorted(set(leaked))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a test left a recon job queued or running; cancel what it left."""
+    leaked = leaked_jobs(_SESSION_STARTED)
+    if leaked:  # a fixture's scancel may still be on its way: look once more
+        time.sleep(5)
+        leaked = leaked_jobs(_SESSION_STARTED)
+    if not leaked:
+        return
+    for job_id, _ in leaked:
+        subprocess.run(["scancel", job_id], capture_output=True, check=False, timeout=30)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"  job {job_id}: {tag}" for job_id, tag in leaked]
+    message = "\n".join(
+        ["tests left recon jobs queued or running on the dev cluster (now cancelled):", *lines]
+    )
+    if reporter is not None:
+        reporter.write_line(message, red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -31,8 +31,8 @@ def ro_crate(
     beside its outputs."""
     # rocrate and the engine are imported when the command runs: `recon --help` stays quick.
     from reconciler.engine.reconcile import Request, load
+    from reconciler.errors import UnknownTarget
     from reconciler.export.rocrate import export_ro_crate
-    from reconciler.graph import UnknownTarget
     from reconciler.state.paths import run_dir
     from reconciler.state.provenance import read_manifest
 

@@ -22,7 +22,6 @@ from reconciler.scheduler.base import (
     StepRequest,
     StepScheduler,
 )
-from reconciler.scheduler.slurm.steps import container_options, salloc_options, step_options
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredAllocation, DesiredRun, flat_fields
@@ -52,7 +51,7 @@ def allocate(
         tag.project, "alloc", allocation.name, allocation.spec_hash, commit,
         flat_fields(allocation.spec), clock(),
     )  # fmt: skip
-    request = AllocateRequest(options=salloc_options(allocation.spec), tag=tag)
+    request = AllocateRequest(allocation=allocation.spec, tag=tag)
     try:
         job_id = scheduler.allocate(request)
     except PermanentSchedulerError as error:
@@ -78,13 +77,14 @@ def set_up(
     directory.mkdir(parents=True, exist_ok=True)
     script = directory / f"setup-{allocation.spec_hash}.sh"
     script.write_text("set -euo pipefail\n" + "\n".join(allocation.spec.setup) + "\n")
-    container = container_options(allocation.spec.container, allocation.name)
     request = StepRequest(
         allocation_id=job_id,
         script=script,
         workdir=code_dir,
         log_dir=directory,
-        options=(*step_options(None), *container),
+        shape=None,
+        container=allocation.spec.container,
+        container_name=allocation.name,
         tag=_tag(desired, allocation),
     )
     setup = journal.record_setup(
@@ -117,13 +117,14 @@ def start_run(
     logs.mkdir(parents=True, exist_ok=True)
     path = logs / f"step-{run.spec_hash}.sh"
     path.write_text(script)
-    container = container_options(allocation.spec.container, allocation.name)
     request = StepRequest(
         allocation_id=action.allocation_job,
         script=path,
         workdir=run_dir,
         log_dir=logs,
-        options=(*step_options(run.spec.resources), *container),
+        shape=run.spec.resources,
+        container=allocation.spec.container,
+        container_name=allocation.name,
         tag=tag,
     )
     try:

@@ -18,15 +18,11 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from reconciler.engine.actions import Plan
-from reconciler.errors import ReconError, StalePlanError
+from reconciler.errors import PlanFileError, StalePlanError
 
 FORMAT_VERSION: int = Plan.model_fields["format_version"].default
 _REMAKE = "Run `recon plan -out FILE` again"
 _KEYS = frozenset({"format_version", "project", "fingerprint", "actions"})
-
-
-class PlanFileError(ReconError):
-    """A plan file cannot be written, or what is read is not a plan this recon applies."""
 
 
 def save(plan: Plan, path: Path | str) -> None:

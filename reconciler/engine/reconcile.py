@@ -35,6 +35,7 @@ from reconciler.scheduler.select import select_scheduler
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import Desired
 from reconciler.spec.loader import load_desired, open_source
+from reconciler.state.directory import prepare_state_dir
 from reconciler.state.journal import Journal, JournalEvent
 from reconciler.state.lock import project_lock
 from reconciler.state.outputs import observe_inputs, observe_outputs
@@ -238,6 +239,7 @@ def reconcile_once(
     desired = load(request)
     scheduler = scheduler or scheduler_for(desired)
     directory = state_dir(desired)
+    prepare_state_dir(directory)
     with project_lock(directory, lock_timeout), _open_journal(desired) as journal:
         now = clock()
         project = desired.project.project

@@ -28,6 +28,7 @@ from reconciler.scheduler.states import (
     in_words,
 )
 from reconciler.scheduler.tag import Tag
+from reconciler.spec.models import Allocation, Container, NodeShape
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _JOB_ID = r"^[0-9]+$"
@@ -52,13 +53,12 @@ class SubmitRequest(BaseModel):
 
 
 class AllocateRequest(BaseModel):
-    """One interactive allocation to hold, with no shell: later steps run in it by job id."""
+    """One interactive allocation to hold, with no shell: later steps run in it by job id.
+    Each backend says it in its own words (Slurm: ``salloc`` options)."""
 
     model_config = _FROZEN
 
-    options: tuple[str, ...] = Field(
-        description="salloc options in long form, e.g. ('--partition=cpu', '--time=10')"
-    )
+    allocation: Allocation = Field(description="the node shape and time limit to hold")
     tag: Tag
 
 
@@ -71,9 +71,11 @@ class StepRequest(BaseModel):
     script: Path = Field(description="a bash script, readable where the step runs")
     workdir: Path
     log_dir: Path = Field(description="its output goes to slurm-<job>.<step>.out and .err here")
-    options: tuple[str, ...] = Field(
-        (), description="srun options in long form for the step's resources and container"
+    shape: NodeShape | None = Field(
+        description="the run's own share of the allocation; None: setup, once on every node"
     )
+    container: Container | None = None
+    container_name: str = Field("", description="the container's name, shared by later steps")
     tag: Tag = Field(description="the step's name: it is found by it, steps have no comment")
 
 

@@ -38,7 +38,7 @@ from reconciler.scheduler.tag import Tag
 from reconciler.spec import templates
 from reconciler.spec.desired import DesiredRun
 from reconciler.spec.fields import env_suffix
-from reconciler.spec.models import NodeShape, RunResources
+from reconciler.spec.models import Allocation, NodeShape, RunResources
 
 StrPath = str | os.PathLike[str]
 
@@ -181,6 +181,12 @@ def shape_options(shape: NodeShape) -> list[str]:
         options.append(f"--constraint={shape.constraint}")
     options.extend(shape.sbatch_extra)
     return options
+
+
+def allocation_options(spec: Allocation) -> tuple[str, ...]:
+    """What an allocation holds, as salloc reads it (and the local backend, which reads
+    Slurm's words): the node shape and the time limit."""
+    return (f"--time={spec.time_limit.text}", *shape_options(spec.resources))
 
 
 def resource_options(shape: NodeShape) -> list[str]:

@@ -26,6 +26,7 @@ How it stays safe to use:
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping
@@ -535,6 +536,8 @@ class Journal:
 
 def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Owner-only from the first byte; SQLite gives its -wal and -shm files the same mode.
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     # isolation_level=None: no implicit transactions, _transaction opens them explicitly.
     db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     try:

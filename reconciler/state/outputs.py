@@ -39,7 +39,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from reconciler.errors import ReconError
+from reconciler.errors import OutputError
 from reconciler.spec.desired import Desired
 from reconciler.state.paths import external_path, run_path
 
@@ -53,10 +53,6 @@ BOOKKEEPING = ".recon"
 _DIGESTS: dict[tuple[int, int, int, int, int], str] = {}
 _DIGESTS_KEPT = 200_000  # about 30 MB; cleared whole when full, the simplest bound
 _SETTLED_NS = 2_000_000_000  # generous beside clock ticks and a file server's clock skew
-
-
-class OutputError(ReconError):
-    """An output exists but cannot be read, so its version is unknown."""
 
 
 class OutputVersion(BaseModel):

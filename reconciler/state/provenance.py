@@ -35,7 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from reconciler import __version__
-from reconciler.errors import ReconError
+from reconciler.errors import ManifestError
 from reconciler.scheduler.base import JobRecord, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.spec.desired import DesiredRun
@@ -44,10 +44,6 @@ from reconciler.state.outputs import BOOKKEEPING, OutputVersion
 MANIFEST_FILE = "manifest.json"
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-
-class ManifestError(ReconError):
-    """A manifest could not be written."""
 
 
 class InputUsed(BaseModel):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 from reconciler.scheduler.base import Observation, ObservedJob, Scheduler, SubmitRequest
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
+from tests.projects import new_project_name
 
 TIMEOUT = 45.0
 SPEC_HASH = "0123456789abcdef"
@@ -37,7 +37,7 @@ class Harness:
     def __init__(self, scheduler: Scheduler, workdir: Path) -> None:
         self.scheduler = scheduler
         self.workdir = workdir
-        self.project = f"ct{uuid.uuid4().hex[:10]}"
+        self.project = new_project_name("ct")
         # Slurm's times have whole seconds; the window starts a little before the test.
         self.since = datetime.now(UTC) - timedelta(seconds=5)
         self.job_ids: list[str] = []

@@ -6,7 +6,6 @@ tests/conftest.py): it fails, never skips, in CI or with RECON_REQUIRE_SLURM=1.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,13 +13,14 @@ import pytest
 
 from tests.gitrepo import GitRepo
 from tests.integration.harness import Project
+from tests.projects import new_project_name
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[Project]:
     """A temporary recon project (git repo) with a name of its own; its jobs are
     cancelled when the test ends."""
-    name = f"cv{uuid.uuid4().hex[:8]}"
+    name = new_project_name("cv")
     repo = GitRepo(tmp_path / "repo")
     repo.write({"recon.yaml": f"project: {name}\ndefaults:\n  partition: cpu\n  time: 10\n"})
     created = Project(repo, name)

@@ -10,13 +10,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.gitrepo import GitRepo
 from tests.integration.harness import Project, run_spec
+from tests.projects import new_project_name
 
 pytestmark = pytest.mark.slurm
 
@@ -25,7 +25,7 @@ TIMEOUT = 90.0
 
 
 def test_example_repo_queues_the_whole_dag_then_plans_nothing(tmp_path: Path) -> None:
-    name = f"ex{uuid.uuid4().hex[:8]}"
+    name = new_project_name("ex")
     root = tmp_path / "example"
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
     text = (root / "recon.yaml").read_text().replace("project: cartpole", f"project: {name}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 
 from tests.gitrepo import GitRepo
 from tests.integration.harness import Project, run_spec
+from tests.projects import new_project_name
 
 pytestmark = pytest.mark.slurm
 
@@ -28,7 +28,7 @@ RUNS = 4
 @pytest.fixture
 def clones(tmp_path: Path) -> Iterator[tuple[Project, Project]]:
     """Two clones of one repo: one project name, `RUNS` sleeping runs, prune on."""
-    name = f"dp{uuid.uuid4().hex[:8]}"
+    name = new_project_name("dp")
     origin = GitRepo(tmp_path / "a")
     specs = {f"specs/r{i}.yaml": run_spec(f"r{i}", "sleep 120") for i in range(RUNS)}
     origin.commit(

@@ -24,6 +24,7 @@ from reconciler.scheduler.render import (
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import DesiredRun, Location, effective_run
 from reconciler.spec.models import Project, Run
+from tests.projects import new_project_name
 
 pytestmark = pytest.mark.slurm
 
@@ -31,7 +32,7 @@ HOSTILE = "a\n#SBATCH --partition=gpu\n#PBS -A evil\n#BSUB -J evil\n$(touch CANA
 
 
 def rendered(spec: dict[str, Any], run_dir: Path, code_dir: Path) -> tuple[Tag, str]:
-    project = f"render-{uuid.uuid4().hex[:8]}"
+    project = new_project_name("render-")
     run = Run.model_validate({"kind": "Run", "name": "job", **spec})
     spec_hash = uuid.uuid4().hex[:16]
     desired = DesiredRun(

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +22,8 @@ from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.runner import run
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
+from reconciler.spec.models import Allocation
+from tests.projects import new_project_name
 
 pytestmark = pytest.mark.slurm
 
@@ -54,7 +55,7 @@ class Harness:
     """One test's view of the cluster: its own project name and observation window."""
 
     def __init__(self, workdir: Path, scheduler: SlurmScheduler) -> None:
-        self.project = f"it{uuid.uuid4().hex[:10]}"
+        self.project = new_project_name("it")
         self.since = datetime.now(UTC) - timedelta(seconds=5)
         self.workdir = workdir
         self.scheduler = scheduler
@@ -262,9 +263,11 @@ def test_a_bad_partition_is_refused_with_slurms_own_message(harness: Harness) ->
 
 def test_an_allocation_is_held_then_released(harness: Harness) -> None:
     tag = harness.tag("ws", kind="alloc")
-    request = AllocateRequest(
-        options=("--partition=cpu", "--cpus-per-task=1", "--mem=100M", "--time=5"), tag=tag
-    )
+    spec = Allocation.model_validate(
+        {"kind": "Allocation", "name": "ws", "time_limit": 10,
+         "resources": {"partition": "cpu", "cpus": 1, "memory": "100MiB"}}
+    )  # fmt: skip
+    request = AllocateRequest(allocation=spec, tag=tag)
     job_id = harness.scheduler.allocate(request)
     assert re.fullmatch(r"\d+", job_id)
     held = harness.wait("ws", has(Health.RUNNING))

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 from reconciler.scheduler.tag import Tag
 from reconciler.state.lock import project_lock
 from tests.gitrepo import GitRepo
+from tests.projects import new_project_name
 
 pytestmark = pytest.mark.slurm
 
@@ -44,7 +44,7 @@ def run_spec(name: str, command: str) -> str:
 
 class Project:
     def __init__(self, root: Path) -> None:
-        self.name = f"wt{uuid.uuid4().hex[:8]}"
+        self.name = new_project_name("wt")
         self.repo = GitRepo(root)
         self.repo.commit(
             {"recon.yaml": f"project: {self.name}\ndefaults:\n  partition: cpu\n  time: 10\n"}

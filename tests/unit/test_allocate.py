@@ -23,6 +23,8 @@ from reconciler.scheduler.base import (
     SubmitRequest,
 )
 from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.slurm.argv import salloc
+from reconciler.scheduler.slurm.steps import srun
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import (
@@ -174,7 +176,8 @@ def test_allocate_setup_release_and_a_step_in_plan_order(tmp_path: Path, journal
 
     allocated = scheduler.calls[0][1]
     assert isinstance(allocated, AllocateRequest)
-    assert allocated.options == ("--time=01:00:00", "--partition=cpu", "--cpus-per-task=2")
+    assert allocated.allocation == warm.spec
+    assert salloc(allocated)[-3:] == ["--time=01:00:00", "--partition=cpu", "--cpus-per-task=2"]
     assert allocated.tag == Tag(
         project=PROJECT, deployment=deployment(state), kind="alloc", name="warm",
         spec_hash=warm.spec_hash,
@@ -183,24 +186,25 @@ def test_allocate_setup_release_and_a_step_in_plan_order(tmp_path: Path, journal
     setup = scheduler.calls[1][1]
     assert isinstance(setup, StepRequest) and setup.allocation_id == "12"
     assert setup.tag == allocated.tag and setup.workdir == tmp_path / "code"
-    assert setup.options == (
+    assert (setup.shape, setup.container_name) == (None, "warm")
+    assert srun(setup)[7:-2] == [
         "--ntasks-per-node=1",
         "--container-image=ubuntu:22.04",
         "--container-name=warm",
-    )
+    ]
     assert setup.script.read_text() == "set -euo pipefail\npip install x\necho ready\n"
     assert setup.log_dir == tmp_path / ".recon" / "allocations" / "warm"
 
     step = scheduler.calls[3][1]
     assert isinstance(step, StepRequest) and step.allocation_id == "12"
     assert step.tag.kind == "run" and step.tag.name == "a"
-    assert step.options == (
+    assert srun(step)[7:-2] == [
         "--nodes=1",
         "--ntasks=1",
         "--cpus-per-task=1",
         "--container-image=ubuntu:22.04",
         "--container-name=warm",
-    )
+    ]
     assert step.script.read_text().startswith("#!/bin/bash\n#SBATCH --job-name=p.a\n")
     assert step.workdir == (tmp_path / "runs" / "a").resolve()
 

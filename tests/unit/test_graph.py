@@ -4,6 +4,7 @@ import networkx as nx
 import pytest
 
 from reconciler import graph
+from reconciler.errors import UnknownTarget
 from reconciler.spec.desired import Location
 from reconciler.spec.models import Run
 
@@ -50,7 +51,7 @@ def test_select(targets: list[str], downstream: bool, expected: list[str]) -> No
 
 
 def test_select_unknown_target() -> None:
-    with pytest.raises(graph.UnknownTarget, match="ghost"):
+    with pytest.raises(UnknownTarget, match="ghost"):
         graph.select(nx.DiGraph({"a": []}), ["ghost"])
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from reconciler.errors import PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import AllocateRequest, JobRecord, SubmitRequest
 from reconciler.scheduler.local import LocalScheduler
 from reconciler.scheduler.states import Health, SlurmState
+from reconciler.spec.models import Allocation
 from tests.contract.harness import Harness, final, has, quoted
 
 Local = Callable[..., Harness]
@@ -238,11 +240,18 @@ def test_the_window_keeps_old_jobs_only_while_alive(harness: Harness) -> None:
     assert names == {"old-running"}
 
 
+def allocation_spec(cpus: int, minutes: int) -> Allocation:
+    return Allocation.model_validate(
+        {"kind": "Allocation", "name": "ws", "time_limit": minutes,
+         "resources": {"partition": "cpu", "cpus": cpus}}
+    )  # fmt: skip
+
+
 def test_an_allocation_holds_its_cpus_until_released(local: Local) -> None:
     harness = local(cpus=2)
     tag = harness.tag("ws").model_copy(update={"kind": "alloc"})
     job_id = harness.scheduler.allocate(
-        AllocateRequest(options=("--partition=cpu", "--cpus-per-task=2", "--time=5"), tag=tag)
+        AllocateRequest(allocation=allocation_spec(cpus=2, minutes=10), tag=tag)
     )
     held = harness.job("ws")
     assert held is not None and (held.job_id, held.health) == (job_id, Health.RUNNING)
@@ -288,3 +297,18 @@ def test_a_state_dir_that_cannot_be_written_stops_the_submit(tmp_path: Path) -> 
     )
     with pytest.raises(TransientSchedulerError, match="state directory is writable"):
         scheduler.submit(request)
+
+
+def test_secrets_in_the_environment_stay_off_disk(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-value")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    job_id = harness.submit("secret", 'echo "${AWS_SECRET_ACCESS_KEY:-unset} $LC_ALL"')
+    assert harness.wait("secret", final).health is Health.SUCCEEDED
+    assert harness.log("secret", job_id).read_text() == "unset C.UTF-8\n"
+    job_dir = tmp_root(harness) / "local" / "jobs" / job_id
+    for path in (p for p in job_dir.rglob("*") if p.is_file()):
+        assert b"s3cr3t-value" not in path.read_bytes(), path
+    assert stat.S_IMODE((job_dir / "env.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE(job_dir.parent.stat().st_mode) == 0o700

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan
-from reconciler.engine.planfile import PlanFileError, check_fresh, load, save
-from reconciler.errors import ReconError, StalePlanError
+from reconciler.engine.planfile import check_fresh, load, save
+from reconciler.errors import PlanFileError, ReconError, StalePlanError
 
 SAVED = Plan(
     project="cartpole",

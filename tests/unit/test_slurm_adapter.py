@@ -23,6 +23,7 @@ from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.runner import NOT_FOUND, run
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
+from reconciler.spec.models import Allocation
 
 NOW = datetime(2026, 11, 29, 22, 45, 0, tzinfo=UTC)
 SINCE = NOW - timedelta(hours=1)
@@ -518,6 +519,11 @@ def test_cancel_retries_transient_and_raises_permanent_failures() -> None:
         scheduler(denied).cancel("16")
 
 
+ALLOCATION = Allocation.model_validate(
+    {"kind": "Allocation", "name": "ws", "time_limit": 10, "resources": {"partition": "cpu"}}
+)
+
+
 def test_allocate_holds_an_allocation_with_no_shell_and_the_tag() -> None:
     alloc = Tag(
         project="demo",
@@ -529,7 +535,7 @@ def test_allocate_holds_an_allocation_with_no_shell_and_the_tag() -> None:
     granted = "salloc: Pending job allocation 21\nsalloc: Granted job allocation 21\n"
     runner = FakeRunner(salloc=[ok("", granted)], scancel=[ok()])
     sched = scheduler(runner)
-    job_id = sched.allocate(AllocateRequest(options=("--partition=cpu", "--time=10"), tag=alloc))
+    job_id = sched.allocate(AllocateRequest(allocation=ALLOCATION, tag=alloc))
     assert job_id == "21"
     assert runner.calls[0] == (
         [
@@ -537,8 +543,8 @@ def test_allocate_holds_an_allocation_with_no_shell_and_the_tag() -> None:
             "--no-shell",
             "--job-name=demo.ws",
             "--comment=recon2:demo:0123456789ab:alloc:ws:0123456789abcdef",
+            "--time=00:10:00",
             "--partition=cpu",
-            "--time=10",
         ],
         None,
     )

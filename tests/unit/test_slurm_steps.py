@@ -13,6 +13,7 @@ import pytest
 
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import StepRequest
+from reconciler.scheduler.render import allocation_options
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.combine import combine
 from reconciler.scheduler.slurm.parse import parse_sacct, parse_squeue
@@ -20,14 +21,13 @@ from reconciler.scheduler.slurm.runner import _step_environment
 from reconciler.scheduler.slurm.steps import (
     container_options,
     has_pyxis,
-    salloc_options,
     srun,
     step_named,
     step_options,
 )
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Allocation, Container, RunResources
+from reconciler.spec.models import Allocation, Container, NodeShape, RunResources
 from tests.unit.test_slurm_adapter import NOW, FakeRunner, ok
 
 WARM = Tag(
@@ -91,7 +91,7 @@ def test_salloc_options_from_an_allocation_spec() -> None:
             "resources": {"partition": "gpu", "cpus": 4, "memory": "1GiB", "gpus": "A100:2"},
         }
     )
-    assert salloc_options(spec) == (
+    assert allocation_options(spec) == (
         "--time=02:00:00",
         "--partition=gpu",
         "--cpus-per-task=4",
@@ -131,7 +131,9 @@ def test_srun_argv_names_the_step_with_its_tag() -> None:
         script=Path("/r/runs/train/logs/step.sh"),
         workdir=Path("/r/runs/train"),
         log_dir=Path("/r/100%/logs"),
-        options=("--ntasks=1",),
+        shape=NodeShape(cpus="2"),
+        container=Container(image="ubuntu:22.04"),
+        container_name="warm",
         tag=TRAIN,
     )
     assert srun(request) == [
@@ -142,7 +144,11 @@ def test_srun_argv_names_the_step_with_its_tag() -> None:
         "--chdir=/r/runs/train",
         "--output=/r/100%%/logs/slurm-%j.%s.out",
         "--error=/r/100%%/logs/slurm-%j.%s.err",
+        "--nodes=1",
         "--ntasks=1",
+        "--cpus-per-task=2",
+        "--container-image=ubuntu:22.04",
+        "--container-name=warm",
         "bash",
         "/r/runs/train/logs/step.sh",
     ]
@@ -210,6 +216,7 @@ def request(tmp_path: Path) -> StepRequest:
         script=tmp_path / "step.sh",
         workdir=tmp_path,
         log_dir=tmp_path,
+        shape=None,
         tag=TRAIN,
     )
 

@@ -1,9 +1,13 @@
 """The environment a local job runs in, and the ``srun`` it finds on its PATH. Pure.
 
-Like sbatch's default ``--export=ALL``, a job gets the submitter's environment as it was
-at submit time (it may start long after, from another process), minus what an enclosing
-Slurm job set, plus the ``SLURM_*`` variables batch scripts commonly read. Every het
-component runs on this host, so each ``SLURM_JOB_NODELIST_HET_GROUP_<n>`` names it.
+A job gets the variables of the submitter's environment that programs need to find their
+tools and speak the user's language (``PASSED``, ``PASSED_PREFIXES``), as they were at
+submit time (it may start long after, from another process), plus the ``SLURM_*``
+variables batch scripts commonly read. Not the whole environment, as sbatch's default
+``--export=ALL`` hands over: the local backend has to keep it on disk until the job
+starts, and tokens and keys in a shell's environment do not belong in a file. A run
+passes anything else through its own ``env:``. Every het component runs on this host, so
+each ``SLURM_JOB_NODELIST_HET_GROUP_<n>`` names it.
 
 No GPU is handed out: ``CUDA_VISIBLE_DEVICES`` is not set (a job sees whatever the
 submitter's environment shows), and a job asking for GPUs runs all the same.
@@ -15,9 +19,18 @@ from collections.abc import Mapping, Sequence
 
 from reconciler.scheduler.local.directives import Component
 
-# Variables an enclosing Slurm job or the submitter's shell set that would mislead the job.
-_DROPPED_PREFIXES = ("SLURM_", "SBATCH_", "SALLOC_", "SRUN_")
-_DROPPED = {"PWD", "OLDPWD"}
+# What a job takes from the submitter's environment: where tools, libraries and
+# environments are (modules, conda, venv, pyenv), who and where it is, its language.
+PASSED = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+        "TERM", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
+        "LIBRARY_PATH", "CPATH", "PKG_CONFIG_PATH", "MANPATH", "MODULEPATH", "MODULESHOME",
+        "LOADEDMODULES", "CUDA_HOME", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
+        "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR",
+    }
+)  # fmt: skip
+PASSED_PREFIXES = ("LC_", "CONDA_", "PYENV_", "RECON_")
 
 # `srun [options] command...` inside a local job: the job already holds its CPUs, so the
 # command runs once, here. Options are skipped: `--opt=value` and flags whole, and the
@@ -59,7 +72,7 @@ def job_environment(
     env = {
         key: value
         for key, value in submitter.items()
-        if not key.startswith(_DROPPED_PREFIXES) and key not in _DROPPED
+        if key in PASSED or key.startswith(PASSED_PREFIXES)
     }
     path = env.get("PATH", "/usr/local/bin:/usr/bin:/bin")
     cpus = sum(component.cpus for component in components)

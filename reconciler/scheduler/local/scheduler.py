@@ -36,6 +36,7 @@ from reconciler.scheduler.local.processes import signal_group
 from reconciler.scheduler.local.records import PARTITION, in_window, observed_job
 from reconciler.scheduler.local.store import JobSpec, Snapshot, Store, machine_cpus
 from reconciler.scheduler.partitions import Node, Partition
+from reconciler.scheduler.render import allocation_options
 from reconciler.scheduler.tag import Tag
 
 DEFAULT_OUTPUT = "slurm-%j.out"  # sbatch's, relative to the working directory
@@ -214,7 +215,9 @@ class LocalScheduler:
         or its ``--time`` runs out (then TIMEOUT, as on Slurm). Nothing can run inside it:
         ``srun --jobid`` has no local meaning. Returns once it holds its CPUs, or after
         ``ALLOCATE_WAIT`` seconds while it still waits for them."""
-        options = "".join(f"#SBATCH {shlex.quote(option)}\n" for option in request.options)
+        options = "".join(
+            f"#SBATCH {shlex.quote(option)}\n" for option in allocation_options(request.allocation)
+        )
         script = f"#!/bin/sh\n{options}#SBATCH --output=/dev/null\nexec sleep 2147483647\n"
         job_id = self.submit(SubmitRequest(script=script, workdir=self.root, tag=request.tag))
         deadline = time.monotonic() + ALLOCATE_WAIT

@@ -128,7 +128,7 @@ class Store:
 
     def prepare(self) -> None:
         """Create the layout and the srun shim (rewritten only when it changed)."""
-        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        self.jobs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.active_dir.mkdir(exist_ok=True)
         self.bin_dir.mkdir(exist_ok=True)
         shim = self.bin_dir / "srun"

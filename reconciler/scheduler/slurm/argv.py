@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, tzinfo
 
 from reconciler.scheduler.base import AllocateRequest, SubmitRequest
+from reconciler.scheduler.render import allocation_options
 from reconciler.scheduler.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT
 from reconciler.scheduler.tag import Tag
 
@@ -57,7 +58,12 @@ def sbatch(request: SubmitRequest) -> list[str]:
 
 
 def salloc(request: AllocateRequest) -> list[str]:
-    return ["salloc", "--no-shell", *_tag_options(request.tag), *request.options]
+    return [
+        "salloc",
+        "--no-shell",
+        *_tag_options(request.tag),
+        *allocation_options(request.allocation),
+    ]
 
 
 def scancel(job_id: str) -> list[str]:

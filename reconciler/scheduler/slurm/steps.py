@@ -16,16 +16,11 @@ import re
 from pathlib import Path
 
 from reconciler.scheduler.base import ObservedJob, StepRequest
-from reconciler.scheduler.render import resource_options, shape_options
+from reconciler.scheduler.render import resource_options
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Allocation, Container, NodeShape
+from reconciler.spec.models import Container, NodeShape
 
 _PYXIS_FLAG = re.compile(r"--container-image\b")
-
-
-def salloc_options(spec: Allocation) -> tuple[str, ...]:
-    """What ``salloc --no-shell`` is asked for: the node shape and the time limit."""
-    return (f"--time={spec.time_limit.text}", *shape_options(spec.resources))
 
 
 def step_options(shape: NodeShape | None) -> tuple[str, ...]:
@@ -63,7 +58,8 @@ def srun(request: StepRequest) -> list[str]:
         f"--chdir={request.workdir}",
         f"--output={logs}/slurm-%j.%s.out",
         f"--error={logs}/slurm-%j.%s.err",
-        *request.options,
+        *step_options(request.shape),
+        *container_options(request.container, request.container_name),
         "bash",
         os.fspath(request.script),
     ]

@@ -1,0 +1,204 @@
+"""`recon plan` shows what `recon apply` then does: one pipeline (observe, settle, plan).
+
+For each observed situation, the plan `look_once` makes (plan and status; it writes
+nothing) is compared with the plan `reconcile_once` carries out (apply and watch) and with
+the scheduler calls it makes. The project is a real git repo and the journal a real one;
+the scheduler is a recording stand-in that reports a fixed observation, since what is
+tested is the engine's one path, not an adapter (the adapters have their own suites).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from reconciler.engine.actions import Plan
+from reconciler.engine.identity import tag_for
+from reconciler.engine.reconcile import Request, load, look_once, reconcile_once
+from reconciler.errors import ObservationError
+from reconciler.scheduler.base import (
+    AllocateRequest,
+    JobRecord,
+    Observation,
+    ObservedJob,
+    SubmitRequest,
+)
+from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.states import SlurmState
+from reconciler.scheduler.tag import TagKind
+from reconciler.spec.desired import Desired
+from reconciler.state.journal import Journal
+from reconciler.state.paths import journal_path
+from tests.gitrepo import GitRepo
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+RUN = (
+    "kind: Run\nname: {name}\ncommand: 'true'\nretries: {retries}\nresources: {{cpus: 1}}\n"
+    "outputs:\n  out: out.txt\n"
+)
+HET = """\
+kind: Run
+name: het
+command: 'true'
+resources:
+  components:
+    - {cpus: 1}
+    - {cpus: 1}
+outputs:
+  out: out.txt
+"""
+ALLOCATION = "kind: Allocation\nname: warm\ntime_limit: 1h\nmin_remaining: 10m\n"
+
+
+@dataclass
+class Recorder:
+    """A Scheduler reporting jobs the test describes, recording every call made to it."""
+
+    jobs: tuple[ObservedJob, ...] = ()
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    name: str = "slurm"
+    _next: int = 500
+
+    def observe(self, since: datetime) -> Observation:
+        return Observation(taken_at=NOW, jobs=self.jobs, complete=True)
+
+    def submit(self, request: SubmitRequest) -> str:
+        return self._made("submit", request.tag.name)
+
+    def allocate(self, request: AllocateRequest) -> str:
+        return self._made("allocate", request.tag.name)
+
+    def cancel(self, job_id: str) -> None:
+        self.calls.append(("cancel", job_id))
+
+    def release(self, job_id: str) -> None:
+        self.calls.append(("release", job_id))
+
+    def partitions(self) -> tuple[Partition, ...]:
+        raise ObservationError("no sinfo here: fit unknown")
+
+    def _made(self, kind: str, name: str) -> str:
+        self._next += 1
+        self.calls.append((kind, name))
+        return str(self._next)
+
+
+def row(
+    desired: Desired, kind: TagKind, name: str, job_id: str, state: SlurmState, **more: object
+) -> JobRecord:
+    spec_hash = (desired.runs[name] if kind == "run" else desired.allocations[name]).spec_hash
+    return JobRecord.model_validate(
+        {
+            "job_id": job_id,
+            "top_id": job_id.split("+")[0].split(".")[0],
+            "tag": tag_for(desired, kind, name, spec_hash),
+            "state": state,
+            "submit": NOW - timedelta(minutes=30),
+            "source": "sacct",
+            **more,
+        }
+    )
+
+
+def job_of(*rows: JobRecord) -> ObservedJob:
+    tag = rows[0].tag
+    assert tag is not None
+    return ObservedJob(job_id=rows[0].top_id, tag=tag, rows=rows)
+
+
+def journalled(desired: Desired, kind: TagKind, name: str, job_id: str) -> None:
+    spec_hash = (desired.runs[name] if kind == "run" else desired.allocations[name]).spec_hash
+    path = journal_path(desired)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with Journal(path) as journal:
+        intent = journal.record_intent(
+            desired.project.project, kind, name, spec_hash, desired.commit, {}, NOW
+        )
+        journal.record_submitted(intent, job_id, NOW - timedelta(minutes=30))
+
+
+def completed_without_outputs(desired: Desired) -> tuple[ObservedJob, ...]:
+    journalled(desired, "run", "a", "10")
+    done = row(desired, "run", "a", "10", SlurmState.COMPLETED, exit_code=0, end=NOW)
+    return (job_of(done),)
+
+
+def failed_with_retries_left(desired: Desired) -> tuple[ObservedJob, ...]:
+    journalled(desired, "run", "b", "11")
+    failed = row(desired, "run", "b", "11", SlurmState.FAILED, exit_code=2, end=NOW)
+    return (job_of(failed),)
+
+
+def het_with_a_failed_step(desired: Desired) -> tuple[ObservedJob, ...]:
+    journalled(desired, "run", "het", "12")
+    rows = (
+        row(desired, "run", "het", "12+0", SlurmState.RUNNING, het_offset=0, start=NOW),
+        row(desired, "run", "het", "12+1", SlurmState.RUNNING, het_offset=1, start=NOW),
+        row(desired, "run", "het", "12+1.0", SlurmState.FAILED, het_offset=1, step="0",
+            exit_code=3, start=NOW, tag=None),
+    )  # fmt: skip
+    return (job_of(*rows),)
+
+
+def allocation_expiring(desired: Desired) -> tuple[ObservedJob, ...]:
+    journalled(desired, "alloc", "warm", "13")
+    held = row(
+        desired, "alloc", "warm", "13", SlurmState.RUNNING, start=NOW - timedelta(minutes=55),
+        time_left=timedelta(minutes=5), source="squeue",
+    )  # fmt: skip
+    return (job_of(held),)
+
+
+SITUATIONS: dict[str, tuple[dict[str, str], Callable[[Desired], tuple[ObservedJob, ...]]]] = {
+    "completed without outputs": (
+        {"specs/a.yaml": RUN.format(name="a", retries=0)},
+        completed_without_outputs,
+    ),
+    "failed with retries left": (
+        {"specs/b.yaml": RUN.format(name="b", retries=2)},
+        failed_with_retries_left,
+    ),
+    "het with a failed step": ({"specs/het.yaml": HET}, het_with_a_failed_step),
+    "allocation expiring": ({"specs/warm.yaml": ALLOCATION}, allocation_expiring),
+}
+
+
+@pytest.mark.parametrize("situation", list(SITUATIONS))
+def test_plan_shows_exactly_what_apply_then_does(tmp_path: Path, situation: str) -> None:
+    files, jobs_of = SITUATIONS[situation]
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit({"recon.yaml": "project: same\n", **files})
+    request = Request(repo.root)
+    scheduler = Recorder()
+    scheduler.jobs = jobs_of(load(request))
+
+    planned = look_once(request, scheduler=scheduler).plan
+    assert scheduler.calls == []  # plan acts on nothing
+    outcome = reconcile_once(request, scheduler=scheduler)
+
+    assert shown(planned) == shown(outcome.plan)
+    changing, calls = EXPECTED[situation]
+    assert [(a.kind.value, a.target) for a in planned.actions if a.changes_cluster] == changing
+    assert scheduler.calls == calls
+
+
+def shown(plan: Plan) -> list[tuple[str, str, str]]:
+    return [(action.kind.value, action.target, action.reason) for action in plan.actions]
+
+
+# What each situation must come to: the plan's changing actions, then the calls apply made.
+EXPECTED: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
+    # judged failed (its output is missing), no retries left: nothing to submit
+    "completed without outputs": ([], []),
+    "failed with retries left": ([("retry", "b")], [("submit", "b")]),
+    "het with a failed step": ([("teardown", "het")], [("cancel", "12")]),
+    # renewed: a new job first, the old one released (no step runs in it)
+    "allocation expiring": (
+        [("replace", "warm"), ("cancel", "warm")],
+        [("allocate", "warm"), ("release", "13")],
+    ),
+}
