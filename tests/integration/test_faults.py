@@ -10,7 +10,7 @@ import getpass
 import json
 import subprocess
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -81,16 +81,21 @@ def test_a_finished_job_whose_batch_step_accounting_still_shows_running_is_not_s
     project.apply()
     (job,) = project.job_of("a")
     lagging = LaggingAccounting()
+    batch = f"{job['id']}.batch|{job['id']}.batch|RUNNING|"  # this job's, not another's
     project.wait_for(
         "the batch step to run",
-        lambda: (lagging.capture(), any("RUNNING" in s for s in lagging.steps_while_running))[1],
+        lambda: (lagging.capture(), any(s.startswith(batch) for s in lagging.steps_while_running))[
+            1
+        ],
     )
-    project.wait_for("the job to end", lambda: project.job_of("a")[0]["state"] == "COMPLETED")
+    project.wait_for("the job to end", lambda: _state_of(project, "a") == "COMPLETED")
 
     scheduler = SlurmScheduler(lagging)
+    seen = [j.rows for j in scheduler.observe(datetime.now(UTC) - timedelta(hours=1)).jobs]
     outcome = reconcile_once(Request(project.root), scheduler=scheduler)  # no traceback
     (action,) = [a for a in outcome.plan.actions if a.target == "a"]
-    assert action.outcome == "inflight", action.reason  # not final until accounting agrees
+    # Not final until accounting agrees.
+    assert action.outcome == "inflight", (action.reason, lagging.steps_while_running, seen)
     with _journal(project) as journal:
         (record,) = journal.records(project.name)
         assert record.final_health is None
@@ -167,7 +172,7 @@ def test_a_failed_run_held_in_special_exit_is_retried_after_cancelling_the_held_
     project.repo.commit({"specs/a.yaml": spec})
     project.apply()
     (held,) = project.job_of("a")
-    project.wait_for("the job to run", lambda: project.job_of("a")[0]["state"] == "RUNNING")
+    project.wait_for("the job to run", lambda: _state_of(project, "a") == "RUNNING")
     _scontrol("requeuehold", "state=SpecialExit", held["id"])
     project.wait_for(
         "special exit",
@@ -196,6 +201,10 @@ def test_status_says_a_held_job_is_held_with_slurms_reason(project: Project) -> 
     (row,) = json.loads(status.stdout)
     assert (row["health"], row["how"]) == ("pending", "held (JobHeldUser)")
     assert row["reason"].endswith(f"in progress: job {row['job_id']} held (JobHeldUser)")
+
+
+def _state_of(project: Project, run_name: str) -> str:
+    return next((job["state"] for job in project.job_of(run_name)), "")
 
 
 def _squeue_state(job_id: str) -> str:
