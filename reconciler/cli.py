@@ -5,32 +5,62 @@ Exit codes, the same for every command (Terraform's, for CI):
     1  an error (bad specs, bad arguments, the cluster refused), with a message
     2  with --detailed-exitcode only: there are changes
     3  another apply holds the project's lock (it waited --lock-timeout); nothing was done
+  130  interrupted (Ctrl-C), as a shell reports a command SIGINT ended
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import Annotated
 
 import typer
 from rich.text import Text
 
-from reconciler.commands import apply, export, plan, specs, status, watch
+from reconciler import __version__
+from reconciler.commands import apply, export, graph, plan, specs, status, watch
 from reconciler.commands.common import EXIT_ERROR, EXIT_LOCKED, err_console
 from reconciler.devcluster.cli import app as dev_cluster_app
 from reconciler.errors import LockedError, ReconError
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command Ctrl-C ended
+
 app = typer.Typer(
     name="recon",
     help="Reconcile a Slurm cluster to the runs and allocations declared in a git repository.",
+    epilog="Start with `recon validate`, then `recon plan`, in the project folder (the one "
+    "holding recon.yaml). `recon COMMAND -h` shows a command's options and examples.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Reconcile a Slurm cluster to the runs and allocations declared in a git repository."""
+
+
 # One module per verb (reconciler/commands/); this file only assembles them.
 app.command()(specs.validate)
 app.command()(plan.plan)
 app.command()(apply.apply)
 app.command()(status.status)
+app.command()(graph.graph)
 app.command()(watch.watch)
 app.command()(specs.schema)
 app.command()(specs.version)
@@ -40,7 +70,19 @@ app.add_typer(dev_cluster_app, name="dev-cluster")
 
 def main() -> None:
     try:
-        code = app(standalone_mode=False)
+        _run()
+    except BrokenPipeError:
+        # The reader went away (`recon status | head`): stop quietly, as `cat` does. Python
+        # would otherwise complain again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_ERROR)
+
+
+def _run() -> None:
+    try:
+        code = app(prog_name="recon", standalone_mode=False)
+    except KeyboardInterrupt:  # typer maps one inside a command to 130 itself
+        sys.exit(EXIT_INTERRUPTED)
     except LockedError as error:
         err_console.print(Text(f"error: {error}"), soft_wrap=True)
         sys.exit(EXIT_LOCKED)
@@ -48,12 +90,24 @@ def main() -> None:
         # The message may quote the user's text: never read it as rich markup.
         err_console.print(Text("error: ", style="red") + Text(str(error)), soft_wrap=True)
         sys.exit(EXIT_ERROR)
+    except OSError as error:
+        # A file or folder the user named (or recon.yaml names) that cannot be used: the
+        # places recon knows of raise PathError with a hint; this is the net under the rest.
+        where = f"{error.filename}: " if error.filename else ""
+        reason = error.strerror or str(error)
+        err_console.print(Text("error: ", style="red") + Text(where + reason), soft_wrap=True)
+        sys.exit(EXIT_ERROR)
     except typer.Abort:
         err_console.print("aborted")
         sys.exit(EXIT_ERROR)
     except typer.TyperException as error:
+        if type(error).__name__ == "NoArgsIsHelpError":
+            print(error.format_message())  # `recon` or `recon export` alone: the help
+            sys.exit(0)
         # Usage errors exit 1, not click's 2: 2 means "changes" under --detailed-exitcode.
         err_console.print(Text(f"error: {error.format_message()}"), soft_wrap=True)
-        err_console.print("Try 'recon --help'.")
+        context = getattr(error, "ctx", None)
+        command = context.command_path if context is not None else "recon"
+        err_console.print(Text(f"Try '{command} -h'."))
         sys.exit(EXIT_ERROR)
     sys.exit(code if isinstance(code, int) else 0)

@@ -16,6 +16,7 @@
     ├── StateDirError               the state directory cannot be made, or is someone else's
     ├── OutputError                 an output exists but cannot be read (its version unknown)
     ├── ManifestError               a provenance manifest could not be written
+    ├── PathError                   a folder recon writes to cannot be made (--out, runs_dir)
     └── DevClusterError             the local dev cluster could not be brought up or down
 
 The CLI maps each branch to an exit code in one place (``reconciler.cli``).
@@ -24,6 +25,7 @@ The CLI maps each branch to an exit code in one place (``reconciler.cli``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 class ReconError(Exception):
@@ -109,6 +111,22 @@ class OutputError(ReconError):
 
 class ManifestError(ReconError):
     """A manifest could not be written."""
+
+
+class PathError(ReconError):
+    """A folder recon has to create or write into cannot be used; the message names it,
+    where it was set, and why."""
+
+
+RUNS_DIR_HINT = "it is under runs_dir in recon.yaml: set it to a folder you can write"
+
+
+def cannot_create(path: Path, error: OSError, where: str) -> PathError:
+    """The message for a folder that could not be made: `where` says what set it."""
+    reason = error.strerror or str(error)
+    if isinstance(error, FileExistsError | NotADirectoryError):
+        reason = "it or a folder above it is a file"
+    return PathError(f"cannot create the folder {path} ({reason}): {where}")
 
 
 class DevClusterError(ReconError):

@@ -14,7 +14,6 @@ from reconciler.errors import SpecIssue, UnknownTarget
 if TYPE_CHECKING:
     import networkx as nx
 from reconciler.spec.desired import Location
-from reconciler.spec.models import Run
 
 
 def build(upstreams: Mapping[str, Iterable[str]]) -> nx.DiGraph[str]:
@@ -34,10 +33,6 @@ def build(upstreams: Mapping[str, Iterable[str]]) -> nx.DiGraph[str]:
         if upstream in upstreams
     )
     return graph
-
-
-def upstream_runs(run: Run) -> list[str]:
-    return [item.upstream[0] for item in run.inputs.values() if item.upstream is not None]
 
 
 def has_cycle(upstreams: Mapping[str, Iterable[str]]) -> bool:

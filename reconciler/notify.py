@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 
+from reconciler.engine.actions import ActionKind
 from reconciler.engine.reconcile import Outcome
 from reconciler.engine.watch import counts
 from reconciler.errors import ReconError
@@ -44,8 +45,12 @@ from reconciler.state.records import SubmissionRecord
 TIMEOUT_SECONDS = 30.0
 # Action kinds every pass may carry out; the apply-finished counts cover them.
 ROUTINE = frozenset(
-    {"submit", "retry", "replace", "cancel", "adopt", "reuse", "setup", "blocked", "no-op"}
-)
+    {
+        ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE, ActionKind.CANCEL,
+        ActionKind.ADOPT, ActionKind.REUSE, ActionKind.SETUP, ActionKind.BLOCKED,
+        ActionKind.NOOP,
+    }
+)  # fmt: skip
 SHELL = "/bin/sh"
 
 
@@ -78,7 +83,7 @@ def notifications(
     if outcome.applied is None:
         return found
     for action in plan.actions:
-        if action.kind.value not in ROUTINE:
+        if action.kind not in ROUTINE:
             for job in action.job_ids or (None,):
                 found.append(note(action.kind.value, action.target, job, action.reason))
     tally = counts(outcome)

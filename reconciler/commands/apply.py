@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -15,12 +16,18 @@ from rich.text import Text
 from reconciler.commands.common import (
     EXIT_ERROR,
     DownstreamOption,
+    ReplaceOption,
     RevisionOption,
+    SchedulerOption,
     WorktreeOption,
+    chosen,
     console,
     err_console,
+    note_uncommitted,
     split_arguments,
+    warn,
 )
+from reconciler.report.words import plural
 
 if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` stays quick
     from reconciler.engine.actions import Plan
@@ -34,21 +41,22 @@ if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` 
 def apply(
     arguments: Annotated[
         list[str] | None,
-        typer.Argument(
-            help="[REPO] [TARGETS... | PLANFILE]: the project folder (default .), then runs "
-            "to act on, or a plan saved by `recon plan --out`.",
-            show_default=False,
-        ),
+        # Usage: `[PROJECT] [RUN]... | PLANFILE` (see TargetsArgument).
+        typer.Argument(metavar="PROJECT] [RUN]... | [PLANFILE", hidden=True, show_default=False),
     ] = None,
     rev: RevisionOption = None,
     worktree: WorktreeOption = False,
+    scheduler: SchedulerOption = None,
     downstream: DownstreamOption = False,
+    replace: ReplaceOption = None,
     auto_approve: Annotated[
         bool, typer.Option("--auto-approve", help="Apply without asking (cron, CI, scripts).")
     ] = False,
     lock_timeout: Annotated[
         float,
-        typer.Option("--lock-timeout", help="Seconds to wait for another apply to finish."),
+        typer.Option(
+            "--lock-timeout", metavar="SECONDS", help="Seconds to wait for another apply to finish."
+        ),
     ] = 0.0,
     quiet: Annotated[
         bool,
@@ -58,7 +66,9 @@ def apply(
     ] = False,
     notify: Annotated[
         str | None,
-        typer.Option("--notify", help="Run this shell command with a JSON event on stdin."),
+        typer.Option(
+            "--notify", metavar="COMMAND", help="Run this shell command with a JSON event on stdin."
+        ),
     ] = None,
     wait: Annotated[
         bool,
@@ -69,7 +79,20 @@ def apply(
         ),
     ] = False,
 ) -> None:
-    """Converge the cluster to the specs: submit, replace, cancel, adopt, as `plan` shows."""
+    """Do what `recon plan` shows: submit, replace, cancel, adopt.
+
+    PROJECT is the folder holding recon.yaml (default: the current folder); RUN names a
+    run to apply, with the runs it needs (default: all runs); PLANFILE is a plan saved by
+    `recon plan --out`. Asks first at a terminal, unless given --auto-approve. Ctrl-C
+    stops it with exit code 130; what was submitted stays submitted, and the next apply
+    adopts it.
+
+    \b
+    Examples:
+      recon apply --wait                 confirm, then follow the runs to the end
+      recon apply . --auto-approve --quiet --lock-timeout 30     from cron
+      recon apply eval.plan              carry out a plan saved by `recon plan --out`
+    """
     from reconciler.engine import planfile
     from reconciler.engine.reconcile import Request, reconcile_once
     from reconciler.notify import Notifier
@@ -82,7 +105,7 @@ def apply(
         saved = planfile.load(Path(rest[0]))
         # Re-plan at HEAD (or the work tree) and compare: a commit since makes it stale.
         repo, rest, rev = Path(saved.root), list(saved.targets), None
-        worktree, downstream = saved.commit is None, saved.downstream
+        worktree, downstream, replace = saved.commit is None, saved.downstream, list(saved.replace)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     if not auto_approve and not interactive:
         raise typer.BadParameter(
@@ -95,13 +118,17 @@ def apply(
             sys.stdout.write(plan_report.RENDERERS["text"](current))
         return auto_approve or typer.confirm("Apply this plan?", default=False)
 
-    request = Request(repo, rev, worktree, tuple(rest), downstream)
+    request = Request(
+        repo, rev, worktree, tuple(rest), downstream, chosen(scheduler), tuple(replace or ())
+    )
     started = datetime.now(UTC)
     # Each action is printed as it completes: an apply that stops part-way (the controller
     # gone after 49 of 100 submissions) still shows every job it did submit.
     outcome = reconcile_once(
         request, approve=approve, saved=saved, lock_timeout=lock_timeout, on_done=_print_done
     )
+    warn(outcome.desired)
+    note_uncommitted(outcome.desired, rev, "apply")
     if notify:
         Notifier(notify, _notify_failed, lambda: datetime.now(UTC)).after_pass(outcome, started)
     if outcome.applied is not None:
@@ -109,7 +136,8 @@ def apply(
     elif not quiet:
         console.print("Nothing applied." if outcome.plan.has_changes else summary(outcome.plan))
     if wait and (outcome.applied is not None or not outcome.plan.has_changes):
-        raise typer.Exit(_wait(request, lock_timeout))
+        # Replaced once: the passes that follow only follow the new job.
+        raise typer.Exit(_wait(dataclasses.replace(request, replace=()), lock_timeout))
     if outcome.applied is not None and not outcome.applied.ok:
         raise typer.Exit(EXIT_ERROR)
 
@@ -169,7 +197,9 @@ def _report_applied(result: ApplyResult, each: bool = True) -> None:
     """The summary, after each action's line unless they were printed as they happened."""
     for done in result.lines() if each else ():
         _print_done(done)
+    set_up = f"{plural(len(result.set_up), 'setup')} started, " if result.set_up else ""
     console.print(
         f"Apply complete: {len(result.submitted)} submitted, {len(result.cancelled)} cancelled, "
-        f"{len(result.adopted)} adopted, {len(result.refused) + len(result.skipped)} not done."
+        f"{len(result.adopted)} adopted, {set_up}"
+        f"{len(result.refused) + len(result.skipped)} not done."
     )

@@ -4,28 +4,62 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+if TYPE_CHECKING:
+    from reconciler.scheduler.select import Choice
+    from reconciler.spec.desired import Desired
+
+# soft_wrap: a line is never broken to the width (80 when piped): pipes and grep see it whole.
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 # Terraform's exit codes, for CI; see reconciler.cli.
 EXIT_ERROR = 1
 EXIT_CHANGES = 2
 EXIT_LOCKED = 3
 
-RepoArgument = Annotated[
-    Path, typer.Argument(help="The repository root (holding recon.yaml).", show_default=".")
-]
+# The positional arguments are described in each command's help text, not in an
+# "Arguments" table (typer would label them with Python types: <path>, <list[str]>).
+RepoArgument = Annotated[Path, typer.Argument(metavar="PROJECT", hidden=True, show_default=False)]
 RevisionOption = Annotated[
-    str | None, typer.Option("--rev", help="Read the specs at this commit (default HEAD).")
+    str | None,
+    typer.Option("--rev", metavar="REV", help="Read the specs at this commit (default HEAD)."),
 ]
 WorktreeOption = Annotated[
     bool, typer.Option("--worktree", help="Read the specs from the work tree, uncommitted.")
 ]
+
+
+SCHEDULERS = ("auto", "slurm", "local")
+
+
+def _known_scheduler(value: str | None) -> str | None:
+    if value is not None and value not in SCHEDULERS:
+        raise typer.BadParameter(f"{value!r} is not a scheduler: use auto, slurm or local")
+    return value
+
+
+SchedulerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        envvar="RECON_SCHEDULER",
+        metavar="auto|slurm|local",
+        callback=_known_scheduler,
+        help="Use this backend, whatever recon.yaml's `scheduler` says (local: run the jobs "
+        "as processes on this machine, even where Slurm is installed).",
+    ),
+]
+
+
+def chosen(option: str | None) -> Choice | None:
+    """The --scheduler value, checked by the option's callback, as the engine types it."""
+    return cast("Choice | None", option)
 
 
 class Format(StrEnum):
@@ -36,16 +70,76 @@ class Format(StrEnum):
 
 TargetsArgument = Annotated[
     list[str] | None,
-    typer.Argument(
-        help="[REPO] [TARGETS...]: the project folder (default .), then runs to act on "
-        "(each with the runs it needs).",
-        show_default=False,
-    ),
+    # Click writes an optional list as `[METAVAR]...`: this metavar makes that read
+    # `[PROJECT] [RUN]...`, as the docs write it.
+    typer.Argument(metavar="PROJECT] [RUN", hidden=True, show_default=False),
 ]
 DownstreamOption = Annotated[
     bool, typer.Option("--downstream", help="Also take the runs that need the targets.")
 ]
+ReplaceOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--replace",
+        metavar="RUN",
+        help="Submit a new job for RUN although nothing changed (a failed run with no "
+        "retries left, a flaky node); a queued or running job of it is cancelled first. "
+        "Repeat for more runs.",
+    ),
+]
 FormatOption = Annotated[Format, typer.Option("--format", help="Output format.")]
+
+
+def warn(desired: Desired) -> Desired:
+    """Print what is valid but likely a mistake (a project with no runs) to stderr."""
+    for warning in desired.warnings:
+        err_console.print(Text("warning: ", style="yellow") + Text(warning), soft_wrap=True)
+    return desired
+
+
+# What each command says about edits it does not read, after "uncommitted changes (...)".
+UNREAD_EDITS = {
+    "validate": "were not checked: validate read commit {commit}; --worktree checks the edits",
+    "plan": "are not in this plan, made from commit {commit}; --worktree plans the edits",
+    "apply": "are not applied: recon applied commit {commit}; commit them, or use --worktree "
+    "to apply the edits",
+    "status": "are not in this status, of commit {commit}; --worktree reads the edits",
+    "watch": "are not deployed: watch deploys commits (now {commit}); commit them to deploy them",
+}
+
+
+def note_uncommitted(desired: Desired, revision: str | None, command: str) -> None:
+    """One line on stderr when the project folder has edits recon did not read: a run's
+    job runs the committed files, so an edit that is not committed is silently not used."""
+    note = uncommitted_note(desired, command) if revision is None else None
+    if note is not None:
+        err_console.print(Text(f"note: {note}"), soft_wrap=True)
+
+
+def uncommitted_note(desired: Desired, command: str) -> str | None:
+    """What `command` says of the project folder's uncommitted edits; None without any."""
+    from reconciler.spec.source import uncommitted
+
+    if desired.commit is None:
+        return None  # read from the work tree: the edits are in
+    project = desired.project
+    changed = uncommitted(desired.root, (project.state_dir, project.runs_dir))
+    if not changed:
+        return None
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    said = UNREAD_EDITS[command].format(commit=desired.commit[:12])
+    return f"uncommitted changes ({shown}) {said}"
+
+
+def output_folder(path: Path) -> Path:
+    """The folder `--out` names, created if missing; an error that says why if it cannot be."""
+    from reconciler.errors import cannot_create
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise cannot_create(path, error, "--out names a folder to write into") from None
+    return path
 
 
 def split_arguments(arguments: list[str] | None) -> tuple[Path, list[str]]:

@@ -12,6 +12,7 @@ from reconciler.commands.common import (
     TargetsArgument,
     WorktreeOption,
     console,
+    output_folder,
     split_arguments,
 )
 
@@ -23,12 +24,21 @@ def ro_crate(
     arguments: TargetsArgument = None,
     rev: RevisionOption = None,
     worktree: WorktreeOption = False,
-    out: Annotated[Path, typer.Option("--out", help="Folder to write the crate into.")] = Path(
-        "ro-crate"
-    ),
+    out: Annotated[
+        Path, typer.Option("--out", metavar="DIR", help="Folder to write the crate into.")
+    ] = Path("ro-crate"),
 ) -> None:
-    """One CreateAction per run that has succeeded (or per named run), from the manifests
-    beside its outputs."""
+    """Write the provenance of the runs that succeeded as an RO-Crate.
+
+    A Workflow Run RO-Crate: one CreateAction per run that has succeeded (or per named
+    run), from the manifests beside its outputs. PROJECT is the folder holding
+    recon.yaml (default: the current folder); RUN names a run to export (default: all).
+
+    \b
+    Examples:
+      recon export ro-crate                   every run, into ./ro-crate
+      recon export ro-crate . train --out /tmp/crate
+    """
     # rocrate and the engine are imported when the command runs: `recon --help` stays quick.
     from reconciler.engine.reconcile import Request, load
     from reconciler.errors import UnknownTarget
@@ -47,7 +57,9 @@ def ro_crate(
         manifest = read_manifest(run_dir(desired, desired.runs[name]))
         if manifest is not None:
             manifests[name] = manifest
-    written = export_ro_crate(manifests, desired.project.project, desired.commit, out)
+    written = export_ro_crate(
+        manifests, desired.project.project, desired.commit, output_folder(out)
+    )
     skipped = len(names) - len(manifests)
     console.print(
         f"Wrote {written}/ro-crate-metadata.json: {len(manifests)} runs"

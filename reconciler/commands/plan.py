@@ -14,11 +14,16 @@ from reconciler.commands.common import (
     DownstreamOption,
     Format,
     FormatOption,
+    ReplaceOption,
     RevisionOption,
+    SchedulerOption,
     TargetsArgument,
     WorktreeOption,
+    chosen,
     err_console,
+    note_uncommitted,
     split_arguments,
+    warn,
 )
 
 
@@ -28,15 +33,19 @@ def plan(
         str | None,
         typer.Option(
             "--against",
+            metavar="REV",
             help="Only diff the specs against this revision (e.g. origin/main); no cluster.",
         ),
     ] = None,
     rev: RevisionOption = None,
     worktree: WorktreeOption = False,
+    scheduler: SchedulerOption = None,
     downstream: DownstreamOption = False,
+    replace: ReplaceOption = None,
     output_format: FormatOption = Format.text,
     out: Annotated[
-        Path | None, typer.Option("--out", "-out", help="Save the plan for `recon apply FILE`.")
+        Path | None,
+        typer.Option("--out", "-out", metavar="FILE", help="Save the plan for `recon apply FILE`."),
     ] = None,
     detailed_exitcode: Annotated[
         bool,
@@ -45,9 +54,17 @@ def plan(
         ),
     ] = False,
 ) -> None:
-    """Show what apply would do. Never submits, cancels or runs anything.
+    """Show what apply would do; never submits, cancels or runs anything.
 
-    With --against REV: the spec diff from REV to HEAD, for PR CI (no cluster needed).
+    PROJECT is the folder holding recon.yaml (default: the current folder); RUN names a
+    run to plan, with the runs it needs (default: all runs). With --against REV: the
+    spec diff from REV to HEAD, for PR CI (no cluster needed).
+
+    \b
+    Examples:
+      recon plan                         every run, at HEAD
+      recon plan train --downstream      train, the runs it needs and those needing it
+      recon plan --against origin/main --format markdown --detailed-exitcode
     """
     # The engine is imported when a command runs: `recon --help` stays quick.
     from reconciler.engine import planfile
@@ -58,8 +75,22 @@ def plan(
     if against is not None:
         _plan_against(repo, against, rev, worktree, output_format, detailed_exitcode)
         return
-    result = look_once(Request(repo, rev, worktree, tuple(targets), downstream)).plan
+    seen = look_once(
+        Request(
+            repo, rev, worktree, tuple(targets), downstream, chosen(scheduler), tuple(replace or ())
+        )
+    )
+    warn(seen.desired)
+    note_uncommitted(seen.desired, rev, "plan")
+    result = seen.plan
     sys.stdout.write(plan_report.RENDERERS[output_format.value](result))
+    if output_format is Format.markdown:
+        # The runs the plan acts on and their neighbours, as GitHub and GitLab draw it.
+        from reconciler.report.graph import graph_of, mermaid_block
+
+        drawn = graph_of(seen.desired, result).around_actions(DIAGRAM_LIMIT)
+        block = mermaid_block(drawn)
+        sys.stdout.write(f"\n{block}" if block else "")
     if out is not None:
         planfile.save(result, out)
         err_console.print(f"Saved the plan to {out}; `recon apply {out}` carries it out.")
@@ -67,6 +98,10 @@ def plan(
         # Runs waiting for jobs the scheduler does not show are not "no changes": the
         # cluster is not known to match, and a later pass may submit them again.
         raise typer.Exit(EXIT_CHANGES)
+
+
+# A PR comment's diagram shows at most this many runs; the rest are counted.
+DIAGRAM_LIMIT = 50
 
 
 def _plan_against(
@@ -84,7 +119,7 @@ def _plan_against(
 
     head = load_desired(open_source(repo, rev, worktree))
     try:
-        base = load_desired(open_source(repo, against))
+        base = load_desired(open_source(repo, against, option="--against"))
     except NoProjectError:
         # The change that brings recon into the repo: everything is new.
         base = replace(head, commit=None, runs={}, allocations={}, upstreams={})

@@ -13,11 +13,15 @@ from reconciler.commands.common import (
     RevisionOption,
     WorktreeOption,
     console,
+    note_uncommitted,
+    output_folder,
+    warn,
 )
+from reconciler.report.words import plural
 
 
 def version() -> None:
-    """Print recon's version."""
+    """Print recon's version (the same as `recon --version`)."""
     print(__version__)
 
 
@@ -26,23 +30,42 @@ def validate(
     rev: RevisionOption = None,
     worktree: WorktreeOption = False,
 ) -> None:
-    """Check every spec (YAML, fields, resources, names, references, cycles); list ALL problems."""
+    """Check every spec; list all problems, with file:line.
+
+    YAML, fields, resources, names, template tokens, references and cycles, at a commit
+    (HEAD unless --rev) or in the work tree (--worktree). Needs no cluster. PROJECT is
+    the folder holding recon.yaml (default: the current folder).
+
+    \b
+    Examples:
+      recon validate                     the project in this folder, at HEAD
+      recon validate ../cartpole --worktree   uncommitted edits included
+    """
     from reconciler.spec.loader import load_desired, open_source  # when run: quick --help
 
     source = open_source(repo, rev, worktree)
-    desired = load_desired(source)
+    desired = warn(load_desired(source))
+    note_uncommitted(desired, rev, "validate")
     where = desired.commit[:12] if desired.commit else "the work tree"
     console.print(
-        f"OK: project {desired.project.project}, {len(desired.runs)} runs, "
-        f"{len(desired.allocations)} allocations at {where}."
+        f"OK: project {desired.project.project}, {plural(len(desired.runs), 'run')}, "
+        f"{plural(len(desired.allocations), 'allocation')} at {where}."
     )
 
 
 def schema(
-    out: Annotated[Path, typer.Option("--out", help="Directory to write into.")] = Path("schemas"),
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Folder to write into.")] = Path(
+        "schemas"
+    ),
 ) -> None:
-    """Write the JSON Schemas of recon.yaml, Run and Allocation (for editors and CI)."""
+    """Write the JSON Schemas of recon.yaml and the specs, for editors and CI.
+
+    \b
+    Examples:
+      recon schema                       into ./schemas
+      recon schema --out /tmp/schemas
+    """
     from reconciler.spec import schema as spec_schema
 
-    for path in spec_schema.write(out):
+    for path in spec_schema.write(output_folder(out)):
         console.print(f"wrote {path}")

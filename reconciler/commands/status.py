@@ -3,48 +3,125 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import Annotated
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from reconciler.commands.common import (
     Format,
     RevisionOption,
+    SchedulerOption,
     TargetsArgument,
     WorktreeOption,
+    chosen,
     console,
+    note_uncommitted,
     split_arguments,
+    warn,
 )
+
+if TYPE_CHECKING:
+    from reconciler.engine.status import RunStatus
+    from reconciler.spec.desired import Desired
 
 
 def status(
     arguments: TargetsArgument = None,
     rev: RevisionOption = None,
     worktree: WorktreeOption = False,
+    scheduler: SchedulerOption = None,
     output_format: Annotated[
         Format, typer.Option("--format", help="text or json (markdown: as text).")
     ] = Format.text,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide", help="Every column (last success, outputs, history), nothing shortened."
+        ),
+    ] = False,
+    no_color: Annotated[
+        bool, typer.Option("--no-color", help="No colours or bold (as NO_COLOR=1 does).")
+    ] = False,
 ) -> None:
-    """Each run's sync status (current, outdated, missing, never run) and health, and
-    each allocation's job, time left, steps and history (text only)."""
+    """Each run's sync status and health, and each allocation's job.
+
+    PROJECT is the folder holding recon.yaml (default: the current folder); RUN names a
+    run to show (default: all runs). Sync: current, outdated, missing or never run.
+    Health: how its last job stands. Allocations: job, time left, steps and history
+    (text only).
+
+    \b
+    Examples:
+      recon status                       every run of the project in this folder
+      recon status train --format json
+    """
     # The engine is imported when a command runs: `recon --help` stays quick.
     from reconciler.engine.reconcile import Request, look_once, read_events
     from reconciler.engine.status import allocation_statuses, run_statuses
     from reconciler.report import status as status_report
 
     repo, targets = split_arguments(arguments)
-    seen = look_once(Request(repo, rev, worktree, tuple(targets)))
+    seen = look_once(Request(repo, rev, worktree, tuple(targets), scheduler=chosen(scheduler)))
     desired, current, observation, records = seen.desired, seen.plan, seen.observation, seen.records
+    warn(desired)
+    note_uncommitted(desired, rev, "status")
     notes: dict[str, str] = {}
     for event in read_events(desired):  # newest first: the first per run wins
         if event.name is not None:
             notes.setdefault(event.name, f"{event.kind}: {event.message}")
-    rows = run_statuses(desired, current, observation, records, notes)
+    rows = _with_manifest_commits(
+        desired, run_statuses(desired, current, observation, records, notes)
+    )
     if output_format is Format.json:
         sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2) + "\n")
         return
-    console.print(status_report.as_table(current, rows))
     held = allocation_statuses(desired, current, observation, records)
-    if held:
-        console.print(status_report.allocations_table(held))
+    layout = status_report.Layout(
+        width=_width(),
+        wide=wide,
+        styled=console.is_terminal and not console.no_color and not no_color,
+        ascii=not _utf8_locale(),
+    )
+    text = status_report.render(current, rows, held, layout, datetime.now(UTC))
+    console.print(text, soft_wrap=True, end="")
+
+
+def _with_manifest_commits(desired: Desired, rows: list[RunStatus]) -> list[RunStatus]:
+    """A run the journal knows no commit of its success for (adopted after a lost journal)
+    takes it from the provenance manifest its last success wrote beside its outputs."""
+    from reconciler.engine.actions import SyncStatus
+    from reconciler.state.paths import run_dir
+    from reconciler.state.provenance import read_manifest
+
+    rows = list(rows)
+    for index, row in enumerate(rows):
+        if row.last_success_commit is not None or row.sync is SyncStatus.NEVER_RUN:
+            continue  # most rows: the manifest is read (and the run's model built) for few
+        run = desired.runs.get(row.name)
+        if run is None:
+            continue
+        manifest = read_manifest(run_dir(desired, run))
+        if manifest is not None and manifest.commit and manifest.run == row.name:
+            rows[index] = row.model_copy(update={"last_success_commit": manifest.commit})
+    return rows
+
+
+def _width() -> int | None:
+    """COLUMNS, or the terminal's width; piped without COLUMNS: no limit, whole lines."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return console.width if console.is_terminal else None
+
+
+def _utf8_locale() -> bool:
+    """Whether the locale can show more than ASCII (not LC_ALL=C), as the C library
+    decides: the first of LC_ALL, LC_CTYPE and LANG that is set."""
+    for variable in ("LC_ALL", "LC_CTYPE", "LANG"):
+        value = os.environ.get(variable)
+        if value:
+            return "utf-8" in value.lower() or "utf8" in value.lower()
+    return False

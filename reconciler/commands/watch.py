@@ -15,7 +15,7 @@ from typing import Annotated, Any, TextIO
 
 import typer
 
-from reconciler.commands.common import RepoArgument
+from reconciler.commands.common import RepoArgument, SchedulerOption, chosen, uncommitted_note
 from reconciler.engine.gitrefs import BranchRefs
 from reconciler.engine.reconcile import Outcome, Request, reconcile_once
 from reconciler.engine.wakeups import RefWatcher, WakeQueue
@@ -111,11 +111,17 @@ def watch(
     repo: RepoArgument = Path("."),
     branch: Annotated[
         str | None,
-        typer.Option("--branch", help="Reconcile this branch's tip (default: HEAD)."),
+        typer.Option(
+            "--branch", metavar="BRANCH", help="Reconcile this branch's tip (default: HEAD)."
+        ),
     ] = None,
     interval: Annotated[
         str,
-        typer.Option("--interval", help="Also pass this often, to follow job states (30s, 5m)."),
+        typer.Option(
+            "--interval",
+            metavar="DURATION",
+            help="Also pass this often, to follow job states (30s, 5m).",
+        ),
     ] = "30s",
     pull: Annotated[
         bool,
@@ -130,12 +136,23 @@ def watch(
     ] = LogFormat.text,
     notify: Annotated[
         str | None,
-        typer.Option("--notify", help="Run this shell command with a JSON event on stdin."),
+        typer.Option(
+            "--notify", metavar="COMMAND", help="Run this shell command with a JSON event on stdin."
+        ),
     ] = None,
+    scheduler: SchedulerOption = None,
 ) -> None:
-    """Keep the cluster converged: apply each new commit within seconds, and follow job
-    states every interval. Applies without asking. Stop with Ctrl-C or SIGTERM: the
-    current pass finishes first."""
+    """Keep the cluster converged: apply each new commit within seconds.
+
+    PROJECT is the folder holding recon.yaml (default: the current folder). Also passes
+    every --interval, to follow job states. Applies without asking. Ctrl-C
+    or SIGTERM stops it once the current pass is done (exit 0).
+
+    \b
+    Examples:
+      recon watch . --branch main --interval 30s
+      recon watch . --branch main --pull --log-format json     as a service
+    """
     schedule = Schedule(parse_duration(interval))
     refs = BranchRefs(repo, branch)
     clock = _now
@@ -149,10 +166,21 @@ def watch(
         on_error=lambda error: log(Level.WARNING, "ref-watch-failed", message=str(error)),
     )
 
+    noted_edits = False
+
     def reconcile(commit: str) -> Outcome:
         # The resolved commit, not the branch name: the pass, its log lines and the
         # memory of a bad commit all name one commit even if the branch moves meanwhile.
-        return reconcile_once(Request(repo, commit), lock_timeout=0, clock=clock)
+        outcome = reconcile_once(
+            Request(repo, commit, scheduler=chosen(scheduler)), lock_timeout=0, clock=clock
+        )
+        nonlocal noted_edits
+        if not noted_edits:  # once: the folder's edits are the user's, not news each pass
+            noted_edits = True
+            note = uncommitted_note(outcome.desired, "watch")
+            if note is not None:
+                log(Level.WARNING, "uncommitted", commit=commit, message=note)
+        return outcome
 
     loop = WatchLoop(schedule, refs.tip, reconcile, wakeups, log, clock)
     if pull:

@@ -11,7 +11,9 @@ from reconciler.devcluster import lifecycle
 from reconciler.devcluster.health import Health, check_health
 from reconciler.devcluster.spec import ClusterSpec, default_cluster
 
-app = typer.Typer(help="Run a real Slurm cluster on this machine (root, Debian/Ubuntu).")
+app = typer.Typer(
+    help="Run a real Slurm cluster on this machine (root, Debian/Ubuntu).", no_args_is_help=True
+)
 
 
 def this_cluster() -> ClusterSpec:
@@ -21,7 +23,9 @@ def this_cluster() -> ClusterSpec:
 
 @app.command()
 def up(
-    timeout: float = typer.Option(180, help="Seconds to wait for the cluster to serve jobs."),
+    timeout: float = typer.Option(
+        180, metavar="SECONDS", help="Seconds to wait for the cluster to serve jobs."
+    ),
 ) -> None:
     """Start munge, MariaDB, slurmdbd, slurmctld and the slurmds; install them if missing."""
     started = time.monotonic()

@@ -142,6 +142,7 @@ class Plan(BaseModel):
     created_at: datetime
     targets: tuple[str, ...] = Field((), description="empty: the whole project")
     downstream: bool = Field(False, description="the targets' downstream runs were taken too")
+    replace: tuple[str, ...] = Field((), description="runs submitted anew on request")
     observation_complete: bool
     notes: tuple[str, ...] = Field((), description="what limited the plan, e.g. sacct down")
     fingerprint: str = Field(description="digest of the observed state the plan was made against")

@@ -26,9 +26,9 @@ from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredAllocation, DesiredRun, flat_fields
 from reconciler.state.journal import Journal
+from reconciler.state.paths import state_dir
 
 Clock = Callable[[], datetime]
-_ENDED = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def set_up(
     (on each of its nodes). Its output goes to <state_dir>/allocations/<name>/."""
     allocation = desired.allocations[action.target]
     (job_id,) = action.job_ids
-    directory = desired.root / desired.project.state_dir / "allocations" / allocation.name
+    directory = state_dir(desired) / "allocations" / allocation.name
     directory.mkdir(parents=True, exist_ok=True)
     script = directory / f"setup-{allocation.spec_hash}.sh"
     script.write_text("set -euo pipefail\n" + "\n".join(allocation.spec.setup) + "\n")

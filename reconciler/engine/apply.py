@@ -22,14 +22,13 @@ from pathlib import Path
 from reconciler.engine import allocate
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.faults import fault_point
-from reconciler.engine.identity import tag_for
-from reconciler.errors import PermanentSchedulerError
+from reconciler.engine.scripts import render_context
+from reconciler.errors import RUNS_DIR_HINT, PermanentSchedulerError, cannot_create
 from reconciler.scheduler.base import Scheduler, SubmitRequest
-from reconciler.scheduler.render import RenderContext, render_batch_script, required_directories
+from reconciler.scheduler.render import render_batch_script, required_directories
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredRun, flat_fields
 from reconciler.state.journal import Journal
-from reconciler.state.paths import input_paths, run_dir
 
 Clock = Callable[[], datetime]
 
@@ -48,6 +47,7 @@ class ApplyResult:
     cancelled: list[str] = field(default_factory=list)  # job ids
     torn_down: list[str] = field(default_factory=list)  # job ids, also in `cancelled`
     adopted: list[str] = field(default_factory=list)  # job ids
+    set_up: dict[str, str | None] = field(default_factory=dict)  # allocation -> its step
     refused: dict[str, str] = field(default_factory=dict)  # run -> the scheduler's message
     skipped: dict[str, str] = field(default_factory=dict)  # run -> why
     warnings: list[str] = field(default_factory=list)
@@ -58,6 +58,7 @@ class ApplyResult:
             *(Done(f"submitted {name}: job {job_id}") for name, job_id in self.submitted.items()),
             *(Done(f"cancelled job {job_id}") for job_id in self.cancelled),
             *(Done(f"adopted job {job_id}") for job_id in self.adopted),
+            *(Done(_setup_line(name, step)) for name, step in self.set_up.items()),
             *(Done(f"refused {name}: {why}", True) for name, why in self.refused.items()),
             *(Done(f"skipped {name}: {why}", True) for name, why in self.skipped.items()),
             *(Done(f"warning: {why}", True) for why in self.warnings),
@@ -120,6 +121,9 @@ class Applier:
             )
             if made.refused is not None:
                 self._refused(action.target, made.refused)
+            else:
+                self.result.set_up[action.target] = made.job_id
+                self.report(Done(_setup_line(action.target, made.job_id)))
 
     def _record(self, name: str, made: allocate.Started) -> None:
         if made.refused is not None:
@@ -179,14 +183,24 @@ class Applier:
     def _submit(self, action: Action) -> None:
         missing = [up for up in action.after if up not in self.result.submitted]
         if missing:
-            self._skipped(action.target, f"upstream {', '.join(missing)} was not submitted")
+            self._skipped(
+                action.target,
+                f"upstream {missing[0]} was not submitted"
+                if len(missing) == 1
+                else f"upstreams {', '.join(missing)} were not submitted",
+            )
             return
         run = self.desired.runs[action.target]
-        tag = tag_for(self.desired, "run", run.name, run.spec_hash)
-        context = self._context(run, tag)
+        context = render_context(self.desired, run, self.code_dir)
+        tag = context.tag
         script = render_batch_script(run, context)
-        for directory in required_directories(run, context):
-            directory.mkdir(parents=True, exist_ok=True)
+        try:
+            for directory in required_directories(run, context):
+                directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            # Like a refusal by the scheduler: this run and what waits for it are skipped.
+            self.result.refused[run.name] = str(cannot_create(directory, error, RUNS_DIR_HINT))
+            return
         dependencies = (*action.after_jobs, *(self.result.submitted[up] for up in action.after))
         intent = self.journal.record_intent(
             self.plan.project, "run", run.name, run.spec_hash, self.plan.commit,
@@ -222,11 +236,6 @@ class Applier:
             # The intent stays open: the step is found by its name once Slurm lists it.
             self._submitted(run.name, f"{action.allocation_job} (step not listed yet)")
 
-    def _context(self, run: DesiredRun, tag: Tag) -> RenderContext:
-        return RenderContext(
-            project=self.plan.project,
-            code_dir=self.code_dir,
-            run_dir=run_dir(self.desired, run),
-            tag=tag,
-            input_paths=input_paths(self.desired, run),
-        )
+
+def _setup_line(name: str, step: str | None) -> str:
+    return f"started the setup of {name}" + (f": step {step}" if step else "")

@@ -33,7 +33,7 @@ class BranchRefs:
     """One branch of the repo holding the project (or HEAD, with branch None)."""
 
     def __init__(self, root: Path, branch: str | None) -> None:
-        self.repo = open_repo(root)
+        self.repo = open_repo(root, offer_worktree=False)  # watch follows commits only
         self.branch = branch
         self.git_dir = Path(self.repo.git_dir)
         self.common_dir = Path(self.repo.common_dir)

@@ -95,6 +95,7 @@ class _Context:
     allocation_states: dict[str, allocations.AllocationState] = field(default_factory=dict)
     # allocation -> (run, time limit) of runs waiting for a job with more time left
     renewals: dict[str, list[tuple[str, timedelta]]] = field(default_factory=dict)
+    replace: frozenset[str] = frozenset()  # runs to submit anew on request (--replace)
 
     @property
     def project(self) -> str:
@@ -123,13 +124,18 @@ def plan(
     setups: Sequence[SetupRecord] = (),
     containers: bool | None = None,
     elsewhere: Sequence[ObservedJob] = (),
+    replace: Sequence[str] = (),
 ) -> Plan:
     """`setups`: the journal's allocation setups; `containers`: whether the cluster runs
     container images (pyxis), None when not looked at; `elsewhere`: live jobs of the
-    project that other deployments own (only named in a note, never acted on)."""
+    project that other deployments own (only named in a note, never acted on);
+    `replace`: runs to submit anew although nothing changed (Terraform's -replace)."""
     context = _Context(desired, observation, records, now, files or FileState(), fit)
+    context.replace = frozenset(replace)
     dag = graph.build(desired.upstreams)
-    chosen = graph.select(dag, targets, downstream) if targets else graph.order(dag)
+    if replace:
+        graph.select(dag, replace)  # an unknown name is an error, as for targets
+    chosen = graph.select(dag, [*targets, *replace], downstream) if targets else graph.order(dag)
     actions: list[Action] = list(_adoptions(context))
     cluster = allocations.Cluster(
         context.project,
@@ -175,6 +181,7 @@ def plan(
         notes=notes,
         fingerprint=fingerprint(observation, context.project),
         actions=tuple(actions),
+        replace=tuple(replace),
     )
 
 
@@ -410,6 +417,8 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
     if blocked is not None:
         return blocked
     jobs = context.jobs(run.name)
+    if run.name in context.replace:
+        return _replace_on_request(context, run, jobs)
     current = [job for job in jobs if job.tag.spec_hash == run.spec_hash]
     outdated_live = [job for job in jobs if job.tag.spec_hash != run.spec_hash and _live(job)]
 
@@ -467,6 +476,19 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
     if lost:
         why += f"; {lost[-1][0]} was lost: Slurm now shows that id as {lost[-1][1]}"
     return _submit(context, run, ActionKind.SUBMIT, why)
+
+
+def _replace_on_request(context: _Context, run: DesiredRun, jobs: Sequence[ObservedJob]) -> Action:
+    """`--replace RUN`: a new job although the spec did not change (a flaky node, a failed
+    run with no retries left); a queued or running job of it is cancelled first. Its
+    downstream reruns once the new output is there, as after any changed output. Never
+    on a partial picture: that could cancel or duplicate a job recon cannot see."""
+    if not context.observation.complete or _unseen_job(context, run) is not None:
+        why = "not replaced as asked: the cluster was not fully seen; try again"
+        return _set(context, run, Outcome.WAITING, ActionKind.NOOP, why)
+    live = tuple(job.job_id for job in jobs if _live(job))
+    kind = ActionKind.REPLACE if live else ActionKind.SUBMIT
+    return _submit(context, run, kind, "replaced as asked (--replace)", cancels=live)
 
 
 def _live(job: ObservedJob) -> bool:
@@ -845,8 +867,13 @@ def _component_lines(run: DesiredRun) -> tuple[str, ...]:
 
 
 def _field_changes(context: _Context, run: DesiredRun) -> tuple[FieldChange, ...]:
-    earlier = [r for r in context.history(run.name) if r.spec_hash != run.spec_hash]
-    if not earlier or not earlier[-1].spec_fields:
+    """What changed since the run's last job; nothing once a job of this spec was made
+    (an output gone missing later is not explained by an old edit)."""
+    history = context.history(run.name)
+    if not history or history[-1].spec_hash == run.spec_hash:
+        return ()
+    earlier = [r for r in history if r.spec_hash != run.spec_hash]
+    if not earlier[-1].spec_fields:
         return ()
     new = flat_fields(run.spec, run.script_text)
     return tuple(

@@ -31,7 +31,7 @@ from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.planfile import check_fresh
 from reconciler.errors import ObservationError
 from reconciler.scheduler.base import Observation, ObservedJob, Scheduler, StepScheduler
-from reconciler.scheduler.select import select_scheduler
+from reconciler.scheduler.select import Choice, select_scheduler
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import Desired
 from reconciler.spec.loader import load_desired, open_source
@@ -58,6 +58,8 @@ class Request:
     worktree: bool = False
     targets: Sequence[str] = ()
     downstream: bool = False
+    scheduler: Choice | None = None  # --scheduler or RECON_SCHEDULER: over recon.yaml's
+    replace: Sequence[str] = ()  # runs to submit anew though nothing changed (--replace)
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,8 @@ def load(request: Request) -> Desired:
     return load_desired(open_source(request.root, request.revision, request.worktree))
 
 
-def scheduler_for(desired: Desired) -> Scheduler:
-    return select_scheduler(desired.project.scheduler, state_dir(desired))
+def scheduler_for(desired: Desired, choice: Choice | None = None) -> Scheduler:
+    return select_scheduler(choice or desired.project.scheduler, state_dir(desired))
 
 
 def read_journal(desired: Desired) -> JournalState:
@@ -165,6 +167,7 @@ def look(
         setups=setups,
         containers=containers_for(scheduler, desired),
         elsewhere=share.elsewhere,
+        replace=request.replace,
     )
     return Look(desired, share.own, share.elsewhere, records, setups, endings, setup_changes, plan)
 
@@ -172,7 +175,7 @@ def look(
 def look_once(request: Request, *, scheduler: Scheduler | None = None) -> Look:
     """`recon plan` and `recon status`: load, then ``look``, writing nothing."""
     desired = load(request)
-    scheduler = scheduler or scheduler_for(desired)
+    scheduler = scheduler or scheduler_for(desired, request.scheduler)
     return look(request, desired, scheduler, read_journal(desired), datetime.now(UTC))
 
 
@@ -237,7 +240,7 @@ def reconcile_once(
     """
     fault_point("pass-start")
     desired = load(request)
-    scheduler = scheduler or scheduler_for(desired)
+    scheduler = scheduler or scheduler_for(desired, request.scheduler)
     directory = state_dir(desired)
     prepare_state_dir(directory)
     with project_lock(directory, lock_timeout), _open_journal(desired) as journal:

@@ -12,15 +12,13 @@ Outcomes are recorded once; a job the journal has already settled is not looked 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from reconciler.engine.identity import tag_for
+from reconciler.engine.scripts import script_sha256
 from reconciler.scheduler.base import Observation, ObservedJob
-from reconciler.scheduler.render import RenderContext, render_batch_script
 from reconciler.scheduler.states import ENDED, ENDINGS, Health, aggregate
 from reconciler.spec.desired import Desired, DesiredRun
 from reconciler.state.journal import Journal
@@ -198,7 +196,7 @@ def _write_manifest(
         input_paths=input_paths(desired, run),
         commit=ending.record.commit,
         remote=remote,
-        script_sha256=_script_sha(desired, run, code_dir(ending.record.commit)),
+        script_sha256=script_sha256(desired, run, code_dir(ending.record.commit)),
         now=now,
         user=user,
         host=host,
@@ -224,17 +222,3 @@ def _input_versions(desired: Desired, run: DesiredRun) -> dict[str, OutputVersio
             upstream, output = spec_input.upstream
             versions[name] = observe_outputs(desired, [upstream])[(upstream, output)]
     return versions
-
-
-def _script_sha(desired: Desired, run: DesiredRun, code: Path) -> str:
-    """The sha256 of the batch script the job ran: rendering is pure, so the same inputs
-    give the same bytes that were submitted."""
-    tag = tag_for(desired, "run", run.name, run.spec_hash)
-    context = RenderContext(
-        project=desired.project.project,
-        code_dir=code,
-        run_dir=run_dir(desired, run),
-        tag=tag,
-        input_paths=input_paths(desired, run),
-    )
-    return hashlib.sha256(render_batch_script(run, context).encode()).hexdigest()

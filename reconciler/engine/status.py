@@ -33,6 +33,7 @@ class RunStatus(BaseModel):
     outputs: dict[str, str]  # output -> path as declared
     reason: str  # what the next apply would do about it, and why
     note: str | None = None  # the last thing recon did to it on its own, e.g. a teardown
+    waiting_for: str | None = None  # why Slurm holds a pending job: Resources, JobHeldAdmin
 
 
 def run_statuses(
@@ -54,6 +55,7 @@ def run_statuses(
         how = _how(job, history, job_id)
         if action.kind is ActionKind.BLOCKED:
             health = Health.BLOCKED
+        waiting = _waiting_for(job) if health is Health.PENDING and job is not None else None
         spec = desired.runs[action.target].spec if action.target in desired.runs else None
         rows.append(
             RunStatus(
@@ -67,9 +69,19 @@ def run_statuses(
                 outputs={n: o.path for n, o in spec.outputs.items()} if spec else {},
                 reason=f"{action.kind.value}: {action.reason}",
                 note=notes.get(action.target),
+                waiting_for=waiting,
             )
         )
     return rows
+
+
+def _waiting_for(job: ObservedJob) -> str | None:
+    """Slurm's reasons a pending job waits (`Resources`, `Dependency`, `JobHeldAdmin`),
+    each once; Slurm says `None` when there is none."""
+    reasons = dict.fromkeys(
+        row.reason for row in job.components if row.reason and row.reason != "None"
+    )
+    return ", ".join(reasons) or None
 
 
 def _latest_job(observation: Observation, project: str, name: str) -> ObservedJob | None:

@@ -12,6 +12,7 @@ import re
 from typing import Any, Protocol
 
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan
+from reconciler.report.words import plural
 
 _SYMBOL_WIDTH = 3
 _KIND_WIDTH = max(len(kind.value) for kind in ActionKind)
@@ -33,10 +34,6 @@ def _short(commit: str | None) -> str:
     return f"at commit {commit[:12]}" if commit else "from the work tree"
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def _one_line(text: str) -> str:
     # A newline in a reason or a value (a multi-line command) would break the columns.
     return _NEWLINES.sub(r"\\n", text)
@@ -51,7 +48,7 @@ def header(plan: Plan) -> str:
 
 def summary(plan: Plan) -> str:
     unseen = (
-        f"{_plural(plan.waiting_unseen, 'run')} {'waits' if plan.waiting_unseen == 1 else 'wait'}"
+        f"{plural(plan.waiting_unseen, 'run')} {'waits' if plan.waiting_unseen == 1 else 'wait'}"
         " for jobs the scheduler does not show yet"
     )
     if plan.has_changes:
@@ -60,9 +57,12 @@ def summary(plan: Plan) -> str:
     # only claim a match when the cluster was fully observed and no job is unaccounted for.
     pending = [unseen] if plan.waiting_unseen else []
     if adopt := plan.count(ActionKind.ADOPT):
-        pending.append(f"{_plural(adopt, 'job')} to adopt into the journal")
+        pending.append(f"{plural(adopt, 'job')} to adopt into the journal")
+    # A run failed with no retries left is a no-op, but not a match: say so.
+    if failed := sum(1 for a in plan.actions if a.outcome == "failed"):
+        pending.append(f"{plural(failed, 'run')} failed with no retries left")
     if blocked := plan.count(ActionKind.BLOCKED):
-        pending.append(f"{_plural(blocked, 'run')} blocked")
+        pending.append(f"{plural(blocked, 'run')} blocked")
     if pending:
         return f"No changes to the cluster; {', '.join(pending)}."
     if not plan.observation_complete:
@@ -95,7 +95,7 @@ def _visible(plan: Plan, show_noop: bool) -> list[Action]:
 
 def _unchanged_line(plan: Plan, show_noop: bool) -> list[str]:
     noop = plan.count(ActionKind.NOOP)
-    return [] if show_noop or not noop else [f"{_plural(noop, 'run')} unchanged."]
+    return [] if show_noop or not noop else [f"{plural(noop, 'run')} unchanged."]
 
 
 def as_text(plan: Plan, *, show_noop: bool = True) -> str:

@@ -1,60 +1,197 @@
-"""`recon status` as a table for people."""
+"""`recon status` as text for people: one line per run, in columns that fit the terminal.
+
+Only the last column (what the next apply does, and why) is long; it is shortened to fit
+the width when there is one (a terminal, or COLUMNS), with its full text in `--wide` and
+`--format json`. Piped without COLUMNS, lines are never shortened and never wrapped, so
+they can be grepped whole. Styles only go to a terminal; `ascii` replaces the ellipsis
+for a terminal that cannot show it (LC_ALL=C).
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from rich.table import Table
+from rich.text import Text
 
 from reconciler.engine.actions import Plan
 from reconciler.engine.status import AllocationStatus, RunStatus
+from reconciler.report.words import plural
+from reconciler.scheduler.states import Health
+
+GAP = "  "
+# Health words in colour on a terminal; sync words too, where they call for an apply.
+STYLES = {
+    "succeeded": "green",
+    "current": "green",
+    "running": "cyan",
+    "pending": "cyan",
+    "failed": "red",
+    "blocked": "red",
+    "cancelled": "yellow",
+    "outdated": "yellow",
+    "missing": "yellow",
+}
+_NOOP = "no-op: "
+_MIN_LAST, _MIN_FIRST = 20, 12  # what shortening leaves of the last and the first column
 
 
-def as_table(plan: Plan, rows: Sequence[RunStatus]) -> Table:
-    commit = plan.commit[:12] if plan.commit else "work tree"
-    table = Table(
-        title=f"{plan.project} at {commit} (scheduler: {plan.scheduler})",
-        title_justify="left",
-    )
-    for column in ("run", "sync", "health", "job", "finished", "last success", "outputs", "next"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(
+@dataclass(frozen=True)
+class Layout:
+    """How to lay the text out: `width` None for no limit (piped)."""
+
+    width: int | None = None
+    wide: bool = False
+    styled: bool = False
+    ascii: bool = False
+
+
+def render(
+    plan: Plan,
+    rows: Sequence[RunStatus],
+    allocations: Sequence[AllocationStatus],
+    layout: Layout,
+    now: datetime,
+) -> Text:
+    commit = plan.commit[:12] if plan.commit else "the work tree"
+    out = Text(f"{plan.project} at {commit} (scheduler: {plan.scheduler})\n\n")
+    header = ["RUN", "SYNC", "HEALTH", "JOB"]
+    if layout.wide:
+        header += ["FINISHED", "LAST SUCCESS", "OUTPUTS"]
+    table = [
+        [
             row.name,
             row.sync.value,
             _health(row),
             row.job_id or "-",
-            row.finished_at.strftime("%Y-%m-%d %H:%M") if row.finished_at else "-",
-            row.last_success_commit[:12] if row.last_success_commit else "-",
-            ", ".join(f"{name}={path}" for name, path in row.outputs.items()) or "-",
-            row.reason if row.note is None else f"{row.reason} (last: {row.note})",
-        )
-    if plan.notes:
-        table.caption = "\n".join(plan.notes)
-    return table
+            *(
+                [
+                    _when(row.finished_at, now),
+                    row.last_success_commit[:12] if row.last_success_commit else "-",
+                    ", ".join(f"{name}={path}" for name, path in row.outputs.items()) or "-",
+                ]
+                if layout.wide
+                else []
+            ),
+            _next(row.reason) if row.note is None else f"{_next(row.reason)} (last: {row.note})",
+        ]
+        for row in rows
+    ]
+    out.append_text(_columns([*header, "NEXT"], table, layout))
+    out.append(f"\n{summary(rows)}\n")
+    for note in plan.notes:
+        out.append(f"{note}\n")
+    if allocations:
+        out.append("\n")
+        out.append_text(_allocations(allocations, layout))
+    return out
 
 
-def allocations_table(rows: Sequence[AllocationStatus]) -> Table:
-    table = Table(title="allocations", title_justify="left")
-    for column in ("allocation", "job", "health", "nodes", "time left", "steps", "history"):
-        table.add_column(column, overflow="fold")
-    table.add_column("next", overflow="fold")
-    for row in rows:
-        left = str(row.time_left) if row.time_left is not None else "-"
-        table.add_row(
+def summary(rows: Sequence[RunStatus]) -> str:
+    """`4 runs: 3 current, 1 never run; 1 failed, 1 blocked`."""
+    if not rows:
+        return "No runs."
+    syncs = Counter(row.sync.value for row in rows)
+    healths = Counter(row.health for row in rows)
+    line = f"{plural(len(rows), 'run')}: " + ", ".join(f"{n} {s}" for s, n in syncs.items())
+    trouble = [
+        f"{healths[health]} {health.value}"
+        for health in (Health.FAILED, Health.BLOCKED)
+        if healths[health]
+    ]
+    return line + (f"; {', '.join(trouble)}" if trouble else "") + "."
+
+
+def _allocations(rows: Sequence[AllocationStatus], layout: Layout) -> Text:
+    header = ["ALLOCATION", "JOB", "HEALTH", "NODES", "TIME LEFT", "STEPS"]
+    if layout.wide:
+        header.append("HISTORY")
+    table = [
+        [
             row.name,
             row.job_id or "-",
             row.health.value if row.health else "-",
             row.nodes or "-",
-            left,
+            _duration(row.time_left),
             ", ".join(row.steps_running) or "-",
-            "\n".join(row.history) or "-",
-            row.reason,
-        )
-    return table
+            *([", ".join(row.history) or "-"] if layout.wide else []),
+            _next(row.reason),
+        ]
+        for row in rows
+    ]
+    return _columns([*header, "NEXT"], table, layout)
+
+
+def _columns(header: list[str], table: list[list[str]], layout: Layout) -> Text:
+    """Left-aligned columns; the last one shortened to what the width leaves it."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *table, strict=True)]
+    room: dict[int, int] = {}  # column -> the width it is shortened to
+    if layout.width is not None and not layout.wide:
+        left = layout.width - sum(widths[:-1]) - len(GAP) * (len(widths) - 1)
+        if left < _MIN_LAST:  # very long names: the first column gives way too
+            widths[0] = room[0] = max(widths[0] - (_MIN_LAST - left), _MIN_FIRST)
+        room[len(widths) - 1] = max(left, _MIN_LAST)
+    out = Text()
+    for index, cells in enumerate([header, *table]):
+        line = Text()
+        for column, cell in enumerate(cells):
+            last = column == len(cells) - 1
+            shown = _shorten(cell, room[column], layout.ascii) if column in room else cell
+            style = "bold" if index == 0 else STYLES.get(cell.split(" (")[0], "")
+            line.append(shown if last else shown.ljust(widths[column]), style or None)
+            if not last:
+                line.append(GAP)
+        line.rstrip()
+        out.append_text(line)
+        out.append("\n")
+    if not layout.styled:
+        out.spans = []  # NO_COLOR, --no-color, or not a terminal: plain text
+    return out
+
+
+def _shorten(text: str, room: int, ascii: bool) -> str:
+    if len(text) <= room:
+        return text
+    mark = "..." if ascii else "…"
+    cut = text[: room - len(mark)]
+    # At a word's end, not mid-word, when there is a space in the last third.
+    space = cut.rfind(" ")
+    if space > room * 2 // 3:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:(") + mark
 
 
 def _health(row: RunStatus) -> str:
     if row.health is None:
         return "-"
-    return f"{row.health.value} ({row.how})" if row.how else row.health.value
+    # Slurm's state in words (timed out, held in special exit (...)), else why it waits.
+    words = row.how or row.waiting_for
+    return f"{row.health.value} ({words})" if words else row.health.value
+
+
+def _next(reason: str) -> str:
+    # "no-op: current (job 1 succeeded)": the sync column already says it does nothing.
+    return reason.removeprefix(_NOOP)
+
+
+def _when(moment: datetime | None, now: datetime) -> str:
+    """`15:21` today, `11-30 15:21` this year, `2025-11-30` before: short, and exact to
+    the minute while it matters."""
+    if moment is None:
+        return "-"
+    local, today = moment.astimezone(), now.astimezone()
+    if local.date() == today.date():
+        return local.strftime("%H:%M")
+    if local.year == today.year:
+        return local.strftime("%m-%d %H:%M")
+    return local.strftime("%Y-%m-%d")
+
+
+def _duration(left: timedelta | None) -> str:
+    if left is None:
+        return "-"
+    minutes = int(left.total_seconds()) // 60
+    hours, minutes = divmod(max(minutes, 0), 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m"

@@ -22,7 +22,8 @@ from reconciler.errors import SpecIssue
 from reconciler.spec.models import Project
 from reconciler.spec.summary import DocumentSummary
 
-_FORMAT = 6
+# Bumped when what is stored changes, the wording of stored problems included.
+_FORMAT = 7
 _FILE_NAME = "spec-cache.marshal"
 
 

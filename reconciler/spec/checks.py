@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import posixpath
+
 from reconciler.errors import SpecIssue
 from reconciler.spec import templates
+from reconciler.spec.desired import run_workdir
 from reconciler.spec.documents import ParsedDocument
 from reconciler.spec.models import Run
 from reconciler.spec.summary import DocumentSummary
@@ -48,6 +51,32 @@ def check_project(documents: list[DocumentSummary]) -> list[SpecIssue]:
         issues.extend(_check_inputs(document, first))
         issues.extend(_check_coupling(document, first))
         issues.extend(_check_allocation(document, first))
+    return issues
+
+
+def check_output_paths(documents: list[DocumentSummary], runs_dir: str) -> list[SpecIssue]:
+    """No two runs declare the same output file: each would overwrite the other's, and
+    each would count the other's writes as its own."""
+    claimed: dict[str, tuple[DocumentSummary, str, int]] = {}
+    issues: list[SpecIssue] = []
+    for document in documents:
+        workdir = run_workdir(document.workdir, runs_dir, document.name)
+        for name, (path, line) in zip(document.outputs, document.output_paths, strict=False):
+            where = path if path.startswith("/") else f"{workdir}/{path}"
+            if "/." in where or "//" in where or where.startswith("."):
+                where = posixpath.normpath(where)  # only then: a sweep has thousands
+            earlier, earlier_name, earlier_line = claimed.setdefault(where, (document, name, line))
+            if earlier is not document:
+                issues.append(
+                    SpecIssue(
+                        document.file,
+                        line,
+                        f"outputs.{name}",
+                        f"{where} is also output {earlier_name} of run {earlier.name} "
+                        f"({earlier.file}:{earlier_line}): two runs would overwrite each "
+                        "other's file; give one of them another path",
+                    )
+                )
     return issues
 
 

@@ -78,6 +78,7 @@ class Desired:
     runs: Mapping[str, DesiredRun]
     allocations: Mapping[str, DesiredAllocation]
     upstreams: Mapping[str, tuple[str, ...]]  # run -> the runs whose outputs it reads
+    warnings: tuple[str, ...] = ()  # what is valid but likely not what the author meant
 
 
 class LazyMapping(Mapping[str, T]):
@@ -110,6 +111,12 @@ class LazyMapping(Mapping[str, T]):
         return key in self._known
 
 
+def run_workdir(workdir: str | None, runs_dir: str, name: str) -> str:
+    """A run's directory, relative to the project folder unless absolute: its own
+    `workdir`, or `<runs_dir>/<name>`."""
+    return workdir or f"{runs_dir.rstrip('/')}/{name}"
+
+
 def effective_run(run: Run, project: Project) -> Run:
     """The run as it will be submitted: project defaults fill what the run leaves out."""
     resources = _with_job_defaults(run.resources, project.defaults)
@@ -118,7 +125,7 @@ def effective_run(run: Run, project: Project) -> Run:
         resources = resources.model_copy(update={"components": components})
     else:
         resources = _with_shape_defaults(resources, project.defaults)
-    workdir = run.workdir or f"{project.runs_dir.rstrip('/')}/{run.name}"
+    workdir = run_workdir(run.workdir, project.runs_dir, run.name)
     return run.model_copy(update={"resources": resources, "workdir": workdir})
 
 

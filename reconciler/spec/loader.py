@@ -19,7 +19,7 @@ from typing import Any
 from reconciler import graph
 from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
 from reconciler.spec.cache import FileResult, ParseCache
-from reconciler.spec.checks import check_project, check_tokens
+from reconciler.spec.checks import check_output_paths, check_project, check_tokens
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
@@ -37,15 +37,37 @@ from reconciler.spec.summary import DocumentSummary, summarize
 from reconciler.spec.yamlsource import parse_documents
 
 
-def open_source(root: Path, revision: str | None = None, worktree: bool = False) -> SpecSource:
-    """The commit `revision` (default HEAD) of the repo at `root`, or its work tree."""
+def open_source(
+    root: Path, revision: str | None = None, worktree: bool = False, option: str = "--rev"
+) -> SpecSource:
+    """The commit `revision` (default HEAD) of the repo at `root`, or its work tree.
+
+    `option` names where the revision came from, for the message when it is empty."""
+    if revision is not None and not revision.strip():
+        raise RepoError(
+            f"{option} is empty (an unset CI variable?): name a commit, branch or tag"
+            + (", or leave --rev out to read HEAD" if option == "--rev" else "")
+        )
+    _check_project_folder(root)
     if worktree:
         if revision is not None:
             raise RepoError("--worktree reads the files on disk: give no revision with it")
-        if not root.is_dir():
-            raise RepoError(f"{root} is not a directory")
         return WorktreeSource(root.resolve())
     return CommitSource(root, revision or "HEAD")
+
+
+def _check_project_folder(root: Path) -> None:
+    if root.is_dir():
+        return
+    if root.exists():
+        raise RepoError(
+            f"{root} is a file: give the project folder (the one holding recon.yaml), "
+            f"here `{root.parent.as_posix()}`, or nothing for the current folder"
+        )
+    raise RepoError(
+        f"the folder {root} does not exist: give the project folder (the one holding "
+        "recon.yaml), or nothing for the current folder"
+    )
 
 
 def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
@@ -57,6 +79,7 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
     scripts, script_issues = _read_scripts(source, summaries, set(all_paths))
     issues.extend(script_issues)
     issues.extend(check_project(summaries))
+    issues.extend(check_output_paths(summaries, project.runs_dir))
     runs = {s.name: s for s in summaries if s.kind == "Run"}
     upstreams = {name: tuple(summary.upstreams) for name, summary in runs.items()}
     locations = {name: Location(s.file, s.line) for name, s in runs.items()}
@@ -65,6 +88,7 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
     if issues:
         raise SpecError(issues)
     allocations = {s.name: s for s in summaries if s.kind == "Allocation"}
+    warnings = () if summaries else (_nothing_declared(source, project, all_paths),)
     return Desired(
         project,
         source.root,
@@ -72,23 +96,30 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
         LazyMapping(runs, lambda name: _desired_run(runs[name], project, scripts.get(name))),
         LazyMapping(allocations, lambda name: _desired_allocation(allocations[name], project)),
         upstreams,
+        warnings,
+    )
+
+
+def _nothing_declared(source: SpecSource, project: Project, all_paths: list[str]) -> str:
+    files = [path for path in matching(all_paths, project.specs) if path != PROJECT_FILE]
+    patterns = ", ".join(project.specs)
+    if not files:
+        where = "in the work tree" if source.commit is None else f"at commit {source.commit[:12]}"
+        return (
+            f"no runs: the specs patterns of recon.yaml ({patterns}) match no file {where}; "
+            "fix the patterns, or commit the spec files (or use --worktree)"
+        )
+    if len(files) == 1:
+        return f"no runs: {files[0]} matches the specs patterns ({patterns}) but declares nothing"
+    return (
+        f"no runs: {len(files)} files match the specs patterns ({patterns}) but declare no run "
+        "or allocation"
     )
 
 
 def load_project(source: SpecSource) -> Project:
     if PROJECT_FILE not in source.paths():
-        where = "the work tree" if source.commit is None else f"commit {source.commit[:12]}"
-        raise NoProjectError(
-            [
-                SpecIssue(
-                    PROJECT_FILE,
-                    None,
-                    "",
-                    f"not found at the root of {where}: every recon repo has one "
-                    "(at least `project: NAME`)",
-                )
-            ]
-        )
+        raise NoProjectError([SpecIssue(PROJECT_FILE, None, "", _no_project_file(source))])
     text = _decode(source.read(PROJECT_FILE), PROJECT_FILE)
     if isinstance(text, SpecIssue):
         raise SpecError([text])
@@ -101,6 +132,27 @@ def load_project(source: SpecSource) -> Project:
     if project is None:
         raise SpecError(issues)
     return project
+
+
+def _no_project_file(source: SpecSource) -> str:
+    """Why recon.yaml is missing, as far as the disk tells, and what to do."""
+    where = "the work tree" if source.commit is None else f"commit {source.commit[:12]}"
+    if source.commit is not None and (source.root / PROJECT_FILE).is_file():
+        return (
+            f"not committed: {where} does not hold it; commit it "
+            f"(`git add {PROJECT_FILE} && git commit`), or use --worktree to read the files "
+            "on disk"
+        )
+    for folder in source.root.parents:
+        if (folder / PROJECT_FILE).is_file():
+            return (
+                f"not found in {source.root}, which is inside the project {folder}: run recon "
+                "from the project folder, or give it as the first argument"
+            )
+    return (
+        f"not found in {source.root} at {where}: run recon from the project folder, the one "
+        "holding recon.yaml (at least `project: NAME`), or give it as the first argument"
+    )
 
 
 def _load_files(

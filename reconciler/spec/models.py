@@ -8,6 +8,7 @@ silently means "use the default".
 
 from __future__ import annotations
 
+import posixpath
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -125,6 +126,12 @@ class Output(Model):
     def _non_empty(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
+        normal = posixpath.normpath(value)
+        if not posixpath.isabs(normal) and (normal == ".." or normal.startswith("../")):
+            raise ValueError(
+                f"{value!r} leaves the run's directory with '..': recon keeps each run's "
+                "outputs in its own directory; write a path inside it, or an absolute path"
+            )
         return value
 
 

@@ -269,6 +269,17 @@ class Duration(_SpecValue):
         return self.seconds
 
 
+def _in_range(raw: str, parts: list[str], limits: tuple[int, ...]) -> None:
+    """The fields after the first of a clock time: 99:99 is a typo, not 100 min 39 s."""
+    names = ("hours", "minutes", "seconds")[-len(limits) :]
+    for part, limit, name in zip(parts, limits, names, strict=True):
+        if int(part) >= limit:
+            raise ValueError(
+                f"time {raw!r} has {int(part)} {name}: at most {limit - 1} there "
+                "(write 12:00:00, 1-12:00:00, or 90m for 90 minutes)"
+            )
+
+
 def _parse_duration_text(raw: str) -> int:
     text = raw.strip().lower()
     if (suffixed := _SUFFIXED.match(text)) and any(suffixed.groups()):
@@ -282,10 +293,13 @@ def _parse_duration_text(raw: str) -> int:
         day_seconds = int(days) * 86400 if days else 0
         if days:  # days-hours[:minutes[:seconds]]
             parts = [first, second or "0", third or "0"]
+            _in_range(raw, parts, (24, 60, 60))
             return day_seconds + int(parts[0]) * 3600 + int(parts[1]) * 60 + int(parts[2])
         if third is not None:  # hours:minutes:seconds
+            _in_range(raw, [second, third], (60, 60))
             return int(first) * 3600 + int(second) * 60 + int(third)
         if second is not None:  # minutes:seconds
+            _in_range(raw, [second], (60,))
             return int(first) * 60 + int(second)
         return int(first) * 60  # minutes
     raise ValueError(

@@ -52,14 +52,16 @@ def blob_id(content: bytes) -> str:
     return hashlib.sha1(b"blob %d\x00" % len(content) + content).hexdigest()
 
 
-def open_repo(path: Path) -> git.Repo:
-    """The git repository holding `path`; the project may be a folder inside it."""
+def open_repo(path: Path, offer_worktree: bool = True) -> git.Repo:
+    """The git repository holding `path`; the project may be a folder inside it.
+    `offer_worktree`: whether the command has --worktree to suggest."""
     try:
         return git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        instead = ", or use --worktree" if offer_worktree else ""
         raise RepoError(
             f"{path} is not inside a git repository: recon reads specs from commits "
-            "(run `git init` and commit, or use --worktree)"
+            f"(run `git init` and commit{instead})"
         ) from None
 
 
@@ -78,6 +80,11 @@ class CommitSource:
         except ValueError:
             raise RepoError(f"{root} is not inside the work tree of {top}") from None
         self._prefix = "" if prefix == "." else prefix + "/"
+        if not self.repo.head.is_valid():
+            raise RepoError(
+                f"the git repository {top} has no commits yet: recon reads specs from commits; "
+                "commit recon.yaml and the specs (`git add -A && git commit`), or use --worktree"
+            )
         try:
             self.commit: str | None = self.repo.commit(revision).hexsha
         except (git.BadName, ValueError, git.GitCommandError):
@@ -186,6 +193,46 @@ class WorktreeSource:
             return (self.root / path).read_bytes()
         except OSError as error:
             raise RepoError(f"cannot read {path}: {error.strerror}") from None
+
+
+def uncommitted(root: Path, skip_dirs: Iterable[str] = ()) -> list[str]:
+    """Files of the project folder `root` that differ from HEAD: changed, staged, new
+    (untracked and not ignored) or deleted, relative to `root`; `skip_dirs` (relative to
+    `root`: the state and runs folders) left out. Empty when git cannot say."""
+    excluded = [f":(exclude){d.strip('/')}" for d in skip_dirs if d and not os.path.isabs(d)]
+    try:
+        output = subprocess.run(
+            ["git", "status", "--porcelain", "-z", "--untracked-files=normal", "--", ".",
+             *excluded],
+            cwd=root, capture_output=True, text=True, check=True, timeout=30,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    entries = output.split("\0")
+    paths: list[str] = []
+    index = 0
+    while index < len(entries):
+        entry = entries[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        if entry[0] in "RC":  # a rename or copy: the next entry is the old path
+            index += 1
+        paths.append(entry[3:])
+    # git prints paths relative to the repository's top, not to `root`.
+    top = _top_level(root)
+    return [os.path.relpath(top / path, root) if top is not None else path for path in paths]
+
+
+def _top_level(root: Path) -> Path | None:
+    try:
+        output = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=root, capture_output=True, text=True, check=True, timeout=30,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(output.strip())
 
 
 @lru_cache(maxsize=256)

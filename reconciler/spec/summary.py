@@ -38,6 +38,8 @@ class DocumentSummary(NamedTuple):
     coupled_line: int = 0
     allocation: str | None = None  # the Allocation a run runs in
     allocation_line: int = 0
+    workdir: str | None = None  # as written; None: the default under runs_dir
+    output_paths: tuple[tuple[str, int], ...] = ()  # each output's path as written, its line
 
     @property
     def upstreams(self) -> list[str]:
@@ -92,6 +94,8 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
     script, script_line = None, 0
     coupled: tuple[str, ...] = ()
     allocation = None
+    workdir: str | None = None
+    output_paths: tuple[tuple[str, int], ...] = ()
     if isinstance(spec, Run):
         coupled = spec.coupled_with
         allocation = spec.allocation
@@ -101,6 +105,11 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
         )
         outputs = tuple(spec.outputs)
         script, script_line = spec.script, document.line_of("script")
+        workdir = spec.workdir
+        output_paths = tuple(
+            (output.path, document.line_of("outputs", name))
+            for name, output in spec.outputs.items()
+        )
     return DocumentSummary(
         spec.kind,
         spec.name,
@@ -117,4 +126,6 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
         document.line_of("coupled_with"),
         allocation,
         document.line_of("allocation"),
+        workdir,
+        output_paths,
     )

@@ -86,6 +86,7 @@ def parse_documents(text: str, file: str) -> tuple[list[SourceDocument], list[Sp
     Documents before a syntax error are kept, so their own problems are reported too.
     """
     documents: list[SourceDocument] = []
+    problems: list[SpecIssue] = []
     loader = _Loader(text)
     try:
         with warnings.catch_warnings():
@@ -93,25 +94,50 @@ def parse_documents(text: str, file: str) -> tuple[list[SourceDocument], list[Sp
             while loader.check_node():
                 node = loader.get_node()
                 builder = _Builder(loader)
-                data = builder.value(node, (), 0)
+                try:
+                    data = builder.value(node, (), 0)
+                except _YamlProblem as problem:
+                    builder.problems.append(problem)
+                if builder.problems:
+                    # The document is composed whole already: report its problems and go
+                    # on with the next one, as a problem in the values would.
+                    problems.extend(_issue(file, problem) for problem in builder.problems)
+                    continue
                 documents.append(
                     SourceDocument(file, len(documents), _line(node), data, builder.lines)
                 )
-    except _YamlProblem as problem:
-        field_name = ".".join(str(part) for part in problem.path)
-        return documents, [SpecIssue(file, problem.line, field_name, problem.message)]
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else None
         message = " ".join(str(part) for part in (error.context, error.problem) if part)
-        return documents, [SpecIssue(file, line, "", f"invalid YAML: {message}")]
+        source_line = text.splitlines()[line - 1] if line and line <= text.count("\n") + 1 else ""
+        return documents, [*problems, SpecIssue(file, line, "", _explain(message, source_line))]
     except (YAMLError, ValueError, TypeError, OverflowError, RecursionError) as error:
         # The C parser and the scalar constructors raise plain errors on some inputs
         # (bad timestamps, bad encodings); to the user they are all unreadable YAML.
-        return documents, [SpecIssue(file, None, "", f"invalid YAML: {error}")]
+        return documents, [*problems, SpecIssue(file, None, "", f"invalid YAML: {error}")]
     finally:
         loader.dispose()
-    return documents, []
+    return documents, problems
+
+
+def _issue(file: str, problem: _YamlProblem) -> SpecIssue:
+    return SpecIssue(
+        file, problem.line, ".".join(str(part) for part in problem.path), problem.message
+    )
+
+
+def _explain(message: str, source_line: str) -> str:
+    """The parser's words, with what a spec author does about the usual causes."""
+    indentation = source_line[: len(source_line) - len(source_line.lstrip(" \t"))]
+    if "\t" in indentation:
+        return "invalid YAML: a tab in the indentation: indent with spaces only"
+    if "found unexpected ':'" in message:
+        return (
+            f"invalid YAML: {message}: inside {{...}} or [...] quote a value that holds "
+            'a colon, as in {gpus: "A100:1", time: "00:20:00"}, or write one field a line'
+        )
+    return f"invalid YAML: {message}"
 
 
 def _line(node: Node) -> int:
@@ -124,6 +150,10 @@ class _Builder:
         self.string_tag = loader.DEFAULT_SCALAR_TAG
         self.lines: dict[Path, int] = {}
         self.count = 0
+        self.problems: list[_YamlProblem] = []
+
+    def note(self, node: Node, path: Path, message: str) -> None:
+        self.problems.append(_YamlProblem(_line(node), path, message))
 
     def value(self, node: Node, path: Path, depth: int) -> Any:
         if depth > _MAX_DEPTH:
@@ -148,18 +178,19 @@ class _Builder:
     def mapping(self, node: MappingNode, path: Path, depth: int) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
+            # A bad key is noted and skipped, so one document reports every bad key.
             if key_node.value == "<<" and key_node.tag == "tag:yaml.org,2002:merge":
-                raise _YamlProblem(_line(key_node), path, "merge keys (<<) are not supported")
+                self.note(key_node, path, "merge keys (<<) are not supported: write the fields out")
+                continue
             key = self.value(key_node, path, depth + 1)
             if not isinstance(key, str):
-                raise _YamlProblem(_line(key_node), path, f"key {key!r} must be a string")
+                self.note(key_node, path, f"key {key!r} must be a string")
+                continue
             child = (*path, key)
             if key in result:
-                raise _YamlProblem(
-                    _line(key_node),
-                    child,
-                    f"duplicate key {key!r} (first on line {self.lines[child]})",
-                )
+                first = self.lines[child]
+                self.note(key_node, child, f"duplicate key {key!r} (first on line {first})")
+                continue
             self.lines[child] = _line(key_node)
             result[key] = self.value(value_node, child, depth + 1)
         return result

@@ -334,18 +334,6 @@ class Journal:
         """Every submission record of the project, oldest first."""
         return self._submissions("WHERE project = ? ORDER BY id", (project,))
 
-    def history(self, project: str, name: str) -> list[SubmissionRecord]:
-        """The records of one run or allocation, newest first."""
-        return self._submissions("WHERE project = ? AND name = ? ORDER BY id DESC", (project, name))
-
-    def known_job_ids(self, project: str) -> set[str]:
-        with self._sqlite_errors():
-            rows = self._db.execute(
-                "SELECT DISTINCT job_id FROM submissions WHERE project = ? AND job_id IS NOT NULL",
-                (project,),
-            ).fetchall()
-        return {row["job_id"] for row in rows}
-
     # -- cancels -------------------------------------------------------------------------
 
     def record_cancel_intent(

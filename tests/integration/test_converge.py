@@ -6,6 +6,7 @@ own; the fixture cancels whatever is left when the test ends.
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -60,11 +61,14 @@ def test_example_repo_queues_the_whole_dag_then_plans_nothing(tmp_path: Path) ->
         example.cancel_all()
 
 
-def _dependencies(job_id: str) -> str:
+def _dependencies(job_id: str) -> list[str]:
+    """The job ids in the job's `Dependency=afterok:12(unfulfilled),afterok:13(...)` field,
+    which scontrol shows while it is queued."""
     shown = subprocess.run(
         ["scontrol", "show", "job", job_id], capture_output=True, text=True, check=False
     ).stdout
-    return shown  # holds `Dependency=afterok:12(unfulfilled),afterok:13(...)` while queued
+    field = re.search(r"\bDependency=(\S+)", shown)
+    return re.findall(r"afterok:(\d+)", field.group(1)) if field else []
 
 
 def test_comment_only_commit_plans_nothing(project: Project) -> None:

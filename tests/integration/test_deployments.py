@@ -57,14 +57,14 @@ def test_two_clones_applied_one_after_the_other_each_get_their_own_jobs(
     first.apply()
     planned = second.recon("plan", ".")
     assert planned.returncode == 0, planned.stderr
-    assert "adopt" not in planned.stdout
+    assert "= adopt" not in planned.stdout
     assert f"{RUNS} live jobs of project {first.name} belong to another deployment" in (
         planned.stdout
     ), planned.stdout
     assert str(first.root.resolve()) in planned.stdout  # where they run from
 
     applied = second.apply()
-    assert "adopted" not in applied.stdout and applied.stdout.count("submitted r") == RUNS
+    assert "adopted job" not in applied.stdout and applied.stdout.count("submitted r") == RUNS
     owners = by_deployment(first)
     expected = sorted(f"r{i}" for i in range(RUNS))
     assert len(owners) == 2 and all(runs == expected for runs in owners.values()), owners
@@ -104,7 +104,7 @@ def test_a_clone_that_lost_its_journal_adopts_its_own_jobs_only(
     shutil.rmtree(second.root / ".recon")
     adopted = second.apply()
     assert adopted.stdout.count("adopted job") == RUNS, adopted.stdout
-    assert "submitted" not in adopted.stdout and "cancelled" not in adopted.stdout
+    assert "submitted r" not in adopted.stdout and "cancelled job" not in adopted.stdout
     assert second.recon("plan", ".", "--detailed-exitcode").returncode == 0
     owners = by_deployment(first)
     assert sorted(map(len, owners.values())) == [RUNS, RUNS], owners

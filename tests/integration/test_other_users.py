@@ -79,12 +79,12 @@ def test_another_users_job_with_our_tag_is_never_adopted_or_cancelled(
     ))  # fmt: skip
     planned = project.recon("plan", ".")
     assert planned.returncode == 0, planned.stderr
-    assert "adopt" not in planned.stdout and "cancel" not in planned.stdout, planned.stdout
+    assert "= adopt" not in planned.stdout and "- cancel" not in planned.stdout, planned.stdout
     assert "+ submit" in planned.stdout  # run a has no job of ours yet
 
     applied = project.apply()
     assert "submitted a" in applied.stdout
-    assert "adopted" not in applied.stdout and "cancelled" not in applied.stdout
+    assert "adopted job" not in applied.stdout and "cancelled job" not in applied.stdout
     assert [state_of(job) for job in impostors] == ["RUNNING", "RUNNING"]
     status = json.loads(project.recon("status", ".", "--format", "json").stdout)
     assert [row["name"] for row in status] == ["a"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -12,25 +10,12 @@ from ruamel.yaml import YAML
 from reconciler.engine.fit import FitChecker
 from reconciler.scheduler.partitions import Gres
 from reconciler.scheduler.slurm import SlurmScheduler
-from reconciler.scheduler.slurm.runner import run
+from reconciler.scheduler.slurm.testing import RecordingRunner
 from reconciler.spec.models import RunResources
 
 pytestmark = pytest.mark.slurm
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "repo" / "specs" / "actor-learner.yaml"
-
-
-class Counting:
-    """The real runner, remembering every command it ran."""
-
-    def __init__(self) -> None:
-        self.commands: list[list[str]] = []
-
-    def __call__(
-        self, argv: Sequence[str], stdin: str | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        self.commands.append(list(argv))
-        return run(argv, stdin)
 
 
 def example_het_resources() -> RunResources:
@@ -40,10 +25,10 @@ def example_het_resources() -> RunResources:
 
 
 def test_partitions_of_the_dev_cluster_in_one_command() -> None:
-    runner = Counting()
+    runner = RecordingRunner()
     partitions = {p.name: p for p in SlurmScheduler(runner).partitions()}
 
-    assert [command[0] for command in runner.commands] == ["sinfo"]
+    assert runner.commands() == ["sinfo"]
     assert set(partitions) == {"cpu", "gpu"}
     cpu, gpu = partitions["cpu"], partitions["gpu"]
     assert cpu.default and not gpu.default

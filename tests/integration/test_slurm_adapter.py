@@ -19,7 +19,7 @@ import pytest
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import AllocateRequest, Observation, ObservedJob, SubmitRequest
 from reconciler.scheduler.slurm import SlurmScheduler
-from reconciler.scheduler.slurm.runner import run
+from reconciler.scheduler.slurm.testing import RecordingRunner
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.models import Allocation
@@ -29,26 +29,6 @@ pytestmark = pytest.mark.slurm
 
 TIMEOUT = 60.0
 HEADER = "#!/bin/bash\n#SBATCH --time=5\n#SBATCH --mem=100M\n"
-
-
-class Recording:
-    """The real runner, remembering each command and its last output; ``fail`` fakes one
-    command's failure."""
-
-    def __init__(self, fail: dict[str, str] | None = None) -> None:
-        self.fail = fail or {}
-        self.commands: list[str] = []
-        self.stdout: dict[str, str] = {}
-
-    def __call__(
-        self, argv: Sequence[str], stdin: str | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        self.commands.append(argv[0])
-        if argv[0] in self.fail:
-            return subprocess.CompletedProcess(list(argv), 1, "", self.fail[argv[0]])
-        result = run(argv, stdin)
-        self.stdout[argv[0]] = result.stdout
-        return result
 
 
 class Harness:
@@ -62,7 +42,13 @@ class Harness:
 
     def tag(self, name: str, kind: str = "run") -> Tag:
         return Tag.model_validate(
-            {"project": self.project, "kind": kind, "name": name, "spec_hash": "0123456789abcdef"}
+            {
+                "project": self.project,
+                "deployment": "0123456789ab",
+                "kind": kind,
+                "name": name,
+                "spec_hash": "0123456789abcdef",
+            }
         )
 
     def submit(self, name: str, body: str, dependencies: Sequence[str] = ()) -> str:
@@ -206,7 +192,7 @@ def test_cancelling_a_het_leader_cancels_every_component(harness: Harness) -> No
 
 
 def test_a_requeued_job_is_pending_again_not_cancelled(tmp_path: Path) -> None:
-    recording = Recording()
+    recording = RecordingRunner()
     harness = Harness(tmp_path, SlurmScheduler(recording))
     job_id = harness.submit("requeued", "#SBATCH --partition=cpu\nsleep 300\n")
     harness.wait("requeued", lambda j: any(step.step == "batch" for step in j.steps))
@@ -230,20 +216,20 @@ def test_a_requeued_job_is_pending_again_not_cancelled(tmp_path: Path) -> None:
 
 
 def test_one_observe_pass_runs_one_squeue_and_one_sacct(tmp_path: Path) -> None:
-    recording = Recording()
+    recording = RecordingRunner()
     harness = Harness(tmp_path, SlurmScheduler(recording))
     for index in range(3):
         harness.submit(f"count{index}", "#SBATCH --partition=cpu\nsleep 1\n")
-    recording.commands.clear()
+    recording.calls.clear()
     observation = harness.scheduler.observe(harness.since)
-    assert recording.commands == ["squeue", "sacct"]
+    assert recording.commands() == ["squeue", "sacct"]
     assert observation.complete
     assert len([j for j in observation.jobs if j.tag.project == harness.project]) == 3
 
 
 def test_when_sacct_fails_live_jobs_are_seen_and_the_pass_is_incomplete(tmp_path: Path) -> None:
     message = "sacct: error: Problem talking to the database: Connection refused"
-    harness = Harness(tmp_path, SlurmScheduler(Recording(fail={"sacct": message})))
+    harness = Harness(tmp_path, SlurmScheduler(RecordingRunner(fail={"sacct": message})))
     job_id = harness.submit("live", "#SBATCH --partition=cpu\nsleep 300\n")
     try:
         observation = harness.scheduler.observe(harness.since)

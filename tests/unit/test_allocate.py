@@ -216,6 +216,23 @@ def test_allocate_setup_release_and_a_step_in_plan_order(tmp_path: Path, journal
     assert journal.pending_cancels(PROJECT) == []
     assert applier.result.submitted == {"warm": "12", "a": "12.1"}
     assert applier.result.cancelled == ["11"]
+    assert applier.result.set_up == {"warm": "12.0"}  # counted in apply's summary line
+
+
+def test_a_pass_that_only_starts_a_setup_says_so(
+    tmp_path: Path, journal: Journal, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from reconciler.commands.apply import _report_applied
+
+    state = desired(tmp_path)
+    applier = apply(
+        state, Recorder(steps=["12.0"]), journal, alloc_action(state, ActionKind.SETUP, ("12",))
+    )
+    _report_applied(applier.result)
+    assert capsys.readouterr().out.splitlines() == [
+        "started the setup of warm: step 12.0",
+        "Apply complete: 0 submitted, 0 cancelled, 0 adopted, 1 setup started, 0 not done.",
+    ]
 
 
 def test_a_step_not_listed_yet_leaves_its_intent_open(tmp_path: Path, journal: Journal) -> None:
@@ -249,6 +266,7 @@ def test_refused_steps_and_setups_are_recorded_as_such(tmp_path: Path, journal: 
     (setup,) = journal.setups(PROJECT)
     assert setup.final_health is Health.FAILED and "started no step" in (setup.reason or "")
     assert set(applier.result.refused) == {"warm", "a"}
+    assert applier.result.set_up == {}
 
 
 def test_the_recorder_is_a_step_scheduler() -> None:

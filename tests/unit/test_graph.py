@@ -22,7 +22,12 @@ def run(name: str, *upstreams: str) -> Run:
 
 
 def build(runs: dict[str, Run]) -> nx.DiGraph:
-    return graph.build({name: graph.upstream_runs(spec) for name, spec in runs.items()})
+    return graph.build(
+        {
+            name: [item.upstream[0] for item in spec.inputs.values() if item.upstream]
+            for name, spec in runs.items()
+        }
+    )
 
 
 def test_edges_point_from_upstream_to_downstream() -> None:

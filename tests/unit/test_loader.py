@@ -111,6 +111,7 @@ def test_unknown_revision_and_non_repo(repo: GitRepo, tmp_path: Path) -> None:
     repo.commit()
     with pytest.raises(RepoError, match="revision 'nope' not found"):
         open_source(repo.root, "nope")
+    (tmp_path / "elsewhere").mkdir()
     with pytest.raises(RepoError, match="not inside a git repository"):
         open_source(tmp_path / "elsewhere")
 

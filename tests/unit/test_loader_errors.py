@@ -272,3 +272,99 @@ def test_run_in_an_allocation_takes_only_step_resources(
 def test_min_remaining_must_be_shorter_than_the_time_limit(repo: GitRepo) -> None:
     issue = only(repo, {"specs/w.yaml": WARM + "min_remaining: 2h\n"})
     assert "min_remaining" in issue.message and "never be reused" in issue.message
+
+
+def test_a_tab_in_the_indentation_says_tab(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + "resources:\n\tcpus: 4\n"})
+    assert (issue.file, issue.line) == ("specs/a.yaml", 7)
+    assert issue.message == "invalid YAML: a tab in the indentation: indent with spaces only"
+
+
+def test_a_colon_in_flow_style_says_quote_it(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + "resources: {time: 00:20:00}\n"})
+    assert (issue.file, issue.line) == ("specs/a.yaml", 6)
+    assert 'quote a value that holds a colon, as in {gpus: "A100:1"' in issue.message
+
+
+@pytest.mark.parametrize(
+    ("line", "field", "message"),
+    [
+        ("name: 123", "name", 'expected text, got the number 123: quote it, as in "123"'),
+        ("description: [a]", "description", "expected text, got a list"),
+        ("resources: gpu", "resources", "expected a mapping (one `key: value` a line), got 'gpu'"),
+        ("coupled_with: x", "coupled_with", "expected a list ([a, b], or one `- item` a line)"),
+        ("retries: 1.5", "retries", "expected a whole number, got the number 1.5"),
+        ("update: sometimes", "update", "must be 'defer' or 'replace', got 'sometimes'"),
+        ("inputs: {a: 5}", "inputs.a", "expected another run's output (prepare.dataset) or"),
+        ("comand: x", "comand", "unknown field: did you mean command?"),
+        ("resources: {partiton: cpu}", "resources.partiton", "did you mean partition?"),
+        ("outputs: {data: {paht: x}}", "outputs.data.paht", "did you mean path?"),
+        ("zzz: 1", "zzz", "unknown field: known here are allocation, command, coupled_with,"),
+    ],
+)
+def test_messages_in_the_spec_s_words(repo: GitRepo, line: str, field: str, message: str) -> None:
+    spec = "kind: Run\nname: x\ncommand: echo hi\n"
+    spec = spec.replace("name: x\n", "") if line.startswith("name:") else spec
+    found = [
+        issue
+        for issue in problems(repo, {"specs/a.yaml": spec + line + "\n"})
+        if issue.field == field
+    ]
+    assert len(found) == 1, found
+    assert message in found[0].message
+    assert "Input should" not in found[0].message and "schemas/" not in found[0].message
+
+
+def test_an_unknown_field_in_recon_yaml_suggests_the_known_one(repo: GitRepo) -> None:
+    issue = only(repo, {"recon.yaml": "project: demo\nschedular: local\n"})
+    assert (issue.file, issue.line, issue.field) == ("recon.yaml", 2, "schedular")
+    assert issue.message == "unknown field: did you mean scheduler?"
+
+
+def test_a_merge_key_does_not_stop_the_rest_of_the_file(repo: GitRepo) -> None:
+    merged = "kind: Run\nname: b\nbase: &base {cpus: 1}\nresources:\n  <<: *base\n  memry: 1GB\n"
+    found = problems(
+        repo, {"specs/a.yaml": merged + "---\n" + GOOD_PREPARE + "retry: 2\nname: again\n"}
+    )
+    assert [(issue.line, issue.field, issue.message) for issue in found] == [
+        (5, "resources", "merge keys (<<) are not supported: write the fields out"),
+        (14, "name", "duplicate key 'name' (first on line 9)"),
+    ]
+
+
+def test_every_bad_key_of_a_document_is_listed(repo: GitRepo) -> None:
+    found = problems(repo, {"specs/a.yaml": GOOD_PREPARE + "name: again\ncommand: twice\n"})
+    assert [(issue.line, issue.field) for issue in found] == [(6, "name"), (7, "command")]
+
+
+@pytest.mark.parametrize("path", ["../elsewhere.txt", "..", "out/../../x"])
+def test_an_output_that_leaves_the_run_directory(repo: GitRepo, path: str) -> None:
+    spec = f"kind: Run\nname: a\ncommand: x\noutputs:\n  data: {path}\n"
+    issue = only(repo, {"specs/a.yaml": spec})
+    assert (issue.line, issue.field) == (5, "outputs.data.path")
+    assert "leaves the run's directory with '..'" in issue.message
+
+
+def test_an_absolute_output_and_one_inside_stay_allowed(repo: GitRepo) -> None:
+    spec = "kind: Run\nname: a\ncommand: x\noutputs:\n  a: /data/a.txt\n  b: out/../b.txt\n"
+    repo.commit({"specs/a.yaml": spec})
+    assert set(load_desired(open_source(repo.root)).runs) == {"a"}
+
+
+def test_two_runs_declaring_the_same_output_file(repo: GitRepo) -> None:
+    first = "kind: Run\nname: a\ncommand: x\noutputs:\n  data: /shared/data.csv\n"
+    second = "kind: Run\nname: b\ncommand: x\noutputs:\n  copy: /shared/./data.csv\n"
+    third = "kind: Run\nname: c\ncommand: x\nworkdir: runs/a\noutputs:\n  mine: other.csv\n"
+    fourth = "kind: Run\nname: d\ncommand: x\nworkdir: runs/a\noutputs:\n  again: other.csv\n"
+    found = problems(
+        repo,
+        {"specs/a.yaml": first, "specs/b.yaml": second, "specs/c.yaml": f"{third}---\n{fourth}"},
+    )
+    assert [(issue.file, issue.line, issue.field) for issue in found] == [
+        ("specs/b.yaml", 5, "outputs.copy"),
+        ("specs/c.yaml", 13, "outputs.again"),
+    ]
+    assert found[0].message.startswith(
+        "/shared/data.csv is also output data of run a (specs/a.yaml:5): two runs would"
+    )
+    assert "runs/a/other.csv is also output mine of run c (specs/c.yaml:6)" in found[1].message

@@ -312,6 +312,24 @@ def test_changed_input_makes_downstream_outdated_and_identical_one_does_not() ->
     assert kinds(result)["train"][1] == "input in_prep (prep.out) changed since job 11 read it"
 
 
+def test_a_missing_output_shows_no_diff_of_an_older_spec_change() -> None:
+    """The spec changed long ago and a job of the new spec succeeded: the old edit does
+    not explain why the run is submitted now."""
+    from reconciler.engine.plan import FileState
+
+    old = run("prep", resources={"cpus": 1})
+    new = run("prep", resources={"cpus": 2})
+    before, state = desired(old), desired(new)
+    records = [
+        record("prep", hash_of(before, "prep"), "9", spec=old, final=Health.SUCCEEDED),
+        _ok("prep", hash_of(state, "prep"), "10"),
+    ]
+    files = FileState(outputs={("prep", "out"): None})
+    (action,) = plan(state, observed(), records, NOW, scheduler="slurm", files=files).actions  # type: ignore[arg-type]
+    assert (action.kind.value, action.reason) == ("submit", "output out is missing")
+    assert action.changes == ()
+
+
 def test_while_an_upstream_reruns_its_downstream_is_judged_later() -> None:
     from reconciler.engine.plan import FileState
 

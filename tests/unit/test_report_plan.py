@@ -170,6 +170,14 @@ def test_newlines_in_reasons_and_values_stay_on_their_line() -> None:
             ),
             "No changes to the cluster; 2 jobs to adopt into the journal, 1 run blocked.",
         ),
+        (
+            plan_of(
+                noop("data"),
+                Action(kind=ActionKind.NOOP, target="a", reason="failed", outcome="failed"),
+                Action(kind=ActionKind.BLOCKED, target="b", reason="upstream a failed"),
+            ),
+            "No changes to the cluster; 1 run failed with no retries left, 1 run blocked.",
+        ),
     ],
 )
 def test_summary_when_nothing_changes_the_cluster(plan: Plan, line: str) -> None:

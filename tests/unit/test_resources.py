@@ -100,3 +100,23 @@ def test_duration(raw: object, seconds: int, text: str) -> None:
 def test_duration_refused(raw: object) -> None:
     with pytest.raises(ValueError, match="time"):
         Duration.parse(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ("99:99", "has 99 seconds: at most 59"),
+        ("25:61:61", "has 61 minutes: at most 59"),
+        ("1-25", "has 25 hours: at most 23"),
+        ("1-23:60", "has 60 minutes"),
+        ("1-0:0:60", "has 60 seconds"),
+    ],
+)
+def test_a_clock_field_out_of_range_is_refused_not_normalised(raw: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        Duration.parse(raw)
+
+
+@pytest.mark.parametrize(("raw", "seconds"), [("100:00:00", 360000), ("90:00", 5400)])
+def test_the_first_clock_field_may_be_large(raw: str, seconds: int) -> None:
+    assert Duration.parse(raw).seconds == seconds

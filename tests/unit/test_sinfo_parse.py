@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
 
 import pytest
 
@@ -11,6 +10,7 @@ from reconciler.errors import ObservationError
 from reconciler.scheduler.partitions import Gres, Node, Partition
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.sinfo import SINFO_FIELDS, parse_sinfo, sinfo
+from reconciler.scheduler.slurm.testing import ScriptedRunner
 
 # sinfo --noheader --Node --all --format=%P|%N|%c|%m|%G|%f|%T, as the dev cluster prints it.
 DEV_CLUSTER = """\
@@ -169,36 +169,26 @@ def test_empty_output_has_no_partitions() -> None:
     assert parse_sinfo("\n").partitions == ()
 
 
-class FakeSinfo:
-    """Stands in for the runner: answers sinfo only, and counts the calls."""
-
-    def __init__(self, code: int, stdout: str, stderr: str = "") -> None:
-        self.answer = (code, stdout, stderr)
-        self.commands: list[list[str]] = []
-
-    def __call__(
-        self, argv: Sequence[str], stdin: str | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        self.commands.append(list(argv))
-        assert argv[0] == "sinfo", f"only sinfo may run, not {argv[0]}"
-        return subprocess.CompletedProcess(list(argv), *self.answer)
+def sinfo_answering(code: int, stdout: str, stderr: str = "") -> ScriptedRunner:
+    """Answers sinfo only: any other command fails the test."""
+    return ScriptedRunner(sinfo=[subprocess.CompletedProcess([], code, stdout, stderr)])
 
 
 def test_scheduler_reads_partitions_with_one_sinfo_call() -> None:
-    runner = FakeSinfo(0, DEV_CLUSTER)
+    runner = sinfo_answering(0, DEV_CLUSTER)
     partitions = SlurmScheduler(runner).partitions()
-    assert runner.commands == [sinfo()]
+    assert [argv for argv, _ in runner.calls] == [sinfo()]
     assert [p.name for p in partitions] == ["cpu", "gpu"]
 
 
 def test_scheduler_refuses_a_partial_picture() -> None:
-    runner = FakeSinfo(0, DEV_CLUSTER + "gpu|gpu2|8|16000|gpu:a100:x|(null)|idle\n")
+    runner = sinfo_answering(0, DEV_CLUSTER + "gpu|gpu2|8|16000|gpu:a100:x|(null)|idle\n")
     with pytest.raises(ObservationError, match=r"cannot read: unknown gres .*gpu2"):
         SlurmScheduler(runner).partitions()
 
 
 def test_scheduler_reports_sinfo_failing() -> None:
-    runner = FakeSinfo(1, "", "sinfo: error: Unable to contact slurm controller")
+    runner = sinfo_answering(1, "", "sinfo: error: Unable to contact slurm controller")
     with pytest.raises(ObservationError, match=r"sinfo failed.*Unable to contact"):
         SlurmScheduler(runner).partitions()
-    assert len(runner.commands) == 1
+    assert len(runner.calls) == 1

@@ -3,9 +3,8 @@ makes of their answers. The fake stands in at recon's own seam (the runner), not
 
 from __future__ import annotations
 
-import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from reconciler.errors import (
 from reconciler.scheduler.base import AllocateRequest, Observation, SubmitRequest
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.runner import NOT_FOUND, run
+from reconciler.scheduler.slurm.testing import ScriptedRunner, failed, ok
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.models import Allocation
@@ -38,42 +38,8 @@ OTHER = Tag(
     project="demo", deployment="0123456789ab", kind="run", name="eval", spec_hash="fedcba9876543210"
 )
 
-Result = subprocess.CompletedProcess[str]
-Answer = Result | Callable[[Sequence[str], str | None], Result]
 
-
-def ok(stdout: str = "", stderr: str = "") -> Result:
-    return subprocess.CompletedProcess([], 0, stdout, stderr)
-
-
-def failed(stderr: str, code: int = 1) -> Result:
-    return subprocess.CompletedProcess([], code, "", stderr)
-
-
-class FakeRunner:
-    """Answers each command by its name from a queue of scripted results; records every call.
-    A command with nothing scripted fails the test: it must not have been called."""
-
-    def __init__(self, **answers: list[Answer]) -> None:
-        self.answers = answers
-        self.calls: list[tuple[list[str], str | None]] = []
-
-    def __call__(self, argv: Sequence[str], stdin: str | None = None) -> Result:
-        self.calls.append((list(argv), stdin))
-        queue = self.answers.get(argv[0])
-        if not queue:
-            raise AssertionError(f"{argv[0]} must not be called here: {list(argv)}")
-        answer = queue.pop(0) if len(queue) > 1 else queue[0]
-        result = answer(argv, stdin) if callable(answer) else answer
-        return subprocess.CompletedProcess(
-            list(argv), result.returncode, result.stdout, result.stderr
-        )
-
-    def commands(self) -> list[str]:
-        return [argv[0] for argv, _ in self.calls]
-
-
-def scheduler(runner: FakeRunner, sleeps: list[float] | None = None) -> SlurmScheduler:
+def scheduler(runner: ScriptedRunner, sleeps: list[float] | None = None) -> SlurmScheduler:
     record = sleeps if sleeps is not None else []
     return SlurmScheduler(runner, sleep=record.append, clock=lambda: NOW, tz=UTC, user="tester")
 
@@ -104,7 +70,7 @@ def lines(*rows: str) -> str:
 
 
 def test_observe_runs_one_squeue_and_one_sacct_with_explicit_columns_and_states() -> None:
-    runner = FakeRunner(squeue=[ok()], sacct=[ok()])
+    runner = ScriptedRunner(squeue=[ok()], sacct=[ok()])
     observation = scheduler(runner).observe(SINCE)
     assert runner.commands() == ["squeue", "sacct"]
     squeue, sacct = (argv for argv, _ in runner.calls)
@@ -128,7 +94,7 @@ def test_observe_runs_one_squeue_and_one_sacct_with_explicit_columns_and_states(
 def test_since_is_given_to_sacct_in_the_zone_slurm_prints() -> None:
     from datetime import timezone
 
-    runner = FakeRunner(squeue=[ok()], sacct=[ok()])
+    runner = ScriptedRunner(squeue=[ok()], sacct=[ok()])
     zone = timezone(timedelta(hours=-5))
     SlurmScheduler(runner, clock=lambda: NOW, tz=zone).observe(SINCE)
     assert "--starttime=2026-11-29T16:45:00" in runner.calls[1][0]
@@ -151,7 +117,7 @@ def test_local_time_follows_daylight_saving_both_ways() -> None:
         squeue_row("1", "RUNNING", TAG, submit=winter),
         squeue_row("2", "RUNNING", OTHER, submit=summer),
     )
-    runner = FakeRunner(squeue=[ok(live)], sacct=[ok()])
+    runner = ScriptedRunner(squeue=[ok(live)], sacct=[ok()])
     observation = SlurmScheduler(runner, clock=lambda: NOW).observe(
         datetime(2026, 7, 1, 10, 0, tzinfo=UTC)
     )
@@ -166,7 +132,7 @@ def test_one_pass_runs_the_same_two_commands_whatever_the_number_of_jobs(count: 
     tags = [TAG.model_copy(update={"name": f"run{i}"}) for i in range(count)]
     live = lines(*(squeue_row(str(100 + i), "RUNNING", tag) for i, tag in enumerate(tags)))
     past = lines(*(sacct_row(str(100 + i), "RUNNING", tag) for i, tag in enumerate(tags)))
-    runner = FakeRunner(squeue=[ok(live)], sacct=[ok(past)])
+    runner = ScriptedRunner(squeue=[ok(live)], sacct=[ok(past)])
     observation = scheduler(runner).observe(SINCE)
     assert runner.commands() == ["squeue", "sacct"]
     assert len(observation.jobs) == count
@@ -184,7 +150,7 @@ def test_only_tagged_jobs_are_recons_and_het_components_and_steps_join_their_job
         sacct_row("6", "COMPLETED", None),
         sacct_row("7", "FAILED", None),
     )
-    observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
+    observation = scheduler(ScriptedRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
     (job,) = observation.jobs
     assert (job.job_id, job.tag) == ("5", TAG)
     assert [r.job_id for r in job.rows] == ["5+0", "5+0.batch", "5+1", "5+1.0"]
@@ -197,11 +163,11 @@ def test_only_tagged_jobs_are_recons_and_het_components_and_steps_join_their_job
 
 def test_a_job_can_be_cancelled_before_it_is_finished() -> None:
     live = lines(squeue_row("16+0", "COMPLETING", TAG), squeue_row("16+1", "CANCELLED", TAG))
-    observation = scheduler(FakeRunner(squeue=[ok(live)], sacct=[ok()])).observe(SINCE)
+    observation = scheduler(ScriptedRunner(squeue=[ok(live)], sacct=[ok()])).observe(SINCE)
     (job,) = observation.jobs
     assert (job.health, job.finished) == (Health.CANCELLED, False)
     done = lines(squeue_row("16+0", "CANCELLED", TAG), squeue_row("16+1", "CANCELLED", TAG))
-    (job,) = scheduler(FakeRunner(squeue=[ok(done)], sacct=[ok()])).observe(SINCE).jobs
+    (job,) = scheduler(ScriptedRunner(squeue=[ok(done)], sacct=[ok()])).observe(SINCE).jobs
     assert (job.health, job.finished) == (Health.CANCELLED, True)
 
 
@@ -217,7 +183,7 @@ def test_squeue_speaks_for_live_jobs_and_sacct_fills_in_what_only_it_knows() -> 
         "41.batch|41.batch|FAILED|2:0||2026-11-29T22:41:04|2026-11-29T22:41:04|"
         "2026-11-29T22:41:09|cpu1|||batch|",
     )
-    observation = scheduler(FakeRunner(squeue=[ok(live)], sacct=[ok(past)])).observe(SINCE)
+    observation = scheduler(ScriptedRunner(squeue=[ok(live)], sacct=[ok(past)])).observe(SINCE)
     jobs = {job.job_id: job for job in observation.jobs}
     assert jobs["40"].components[0].state is SlurmState.RUNNING
     assert jobs["40"].health is Health.RUNNING
@@ -239,7 +205,7 @@ def test_finished_array_tasks_come_from_sacct_and_its_stale_pending_range_is_dro
         sacct_row("9_4", "COMPLETED", TAG),
         sacct_row("9_[5-7%2]", "PENDING", TAG, nodes="None assigned", end="Unknown"),
     )
-    observation = scheduler(FakeRunner(squeue=[ok(live)], sacct=[ok(past)])).observe(SINCE)
+    observation = scheduler(ScriptedRunner(squeue=[ok(live)], sacct=[ok(past)])).observe(SINCE)
     (job,) = observation.jobs
     assert [r.job_id for r in job.components] == ["9_3", "9_4", "9_5", "9_[6-7%2]"]
     assert job.health is Health.RUNNING
@@ -260,7 +226,7 @@ HET_IN_SQUEUE = f"""\
 
 
 def test_unsettled_het_rows_in_sacct_join_their_job_through_squeues_ids() -> None:
-    runner = FakeRunner(squeue=[ok(HET_IN_SQUEUE)], sacct=[ok(UNSETTLED_HET)])
+    runner = ScriptedRunner(squeue=[ok(HET_IN_SQUEUE)], sacct=[ok(UNSETTLED_HET)])
     observation = scheduler(runner).observe(SINCE)
     (job,) = observation.jobs
     assert job.job_id == "41" and observation.complete
@@ -270,7 +236,7 @@ def test_unsettled_het_rows_in_sacct_join_their_job_through_squeues_ids() -> Non
 
 
 def test_unsettled_rows_squeue_cannot_explain_make_the_observation_incomplete() -> None:
-    observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(UNSETTLED_HET)])).observe(SINCE)
+    observation = scheduler(ScriptedRunner(squeue=[ok()], sacct=[ok(UNSETTLED_HET)])).observe(SINCE)
     assert observation.jobs == ()  # not two jobs of one tag
     assert not observation.complete
     assert [p.split(" (")[0] for p in observation.problems] == [
@@ -301,7 +267,7 @@ REQUEUED = f"""\
     ],
 )
 def test_a_requeued_jobs_earlier_run_does_not_count(live: str, health: Health) -> None:
-    observation = scheduler(FakeRunner(squeue=[ok(live + "\n")], sacct=[ok(REQUEUED)])).observe(
+    observation = scheduler(ScriptedRunner(squeue=[ok(live + "\n")], sacct=[ok(REQUEUED)])).observe(
         SINCE
     )
     (job,) = observation.jobs
@@ -311,21 +277,21 @@ def test_a_requeued_jobs_earlier_run_does_not_count(live: str, health: Health) -
 
 def test_an_observation_survives_a_json_round_trip() -> None:
     observation = scheduler(
-        FakeRunner(squeue=[ok(HET_IN_SQUEUE)], sacct=[ok(UNSETTLED_HET)])
+        ScriptedRunner(squeue=[ok(HET_IN_SQUEUE)], sacct=[ok(UNSETTLED_HET)])
     ).observe(SINCE)
     assert Observation.model_validate_json(observation.model_dump_json()) == observation
 
 
 def test_a_job_slurmctld_forgot_is_read_from_sacct_alone() -> None:
     past = lines(sacct_row("50", "COMPLETED", TAG))
-    observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
+    observation = scheduler(ScriptedRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
     (job,) = observation.jobs
     assert (job.health, job.components[0].source) == (Health.SUCCEEDED, "sacct")
 
 
 def test_when_sacct_fails_live_jobs_are_still_seen_and_the_observation_says_incomplete() -> None:
     live = lines(squeue_row("40", "RUNNING", TAG))
-    runner = FakeRunner(
+    runner = ScriptedRunner(
         squeue=[ok(live)],
         sacct=[failed("sacct: error: Problem talking to the database: Connection refused")],
     )
@@ -338,7 +304,7 @@ def test_when_sacct_fails_live_jobs_are_still_seen_and_the_observation_says_inco
 
 
 def test_when_squeue_fails_nothing_can_be_observed() -> None:
-    runner = FakeRunner(squeue=[failed("squeue: error: Unable to contact slurm controller")])
+    runner = ScriptedRunner(squeue=[failed("squeue: error: Unable to contact slurm controller")])
     with pytest.raises(ObservationError, match="Unable to contact slurm controller"):
         scheduler(runner).observe(SINCE)
     assert runner.commands() == ["squeue"]
@@ -346,7 +312,7 @@ def test_when_squeue_fails_nothing_can_be_observed() -> None:
 
 def test_an_unreadable_row_of_recons_makes_the_observation_incomplete() -> None:
     past = lines(f"60|60|EXPLODED|0:0|None|||Unknown|cpu1|cpu|n|{TAG.format()}")
-    observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
+    observation = scheduler(ScriptedRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
     assert not observation.complete
     assert "EXPLODED" in observation.problems[0]
 
@@ -355,7 +321,7 @@ def test_an_unreadable_row_of_someone_elses_is_skipped_and_reported_only() -> No
     past = lines(
         "61|61|EXPLODED|0:0|None|||Unknown|cpu1|cpu|n|theirs", sacct_row("62", "COMPLETED", TAG)
     )
-    observation = scheduler(FakeRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
+    observation = scheduler(ScriptedRunner(squeue=[ok()], sacct=[ok(past)])).observe(SINCE)
     assert observation.complete and observation.problems == ()
     assert len(observation.skipped) == 1 and "EXPLODED" in observation.skipped[0]
     assert [job.job_id for job in observation.jobs] == ["62"]
@@ -376,7 +342,7 @@ def request(*dependencies: str) -> SubmitRequest:
 
 
 def test_submit_sends_the_script_on_stdin_with_the_tag_and_workdir() -> None:
-    runner = FakeRunner(sbatch=[ok("123\n")])
+    runner = ScriptedRunner(sbatch=[ok("123\n")])
     assert scheduler(runner).submit(request()) == "123"
     ((argv, stdin),) = runner.calls
     assert stdin == SCRIPT
@@ -390,7 +356,7 @@ def test_submit_sends_the_script_on_stdin_with_the_tag_and_workdir() -> None:
 
 
 def test_submit_with_dependencies_waits_for_all_and_dies_if_one_fails() -> None:
-    runner = FakeRunner(sbatch=[ok("124;recondev\n")])
+    runner = ScriptedRunner(sbatch=[ok("124;recondev\n")])
     assert scheduler(runner).submit(request("7", "8")) == "124"
     argv = runner.calls[0][0]
     assert argv[-2:] == ["--dependency=afterok:7:8", "--kill-on-invalid-dep=yes"]
@@ -404,7 +370,7 @@ def test_a_dependency_must_be_a_plain_job_id(bad: str) -> None:
 
 def test_transient_failures_are_retried_with_exponential_backoff() -> None:
     sleeps: list[float] = []
-    runner = FakeRunner(
+    runner = ScriptedRunner(
         sbatch=[
             failed(SOCKET_TIMEOUT),
             failed("sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying"),
@@ -428,7 +394,7 @@ def test_transient_failures_are_retried_with_exponential_backoff() -> None:
 
 def test_a_job_made_by_a_timed_out_try_is_returned_not_submitted_twice() -> None:
     made = lines(squeue_row("126", "PENDING", TAG, submit="2026-11-29T22:45:00"))
-    runner = FakeRunner(
+    runner = ScriptedRunner(
         sbatch=[failed(SOCKET_TIMEOUT)],
         squeue=[ok(made)],
     )
@@ -438,7 +404,7 @@ def test_a_job_made_by_a_timed_out_try_is_returned_not_submitted_twice() -> None
 
 def test_an_older_job_of_the_same_tag_is_not_taken_for_the_new_one() -> None:
     older = lines(squeue_row("90", "FAILED", TAG, submit="2026-11-29T22:44:59"))
-    runner = FakeRunner(
+    runner = ScriptedRunner(
         sbatch=[
             failed("sbatch: error: Unable to contact slurm controller (connect failure)"),
             ok("127\n"),
@@ -451,7 +417,7 @@ def test_an_older_job_of_the_same_tag_is_not_taken_for_the_new_one() -> None:
 
 def test_transient_failures_give_up_after_the_attempts() -> None:
     sleeps: list[float] = []
-    runner = FakeRunner(
+    runner = ScriptedRunner(
         sbatch=[failed(SOCKET_TIMEOUT)],
         squeue=[failed("squeue: error: Unable to contact slurm controller")],
     )
@@ -473,7 +439,7 @@ def test_transient_failures_give_up_after_the_attempts() -> None:
 )
 def test_permanent_failures_raise_at_once_with_slurms_message(message: str) -> None:
     sleeps: list[float] = []
-    runner = FakeRunner(sbatch=[failed(message)])
+    runner = ScriptedRunner(sbatch=[failed(message)])
     with pytest.raises(PermanentSchedulerError) as caught:
         scheduler(runner, sleeps).submit(request())
     assert message.splitlines()[-1] in str(caught.value)
@@ -481,7 +447,7 @@ def test_permanent_failures_raise_at_once_with_slurms_message(message: str) -> N
 
 
 def test_a_success_without_a_job_id_is_an_error_not_an_empty_id() -> None:
-    runner = FakeRunner(sbatch=[ok("", "sbatch: warning: something")])
+    runner = ScriptedRunner(sbatch=[ok("", "sbatch: warning: something")])
     with pytest.raises(SchedulerError, match="printed no job id"):
         scheduler(runner).submit(request())
 
@@ -490,7 +456,7 @@ def test_a_success_without_a_job_id_is_an_error_not_an_empty_id() -> None:
 
 
 def test_cancel_runs_scancel_on_the_job_id() -> None:
-    runner = FakeRunner(scancel=[ok()])
+    runner = ScriptedRunner(scancel=[ok()])
     scheduler(runner).cancel("16")
     assert runner.calls == [(["scancel", "16"], None)]
 
@@ -503,16 +469,16 @@ def test_cancel_runs_scancel_on_the_job_id() -> None:
     ],
 )
 def test_cancelling_a_job_that_is_already_gone_is_fine(message: str) -> None:
-    scheduler(FakeRunner(scancel=[failed(message)])).cancel("99")
+    scheduler(ScriptedRunner(scancel=[failed(message)])).cancel("99")
 
 
 def test_cancel_retries_transient_and_raises_permanent_failures() -> None:
-    runner = FakeRunner(
+    runner = ScriptedRunner(
         scancel=[failed("scancel: error: Socket timed out on send/recv operation"), ok()]
     )
     scheduler(runner).cancel("16")
     assert runner.commands() == ["scancel", "scancel"]
-    denied = FakeRunner(
+    denied = ScriptedRunner(
         scancel=[failed("scancel: error: Kill job error on job id 16: Access/permission denied")]
     )
     with pytest.raises(PermanentSchedulerError, match="permission denied"):
@@ -533,7 +499,7 @@ def test_allocate_holds_an_allocation_with_no_shell_and_the_tag() -> None:
         spec_hash="0123456789abcdef",
     )
     granted = "salloc: Pending job allocation 21\nsalloc: Granted job allocation 21\n"
-    runner = FakeRunner(salloc=[ok("", granted)], scancel=[ok()])
+    runner = ScriptedRunner(salloc=[ok("", granted)], scancel=[ok()])
     sched = scheduler(runner)
     job_id = sched.allocate(AllocateRequest(allocation=ALLOCATION, tag=alloc))
     assert job_id == "21"

@@ -25,10 +25,11 @@ from reconciler.scheduler.slurm.steps import (
     step_named,
     step_options,
 )
+from reconciler.scheduler.slurm.testing import ScriptedRunner, ok
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.models import Allocation, Container, NodeShape, RunResources
-from tests.unit.test_slurm_adapter import NOW, FakeRunner, ok
+from tests.unit.test_slurm_adapter import NOW
 
 WARM = Tag(
     project="demo",
@@ -221,7 +222,7 @@ def request(tmp_path: Path) -> StepRequest:
     )
 
 
-def stepper(runner: FakeRunner, srun_process: FakeSrun, sleeps: list[float]) -> SlurmScheduler:
+def stepper(runner: ScriptedRunner, srun_process: FakeSrun, sleeps: list[float]) -> SlurmScheduler:
     return SlurmScheduler(
         runner, sleep=sleeps.append, clock=lambda: NOW, tz=UTC, spawn=srun_process
     )
@@ -231,7 +232,7 @@ LISTED = "12.3|recon2:demo:0123456789ab:run:train:00112233445566ff\n"
 
 
 def test_start_step_returns_the_id_squeue_lists(tmp_path: Path) -> None:
-    runner = FakeRunner(squeue=[ok(""), ok(LISTED)])
+    runner = ScriptedRunner(squeue=[ok(""), ok(LISTED)])
     process = FakeSrun(runs_for=10)
     sleeps: list[float] = []
     assert stepper(runner, process, sleeps).start_step(request(tmp_path)) == "12.3"
@@ -241,7 +242,7 @@ def test_start_step_returns_the_id_squeue_lists(tmp_path: Path) -> None:
 
 
 def test_a_step_that_ended_before_squeue_saw_it_is_found_in_sacct(tmp_path: Path) -> None:
-    runner = FakeRunner(squeue=[ok("")], sacct=[ok(""), ok("12.3|" + TRAIN.format() + "\n")])
+    runner = ScriptedRunner(squeue=[ok("")], sacct=[ok(""), ok("12.3|" + TRAIN.format() + "\n")])
     found = stepper(runner, FakeSrun(runs_for=0), []).start_step(request(tmp_path))
     assert found == "12.3"
     assert runner.commands() == ["squeue", "sacct", "sacct"]
@@ -251,14 +252,14 @@ def test_srun_that_made_no_step_is_refused_with_its_words(tmp_path: Path) -> Non
     (tmp_path / "srun-train.log").write_text(
         "srun: error: Unable to create step for job 12: Memory required by task is not available\n"
     )
-    runner = FakeRunner(squeue=[ok("")], sacct=[ok("")])
+    runner = ScriptedRunner(squeue=[ok("")], sacct=[ok("")])
     with pytest.raises(PermanentSchedulerError, match="Memory required by task") as raised:
         stepper(runner, FakeSrun(runs_for=0, exit_code=1), []).start_step(request(tmp_path))
     assert "started no step in allocation 12" in str(raised.value)
 
 
 def test_a_step_still_waiting_for_room_is_left_to_be_found_by_name(tmp_path: Path) -> None:
-    runner = FakeRunner(squeue=[ok("")])
+    runner = ScriptedRunner(squeue=[ok("")])
     sleeps: list[float] = []
     started = stepper(runner, FakeSrun(runs_for=10_000), sleeps).start_step(request(tmp_path))
     assert started is None
@@ -269,7 +270,7 @@ def test_srun_that_cannot_be_started_is_refused(tmp_path: Path) -> None:
     def missing(argv: Sequence[str], log: Path) -> FakeSrun:
         raise FileNotFoundError(2, "No such file or directory", "srun")
 
-    scheduler = SlurmScheduler(FakeRunner(), sleep=lambda _s: None, tz=UTC, spawn=missing)
+    scheduler = SlurmScheduler(ScriptedRunner(), sleep=lambda _s: None, tz=UTC, spawn=missing)
     with pytest.raises(PermanentSchedulerError, match="srun could not be started"):
         scheduler.start_step(request(tmp_path))
 
@@ -285,6 +286,6 @@ def test_srun_that_cannot_be_started_is_refused(tmp_path: Path) -> None:
 def test_containers_asks_srun_help_once(
     result: subprocess.CompletedProcess[str], expected: bool
 ) -> None:
-    runner = FakeRunner(srun=[result])
+    runner = ScriptedRunner(srun=[result])
     assert SlurmScheduler(runner, tz=UTC).containers() is expected
     assert [argv for argv, _ in runner.calls] == [["srun", "--help"]]

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciler.scheduler.states import HEALTH, Health, SlurmState
+from reconciler.scheduler.states import ENDED, HEALTH, SlurmState
 
 # Slurm's reason words, so a local job reads like a Slurm one.
 DEPENDENCY = "Dependency"
@@ -31,7 +31,6 @@ NONZERO_EXIT = "NonZeroExitCode"
 TIME_LIMIT = "TimeLimit"
 # The supervisor of a started job died without recording how the job ended.
 SUPERVISOR_LOST = "SupervisorLost"
-_ENDED = {Health.SUCCEEDED, Health.FAILED, Health.CANCELLED}
 
 
 @dataclass(frozen=True)
@@ -159,4 +158,4 @@ def _dooms(upstream: Status) -> bool:
     """An afterok dependency on a job in this state can never be met."""
     if upstream.reason == NEVER_SATISFIED:
         return True
-    return upstream.state is not SlurmState.COMPLETED and HEALTH[upstream.state] in _ENDED
+    return upstream.state is not SlurmState.COMPLETED and HEALTH[upstream.state] in ENDED

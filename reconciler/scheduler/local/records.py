@@ -13,11 +13,10 @@ from datetime import datetime, timedelta
 from reconciler.scheduler.base import JobRecord, ObservedJob
 from reconciler.scheduler.local.decide import JobFacts, Status
 from reconciler.scheduler.local.store import JobSpec
-from reconciler.scheduler.states import HEALTH, Health
+from reconciler.scheduler.states import ALIVE, HEALTH, Health
 from reconciler.scheduler.tag import Tag
 
 PARTITION = "local"
-_ALIVE = {Health.PENDING, Health.RUNNING}
 
 
 def observed_job(
@@ -47,7 +46,7 @@ def observed_job(
         nodes=host if facts.started is not None else None,
         partition=PARTITION,
         workdir=spec.workdir,
-        source="squeue" if HEALTH[status.state] in _ALIVE else "sacct",
+        source="squeue" if HEALTH[status.state] in ALIVE else "sacct",
     )
     if not het:
         return ObservedJob(job_id=top, tag=tag, rows=(base,))
@@ -78,6 +77,6 @@ def _time_left(spec: JobSpec, facts: JobFacts, status: Status, now: datetime) ->
 
 def in_window(spec: JobSpec, facts: JobFacts, status: Status, since: datetime) -> bool:
     """Submitted since ``since``, still alive, or ended since: what sacct -S shows."""
-    if spec.submitted >= since or HEALTH[status.state] in _ALIVE:
+    if spec.submitted >= since or HEALTH[status.state] in ALIVE:
         return True
     return status.end is None or status.end >= since

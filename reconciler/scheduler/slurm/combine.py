@@ -34,13 +34,11 @@ from datetime import datetime, timedelta
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob, UntaggedJob
 from reconciler.scheduler.slurm.parse import Parsed, Rejected, job_id_parts
 from reconciler.scheduler.slurm.steps import step_runs
-from reconciler.scheduler.states import HEALTH, Health, SlurmState
+from reconciler.scheduler.states import ALIVE, ENDED, HEALTH, Health, SlurmState
 from reconciler.scheduler.tag import PREFIX
 
-_ALIVE = {Health.PENDING, Health.RUNNING}
 # The job name slurmdbd gives a job it learnt of from a step before the job itself.
 _UNSETTLED_NAME = "allocation"
-_ENDED = {Health.SUCCEEDED, Health.FAILED, Health.CANCELLED}
 # How long past a job's end a step sacct still shows alive holds the job's end back.
 LAG_LIMIT = timedelta(minutes=10)
 
@@ -133,7 +131,7 @@ def _merge(live: list[JobRecord], past: list[JobRecord], taken_at: datetime) -> 
         for row in past
         if not row.is_step
         and row.job_id not in listed
-        and not (live and HEALTH[row.state] in _ALIVE)
+        and not (live and HEALTH[row.state] in ALIVE)
     ]
     steps = [row for row in past if row.is_step]
     ordered: list[JobRecord] = []
@@ -171,9 +169,9 @@ def _final_or_completing(
 ) -> JobRecord:
     """The component as it is, or COMPLETING when it ended by one source's word while the
     other still shows it or one of its steps alive: its end is not final yet."""
-    if component.health not in _ENDED or component.state is SlurmState.SPECIAL_EXIT:
+    if component.health not in ENDED or component.state is SlurmState.SPECIAL_EXIT:
         return component  # a job held in SpecialExit is still queued: sacct says PENDING
-    alive = [row for row in (past, *steps) if row is not None and row.health in _ALIVE]
+    alive = [row for row in (past, *steps) if row is not None and row.health in ALIVE]
     if not alive or (component.end is not None and taken_at - component.end > LAG_LIMIT):
         return component
     lagging = ", ".join(f"{row.job_id} {row.state}" for row in alive)

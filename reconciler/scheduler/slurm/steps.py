@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from reconciler.scheduler.base import ObservedJob, StepRequest
 from reconciler.scheduler.render import resource_options
@@ -63,11 +62,6 @@ def srun(request: StepRequest) -> list[str]:
         "bash",
         os.fspath(request.script),
     ]
-
-
-def log_files(log_dir: Path, step_id: str) -> tuple[Path, Path]:
-    """Where a step's stdout and stderr went (``srun --output`` with ``%j.%s``)."""
-    return log_dir / f"slurm-{step_id}.out", log_dir / f"slurm-{step_id}.err"
 
 
 def squeue_steps(job_id: str) -> list[str]:

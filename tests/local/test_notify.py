@@ -71,22 +71,19 @@ def test_an_apply_tells_its_counts_and_commit() -> None:
     assert note.message == "applied c0ffee: 1 submitted, 1 cancelled, 0 adopted"
 
 
-def test_any_action_kind_that_is_not_routine_is_told_by_its_kind(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Teardown and later kinds are told the same generic way; cancel stands in for them.
-    monkeypatch.setattr(notify, "ROUTINE", notify.ROUTINE - {"cancel"})
-    two_jobs = CANCEL.model_copy(update={"job_ids": ("7", "8")})
-    found = notifications(outcome_of(make_plan(SUBMIT, two_jobs), ApplyResult()), [], T1)
+def test_any_action_kind_that_is_not_routine_is_told_by_its_kind() -> None:
+    why = "step 7.1 failed (exit 3) while the job still holds its other components"
+    teardown = Action(kind=ActionKind.TEARDOWN, target="het", reason=why, job_ids=("7", "8"))
+    found = notifications(outcome_of(make_plan(SUBMIT, teardown), ApplyResult()), [], T1)
     assert [(n.event, n.run, n.job_id, n.message) for n in found] == [
-        ("cancel", "old", "7", "run left the repo"),
-        ("cancel", "old", "8", "run left the repo"),
+        ("teardown", "het", "7", why),
+        ("teardown", "het", "8", why),
         ("apply-finished", None, None, "applied c0ffee: 0 submitted, 0 cancelled, 0 adopted"),
     ]
 
 
 def test_routine_kinds_cover_every_kind_but_the_notable_ones() -> None:
-    notable = {kind.value for kind in ActionKind} - notify.ROUTINE
+    notable = set(ActionKind) - notify.ROUTINE
     assert notable <= {"teardown"}  # a new kind is told unless added to ROUTINE on purpose
 
 

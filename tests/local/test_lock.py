@@ -88,8 +88,12 @@ def test_a_killed_holders_lock_is_free_at_once(
 
 
 def test_a_waiter_gets_the_lock_when_the_holder_finishes(state_dir: Path) -> None:
-    with _hold(state_dir, seconds=0.3), project_lock(state_dir, 10):
-        pass
+    with _hold(state_dir, seconds=0.5):
+        started = time.monotonic()
+        with project_lock(state_dir, 10):
+            waited = time.monotonic() - started
+    # It waited for the holder (which keeps the lock 0.5 s after saying so), then got it.
+    assert 0.3 <= waited < 10
 
 
 def test_the_lock_is_released_when_the_block_raises(state_dir: Path) -> None:
