@@ -7,6 +7,8 @@ Events (the payload's "event"):
     <action kind>    any other action a pass carried out that is not routine submitting,
                      cancelling or adopting, named by its kind: "teardown", and whatever
                      later kinds come (an allocation renewed...)
+    watch-failing    `recon watch` had several passes in a row raise something unforeseen
+                     (a bug): it keeps trying, backing off; "message" is the last error
 
 Payload: {"event", "project", "commit", "run", "job_id", "message", "time", "counts"}.
 
@@ -168,6 +170,14 @@ class Notifier:
         with journal:
             failed = failures_since(journal, plan.project, started)
             self._send_all(notifications(outcome, failed, self.clock()), journal)
+
+    def watch_failing(self, project: str, commit: str | None, crashes: int, error: str) -> None:
+        """Tell that watch's passes keep failing. The journal is not touched: it may be
+        what fails."""
+        message = f"{crashes} passes in a row failed, still retrying; last: {error}"
+        stamp = self.clock().isoformat()
+        notification = Notification("watch-failing", project, commit, None, None, message, stamp)
+        self._send_all([notification], None)
 
     def _send_all(self, found: Iterable[Notification], journal: Journal | None) -> None:
         for notification in found:

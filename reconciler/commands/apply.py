@@ -31,7 +31,7 @@ from reconciler.report.words import plural
 
 if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` stays quick
     from reconciler.engine.actions import Plan
-    from reconciler.engine.apply import ApplyResult
+    from reconciler.engine.apply import ApplyResult, Done
     from reconciler.engine.reconcile import Outcome, Request
     from reconciler.engine.wait import Progress
     from reconciler.spec.desired import Desired
@@ -122,13 +122,17 @@ def apply(
         repo, rev, worktree, tuple(rest), downstream, chosen(scheduler), tuple(replace or ())
     )
     started = datetime.now(UTC)
-    outcome = reconcile_once(request, approve=approve, saved=saved, lock_timeout=lock_timeout)
+    # Each action is printed as it completes: an apply that stops part-way (the controller
+    # gone after 49 of 100 submissions) still shows every job it did submit.
+    outcome = reconcile_once(
+        request, approve=approve, saved=saved, lock_timeout=lock_timeout, on_done=_print_done
+    )
     warn(outcome.desired)
     note_uncommitted(outcome.desired, rev, "apply")
     if notify:
         Notifier(notify, _notify_failed, lambda: datetime.now(UTC)).after_pass(outcome, started)
     if outcome.applied is not None:
-        _report_applied(outcome.applied)
+        _report_applied(outcome.applied, each=False)
     elif not quiet:
         console.print("Nothing applied." if outcome.plan.has_changes else summary(outcome.plan))
     if wait and (outcome.applied is not None or not outcome.plan.has_changes):
@@ -182,19 +186,17 @@ def _notify_failed(event: str, problem: str) -> None:
     err_console.print(Text(f"notify {event}: {problem}"), soft_wrap=True)
 
 
-def _report_applied(result: ApplyResult) -> None:
-    for name, job_id in result.submitted.items():
-        console.print(f"submitted {name}: job {job_id}")
-    for job_id in result.cancelled:
-        console.print(f"cancelled job {job_id}")
-    for job_id in result.adopted:
-        console.print(f"adopted job {job_id}")
-    for name, step in result.set_up.items():
-        console.print(f"started the setup of {name}" + (f": step {step}" if step else ""))
-    for name, message in result.refused.items():
-        err_console.print(Text(f"refused {name}: {message}"), soft_wrap=True)
-    for name, why in result.skipped.items():
-        err_console.print(Text(f"skipped {name}: {why}"), soft_wrap=True)
+def _print_done(done: Done) -> None:
+    if done.problem:
+        err_console.print(Text(done.line), soft_wrap=True)
+    else:
+        console.print(Text(done.line), soft_wrap=True)
+
+
+def _report_applied(result: ApplyResult, each: bool = True) -> None:
+    """The summary, after each action's line unless they were printed as they happened."""
+    for done in result.lines() if each else ():
+        _print_done(done)
     set_up = f"{plural(len(result.set_up), 'setup')} started, " if result.set_up else ""
     console.print(
         f"Apply complete: {len(result.submitted)} submitted, {len(result.cancelled)} cancelled, "

@@ -94,7 +94,9 @@ def plan(
     if out is not None:
         planfile.save(result, out)
         err_console.print(f"Saved the plan to {out}; `recon apply {out}` carries it out.")
-    if detailed_exitcode and result.has_changes:
+    if detailed_exitcode and (result.has_changes or result.waiting_unseen):
+        # Runs waiting for jobs the scheduler does not show are not "no changes": the
+        # cluster is not known to match, and a later pass may submit them again.
         raise typer.Exit(EXIT_CHANGES)
 
 

@@ -62,7 +62,10 @@ class LineLog:
                 default=str,
             )  # fmt: skip
         else:
+            trace = fields.pop("traceback", None)
             line = f"{now} {level.value.upper():7} {event} {_describe(fields)}".rstrip()
+            if trace:  # a bug's traceback, indented under its line
+                line += "\n" + "".join(f"    {row}\n" for row in str(trace).splitlines()).rstrip()
         self.out.write(line + "\n")
         self.out.flush()
 
@@ -191,6 +194,10 @@ def watch(
             clock=clock,
         )
         loop.after_pass = notifier.after_pass
+        project = _project_name(repo, refs.tip)
+        loop.on_crash_loop = lambda commit, crashes, error: notifier.watch_failing(
+            project(), commit, crashes, error
+        )
     log(
         Level.INFO,
         "started",
@@ -202,6 +209,21 @@ def watch(
         loop.run()
     finally:
         watcher.stop()
+
+
+def _project_name(repo: Path, tip: Callable[[], str]) -> Callable[[], str]:
+    """The project's name for a notification, read when one is sent: from recon.yaml at
+    the tip, else the folder's name (what fails may be the reading itself)."""
+
+    def name() -> str:
+        from reconciler.spec.loader import load_project, open_source
+
+        try:
+            return load_project(open_source(repo, tip(), worktree=False)).project
+        except Exception:  # whatever it is, the notification goes out
+            return repo.resolve().name
+
+    return name
 
 
 def _now() -> datetime:

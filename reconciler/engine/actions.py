@@ -110,6 +110,11 @@ class Action(BaseModel):
     sync: SyncStatus | None = Field(
         None, description="for a run: how its outputs stand against the desired spec"
     )
+    unseen_job: str | None = Field(
+        None,
+        description="for a run waiting for a job recon submitted that the scheduler does not "
+        "show yet: that job's id",
+    )
     outcome: Literal["done", "inflight", "waiting", "failed", "blocked"] | None = Field(
         None,
         description="for a run: where it stands once this plan is carried out: done "
@@ -149,6 +154,11 @@ class Plan(BaseModel):
     @property
     def has_changes(self) -> bool:
         return any(action.changes_cluster for action in self.actions)
+
+    @property
+    def waiting_unseen(self) -> int:
+        """Runs waiting for a job the scheduler does not show yet: not known to match."""
+        return sum(1 for action in self.actions if action.unseen_job is not None)
 
     @property
     def summary(self) -> str:

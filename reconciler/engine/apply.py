@@ -16,7 +16,9 @@ intent of its own, written just before: an open intent of a step holds its run b
 
 A refused submission (bad partition...) is recorded and skipped; runs that were to wait
 for it are skipped too (keep going, like dvc's `on_error="keep-going"`). A transient
-scheduler error stops the apply: the next pass will look again.
+scheduler error stops the apply: the next pass will look again. Each action is told to
+`report` as soon as it is done, so an apply that stops part-way never hides the jobs it
+did submit.
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ Clock = Callable[[], datetime]
 CONFIRM_EVERY = 100
 
 
+@dataclass(frozen=True)
+class Done:
+    """One thing an apply did (or could not do), as a line for people."""
+
+    line: str
+    problem: bool = False  # refused, skipped or a warning: for stderr
+
+
 @dataclass
 class ApplyResult:
     submitted: dict[str, str] = field(default_factory=dict)  # run -> job id
@@ -51,6 +61,19 @@ class ApplyResult:
     set_up: dict[str, str | None] = field(default_factory=dict)  # allocation -> its step
     refused: dict[str, str] = field(default_factory=dict)  # run -> the scheduler's message
     skipped: dict[str, str] = field(default_factory=dict)  # run -> why
+    warnings: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[Done]:
+        """Everything it did, kind by kind: for a caller that did not follow `report`."""
+        return [
+            *(Done(f"submitted {name}: job {job_id}") for name, job_id in self.submitted.items()),
+            *(Done(f"cancelled job {job_id}") for job_id in self.cancelled),
+            *(Done(f"adopted job {job_id}") for job_id in self.adopted),
+            *(Done(_setup_line(name, step)) for name, step in self.set_up.items()),
+            *(Done(f"refused {name}: {why}", True) for name, why in self.refused.items()),
+            *(Done(f"skipped {name}: {why}", True) for name, why in self.skipped.items()),
+            *(Done(f"warning: {why}", True) for why in self.warnings),
+        ]
 
     @property
     def ok(self) -> bool:
@@ -66,6 +89,7 @@ class Applier:
     code_dir: Path
     clock: Clock
     result: ApplyResult = field(default_factory=ApplyResult)
+    report: Callable[[Done], None] = lambda _done: None
     _intents: dict[str, int] = field(default_factory=dict)  # run -> intent not sent yet
     _confirmed: list[tuple[int, str]] = field(default_factory=list)  # not written yet
 
@@ -119,6 +143,9 @@ class Applier:
             self._cancel(action, f"replaced: {action.reason}")
             self._submit(action)
         elif action.kind in (ActionKind.SUBMIT, ActionKind.RETRY):
+            # A job of the run held in the queue (SpecialExit) is cancelled first, intent
+            # journalled, so a release can never run it beside the new one.
+            self._cancel(action, f"held original of a run submitted again: {action.reason}")
             self._submit(action)
 
     def _carry_out_allocation(self, action: Action) -> None:
@@ -134,15 +161,42 @@ class Applier:
                 action, self.desired, self.code_dir, self.scheduler, self.journal, self.clock
             )
             if made.refused is not None:
-                self.result.refused[action.target] = made.refused
+                self._refused(action.target, made.refused)
             else:
                 self.result.set_up[action.target] = made.job_id
+                self.report(Done(_setup_line(action.target, made.job_id)))
 
     def _record(self, name: str, made: allocate.Started) -> None:
         if made.refused is not None:
-            self.result.refused[name] = made.refused
+            self._refused(name, made.refused)
         elif made.job_id is not None:
-            self.result.submitted[name] = made.job_id
+            self._submitted(name, made.job_id)
+
+    def _submitted(self, name: str, job_id: str) -> None:
+        others = [other for other, given in self.result.submitted.items() if given == job_id]
+        self.result.submitted[name] = job_id
+        self.report(Done(f"submitted {name}: job {job_id}"))
+        if others:
+            # slurmctld restarted and handed out the id of a job it lost; the next pass
+            # sees the id under one tag only and submits the others again.
+            self._warn(
+                f"job {job_id} was given to {', '.join([*others, name])} in this apply: "
+                "the scheduler lost the earlier job (restarted?); the next pass submits "
+                "the lost runs again"
+            )
+
+    def _refused(self, name: str, why: str) -> None:
+        self.result.refused[name] = why
+        self.report(Done(f"refused {name}: {why}", problem=True))
+
+    def _skipped(self, name: str, why: str) -> None:
+        self.result.skipped[name] = why
+        self.report(Done(f"skipped {name}: {why}", problem=True))
+
+    def _warn(self, why: str) -> None:
+        self.result.warnings.append(why)
+        self.report(Done(f"warning: {why}", problem=True))
+        self.journal.log_event(self.plan.project, None, "warning", why, self.clock())
 
     def _adopt(self, action: Action) -> None:
         assert action.spec_hash is not None
@@ -152,6 +206,7 @@ class Applier:
                 job_id, self.clock(),
             )  # fmt: skip
             self.result.adopted.append(job_id)
+            self.report(Done(f"adopted job {job_id}"))
 
     def _cancel(self, action: Action, reason: str) -> None:
         for job_id in action.job_ids:
@@ -164,14 +219,16 @@ class Applier:
                 self.scheduler.cancel(job_id)
             self.journal.record_cancel_done(intent, self.clock())
             self.result.cancelled.append(job_id)
+            self.report(Done(f"cancelled job {job_id}"))
 
     def _submit(self, action: Action) -> None:
         missing = [up for up in action.after if up not in self.result.submitted]
         if missing:
-            self.result.skipped[action.target] = (
+            self._skipped(
+                action.target,
                 f"upstream {missing[0]} was not submitted"
                 if len(missing) == 1
-                else f"upstreams {', '.join(missing)} were not submitted"
+                else f"upstreams {', '.join(missing)} were not submitted",
             )
             return
         run = self.desired.runs[action.target]
@@ -201,13 +258,13 @@ class Applier:
             job_id = self.scheduler.submit(request)
         except PermanentSchedulerError as error:
             self.journal.record_refused(intent, str(error), self.clock())
-            self.result.refused[run.name] = str(error)
+            self._refused(run.name, str(error))
             return
         fault_point("after-sbatch")
         self._confirmed.append((intent, job_id))
         if len(self._confirmed) >= CONFIRM_EVERY:
             self._confirm()
-        self.result.submitted[run.name] = job_id
+        self._submitted(run.name, job_id)
 
     def _start_step(
         self, action: Action, run: DesiredRun, script: str, directory: Path, tag: Tag, intent: int
@@ -215,10 +272,14 @@ class Applier:
         made = allocate.start_run(action, self.desired, run, script, directory, tag, self.scheduler)
         if made.refused is not None:
             self.journal.record_refused(intent, made.refused, self.clock())
-            self.result.refused[run.name] = made.refused
+            self._refused(run.name, made.refused)
         elif made.job_id is not None:
             self.journal.record_submitted(intent, made.job_id, self.clock())
-            self.result.submitted[run.name] = made.job_id
+            self._submitted(run.name, made.job_id)
         else:
             # The intent stays open: the step is found by its name once Slurm lists it.
-            self.result.submitted[run.name] = f"{action.allocation_job} (step not listed yet)"
+            self._submitted(run.name, f"{action.allocation_job} (step not listed yet)")
+
+
+def _setup_line(name: str, step: str | None) -> str:
+    return f"started the setup of {name}" + (f": step {step}" if step else "")

@@ -4,7 +4,12 @@
 cleanup, no atexit, no journal flush: what a power cut or an OOM kill does). Unset, a
 fault point costs one environment lookup.
 
-Points: `after-sbatch` (sbatch returned a job id, the journal does not know it yet).
+`RECON_FAULT_INJECT=<point>:raise` raises `InjectedFault` there instead (a bug's
+exception, not a ReconError), and `<point>:raise:N` only the first N times this process
+reaches it: how a long-lived `recon watch` is shown to outlive a bad pass and recover.
+
+Points: `after-sbatch` (sbatch returned a job id, the journal does not know it yet),
+`pass-start` (a reconcile pass begins: nothing observed, locked or written yet).
 """
 
 from __future__ import annotations
@@ -14,7 +19,23 @@ import signal
 
 ENV = "RECON_FAULT_INJECT"
 
+_reached: dict[str, int] = {}
+
+
+class InjectedFault(RuntimeError):
+    """The exception a `<point>:raise` fault raises."""
+
 
 def fault_point(name: str) -> None:
-    if os.environ.get(ENV) == name:
+    value = os.environ.get(ENV)
+    if value is None or not value.startswith(name):
+        return
+    if value == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    point, _, rest = value.partition(":")
+    kind, _, times = rest.partition(":")
+    if point != name or kind != "raise":
+        return
+    _reached[name] = _reached.get(name, 0) + 1
+    if not times or _reached[name] <= int(times):
+        raise InjectedFault(f"fault injected at {name} ({ENV}={value})")

@@ -5,16 +5,35 @@ The scheduler reports every recon job of this user; everything above this module
 the deployment's own, so no plan, settle, teardown, prune or release can ever reach a job
 another clone of the same project submitted. Those are kept aside only to be named in the
 plan (``elsewhere``).
+
+A job is the deployment's by its id too: journaled ids first, tags second (``by_id``).
+A job whose comment someone changed (``scontrol update jobid=N comment=...``) loses its
+tag but not its id, and the journal still holds that id: it is the same job, and
+submitting its run again beside it would run the run twice. So a job with no recon tag at
+all whose id the journal recorded for a job it has not seen end is taken as that run's
+job again, under the journal's tag; the plan says so in a note.
+
+Not so for an id Slurm shows under another recon tag (another deployment's, project's,
+run's or spec's): slurmctld killed and restarted can lose jobs it had just accepted and
+hand their ids to new submissions, so the journaled job is lost, and its run is submitted
+again at once (``Observation.reused_ids``, read by the planner). Nor for an untagged job
+submitted well after sbatch gave recon that id: the id was handed out again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
-from reconciler.scheduler.base import Observation, ObservedJob
+from reconciler.scheduler.base import Observation, ObservedJob, UntaggedJob, job_order
 from reconciler.scheduler.tag import Tag, TagKind
 from reconciler.spec.desired import Desired
 from reconciler.state.paths import deployment
+from reconciler.state.records import SubmissionRecord
+
+# Slurm's submit time and the journal's clock may differ a little (another host).
+CLOCK_SLACK = timedelta(minutes=1)
 
 
 def tag_for(desired: Desired, kind: TagKind, name: str, spec_hash: str) -> Tag:
@@ -37,11 +56,60 @@ class Share:
     elsewhere: tuple[ObservedJob, ...]
 
 
-def share_of(observation: Observation, project: str, deployment_id: str) -> Share:
+def share_of(
+    observation: Observation,
+    project: str,
+    deployment_id: str,
+    records: Sequence[SubmissionRecord] = (),
+) -> Share:
+    """``records``: the journal's, whose ids make jobs the deployment's too (``by_id``)."""
     own = tuple(job for job in observation.jobs if job.tag.owned_by(project, deployment_id))
     elsewhere = tuple(
         job
         for job in observation.jobs
         if job.tag.project == project and job.tag.deployment != deployment_id and not job.finished
     )
-    return Share(observation.model_copy(update={"jobs": own}), elsewhere)
+    mine = observation.model_copy(update={"jobs": own})
+    return Share(by_id(mine, observation, records, project, deployment_id), elsewhere)
+
+
+def by_id(
+    own: Observation,
+    whole: Observation,
+    records: Sequence[SubmissionRecord],
+    project: str,
+    deployment_id: str,
+) -> Observation:
+    """``own`` with the journal's untagged jobs claimed as the deployment's, and the
+    journaled ids Slurm shows under another tag in ``whole`` listed as reused."""
+    untagged = {job.job_id: job for job in whole.untagged}
+    shown = {job.job_id: job.tag for job in whole.jobs}
+    claimed: dict[str, ObservedJob] = {}
+    reused: dict[str, str] = {}
+    for record in records:
+        if record.job_id is None or record.project != project or record.final_health is not None:
+            continue
+        tag = Tag(
+            project=project,
+            deployment=deployment_id,
+            kind=record.kind,
+            name=record.name,
+            spec_hash=record.spec_hash,
+        )
+        other = shown.get(record.job_id)
+        job = untagged.get(record.job_id)
+        if other is not None and other != tag:
+            reused[record.job_id] = other.format()
+        elif job is not None and _submitted_by(job, record):
+            claimed[job.job_id] = job.tagged(tag)  # the newest record of an id wins
+    if not claimed and not reused:
+        return own
+    jobs = sorted([*own.jobs, *claimed.values()], key=lambda job: job_order(job.job_id))
+    return own.model_copy(update={"jobs": tuple(jobs), "reused_ids": reused})
+
+
+def _submitted_by(job: UntaggedJob, record: SubmissionRecord) -> bool:
+    """Whether the job could be the one recon submitted: not submitted after sbatch
+    returned its id to recon (then Slurm handed the id out again)."""
+    submits = [row.submit for row in job.rows if row.submit is not None and not row.is_step]
+    return not submits or min(submits) <= record.updated_at + CLOCK_SLACK

@@ -34,7 +34,7 @@ from reconciler.engine import allocations
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
-from reconciler.scheduler.states import Health
+from reconciler.scheduler.states import ENDINGS, Health, SlurmState
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
@@ -187,6 +187,7 @@ def plan(
         actions.extend(allocations.prunes(cluster, set(desired.allocations)))
     notes = (
         *(() if observation.complete else _incomplete_notes(observation)),
+        *_claimed_notes(observation),
         *_coupled_waits(context, chosen),
         *_elsewhere_note(context.project, elsewhere),
     )
@@ -225,6 +226,19 @@ def fingerprint(observation: Observation, project: str) -> str:
     )
     material = "\n".join([f"complete={observation.complete}", *rows])
     return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def _claimed_notes(observation: Observation) -> tuple[str, ...]:
+    """What the plan says of each job taken as the deployment's by its journaled id alone
+    (``identity.by_id``): its comment no longer holds its tag."""
+    untagged = {job.job_id for job in observation.untagged}
+    return tuple(
+        f"Job {job.job_id} of {job.tag.kind} {job.tag.name} no longer carries its recon tag "
+        f"in its comment (changed by hand?): it is still {job.tag.name}'s job, known by its "
+        f"id from the journal, and is not submitted again. Its tag was {job.tag.format()}."
+        for job in observation.jobs
+        if job.job_id in untagged
+    )
 
 
 def _elsewhere_note(project: str, jobs: Sequence[ObservedJob]) -> tuple[str, ...]:
@@ -441,7 +455,7 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
             run,
             Outcome.INFLIGHT,
             ActionKind.NOOP,
-            f"in progress: job {job.job_id} {job.health.value}",
+            f"in progress: job {job.job_id} {job.in_words or job.health.value}",
             job=job.job_id,
         )
     success = _last_success(context, run, current)
@@ -463,13 +477,14 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
         return _submit(context, run, ActionKind.SUBMIT, stale)
     unseen = _unseen_job(context, run)
     if unseen is not None:
-        return _set(
+        waiting = _set(
             context,
             run,
             Outcome.WAITING,
             ActionKind.NOOP,
             f"job {unseen} was submitted but the scheduler does not show it yet; not resubmitting",
         )
+        return waiting.model_copy(update={"unseen_job": unseen})
     unlisted = _unlisted_step(context, run)
     if unlisted is not None:
         return _set(context, run, Outcome.WAITING, ActionKind.NOOP, unlisted)
@@ -481,7 +496,11 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
             ActionKind.NOOP,
             "state of its last job unknown (observation incomplete); not resubmitting",
         )
-    return _submit(context, run, ActionKind.SUBMIT, _why_submit(context, run))
+    lost = _lost_jobs(context, run)
+    why = _why_submit(context, run)
+    if lost:
+        why += f"; {lost[-1][0]} was lost: Slurm now shows that id as {lost[-1][1]}"
+    return _submit(context, run, ActionKind.SUBMIT, why)
 
 
 def _replace_on_request(context: _Context, run: DesiredRun, jobs: Sequence[ObservedJob]) -> Action:
@@ -636,14 +655,14 @@ def _failed_attempts(
         ):
             attempts[record.job_id] = (
                 record.reason
-                if record.reason and record.reason.startswith(NO_OUTPUTS)
+                if record.reason and record.reason.startswith((NO_OUTPUTS, *ENDINGS))
                 else _ending(record.final_health, record.exit_code)
             )
     for job in current:
         reason = next((row.reason for row in job.components if row.reason), None)
         if job.finished and job.health in ENDED_BADLY and not _dependency_cancel(reason):
             exit_code = next((r.exit_code for r in job.components if r.exit_code), None)
-            attempts[job.job_id] = _ending(job.health, exit_code)
+            attempts[job.job_id] = _ending(job.health, exit_code, job.in_words)
     since = _job_order(success.job_id) if success is not None else (-1, -1)
     return sorted(
         ((job_id, how) for job_id, how in attempts.items() if _job_order(job_id) > since),
@@ -655,8 +674,10 @@ def _dependency_cancel(reason: str | None) -> bool:
     return reason is not None and reason.startswith("Dependency")
 
 
-def _ending(health: Health | None, exit_code: int | None) -> str:
-    word = health.value if health is not None else "ended"
+def _ending(health: Health | None, exit_code: int | None, words: str | None = None) -> str:
+    """How a job ended: "failed (exit 3)", or in Slurm's terms when they say more: "timed
+    out", "node failed"."""
+    word = words or (health.value if health is not None else "ended")
     return f"{word} (exit {exit_code})" if exit_code else word
 
 
@@ -685,19 +706,37 @@ def _unseen_job(context: _Context, run: DesiredRun) -> str | None:
 
     Slurm's two views lag behind each other (a job can leave squeue before sacct stores
     its comment), so absence right after submission proves nothing. Only once it has
-    stayed unseen for `UNSEEN_GRACE` is it taken as lost, and the run submitted again.
+    stayed unseen for `UNSEEN_GRACE` is it taken as lost, and the run submitted again;
+    at once when Slurm shows its id as another job of recon's (``_lost_jobs``).
     """
     observed = {job.job_id for job in context.jobs(run.name)}
+    lost = {job_id for job_id, _ in _lost_jobs(context, run)}
     for record in context.history(run.name):
         if (
             record.spec_hash == run.spec_hash
             and record.job_id is not None
             and record.job_id not in observed
+            and record.job_id not in lost
             and record.final_health is None
             and context.now - record.created_at < UNSEEN_GRACE
         ):
             return record.job_id
     return None
+
+
+def _lost_jobs(context: _Context, run: DesiredRun) -> list[tuple[str, str]]:
+    """(job id, the tag it shows now) for each unsettled job of the run's current spec
+    whose id Slurm now shows carrying another tag (``identity.by_id``): slurmctld killed
+    and restarted can lose jobs it had just accepted and hand their ids to new
+    submissions. Such a job is lost, not live, and waiting for it is pointless."""
+    reused = context.observation.reused_ids
+    return [
+        (record.job_id, reused[record.job_id])
+        for record in context.history(run.name)
+        if record.spec_hash == run.spec_hash
+        and record.final_health is None
+        and record.job_id in reused
+    ]
 
 
 def _unlisted_step(context: _Context, run: DesiredRun) -> str | None:
@@ -760,6 +799,17 @@ def _submit(
     or waits for one. A step cannot wait through afterok, nor a job for a step: where
     either side is a step, the run waits for its upstreams to finish.
     """
+    held = _held_originals(context, run)
+    if held and not context.observation.complete:
+        context.outcomes[run.name] = Outcome.WAITING
+        return Action(
+            kind=ActionKind.NOOP,
+            target=run.name,
+            reason=f"job {held[-1]} is held in the queue (special exit); not cancelling it "
+            "to run again while the observation is incomplete",
+            spec_hash=run.spec_hash,
+        )
+    cancels = (*cancels, *held)
     allocation = run.spec.allocation
     placed = None
     if allocation is not None:
@@ -808,6 +858,17 @@ def _submit(
         changes=changes,
         allocation_job=placed.job_id if placed is not None else None,
         details=_component_lines(run),
+    )
+
+
+def _held_originals(context: _Context, run: DesiredRun) -> tuple[str, ...]:
+    """The run's jobs held in SpecialExit: ended for recon (failed) but still queued, and
+    one release away from running beside a new job of the run. Whatever submits the run
+    again cancels them first."""
+    return tuple(
+        job.job_id
+        for job in context.jobs(run.name)
+        if any(row.state is SlurmState.SPECIAL_EXIT for row in job.components)
     )
 
 

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from reconciler.engine import settle
 from reconciler.engine.actions import Plan
-from reconciler.engine.apply import Applier, ApplyResult
+from reconciler.engine.apply import Applier, ApplyResult, Done
 from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
+from reconciler.engine.faults import fault_point
 from reconciler.engine.fit import Fit, FitChecker, MachineFit
 from reconciler.engine.identity import share_of
 from reconciler.engine.plan import FileState
@@ -149,7 +150,7 @@ def look(
 ) -> Look:
     """Observe the cluster and the filesystem, judge finished jobs, and plan. Reads only."""
     found = scheduler.observe(observation_window(journal.records, now))
-    share = share_of(found, desired.project.project, deployment(desired))
+    share = share_of(found, desired.project.project, deployment(desired), journal.records)
     endings = settle.judge(desired, share.own, journal.records)
     records = settle.as_recorded(journal.records, endings)
     setup_changes = settle.judge_setups(share.own, journal.setups)
@@ -230,12 +231,15 @@ def reconcile_once(
     saved: Plan | None = None,
     lock_timeout: float = 0.0,
     clock: Clock = lambda: datetime.now(UTC),
+    on_done: Callable[[Done], None] = lambda _done: None,
 ) -> Outcome:
     """Look (as plan does), record what the look judged, check a saved plan is still
     true, and carry the plan out.
 
     `approve` sees the plan before anything is done and may decline it.
+    `on_done` is told of each action as soon as it is carried out.
     """
+    fault_point("pass-start")
     desired = load(request)
     scheduler = scheduler or scheduler_for(desired, request.scheduler)
     directory = state_dir(desired)
@@ -269,7 +273,7 @@ def reconcile_once(
         if not approve(current):
             return Outcome(seen, None)
         code = code_dir(desired.root, desired.commit, directory)
-        applier = Applier(current, desired, scheduler, journal, code, clock)
+        applier = Applier(current, desired, scheduler, journal, code, clock, report=on_done)
         return Outcome(seen, applier.run())
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from reconciler.engine.scripts import script_sha256
 from reconciler.scheduler.base import Observation, ObservedJob
-from reconciler.scheduler.states import ENDED, Health, aggregate
+from reconciler.scheduler.states import ENDED, ENDINGS, Health, aggregate
 from reconciler.spec.desired import Desired, DesiredRun
 from reconciler.state.journal import Journal
 from reconciler.state.outputs import OutputVersion, observe_inputs, observe_outputs
@@ -58,6 +58,8 @@ def judge(
     for job in observation.jobs:
         if job.tag.project != desired.project.project or not job.finished:
             continue
+        if job.health not in ENDED:
+            continue  # its parts disagree (accounting lags): never a non-final state as final
         if job.job_id in settled or job.job_id not in by_job:
             continue  # already settled, or not ours yet (adopted first, settled next pass)
         endings.append(_judge_job(desired, job, by_job[job.job_id]))
@@ -152,6 +154,8 @@ def _judge_job(desired: Desired, job: ObservedJob, record: SubmissionRecord) -> 
     rows = job.components
     exit_code = next((row.exit_code for row in rows if row.exit_code), None)
     reason = next((row.reason for row in rows if row.reason), None)
+    if job.in_words in ENDINGS:  # "timed out", "node failed": more than "failed" says
+        reason = f"{job.in_words}: {reason}" if reason else job.in_words
     run = desired.runs.get(job.tag.name) if job.tag.kind == "run" else None
     current = run is not None and run.spec_hash == job.tag.spec_hash
     if job.tag.kind == "alloc":

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from reconciler.engine.actions import ActionKind, Plan, SyncStatus
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
-from reconciler.scheduler.states import Health, aggregate
+from reconciler.scheduler.states import ENDINGS, Health, aggregate
 from reconciler.spec.desired import Desired
 from reconciler.state.records import SubmissionRecord
 
@@ -26,6 +26,7 @@ class RunStatus(BaseModel):
     name: str
     sync: SyncStatus
     health: Health | None  # None: no job yet
+    how: str | None = None  # beyond the health, in Slurm's terms: timed out, held (...)
     job_id: str | None
     finished_at: datetime | None
     last_success_commit: str | None
@@ -52,6 +53,7 @@ def run_statuses(
         history = histories.get(action.target, [])
         job = _latest_job(observation, plan.project, action.target)
         health, job_id, finished = _health(job, history)
+        how = _how(job, history, job_id)
         if action.kind is ActionKind.BLOCKED:
             health = Health.BLOCKED
         waiting = _waiting_for(job) if health is Health.PENDING and job is not None else None
@@ -61,6 +63,7 @@ def run_statuses(
                 name=action.target,
                 sync=action.sync,
                 health=health,
+                how=how,
                 job_id=job_id,
                 finished_at=finished,
                 last_success_commit=_last_success_commit(history),
@@ -112,6 +115,19 @@ def _health(
         finished = last.updated_at if last.final_health is not None else None
         return last.final_health, last.job_id, finished
     return None, None, None
+
+
+def _how(
+    job: ObservedJob | None, history: list[SubmissionRecord], job_id: str | None
+) -> str | None:
+    """The latest job's state in words, from the cluster, or from the reason the journal
+    recorded when it ended ("timed out: TimeLimit")."""
+    if job is not None and job.job_id == job_id:
+        return job.in_words
+    last = next((r for r in reversed(history) if r.job_id == job_id), None)
+    if last is not None and last.reason and last.reason.startswith(tuple(ENDINGS)):
+        return last.reason.split(":", 1)[0]
+    return None
 
 
 def _last_success_commit(history: list[SubmissionRecord]) -> str | None:

@@ -17,11 +17,15 @@ Errors, by how the loop handles them:
     SpecError       the commit is bad: logged, then no pass until the tip moves
     other ReconError transient (scheduler down, sacct failing, the lock held by a cron
                     apply, a git hiccup): back off exponentially, capped, and try again
-    anything else   a bug: it ends the loop loudly (a service manager restarts it)
+    anything else   a bug, or a fault nobody foresaw: logged with its traceback, counted,
+                    backed off like a transient error, and the next pass runs. One bad
+                    pass never ends the service; `crash_loop_after` of them in a row are
+                    reported through `on_crash_loop` (watch's --notify), once per streak.
 """
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -82,6 +86,7 @@ class LoopState:
     failures: int = 0  # transient errors in a row
     last_tip: str | None = None  # the commit the last pass (or attempt) was for
     bad_commit: str | None = None  # its specs failed to load: wait for another commit
+    crashes: int = 0  # passes in a row that raised something unforeseen
 
     def wants_pass(self, wake: Wake, tip: str) -> bool:
         """Whether this wake-up, with the branch at `tip`, calls for a pass."""
@@ -106,6 +111,10 @@ class LoopState:
             failures=failures,
             last_tip=self.last_tip if tip is None else tip,
         )
+
+    def crashed(self, tip: str | None, now: datetime, schedule: Schedule) -> LoopState:
+        """An unforeseen error: backed off like a transient one, and counted apart."""
+        return replace(self.failed(tip, now, schedule), crashes=self.crashes + 1)
 
     def rejected(self, tip: str, now: datetime, schedule: Schedule) -> LoopState:
         return LoopState(due=now + schedule.interval, last_tip=tip, bad_commit=tip)
@@ -150,15 +159,20 @@ class WatchLoop:
     clock: Clock
     pull: Callable[[], None] | None = None
     after_pass: Callable[[Outcome, datetime], None] = lambda _outcome, _started: None
+    on_crash_loop: Callable[[str | None, int, str], None] = lambda _commit, _n, _message: None
+    crash_loop_after: int = 3
 
     def run(self) -> None:
         state = LoopState(due=self.clock())  # the first pass runs at once
         wake = Wake.TIMER
         while wake is not Wake.STOP:
-            if wake is Wake.TIMER or self.clock() >= state.due:
-                state = self._timer_pass(state)
-            else:
-                state = self._commit_pass(state)
+            try:
+                if wake is Wake.TIMER or self.clock() >= state.due:
+                    state = self._timer_pass(state)
+                else:
+                    state = self._commit_pass(state)
+            except Exception as error:  # one bad pass never ends the service
+                state = self._crashed(state, state.last_tip, error)
             wake = self.wakeups.wait(state.wait_seconds(self.clock()))
         self.log(Level.INFO, "stopped")
 
@@ -188,6 +202,10 @@ class WatchLoop:
             return state.rejected(tip, self.clock(), self.schedule)
         except ReconError as error:
             return self._transient(state, tip, error)
+        except Exception as error:  # a bug: see run()
+            return self._crashed(state, tip, error)
+        if state.crashes:
+            self.log(Level.INFO, "recovered", commit=tip, failures=state.crashes)
         self._log_outcome(outcome, wake, started)
         self.after_pass(outcome, started)
         return state.succeeded(tip, self.clock(), self.schedule)
@@ -205,6 +223,23 @@ class WatchLoop:
         )
         return after
 
+    def _crashed(self, state: LoopState, tip: str | None, error: Exception) -> LoopState:
+        after = state.crashed(tip, self.clock(), self.schedule)
+        message = f"{type(error).__name__}: {error}"
+        self.log(
+            Level.ERROR,
+            "pass-crashed",
+            commit=tip,
+            error=type(error).__name__,
+            message=str(error),
+            failures=after.crashes,
+            delay=self.schedule.backoff(after.failures).total_seconds(),
+            traceback="".join(traceback.format_exception(error)),
+        )
+        if after.crashes == self.crash_loop_after:
+            self.on_crash_loop(tip, after.crashes, message)
+        return after
+
     def _log_outcome(self, outcome: Outcome, wake: Wake, started: datetime) -> None:
         commit = outcome.plan.commit
         result = outcome.applied
@@ -217,6 +252,8 @@ class WatchLoop:
                 self.log(Level.INFO, "adopted", commit=commit, job_id=job_id)
             for name, why in {**result.refused, **result.skipped}.items():
                 self.log(Level.WARNING, "not-done", commit=commit, run=name, message=why)
+            for why in result.warnings:
+                self.log(Level.WARNING, "warning", commit=commit, message=why)
         seconds = (self.clock() - started).total_seconds()
         self.log(
             Level.INFO,

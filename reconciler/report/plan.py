@@ -21,6 +21,8 @@ _KIND_WIDTH = max(len(kind.value) for kind in ActionKind)
 _MIN_TARGET_WIDTH = 13
 _GAP = "  "
 _CANCELLING = frozenset({ActionKind.REPLACE, ActionKind.CANCEL, ActionKind.TEARDOWN})
+# A run submitted again cancels its job held in the queue first (SpecialExit), if any.
+_SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY})
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 
 
@@ -45,11 +47,15 @@ def header(plan: Plan) -> str:
 
 
 def summary(plan: Plan) -> str:
+    unseen = (
+        f"{plural(plan.waiting_unseen, 'run')} {'waits' if plan.waiting_unseen == 1 else 'wait'}"
+        " for jobs the scheduler does not show yet"
+    )
     if plan.has_changes:
-        return plan.summary
+        return plan.summary + (f" {unseen[0].upper()}{unseen[1:]}." if plan.waiting_unseen else "")
     # Nothing would touch the cluster; say what is still not as the specs want it, and
-    # only claim a match when the cluster was fully observed.
-    pending = []
+    # only claim a match when the cluster was fully observed and no job is unaccounted for.
+    pending = [unseen] if plan.waiting_unseen else []
     if adopt := plan.count(ActionKind.ADOPT):
         pending.append(f"{plural(adopt, 'job')} to adopt into the journal")
     # A run failed with no retries left is a no-op, but not a match: say so.
@@ -76,7 +82,8 @@ def _context(action: Action) -> str:
     text = ""
     if action.after:
         text += f"; after {', '.join(action.after)}"
-    if action.kind in _CANCELLING and action.job_ids:
+    resubmitting = action.target_kind == "run" and action.kind in _SUBMITTING
+    if (action.kind in _CANCELLING or resubmitting) and action.job_ids:
         word = "job" if len(action.job_ids) == 1 else "jobs"
         text += f" (cancels {word} {', '.join(action.job_ids)})"
     return text

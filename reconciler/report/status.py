@@ -166,9 +166,9 @@ def _shorten(text: str, room: int, ascii: bool) -> str:
 def _health(row: RunStatus) -> str:
     if row.health is None:
         return "-"
-    if row.waiting_for is not None:
-        return f"{row.health.value} ({row.waiting_for})"  # pending (JobHeldAdmin)
-    return row.health.value
+    # Slurm's state in words (timed out, held in special exit (...)), else why it waits.
+    words = row.how or row.waiting_for
+    return f"{row.health.value} ({words})" if words else row.health.value
 
 
 def _next(reason: str) -> str:

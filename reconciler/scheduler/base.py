@@ -21,7 +21,15 @@ from typing import Annotated, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from reconciler.scheduler.partitions import Partition
-from reconciler.scheduler.states import ALIVE, ENDED, HEALTH, Health, SlurmState, aggregate
+from reconciler.scheduler.states import (
+    ALIVE,
+    ENDED,
+    HEALTH,
+    Health,
+    SlurmState,
+    aggregate,
+    in_words,
+)
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.models import Allocation, Container, NodeShape
 
@@ -169,11 +177,35 @@ class ObservedJob(BaseModel):
         return tuple(row for row in self.steps if row.step != "extern" and row.health in ENDED)
 
     @property
+    def in_words(self) -> str | None:
+        """How it ended or stands beyond its health (``states.in_words``), from the first
+        component that says more: "timed out", "held (JobHeldUser)"."""
+        return next(
+            (words for row in self.components if (words := in_words(row.state, row.reason))),
+            None,
+        )
+
+    @property
     def finished(self) -> bool:
         """Every component has ended. Not the same as a final ``health``: one failed or
         cancelled component makes the whole job failed or cancelled while another may
         still be running or completing."""
         return all(row.health in ENDED for row in self.components)
+
+
+class UntaggedJob(BaseModel):
+    """A job of this user's that carries no recon tag. Not recon's by its tag, but it may be
+    by its id: a job whose comment someone changed (``scontrol update comment=...``) is
+    still the job the journal recorded (see ``engine/identity.py``)."""
+
+    model_config = _FROZEN
+
+    job_id: str = Field(pattern=_JOB_ID)
+    rows: tuple[JobRecord, ...] = Field(min_length=1)
+
+    def tagged(self, tag: Tag) -> ObservedJob:
+        """This job as recon's, under the tag the journal knows it by."""
+        return ObservedJob(job_id=self.job_id, tag=tag, rows=self.rows)
 
 
 class Observation(BaseModel):
@@ -184,6 +216,14 @@ class Observation(BaseModel):
     taken_at: datetime
     jobs: tuple[ObservedJob, ...]
     complete: bool
+    untagged: tuple[UntaggedJob, ...] = Field(
+        default=(), description="this user's jobs without a recon tag, matched by id only"
+    )
+    reused_ids: dict[str, str] = Field(
+        default_factory=dict,
+        description="journaled job ids Slurm now shows under another recon tag: id -> that "
+        "tag. The journaled job is lost (engine/identity.py)",
+    )
     problems: tuple[str, ...] = Field(
         default=(), description="why the observation is not complete; empty when it is"
     )

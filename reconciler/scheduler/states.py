@@ -124,6 +124,45 @@ ENDED: frozenset[Health] = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CA
 ALIVE: frozenset[Health] = frozenset({Health.PENDING, Health.RUNNING})
 ENDED_BADLY: frozenset[Health] = frozenset({Health.FAILED, Health.CANCELLED})
 
+# What a person needs to hear beyond the health: how a job ended, or why it is not going.
+# States not here say nothing more than their health does (COMPLETED, FAILED, RUNNING...).
+_IN_WORDS: dict[SlurmState, str] = {
+    SlurmState.TIMEOUT: "timed out",
+    SlurmState.NODE_FAIL: "node failed",
+    SlurmState.BOOT_FAIL: "node failed to boot",
+    SlurmState.OUT_OF_MEMORY: "out of memory",
+    SlurmState.PREEMPTED: "preempted",
+    SlurmState.DEADLINE: "deadline passed",
+    SlurmState.SPECIAL_EXIT: "held in special exit",
+    SlurmState.REQUEUE_HOLD: "held after requeue",
+    SlurmState.SUSPENDED: "suspended",
+    SlurmState.STOPPED: "stopped",
+}
+# The words of how a job ended, as settle records them for the journal's reason.
+ENDINGS: frozenset[str] = frozenset(
+    words for state, words in _IN_WORDS.items() if HEALTH[state] in ENDED
+)
+# States where Slurm's reason says why the job is held, so it is shown with them.
+_HELD = {SlurmState.SPECIAL_EXIT, SlurmState.REQUEUE_HOLD}
+
+
+def in_words(state: SlurmState, reason: str | None = None) -> str | None:
+    """How a job ended or stands, in words, beyond its health; None when the health says it
+    all. A held job says why, in Slurm's own words:
+
+    >>> in_words(SlurmState.PENDING, "JobHeldUser")
+    'held (JobHeldUser)'
+    >>> in_words(SlurmState.TIMEOUT)
+    'timed out'
+    """
+    if state is SlurmState.PENDING and reason and reason.startswith("JobHeld"):
+        return f"held ({reason})"
+    word = _IN_WORDS.get(state)
+    if word is not None and state in _HELD and reason:
+        return f"{word} ({reason})"
+    return word
+
+
 # Worst first. Failure kinds trump everything; a real failure explains more than a
 # cancellation (Slurm cancels the dependents of a failed job), so FAILED outranks CANCELLED.
 # BLOCKED (planner-only) sits between running and pending: work that cannot start is more

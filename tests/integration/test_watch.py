@@ -8,6 +8,7 @@ cancelled at the end. The commit-to-sbatch latency is printed (`pytest -s`) and 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -85,6 +86,12 @@ class Project:
             subprocess.run(["scancel", job["id"]], capture_output=True, check=False)
 
 
+def _queued(project: str, prefix: str) -> bool:
+    """Whether squeue lists a job of the project whose run's name starts with ``prefix``."""
+    tags = [Tag.parse(comment) for comment in _squeue_comments().splitlines()]
+    return any(t is not None and t.project == project and t.name.startswith(prefix) for t in tags)
+
+
 def _squeue_comments() -> str:
     return subprocess.run(
         ["squeue", "-h", "-o", "%k"], capture_output=True, text=True, check=True
@@ -94,11 +101,12 @@ def _squeue_comments() -> str:
 class Watch:
     """A `recon watch` subprocess and the JSON lines it has logged so far."""
 
-    def __init__(self, project: Project, *args: str) -> None:
+    def __init__(self, project: Project, *args: str, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "reconciler", "watch", ".", "--interval", "2s",
              "--log-format", "json", *args],
             cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})},
         )  # fmt: skip
         self.lines: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self.seen: list[dict[str, Any]] = []
@@ -174,7 +182,7 @@ def test_new_commit_is_submitted_within_seconds_and_sigterm_mid_pass_ends_cleanl
         {f"specs/b{i:02}.yaml": run_spec(f"b{i:02}", "sleep 120") for i in range(RUNS)}
     )
     deadline = time.monotonic() + TIMEOUT
-    while f"{project.name}:run:b" not in _squeue_comments():
+    while not _queued(project.name, "b"):
         assert time.monotonic() < deadline, f"no b job submitted; the watch said {watch.seen}"
         time.sleep(0.01)
     signalled, signalled_at = time.monotonic(), datetime.now(UTC)
@@ -238,6 +246,34 @@ def test_watch_notifies_a_failed_run(project: Project, tmp_path: Path) -> None:
     assert (failed["project"], failed["run"], failed["job_id"]) == (project.name, "a", job)
     assert "exit code 3" in failed["message"]
     assert any(e["event"] == "apply-finished" and e["counts"]["submitted"] == 1 for e in events)
+
+
+def test_watch_outlives_passes_that_raise_and_tells_of_the_crash_loop(
+    project: Project, tmp_path: Path
+) -> None:
+    received = tmp_path / "received.jsonl"
+    project.repo.commit({"specs/a.yaml": run_spec("a", "sleep 120")})
+    watch = Watch(
+        project, "--notify", f"cat >> {received}", env={"RECON_FAULT_INJECT": "pass-start:raise:3"}
+    )
+    try:
+        crashes = [watch.wait_for("pass-crashed") for _ in range(3)]
+        recovered = watch.wait_for("recovered")
+        submitted = watch.wait_for("submitted", lambda line: line["run"] == "a")
+        assert watch.process.poll() is None
+    finally:
+        watch.stop()
+    assert [c["failures"] for c in crashes] == [1, 2, 3]
+    assert [c["delay"] for c in crashes] == [1, 2, 4]
+    assert all(c["level"] == "error" and c["error"] == "InjectedFault" for c in crashes)
+    assert "Traceback (most recent call last)" in crashes[0]["traceback"]
+    assert "reconcile_once" in crashes[0]["traceback"]
+    assert recovered["failures"] == 3
+    assert [run for run, _ in project.runs()] == ["a"] and submitted["job_id"]
+    events = [json.loads(line) for line in received.read_text().splitlines()]
+    (failing,) = [e for e in events if e["event"] == "watch-failing"]
+    assert failing["project"] == project.name
+    assert failing["message"].startswith("3 passes in a row failed, still retrying; last: ")
 
 
 # -- cron: `recon apply --auto-approve --quiet` every minute -----------------------------

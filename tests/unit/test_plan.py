@@ -252,6 +252,33 @@ def test_a_just_submitted_job_missing_from_both_views_is_not_resubmitted() -> No
     assert kinds(later)["train"][0] == "submit"
 
 
+def test_runs_waiting_for_unseen_jobs_are_counted_and_never_called_a_match() -> None:
+    from reconciler.report.plan import summary
+
+    state = desired(run("a"), run("b"))
+    records = [record("a", hash_of(state, "a"), "98"), record("b", hash_of(state, "b"), "99")]
+    result = plan(state, observed(), records, NOW, scheduler="slurm")
+    assert [a.unseen_job for a in result.actions] == ["98", "99"]
+    assert (result.has_changes, result.waiting_unseen) == (False, 2)
+    assert summary(result) == (
+        "No changes to the cluster; 2 runs wait for jobs the scheduler does not show yet."
+    )
+
+
+def test_a_journaled_id_slurm_shows_with_another_tag_is_lost_at_once() -> None:
+    # slurmctld was killed after accepting a's job 3127, forgot it, and gave 3127 to b.
+    state = desired(run("a"), run("b"))
+    records = [record("a", hash_of(state, "a"), "3127"), record("b", hash_of(state, "b"), "3127")]
+    b_job = job("b", hash_of(state, "b"), S.PENDING, "3127")
+    jobs = observed(b_job).model_copy(update={"reused_ids": {"3127": b_job.tag.format()}})
+    result = plan(state, jobs, records, NOW, scheduler="slurm")
+    assert kinds(result)["a"] == (
+        "submit",
+        f"not yet run; 3127 was lost: Slurm now shows that id as {b_job.tag.format()}",
+    )
+    assert kinds(result)["b"][0] == "no-op" and result.waiting_unseen == 0
+
+
 def _ok(name: str, digest: str, job_id: str, inputs: dict[str, str | None] | None = None) -> object:
     base = record(name, digest, job_id, final=Health.SUCCEEDED)
     return base.model_copy(update={"input_versions": inputs or {}})
@@ -551,3 +578,58 @@ def test_completed_without_outputs_is_never_run_not_outdated() -> None:
     )
     (action,) = plan(state, jobs, [judged], NOW, scheduler="slurm").actions
     assert action.sync is SyncStatus.NEVER_RUN
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "said"),
+    [
+        (S.TIMEOUT, "TimeLimit", "attempt 2 of 2: job 10 timed out"),
+        (S.NODE_FAIL, None, "attempt 2 of 2: job 10 node failed"),
+        (S.OUT_OF_MEMORY, None, "attempt 2 of 2: job 10 out of memory"),
+        (S.PREEMPTED, None, "attempt 2 of 2: job 10 preempted"),
+        (S.DEADLINE, None, "attempt 2 of 2: job 10 deadline passed"),
+        (S.FAILED, "NonZeroExitCode", "attempt 2 of 2: job 10 failed"),
+    ],
+)
+def test_a_retry_says_how_the_job_ended_in_slurms_terms(
+    state: S, reason: str | None, said: str
+) -> None:
+    state_ = desired(run("a", retries=1))
+    jobs = observed(job("a", hash_of(state_, "a"), state, "10", reason=reason))
+    result = plan(state_, jobs, [record("a", hash_of(state_, "a"), "10")], NOW, scheduler="slurm")
+    assert kinds(result)["a"] == ("retry", said)
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "said"),
+    [
+        (S.PENDING, "JobHeldUser", "in progress: job 10 held (JobHeldUser)"),
+        (S.REQUEUE_HOLD, "JobHeldAdmin", "in progress: job 10 held after requeue (JobHeldAdmin)"),
+        (S.SUSPENDED, None, "in progress: job 10 suspended"),
+        (S.PENDING, "Priority", "in progress: job 10 pending"),
+    ],
+)
+def test_a_job_in_progress_says_when_it_is_held_or_suspended(
+    state: S, reason: str | None, said: str
+) -> None:
+    state_ = desired(run("a"))
+    jobs = observed(job("a", hash_of(state_, "a"), state, "10", reason=reason))
+    result = plan(state_, jobs, [record("a", hash_of(state_, "a"), "10")], NOW, scheduler="slurm")
+    assert kinds(result)["a"] == ("no-op", said)
+
+
+def test_retrying_a_job_held_in_special_exit_cancels_it_first() -> None:
+    from reconciler.report.plan import as_text
+
+    state = desired(run("a", retries=1))
+    held = job("a", hash_of(state, "a"), S.SPECIAL_EXIT, "10", reason="job requeued in held state")
+    records = [record("a", hash_of(state, "a"), "10")]
+    result = plan(state, observed(held), records, NOW, scheduler="slurm")
+    (action,) = result.actions
+    assert (action.kind.value, action.job_ids) == ("retry", ("10",))
+    assert action.reason == (
+        "attempt 2 of 2: job 10 held in special exit (job requeued in held state)"
+    )
+    assert "(cancels job 10)" in as_text(result)
+    unsure = plan(state, observed(held, complete=False), records, NOW, scheduler="slurm")
+    assert kinds(unsure)["a"][0] == "no-op" and "not cancelling" in kinds(unsure)["a"][1]

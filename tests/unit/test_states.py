@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from reconciler.scheduler.states import (
+    ENDINGS,
     HEALTH,
     SHORT_CODES,
     Health,
     SlurmState,
     aggregate,
+    in_words,
     parse_state,
 )
 
@@ -112,3 +114,34 @@ def test_aggregate_one_rule_for_components_tasks_and_steps(
 def test_aggregate_of_nothing_is_an_error() -> None:
     with pytest.raises(ValueError, match="at least one"):
         aggregate([])
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "words"),
+    [
+        (SlurmState.TIMEOUT, "TimeLimit", "timed out"),
+        (SlurmState.NODE_FAIL, None, "node failed"),
+        (SlurmState.OUT_OF_MEMORY, None, "out of memory"),
+        (SlurmState.PREEMPTED, None, "preempted"),
+        (SlurmState.DEADLINE, None, "deadline passed"),
+        (SlurmState.SPECIAL_EXIT, "job requeued in held state",
+         "held in special exit (job requeued in held state)"),
+        (SlurmState.SUSPENDED, None, "suspended"),
+        (SlurmState.PENDING, "JobHeldAdmin", "held (JobHeldAdmin)"),
+        (SlurmState.REQUEUE_HOLD, "JobHeldUser", "held after requeue (JobHeldUser)"),
+        (SlurmState.PENDING, "Priority", None),
+        (SlurmState.FAILED, "NonZeroExitCode", None),
+        (SlurmState.COMPLETED, None, None),
+    ],
+)  # fmt: skip
+def test_states_that_say_more_than_their_health_are_put_in_words(
+    state: SlurmState, reason: str | None, words: str | None
+) -> None:
+    assert in_words(state, reason) == words
+
+
+def test_the_endings_settle_records_are_the_final_states_words() -> None:
+    assert {
+        "timed out", "node failed", "node failed to boot", "out of memory", "preempted",
+        "deadline passed", "held in special exit",
+    } == ENDINGS  # fmt: skip

@@ -246,10 +246,47 @@ def test_pull_before_timer_passes_only_and_notify_after_each_pass(
     assert notified == [("c0", T0), ("c1", T0 + timedelta(seconds=10))]
 
 
-def test_an_unexpected_error_ends_the_loop(frozen: FrozenDateTimeFactory) -> None:
+def test_an_unexpected_error_is_logged_backed_off_and_the_next_pass_runs(
+    frozen: FrozenDateTimeFactory,
+) -> None:
     recorder = Recorder(failures={0: ZeroDivisionError("a bug")})
-    with pytest.raises(ZeroDivisionError):
-        run_loop(Script(frozen, until=100), recorder)
+    told: list[tuple[str | None, int, str]] = []
+    script = Script(frozen, until=40)
+    run_loop(script, recorder, on_crash_loop=lambda *said: told.append(said))
+    assert recorder.passes == [(1, "c0"), (31, "c0")]  # backed off 1 s, then the interval
+    (crash,) = recorder.events("pass-crashed")
+    assert (crash["error"], crash["failures"], crash["delay"]) == ("ZeroDivisionError", 1, 1)
+    assert "Traceback" in crash["traceback"] and "ZeroDivisionError: a bug" in crash["traceback"]
+    assert [level for level, event, _ in recorder.lines if event == "pass-crashed"] == [Level.ERROR]
+    assert recorder.events("recovered") == [{"commit": "c0", "failures": 1}]
+    assert told == []  # one bad pass is not a crash loop
+
+
+def test_a_crash_loop_is_told_once_per_streak(frozen: FrozenDateTimeFactory) -> None:
+    bug = KeyError("runs")
+    recorder = Recorder(failures={0: bug, 0.5: RuntimeError("x"), 1: bug, 2: bug})
+    told: list[tuple[str | None, int, str]] = []
+    run_loop(Script(frozen, until=60), recorder, on_crash_loop=lambda *said: told.append(said))
+    # Fails at 0, 1, 3 and 7, passes at 15 (+8 s), then every interval.
+    assert recorder.passes == [(15, "c0"), (45, "c0")]
+    assert [c["failures"] for c in recorder.events("pass-crashed")] == [1, 2, 3, 4]
+    assert told == [("c0", 3, "KeyError: 'runs'")]
+
+
+def test_a_bug_outside_the_pass_itself_does_not_end_the_loop(
+    frozen: FrozenDateTimeFactory,
+) -> None:
+    pulls = iter([ValueError("bad pull"), None, None])
+
+    def pull() -> None:
+        error = next(pulls)
+        if error is not None:
+            raise error
+
+    recorder = Recorder()
+    run_loop(Script(frozen, until=40), recorder, pull=pull)
+    assert recorder.passes == [(1, "c0"), (31, "c0")]
+    assert [c["error"] for c in recorder.events("pass-crashed")] == ["ValueError"]
 
 
 def test_a_tip_that_cannot_be_read_backs_off(frozen: FrozenDateTimeFactory) -> None:
@@ -440,6 +477,21 @@ def test_text_log_lines_are_one_readable_line() -> None:
     assert out.getvalue().splitlines() == [
         "2025-03-01T12:00:00.000+00:00 INFO    pass commit=0123456789ab counts=submitted=2",
         "2025-03-01T12:00:00.000+00:00 ERROR   spec-error message='2 problems'",
+    ]
+
+
+def test_a_traceback_is_one_field_in_json_and_indented_lines_in_text() -> None:
+    trace = 'Traceback (most recent call last):\n  File "x.py", line 1\nKeyError: 1\n'
+    out = io.StringIO()
+    LineLog(out, LogFormat.json, lambda: T0)(Level.ERROR, "pass-crashed", traceback=trace)
+    assert json.loads(out.getvalue())["traceback"] == trace
+    out = io.StringIO()
+    LineLog(out, LogFormat.text, lambda: T0)(Level.ERROR, "pass-crashed", traceback=trace)
+    assert out.getvalue().splitlines() == [
+        "2025-03-01T12:00:00.000+00:00 ERROR   pass-crashed",
+        "    Traceback (most recent call last):",
+        '      File "x.py", line 1',
+        "    KeyError: 1",
     ]
 
 

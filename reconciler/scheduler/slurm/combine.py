@@ -12,7 +12,13 @@ Who is right about what:
   only by their own ids: sacct prints ``42`` and ``42.0`` (JobName ``allocation``, no
   partition) where it later prints ``41+1`` and ``41+1.0``. squeue's ``%A`` column maps
   such an id back to the component (``42`` is ``41+1``). A row of that unsettled kind that
-  squeue no longer explains makes the observation incomplete rather than a job of its own.
+  squeue no longer explains makes the observation incomplete rather than a job of its own,
+  and so does a step whose component has no row in either source yet.
+- An end is final only when no source still shows the component alive: while squeue says
+  COMPLETED and sacct still shows the job or its ``.batch`` step RUNNING (for seconds after
+  slurmdbd restarts, now and then under load), the component reads COMPLETING, ended but
+  not final, and the next pass looks again. Accounting that never catches up (a runaway
+  step slurmdbd missed the end of) is waited for ``LAG_LIMIT`` past the job's end at most.
 
 Rows are grouped by the id sbatch returned (the part before ``+``, ``_`` and ``.``), and a
 group is recon's when one of its job-level rows carries a recon tag, the leader's first.
@@ -23,16 +29,18 @@ The steps of an allocation that carry a run's tag as their name are that run's j
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
+from reconciler.scheduler.base import JobRecord, Observation, ObservedJob, UntaggedJob
 from reconciler.scheduler.slurm.parse import Parsed, Rejected, job_id_parts
 from reconciler.scheduler.slurm.steps import step_runs
-from reconciler.scheduler.states import ALIVE, HEALTH, Health
+from reconciler.scheduler.states import ALIVE, ENDED, HEALTH, Health, SlurmState
 from reconciler.scheduler.tag import PREFIX
 
 # The job name slurmdbd gives a job it learnt of from a step before the job itself.
 _UNSETTLED_NAME = "allocation"
+# How long past a job's end a step sacct still shows alive holds the job's end back.
+LAG_LIMIT = timedelta(minutes=10)
 
 
 def combine(
@@ -45,12 +53,16 @@ def combine(
     past_groups = _by_top_id(history)
     problems = [f"sacct failed, only live jobs seen: {sacct_failure}"] if sacct is None else []
     jobs = []
+    untagged = []
     for top_id in sorted(live_groups.keys() | past_groups.keys(), key=int):
-        rows = _merge(live_groups.get(top_id, []), past_groups.get(top_id, []))
+        live, past = live_groups.get(top_id, []), past_groups.get(top_id, [])
+        rows = _merge(live, past, taken_at)
         tag = next((row.tag for row in rows if row.tag is not None and not row.is_step), None)
         if tag is None:
+            untagged.append(UntaggedJob(job_id=top_id, rows=tuple(rows)))
             continue
-        if top_id not in live_groups and any(_unsettled(row) for row in rows):
+        unsettled = top_id not in live_groups and any(_unsettled(row) for row in rows)
+        if unsettled or _orphan_steps(rows):
             problems.append(f"accounting for job {top_id} ({tag.format()}) has not settled yet")
             continue
         job = ObservedJob(job_id=top_id, tag=tag, rows=tuple(rows))
@@ -65,6 +77,7 @@ def combine(
     return Observation(
         taken_at=taken_at,
         jobs=tuple(jobs),
+        untagged=tuple(untagged),
         complete=not problems,
         problems=tuple(problems),
         skipped=tuple(_describe(bad) for bad in rejected),
@@ -107,10 +120,10 @@ def _by_top_id(records: Iterable[JobRecord]) -> dict[str, list[JobRecord]]:
     return groups
 
 
-def _merge(live: list[JobRecord], past: list[JobRecord]) -> list[JobRecord]:
+def _merge(live: list[JobRecord], past: list[JobRecord], taken_at: datetime) -> list[JobRecord]:
     """Job-level rows from squeue where it has them, from sacct otherwise; steps from sacct;
     each component followed by its steps, in Slurm's own order."""
-    past_by_id = {row.job_id: row for row in past}
+    past_by_id = {row.job_id: row for row in past if not row.is_step}
     components = [_fill_from(row, past_by_id.get(row.job_id)) for row in live]
     listed = {row.job_id for row in live}
     components += [
@@ -123,12 +136,14 @@ def _merge(live: list[JobRecord], past: list[JobRecord]) -> list[JobRecord]:
     steps = [row for row in past if row.is_step]
     ordered: list[JobRecord] = []
     for component in sorted(components, key=_component_order):
-        ordered.append(component)
-        ordered += [
+        own = [
             step
             for step in steps
             if _owner(step) == component.job_id and _of_latest_run(step, component)
         ]
+        past_row = past_by_id.get(component.job_id)
+        ordered += [_final_or_completing(component, past_row, own, taken_at)]
+        ordered += own
     owners = {component.job_id for component in components}
     ordered += [step for step in steps if _owner(step) not in owners]
     return ordered
@@ -147,6 +162,34 @@ def _fill_from(live: JobRecord, past: JobRecord | None) -> JobRecord:
             "cancelled_by": past.cancelled_by,
         }
     )
+
+
+def _final_or_completing(
+    component: JobRecord, past: JobRecord | None, steps: list[JobRecord], taken_at: datetime
+) -> JobRecord:
+    """The component as it is, or COMPLETING when it ended by one source's word while the
+    other still shows it or one of its steps alive: its end is not final yet."""
+    if component.health not in ENDED or component.state is SlurmState.SPECIAL_EXIT:
+        return component  # a job held in SpecialExit is still queued: sacct says PENDING
+    alive = [row for row in (past, *steps) if row is not None and row.health in ALIVE]
+    if not alive or (component.end is not None and taken_at - component.end > LAG_LIMIT):
+        return component
+    lagging = ", ".join(f"{row.job_id} {row.state}" for row in alive)
+    return component.model_copy(
+        update={
+            "state": SlurmState.COMPLETING,
+            "reason": f"{component.state} by {component.source}, sacct still shows {lagging}",
+            "exit_code": None,
+            "signal": None,
+        }
+    )
+
+
+def _orphan_steps(rows: list[JobRecord]) -> bool:
+    """Whether a step is listed whose component neither source lists: accounting has the
+    step before the job, and the job's end cannot be told yet."""
+    components = {row.job_id for row in rows if not row.is_step}
+    return any(_owner(row) not in components for row in rows if row.is_step)
 
 
 def _of_latest_run(step: JobRecord, component: JobRecord) -> bool:
