@@ -240,7 +240,7 @@ class Applier:
                 directory.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             # Like a refusal by the scheduler: this run and what waits for it are skipped.
-            self.result.refused[run.name] = str(cannot_create(directory, error, RUNS_DIR_HINT))
+            self._refused(run.name, str(cannot_create(directory, error, RUNS_DIR_HINT)))
             return
         dependencies = (*action.after_jobs, *(self.result.submitted[up] for up in action.after))
         if action.allocation_job is not None:
