@@ -20,7 +20,8 @@ import typer
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
-from reconciler.commands.watch import LineLog, LogFormat, Puller, parse_duration
+from reconciler.commands.watch import LogFormat, parse_duration
+from reconciler.commands.watchlog import LineLog, Puller
 from reconciler.engine.actions import Plan
 from reconciler.engine.gitrefs import BranchRefs
 from reconciler.engine.reconcile import Outcome
