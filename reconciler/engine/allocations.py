@@ -36,14 +36,11 @@ from functools import cached_property
 from reconciler.engine.actions import Action, ActionKind
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import JobRecord, ObservedJob, job_order
-from reconciler.scheduler.states import Health, aggregate
+from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate
 from reconciler.spec.desired import DesiredAllocation
 from reconciler.spec.models import NodeShape, RunResources
 from reconciler.spec.resources import span
 from reconciler.state.records import UNSEEN_GRACE, SetupRecord, SubmissionRecord
-
-_ENDED = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
-_BAD = frozenset({Health.FAILED, Health.CANCELLED})
 
 
 class Stage(Enum):
@@ -302,7 +299,7 @@ def _own_health(job: ObservedJob) -> Health:
 
 
 def _holds(job: ObservedJob) -> bool:
-    return not job.finished and _own_health(job) not in _ENDED
+    return not job.finished and _own_health(job) not in ENDED
 
 
 def _stage(cluster: Cluster, allocation: DesiredAllocation, job: ObservedJob) -> Stage:
@@ -324,7 +321,7 @@ def _setup_stage(cluster: Cluster, job: ObservedJob) -> Stage:
     steps = [row for row in job.steps if row.step_tag == job.tag]
     if steps:
         health = aggregate(row.health for row in steps)
-        if health in _BAD:
+        if health in ENDED_BADLY:
             return Stage.BROKEN
         return Stage.READY if health is Health.SUCCEEDED else Stage.SETTING_UP
     started = [s for s in cluster.setups if s.allocation_job == job.job_id]
@@ -333,7 +330,7 @@ def _setup_stage(cluster: Cluster, job: ObservedJob) -> Stage:
     last = started[-1]
     if last.final_health is Health.SUCCEEDED:
         return Stage.READY  # its step has left sacct's window
-    if last.final_health in _BAD:
+    if last.final_health in ENDED_BADLY:
         return Stage.BROKEN
     if cluster.now - last.created_at < UNSEEN_GRACE:
         return Stage.SETTING_UP

@@ -34,7 +34,7 @@ from reconciler.engine import allocations
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
-from reconciler.scheduler.states import ENDINGS, Health, SlurmState
+from reconciler.scheduler.states import ALIVE, ENDED_BADLY, ENDINGS, Health, SlurmState
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
@@ -49,9 +49,6 @@ from reconciler.state.records import (
     SubmissionRecord,
     SubmissionStatus,
 )
-
-LIVE = frozenset({Health.PENDING, Health.RUNNING})
-ENDED_BADLY = frozenset({Health.FAILED, Health.CANCELLED})
 
 
 class Outcome(Enum):
@@ -518,7 +515,7 @@ def _replace_on_request(context: _Context, run: DesiredRun, jobs: Sequence[Obser
 
 def _live(job: ObservedJob) -> bool:
     # A het job with one failed component may still hold the others: it is not over.
-    return job.health in LIVE or not job.finished
+    return job.health in ALIVE or not job.finished
 
 
 def _set(
