@@ -40,7 +40,7 @@ from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate
 from reconciler.spec.desired import DesiredAllocation
 from reconciler.spec.models import NodeShape, RunResources
 from reconciler.spec.resources import span
-from reconciler.state.records import UNSEEN_GRACE, SetupRecord, SubmissionRecord
+from reconciler.state.records import UNSEEN_GRACE, SetupRecord, SubmissionRecord, unseen_job
 
 
 class Stage(Enum):
@@ -485,16 +485,8 @@ def _unseen(
 ) -> str | None:
     """A job of this spec salloc granted lately that observation does not show yet."""
     seen = {job.job_id for job in jobs}
-    for record in cluster.allocation_records.get(allocation.name, []):
-        if (
-            record.spec_hash == allocation.spec_hash
-            and record.job_id is not None
-            and record.job_id not in seen
-            and record.final_health is None
-            and cluster.now - record.created_at < UNSEEN_GRACE
-        ):
-            return record.job_id
-    return None
+    records = cluster.allocation_records.get(allocation.name, [])
+    return unseen_job(records, allocation.spec_hash, seen, cluster.now)
 
 
 def _allocate(live: Sequence[ObservedJob], stages: Mapping[str, Stage]) -> tuple[ActionKind, str]:

@@ -48,6 +48,7 @@ from reconciler.state.records import (
     SetupRecord,
     SubmissionRecord,
     SubmissionStatus,
+    unseen_job,
 )
 
 
@@ -708,17 +709,7 @@ def _unseen_job(context: _Context, run: DesiredRun) -> str | None:
     """
     observed = {job.job_id for job in context.jobs(run.name)}
     lost = {job_id for job_id, _ in _lost_jobs(context, run)}
-    for record in context.history(run.name):
-        if (
-            record.spec_hash == run.spec_hash
-            and record.job_id is not None
-            and record.job_id not in observed
-            and record.job_id not in lost
-            and record.final_health is None
-            and context.now - record.created_at < UNSEEN_GRACE
-        ):
-            return record.job_id
-    return None
+    return unseen_job(context.history(run.name), run.spec_hash, observed | lost, context.now)
 
 
 def _lost_jobs(context: _Context, run: DesiredRun) -> list[tuple[str, str]]:

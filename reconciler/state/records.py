@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
@@ -72,3 +73,23 @@ class SetupRecord(BaseModel):
     reason: str | None = Field(None, description="why srun made no step, when it did not")
     created_at: datetime
     updated_at: datetime
+
+
+def unseen_job(
+    records: Iterable[SubmissionRecord], spec_hash: str, seen: Collection[str], now: datetime
+) -> str | None:
+    """The first job of ``spec_hash`` the journal holds, whose end it has not seen, that no
+    observation shows (``seen`` holds the ids shown or known lost) and that is younger
+    than ``UNSEEN_GRACE``: absence right after submission proves nothing, since Slurm's
+    two views lag behind each other. None when every such job is seen, or old enough to
+    count as lost."""
+    for record in records:
+        if (
+            record.spec_hash == spec_hash
+            and record.job_id is not None
+            and record.job_id not in seen
+            and record.final_health is None
+            and now - record.created_at < UNSEEN_GRACE
+        ):
+            return record.job_id
+    return None
