@@ -117,6 +117,28 @@ def test_held_once_reused_and_runs_run_inside_one_after_the_other(project: Proje
     assert [job["id"] for job in held(project)] == [allocation["id"]]  # it stays held
 
 
+def test_held_under_the_account_and_qos_it_names(project: Project) -> None:
+    # root's default account is `recon`: only the spec's account puts the job elsewhere.
+    charged = "  account: recon-other-acct\n  qos: normal\n"
+    project.repo.commit(
+        {"specs/warm.yaml": warm().replace("resources:\n", "resources:\n" + charged)}
+    )
+    plan = project.recon("plan", ".")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    project.apply()
+    (allocation,) = held(project)
+
+    def accounted() -> list[str]:
+        return subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", allocation["id"], "-o", "Account,QOS"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+
+    project.wait_for("sacct to list the allocation", lambda: bool(accounted()))  # accounting lags
+    listing = "\n".join(accounted())
+    assert listing.split() == ["recon-other-acct|normal"]
+
+
 def test_a_changed_partition_replaces_it_without_killing_a_running_step(
     project: Project,
 ) -> None:

@@ -28,7 +28,8 @@ from reconciler.scheduler.slurm.steps import (
 from reconciler.scheduler.slurm.testing import ScriptedRunner, ok
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Allocation, Container, NodeShape, RunResources
+from reconciler.spec.desired import effective_allocation, spec_hash
+from reconciler.spec.models import Allocation, Container, NodeShape, Project, RunResources
 from tests.unit.test_slurm_adapter import NOW
 
 WARM = Tag(
@@ -99,6 +100,48 @@ def test_salloc_options_from_an_allocation_spec() -> None:
         "--mem=1024M",
         "--gres=gpu:a100:2",
     )
+
+
+def test_an_allocation_is_charged_to_its_account_and_qos_or_the_projects_defaults() -> None:
+    def held(resources: dict[str, object], defaults: dict[str, object]) -> tuple[str, ...]:
+        spec = Allocation.model_validate(
+            {"kind": "Allocation", "name": "warm", "time_limit": "1h", "resources": resources}
+        )
+        project = Project.model_validate({"project": "demo", "defaults": defaults})
+        return allocation_options(effective_allocation(spec, project))
+
+    assert held({"account": "lab-a", "qos": "high"}, {}) == (
+        "--time=01:00:00",
+        "--account=lab-a",
+        "--qos=high",
+    )
+    # The project's defaults fill what the allocation leaves out, and only that.
+    defaults = {"account": "lab-b", "qos": "normal", "time": "2h"}
+    assert held({"qos": "high"}, defaults) == (
+        "--time=01:00:00",
+        "--account=lab-b",
+        "--qos=high",
+    )
+    assert held({}, {}) == ("--time=01:00:00",)
+
+
+def test_an_allocation_without_account_keeps_the_hash_it_had_before_accounts() -> None:
+    # Computed before allocations took account and qos: an allocation held by an older
+    # recon stays the current job of its spec, not "allocation spec changed".
+    spec = Allocation.model_validate(
+        {
+            "kind": "Allocation",
+            "name": "warm",
+            "time_limit": "1h",
+            "resources": {"partition": "gpu", "gpus": "a100:2", "memory": "1GiB"},
+            "setup": ["true"],
+        }
+    )
+    assert spec_hash(spec) == "4fc4922da25b96ba"
+    charged = spec.model_copy(
+        update={"resources": spec.resources.model_copy(update={"account": "lab-a"})}
+    )
+    assert spec_hash(charged) != "4fc4922da25b96ba"
 
 
 def test_a_run_step_is_one_task_and_setup_one_per_node() -> None:
