@@ -28,7 +28,7 @@ has left, else they wait, and ``renewals`` allocates a fresh job for them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Protocol
@@ -91,6 +91,7 @@ class AllocationState:
     blocked: str | None = None
     waiting: str = ""  # why runs wait, when nothing is ready
     coming: bool = False  # a newer job is on its way: no renewal needed
+    holds: NodeShape = field(default_factory=NodeShape)  # what each of its nodes holds
 
 
 @dataclass(frozen=True)
@@ -113,8 +114,9 @@ def plan_allocations(
     return actions, states
 
 
-def place(state: AllocationState, needs: timedelta | None) -> Placement:
-    """Where a run that is to start now starts, given its time limit (None: none)."""
+def place(state: AllocationState, needs: timedelta | None, asks: NodeShape) -> Placement:
+    """Where a run that is to start now starts, given its time limit (None: none) and the
+    CPUs, memory and GPUs it asks for."""
     name = state.name
     if state.blocked is not None:
         return Placement(blocked=f"allocation {name} is blocked: {state.blocked}")
@@ -122,6 +124,12 @@ def place(state: AllocationState, needs: timedelta | None) -> Placement:
         return Placement(
             blocked=f"needs {_span(needs)}, but allocation {name} lives "
             f"{_span(state.time_limit)} (time_limit)"
+        )
+    beyond = beyond_allocation(state.holds, asks)
+    if beyond:
+        return Placement(
+            blocked=f"asks for more than allocation {name} holds: {'; '.join(beyond)}; "
+            f"ask for less, or for more in allocation {name}"
         )
     if state.ready is None:
         return Placement(wait=f"waits for allocation {name}: {state.waiting}")
@@ -133,6 +141,35 @@ def place(state: AllocationState, needs: timedelta | None) -> Placement:
             renew=not state.coming,
         )
     return Placement(job_id=state.ready.job_id)
+
+
+def beyond_allocation(holds: NodeShape, asks: NodeShape) -> list[str]:
+    """What a step asks for that no node of the allocation holds: a step is one task on
+    one node, and the allocation's cpus, memory and gpus are per node. What the allocation
+    does not state is not judged (the cluster decides what it gets), except GPUs: an
+    allocation that asks for none holds none, unless it takes whole nodes (--exclusive)."""
+    found = []
+    if asks.cpus is not None and holds.cpus is not None and asks.cpus.count > holds.cpus.count:
+        found.append(f"cpus {asks.cpus.text} > {holds.cpus.text} per node")
+    if (
+        asks.memory is not None
+        and holds.memory is not None
+        and asks.memory.mebibytes > holds.memory.mebibytes
+    ):
+        found.append(f"memory {asks.memory.text} > {holds.memory.text} per node")
+    if asks.gpus is not None:
+        if holds.gpus is None:
+            if not any(flag.startswith("--exclusive") for flag in holds.sbatch_extra):
+                found.append(f"gpus {asks.gpus.text}, but it holds no GPUs")
+        elif asks.gpus.count > holds.gpus.count:
+            found.append(f"gpus {asks.gpus.text} > {holds.gpus.text} per node")
+        elif (
+            asks.gpus.type is not None
+            and holds.gpus.type is not None
+            and asks.gpus.type.lower() != holds.gpus.type.lower()
+        ):
+            found.append(f"gpus {asks.gpus.text}, but it holds {holds.gpus.text}")
+    return found
 
 
 def renewals(
@@ -210,12 +247,10 @@ def _decide(
         action = _action(ActionKind.BLOCKED, allocation, refusal)
         return [action, *retired], AllocationState(allocation.name, limit, blocked=refusal)
     main: list[Action] = []
-    state = AllocationState(allocation.name, limit, coming=bool(coming))
+    state = AllocationState(allocation.name, limit, coming=bool(coming), holds=spec.resources)
     if chosen is not None:
         left = _time_left(chosen)
-        state = AllocationState(
-            allocation.name, limit, Ready(chosen.job_id, left), coming=bool(coming)
-        )
+        state = replace(state, ready=Ready(chosen.job_id, left))
         shown = f", {_span(left)} left" if left is not None else ""
         main.append(
             _action(
@@ -251,9 +286,7 @@ def _decide(
 
 
 def _waiting(state: AllocationState, why: str) -> AllocationState:
-    return AllocationState(
-        state.name, state.time_limit, state.ready, state.blocked, why, state.coming
-    )
+    return replace(state, waiting=why)
 
 
 def _alloc_jobs(cluster: Cluster) -> list[ObservedJob]:

@@ -139,6 +139,28 @@ def test_held_under_the_account_and_qos_it_names(project: Project) -> None:
     assert listing.split() == ["recon-other-acct|normal"]
 
 
+def test_a_run_asking_more_gpus_than_its_allocation_holds_is_blocked(project: Project) -> None:
+    two_gpus = warm(partition="gpu").replace("  cpus: 2\n", "  cpus: 2\n  gpus: a100:2\n")
+    big = step_run("big", "nvidia-smi > {outputs.out.path}").replace(
+        "  cpus: 1\n", "  cpus: 1\n  gpus: 4\n"
+    )
+    project.repo.commit({"specs/warm.yaml": two_gpus, "specs/big.yaml": big})
+    plan = project.recon("plan", ".")
+    assert "asks for more than allocation warm holds: gpus 4 > a100:2 per node" in plan.stdout, (
+        plan.stdout + plan.stderr
+    )
+    # Blocked whether or not the allocation is ready: apply until it is, then once more.
+    apply_until(project, "the allocation to be held", lambda: bool(held(project)))
+    project.wait_for("the allocation to run", lambda: held(project)[0]["state"] == "RUNNING")
+    again = project.recon("plan", ".")
+    assert "~ reuse     warm" in again.stdout, again.stdout
+    assert "gpus 4 > a100:2 per node" in again.stdout, again.stdout
+    assert "1 run blocked" in project.apply().stdout
+    (allocation,) = held(project)
+    assert "big" not in steps(allocation["id"])
+    assert project.job_of("big") == []
+
+
 def test_a_changed_partition_replaces_it_without_killing_a_running_step(
     project: Project,
 ) -> None:

@@ -15,6 +15,7 @@ from reconciler.engine.allocations import (
     Cluster,
     Placement,
     Ready,
+    beyond_allocation,
     place,
     plan_allocations,
     prunes,
@@ -32,7 +33,7 @@ from reconciler.spec.desired import (
     effective_allocation,
     spec_hash,
 )
-from reconciler.spec.models import Allocation, Project, Run
+from reconciler.spec.models import Allocation, NodeShape, Project, Run
 from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 from tests import planning
 from tests.planning import NOW, PROJECT, run
@@ -451,7 +452,7 @@ READY = AllocationState("warm", HOUR, Ready("12", timedelta(minutes=12)))
     ],
 )
 def test_place(state: AllocationState, needs: timedelta | None, expected: Placement) -> None:
-    assert place(state, needs) == expected
+    assert place(state, needs, NodeShape()) == expected
 
 
 def test_renewals_only_where_runs_wait_and_nothing_is_on_its_way() -> None:
@@ -576,6 +577,58 @@ def test_runs_in_an_allocation_the_local_backend_cannot_hold_are_blocked() -> No
     assert actions["a"][0].kind is ActionKind.BLOCKED
     assert actions["a"][0].reason.startswith("allocation warm is blocked: the local backend")
     assert actions["b"][0].reason == "upstream a is blocked"
+
+
+def shape(**fields: Any) -> NodeShape:
+    return NodeShape.model_validate(fields)
+
+
+@pytest.mark.parametrize(
+    ("holds", "asks", "beyond"),
+    [
+        (shape(cpus=4, memory="2GiB", gpus="a100:2"), shape(cpus=4, memory="2GiB", gpus=2), []),
+        (shape(gpus=2), shape(gpus=4), ["gpus 4 > 2 per node"]),
+        (shape(gpus="a100:2"), shape(gpus="A100:1"), []),  # gres types are case-blind here
+        (shape(gpus="a100:2"), shape(gpus="h100:1"), ["gpus h100:1, but it holds a100:2"]),
+        (shape(gpus=2), shape(gpus="h100:1"), []),  # untyped: any type may be held
+        (shape(), shape(gpus=1), ["gpus 1, but it holds no GPUs"]),
+        (shape(sbatch_extra=["--exclusive"]), shape(gpus=1), []),  # whole nodes, every GPU
+        (shape(cpus=2), shape(cpus="4+"), ["cpus 4+ > 2 per node"]),
+        (shape(memory="1GiB"), shape(memory="2GiB"), ["memory 2GiB > 1GiB per node"]),
+        (shape(), shape(cpus=64, memory="1TiB"), []),  # unstated: the cluster decides
+        (
+            shape(cpus=2, gpus=2),
+            shape(cpus=3, gpus=3),
+            ["cpus 3 > 2 per node", "gpus 3 > 2 per node"],
+        ),
+    ],
+)
+def test_what_a_step_asks_beyond_its_allocation(
+    holds: NodeShape, asks: NodeShape, beyond: list[str]
+) -> None:
+    assert beyond_allocation(holds, asks) == beyond
+
+
+def test_a_run_asking_more_than_its_allocation_holds_is_blocked_before_anything_starts() -> None:
+    gpus = allocation(resources={"partition": "gpu", "gpus": "a100:2"})
+    state = desired(
+        run("big", allocation="warm", resources={"gpus": 4}),
+        run("after", "big"),
+        run("fits", allocation="warm", resources={"gpus": 2}),
+        allocations=(gpus,),
+    )
+    # Judged whether or not a job of the allocation is ready: none is here.
+    for jobs in ((), (_as(held("12"), gpus),)):
+        actions = planned(state, *jobs)
+        (big,) = actions["big"]
+        assert big.kind is ActionKind.BLOCKED and big.allocation_job is None
+        assert big.reason == (
+            "asks for more than allocation warm holds: gpus 4 > a100:2 per node; "
+            "ask for less, or for more in allocation warm"
+        )
+        assert actions["after"][0].reason == "upstream big is blocked"
+        assert actions["fits"][0].kind in (ActionKind.SUBMIT, ActionKind.NOOP)
+    assert actions["fits"][0].allocation_job == "12"
 
 
 def test_a_step_started_but_not_listed_is_not_started_again() -> None:
