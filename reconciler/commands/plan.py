@@ -84,11 +84,22 @@ def plan(
     note_uncommitted(seen.desired, rev, "plan")
     result = seen.plan
     sys.stdout.write(plan_report.RENDERERS[output_format.value](result))
+    if output_format is Format.markdown:
+        # The runs the plan acts on and their neighbours, as GitHub and GitLab draw it.
+        from reconciler.report.graph import graph_of, mermaid_block
+
+        drawn = graph_of(seen.desired, result).around_actions(DIAGRAM_LIMIT)
+        block = mermaid_block(drawn)
+        sys.stdout.write(f"\n{block}" if block else "")
     if out is not None:
         planfile.save(result, out)
         err_console.print(f"Saved the plan to {out}; `recon apply {out}` carries it out.")
     if detailed_exitcode and result.has_changes:
         raise typer.Exit(EXIT_CHANGES)
+
+
+# A PR comment's diagram shows at most this many runs; the rest are counted.
+DIAGRAM_LIMIT = 50
 
 
 def _plan_against(

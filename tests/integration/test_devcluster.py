@@ -5,6 +5,7 @@ Other test sessions may share the cluster, so no test assumes it has a node to i
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 import uuid
@@ -127,3 +128,21 @@ def test_second_up_is_a_quick_no_op(slurm_cluster: ClusterSpec) -> None:
     assert actions == ()
     assert time.monotonic() - started < 20
     assert {d.name: d.pids for d in check_health(slurm_cluster).daemons} == pids_before
+
+
+def test_status_prints_what_docs_cli_md_shows() -> None:
+    """docs/cli.md's `recon dev-cluster status`, process ids and node states aside (other
+    sessions' jobs make a node mixed or allocated)."""
+    from tests.local.test_doc_cli_output import CLI_DOC, matches, shown_commands
+
+    (shown,) = [
+        item for item in shown_commands(CLI_DOC) if item.command == "recon dev-cluster status"
+    ]
+    result = CliRunner().invoke(app, ["status"])
+    assert result.exit_code == 0, result.output
+
+    def masked(text: str) -> str:
+        text = re.sub(r"\bpid \d+", "pid N", text)
+        return re.sub(r"\b(idle|mixed|allocated|completing|reserved)\b", "<state>", text)
+
+    assert matches(masked(result.output), masked(shown.output)), result.output
