@@ -137,6 +137,12 @@ def test_held_under_the_account_and_qos_it_names(project: Project) -> None:
     project.wait_for("sacct to list the allocation", lambda: bool(accounted()))  # accounting lags
     listing = "\n".join(accounted())
     assert listing.split() == ["recon-other-acct|normal"]
+    shown = project.recon("status", ".", "--format", "json", "--allocations")
+    (row,) = json.loads(shown.stdout)["allocations"]
+    assert (row["name"], row["job_id"]) == ("warm", allocation["id"])
+    assert row["history"][0]["job_id"] == allocation["id"]
+    if row["health"] == "running":
+        assert row["nodes"] and 0 < row["time_left"] <= 600
 
 
 def test_a_run_asking_more_gpus_than_its_allocation_holds_is_blocked(project: Project) -> None:

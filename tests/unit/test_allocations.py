@@ -677,11 +677,20 @@ def test_status_shows_the_held_job_its_steps_and_its_history() -> None:
     (row,) = allocation_statuses(state, result, observation, records)
     assert (row.name, row.job_id, row.health, row.nodes) == ("warm", "13", Health.RUNNING, "cpu1")
     assert row.time_left == timedelta(minutes=42)
-    assert row.steps_running == ("13.3 (a)",)
-    assert [line.split(" 20")[0] for line in row.history] == [
+    assert [str(step) for step in row.steps_running] == ["13.3 (a)"]
+    history = [str(job) for job in row.history]
+    assert [line.split(" 20")[0] for line in history] == [
         f"job 13 (spec {WARM.spec_hash[:8]}) submitted",
         f"job 12 (spec {WARM.spec_hash[:8]}) submitted",
     ]
-    assert row.history[0].endswith("1 run, running")
-    assert row.history[1].endswith("2 runs, cancelled")
+    assert history[0].endswith("1 run, running")
+    assert history[1].endswith("2 runs, cancelled")
+    # The JSON form: the same facts, as data.
+    data = row.model_dump(mode="json")
+    assert data["time_left"] == 42 * 60
+    assert data["steps_running"] == [{"step_id": "13.3", "run": "a"}]
+    assert [(job["job_id"], job["runs"], job["health"]) for job in data["history"]] == [
+        ("13", 1, "running"),
+        ("12", 2, "cancelled"),
+    ]
     assert row.reason.startswith("reuse: allocation job 13 on cpu1, 42m left")
