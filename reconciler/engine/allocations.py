@@ -242,7 +242,8 @@ def _decide(
         for job in live
         if job.job_id not in keep
     ]
-    refusal = _refusal(cluster, allocation) or _setup_failure(cluster, allocation, mine)
+    failed = _setup_failures(cluster, allocation, mine)
+    refusal = _refusal(cluster, allocation) or _setup_failure(allocation, failed)
     if refusal is not None:
         action = _action(ActionKind.BLOCKED, allocation, refusal)
         return [action, *retired], AllocationState(allocation.name, limit, blocked=refusal)
@@ -265,6 +266,7 @@ def _decide(
         stage = stages[job.job_id]
         if stage is Stage.NEEDS_SETUP:
             why = f"setup starts in allocation job {job.job_id} ({_plural(len(spec.setup))})"
+            why += _try(allocation, failed)
             main.append(_action(ActionKind.SETUP, allocation, why, (job.job_id,)))
         else:
             why = _coming_reason(job, stage)
@@ -279,7 +281,7 @@ def _decide(
             state = _waiting(state, why)
         else:
             kind, why = _allocate(live, stages)
-            main.append(_action(kind, allocation, why))
+            main.append(_action(kind, allocation, why + _try(allocation, failed)))
             state = _waiting(state, "being allocated in this apply")
     # Allocate (or set up) before releasing: the new job exists before the old one goes.
     return [*main, *retired], state
@@ -341,19 +343,15 @@ def _setup_stage(cluster: Cluster, job: ObservedJob) -> Stage:
     return Stage.NEEDS_SETUP  # started long ago and never seen: lost, start it again
 
 
-def _setup_failure(
+def _setup_failures(
     cluster: Cluster, allocation: DesiredAllocation, jobs: Sequence[ObservedJob]
-) -> str | None:
-    """Why this spec's setup is known to fail: it is not allocated again until it changes.
-    A setup cancelled with its allocation (released, out of time) is no failure of its own."""
+) -> dict[str, str]:
+    """How setup failed in each job of this spec where it did (one setup per job), by the
+    cluster's steps or by the journal once they have left sacct's window. A setup
+    cancelled with its allocation (released, out of time) is no failure of its own."""
+    failed: dict[str, str] = {}
     if not allocation.spec.setup:
-        return None
-    for job in jobs:
-        if job.tag.spec_hash != allocation.spec_hash:
-            continue
-        for row in job.steps:
-            if row.step_tag == job.tag and row.health is Health.FAILED:
-                return _setup_failed(job.job_id, f"step {row.job_id} {_ending(row)}")
+        return failed
     for setup in cluster.setups:
         if (
             setup.spec_hash == allocation.spec_hash
@@ -361,8 +359,33 @@ def _setup_failure(
             and setup.final_health is Health.FAILED
         ):
             how = setup.reason or f"{setup.final_health} (exit {setup.exit_code})"
-            return _setup_failed(setup.allocation_job, how)
-    return None
+            failed[setup.allocation_job] = how
+    for job in jobs:
+        if job.tag.spec_hash != allocation.spec_hash:
+            continue
+        for row in job.steps:
+            if row.step_tag == job.tag and row.health is Health.FAILED:
+                failed[job.job_id] = f"step {row.job_id} {_ending(row)}"
+    return failed
+
+
+def _setup_failure(allocation: DesiredAllocation, failed: Mapping[str, str]) -> str | None:
+    """Why this spec's setup is known to fail, once it has failed in more jobs than
+    setup_retries allows: it is not allocated again until the spec changes."""
+    if len(failed) <= allocation.spec.setup_retries:
+        return None
+    last = max(failed, key=job_order)
+    tries = len(failed)
+    return _setup_failed(last, f"{failed[last]}, {tries} of {tries} tries failed")
+
+
+def _try(allocation: DesiredAllocation, failed: Mapping[str, str]) -> str:
+    """How many tries of setup are left, once it has failed before (this one included)."""
+    if not failed:
+        return ""
+    left = allocation.spec.setup_retries + 1 - len(failed)
+    last = max(failed, key=job_order)
+    return f"; setup failed in job {last}, {left} {'try' if left == 1 else 'tries'} left"
 
 
 def _setup_failed(job_id: str, how: str) -> str:
@@ -514,7 +537,7 @@ def _allocate(live: Sequence[ObservedJob], stages: Mapping[str, Stage]) -> tuple
             f"allocation renewed: job {job.job_id} has {_span(_time_left(job))} left"
         )
     if any(stages.get(job.job_id) is Stage.BROKEN for job in live):
-        return ActionKind.REPLACE, "allocation: its setup failed"
+        return ActionKind.REPLACE, "allocation: setup is tried again"
     return ActionKind.REPLACE, "allocation spec changed"
 
 

@@ -28,7 +28,7 @@ M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
 # `allocation` says where a run runs, not what it computes; `min_remaining` is when an
-# allocation is renewed, not what it is.
+# allocation is renewed and `setup_retries` how often its setup is tried, not what it is.
 NOT_HASHED = {
     "description",
     "labels",
@@ -38,6 +38,7 @@ NOT_HASHED = {
     "coupled_with",
     "allocation",
     "min_remaining",
+    "setup_retries",
 }
 
 

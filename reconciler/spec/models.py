@@ -285,6 +285,11 @@ class Allocation(Document):
     setup: tuple[SafeText, ...] = Field(
         (), description="Commands run once in each new allocation, before any run starts in it."
     )
+    setup_retries: Annotated[int, Field(ge=0, le=100)] = Field(
+        1,
+        description="How many times a failed setup is tried again, each in a new job of the "
+        "allocation, before the allocation is blocked. Not part of the spec hash.",
+    )
 
     @model_validator(mode="after")
     def _time_to_reuse(self) -> Allocation:

@@ -299,6 +299,28 @@ def test_setup_runs_once_per_allocation_before_any_run(project: Project, tmp_pat
     assert (project.root / f".recon/allocations/warm/slurm-{allocation['id']}.0.out").exists()
 
 
+def test_a_setup_that_fails_once_is_tried_again_in_a_new_job(
+    project: Project, tmp_path: Path
+) -> None:
+    marker = tmp_path / "tried"
+    # Fails the first time (leaving the marker), succeeds the second.
+    flaky = f"setup:\n  - if [ ! -e {marker} ]; then touch {marker}; exit 1; fi\n"
+    project.repo.commit(
+        {
+            "specs/warm.yaml": warm(extra=flaky),
+            "specs/user.yaml": step_run("user", "echo ran > {outputs.out.path}"),
+        }
+    )
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (project.root / "runs/user/out.txt").read_text() == "ran\n"
+    first, second = allocations(project)
+    assert first["hash"] == second["hash"]  # the same spec, allocated again
+    assert first["state"].startswith("CANCELLED") and second["state"] == "RUNNING"
+    plan = project.recon("plan", ".")
+    assert "~ reuse     warm" in plan.stdout, plan.stdout
+
+
 def test_a_container_is_refused_where_pyxis_is_not(project: Project) -> None:
     container = "container:\n  image: ubuntu:22.04\n"
     project.repo.commit(

@@ -52,6 +52,7 @@ def allocation(name: str = "warm", **fields: Any) -> DesiredAllocation:
 
 WARM = allocation()
 SET_UP = allocation(setup=["pip install x"])
+NO_RETRY = allocation(setup=["pip install x"], setup_retries=0)
 
 
 def tag(of: DesiredAllocation, spec: str | None = None) -> Tag:
@@ -285,19 +286,55 @@ CASES = [
         ready="12",
     ),
     Case(
-        "setup failed: blocked, and the job released",
+        "setup failed: tried again in a new job, and the job released",
         cluster(held("12", of=SET_UP, steps=(step("12.0", SlurmState.FAILED, tag(SET_UP), 2),))),
         [
-            ("blocked", (), "setup failed in allocation job 12: step 12.0 failed (exit 2); fix"),
+            ("replace", (), "setup is tried again; setup failed in job 12, 1 try left"),
             ("cancel", ("12",), "its setup failed"),
         ],
         of=SET_UP,
+    ),
+    Case(
+        "setup failed with no retries: blocked, and the job released",
+        cluster(
+            held("12", of=NO_RETRY, steps=(step("12.0", SlurmState.FAILED, tag(NO_RETRY), 2),))
+        ),
+        [
+            (
+                "blocked",
+                (),
+                "setup failed in allocation job 12: step 12.0 failed (exit 2), 1 of 1 tries "
+                "failed; fix",
+            ),
+            ("cancel", ("12",), "its setup failed"),
+        ],
+        of=NO_RETRY,
         blocked=True,
     ),
     Case(
-        "a setup failure the journal remembers blocks allocating the same spec again",
+        "a retry's new job says which try its setup is",
+        cluster(
+            held("13", of=SET_UP),
+            setups=(setup_record("9", final_health=Health.FAILED, exit_code=1),),
+        ),
+        [("setup", ("13",), "(1 command); setup failed in job 9, 1 try left")],
+        of=SET_UP,
+    ),
+    Case(
+        "one setup failure the journal remembers: allocated again",
         cluster(setups=(setup_record("9", final_health=Health.FAILED, exit_code=1),)),
-        [("blocked", (), "setup failed in allocation job 9: failed (exit 1)")],
+        [("submit", (), "none held; setup failed in job 9, 1 try left")],
+        of=SET_UP,
+    ),
+    Case(
+        "as many failures as tries: allocating the same spec again is blocked",
+        cluster(
+            setups=(
+                setup_record("9", final_health=Health.FAILED, exit_code=1),
+                setup_record("10", final_health=Health.FAILED, exit_code=1),
+            )
+        ),
+        [("blocked", (), "setup failed in allocation job 10: failed (exit 1), 2 of 2 tries")],
         of=SET_UP,
         blocked=True,
     ),
