@@ -159,7 +159,7 @@ def beyond_allocation(holds: NodeShape, asks: NodeShape) -> list[str]:
         found.append(f"memory {asks.memory.text} > {holds.memory.text} per node")
     if asks.gpus is not None:
         if holds.gpus is None:
-            if not any(flag.startswith("--exclusive") for flag in holds.sbatch_extra):
+            if not holds_gpus(holds):
                 found.append(f"gpus {asks.gpus.text}, but it holds no GPUs")
         elif asks.gpus.count > holds.gpus.count:
             found.append(f"gpus {asks.gpus.text} > {holds.gpus.text} per node")
@@ -170,6 +170,12 @@ def beyond_allocation(holds: NodeShape, asks: NodeShape) -> list[str]:
         ):
             found.append(f"gpus {asks.gpus.text}, but it holds {holds.gpus.text}")
     return found
+
+
+def holds_gpus(holds: NodeShape) -> bool:
+    """Whether an allocation may hold GPUs: it asks for them, or takes whole nodes
+    (``--exclusive``) with whatever GPUs they have."""
+    return holds.gpus is not None or any(f.startswith("--exclusive") for f in holds.sbatch_extra)
 
 
 def renewals(

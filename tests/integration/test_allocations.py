@@ -167,6 +167,23 @@ def test_a_run_asking_more_gpus_than_its_allocation_holds_is_blocked(project: Pr
     assert project.job_of("big") == []
 
 
+def test_a_cpu_run_in_a_gpu_allocation_sees_no_gpu(project: Project) -> None:
+    two_gpus = warm(partition="gpu").replace("  cpus: 2\n", "  cpus: 2\n  gpus: a100:2\n")
+    seen = "echo ${CUDA_VISIBLE_DEVICES-none} > {outputs.out.path}"
+    gpu = step_run("gpu", seen).replace("  cpus: 1\n", "  cpus: 1\n  gpus: 1\n")
+    project.repo.commit(
+        {
+            "specs/warm.yaml": two_gpus,
+            "specs/cpu.yaml": step_run("cpu", seen),
+            "specs/gpu.yaml": gpu,
+        }
+    )
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (project.root / "runs/cpu/out.txt").read_text() == "none\n"
+    assert (project.root / "runs/gpu/out.txt").read_text().strip() in ("0", "1")
+
+
 def test_a_changed_partition_replaces_it_without_killing_a_running_step(
     project: Project,
 ) -> None:

@@ -155,6 +155,17 @@ def test_a_run_step_is_one_task_and_setup_one_per_node() -> None:
     assert step_options(None) == ("--ntasks-per-node=1",)
 
 
+def test_a_step_asking_no_gpus_is_given_none_where_the_allocation_holds_them() -> None:
+    cpu_only = RunResources.model_validate({"cpus": 1})
+    one_gpu = RunResources.model_validate({"cpus": 1, "gpus": 1})
+    assert step_options(cpu_only, allocation_gpus=True)[-1] == "--gres=gpu:0"
+    assert step_options(one_gpu, allocation_gpus=True)[-1] == "--gres=gpu:1"
+    # Where the allocation holds none, no gres at all: a cluster without gpu gres may
+    # refuse even gpu:0.
+    assert "--gres=gpu:0" not in step_options(cpu_only, allocation_gpus=False)
+    assert step_options(None, allocation_gpus=True) == ("--ntasks-per-node=1",)
+
+
 def test_containers_are_pyxis_flags_named_after_the_allocation() -> None:
     plain = Container(image="nvcr.io/nvidia/pytorch:24.01-py3")
     assert container_options(plain, "warm") == (
