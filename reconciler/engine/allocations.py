@@ -31,23 +31,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Protocol
 
 from reconciler.engine.actions import Action, ActionKind
+from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import JobRecord, ObservedJob, job_order
 from reconciler.scheduler.states import Health, aggregate
 from reconciler.spec.desired import DesiredAllocation
 from reconciler.spec.models import NodeShape, RunResources
-from reconciler.state.records import SetupRecord, SubmissionRecord
+from reconciler.spec.resources import span
+from reconciler.state.records import UNSEEN_GRACE, SetupRecord, SubmissionRecord
 
-# A setup or a job recon started and Slurm does not list yet is waited for this long.
-UNSEEN_GRACE = timedelta(minutes=10)
 _ENDED = frozenset({Health.SUCCEEDED, Health.FAILED, Health.CANCELLED})
 _BAD = frozenset({Health.FAILED, Health.CANCELLED})
-
-
-class Fit(Protocol):
-    def why_not(self, resources: RunResources) -> str | None: ...
 
 
 class Stage(Enum):
@@ -122,8 +117,8 @@ def place(state: AllocationState, needs: timedelta | None, asks: NodeShape) -> P
         return Placement(blocked=f"allocation {name} is blocked: {state.blocked}")
     if needs is not None and needs > state.time_limit:
         return Placement(
-            blocked=f"needs {_span(needs)}, but allocation {name} lives "
-            f"{_span(state.time_limit)} (time_limit)"
+            blocked=f"needs {span(needs)}, but allocation {name} lives "
+            f"{span(state.time_limit)} (time_limit)"
         )
     beyond = beyond_allocation(state.holds, asks)
     if beyond:
@@ -136,8 +131,8 @@ def place(state: AllocationState, needs: timedelta | None, asks: NodeShape) -> P
     left = state.ready.time_left
     if needs is not None and left is not None and needs > left:
         return Placement(
-            wait=f"waits for allocation {name}'s renewal: needs {_span(needs)}, "
-            f"{_span(left)} left in job {state.ready.job_id}",
+            wait=f"waits for allocation {name}'s renewal: needs {span(needs)}, "
+            f"{span(left)} left in job {state.ready.job_id}",
             renew=not state.coming,
         )
     return Placement(job_id=state.ready.job_id)
@@ -196,8 +191,8 @@ def renewals(
                 kind=ActionKind.REPLACE,
                 target=name,
                 target_kind="alloc",
-                reason=f"allocation renewed early: run {run} needs {_span(longest)}, job "
-                f"{state.ready.job_id} has {_span(left) if left else 'too little'} left",
+                reason=f"allocation renewed early: run {run} needs {span(longest)}, job "
+                f"{state.ready.job_id} has {span(left) if left else 'too little'} left",
                 spec_hash=allocations[name].spec_hash,
             )
         )
@@ -258,13 +253,13 @@ def _decide(
     if chosen is not None:
         left = _time_left(chosen)
         state = replace(state, ready=Ready(chosen.job_id, left))
-        shown = f", {_span(left)} left" if left is not None else ""
+        shown = f", {span(left)} left" if left is not None else ""
         main.append(
             _action(
                 ActionKind.REUSE,
                 allocation,
                 f"allocation job {chosen.job_id} on {_nodes(chosen)}{shown} (reused while "
-                f"more than {_span(timedelta(seconds=spec.min_remaining.seconds))} is left)",
+                f"more than {span(timedelta(seconds=spec.min_remaining.seconds))} is left)",
             )
         )
     if coming:
@@ -433,7 +428,7 @@ def _why_retired(
         return "allocation spec changed"
     stage = stages[job.job_id]
     if stage is Stage.EXPIRING:
-        return f"expiring ({_span(_time_left(job))} left)"
+        return f"expiring ({span(_time_left(job))} left)"
     if stage is Stage.BROKEN:
         return "its setup failed"
     newer = coming[-1] if coming else chosen
@@ -540,7 +535,7 @@ def _allocate(live: Sequence[ObservedJob], stages: Mapping[str, Stage]) -> tuple
     if expiring:
         job = expiring[-1]
         return ActionKind.REPLACE, (
-            f"allocation renewed: job {job.job_id} has {_span(_time_left(job))} left"
+            f"allocation renewed: job {job.job_id} has {span(_time_left(job))} left"
         )
     if any(stages.get(job.job_id) is Stage.BROKEN for job in live):
         return ActionKind.REPLACE, "allocation: setup is tried again"
@@ -570,15 +565,3 @@ def _nodes(job: ObservedJob) -> str:
 
 def _plural(count: int) -> str:
     return f"{count} command{'' if count == 1 else 's'}"
-
-
-def _span(delta: timedelta | None) -> str:
-    """``1h 5m``, ``12m``, ``45s``: time limits and time left as people say them."""
-    if delta is None:
-        return "no limit"
-    total = int(delta.total_seconds())
-    hours, rest = divmod(total, 3600)
-    minutes, seconds = divmod(rest, 60)
-    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
-    parts.append(f"{seconds}s" if seconds or not any(parts) else "")
-    return " ".join(part for part in parts if part)

@@ -27,6 +27,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from reconciler.scheduler.partitions import Node, Partition
 from reconciler.spec.models import NodeShape, RunResources
@@ -190,6 +191,13 @@ class _Limits:
             noun = "feature" if len(missing) == 1 else "features"
             return [f"asks features {constraint.text}; no node has the {noun} {', '.join(missing)}"]
         return []
+
+
+class Fit(Protocol):
+    """The cluster's shapes, as the planner asks them: why a run cannot be held, or None.
+    ``FitChecker`` (a Slurm cluster's partitions) and ``MachineFit`` (this machine)."""
+
+    def why_not(self, resources: RunResources) -> str | None: ...
 
 
 class FitChecker:

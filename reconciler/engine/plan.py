@@ -28,11 +28,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Protocol
 
 from reconciler import graph
 from reconciler.engine import allocations
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
+from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import Health
 from reconciler.spec.desired import (
@@ -42,11 +42,15 @@ from reconciler.spec.desired import (
     changed_fields,
     flat_fields,
 )
-from reconciler.spec.models import RunResources
-from reconciler.state.records import NO_OUTPUTS, SetupRecord, SubmissionRecord, SubmissionStatus
+from reconciler.state.records import (
+    NO_OUTPUTS,
+    UNSEEN_GRACE,
+    SetupRecord,
+    SubmissionRecord,
+    SubmissionStatus,
+)
 
 LIVE = frozenset({Health.PENDING, Health.RUNNING})
-UNSEEN_GRACE = timedelta(minutes=10)
 ENDED_BADLY = frozenset({Health.FAILED, Health.CANCELLED})
 
 
@@ -68,12 +72,6 @@ class FileState:
 
     outputs: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
     inputs: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
-
-
-class Fit(Protocol):
-    """The cluster's shapes, to refuse a run no partition can hold (engine/fit.py)."""
-
-    def why_not(self, resources: RunResources) -> str | None: ...
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from reconciler.engine.actions import Plan
 from reconciler.errors import PlanFileError, StalePlanError
+from reconciler.spec.resources import span
 
 FORMAT_VERSION: int = Plan.model_fields["format_version"].default
 _REMAKE = "Run `recon plan -out FILE` again"
@@ -106,7 +107,7 @@ def check_fresh(saved: Plan, current: Plan, *, max_age: timedelta | None = None)
     changes = _differences(saved, current) or _other_actions(saved, current)
     age = current.created_at - saved.created_at
     if max_age is not None and age > max_age:
-        changes.append(f"it is {_duration(age)} old, more than the {_duration(max_age)} allowed")
+        changes.append(f"it is {span(age)} old, more than the {span(max_age)} allowed")
     if changes:
         raise StalePlanError(
             f"the saved plan is stale: {'; '.join(changes)}. {_REMAKE} and apply the new plan."
@@ -165,11 +166,3 @@ def _where(commit: str | None) -> str:
 
 def _listed(targets: tuple[str, ...]) -> str:
     return ", ".join(targets) if targets else "(the whole project)"
-
-
-def _duration(delta: timedelta) -> str:
-    minutes, seconds = divmod(int(delta.total_seconds()), 60)
-    hours, minutes = divmod(minutes, 60)
-    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
-    parts.append(f"{seconds}s" if seconds or not any(parts) else "")
-    return " ".join(part for part in parts if part)

@@ -23,9 +23,9 @@ from reconciler.engine import settle
 from reconciler.engine.actions import Plan
 from reconciler.engine.apply import Applier, ApplyResult
 from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
-from reconciler.engine.fit import FitChecker, MachineFit
+from reconciler.engine.fit import Fit, FitChecker, MachineFit
 from reconciler.engine.identity import share_of
-from reconciler.engine.plan import FileState, Fit
+from reconciler.engine.plan import FileState
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.planfile import check_fresh
 from reconciler.errors import ObservationError

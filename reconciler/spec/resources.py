@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, ClassVar, Self
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
@@ -305,3 +306,15 @@ def _parse_duration_text(raw: str) -> int:
     raise ValueError(
         f"time must look like 12:00:00, 1-00:00:00, 90 (minutes), 90m, 2h or 1d12h, got {raw!r}"
     )
+
+
+def span(delta: timedelta | None) -> str:
+    """``1h 5m``, ``12m``, ``45s``: a time limit, time left or an age, as people say it."""
+    if delta is None:
+        return "no limit"
+    total = int(delta.total_seconds())
+    hours, rest = divmod(total, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
+    parts.append(f"{seconds}s" if seconds or not any(parts) else "")
+    return " ".join(part for part in parts if part)

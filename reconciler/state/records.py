@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from reconciler.scheduler.states import Health
+
+# A job (or setup step) recon journalled and the scheduler does not show yet is waited
+# for this long before it counts as lost: Slurm's two sources lag behind each other.
+UNSEEN_GRACE = timedelta(minutes=10)
 
 # The reason recon records for a job Slurm calls COMPLETED that left outputs missing.
 NO_OUTPUTS = "completed without its declared outputs"

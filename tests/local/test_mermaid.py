@@ -1,0 +1,86 @@
+"""The diagrams recon draws parse with mermaid's own parser, run under node.
+
+`tests/mermaid/` pins mermaid (and jsdom, which mermaid needs to load outside a browser)
+in a package-lock; the first run installs them from the npm registry into
+`tests/mermaid/node_modules` (ignored by git), as `.ci/run` does on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cli import recon
+
+CHECKER = Path(__file__).resolve().parents[1] / "mermaid"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
+
+
+@pytest.fixture(scope="module")
+def mermaid_parser() -> Path:
+    """The checker script, its packages installed (once)."""
+    node = shutil.which("node")
+    assert node is not None, "node is needed to check diagrams: apt-get install nodejs npm"
+    if not (CHECKER / "node_modules" / "mermaid").exists():
+        subprocess.run(
+            ["npm", "ci", "--silent", "--no-audit", "--no-fund"],
+            cwd=CHECKER, check=True, timeout=600,
+        )  # fmt: skip
+    return CHECKER / "check.mjs"
+
+
+def parses(parser: Path, diagrams: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """Each diagram's verdict from the parser: "ok" or its error."""
+    paths = []
+    for name, text in diagrams.items():
+        path = tmp_path / f"{name}.mmd"
+        path.write_text(text)
+        paths.append(str(path))
+    done = subprocess.run(
+        ["node", str(parser), *paths], capture_output=True, text=True, timeout=120, check=False
+    )
+    verdicts = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+    return {Path(path).stem: verdict for path, verdict in verdicts.items()}
+
+
+def mermaid_of(markdown: str) -> str:
+    body = markdown.split("```mermaid\n", 1)[1]
+    return body.split("```", 1)[0]
+
+
+def test_the_plan_comment_and_recon_graph_parse_and_a_broken_diagram_does_not(
+    mermaid_parser: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = tmp_path / "example"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "x"],
+        cwd=root, check=True,
+    )  # fmt: skip
+    monkeypatch.chdir(root)
+    comment = recon(capsys, "plan", "--scheduler", "local", "--format", "markdown")
+    graph = recon(capsys, "graph", "--scheduler", "local")
+    offline = recon(capsys, "graph", "--offline")
+    assert comment.code == graph.code == offline.code == 0
+    verdicts = parses(
+        mermaid_parser,
+        {
+            "comment": mermaid_of(comment.out),
+            "graph": graph.out,
+            "offline": offline.out,
+            "quoted": 'flowchart LR\n  run_a["a #quot;b#quot; (blocked)"]\n',
+            "broken": 'flowchart LR\n  run_a["a" (blocked)"]\n',
+        },
+        tmp_path,
+    )
+    assert {name: verdict == "ok" for name, verdict in verdicts.items()} == {
+        "comment": True, "graph": True, "offline": True, "quoted": True, "broken": False,
+    }, verdicts  # fmt: skip
