@@ -45,18 +45,27 @@ def status(
     no_color: Annotated[
         bool, typer.Option("--no-color", help="No colours or bold (as NO_COLOR=1 does).")
     ] = False,
+    with_allocations: Annotated[
+        bool,
+        typer.Option(
+            "--allocations",
+            help='With --format json: {"runs": [...], "allocations": [...]} instead of the '
+            "list of runs alone. (Text always shows allocations.)",
+        ),
+    ] = False,
 ) -> None:
     """Each run's sync status and health, and each allocation's job.
 
     PROJECT is the folder holding recon.yaml (default: the current folder); RUN names a
     run to show (default: all runs). Sync: current, outdated, missing or never run.
     Health: how its last job stands. Allocations: job, time left, steps and history
-    (text only).
+    (in JSON with --allocations).
 
     \b
     Examples:
       recon status                       every run of the project in this folder
       recon status train --format json
+      recon status --format json --allocations
     """
     # The engine is imported when a command runs: `recon --help` stays quick.
     from reconciler.engine.reconcile import Request, look_once, read_events
@@ -75,10 +84,15 @@ def status(
     rows = _with_manifest_commits(
         desired, run_statuses(desired, current, observation, records, notes)
     )
-    if output_format is Format.json:
-        sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2) + "\n")
-        return
     held = allocation_statuses(desired, current, observation, records)
+    if output_format is Format.json:
+        runs = [row.model_dump(mode="json") for row in rows]
+        # The list of runs alone stays what it always was: consumers index it by run.
+        data: object = runs
+        if with_allocations:
+            data = {"runs": runs, "allocations": [row.model_dump(mode="json") for row in held]}
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
     layout = status_report.Layout(
         width=_width(),
         wide=wide,

@@ -45,26 +45,28 @@ def missing_records(cluster: ClusterSpec, assoc_rows: str, root_default: str) ->
     needed = []
     if not any(row[0] == name for row in rows):
         needed.append(["add", "cluster", name])
-    if (name, account, "") not in rows:
-        needed.append(
-            [
-                "add",
-                "account",
-                account,
-                f"cluster={name}",
-                "Description=recon dev cluster",
-                "Organization=recon",
-            ]
-        )
-    if (name, account, "root") not in rows:
-        needed.append(["add", "user", "root", f"account={account}", f"cluster={name}"])
+    for member_of in (account, *cluster.other_accounts):
+        if (name, member_of, "") not in rows:
+            needed.append(
+                [
+                    "add",
+                    "account",
+                    member_of,
+                    f"cluster={name}",
+                    "Description=recon dev cluster",
+                    "Organization=recon",
+                ]
+            )
+        if (name, member_of, "root") not in rows:
+            needed.append(["add", "user", "root", f"account={member_of}", f"cluster={name}"])
     if root_default.strip() != account:
         needed.append(["modify", "user", "root", "set", f"DefaultAccount={account}"])
     return needed
 
 
 def ensure_cluster_records(cluster: ClusterSpec) -> list[str]:
-    """Register the cluster, its account, and root as a member using it by default.
+    """Register the cluster, its accounts, and root as a member of each, using the first
+    by default.
 
     The cluster must be known to slurmdbd before slurmctld first registers with it.
     Each record is looked up first: `sacctmgr add` of an existing record is an error.

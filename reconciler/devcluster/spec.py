@@ -62,7 +62,10 @@ class Layout(_Frozen):
 class ClusterSpec(_Frozen):
     cluster_name: str
     hostname: str
-    account: str
+    account: str  # root's default account
+    # More accounts root belongs to, so a job can be held under an account other than the
+    # default one and sacct's Account tells them apart.
+    other_accounts: tuple[str, ...] = ()
     nodes: tuple[Node, ...]
     default_partition: str
     # Without a default, a job that does not ask for memory is given the whole node.
@@ -107,6 +110,7 @@ def default_cluster(hostname: str) -> ClusterSpec:
         cluster_name="recondev",
         hostname=hostname,
         account="recon",
+        other_accounts=("recon-other-acct",),
         nodes=(
             Node(name="cpu1", partition="cpu", cpus=8, real_memory_mb=16000, port=6821),
             Node(name="cpu2", partition="cpu", cpus=8, real_memory_mb=16000, port=6822),

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from reconciler.engine.actions import Action
+from reconciler.engine.allocations import holds_gpus
 from reconciler.engine.identity import tag_for
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import (
@@ -125,6 +126,7 @@ def start_run(
         shape=run.spec.resources,
         container=allocation.spec.container,
         container_name=allocation.name,
+        allocation_gpus=holds_gpus(allocation.spec.resources),
         tag=tag,
     )
     try:

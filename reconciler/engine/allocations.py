@@ -28,7 +28,7 @@ has left, else they wait, and ``renewals`` allocates a fresh job for them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 from functools import cached_property
@@ -114,6 +114,7 @@ class AllocationState:
     blocked: str | None = None
     waiting: str = ""  # why runs wait, when nothing is ready
     coming: bool = False  # a newer job is on its way: no renewal needed
+    holds: NodeShape = field(default_factory=NodeShape)  # what each of its nodes holds
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,9 @@ def plan_allocations(
     return actions, states
 
 
-def place(state: AllocationState, needs: timedelta | None) -> Placement:
-    """Where a run that is to start now starts, given its time limit (None: none)."""
+def place(state: AllocationState, needs: timedelta | None, asks: NodeShape) -> Placement:
+    """Where a run that is to start now starts, given its time limit (None: none) and the
+    CPUs, memory and GPUs it asks for."""
     name = state.name
     if state.blocked is not None:
         return Placement(blocked=f"allocation {name} is blocked: {state.blocked}")
@@ -145,6 +147,12 @@ def place(state: AllocationState, needs: timedelta | None) -> Placement:
         return Placement(
             blocked=f"needs {span(needs)}, but allocation {name} lives "
             f"{span(state.time_limit)} (time_limit)"
+        )
+    beyond = beyond_allocation(state.holds, asks)
+    if beyond:
+        return Placement(
+            blocked=f"asks for more than allocation {name} holds: {'; '.join(beyond)}; "
+            f"ask for less, or for more in allocation {name}"
         )
     if state.ready is None:
         return Placement(wait=f"waits for allocation {name}: {state.waiting}")
@@ -156,6 +164,41 @@ def place(state: AllocationState, needs: timedelta | None) -> Placement:
             renew=not state.coming,
         )
     return Placement(job_id=state.ready.job_id)
+
+
+def beyond_allocation(holds: NodeShape, asks: NodeShape) -> list[str]:
+    """What a step asks for that no node of the allocation holds: a step is one task on
+    one node, and the allocation's cpus, memory and gpus are per node. What the allocation
+    does not state is not judged (the cluster decides what it gets), except GPUs: an
+    allocation that asks for none holds none, unless it takes whole nodes (--exclusive)."""
+    found = []
+    if asks.cpus is not None and holds.cpus is not None and asks.cpus.count > holds.cpus.count:
+        found.append(f"cpus {asks.cpus.text} > {holds.cpus.text} per node")
+    if (
+        asks.memory is not None
+        and holds.memory is not None
+        and asks.memory.mebibytes > holds.memory.mebibytes
+    ):
+        found.append(f"memory {asks.memory.text} > {holds.memory.text} per node")
+    if asks.gpus is not None:
+        if holds.gpus is None:
+            if not holds_gpus(holds):
+                found.append(f"gpus {asks.gpus.text}, but it holds no GPUs")
+        elif asks.gpus.count > holds.gpus.count:
+            found.append(f"gpus {asks.gpus.text} > {holds.gpus.text} per node")
+        elif (
+            asks.gpus.type is not None
+            and holds.gpus.type is not None
+            and asks.gpus.type.lower() != holds.gpus.type.lower()
+        ):
+            found.append(f"gpus {asks.gpus.text}, but it holds {holds.gpus.text}")
+    return found
+
+
+def holds_gpus(holds: NodeShape) -> bool:
+    """Whether an allocation may hold GPUs: it asks for them, or takes whole nodes
+    (``--exclusive``) with whatever GPUs they have."""
+    return holds.gpus is not None or any(f.startswith("--exclusive") for f in holds.sbatch_extra)
 
 
 def renewals(
@@ -233,17 +276,16 @@ def _decide(
         for job in live
         if job.job_id not in keep
     ]
-    refusal = _refusal(cluster, allocation) or _setup_failure(cluster, allocation, mine)
+    failed = _setup_failures(cluster, allocation, mine)
+    refusal = _refusal(cluster, allocation) or _setup_failure(allocation, failed)
     if refusal is not None:
         action = _action(ActionKind.BLOCKED, allocation, refusal)
         return [action, *retired], AllocationState(allocation.name, limit, blocked=refusal)
     main: list[Action] = []
-    state = AllocationState(allocation.name, limit, coming=bool(coming))
+    state = AllocationState(allocation.name, limit, coming=bool(coming), holds=spec.resources)
     if chosen is not None:
         left = _time_left(chosen)
-        state = AllocationState(
-            allocation.name, limit, Ready(chosen.job_id, left), coming=bool(coming)
-        )
+        state = replace(state, ready=Ready(chosen.job_id, left))
         shown = f", {span(left)} left" if left is not None else ""
         main.append(
             _action(
@@ -258,6 +300,7 @@ def _decide(
         stage = stages[job.job_id]
         if stage is Stage.NEEDS_SETUP:
             why = f"setup starts in allocation job {job.job_id} ({_plural(len(spec.setup))})"
+            why += _try(allocation, failed)
             main.append(_action(ActionKind.SETUP, allocation, why, (job.job_id,)))
         else:
             why = _coming_reason(job, stage)
@@ -272,16 +315,14 @@ def _decide(
             state = _waiting(state, why)
         else:
             kind, why = _allocate(live, stages)
-            main.append(_action(kind, allocation, why))
+            main.append(_action(kind, allocation, why + _try(allocation, failed)))
             state = _waiting(state, "being allocated in this apply")
     # Allocate (or set up) before releasing: the new job exists before the old one goes.
     return [*main, *retired], state
 
 
 def _waiting(state: AllocationState, why: str) -> AllocationState:
-    return AllocationState(
-        state.name, state.time_limit, state.ready, state.blocked, why, state.coming
-    )
+    return replace(state, waiting=why)
 
 
 def _alloc_jobs(cluster: Cluster) -> list[ObservedJob]:
@@ -337,19 +378,15 @@ def _setup_stage(cluster: Cluster, job: ObservedJob) -> Stage:
     return Stage.NEEDS_SETUP  # started long ago and never seen: lost, start it again
 
 
-def _setup_failure(
+def _setup_failures(
     cluster: Cluster, allocation: DesiredAllocation, jobs: Sequence[ObservedJob]
-) -> str | None:
-    """Why this spec's setup is known to fail: it is not allocated again until it changes.
-    A setup cancelled with its allocation (released, out of time) is no failure of its own."""
+) -> dict[str, str]:
+    """How setup failed in each job of this spec where it did (one setup per job), by the
+    cluster's steps or by the journal once they have left sacct's window. A setup
+    cancelled with its allocation (released, out of time) is no failure of its own."""
+    failed: dict[str, str] = {}
     if not allocation.spec.setup:
-        return None
-    for job in jobs:
-        if job.tag.spec_hash != allocation.spec_hash:
-            continue
-        for row in job.steps:
-            if row.step_tag == job.tag and row.health is Health.FAILED:
-                return _setup_failed(job.job_id, f"step {row.job_id} {_ending(row)}")
+        return failed
     for setup in cluster.setups:
         if (
             setup.spec_hash == allocation.spec_hash
@@ -357,8 +394,33 @@ def _setup_failure(
             and setup.final_health is Health.FAILED
         ):
             how = setup.reason or f"{setup.final_health} (exit {setup.exit_code})"
-            return _setup_failed(setup.allocation_job, how)
-    return None
+            failed[setup.allocation_job] = how
+    for job in jobs:
+        if job.tag.spec_hash != allocation.spec_hash:
+            continue
+        for row in job.steps:
+            if row.step_tag == job.tag and row.health is Health.FAILED:
+                failed[job.job_id] = f"step {row.job_id} {_ending(row)}"
+    return failed
+
+
+def _setup_failure(allocation: DesiredAllocation, failed: Mapping[str, str]) -> str | None:
+    """Why this spec's setup is known to fail, once it has failed in more jobs than
+    setup_retries allows: it is not allocated again until the spec changes."""
+    if len(failed) <= allocation.spec.setup_retries:
+        return None
+    last = max(failed, key=job_order)
+    tries = len(failed)
+    return _setup_failed(last, f"{failed[last]}, {tries} of {tries} tries failed")
+
+
+def _try(allocation: DesiredAllocation, failed: Mapping[str, str]) -> str:
+    """How many tries of setup are left, once it has failed before (this one included)."""
+    if not failed:
+        return ""
+    left = allocation.spec.setup_retries + 1 - len(failed)
+    last = max(failed, key=job_order)
+    return f"; setup failed in job {last}, {left} {'try' if left == 1 else 'tries'} left"
 
 
 def _setup_failed(job_id: str, how: str) -> str:
@@ -499,7 +561,7 @@ def _allocate(live: Sequence[ObservedJob], stages: Mapping[str, Stage]) -> tuple
             f"allocation renewed: job {job.job_id} has {span(_time_left(job))} left"
         )
     if any(stages.get(job.job_id) is Stage.BROKEN for job in live):
-        return ActionKind.REPLACE, "allocation: its setup failed"
+        return ActionKind.REPLACE, "allocation: setup is tried again"
     return ActionKind.REPLACE, "allocation spec changed"
 
 

@@ -801,7 +801,9 @@ def _submit(
     allocation = run.spec.allocation
     placed = None
     if allocation is not None:
-        placed = allocations.place(context.allocation_states[allocation], _time_limit(run))
+        placed = allocations.place(
+            context.allocation_states[allocation], _time_limit(run), run.spec.resources
+        )
         unfit = placed.blocked
     else:
         unfit = context.fit.why_not(run.spec.resources) if context.fit is not None else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from reconciler.engine.actions import ActionKind, Plan, SyncStatus
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
@@ -137,6 +137,38 @@ def _last_success_commit(history: list[SubmissionRecord]) -> str | None:
     return None
 
 
+class RunningStep(BaseModel):
+    """A step running in an allocation's job: a run's, or its setup (run None)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step_id: str
+    run: str | None
+
+    def __str__(self) -> str:
+        return f"{self.step_id} ({self.run or 'setup'})"
+
+
+class AllocationJob(BaseModel):
+    """One job of an allocation the journal knows."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_id: str
+    spec_hash: str
+    status: str  # the journal's: submitted, refused, ...
+    created_at: datetime
+    runs: int  # how many runs' steps the journal started in it
+    health: Health  # how it ended, or running while it holds its nodes
+
+    def __str__(self) -> str:
+        made = self.created_at.strftime("%Y-%m-%d %H:%M")
+        return (
+            f"job {self.job_id} (spec {self.spec_hash[:8]}) {self.status} {made}, "
+            f"{self.runs} run{'' if self.runs == 1 else 's'}, {self.health.value}"
+        )
+
+
 class AllocationStatus(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -145,9 +177,13 @@ class AllocationStatus(BaseModel):
     health: Health | None
     nodes: str | None
     time_left: timedelta | None
-    steps_running: tuple[str, ...]  # step ids, with the run each belongs to
-    history: tuple[str, ...]  # every job of it the journal knows, newest first
+    steps_running: tuple[RunningStep, ...]
+    history: tuple[AllocationJob, ...]  # every job of it the journal knows, newest first
     reason: str  # what the next apply would do about it, and why
+
+    @field_serializer("time_left", when_used="json")
+    def _seconds(self, time_left: timedelta | None) -> int | None:
+        return None if time_left is None else int(time_left.total_seconds())
 
 
 def allocation_statuses(
@@ -196,9 +232,10 @@ def _allocation_status(
     job = max(holding, key=lambda j: job_order(j.job_id)) if holding else None
     row = job.components[0] if job is not None else None
     steps = tuple(
-        f"{step.job_id} ({tag.name})"
-        if (tag := step.step_tag) and tag.kind == "run"
-        else f"{step.job_id} (setup)"
+        RunningStep(
+            step_id=step.job_id,
+            run=tag.name if (tag := step.step_tag) and tag.kind == "run" else None,
+        )
         for held in holding
         for step in held.live_steps
     )
@@ -216,20 +253,20 @@ def _allocation_status(
 
 def _allocation_history(
     history: Sequence[SubmissionRecord], served: dict[str, int], jobs: Sequence[ObservedJob]
-) -> tuple[str, ...]:
+) -> tuple[AllocationJob, ...]:
     """Each job of the allocation, newest first: when it was made, how many runs it
     served (its reuses), and how it ended (by the journal, or by the cluster before the
     journal has settled it)."""
     seen = {job.job_id: aggregate(r.health for r in job.components) for job in jobs}
-    lines = []
-    for record in reversed(history):
-        if record.job_id is None:
-            continue
-        count = served.get(record.job_id, 0)
-        end = (record.final_health or seen.get(record.job_id) or Health.RUNNING).value
-        made = record.created_at.strftime("%Y-%m-%d %H:%M")
-        lines.append(
-            f"job {record.job_id} (spec {record.spec_hash[:8]}) {record.status.value} {made}, "
-            f"{count} run{'' if count == 1 else 's'}, {end}"
+    return tuple(
+        AllocationJob(
+            job_id=record.job_id,
+            spec_hash=record.spec_hash,
+            status=record.status.value,
+            created_at=record.created_at,
+            runs=served.get(record.job_id, 0),
+            health=record.final_health or seen.get(record.job_id) or Health.RUNNING,
         )
-    return tuple(lines)
+        for record in reversed(history)
+        if record.job_id is not None
+    )

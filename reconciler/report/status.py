@@ -115,8 +115,8 @@ def _allocations(rows: Sequence[AllocationStatus], layout: Layout) -> Text:
             row.health.value if row.health else "-",
             row.nodes or "-",
             _duration(row.time_left),
-            ", ".join(row.steps_running) or "-",
-            *([", ".join(row.history) or "-"] if layout.wide else []),
+            ", ".join(map(str, row.steps_running)) or "-",
+            *([", ".join(map(str, row.history)) or "-"] if layout.wide else []),
             _next(row.reason),
         ]
         for row in rows

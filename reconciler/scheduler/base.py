@@ -79,6 +79,10 @@ class StepRequest(BaseModel):
     )
     container: Container | None = None
     container_name: str = Field("", description="the container's name, shared by later steps")
+    allocation_gpus: bool = Field(
+        False,
+        description="the allocation holds GPUs: a run's step that asks for none is given none",
+    )
     tag: Tag = Field(description="the step's name: it is found by it, steps have no comment")
 
 

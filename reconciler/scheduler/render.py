@@ -38,7 +38,7 @@ from reconciler.scheduler.tag import Tag
 from reconciler.spec import templates
 from reconciler.spec.desired import DesiredRun
 from reconciler.spec.fields import env_suffix
-from reconciler.spec.models import Allocation, NodeShape, RunResources
+from reconciler.spec.models import Allocation, Billing, NodeShape, RunResources
 
 StrPath = str | os.PathLike[str]
 
@@ -160,10 +160,17 @@ def _job_wide_options(resources: RunResources, context: RenderContext) -> list[s
     ]
     if resources.time is not None:
         options.append(f"--time={resources.time.text}")
-    if resources.account is not None:
-        options.append(f"--account={resources.account}")
-    if resources.qos is not None:
-        options.append(f"--qos={resources.qos}")
+    options.extend(billing_options(resources))
+    return options
+
+
+def billing_options(billing: Billing) -> list[str]:
+    """Whom the job is charged to, as sbatch and salloc both read it."""
+    options = []
+    if billing.account is not None:
+        options.append(f"--account={billing.account}")
+    if billing.qos is not None:
+        options.append(f"--qos={billing.qos}")
     return options
 
 
@@ -185,8 +192,12 @@ def shape_options(shape: NodeShape) -> list[str]:
 
 def allocation_options(spec: Allocation) -> tuple[str, ...]:
     """What an allocation holds, as salloc reads it (and the local backend, which reads
-    Slurm's words): the node shape and the time limit."""
-    return (f"--time={spec.time_limit.text}", *shape_options(spec.resources))
+    Slurm's words): the time limit, whom it is charged to, and the node shape."""
+    return (
+        f"--time={spec.time_limit.text}",
+        *billing_options(spec.resources),
+        *shape_options(spec.resources),
+    )
 
 
 def resource_options(shape: NodeShape) -> list[str]:

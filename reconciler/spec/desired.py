@@ -19,13 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from reconciler.spec.models import Allocation, Defaults, NodeShape, Project, Run, RunResources
 
 S = TypeVar("S", bound=NodeShape)
+M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
 # `allocation` says where a run runs, not what it computes; `min_remaining` is when an
-# allocation is renewed, not what it is.
+# allocation is renewed and `setup_retries` how often its setup is tried, not what it is.
 NOT_HASHED = {
     "description",
     "labels",
@@ -35,6 +38,7 @@ NOT_HASHED = {
     "coupled_with",
     "allocation",
     "min_remaining",
+    "setup_retries",
 }
 
 
@@ -131,25 +135,25 @@ def effective_run(run: Run, project: Project) -> Run:
 
 def effective_allocation(allocation: Allocation, project: Project) -> Allocation:
     resources = _with_shape_defaults(allocation.resources, project.defaults)
+    resources = _with_defaults(resources, project.defaults, ("account", "qos"))
     return allocation.model_copy(update={"resources": resources})
 
 
 def _with_job_defaults(resources: RunResources, defaults: Defaults) -> RunResources:
+    return _with_defaults(resources, defaults, ("time", "account", "qos"))
+
+
+def _with_defaults(model: M, defaults: Defaults, names: tuple[str, ...]) -> M:
     update = {
         name: getattr(defaults, name)
-        for name in ("time", "account", "qos")
-        if getattr(resources, name) is None and getattr(defaults, name) is not None
+        for name in names
+        if getattr(model, name) is None and getattr(defaults, name) is not None
     }
-    return resources.model_copy(update=update) if update else resources
+    return model.model_copy(update=update) if update else model
 
 
 def _with_shape_defaults(shape: S, defaults: Defaults) -> S:
-    update = {
-        name: getattr(defaults, name)
-        for name in ("partition", "memory")
-        if getattr(shape, name) is None and getattr(defaults, name) is not None
-    }
-    return shape.model_copy(update=update) if update else shape
+    return _with_defaults(shape, defaults, ("partition", "memory"))
 
 
 def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
@@ -157,6 +161,12 @@ def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
     data: dict[str, Any] = spec.model_dump(
         mode="json", by_alias=True, exclude=NOT_HASHED, context={"canonical": True}
     )
+    if isinstance(spec, Allocation):
+        # Allocations took no account or qos before; left unset they stay out of the hash,
+        # so an allocation held by an older recon is still its current job.
+        for name in ("account", "qos"):
+            if data["resources"][name] is None:
+                del data["resources"][name]
     return data
 
 

@@ -68,12 +68,18 @@ class Component(NodeShape):
         return None
 
 
-class JobSettings(Model):
+class Billing(Model):
+    """Whom a job is charged to and under which quality of service: a run's and an
+    allocation's alike."""
+
+    account: Name | None = Field(None, description="Slurm account the job is charged to.")
+    qos: Name | None = Field(None, description="Slurm quality of service.")
+
+
+class JobSettings(Billing):
     """Settings for the whole job: the same for every component."""
 
     time: Duration | None = Field(None, description="Time limit: `12:00:00`, `1-00:00:00`, `90m`.")
-    account: Name | None = None
-    qos: Name | None = None
 
 
 class RunResources(NodeShape, JobSettings):
@@ -264,9 +270,13 @@ class Container(Model):
     mounts: tuple[SafeText, ...] = ()
 
 
+class AllocationResources(NodeShape, Billing):
+    """What an allocation holds: one node shape, and whom it is charged to."""
+
+
 class Allocation(Document):
     kind: Literal["Allocation"]
-    resources: NodeShape = Field(default_factory=lambda: NodeShape())
+    resources: AllocationResources = Field(default_factory=lambda: AllocationResources())
     time_limit: Duration = Field(description="How long the allocation lives.")
     min_remaining: Duration = Field(
         Duration(300), description="Reused only while more than this much time is left."
@@ -274,6 +284,11 @@ class Allocation(Document):
     container: Container | None = None
     setup: tuple[SafeText, ...] = Field(
         (), description="Commands run once in each new allocation, before any run starts in it."
+    )
+    setup_retries: Annotated[int, Field(ge=0, le=100)] = Field(
+        1,
+        description="How many times a failed setup is tried again, each in a new job of the "
+        "allocation, before the allocation is blocked. Not part of the spec hash.",
     )
 
     @model_validator(mode="after")

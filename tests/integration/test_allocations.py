@@ -117,6 +117,73 @@ def test_held_once_reused_and_runs_run_inside_one_after_the_other(project: Proje
     assert [job["id"] for job in held(project)] == [allocation["id"]]  # it stays held
 
 
+def test_held_under_the_account_and_qos_it_names(project: Project) -> None:
+    # root's default account is `recon`: only the spec's account puts the job elsewhere.
+    charged = "  account: recon-other-acct\n  qos: normal\n"
+    project.repo.commit(
+        {"specs/warm.yaml": warm().replace("resources:\n", "resources:\n" + charged)}
+    )
+    plan = project.recon("plan", ".")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    project.apply()
+    (allocation,) = held(project)
+
+    def accounted() -> list[str]:
+        return subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", allocation["id"], "-o", "Account,QOS"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+
+    project.wait_for("sacct to list the allocation", lambda: bool(accounted()))  # accounting lags
+    listing = "\n".join(accounted())
+    assert listing.split() == ["recon-other-acct|normal"]
+    shown = project.recon("status", ".", "--format", "json", "--allocations")
+    (row,) = json.loads(shown.stdout)["allocations"]
+    assert (row["name"], row["job_id"]) == ("warm", allocation["id"])
+    assert row["history"][0]["job_id"] == allocation["id"]
+    if row["health"] == "running":
+        assert row["nodes"] and 0 < row["time_left"] <= 600
+
+
+def test_a_run_asking_more_gpus_than_its_allocation_holds_is_blocked(project: Project) -> None:
+    two_gpus = warm(partition="gpu").replace("  cpus: 2\n", "  cpus: 2\n  gpus: a100:2\n")
+    big = step_run("big", "nvidia-smi > {outputs.out.path}").replace(
+        "  cpus: 1\n", "  cpus: 1\n  gpus: 4\n"
+    )
+    project.repo.commit({"specs/warm.yaml": two_gpus, "specs/big.yaml": big})
+    plan = project.recon("plan", ".")
+    assert "asks for more than allocation warm holds: gpus 4 > a100:2 per node" in plan.stdout, (
+        plan.stdout + plan.stderr
+    )
+    # Blocked whether or not the allocation is ready: apply until it is, then once more.
+    apply_until(project, "the allocation to be held", lambda: bool(held(project)))
+    project.wait_for("the allocation to run", lambda: held(project)[0]["state"] == "RUNNING")
+    again = project.recon("plan", ".")
+    assert "~ reuse     warm" in again.stdout, again.stdout
+    assert "gpus 4 > a100:2 per node" in again.stdout, again.stdout
+    assert "1 run blocked" in project.apply().stdout
+    (allocation,) = held(project)
+    assert "big" not in steps(allocation["id"])
+    assert project.job_of("big") == []
+
+
+def test_a_cpu_run_in_a_gpu_allocation_sees_no_gpu(project: Project) -> None:
+    two_gpus = warm(partition="gpu").replace("  cpus: 2\n", "  cpus: 2\n  gpus: a100:2\n")
+    seen = "echo ${CUDA_VISIBLE_DEVICES-none} > {outputs.out.path}"
+    gpu = step_run("gpu", seen).replace("  cpus: 1\n", "  cpus: 1\n  gpus: 1\n")
+    project.repo.commit(
+        {
+            "specs/warm.yaml": two_gpus,
+            "specs/cpu.yaml": step_run("cpu", seen),
+            "specs/gpu.yaml": gpu,
+        }
+    )
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (project.root / "runs/cpu/out.txt").read_text() == "none\n"
+    assert (project.root / "runs/gpu/out.txt").read_text().strip() in ("0", "1")
+
+
 def test_a_changed_partition_replaces_it_without_killing_a_running_step(
     project: Project,
 ) -> None:
@@ -247,6 +314,28 @@ def test_setup_runs_once_per_allocation_before_any_run(project: Project, tmp_pat
     assert log.read_text() == "set up\n"  # once, however often the allocation is reused
     (allocation,) = held(project)
     assert (project.root / f".recon/allocations/warm/slurm-{allocation['id']}.0.out").exists()
+
+
+def test_a_setup_that_fails_once_is_tried_again_in_a_new_job(
+    project: Project, tmp_path: Path
+) -> None:
+    marker = tmp_path / "tried"
+    # Fails the first time (leaving the marker), succeeds the second.
+    flaky = f"setup:\n  - if [ ! -e {marker} ]; then touch {marker}; exit 1; fi\n"
+    project.repo.commit(
+        {
+            "specs/warm.yaml": warm(extra=flaky),
+            "specs/user.yaml": step_run("user", "echo ran > {outputs.out.path}"),
+        }
+    )
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (project.root / "runs/user/out.txt").read_text() == "ran\n"
+    first, second = allocations(project)
+    assert first["hash"] == second["hash"]  # the same spec, allocated again
+    assert first["state"].startswith("CANCELLED") and second["state"] == "RUNNING"
+    plan = project.recon("plan", ".")
+    assert "~ reuse     warm" in plan.stdout, plan.stdout
 
 
 def test_a_container_is_refused_where_pyxis_is_not(project: Project) -> None:

@@ -171,6 +171,7 @@ REPRODUCED: list[tuple[tuple[str, int], list[Step], int]] = [
         0,
     ),
     (("recon status --format json", 0), [], 0),
+    (("recon status --format json --allocations", 0), [], 0),
     (("recon plan", 1), [], 0),
     (
         ("recon apply --auto-approve", 0),

@@ -198,6 +198,7 @@ def test_allocate_setup_release_and_a_step_in_plan_order(tmp_path: Path, journal
     step = scheduler.calls[3][1]
     assert isinstance(step, StepRequest) and step.allocation_id == "12"
     assert step.tag.kind == "run" and step.tag.name == "a"
+    assert step.allocation_gpus is False  # a CPU allocation: no --gres=gpu:0
     assert srun(step)[7:-2] == [
         "--nodes=1",
         "--ntasks=1",

@@ -15,6 +15,7 @@ from reconciler.engine.allocations import (
     Cluster,
     Placement,
     Ready,
+    beyond_allocation,
     place,
     plan_allocations,
     prunes,
@@ -32,7 +33,7 @@ from reconciler.spec.desired import (
     effective_allocation,
     spec_hash,
 )
-from reconciler.spec.models import Allocation, Project, Run
+from reconciler.spec.models import Allocation, NodeShape, Project, Run
 from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 from tests import planning
 from tests.planning import NOW, PROJECT, run
@@ -51,6 +52,7 @@ def allocation(name: str = "warm", **fields: Any) -> DesiredAllocation:
 
 WARM = allocation()
 SET_UP = allocation(setup=["pip install x"])
+NO_RETRY = allocation(setup=["pip install x"], setup_retries=0)
 
 
 def tag(of: DesiredAllocation, spec: str | None = None) -> Tag:
@@ -284,19 +286,55 @@ CASES = [
         ready="12",
     ),
     Case(
-        "setup failed: blocked, and the job released",
+        "setup failed: tried again in a new job, and the job released",
         cluster(held("12", of=SET_UP, steps=(step("12.0", SlurmState.FAILED, tag(SET_UP), 2),))),
         [
-            ("blocked", (), "setup failed in allocation job 12: step 12.0 failed (exit 2); fix"),
+            ("replace", (), "setup is tried again; setup failed in job 12, 1 try left"),
             ("cancel", ("12",), "its setup failed"),
         ],
         of=SET_UP,
+    ),
+    Case(
+        "setup failed with no retries: blocked, and the job released",
+        cluster(
+            held("12", of=NO_RETRY, steps=(step("12.0", SlurmState.FAILED, tag(NO_RETRY), 2),))
+        ),
+        [
+            (
+                "blocked",
+                (),
+                "setup failed in allocation job 12: step 12.0 failed (exit 2), 1 of 1 tries "
+                "failed; fix",
+            ),
+            ("cancel", ("12",), "its setup failed"),
+        ],
+        of=NO_RETRY,
         blocked=True,
     ),
     Case(
-        "a setup failure the journal remembers blocks allocating the same spec again",
+        "a retry's new job says which try its setup is",
+        cluster(
+            held("13", of=SET_UP),
+            setups=(setup_record("9", final_health=Health.FAILED, exit_code=1),),
+        ),
+        [("setup", ("13",), "(1 command); setup failed in job 9, 1 try left")],
+        of=SET_UP,
+    ),
+    Case(
+        "one setup failure the journal remembers: allocated again",
         cluster(setups=(setup_record("9", final_health=Health.FAILED, exit_code=1),)),
-        [("blocked", (), "setup failed in allocation job 9: failed (exit 1)")],
+        [("submit", (), "none held; setup failed in job 9, 1 try left")],
+        of=SET_UP,
+    ),
+    Case(
+        "as many failures as tries: allocating the same spec again is blocked",
+        cluster(
+            setups=(
+                setup_record("9", final_health=Health.FAILED, exit_code=1),
+                setup_record("10", final_health=Health.FAILED, exit_code=1),
+            )
+        ),
+        [("blocked", (), "setup failed in allocation job 10: failed (exit 1), 2 of 2 tries")],
         of=SET_UP,
         blocked=True,
     ),
@@ -451,7 +489,7 @@ READY = AllocationState("warm", HOUR, Ready("12", timedelta(minutes=12)))
     ],
 )
 def test_place(state: AllocationState, needs: timedelta | None, expected: Placement) -> None:
-    assert place(state, needs) == expected
+    assert place(state, needs, NodeShape()) == expected
 
 
 def test_renewals_only_where_runs_wait_and_nothing_is_on_its_way() -> None:
@@ -578,6 +616,58 @@ def test_runs_in_an_allocation_the_local_backend_cannot_hold_are_blocked() -> No
     assert actions["b"][0].reason == "upstream a is blocked"
 
 
+def shape(**fields: Any) -> NodeShape:
+    return NodeShape.model_validate(fields)
+
+
+@pytest.mark.parametrize(
+    ("holds", "asks", "beyond"),
+    [
+        (shape(cpus=4, memory="2GiB", gpus="a100:2"), shape(cpus=4, memory="2GiB", gpus=2), []),
+        (shape(gpus=2), shape(gpus=4), ["gpus 4 > 2 per node"]),
+        (shape(gpus="a100:2"), shape(gpus="A100:1"), []),  # gres types are case-blind here
+        (shape(gpus="a100:2"), shape(gpus="h100:1"), ["gpus h100:1, but it holds a100:2"]),
+        (shape(gpus=2), shape(gpus="h100:1"), []),  # untyped: any type may be held
+        (shape(), shape(gpus=1), ["gpus 1, but it holds no GPUs"]),
+        (shape(sbatch_extra=["--exclusive"]), shape(gpus=1), []),  # whole nodes, every GPU
+        (shape(cpus=2), shape(cpus="4+"), ["cpus 4+ > 2 per node"]),
+        (shape(memory="1GiB"), shape(memory="2GiB"), ["memory 2GiB > 1GiB per node"]),
+        (shape(), shape(cpus=64, memory="1TiB"), []),  # unstated: the cluster decides
+        (
+            shape(cpus=2, gpus=2),
+            shape(cpus=3, gpus=3),
+            ["cpus 3 > 2 per node", "gpus 3 > 2 per node"],
+        ),
+    ],
+)
+def test_what_a_step_asks_beyond_its_allocation(
+    holds: NodeShape, asks: NodeShape, beyond: list[str]
+) -> None:
+    assert beyond_allocation(holds, asks) == beyond
+
+
+def test_a_run_asking_more_than_its_allocation_holds_is_blocked_before_anything_starts() -> None:
+    gpus = allocation(resources={"partition": "gpu", "gpus": "a100:2"})
+    state = desired(
+        run("big", allocation="warm", resources={"gpus": 4}),
+        run("after", "big"),
+        run("fits", allocation="warm", resources={"gpus": 2}),
+        allocations=(gpus,),
+    )
+    # Judged whether or not a job of the allocation is ready: none is here.
+    for jobs in ((), (_as(held("12"), gpus),)):
+        actions = planned(state, *jobs)
+        (big,) = actions["big"]
+        assert big.kind is ActionKind.BLOCKED and big.allocation_job is None
+        assert big.reason == (
+            "asks for more than allocation warm holds: gpus 4 > a100:2 per node; "
+            "ask for less, or for more in allocation warm"
+        )
+        assert actions["after"][0].reason == "upstream big is blocked"
+        assert actions["fits"][0].kind in (ActionKind.SUBMIT, ActionKind.NOOP)
+    assert actions["fits"][0].allocation_job == "12"
+
+
 def test_a_step_started_but_not_listed_is_not_started_again() -> None:
     state = desired(run("a", allocation="warm"))
     intent = SubmissionRecord(
@@ -624,11 +714,20 @@ def test_status_shows_the_held_job_its_steps_and_its_history() -> None:
     (row,) = allocation_statuses(state, result, observation, records)
     assert (row.name, row.job_id, row.health, row.nodes) == ("warm", "13", Health.RUNNING, "cpu1")
     assert row.time_left == timedelta(minutes=42)
-    assert row.steps_running == ("13.3 (a)",)
-    assert [line.split(" 20")[0] for line in row.history] == [
+    assert [str(step) for step in row.steps_running] == ["13.3 (a)"]
+    history = [str(job) for job in row.history]
+    assert [line.split(" 20")[0] for line in history] == [
         f"job 13 (spec {WARM.spec_hash[:8]}) submitted",
         f"job 12 (spec {WARM.spec_hash[:8]}) submitted",
     ]
-    assert row.history[0].endswith("1 run, running")
-    assert row.history[1].endswith("2 runs, cancelled")
+    assert history[0].endswith("1 run, running")
+    assert history[1].endswith("2 runs, cancelled")
+    # The JSON form: the same facts, as data.
+    data = row.model_dump(mode="json")
+    assert data["time_left"] == 42 * 60
+    assert data["steps_running"] == [{"step_id": "13.3", "run": "a"}]
+    assert [(job["job_id"], job["runs"], job["health"]) for job in data["history"]] == [
+        ("13", 1, "running"),
+        ("12", 2, "cancelled"),
+    ]
     assert row.reason.startswith("reuse: allocation job 13 on cpu1, 42m left")

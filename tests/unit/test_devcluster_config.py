@@ -195,28 +195,54 @@ def test_bootstrap_sql_is_rerunnable_and_quotes_the_password() -> None:
 
 
 def test_accounting_records_on_an_empty_database_are_all_added_in_order() -> None:
-    assert missing_records(CLUSTER, assoc_rows="", root_default="") == [
-        ["add", "cluster", "recondev"],
-        [
+    def account(name: str) -> list[str]:
+        return [
             "add",
             "account",
-            "recon",
+            name,
             "cluster=recondev",
             "Description=recon dev cluster",
             "Organization=recon",
-        ],
+        ]
+
+    assert missing_records(CLUSTER, assoc_rows="", root_default="") == [
+        ["add", "cluster", "recondev"],
+        account("recon"),
         ["add", "user", "root", "account=recon", "cluster=recondev"],
+        account("recon-other-acct"),
+        ["add", "user", "root", "account=recon-other-acct", "cluster=recondev"],
         ["modify", "user", "root", "set", "DefaultAccount=recon"],
     ]
 
 
 def test_accounting_records_already_there_are_left_alone() -> None:
     # Literal `sacctmgr -n -P list assoc format=Cluster,Account,User` of a set-up cluster.
-    rows = "recondev|root|\nrecondev|root|root\nrecondev|recon|\nrecondev|recon|root\n"
+    rows = (
+        "recondev|root|\nrecondev|root|root\nrecondev|recon|\nrecondev|recon|root\n"
+        "recondev|recon-other-acct|\nrecondev|recon-other-acct|root\n"
+    )
     assert missing_records(CLUSTER, rows, root_default="recon\n") == []
     fresh_cluster = "recondev|root|\nrecondev|root|root\n"
-    assert [args[:2] for args in missing_records(CLUSTER, fresh_cluster, "root\n")] == [
-        ["add", "account"],
-        ["add", "user"],
-        ["modify", "user"],
+    assert [args[:3] for args in missing_records(CLUSTER, fresh_cluster, "root\n")] == [
+        ["add", "account", "recon"],
+        ["add", "user", "root"],
+        ["add", "account", "recon-other-acct"],
+        ["add", "user", "root"],
+        ["modify", "user", "root"],
+    ]
+
+
+def test_a_cluster_set_up_before_the_second_account_only_gains_that_account() -> None:
+    # What `recon dev-cluster up` finds on a cluster brought up by an earlier version.
+    rows = "recondev|root|\nrecondev|root|root\nrecondev|recon|\nrecondev|recon|root\n"
+    assert missing_records(CLUSTER, rows, root_default="recon\n") == [
+        [
+            "add",
+            "account",
+            "recon-other-acct",
+            "cluster=recondev",
+            "Description=recon dev cluster",
+            "Organization=recon",
+        ],
+        ["add", "user", "root", "account=recon-other-acct", "cluster=recondev"],
     ]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from reconciler.engine.actions import Plan, SyncStatus
-from reconciler.engine.status import AllocationStatus, RunStatus
+from reconciler.engine.status import AllocationJob, AllocationStatus, RunningStep, RunStatus
 from reconciler.report.status import Layout, render, summary
 from reconciler.scheduler.states import Health
 from tests.cli import recon
@@ -56,8 +56,18 @@ HELD = [
         health=Health.RUNNING,
         nodes="gpu1",
         time_left=timedelta(hours=1, minutes=5),
-        steps_running=("50.0 (train)",),
-        history=("50", "49"),
+        steps_running=(RunningStep(step_id="50.0", run="train"),),
+        history=tuple(
+            AllocationJob(
+                job_id=job_id,
+                spec_hash="0123456789abcdef",
+                status="submitted",
+                created_at=datetime(2026, 11, 29, 10, 0, tzinfo=UTC),
+                runs=runs,
+                health=health,
+            )
+            for job_id, runs, health in (("50", 1, Health.RUNNING), ("49", 2, Health.CANCELLED))
+        ),
         reason="no-op: " + LONG,
     )
 ]
@@ -96,7 +106,8 @@ def test_wide_has_every_column_and_shortens_nothing() -> None:
     ]  # fmt: skip
     assert any(line.endswith(LONG) for line in shown)
     assert any("model=model/policy.json" in line and "11:00" in line for line in shown)
-    assert any("50, 49" in line for line in shown)  # the allocation's history
+    # The allocation's history, newest job first.
+    assert any("job 50 (spec 01234567) submitted" in line and "job 49" in line for line in shown)
 
 
 def test_styles_only_when_asked() -> None:

@@ -28,7 +28,8 @@ from reconciler.scheduler.slurm.steps import (
 from reconciler.scheduler.slurm.testing import ScriptedRunner, ok
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Allocation, Container, NodeShape, RunResources
+from reconciler.spec.desired import effective_allocation, spec_hash
+from reconciler.spec.models import Allocation, Container, NodeShape, Project, RunResources
 from tests.unit.test_slurm_adapter import NOW
 
 WARM = Tag(
@@ -101,6 +102,48 @@ def test_salloc_options_from_an_allocation_spec() -> None:
     )
 
 
+def test_an_allocation_is_charged_to_its_account_and_qos_or_the_projects_defaults() -> None:
+    def held(resources: dict[str, object], defaults: dict[str, object]) -> tuple[str, ...]:
+        spec = Allocation.model_validate(
+            {"kind": "Allocation", "name": "warm", "time_limit": "1h", "resources": resources}
+        )
+        project = Project.model_validate({"project": "demo", "defaults": defaults})
+        return allocation_options(effective_allocation(spec, project))
+
+    assert held({"account": "lab-a", "qos": "high"}, {}) == (
+        "--time=01:00:00",
+        "--account=lab-a",
+        "--qos=high",
+    )
+    # The project's defaults fill what the allocation leaves out, and only that.
+    defaults = {"account": "lab-b", "qos": "normal", "time": "2h"}
+    assert held({"qos": "high"}, defaults) == (
+        "--time=01:00:00",
+        "--account=lab-b",
+        "--qos=high",
+    )
+    assert held({}, {}) == ("--time=01:00:00",)
+
+
+def test_an_allocation_without_account_keeps_the_hash_it_had_before_accounts() -> None:
+    # Computed before allocations took account and qos: an allocation held by an older
+    # recon stays the current job of its spec, not "allocation spec changed".
+    spec = Allocation.model_validate(
+        {
+            "kind": "Allocation",
+            "name": "warm",
+            "time_limit": "1h",
+            "resources": {"partition": "gpu", "gpus": "a100:2", "memory": "1GiB"},
+            "setup": ["true"],
+        }
+    )
+    assert spec_hash(spec) == "4fc4922da25b96ba"
+    charged = spec.model_copy(
+        update={"resources": spec.resources.model_copy(update={"account": "lab-a"})}
+    )
+    assert spec_hash(charged) != "4fc4922da25b96ba"
+
+
 def test_a_run_step_is_one_task_and_setup_one_per_node() -> None:
     resources = RunResources.model_validate({"cpus": 2, "memory": "100MiB", "time": "5m"})
     assert step_options(resources) == (
@@ -110,6 +153,17 @@ def test_a_run_step_is_one_task_and_setup_one_per_node() -> None:
         "--mem=100M",
     )
     assert step_options(None) == ("--ntasks-per-node=1",)
+
+
+def test_a_step_asking_no_gpus_is_given_none_where_the_allocation_holds_them() -> None:
+    cpu_only = RunResources.model_validate({"cpus": 1})
+    one_gpu = RunResources.model_validate({"cpus": 1, "gpus": 1})
+    assert step_options(cpu_only, allocation_gpus=True)[-1] == "--gres=gpu:0"
+    assert step_options(one_gpu, allocation_gpus=True)[-1] == "--gres=gpu:1"
+    # Where the allocation holds none, no gres at all: a cluster without gpu gres may
+    # refuse even gpu:0.
+    assert "--gres=gpu:0" not in step_options(cpu_only, allocation_gpus=False)
+    assert step_options(None, allocation_gpus=True) == ("--ntasks-per-node=1",)
 
 
 def test_containers_are_pyxis_flags_named_after_the_allocation() -> None:

@@ -22,13 +22,18 @@ from reconciler.spec.models import Container, NodeShape
 _PYXIS_FLAG = re.compile(r"--container-image\b")
 
 
-def step_options(shape: NodeShape | None) -> tuple[str, ...]:
+def step_options(shape: NodeShape | None, allocation_gpus: bool = False) -> tuple[str, ...]:
     """A run's own share of the allocation: one task on one node, with its CPUs, memory,
-    GPUs and time limit (``--time`` ends the step, not the allocation). None: setup."""
+    GPUs and time limit (``--time`` ends the step, not the allocation). None: setup.
+
+    A step without ``--gres`` sees every GPU of the allocation (Slurm 22.05 sets
+    CUDA_VISIBLE_DEVICES to all of them); ``--gres=gpu:0`` leaves it unset. It is given
+    only where the allocation holds GPUs: a cluster without gpu gres may refuse it."""
     if shape is None:
         # Setup once on every node: containers and caches it prepares are per node.
         return ("--ntasks-per-node=1",)
-    return ("--nodes=1", "--ntasks=1", *resource_options(shape))
+    hidden = ("--gres=gpu:0",) if allocation_gpus and shape.gpus is None else ()
+    return ("--nodes=1", "--ntasks=1", *resource_options(shape), *hidden)
 
 
 def container_options(container: Container | None, allocation: str) -> tuple[str, ...]:
@@ -57,7 +62,7 @@ def srun(request: StepRequest) -> list[str]:
         f"--chdir={request.workdir}",
         f"--output={logs}/slurm-%j.%s.out",
         f"--error={logs}/slurm-%j.%s.err",
-        *step_options(request.shape),
+        *step_options(request.shape, request.allocation_gpus),
         *container_options(request.container, request.container_name),
         "bash",
         os.fspath(request.script),
