@@ -168,7 +168,10 @@ def _health(row: RunStatus) -> str:
         return "-"
     # Slurm's state in words (timed out, held in special exit (...)), else why it waits.
     words = row.how or row.waiting_for
-    return f"{row.health.value} ({words})" if words else row.health.value
+    if not words:
+        return row.health.value
+    # "pending (Resources)", but "pending, held (JobHeldAdmin)": no parentheses in parentheses.
+    return f"{row.health.value}, {words}" if "(" in words else f"{row.health.value} ({words})"
 
 
 def _next(reason: str) -> str:

@@ -29,4 +29,4 @@ def test_a_held_job_shows_why_it_waits(project: Project) -> None:
 
     project.wait_for("squeue to show the hold", lambda: reason() in ("JobHeldAdmin", "JobHeldUser"))
     text = project.recon("status", ".", env={"COLUMNS": "100"})
-    assert f"pending ({reason()})" in text.stdout, text.stdout
+    assert f"pending, held ({reason()})" in text.stdout, text.stdout
