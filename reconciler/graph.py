@@ -37,25 +37,9 @@ def build(upstreams: Mapping[str, Iterable[str]]) -> nx.DiGraph[str]:
 
 
 def has_cycle(upstreams: Mapping[str, Iterable[str]]) -> bool:
-    """A quick yes/no by Kahn's algorithm on plain dicts: several times faster than a
-    networkx graph, and every load of a valid sweep needs no more than this."""
-    waiting = {name: 0 for name in upstreams}
-    downstream: dict[str, list[str]] = {}
-    for name, names in upstreams.items():
-        for upstream in set(names):
-            if upstream in waiting:
-                waiting[name] += 1
-                downstream.setdefault(upstream, []).append(name)
-    ready = [name for name, count in waiting.items() if count == 0]
-    done = 0
-    while ready:
-        name = ready.pop()
-        done += 1
-        for child in downstream.get(name, ()):
-            waiting[child] -= 1
-            if waiting[child] == 0:
-                ready.append(child)
-    return done < len(waiting)
+    """A quick yes/no on plain dicts, several times faster than a networkx graph: every
+    load of a valid sweep needs no more than this. Runs in a cycle are never placed."""
+    return len(in_order(upstreams)) < len(upstreams)
 
 
 def cycles(graph: nx.DiGraph[str], locations: Mapping[str, Location]) -> list[SpecIssue]:
