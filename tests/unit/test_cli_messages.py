@@ -102,7 +102,7 @@ def test_a_glob_that_matches_nothing_warns(
 
 def test_an_empty_spec_file_warns(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     repo.commit({"specs/a.yaml": "# nothing yet\n"})
-    result = recon(capsys, "plan", str(repo.root))
+    result = recon(capsys, "plan", str(repo.root), "--scheduler", "local")
     assert result.code == 0, result
     assert "warning: no runs: specs/a.yaml matches the specs patterns" in result.err
 
