@@ -21,8 +21,9 @@ Counted from the cluster itself (sacct with the explicit state list, squeue for 
 comments), per (run, spec hash): a duplicate is a second job of one, a lost run is a run of
 the final spec with no job once recon has converged; tracebacks are counted from every
 recon command's output. Runs still waiting for a job slurmctld lost (recon waits 10 minutes
-for a job it submitted and cannot see, unless its id comes back under another tag) are
-reported as "waiting", not lost. Exits 1 on any duplicate, lost run or traceback.
+for a job it submitted and cannot see, unless its id comes back under another tag), and
+their downstream runs waiting for them, are reported as "waiting", not lost. Exits 1 on
+any duplicate, lost run or traceback.
 """
 
 from __future__ import annotations
@@ -166,23 +167,40 @@ class Project:
         return found
 
     def count(self) -> None:
-        """Duplicates over every (run, spec), lost and waiting runs of the final spec."""
-        found = self.jobs()
+        """Duplicates over every (run, spec); lost and waiting runs of the final spec.
+
+        A run waits when recon's plan waits for it: for a job the scheduler does not show
+        yet (slurmctld lost it; recon gives it `UNSEEN_GRACE` before submitting again) or
+        for such an upstream. A run with no job that recon does not wait for is lost.
+        Accounting may lag after slurmdbd comes back (the jobs that ended while it was
+        down reach sacct later, and squeue has forgotten them), so a run missing from
+        the cluster's answer is looked for again for a minute before it counts as lost.
+        """
         self.tally.runs += RUNS
+        actions = self._plan()
+        latest = {a["spec_hash"] for a in actions if a["spec_hash"]}
+        waiting = {
+            a["target"] for a in actions if a.get("unseen_job") or a.get("outcome") == "waiting"
+        }
+        deadline = time.monotonic() + 60
+        while True:
+            found = self.jobs()
+            with_job = {run for (run, spec) in found if spec in latest}
+            missing = [f"r{i:02}" for i in range(RUNS) if f"r{i:02}" not in with_job]
+            lost = [run for run in missing if run not in waiting]
+            if not lost or time.monotonic() > deadline:
+                break
+            time.sleep(5)
         for (run, spec), ids in found.items():
             if len(ids) > 1:
                 self.tally.duplicates += len(ids) - 1
                 self.tally.notes.append(f"{self.name}: {run} {spec} has jobs {sorted(ids)}")
-        actions = self._plan()
-        latest = {a["spec_hash"] for a in actions if a["spec_hash"]}
-        waiting = {a["target"] for a in actions if a.get("unseen_job")}
-        with_job = {run for (run, spec) in found if spec in latest}
-        missing = [f"r{i:02}" for i in range(RUNS) if f"r{i:02}" not in with_job]
         self.tally.waiting += len([run for run in missing if run in waiting])
-        lost = [run for run in missing if run not in waiting]
         self.tally.lost += len(lost)
         if lost:
+            said = {a["target"]: f"{a['kind']}: {a['reason']}" for a in actions}
             self.tally.notes.append(f"{self.name}: no job for {lost}")
+            self.tally.notes += [f"    {run}: the plan says {said.get(run)}" for run in lost]
 
     def _plan(self) -> list[dict[str, Any]]:
         """The actions `recon plan --format json` gives now."""
