@@ -143,6 +143,6 @@ def test_status_prints_what_docs_cli_md_shows() -> None:
 
     def masked(text: str) -> str:
         text = re.sub(r"\bpid \d+", "pid N", text)
-        return re.sub(r"\b(idle|mixed|allocated|completing|reserved)\b", "<state>", text)
+        return re.sub(r"\b(idle|mix(?:ed)?|alloc(?:ated)?|comp(?:leting)?|resv|reserved)\b", "<state>", text)
 
     assert matches(masked(result.output), masked(shown.output)), result.output
