@@ -143,6 +143,7 @@ def test_status_prints_what_docs_cli_md_shows() -> None:
 
     def masked(text: str) -> str:
         text = re.sub(r"\bpid \d+", "pid N", text)
-        return re.sub(r"\b(idle|mix(?:ed)?|alloc(?:ated)?|comp(?:leting)?|resv|reserved)\b", "<state>", text)
+        states = r"\b(idle|mix(?:ed)?|alloc(?:ated)?|comp(?:leting)?|resv|reserved)\b"
+        return re.sub(states, "<state>", text)
 
     assert matches(masked(result.output), masked(shown.output)), result.output
