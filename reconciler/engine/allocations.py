@@ -36,7 +36,7 @@ from functools import cached_property
 from reconciler.engine.actions import Action, ActionKind
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import JobRecord, ObservedJob, job_order
-from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate
+from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate, ending
 from reconciler.spec.desired import DesiredAllocation
 from reconciler.spec.models import NodeShape, RunResources
 from reconciler.spec.resources import span
@@ -400,7 +400,7 @@ def _setup_failures(
             continue
         for row in job.steps:
             if row.step_tag == job.tag and row.health is Health.FAILED:
-                failed[job.job_id] = f"step {row.job_id} {_ending(row)}"
+                failed[job.job_id] = f"step {row.job_id} {ending(row.health, row.exit_code)}"
     return failed
 
 
@@ -425,10 +425,6 @@ def _try(allocation: DesiredAllocation, failed: Mapping[str, str]) -> str:
 
 def _setup_failed(job_id: str, how: str) -> str:
     return f"setup failed in allocation job {job_id}: {how}; fix setup and commit"
-
-
-def _ending(row: JobRecord) -> str:
-    return f"{row.health.value} (exit {row.exit_code})" if row.exit_code else row.health.value
 
 
 def _refusal(cluster: Cluster, allocation: DesiredAllocation) -> str | None:

@@ -34,7 +34,7 @@ from reconciler.engine import allocations
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
-from reconciler.scheduler.states import ALIVE, ENDED_BADLY, ENDINGS, Health, SlurmState
+from reconciler.scheduler.states import ALIVE, ENDED_BADLY, ENDINGS, Health, SlurmState, ending
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
@@ -52,7 +52,11 @@ from reconciler.state.records import (
 )
 
 
-class Outcome(Enum):
+class RunOutcome(Enum):
+    """Where a run stands once this plan is carried out (the table in the module's
+    docstring); `Action.outcome` carries its value. Not `reconcile.Outcome`, which is
+    what a whole pass saw and did."""
+
     DONE = "done"
     INFLIGHT = "inflight"
     WAITING = "waiting"
@@ -86,7 +90,7 @@ class _Context:
     now: datetime
     files: FileState
     fit: Fit | None = None
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    outcomes: dict[str, RunOutcome] = field(default_factory=dict)
     live_jobs: dict[str, str] = field(default_factory=dict)  # run -> its in-flight job id
     allocation_states: dict[str, allocations.AllocationState] = field(default_factory=dict)
     # allocation -> (run, time limit) of runs waiting for a job with more time left
@@ -332,7 +336,7 @@ def _broken_component(job: ObservedJob) -> str | None:
         if row.step == "extern" or row.health not in ENDED_BADLY:
             continue
         part = f"step {row.job_id}" if row.is_step else f"component {row.job_id}"
-        how = _ending(row.health, row.exit_code)
+        how = ending(row.health, row.exit_code)
         return f"{part} {how} while the job still holds its other components"
     return None
 
@@ -451,7 +455,7 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
         return _set(
             context,
             run,
-            Outcome.INFLIGHT,
+            RunOutcome.INFLIGHT,
             ActionKind.NOOP,
             f"in progress: job {job.job_id} {job.in_words or job.health.value}",
             job=job.job_id,
@@ -468,7 +472,7 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
             return _set(
                 context,
                 run,
-                Outcome.DONE,
+                RunOutcome.DONE,
                 ActionKind.NOOP,
                 f"current (job {success.job_id} succeeded)",
             )
@@ -478,19 +482,19 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
         waiting = _set(
             context,
             run,
-            Outcome.WAITING,
+            RunOutcome.WAITING,
             ActionKind.NOOP,
             f"job {unseen} was submitted but the scheduler does not show it yet; not resubmitting",
         )
         return waiting.model_copy(update={"unseen_job": unseen})
     unlisted = _unlisted_step(context, run)
     if unlisted is not None:
-        return _set(context, run, Outcome.WAITING, ActionKind.NOOP, unlisted)
+        return _set(context, run, RunOutcome.WAITING, ActionKind.NOOP, unlisted)
     if not context.observation.complete and _fate_unknown(context, run):
         return _set(
             context,
             run,
-            Outcome.WAITING,
+            RunOutcome.WAITING,
             ActionKind.NOOP,
             "state of its last job unknown (observation incomplete); not resubmitting",
         )
@@ -508,7 +512,7 @@ def _replace_on_request(context: _Context, run: DesiredRun, jobs: Sequence[Obser
     on a partial picture: that could cancel or duplicate a job recon cannot see."""
     if not context.observation.complete or _unseen_job(context, run) is not None:
         why = "not replaced as asked: the cluster was not fully seen; try again"
-        return _set(context, run, Outcome.WAITING, ActionKind.NOOP, why)
+        return _set(context, run, RunOutcome.WAITING, ActionKind.NOOP, why)
     live = tuple(job.job_id for job in jobs if _live(job))
     kind = ActionKind.REPLACE if live else ActionKind.SUBMIT
     return _submit(context, run, kind, "replaced as asked (--replace)", cancels=live)
@@ -522,7 +526,7 @@ def _live(job: ObservedJob) -> bool:
 def _set(
     context: _Context,
     run: DesiredRun,
-    outcome: Outcome,
+    outcome: RunOutcome,
     kind: ActionKind,
     reason: str,
     job: str | None = None,
@@ -536,9 +540,9 @@ def _set(
 def _blocked_by(context: _Context, name: str) -> Action | None:
     for upstream in context.desired.upstreams[name]:
         outcome = context.outcomes.get(upstream)
-        if outcome in (Outcome.FAILED, Outcome.BLOCKED):
-            context.outcomes[name] = Outcome.BLOCKED
-            word = "failed" if outcome is Outcome.FAILED else "is blocked"
+        if outcome in (RunOutcome.FAILED, RunOutcome.BLOCKED):
+            context.outcomes[name] = RunOutcome.BLOCKED
+            word = "failed" if outcome is RunOutcome.FAILED else "is blocked"
             return Action(
                 kind=ActionKind.BLOCKED,
                 target=name,
@@ -599,7 +603,7 @@ def _input_version(context: _Context, run: str, name: str) -> str | None:
     if spec_input.upstream is None:
         return context.files.inputs.get((run, name))
     upstream, output = spec_input.upstream
-    if context.outcomes.get(upstream) is not Outcome.DONE:
+    if context.outcomes.get(upstream) is not RunOutcome.DONE:
         return None  # its new output is not there yet: decided on a later pass
     return context.files.outputs.get((upstream, output))
 
@@ -610,7 +614,7 @@ def _outdated(context: _Context, run: DesiredRun, job: ObservedJob) -> Action:
         return _set(
             context,
             run,
-            Outcome.WAITING,
+            RunOutcome.WAITING,
             ActionKind.NOOP,
             f"outdated (job {job.job_id} {job.health.value}), but the observation is "
             "incomplete: not replacing",
@@ -627,7 +631,7 @@ def _outdated(context: _Context, run: DesiredRun, job: ObservedJob) -> Action:
     return _set(
         context,
         run,
-        Outcome.WAITING,
+        RunOutcome.WAITING,
         ActionKind.NOOP,
         f"outdated; job {job.job_id} is running and update: defer lets it finish, "
         "then the new spec runs",
@@ -654,13 +658,13 @@ def _failed_attempts(
             attempts[record.job_id] = (
                 record.reason
                 if record.reason and record.reason.startswith((NO_OUTPUTS, *ENDINGS))
-                else _ending(record.final_health, record.exit_code)
+                else ending(record.final_health, record.exit_code)
             )
     for job in current:
         reason = next((row.reason for row in job.components if row.reason), None)
         if job.finished and job.health in ENDED_BADLY and not _dependency_cancel(reason):
             exit_code = next((r.exit_code for r in job.components if r.exit_code), None)
-            attempts[job.job_id] = _ending(job.health, exit_code, job.in_words)
+            attempts[job.job_id] = ending(job.health, exit_code, job.in_words)
     since = _job_order(success.job_id) if success is not None else (-1, -1)
     return sorted(
         ((job_id, how) for job_id, how in attempts.items() if _job_order(job_id) > since),
@@ -670,13 +674,6 @@ def _failed_attempts(
 
 def _dependency_cancel(reason: str | None) -> bool:
     return reason is not None and reason.startswith("Dependency")
-
-
-def _ending(health: Health | None, exit_code: int | None, words: str | None = None) -> str:
-    """How a job ended: "failed (exit 3)", or in Slurm's terms when they say more: "timed
-    out", "node failed"."""
-    word = words or (health.value if health is not None else "ended")
-    return f"{word} (exit {exit_code})" if exit_code else word
 
 
 def _after_failure(context: _Context, run: DesiredRun, attempts: list[tuple[str, str]]) -> Action:
@@ -692,7 +689,7 @@ def _after_failure(context: _Context, run: DesiredRun, attempts: list[tuple[str,
     return _set(
         context,
         run,
-        Outcome.FAILED,
+        RunOutcome.FAILED,
         ActionKind.NOOP,
         f"failed: job {job_id} {how}; no retries left (retries: {run.spec.retries}). "
         "Fix it and commit, which changes its spec",
@@ -789,7 +786,7 @@ def _submit(
     """
     held = _held_originals(context, run)
     if held and not context.observation.complete:
-        context.outcomes[run.name] = Outcome.WAITING
+        context.outcomes[run.name] = RunOutcome.WAITING
         return Action(
             kind=ActionKind.NOOP,
             target=run.name,
@@ -809,13 +806,13 @@ def _submit(
         unfit = context.fit.why_not(run.spec.resources) if context.fit is not None else None
         unfit = None if unfit is None else f"does not fit the cluster: {unfit}"
     if unfit is not None:
-        context.outcomes[run.name] = Outcome.BLOCKED
+        context.outcomes[run.name] = RunOutcome.BLOCKED
         return Action(
             kind=ActionKind.BLOCKED, target=run.name, reason=unfit, spec_hash=run.spec_hash
         )
     upstreams = sorted(set(context.desired.upstreams[run.name]))
-    pending_upstreams = [up for up in upstreams if context.outcomes.get(up) is Outcome.INFLIGHT]
-    waiting = [up for up in upstreams if context.outcomes.get(up) is Outcome.WAITING]
+    pending_upstreams = [up for up in upstreams if context.outcomes.get(up) is RunOutcome.INFLIGHT]
+    waiting = [up for up in upstreams if context.outcomes.get(up) is RunOutcome.WAITING]
     why = f"waiting for upstream {', '.join(waiting)}"
     steps = [up for up in pending_upstreams if context.desired.runs[up].spec.allocation]
     if not waiting and pending_upstreams and (allocation is not None or steps):
@@ -831,9 +828,9 @@ def _submit(
             context.renewals.setdefault(allocation, []).append((run.name, needs))
         waiting, why = [allocation or ""], placed.wait
     if waiting:
-        context.outcomes[run.name] = Outcome.WAITING
+        context.outcomes[run.name] = RunOutcome.WAITING
         return Action(kind=ActionKind.NOOP, target=run.name, reason=why, spec_hash=run.spec_hash)
-    context.outcomes[run.name] = Outcome.INFLIGHT
+    context.outcomes[run.name] = RunOutcome.INFLIGHT
     live_jobs = tuple(context.live_jobs[up] for up in pending_upstreams if up in context.live_jobs)
     submitted_with = tuple(up for up in pending_upstreams if up not in context.live_jobs)
     changes = _field_changes(context, run) if kind is not ActionKind.RETRY else ()

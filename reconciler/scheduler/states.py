@@ -205,3 +205,10 @@ def aggregate(healths: Iterable[Health]) -> Health:
     if not present:
         raise ValueError("aggregate() needs at least one health")
     return next(health for health in _RANK if health in present)
+
+
+def ending(health: Health | None, exit_code: int | None, words: str | None = None) -> str:
+    """How a job or step ended, as plans and status say it: "failed (exit 3)", or in
+    Slurm's terms when they say more ("timed out", "node failed")."""
+    word = words or (health.value if health is not None else "ended")
+    return f"{word} (exit {exit_code})" if exit_code else word
