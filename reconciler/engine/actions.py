@@ -25,6 +25,24 @@ class SyncStatus(StrEnum):
     ORPHAN = "orphan"  # a job of recon's whose run left the repo
 
 
+class RunOutcome(StrEnum):
+    """Where a run stands once a plan is carried out: done (current), inflight (a job
+    queued or running), waiting (for a later pass), failed (no retries left), blocked
+    (an upstream failed, or it fits nowhere). The planner decides it run by run
+    (engine/plan.py); `apply --wait` stops once every run is done, failed or blocked.
+    Not `reconcile.Outcome`, which is what a whole pass saw and did."""
+
+    DONE = "done"
+    INFLIGHT = "inflight"
+    WAITING = "waiting"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+# The outcomes `apply --wait` stops at: nothing more will happen without a new commit.
+SETTLED = frozenset({RunOutcome.DONE, RunOutcome.FAILED, RunOutcome.BLOCKED})
+
+
 class ActionKind(StrEnum):
     SUBMIT = "submit"
     RETRY = "retry"
@@ -115,7 +133,7 @@ class Action(BaseModel):
         description="for a run waiting for a job recon submitted that the scheduler does not "
         "show yet: that job's id",
     )
-    outcome: Literal["done", "inflight", "waiting", "failed", "blocked"] | None = Field(
+    outcome: RunOutcome | None = Field(
         None,
         description="for a run: where it stands once this plan is carried out: done "
         "(current), inflight (a job queued or running), waiting (for a later pass), "

@@ -27,11 +27,10 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import Enum
 
 from reconciler import graph
 from reconciler.engine import allocations
-from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, SyncStatus
+from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, RunOutcome, SyncStatus
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import ALIVE, ENDED_BADLY, ENDINGS, Health, SlurmState, ending
@@ -50,18 +49,6 @@ from reconciler.state.records import (
     SubmissionStatus,
     unseen_job,
 )
-
-
-class RunOutcome(Enum):
-    """Where a run stands once this plan is carried out (the table in the module's
-    docstring); `Action.outcome` carries its value. Not `reconcile.Outcome`, which is
-    what a whole pass saw and did."""
-
-    DONE = "done"
-    INFLIGHT = "inflight"
-    WAITING = "waiting"
-    FAILED = "failed"
-    BLOCKED = "blocked"
 
 
 @dataclass(frozen=True)
@@ -415,7 +402,7 @@ def _prunes(context: _Context) -> list[Action]:
 
 def _decide(context: _Context, run: DesiredRun) -> Action:
     action = _decide_action(context, run)
-    outcome = context.outcomes[run.name].value
+    outcome = context.outcomes[run.name]
     return action.model_copy(update={"sync": _sync(context, run), "outcome": outcome})
 
 

@@ -13,13 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from reconciler.engine.actions import Action, Plan
+from reconciler.engine.actions import SETTLED, Action, Plan, RunOutcome
 from reconciler.engine.reconcile import Outcome, Request, reconcile_once
 from reconciler.scheduler.base import Scheduler
 from reconciler.spec.desired import Desired
 from reconciler.state.records import SubmissionRecord
-
-SETTLED = frozenset({"done", "failed", "blocked"})
 
 
 @dataclass(frozen=True)
@@ -40,7 +38,7 @@ class Progress:
 
     @property
     def failed(self) -> list[Action]:
-        return [a for a in self.runs if a.outcome in ("failed", "blocked")]
+        return [a for a in self.runs if a.outcome in (RunOutcome.FAILED, RunOutcome.BLOCKED)]
 
 
 def wait_until_settled(

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, Protocol
 
-from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan
+from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, RunOutcome
 from reconciler.report.words import plural
 
 _SYMBOL_WIDTH = 3
@@ -59,7 +59,7 @@ def summary(plan: Plan) -> str:
     if adopt := plan.count(ActionKind.ADOPT):
         pending.append(f"{plural(adopt, 'job')} to adopt into the journal")
     # A run failed with no retries left is a no-op, but not a match: say so.
-    if failed := sum(1 for a in plan.actions if a.outcome == "failed"):
+    if failed := sum(1 for a in plan.actions if a.outcome is RunOutcome.FAILED):
         pending.append(f"{plural(failed, 'run')} failed with no retries left")
     if blocked := plan.count(ActionKind.BLOCKED):
         pending.append(f"{plural(blocked, 'run')} blocked")
