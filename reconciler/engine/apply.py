@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from reconciler.engine import allocate
+from reconciler.engine import apply_allocations
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.faults import fault_point
 from reconciler.engine.scripts import render_context
@@ -155,9 +155,9 @@ class Applier:
         if action.kind is ActionKind.CANCEL:
             self._cancel(action, action.reason)
         elif action.kind in (ActionKind.SUBMIT, ActionKind.REPLACE):
-            self._record(action.target, allocate.allocate(action, *args))
+            self._record(action.target, apply_allocations.allocate(action, *args))
         elif action.kind is ActionKind.SETUP:
-            made = allocate.set_up(
+            made = apply_allocations.set_up(
                 action, self.desired, self.code_dir, self.scheduler, self.journal, self.clock
             )
             if made.refused is not None:
@@ -166,7 +166,7 @@ class Applier:
                 self.result.set_up[action.target] = made.job_id
                 self.report(Done(_setup_line(action.target, made.job_id)))
 
-    def _record(self, name: str, made: allocate.Started) -> None:
+    def _record(self, name: str, made: apply_allocations.Started) -> None:
         if made.refused is not None:
             self._refused(name, made.refused)
         elif made.job_id is not None:
@@ -269,7 +269,9 @@ class Applier:
     def _start_step(
         self, action: Action, run: DesiredRun, script: str, directory: Path, tag: Tag, intent: int
     ) -> None:
-        made = allocate.start_run(action, self.desired, run, script, directory, tag, self.scheduler)
+        made = apply_allocations.start_run(
+            action, self.desired, run, script, directory, tag, self.scheduler
+        )
         if made.refused is not None:
             self.journal.record_refused(intent, made.refused, self.clock())
             self._refused(run.name, made.refused)

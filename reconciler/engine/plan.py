@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from reconciler import graph
-from reconciler.engine import allocations
+from reconciler.engine import plan_allocations
 from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, RunOutcome, SyncStatus
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
@@ -79,7 +79,7 @@ class _Context:
     fit: Fit | None = None
     outcomes: dict[str, RunOutcome] = field(default_factory=dict)
     live_jobs: dict[str, str] = field(default_factory=dict)  # run -> its in-flight job id
-    allocation_states: dict[str, allocations.AllocationState] = field(default_factory=dict)
+    allocation_states: dict[str, plan_allocations.AllocationState] = field(default_factory=dict)
     # allocation -> (run, time limit) of runs waiting for a job with more time left
     renewals: dict[str, list[tuple[str, timedelta]]] = field(default_factory=dict)
     replace: frozenset[str] = frozenset()  # runs to submit anew on request (--replace)
@@ -148,7 +148,7 @@ def plan(
     else:
         chosen = graph.in_order(desired.upstreams)
     actions: list[Action] = list(_adoptions(context))
-    cluster = allocations.Cluster(
+    cluster = plan_allocations.AllocationInputs(
         context.project,
         observation.jobs,
         observation.complete,
@@ -160,7 +160,7 @@ def plan(
         fit,
         desired.project.prune,
     )
-    held, context.allocation_states = allocations.plan_allocations(
+    held, context.allocation_states = plan_allocations.plan_allocations(
         cluster, _allocations_of(desired, chosen, bool(targets))
     )
     actions.extend(held)
@@ -169,11 +169,11 @@ def plan(
     for name in chosen:
         actions.append(_decide(context, desired.runs[name]))
     actions.extend(
-        allocations.renewals(context.allocation_states, context.renewals, desired.allocations)
+        plan_allocations.renewals(context.allocation_states, context.renewals, desired.allocations)
     )
     if not targets:
         actions.extend(_prunes(context))
-        actions.extend(allocations.prunes(cluster, set(desired.allocations)))
+        actions.extend(plan_allocations.prunes(cluster, set(desired.allocations)))
     notes = (
         *(() if observation.complete else _incomplete_notes(observation)),
         *_claimed_notes(observation),
@@ -767,7 +767,7 @@ def _submit(
     submitted, with the reason (only runs about to be submitted are checked: a current
     run takes no scheduler resources, so a CPU-only cluster still serves it).
 
-    A run inside an allocation starts as a step in its ready job (``allocations.place``)
+    A run inside an allocation starts as a step in its ready job (``plan_allocations.place``)
     or waits for one. A step cannot wait through afterok, nor a job for a step: where
     either side is a step, the run waits for its upstreams to finish.
     """
@@ -785,7 +785,7 @@ def _submit(
     allocation = run.spec.allocation
     placed = None
     if allocation is not None:
-        placed = allocations.place(
+        placed = plan_allocations.place(
             context.allocation_states[allocation], _time_limit(run), run.spec.resources
         )
         unfit = placed.blocked

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from reconciler.engine.actions import Action, ActionKind
-from reconciler.engine.allocations import (
+from reconciler.engine.plan import plan
+from reconciler.engine.plan_allocations import (
+    AllocationInputs,
     AllocationState,
-    Cluster,
     Placement,
     Ready,
     beyond_allocation,
@@ -21,7 +22,6 @@ from reconciler.engine.allocations import (
     prunes,
     renewals,
 )
-from reconciler.engine.plan import plan
 from reconciler.engine.status import allocation_statuses
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
@@ -144,8 +144,8 @@ def alloc_record(job_id: str, of: DesiredAllocation = WARM, **fields: Any) -> Su
     return SubmissionRecord.model_validate(data)
 
 
-def cluster(*jobs: ObservedJob, **fields: Any) -> Cluster:
-    base = Cluster(
+def cluster(*jobs: ObservedJob, **fields: Any) -> AllocationInputs:
+    base = AllocationInputs(
         project=PROJECT,
         jobs=jobs,
         complete=True,
@@ -164,7 +164,7 @@ def decided(actions: list[Action]) -> list[tuple[str, tuple[str, ...], str]]:
 @dataclass(frozen=True)
 class Case:
     name: str
-    cluster: Cluster
+    cluster: AllocationInputs
     expected: list[tuple[str, tuple[str, ...], str]]  # kind, job ids, part of the reason
     of: DesiredAllocation = WARM
     ready: str | None = None  # the job runs start in

@@ -14,8 +14,8 @@ from datetime import datetime
 from pathlib import Path
 
 from reconciler.engine.actions import Action
-from reconciler.engine.allocations import holds_gpus
 from reconciler.engine.identity import tag_for
+from reconciler.engine.plan_allocations import holds_gpus
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import (
     AllocateRequest,

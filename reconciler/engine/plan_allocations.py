@@ -53,7 +53,7 @@ class Stage(Enum):
 
 
 @dataclass(frozen=True)
-class Cluster:
+class AllocationInputs:
     """What planning allocations needs besides the specs, all observed before planning."""
 
     project: str
@@ -126,7 +126,7 @@ class Placement:
 
 
 def plan_allocations(
-    cluster: Cluster, allocations: Sequence[DesiredAllocation]
+    cluster: AllocationInputs, allocations: Sequence[DesiredAllocation]
 ) -> tuple[list[Action], dict[str, AllocationState]]:
     actions: list[Action] = []
     states = {}
@@ -227,7 +227,7 @@ def renewals(
     return actions
 
 
-def prunes(cluster: Cluster, declared: set[str]) -> list[Action]:
+def prunes(cluster: AllocationInputs, declared: set[str]) -> list[Action]:
     """Release the live allocations no spec declares: with prune, every one that left the
     repo; prune or not, the orphans the journal does not know."""
     if not cluster.complete:
@@ -254,7 +254,7 @@ def prunes(cluster: Cluster, declared: set[str]) -> list[Action]:
 
 
 def _decide(
-    cluster: Cluster, allocation: DesiredAllocation
+    cluster: AllocationInputs, allocation: DesiredAllocation
 ) -> tuple[list[Action], AllocationState]:
     spec = allocation.spec
     limit = timedelta(seconds=spec.time_limit.seconds)
@@ -325,7 +325,7 @@ def _waiting(state: AllocationState, why: str) -> AllocationState:
     return replace(state, waiting=why)
 
 
-def _alloc_jobs(cluster: Cluster) -> list[ObservedJob]:
+def _alloc_jobs(cluster: AllocationInputs) -> list[ObservedJob]:
     """Every allocation job of the project, in observed order (once per plan: prunes)."""
     return [
         job
@@ -343,7 +343,7 @@ def _holds(job: ObservedJob) -> bool:
     return not job.finished and _own_health(job) not in ENDED
 
 
-def _stage(cluster: Cluster, allocation: DesiredAllocation, job: ObservedJob) -> Stage:
+def _stage(cluster: AllocationInputs, allocation: DesiredAllocation, job: ObservedJob) -> Stage:
     if _own_health(job) is not Health.RUNNING:
         return Stage.QUEUED
     if allocation.spec.setup:
@@ -356,7 +356,7 @@ def _stage(cluster: Cluster, allocation: DesiredAllocation, job: ObservedJob) ->
     return Stage.READY
 
 
-def _setup_stage(cluster: Cluster, job: ObservedJob) -> Stage:
+def _setup_stage(cluster: AllocationInputs, job: ObservedJob) -> Stage:
     """How setup stands in a running job: by its steps (named with the job's own tag),
     else by the journal's record of starting it."""
     steps = [row for row in job.steps if row.step_tag == job.tag]
@@ -379,7 +379,7 @@ def _setup_stage(cluster: Cluster, job: ObservedJob) -> Stage:
 
 
 def _setup_failures(
-    cluster: Cluster, allocation: DesiredAllocation, jobs: Sequence[ObservedJob]
+    cluster: AllocationInputs, allocation: DesiredAllocation, jobs: Sequence[ObservedJob]
 ) -> dict[str, str]:
     """How setup failed in each job of this spec where it did (one setup per job), by the
     cluster's steps or by the journal once they have left sacct's window. A setup
@@ -427,7 +427,7 @@ def _setup_failed(job_id: str, how: str) -> str:
     return f"setup failed in allocation job {job_id}: {how}; fix setup and commit"
 
 
-def _refusal(cluster: Cluster, allocation: DesiredAllocation) -> str | None:
+def _refusal(cluster: AllocationInputs, allocation: DesiredAllocation) -> str | None:
     spec = allocation.spec
     if cluster.backend == "local":
         return (
@@ -465,7 +465,7 @@ def _why_retired(
     return f"superseded by job {newer.job_id}" if newer is not None else "superseded"
 
 
-def _release(cluster: Cluster, job: ObservedJob, why: str) -> Action:
+def _release(cluster: AllocationInputs, job: ObservedJob, why: str) -> Action:
     """Release the job, or say which steps it waits for: those sacct shows running, and
     those recon started in it whose end neither sacct nor the journal has seen yet
     (accounting can lag behind a running step)."""
@@ -501,7 +501,7 @@ def _release(cluster: Cluster, job: ObservedJob, why: str) -> Action:
     )
 
 
-def _unended_steps(cluster: Cluster, job: ObservedJob) -> list[str]:
+def _unended_steps(cluster: AllocationInputs, job: ObservedJob) -> list[str]:
     """Steps the journal says recon started in the job, not shown by sacct at all, whose
     end is not recorded."""
     shown = {row.job_id for row in job.steps}
@@ -539,7 +539,7 @@ def _coming_reason(job: ObservedJob, stage: Stage) -> str:
 
 
 def _unseen(
-    cluster: Cluster, allocation: DesiredAllocation, jobs: Sequence[ObservedJob]
+    cluster: AllocationInputs, allocation: DesiredAllocation, jobs: Sequence[ObservedJob]
 ) -> str | None:
     """A job of this spec salloc granted lately that observation does not show yet."""
     seen = {job.job_id for job in jobs}
