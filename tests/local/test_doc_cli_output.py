@@ -11,65 +11,30 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.cli import recon
+from tests.docs import (
+    DOC_FOLDER,
+    EXAMPLE,
+    PASS,
+    ROOT,
+    matches,
+    normalised,
+    occurrences,
+    shown_by_command,
+    shown_commands,
+    wait_output,
+)
 from tests.gitrepo import GitRepo
 
-ROOT = Path(__file__).resolve().parents[2]
 CLI_DOC = ROOT / "docs" / "cli.md"
-EXAMPLE = ROOT / "examples" / "repo"
-CONSOLE = re.compile(r"^```console\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
-COMMIT = re.compile(r"\b(?:[0-9a-f]{40}|[0-9a-f]{12})\b")
-CLOCK = re.compile(r"\b\d\d:\d\d\b")  # a job's end, shown as the time of day
-TIMESTAMP = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
-
-
-@dataclass(frozen=True)
-class Shown:
-    """One command of a console block and the output shown under it."""
-
-    command: str  # as typed after `$ `, comment removed
-    output: str
-    line: int
-
-
-def shown_commands(path: Path) -> list[Shown]:
-    text = path.read_text()
-    found = []
-    for block in CONSOLE.finditer(text):
-        first_line = text[: block.start()].count("\n") + 2
-        command: str | None = None
-        output: list[str] = []
-        start = first_line
-        for number, line in enumerate(block.group("body").splitlines(), first_line):
-            if line.startswith("$ "):
-                if command is not None:
-                    found.append(Shown(command, "\n".join(output), start))
-                command, output, start = line[2:].split("  #")[0].strip(), [], number
-            else:
-                output.append(line)
-        if command is not None:
-            found.append(Shown(command, "\n".join(output), start))
-    return found
-
-
-def occurrences(shown: list[Shown]) -> Iterator[tuple[str, int, Shown]]:
-    """Each shown command with how many times the same command was shown before it."""
-    seen: dict[str, int] = {}
-    for item in shown:
-        index = seen.get(item.command, 0)
-        seen[item.command] = index + 1
-        yield item.command, index, item
 
 
 # Commands whose output needs a state these tests do not build, and why.
@@ -219,35 +184,6 @@ def _health(capsys: pytest.CaptureFixture[str], run: str) -> str | None:
     return next(row["health"] for row in rows if row["name"] == run)
 
 
-def matches(output: str, shown: str) -> bool:
-    """The output is the one shown, commit ids and times aside; a line `...` in the doc
-    (indented or not) stands for any lines: the doc leaves out what it already showed."""
-    pattern = "".join(
-        "(?:.*\n)*" if line.strip() == "..." else re.escape(line) + "\n"
-        for line in normalised(shown).split("\n")
-    )
-    return re.fullmatch(pattern, normalised(output) + "\n") is not None
-
-
-def normalised(text: str) -> str:
-    masked = TIMESTAMP.sub("<timestamp>", COMMIT.sub("<commit>", text))
-    return CLOCK.sub("<time>", masked).strip("\n")
-
-
-@pytest.fixture
-def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "cartpole"
-    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
-    text = (root / "recon.yaml").read_text().replace("scheduler: auto", "scheduler: local")
-    (root / "recon.yaml").write_text(text)
-    GitRepo(root).commit(message="example")
-    monkeypatch.chdir(root)
-    monkeypatch.delenv("RECON_SCHEDULER", raising=False)
-    monkeypatch.setenv("COLUMNS", "80")  # the width the doc's outputs were taken at
-    monkeypatch.setenv("LC_ALL", "C.UTF-8")
-    return root
-
-
 def test_every_shown_command_is_reproduced_or_says_why_not() -> None:
     shown = {(command, index) for command, index, _ in occurrences(shown_commands(CLI_DOC))}
     reproduced = {key for key, _, _ in REPRODUCED} | {FIRST_WAIT, SECOND_WAIT, WATCHED}
@@ -258,9 +194,7 @@ def test_every_shown_command_is_reproduced_or_says_why_not() -> None:
 def test_shown_outputs_are_what_recon_prints(
     example: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shown = {
-        (command, index): item for command, index, item in occurrences(shown_commands(CLI_DOC))
-    }
+    shown = shown_by_command(CLI_DOC)
     for key, steps, code in REPRODUCED:
         for step in steps:
             take(step, example, capsys)
@@ -284,15 +218,12 @@ def test_an_elided_output_still_has_to_match() -> None:
 # first without --wait). Which pass ends the wait depends on how fast the jobs run, so
 # the pass's number is masked; what each line says is not.
 FIRST_WAIT = ("recon apply --auto-approve --wait", 0)
-PASS = re.compile(r"\bpass \d+\b")
 
 
 def test_the_first_apply_wait_prints_what_the_doc_shows(
     example: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shown = {
-        (command, index): item for command, index, item in occurrences(shown_commands(CLI_DOC))
-    }
+    shown = shown_by_command(CLI_DOC)
     item = shown[FIRST_WAIT]
     result = recon(capsys, "apply", "--auto-approve", "--wait")
     assert result.code == 0, result.err
@@ -348,33 +279,12 @@ SUMMARIZE_FIXED = SUMMARIZE_AND_PUBLISH.replace(
     "command: cat {inputs.metrics.path}",
     "command: cp {inputs.metrics.path} {outputs.summary.path}",
 )
-JOB_ID = re.compile(r"\b(job |slurm-)\d+\b")
-PROGRESS = re.compile(r"^\[\d\d:\d\d\] pass \d+: .*$")
-
-
-def wait_output(text: str, root: Path) -> str:
-    """An `apply --wait` output as the doc shows it: job ids masked, the project's
-    folder as the doc's, and the progress lines of passes before the last one left out
-    (the last one, which says how the wait ended, is kept)."""
-    lines = JOB_ID.sub(r"\1N", text.replace(str(root), "/home/ana/cartpole")).split("\n")
-    progress = [number for number, line in enumerate(lines) if PROGRESS.match(line)]
-    last = progress[-1] if progress else -1
-    kept = [
-        PASS.sub("pass N", line)
-        for number, line in enumerate(lines)
-        if number == last or not PROGRESS.match(line)
-    ]
-    # A pass that resubmits prints what it did under its progress line; without the
-    # progress lines the order of those is the order of the passes, which is kept.
-    return "\n".join(kept)
 
 
 def test_the_second_apply_wait_prints_what_the_doc_shows(
     example: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    item = {
-        (command, index): item for command, index, item in occurrences(shown_commands(CLI_DOC))
-    }[SECOND_WAIT]
+    item = shown_by_command(CLI_DOC)[SECOND_WAIT]
     first = recon(capsys, "apply", "--auto-approve", "--wait")
     assert first.code == 0, first.err
     GitRepo(example).commit({"specs/publish.yaml": SUMMARIZE_AND_PUBLISH}, message="publish")
@@ -412,7 +322,7 @@ IDLE_PASS = re.compile(r"^<timestamp> INFO    pass commit=<commit> trigger=timer
 
 
 def watch_lines(text: str, root: Path) -> list[str]:
-    text = normalised(text.replace(str(root), "/home/ana/cartpole"))
+    text = normalised(text.replace(str(root), DOC_FOLDER))
     for pattern, mask in WATCH_MASKS:
         text = pattern.sub(mask, text)
     return [line for line in text.split("\n") if line]
@@ -421,9 +331,7 @@ def watch_lines(text: str, root: Path) -> list[str]:
 def test_the_watch_prints_what_the_doc_shows(
     example: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    item = {
-        (command, index): item for command, index, item in occurrences(shown_commands(CLI_DOC))
-    }[WATCHED]
+    item = shown_by_command(CLI_DOC)[WATCHED]
     assert recon(capsys, "apply", "--auto-approve", "--wait").code == 0
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     watch = subprocess.Popen(
