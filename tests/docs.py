@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,40 @@ FENCE = re.compile(
 COMMIT = re.compile(r"\b(?:[0-9a-f]{40}|[0-9a-f]{12})\b")
 CLOCK = re.compile(r"\b\d\d:\d\d\b")  # a job's end, shown as the time of day
 TIMESTAMP = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
+# specs/sweep.yaml as the validate section of docs/cli.md has it: four problems, then a misspelt
+# template token, then an input naming an output train does not declare. Fixes keep
+# the line numbers, as they do in the doc.
+SWEEP_WITH_FOUR_PROBLEMS = """\
+kind: Run
+name: sweep-lr-0.1
+command: python3 scripts/sweep.py --policy {inputs.policy.path} --out {output.report.path}
+outputs:
+  report: report.json
+resources:
+  memory: 32G
+  sbatch_extra: [--partition=gpu]
+retry: 2
+inputs:
+  policy: train.weights
+"""
+SWEEP_WITH_A_BAD_TOKEN = (
+    SWEEP_WITH_FOUR_PROBLEMS.replace("sweep-lr-0.1", "sweep-lr-01")
+    .replace("32G\n", "32GiB\n")
+    .replace("sbatch_extra: [--partition=gpu]", "partition: gpu")
+    .replace("retry:", "retries:")
+)
+SWEEP_WITH_A_BAD_INPUT = SWEEP_WITH_A_BAD_TOKEN.replace("{output.", "{outputs.")
+
+# The commit "train on two GPUs; evaluate gets 2GiB" (and a reworded description) of
+# docs/cli.md's --against section, which its plans on a Slurm state are made at too.
+PIPELINE = (EXAMPLE / "specs" / "pipeline.yaml").read_text()
+assert PIPELINE.endswith("resources:\n  cpus: 1\n")  # evaluate's, the file's last lines
+TWO_GPUS = (
+    PIPELINE.replace("  gpus: a100:1\n", "  gpus: a100:2\n").replace(
+        "description: Score the trained policy.", "description: Score the policy."
+    )
+    + "  memory: 2GiB\n"
+)
 # The folder the docs' outputs were taken in.
 DOC_FOLDER = "/home/ana/cartpole"
 
@@ -41,7 +74,7 @@ class Fence:
     file: str  # relative to the repository, as README.md or docs/cli.md
     line: int  # of the opening fence
     lang: str
-    body: str  # dedented when the fence is indented
+    body: str  # without the fence's indentation
     preceded_by: str  # the last line before the fence that is not empty, stripped
 
     @property
@@ -50,9 +83,10 @@ class Fence:
 
     @property
     def key(self) -> str:
-        """`file: first line`: how the inventory names the block (line numbers drift)."""
+        """`file: first line` (its first 60 characters): how the inventory names the
+        block, since line numbers drift."""
         first = next((line.strip() for line in self.body.splitlines() if line.strip()), "")
-        return f"{self.file}: {first}"
+        return f"{self.file}: {first[:60].rstrip()}"
 
 
 def fences(path: Path) -> list[Fence]:
@@ -62,11 +96,19 @@ def fences(path: Path) -> list[Fence]:
             str(path.relative_to(ROOT)),
             text[: match.start()].count("\n") + 1,
             match.group("lang"),
-            textwrap.dedent(match.group("body")),
+            _unindented(match.group("body"), len(match.group("indent"))),
             text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1].strip(),
         )
         for match in FENCE.finditer(text)
     ]
+
+
+def _unindented(body: str, indent: int) -> str:
+    """The body of a fence indented by ``indent`` spaces, as if it were not indented."""
+    return "".join(
+        line[indent:] if line.startswith(" " * indent) else line.lstrip(" ")
+        for line in body.splitlines(keepends=True)
+    )
 
 
 def all_fences() -> list[Fence]:

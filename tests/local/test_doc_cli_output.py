@@ -22,9 +22,12 @@ import pytest
 from tests.cli import recon
 from tests.docs import (
     DOC_FOLDER,
-    EXAMPLE,
     PASS,
     ROOT,
+    SWEEP_WITH_A_BAD_INPUT,
+    SWEEP_WITH_A_BAD_TOKEN,
+    SWEEP_WITH_FOUR_PROBLEMS,
+    TWO_GPUS,
     matches,
     normalised,
     occurrences,
@@ -49,41 +52,8 @@ NOT_REPRODUCED = {
     "states masked, in tests/integration/test_devcluster.py",
 }
 
-# specs/sweep.yaml as the validate section has it: four problems, then a misspelt
-# template token, then an input naming an output train does not declare. Fixes keep
-# the line numbers, as they do in the doc.
-SWEEP_WITH_FOUR_PROBLEMS = """\
-kind: Run
-name: sweep-lr-0.1
-command: python3 scripts/sweep.py --policy {inputs.policy.path} --out {output.report.path}
-outputs:
-  report: report.json
-resources:
-  memory: 32G
-  sbatch_extra: [--partition=gpu]
-retry: 2
-inputs:
-  policy: train.weights
-"""
-SWEEP_WITH_A_BAD_TOKEN = (
-    SWEEP_WITH_FOUR_PROBLEMS.replace("sweep-lr-0.1", "sweep-lr-01")
-    .replace("32G\n", "32GiB\n")
-    .replace("sbatch_extra: [--partition=gpu]", "partition: gpu")
-    .replace("retry:", "retries:")
-)
-SWEEP_WITH_A_BAD_INPUT = SWEEP_WITH_A_BAD_TOKEN.replace("{output.", "{outputs.")
-
-# The commits of the --against section: "train on two GPUs; evaluate gets 2GiB" (and a
-# reworded description), then one that only respells values, raises retries, sets
-# update: replace, adds a label and a comment.
-PIPELINE = (EXAMPLE / "specs" / "pipeline.yaml").read_text()
-assert PIPELINE.endswith("resources:\n  cpus: 1\n")  # evaluate's, the file's last lines
-TWO_GPUS = (
-    PIPELINE.replace("  gpus: a100:1\n", "  gpus: a100:2\n").replace(
-        "description: Score the trained policy.", "description: Score the policy."
-    )
-    + "  memory: 2GiB\n"
-)
+# The --against section's commit after TWO_GPUS: it only respells values, raises retries,
+# sets update: replace, adds a label and a comment.
 RESPELLED = (
     TWO_GPUS.replace("  memory: 2GiB\n", "  memory: 2048MiB  # the same\n")
     .replace("a100:2", "A100:2")
