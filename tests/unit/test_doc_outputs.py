@@ -12,25 +12,55 @@ where it is.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import re
 import shutil
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
-from reconciler.engine.actions import Plan
+import pytest
+
+from reconciler.engine.actions import Action, ActionKind, Plan
+from reconciler.engine.apply import Applier, Done
 from reconciler.engine.fit import FitChecker
 from reconciler.engine.plan import plan
+from reconciler.engine.scripts import render_context
+from reconciler.errors import PermanentSchedulerError, SpecError
 from reconciler.report.plan import as_text
-from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
+from reconciler.scheduler.base import (
+    AllocateRequest,
+    JobRecord,
+    Observation,
+    ObservedJob,
+    StepRequest,
+    SubmitRequest,
+)
+from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.render import render_batch_script
+from reconciler.scheduler.slurm.argv import salloc
 from reconciler.scheduler.slurm.combine import combine
 from reconciler.scheduler.slurm.parse import Parsed
+from reconciler.scheduler.slurm.steps import srun
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, flat_fields
 from reconciler.spec.loader import load_desired
+from reconciler.spec.models import Allocation, NodeShape
 from reconciler.spec.source import WorktreeSource
+from reconciler.state.journal import Journal
+from reconciler.state.paths import state_dir
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
-from tests.docs import EXAMPLE, PIPELINE, TWO_GPUS, matches, shown_block
-from tests.planning import DEV, NOW
+from tests.docs import (
+    DOC_FOLDER,
+    EXAMPLE,
+    PIPELINE,
+    SWEEP_WITH_A_BAD_TOKEN,
+    TWO_GPUS,
+    matches,
+    shown_block,
+)
+from tests.planning import DEV, NOW, PROJECT, desired, hash_of, run
 
 DEPLOYMENT = "a912d092faab"  # any: the planner is handed this deployment's jobs only
 
@@ -189,3 +219,229 @@ def test_a_teardown_in_a_plan(tmp_path: Path) -> None:
     printed = as_text(made)
     shown = shown_block("docs/het.md: recon plan for project cartpole at commit 209efed50411 (sche")
     assert matches(printed, shown.body), f"{shown.where}: the planner prints\n{printed}"
+
+
+def rendered(desired: Desired, name: str) -> str:
+    """The batch script apply hands sbatch for ``name``, with the project folder the
+    doc's. The deployment id in the tag (a hash of where the state directory is) is
+    masked with the commit ids: it is 12 hex digits too."""
+    run = desired.runs[name]
+    assert desired.commit is not None
+    # The project is the repository's top folder, so its snapshot is the commit's.
+    code = state_dir(desired) / "checkouts" / desired.commit
+    script = render_batch_script(run, render_context(desired, run, code))
+    return script.replace(str(desired.root), DOC_FOLDER)
+
+
+def test_the_whole_batch_script(tmp_path: Path) -> None:
+    shown = shown_block("docs/specs.md: #!/bin/bash")
+    printed = rendered(example_desired(tmp_path), "train")
+    assert matches(printed, shown.body), f"{shown.where}: recon renders\n{printed}"
+
+
+def test_the_directives_of_a_het_job(tmp_path: Path) -> None:
+    shown = shown_block("docs/specs.md: #SBATCH --job-name=cartpole.actor-learner")
+    script = rendered(example_desired(tmp_path), "actor-learner")
+    printed = "\n".join(line for line in script.splitlines() if line.startswith("#SBATCH"))
+    assert matches(printed, shown.body), f"{shown.where}: recon renders\n{printed}"
+
+
+def template(shown: str) -> re.Pattern[str]:
+    """A command line as specs.md writes its form, as a pattern over the argv's words, one
+    a line: `<...>`, `...` and a capital letter after `=` stand for any value, `[...]` for
+    an optional word, `a|b` for either, and `sbatch_extra...` for any number of long
+    options the form does not name."""
+    words = re.findall(r"(?:<[^>]*>|[^\s<])+", shown.replace("\\\n", " "))
+    named = [re.escape(word.strip("[]").split("=")[0]) for word in words if "--" in word]
+    extra = rf"(?:(?!(?:{'|'.join(named)})[=\n])--\S+\n)*"
+    pattern = ""
+    for word in words:
+        optional = word.startswith("[") and word.endswith("]")
+        word = word.strip("[]")
+        if word == "sbatch_extra...":
+            pattern += extra
+            continue
+        either = "|".join(
+            r"\S+".join(re.escape(part) for part in re.split(r"<[^>]*>|\.\.\.|(?<==)[A-Z]$", one))
+            for one in word.split("|")
+        )
+        pattern += f"(?:(?:{either})\n)" + ("?" if optional else "")
+    return re.compile(pattern)
+
+
+def fits(argv: list[str], form: re.Pattern[str]) -> bool:
+    return form.fullmatch("".join(f"{word}\n" for word in argv)) is not None
+
+
+TAG = Tag(project="cartpole", deployment=DEPLOYMENT, kind="alloc", name="warm", spec_hash="0" * 16)
+
+
+def test_the_salloc_command_line() -> None:
+    shown = shown_block(
+        "docs/specs.md: salloc --no-shell --job-name=<project>.<name> --comment=<tag"
+    )
+    form = template(shown.body)
+    shape = {"partition": "cpu", "nodes": 1, "cpus": 2, "memory": "1GiB", "gpus": "a100:1"}
+    every = {**shape, "account": "a", "qos": "q", "constraint": "ib", "sbatch_extra": ["--x=1"]}
+    for resources in ({}, shape, every):
+        allocation = Allocation.model_validate(
+            {"kind": "Allocation", "name": "warm", "time_limit": "1h", "resources": resources}
+        )
+        argv = salloc(AllocateRequest(allocation=allocation, tag=TAG))
+        assert fits(argv, form), f"{shown.where}: recon runs {argv}"
+    # The form is checked: without --comment, or with two options swapped, it fails.
+    assert not fits([*argv[:3], *argv[4:]], form)
+    assert not fits([*argv[:5], argv[6], argv[5], *argv[7:]], form)
+
+
+def test_the_srun_command_line() -> None:
+    shown = shown_block(
+        "docs/specs.md: srun --jobid=<job> --overlap --job-name=recon2:<project>:<de"
+    )
+    form = template(shown.body)
+    run_tag = TAG.model_copy(update={"kind": "run", "name": "evaluate-quick"})
+    shapes = ({}, {"cpus": 1, "memory": "200MiB"}, {"cpus": 2, "gpus": "a100:1"})
+    for shape, gpus in itertools.product(shapes, (False, True)):
+        request = StepRequest(
+            allocation_id="12",
+            script=Path("/r/logs/step-0.sh"),
+            workdir=Path("/r"),
+            log_dir=Path("/r/logs"),
+            shape=NodeShape.model_validate(shape),
+            allocation_gpus=gpus,
+            tag=run_tag,
+        )
+        argv = srun(request)
+        assert fits(argv, form), f"{shown.where}: recon runs {argv}"
+    # The form is checked: without --overlap, or with two options swapped, it fails.
+    assert not fits([*argv[:2], *argv[3:]], form)
+    assert not fits([*argv[:9], argv[10], argv[9], *argv[11:]], form)
+
+
+def spec_errors(tmp_path: Path, name: str, text: str) -> str:
+    """What `recon validate` lists for the example project with a file ``name`` added."""
+    root = tmp_path / "cartpole"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
+    (root / name).write_text(text)
+    with pytest.raises(SpecError) as error:
+        load_desired(WorktreeSource(root))
+    return "\n".join(str(issue) for issue in error.value.issues)
+
+
+def test_an_unknown_template_token(tmp_path: Path) -> None:
+    """The sweep file of docs/cli.md's validate section, with its misspelt token."""
+    shown = shown_block(
+        "docs/specs.md: specs/sweep.yaml:3: command: unknown template token {output."
+    )
+    printed = spec_errors(tmp_path, "specs/sweep.yaml", SWEEP_WITH_A_BAD_TOKEN)
+    assert printed == shown.body.strip(), f"{shown.where}: recon says\n{printed}"
+
+
+HET_WITH_A_TIME = """\
+kind: Run
+name: het
+command: "true"
+resources:
+  components:
+    - cpus: 1
+    - cpus: 1
+      time: 1h
+"""
+
+
+def test_a_job_wide_setting_in_a_component(tmp_path: Path) -> None:
+    shown = shown_block(
+        "docs/specs.md: resources.components.1.time: is a job-wide setting: Slurm ta"
+    )
+    printed = spec_errors(tmp_path, "specs/het.yaml", HET_WITH_A_TIME)
+    assert printed == f"specs/het.yaml:8: {shown.body.strip()}"
+
+
+def test_a_prefix_of_a_refused_flag(tmp_path: Path) -> None:
+    shown = shown_block(
+        "docs/specs.md: resources.sbatch_extra.0: --part (short for --partition) is"
+    )
+    text = 'kind: Run\nname: short\ncommand: "true"\nresources:\n  sbatch_extra: [--part=gpu]\n'
+    printed = spec_errors(tmp_path, "specs/short.yaml", text)
+    assert printed == f"specs/short.yaml:5: {shown.body.strip()}"
+
+
+def test_the_other_lines_apply_prints(tmp_path: Path) -> None:
+    """docs/cli.md's list of the lines apply may print besides `submitted`: an apply of
+    a plan that cancels job 4099, adopts it, and submits evaluate, which Slurm
+    refuses, and report, which waits for evaluate."""
+    shown = shown_block("docs/cli.md: cancelled job 4099")
+    state = dataclasses.replace(
+        desired(run("evaluate"), run("report", "evaluate"), run("sweep")), root=tmp_path
+    )
+    actions = (
+        Action(kind=ActionKind.CANCEL, target="old-sweep", reason="left", job_ids=("4099",)),
+        Action(
+            kind=ActionKind.ADOPT,
+            target="sweep",
+            reason="not in the journal",
+            spec_hash=hash_of(state, "sweep"),
+            job_ids=("4099",),
+        ),
+        Action(
+            kind=ActionKind.SUBMIT,
+            target="evaluate",
+            reason="not yet run",
+            spec_hash=hash_of(state, "evaluate"),
+        ),
+        Action(
+            kind=ActionKind.SUBMIT,
+            target="report",
+            reason="not yet run",
+            spec_hash=hash_of(state, "report"),
+            after=("evaluate",),
+        ),
+    )
+    made = Plan(
+        project=PROJECT,
+        root=str(tmp_path),
+        commit=state.commit,
+        scheduler="slurm",
+        created_at=NOW,
+        observation_complete=True,
+        fingerprint="0" * 16,
+        actions=actions,
+    )
+    told: list[Done] = []
+    refusing = Refusing(PermanentSchedulerError("<Slurm's message>"))
+    journal = Journal(tmp_path / "journal.sqlite")
+    Applier(
+        made, state, refusing, journal, tmp_path / "code", lambda: NOW, report=told.append
+    ).run()
+    assert refusing.cancelled == ["4099"]
+    printed = "\n".join(done.line for done in told)
+    assert printed == shown.body.strip(), f"{shown.where}: apply prints\n{printed}"
+    on_stderr = [done.line.split()[0] for done in told if done.problem]
+    assert on_stderr == ["refused", "skipped"]  # as the doc says under the block
+
+
+@dataclass
+class Refusing:
+    """A Slurm that cancels and refuses every submission with ``error``."""
+
+    error: Exception
+    name: str = "slurm"
+    cancelled: list[str] = field(default_factory=list)
+
+    def observe(self, since: datetime) -> Observation:
+        raise AssertionError("apply does not observe")
+
+    def submit(self, request: SubmitRequest) -> str:
+        raise self.error
+
+    def cancel(self, job_id: str) -> None:
+        self.cancelled.append(job_id)
+
+    def allocate(self, request: object) -> str:
+        raise AssertionError("no allocations here")
+
+    def release(self, job_id: str) -> None:
+        raise AssertionError("no allocations here")
+
+    def partitions(self) -> tuple[Partition, ...]:
+        return ()
