@@ -214,6 +214,23 @@ def wait_output(text: str, root: Path) -> str:
     return "\n".join(kept)
 
 
+# A watch's log lines as the doc shows them: with times and commits (normalised), job ids
+# and durations masked, and the project's folder the doc's.
+WATCH_MASKS = (
+    (re.compile(r"\bjob_id=\d+"), "job_id=N"),
+    (re.compile(r"\bseconds=[0-9.]+"), "seconds=S"),
+)
+# A timer pass: how many of them find nothing to do depends on how fast jobs run.
+IDLE_PASS = re.compile(r"^<timestamp> INFO    pass commit=<commit> trigger=timer counts=\S+ ")
+
+
+def watch_lines(text: str, root: Path) -> list[str]:
+    text = normalised(text.replace(str(root), DOC_FOLDER))
+    for pattern, mask in WATCH_MASKS:
+        text = pattern.sub(mask, text)
+    return [line for line in text.split("\n") if line]
+
+
 def copy_example(root: Path) -> Path:
     """examples/repo at ``root``, in a git repository of its own, with `scheduler: local`
     (as the docs' stories ran)."""

@@ -21,7 +21,7 @@ import pytest
 
 from tests.cli import recon
 from tests.docs import (
-    DOC_FOLDER,
+    IDLE_PASS,
     PASS,
     ROOT,
     SWEEP_WITH_A_BAD_INPUT,
@@ -29,11 +29,11 @@ from tests.docs import (
     SWEEP_WITH_FOUR_PROBLEMS,
     TWO_GPUS,
     matches,
-    normalised,
     occurrences,
     shown_by_command,
     shown_commands,
     wait_output,
+    watch_lines,
 )
 from tests.gitrepo import GitRepo
 
@@ -284,18 +284,6 @@ def test_the_second_apply_wait_prints_what_the_doc_shows(
 # depends on how fast it runs, so the doc's lines must appear in order and the only
 # other lines allowed are such passes.
 WATCHED = ("recon watch . --branch main --interval 5s", 0)
-WATCH_MASKS = (
-    (re.compile(r"\bjob_id=\d+"), "job_id=N"),
-    (re.compile(r"\bseconds=[0-9.]+"), "seconds=S"),
-)
-IDLE_PASS = re.compile(r"^<timestamp> INFO    pass commit=<commit> trigger=timer counts=\S+ ")
-
-
-def watch_lines(text: str, root: Path) -> list[str]:
-    text = normalised(text.replace(str(root), DOC_FOLDER))
-    for pattern, mask in WATCH_MASKS:
-        text = pattern.sub(mask, text)
-    return [line for line in text.split("\n") if line]
 
 
 def test_the_watch_prints_what_the_doc_shows(

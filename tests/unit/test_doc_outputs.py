@@ -55,6 +55,7 @@ from tests.docs import (
     DOC_FOLDER,
     EXAMPLE,
     PIPELINE,
+    ROOT,
     SWEEP_WITH_A_BAD_TOKEN,
     TWO_GPUS,
     matches,
@@ -445,3 +446,18 @@ class Refusing:
 
     def partitions(self) -> tuple[Partition, ...]:
         return ()
+
+
+def test_the_lines_the_examples_hold() -> None:
+    """operations.md quotes the command examples/cron/recon-watch.service runs and the
+    line of examples/cron/crontab: not outputs, but copies that must not drift."""
+    service = shown_block(
+        "docs/operations.md: recon watch . --branch main --interval 30s --pull --log-form"
+    )
+    unit = (ROOT / "examples" / "cron" / "recon-watch.service").read_text().splitlines()
+    assert f"ExecStart=/opt/recon/bin/{service.body.strip()}" in unit, service.where
+    cron = shown_block(
+        "docs/operations.md: *   *  *   *   *     cd /srv/recon/my-project && /opt/recon/"
+    )
+    crontab = (ROOT / "examples" / "cron" / "crontab").read_text().splitlines()
+    assert cron.body.strip() in crontab, cron.where

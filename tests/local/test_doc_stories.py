@@ -1,0 +1,175 @@
+"""The outputs the docs show outside docs/cli.md's console blocks that need recon to run:
+stories on a copy of the example project with `scheduler: local`, as the pages say.
+
+Each test fetches its block by the key tests/unit/test_doc_blocks.py lists it under.
+Masked everywhere: commit ids, times and timestamps (tests/docs.py's `normalised`), and
+the project folder, which is the doc's (`/home/ana/cartpole`) in place of the test's.
+Masked where a test says so: job ids (the doc's story ran other jobs before), process
+ids, host and user names, ports, durations, digests and sizes of files.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.cli import recon
+from tests.docs import (
+    DOC_FOLDER,
+    ROOT,
+    copy_example,
+    matches,
+    normalised,
+    shown_block,
+    shown_by_command,
+)
+
+HET = ROOT / "docs" / "het.md"
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", "LC_ALL": "C.UTF-8"}
+ENV.pop("RECON_SCHEDULER", None)
+
+
+def run_recon(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", *args],
+        cwd=root,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example project after `recon apply --auto-approve --wait`: every run current
+    (the allocation blocked, as on any local backend)."""
+    root = copy_example(tmp_path_factory.mktemp("applied") / "cartpole")
+    done = run_recon(root, "apply", "--auto-approve", "--wait")
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def test_the_uncommitted_note(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shown = shown_block("docs/cli.md: note: uncommitted changes (specs/train.yaml) are not in this")
+    (example / "specs" / "train.yaml").write_text("# not committed yet\n")
+    planned = recon(capsys, "plan")
+    assert planned.code == 0, planned.err
+    assert normalised(planned.err) == normalised(shown.body), f"{shown.where}:\n{planned.err}"
+
+
+def test_a_revision_that_is_not_there(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shown = shown_block("docs/cli.md: error: revision 'origin/main' not found in .: name a commit,")
+    planned = recon(capsys, "plan", ".", "--against", "origin/main", "--format", "markdown")
+    assert planned.code == 1
+    assert planned.err.strip() == shown.body.strip(), f"{shown.where}:\n{planned.err}"
+
+
+def test_the_prompt_at_a_terminal(example: Path) -> None:
+    """At a terminal recon asks; answering no does nothing and prints `Nothing applied.`"""
+    shown = shown_block("docs/cli.md: Apply this plan? [y/N]:")
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: recon at a terminal, in the example project
+        os.execve(sys.executable, [sys.executable, "-m", "reconciler", "apply"], ENV)
+    printed = _read_until(terminal, shown.body.strip())
+    os.write(terminal, b"n\n")
+    printed += _read_until(terminal, None)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, printed
+    lines = [line.rstrip() for line in printed.replace("\r", "").split("\n")]
+    assert any(line.startswith(shown.body.strip()) for line in lines), printed
+    assert "Nothing applied." in lines, printed
+    assert not (example / "runs").exists()  # nothing was submitted
+
+
+def _read_until(terminal: int, text: str | None, timeout: float = 60) -> str:
+    """What the terminal shows until ``text`` appears (None: until the program ends)."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(terminal, 4096)
+        except OSError:  # the program ended and closed the terminal
+            chunk = b""
+        if not chunk:
+            assert text is None, f"ended before {text!r}:\n{out.decode()}"
+            return out.decode()
+        out += chunk
+        if text is not None and text.encode() in out:
+            return out.decode()
+    raise AssertionError(f"no {text!r} in {timeout} s:\n{out.decode()}")
+
+
+@contextmanager
+def held_lock(root: Path) -> Iterator[None]:
+    """The project's lock held by another process, as an apply from cron holds it."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; "
+            "from reconciler.state.lock import project_lock\n"
+            "with project_lock(Path(sys.argv[1]), 10):\n"
+            "    print('held', flush=True); sys.stdin.read()",
+            str(root / ".recon"),
+        ],
+        env=ENV,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.communicate(timeout=30)  # closes its stdin: it releases the lock and ends
+
+
+# The holder's process id and host, which are the test's.
+HOLDER = re.compile(r"\(pid \d+ on [^,]+, since \d\d:\d\d:\d\d\)")
+
+
+def held(text: str, root: Path) -> str:
+    return HOLDER.sub("(pid N on HOST, since T)", text.replace(str(root), DOC_FOLDER))
+
+
+def test_the_lock_held_by_another_apply(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shown = shown_block("docs/cli.md: error: another recon apply (pid 20915 on vm, since 23:54:23)")
+    with held_lock(example):
+        applied = recon(capsys, "apply", "--auto-approve", "--lock-timeout", "0")
+    assert applied.code == 3
+    assert held(applied.err.strip(), example) == held(shown.body.strip(), Path("/none"))
+
+
+def test_the_plan_of_a_het_run(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    item = shown_by_command(HET)[("recon plan", 0)]
+    planned = recon(capsys, "plan")
+    assert planned.code == 0, planned.err
+    assert matches(planned.out, item.output), f"docs/het.md:{item.line}:\n{planned.out}"
+
+
+# The host the local backend runs on, and the port the environment server took.
+RENDEZVOUS = (
+    (re.compile(re.escape(socket.gethostname()) + r"\b"), "HOST"),
+    (re.compile(r"\bvm\b"), "HOST"),
+    (re.compile(r":\d+\b"), ":PORT"),
+)
+
+
+def test_the_rendezvous_log(applied: Path) -> None:
+    shown = shown_block("docs/het.md: environments on: vm, learner on: vm")
+    (log,) = (applied / "runs" / "actor-learner" / "logs").glob("slurm-*.out")
+    printed, doc = log.read_text(), shown.body
+    for pattern, mask in RENDEZVOUS:
+        printed, doc = pattern.sub(mask, printed), pattern.sub(mask, doc)
+    assert printed == doc, f"{shown.where}: the example's job printed\n{log.read_text()}"
