@@ -10,6 +10,8 @@ ids, host and user names, ports, durations, digests and sizes of files.
 
 from __future__ import annotations
 
+import getpass
+import json
 import os
 import pty
 import re
@@ -20,6 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,3 +176,65 @@ def test_the_rendezvous_log(applied: Path) -> None:
     for pattern, mask in RENDEZVOUS:
         printed, doc = pattern.sub(mask, printed), pattern.sub(mask, doc)
     assert printed == doc, f"{shown.where}: the example's job printed\n{log.read_text()}"
+
+
+def json_as_shown(data: Any, root: Path) -> str:
+    """JSON recon wrote, as the docs show it: indented by 2, the project folder the doc's,
+    and masked (besides commits and times): job ids, the user and host, the digest of a
+    file version taken from its size and time (`fingerprint`), and the script's sha256,
+    which depends on the folder."""
+    text = json.dumps(data, indent=2).replace(str(root), DOC_FOLDER)
+    text = text.replace(f"#user-{USER}", "#user-USER").replace(
+        f'"user": "{USER}"', '"user": "USER"'
+    )
+    masks = (
+        (re.compile(r'"(job_id|identifier)": "\d+"'), r'"\1": "N"'),
+        (re.compile(r"\bjob[- ]\d+(: \d+)?"), "job N"),
+        (re.compile(rf"\b(?:{re.escape(socket.gethostname())}|vm)\b"), "HOST"),
+        (re.compile(r'("kind": "fingerprint",\s+"digest": )"[0-9a-f]+"'), r'\1"DIGEST"'),
+        (re.compile(r'"script_sha256": "[0-9a-f]+"'), '"script_sha256": "SHA"'),
+    )
+    for pattern, mask in masks:
+        text = pattern.sub(mask, text)
+    return normalised(text)
+
+
+USER = getpass.getuser()
+
+
+def test_the_ro_crate_files_and_an_action(
+    applied: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(applied)
+    assert recon(capsys, "export", "ro-crate").code == 0
+    listing = shown_block("docs/cli.md: ro-crate/ro-crate-metadata.json   the crate's description")
+    forms = [line.split()[0] for line in listing.body.splitlines()]
+    runs = ["actor-learner", "prepare", "train", "evaluate"]  # every run succeeded
+    wanted = {form.replace("<run>", run) for form in forms for run in runs}
+    written = {str(path.relative_to(applied)) for path in (applied / "ro-crate").rglob("*")}
+    assert written - {"ro-crate/manifests"} == wanted, listing.where
+    for run in runs:  # "each run's manifest, as recon recorded it"
+        recorded = applied / "runs" / run / ".recon" / "manifest.json"
+        copied = applied / "ro-crate" / "manifests" / f"{run}.json"
+        assert json.loads(copied.read_text()) == json.loads(recorded.read_text())
+
+    shown = shown_block("docs/cli.md: {")
+    crate = json.loads((applied / "ro-crate" / "ro-crate-metadata.json").read_text())
+    (action,) = [
+        entity
+        for entity in crate["@graph"]
+        if entity.get("@type") == "CreateAction" and entity["name"].startswith("train:")
+    ]
+    printed = json_as_shown(action, applied)
+    assert printed == json_as_shown(json.loads(shown.body), Path("/none")), (
+        f"{shown.where}: the crate holds\n{json.dumps(action, indent=2)}"
+    )
+
+
+def test_the_provenance_manifest(applied: Path) -> None:
+    shown = shown_block("docs/specs.md: {")
+    written = json.loads((applied / "runs" / "train" / ".recon" / "manifest.json").read_text())
+    printed = json_as_shown(written, applied)
+    assert printed == json_as_shown(json.loads(shown.body), Path("/none")), (
+        f"{shown.where}: recon wrote\n{json.dumps(written, indent=2)}"
+    )
