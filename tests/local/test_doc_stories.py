@@ -31,11 +31,14 @@ from tests.docs import (
     DOC_FOLDER,
     ROOT,
     copy_example,
+    fences,
     matches,
     normalised,
     shown_block,
     shown_by_command,
+    wait_output,
 )
+from tests.gitrepo import GitRepo
 
 HET = ROOT / "docs" / "het.md"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", "LC_ALL": "C.UTF-8"}
@@ -238,3 +241,67 @@ def test_the_provenance_manifest(applied: Path) -> None:
     assert printed == json_as_shown(json.loads(shown.body), Path("/none")), (
         f"{shown.where}: recon wrote\n{json.dumps(written, indent=2)}"
     )
+
+
+# What het.md's console blocks show, and the test that runs each command.
+HET_COMMANDS = {
+    ("recon plan", 0): "test_the_plan_of_a_het_run",
+    ("recon apply --auto-approve --wait", 0): "test_coupled_runs",
+    ("recon status --format json", 0): "test_coupled_runs",
+    ("recon apply --auto-approve", 0): "test_coupled_runs",
+    ("recon plan", 1): "test_coupled_runs",
+}
+
+
+def test_every_command_het_md_shows_is_run() -> None:
+    assert set(shown_by_command(HET)) == set(HET_COMMANDS)
+
+
+STATUS_JOB_ID = re.compile(r'"job_id": "\d+"')
+
+
+def as_shown(text: str, root: Path) -> str:
+    """An output of the coupled-runs story with job ids masked (the doc's story ran
+    other jobs before)."""
+    return STATUS_JOB_ID.sub('"job_id": "N"', wait_output(text, root))
+
+
+def test_coupled_runs(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """het.md's story: the example's runs current, a commit adds its `simulator` and
+    `monitor` (the YAML block above the story), the monitor fails and the simulator is
+    torn down; then a commit that changes only the monitor: its new job runs."""
+    shown = shown_by_command(HET)
+    assert recon(capsys, "apply", "--auto-approve", "--wait").code == 0
+    (coupled,) = [f for f in fences(HET) if f.lang == "yaml" and "name: simulator" in f.body]
+    GitRepo(example).commit({"specs/coupled.yaml": coupled.body}, message="coupled runs")
+
+    for command, code in (
+        ("recon apply --auto-approve --wait", 1),
+        ("recon status --format json", 0),
+    ):
+        item = shown[(command, 0)]
+        result = recon(capsys, *command.split()[1:])
+        printed = result.out + result.err
+        assert result.code == code, printed
+        assert matches(as_shown(printed, example), as_shown(item.output, Path("/none"))), (
+            f"docs/het.md:{item.line}: `{command}` prints\n{printed}"
+        )
+
+    # Only the monitor changes: it now runs long enough to be seen running.
+    changed = coupled.body.replace("command: sleep 3;", "command: sleep 120;")
+    assert changed != coupled.body
+    GitRepo(example).commit({"specs/coupled.yaml": changed}, message="fix the monitor")
+    try:
+        for key in (("recon apply --auto-approve", 0), ("recon plan", 1)):
+            item = shown[key]
+            result = recon(capsys, *key[0].split()[1:])
+            printed = result.out + result.err
+            assert result.code == 0, printed
+            assert matches(as_shown(printed, example), as_shown(item.output, Path("/none"))), (
+                f"docs/het.md:{item.line}: `{key[0]}` prints\n{printed}"
+            )
+    finally:  # the runs leave the repo: the prune ends the monitor's job
+        (example / "specs" / "coupled.yaml").unlink()
+        GitRepo(example).commit(message="no coupled runs")
+        pruned = recon(capsys, "apply", "--auto-approve")
+        assert "cancelled job" in pruned.out, pruned
