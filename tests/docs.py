@@ -8,9 +8,14 @@ output of recon: tests/unit/test_doc_blocks.py holds that inventory.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
-from collections.abc import Iterator
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,6 +234,77 @@ def watch_lines(text: str, root: Path) -> list[str]:
     for pattern, mask in WATCH_MASKS:
         text = pattern.sub(mask, text)
     return [line for line in text.split("\n") if line]
+
+
+def idle_pass(line: str) -> bool:
+    """A watch's timer pass that did nothing (a line as `watch_lines` gives it)."""
+    return IDLE_PASS.match(line) is not None and "submitted=" not in line
+
+
+def in_order(printed: list[str], shown: list[str], extra: Callable[[str], bool]) -> str | None:
+    """What is wrong with ``printed`` as the doc shows it: the doc's lines must appear in
+    order, and the only other lines allowed are ``extra``'s (timer passes, whose number
+    depends on how fast jobs run). None when it is right."""
+    position = 0
+    for line in printed:
+        if position < len(shown) and line == shown[position]:
+            position += 1
+        elif not extra(line):
+            return f"printed a line the doc does not show:\n{line}\n\nall of it:\n" + "\n".join(
+                printed
+            )
+    if position < len(shown):
+        return f"did not print\n{shown[position]}\n\nit printed:\n" + "\n".join(printed)
+    return None
+
+
+class Watched:
+    """A `recon watch` started in ``root`` (this checkout's recon), whose log is read a
+    line at a time; every line read is kept in ``lines``."""
+
+    def __init__(self, root: Path, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "watch", *args],
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+
+    def __enter__(self) -> Watched:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+
+    def next_line(self) -> str:
+        """The next line it logs; "" once it has ended. A watch logs at least every
+        interval, so this does not wait longer than one."""
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        self.lines.append(line)
+        return line
+
+    def until(self, wanted: Callable[[str], bool], timeout: float = 120) -> str:
+        """Read until a line ``wanted`` takes; that line."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.next_line()
+            assert line, "the watch ended:\n" + "".join(self.lines)
+            if wanted(line):
+                return line
+        raise AssertionError(f"not within {timeout} s:\n" + "".join(self.lines))
+
+    def stop(self) -> int:
+        """Ctrl-C, then the rest of its log; its exit code."""
+        self.process.send_signal(signal.SIGINT)
+        rest, _ = self.process.communicate(timeout=60)
+        self.lines.append(rest)
+        return self.process.returncode
 
 
 def copy_example(root: Path) -> Path:

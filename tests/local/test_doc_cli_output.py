@@ -9,11 +9,7 @@ new block cannot be added without one or the other.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,13 +17,15 @@ import pytest
 
 from tests.cli import recon
 from tests.docs import (
-    IDLE_PASS,
     PASS,
     ROOT,
     SWEEP_WITH_A_BAD_INPUT,
     SWEEP_WITH_A_BAD_TOKEN,
     SWEEP_WITH_FOUR_PROBLEMS,
     TWO_GPUS,
+    Watched,
+    idle_pass,
+    in_order,
     matches,
     occurrences,
     shown_by_command,
@@ -291,58 +289,23 @@ def test_the_watch_prints_what_the_doc_shows(
 ) -> None:
     item = shown_by_command(CLI_DOC)[WATCHED]
     assert recon(capsys, "apply", "--auto-approve", "--wait").code == 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    watch = subprocess.Popen(
-        [sys.executable, "-m", "reconciler", *WATCHED[0].split()[1:]],
-        cwd=example,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: list[str] = []
-    try:
-        assert watch.stdout is not None
-        lines.append(watch.stdout.readline())  # started
-        lines.append(watch.stdout.readline())  # the first pass: nothing to do
+    with Watched(example, *WATCHED[0].split()[2:]) as watch:
+        watch.next_line()  # started
+        watch.next_line()  # the first pass: nothing to do
         prepare = (example / "specs" / "pipeline.yaml").read_text()
         GitRepo(example).commit(
             {"specs/pipeline.yaml": prepare.replace("--episodes 200", "--episodes 300")},
             message="more episodes",
         )
-        deadline = time.monotonic() + 120
-        # Until a timer pass after the downstream's submission finds nothing to do.
-        while time.monotonic() < deadline:
-            line = watch.stdout.readline()
-            if not line:
-                break  # it ended: the comparison below says what it printed
-            lines.append(line)
-            submitted_downstream = any("run=evaluate" in line for line in lines)
-            last = watch_lines(line, example)
-            idle = bool(last) and IDLE_PASS.match(last[0]) and "submitted=" not in line
-            if submitted_downstream and idle:
-                break
-        watch.send_signal(signal.SIGINT)
-        rest, _ = watch.communicate(timeout=60)
-        lines.append(rest)
-    finally:
-        if watch.poll() is None:
-            watch.kill()
-            watch.wait()
-    assert watch.returncode == 0, lines
 
-    printed = watch_lines("".join(lines), example)
-    shown = watch_lines(item.output, Path("/none"))
-    position = 0
-    for line in printed:
-        if position < len(shown) and line == shown[position]:
-            position += 1
-        else:
-            assert IDLE_PASS.match(line) and "submitted=" not in line, (
-                f"docs/cli.md:{item.line}: `{item.command}` printed a line the doc does "
-                f"not show:\n{line}\n\nall of it:\n" + "\n".join(printed)
-            )
-    assert position == len(shown), (
-        f"docs/cli.md:{item.line}: `{item.command}` did not print\n{shown[position]}\n\n"
-        "it printed:\n" + "\n".join(printed)
-    )
+        # Until a timer pass after the downstream's submission finds nothing to do.
+        def idle_after_downstream(line: str) -> bool:
+            submitted_downstream = any("run=evaluate" in seen for seen in watch.lines)
+            return submitted_downstream and idle_pass(watch_lines(line, example)[0])
+
+        watch.until(idle_after_downstream)
+        assert watch.stop() == 0, watch.lines
+
+    printed = watch_lines("".join(watch.lines), example)
+    problem = in_order(printed, watch_lines(item.output, Path("/none")), idle_pass)
+    assert problem is None, f"docs/cli.md:{item.line}: `{item.command}` {problem}"
