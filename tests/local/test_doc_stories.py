@@ -30,13 +30,17 @@ from tests.cli import recon
 from tests.docs import (
     DOC_FOLDER,
     ROOT,
+    Watched,
     copy_example,
     fences,
+    idle_pass,
+    in_order,
     matches,
     normalised,
     shown_block,
     shown_by_command,
     wait_output,
+    watch_lines,
 )
 from tests.gitrepo import GitRepo
 
@@ -185,7 +189,7 @@ def json_as_shown(data: Any, root: Path) -> str:
     """JSON recon wrote, as the docs show it: indented by 2, the project folder the doc's,
     and masked (besides commits and times): job ids, the user and host, the digest of a
     file version taken from its size and time (`fingerprint`), and the script's sha256,
-    which depends on the folder."""
+    which depends on the folder, and how long a watch's pass took."""
     text = json.dumps(data, indent=2).replace(str(root), DOC_FOLDER)
     text = text.replace(f"#user-{USER}", "#user-USER").replace(
         f'"user": "{USER}"', '"user": "USER"'
@@ -196,6 +200,7 @@ def json_as_shown(data: Any, root: Path) -> str:
         (re.compile(rf"\b(?:{re.escape(socket.gethostname())}|vm)\b"), "HOST"),
         (re.compile(r'("kind": "fingerprint",\s+"digest": )"[0-9a-f]+"'), r'\1"DIGEST"'),
         (re.compile(r'"script_sha256": "[0-9a-f]+"'), '"script_sha256": "SHA"'),
+        (re.compile(r'"seconds": [0-9.]+'), '"seconds": S'),
     )
     for pattern, mask in masks:
         text = pattern.sub(mask, text)
@@ -305,3 +310,81 @@ def test_coupled_runs(example: Path, capsys: pytest.CaptureFixture[str]) -> None
         GitRepo(example).commit(message="no coupled runs")
         pruned = recon(capsys, "apply", "--auto-approve")
         assert "cancelled job" in pruned.out, pruned
+
+
+# operations.md's session: a commit with a misspelt field, its fix, and an apply from
+# cron holding the lock for a few seconds.
+BAD = "kind: Run\nname: bad\ncomand: echo hi\n"
+
+
+def test_a_watch_session(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shown = shown_block(
+        "docs/operations.md: 2026-11-29T23:55:05.559+00:00 INFO    started commit=5333d91"
+    )
+    assert recon(capsys, "apply", "--auto-approve", "--wait").code == 0
+    with Watched(example, ".", "--interval", "3s") as watch:
+        watch.until(lambda line: " pass " in line)
+        GitRepo(example).commit({"specs/bad.yaml": BAD}, message="a misspelt field")
+        watch.until(lambda line: " spec-error " in line)
+        (example / "specs" / "bad.yaml").unlink()
+        GitRepo(example).commit(message="fixed")
+        watch.until(lambda line: "trigger=refs" in line)
+        with held_lock(example):
+            watch.until(lambda line: "failures=3" in line)
+        watch.until(lambda line: " pass " in line)
+        assert watch.stop() == 0, watch.lines
+
+    printed = watch_lines(held("".join(watch.lines), example), example)
+    doc = watch_lines(held(shown.body, Path("/none")), Path("/none"))
+    problem = in_order(printed, doc, idle_pass)
+    assert problem is None, f"{shown.where}: the watch {problem}"
+
+
+# operations.md's JSON log and notifications: a commit adds a run `oops` that exits 2.
+OOPS = "kind: Run\nname: oops\ncommand: exit 2\n"
+
+
+def test_a_watch_in_json_and_its_notifications(
+    example: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = shown_block(
+        'docs/operations.md: {"time": "2026-11-29T23:56:08.857+00:00", "level": "info", "'
+    )
+    sent = shown_block(
+        'docs/operations.md: {"commit": "516ff603b522e18e1e7a24fb54b4ec26b0927a1e", "coun'
+    )
+    assert recon(capsys, "apply", "--auto-approve", "--wait").code == 0
+    notified = example.parent / "notified.jsonl"
+    notify = f"{{ cat; echo; }} >> {notified}"
+    with Watched(
+        example, ".", "--interval", "5s", "--log-format", "json", "--notify", notify
+    ) as watch:
+        watch.until(lambda line: '"event": "pass"' in line)
+        GitRepo(example).commit({"specs/oops.yaml": OOPS}, message="oops")
+        watch.until(lambda line: '"trigger": "refs"' in line)
+        watch.until(lambda line: notified.exists() and "run-failed" in notified.read_text())
+        assert watch.stop() == 0, watch.lines
+
+    printed = [
+        json_as_shown(json.loads(line), example)
+        for line in "".join(watch.lines).splitlines()
+        if line
+    ]
+    doc = [json_as_shown(json.loads(line), Path("/none")) for line in log.body.splitlines()]
+    problem = in_order(printed, doc, idle_json_pass)
+    assert problem is None, f"{log.where}: the watch {problem}"
+
+    payloads = [json.loads(line) for line in notified.read_text().splitlines() if line]
+    printed = [json_as_shown(payload, example) for payload in payloads]
+    doc = [json_as_shown(json.loads(line), Path("/none")) for line in sent.body.splitlines()]
+    assert printed == doc, f"{sent.where}: the notifier was sent\n{notified.read_text()}"
+
+
+def idle_json_pass(shown: str) -> bool:
+    """A timer pass that did nothing, as `json_as_shown` gives it."""
+    entry = json.loads(shown.replace('"seconds": S', '"seconds": 0'))
+    return (
+        entry["event"] == "pass"
+        and entry["trigger"] == "timer"
+        and not entry["counts"]["submitted"]
+    )
