@@ -1,11 +1,11 @@
 """Every fenced block of README.md and docs/*.md is checked by a test, or says why not.
 
 A block that shows what recon prints (a plan, an error, a log line, a listing, a script or
-a command line recon runs) is compared with what recon's code produces: YAML blocks and the
+a command line recon runs), or describes its command line (the synopses), is compared with what recon's code produces: YAML blocks and the
 errors shown after an invalid one by tests/unit/test_doc_yaml.py, docs/cli.md's console
 blocks and diagram by tests/local/test_doc_cli_output.py (which keeps its own list of the
 commands it does not reproduce), and every other block by the test CHECKED names. A block
-that is not an output of recon (a command to type, a layout, a synopsis) is in
+that is not an output of recon (a command to type, a diagram) is in
 NOT_OUTPUT with the reason. So a new block cannot be added without a test or a reason.
 
 Blocks are named `file: first line` (its first 60 characters; ` #2` for the second block
@@ -40,6 +40,10 @@ CHECKED = {
     "docs/cli.md: cancelled job 4099": f"{UNIT}::test_the_other_lines_apply_prints",
     "docs/cli.md: error: another recon apply (pid 20915 on vm, since 23:54:23)": (
         f"{STORIES}::test_the_lock_held_by_another_apply"
+    ),
+    "docs/cli.md: recon version": f"{UNIT}::test_the_synopsis_is_the_command_line",
+    "docs/cli.md: recon dev-cluster up [--timeout SECONDS]": (
+        f"{UNIT}::test_the_synopsis_is_the_command_line"
     ),
     "docs/cli.md: ro-crate/ro-crate-metadata.json   the crate's description": (
         f"{STORIES}::test_the_ro_crate_files_and_an_action"
@@ -104,10 +108,8 @@ NOT_OUTPUT = {
     "docs/architecture.md: load (spec)  ─▶  observe (one squeue + one sacct, or the loc": (
         "a diagram of how a pass flows through the modules"
     ),
-    "docs/cli.md: recon version": "the synopsis of every command, written by hand",
     "docs/cli.md: git fetch origin main": f"{TYPED}: a CI job's script",
     "docs/cli.md: recon plan --out tonight.plan      # review it": TYPED,
-    "docs/cli.md: recon dev-cluster up [--timeout SECONDS]": "the synopsis of dev-cluster",
     "docs/exit-codes.md: recon plan . --against origin/main --detailed-exitcode --for": (
         f"{TYPED}: a CI job's script"
     ),

@@ -4,7 +4,7 @@ lines apply prints.
 
 Each test fetches its block by the key tests/unit/test_doc_blocks.py lists it under and
 compares it with what recon's own code makes. Commit ids are masked everywhere (a doc's
-example commit is not the test's), nothing else unless said, and the project folder is the doc's
+example commit is not the test's), and the project folder is the doc's
 (`/home/ana/cartpole`) in place of the test's temporary one; anything else masked is said
 where it is.
 """
@@ -18,9 +18,12 @@ import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 
+from reconciler.cli import app
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.apply import Applier, Done
 from reconciler.engine.fit import FitChecker
@@ -51,6 +54,7 @@ from reconciler.spec.source import WorktreeSource
 from reconciler.state.journal import Journal
 from reconciler.state.paths import state_dir
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from tests.cli import recon
 from tests.docs import (
     COMMIT,
     DOC_FOLDER,
@@ -479,3 +483,63 @@ def test_the_lines_the_examples_hold() -> None:
     )
     crontab = (ROOT / "examples" / "cron" / "crontab").read_text().splitlines()
     assert cron.body.strip() in crontab, cron.where
+
+
+def synopsis(text: str) -> dict[str, list[str]]:
+    """Each command a synopsis block names (`plan`, `export ro-crate`), with the words
+    of its entries: an entry starts with `recon`, its indented lines go on."""
+    entries: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("recon "):
+            entries.append([])
+        entries[-1].extend(line.split())
+    found: dict[str, list[str]] = {}
+    for words in entries:
+        path = list(
+            itertools.takewhile(lambda word: re.fullmatch(r"[a-z][a-z-]*", word), words[1:])
+        )
+        found.setdefault(" ".join(path), []).extend(words[1 + len(path) :])
+    return found
+
+
+def commands() -> dict[str, Any]:
+    """Every command of recon's command line, by its path (`export ro-crate`)."""
+    found: dict[str, Any] = {}
+
+    def walk(command: Any, path: str) -> None:
+        if hasattr(command, "commands"):  # a group (typer's click, which may be its own)
+            for name, sub in command.commands.items():
+                walk(sub, f"{path} {name}".strip())
+        else:
+            found[path] = command
+
+    walk(typer.main.get_command(app), "")
+    return found
+
+
+def test_the_synopsis_is_the_command_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cli.md's synopsis names every command and every option each takes, and only
+    those; where it lists an option's values (`text|markdown|json`), the command's help
+    lists them (status's help also lists markdown, which prints as text: the synopsis
+    leaves that alias out). dev-cluster's synopsis likewise for its commands."""
+    shown = {
+        **synopsis(shown_block("docs/cli.md: recon version").body),
+        **synopsis(shown_block("docs/cli.md: recon dev-cluster up [--timeout SECONDS]").body),
+    }
+    real = commands()
+    assert set(shown) == set(real)
+    monkeypatch.setenv("COLUMNS", "300")  # the help on one line per option
+    for name, words in shown.items():
+        text = " ".join(words)
+        options = {option for param in real[name].params for option in param.opts}
+        named = set(re.findall(r"--[a-z][a-z-]*", text))
+        assert named == {o for o in options if o.startswith("--")}, (
+            f"recon {name}: the synopsis names {sorted(named)}"
+        )
+        helped = recon(capsys, *name.split(), "--help").out
+        listed = dict(re.findall(r"(--[a-z-]+) <?([a-z]+(?:\|[a-z]+)+)>?", helped))
+        for option, values in re.findall(r"(--[a-z-]+) ([a-z]+(?:\|[a-z]+)+)", text):
+            accepted = listed.get(option, "").split("|")
+            assert set(values.split("|")) <= set(accepted), f"recon {name} {option}: {helped}"
