@@ -1,12 +1,13 @@
 """Every fenced block of README.md and docs/*.md is checked by a test, or says why not.
 
-A block that shows what recon prints (a plan, an error, a log line, a listing, a script or
-a command line recon runs), or describes its command line (the synopses), is compared with what recon's code produces: YAML blocks and the
-errors shown after an invalid one by tests/unit/test_doc_yaml.py, docs/cli.md's console
-blocks and diagram by tests/local/test_doc_cli_output.py (which keeps its own list of the
-commands it does not reproduce), and every other block by the test CHECKED names. A block
-that is not an output of recon (a command to type, a diagram) is in
-NOT_OUTPUT with the reason. So a new block cannot be added without a test or a reason.
+A block that shows what recon prints (a plan, an error, a log line, a listing, a script
+or a command line recon runs), or describes its command line (the synopses), is compared
+with what recon's code produces: YAML blocks and the errors shown after an invalid one
+by tests/unit/test_doc_yaml.py, docs/cli.md's console blocks and diagram by
+tests/local/test_doc_cli_output.py (which keeps its own list of the commands it does not
+reproduce), and every other block by the test CHECKED names. A block that is not an
+output of recon (a command to type, a diagram) is in NOT_OUTPUT with the reason. So a
+new block cannot be added without a test or a reason.
 
 Blocks are named `file: first line` (its first 60 characters; ` #2` for the second block
 with the same name), as tests/docs.py's `Fence.key` makes it.
