@@ -5,7 +5,8 @@ Each test fetches its block by the key tests/unit/test_doc_blocks.py lists it un
 Masked everywhere: commit ids, times and timestamps (tests/docs.py's `normalised`), and
 the project folder, which is the doc's (`/home/ana/cartpole`) in place of the test's.
 Masked where a test says so: job ids (the doc's story ran other jobs before), process
-ids, host and user names, ports, durations, digests and sizes of files.
+ids, host and user names, ports, how long a pass took, a batch script's sha256 (it holds
+the folder) and the digests of file versions taken from size and modification time.
 """
 
 from __future__ import annotations
