@@ -1,8 +1,9 @@
 """Every fenced block of README.md and docs/*.md is checked by a test, or says why not.
 
 A block that shows what recon prints (a plan, an error, a log line, a listing, a script
-or a command line recon runs), or describes its command line (the synopses), is compared
-with what recon's code produces: YAML blocks and the errors shown after an invalid one
+or a command line recon runs), describes its command line (the synopses), or shows what
+Slurm prints for recon to read (docs/arrays.md), is compared with what recon's code
+produces or reads: YAML blocks and the errors shown after an invalid one
 by tests/unit/test_doc_yaml.py, docs/cli.md's console blocks and diagram by
 tests/local/test_doc_cli_output.py (which keeps its own list of the commands it does not
 reproduce), and every other block by the test CHECKED names. A block that is not an
@@ -19,6 +20,7 @@ from tests.docs import ROOT, Fence, all_fences, keyed
 
 UNIT = "tests/unit/test_doc_outputs.py"
 STORIES = "tests/local/test_doc_stories.py"
+ARRAYS = "tests/unit/test_doc_arrays.py"
 
 # Blocks showing what recon prints, and the test that compares them with it.
 CHECKED = {
@@ -50,6 +52,19 @@ CHECKED = {
         f"{STORIES}::test_the_ro_crate_files_and_an_action"
     ),
     "docs/cli.md: {": f"{STORIES}::test_the_ro_crate_files_and_an_action",
+    # Slurm's own output, read with recon's parsers.
+    "docs/arrays.md: MaxArraySize            = 1001": (
+        f"{ARRAYS}::test_max_array_size_reads_as_its_default_and_the_local_backend_matches"
+    ),
+    "docs/arrays.md: SLURM_ARRAY_JOB_ID=14782": (
+        f"{ARRAYS}::test_the_local_backend_sets_the_array_variables_slurm_set"
+    ),
+    "docs/arrays.md: 14769_0|14770|COMPLETED|None|cpu1|cpu|2026-12-01T17:34:22|20": (
+        f"{ARRAYS}::test_the_shown_pass_reads_as_the_table_says"
+    ),
+    "docs/arrays.md: 14769_0|14770|COMPLETED|0:0|None|2026-12-01T17:34:22|2026-12": (
+        f"{ARRAYS}::test_the_shown_pass_reads_as_the_table_says"
+    ),
     "docs/het.md: $ recon plan": f"{STORIES}::test_the_plan_of_a_het_run",
     "docs/het.md: environments on: vm, learner on: vm": f"{STORIES}::test_the_rendezvous_log",
     "docs/het.md: recon plan for project cartpole at commit 209efed50411 (sche": (
