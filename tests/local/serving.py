@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.gitrepo import GitRepo
 
@@ -55,7 +56,7 @@ def recon(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedP
 class Served:
     root: Path
     port: int
-    process: subprocess.Popen[str]
+    process: subprocess.Popen[str] | None
 
     @property
     def url(self) -> str:
@@ -98,6 +99,11 @@ def serving(root: Path, *args: str, env: dict[str, str] | None = None) -> Iterat
             except OSError:
                 assert time.monotonic() < deadline, "recon serve did not listen within 60 s"
                 time.sleep(0.1)
+        token = (env or {}).get("RECON_SERVE_TOKEN")
+        auth = {"Authorization": f"Bearer {token}"} if token else {}
+        while b'"project"' not in served.get("/api/state", auth)[2]:  # the first look done
+            assert time.monotonic() < deadline, "recon serve did not look within 60 s"
+            time.sleep(0.1)
         yield served
     finally:
         process.terminate()
@@ -129,3 +135,26 @@ def artifacts() -> Path:
     folder = Path(os.environ.get("RECON_TEST_ARTIFACTS", ROOT / "tests" / "artifacts"))
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+@contextlib.contextmanager
+def app_served(app: Any) -> Iterator[Served]:
+    """An application built in this process, served by uvicorn in a thread: for tests
+    that count what the app does."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield Served(Path("."), port, None)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
