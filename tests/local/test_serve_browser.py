@@ -9,6 +9,7 @@ RECON_UPDATE_DOC_IMAGES=1.
 
 from __future__ import annotations
 
+import html
 import os
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.local.serving import ROOT, artifacts, example_project, recon, serving, settle
+from tests.local.test_mermaid import installed_checker, mermaid_of
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -153,3 +155,42 @@ def test_the_page_shows_every_run_its_details_and_a_job_ending_without_a_reload(
         assert '"exit_code": 0' in manifest
         screenshot(browser, "serve-run-details.png")
         assert console_errors(browser) == []
+        browser.get("about:blank")  # before the server stops: its stream would complain
+
+
+def test_the_pr_comment_diagram_renders_with_mermaid(browser: Any, tmp_path: Path) -> None:
+    """The diagram `recon plan --format markdown` puts in a PR comment, drawn by mermaid
+    itself (the package tests/mermaid pins) as GitHub draws it; docs/web.md shows it."""
+    from selenium.webdriver.common.by import By
+
+    console_errors(browser)  # reading the log empties it: what came before is not this test's
+    root = example_project(tmp_path)
+    comment = recon(root, "plan", ".", "--format", "markdown")
+    assert comment.returncode == 0, comment.stderr
+    diagram = mermaid_of(comment.stdout)
+    script = installed_checker().parent / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
+    page = tmp_path / "comment.html"
+    page.write_text(
+        "<!doctype html><html><body style='background:#fff'>"
+        f"<script src='{script.as_uri()}'></script>"
+        f"<pre class='mermaid' id='diagram'>{html.escape(diagram)}</pre>"
+        "<script>mermaid.initialize({startOnLoad: false});"
+        "mermaid.run({querySelector: '#diagram'}).then("
+        "() => { document.body.dataset.done = 'ok'; },"
+        "(e) => { document.body.dataset.done = 'error: ' + e; });</script>"
+        "</body></html>"
+    )
+    browser.get(page.as_uri())
+    done = wait_until(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-done"))
+    assert done == "ok"
+    labels = browser.find_element(By.CSS_SELECTOR, "#diagram svg").text
+    for run in RUNS:
+        assert run in labels
+    assert "submit" in labels
+    element = browser.find_element(By.CSS_SELECTOR, "#diagram svg")
+    path = artifacts() / "pr-comment-diagram.png"
+    element.screenshot(str(path))
+    if os.environ.get("RECON_UPDATE_DOC_IMAGES") == "1":
+        DOC_IMAGES.mkdir(exist_ok=True)
+        shutil.copyfile(path, DOC_IMAGES / path.name)
+    assert console_errors(browser) == []
