@@ -14,6 +14,7 @@ from tests.gitrepo import GitRepo
 from tests.local.serving import environment, free_port
 
 PROJECT = "project: watched\nscheduler: local\n"
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
 
 def spec(name: str, text: str) -> str:
@@ -21,6 +22,23 @@ def spec(name: str, text: str) -> str:
         f"kind: Run\nname: {name}\ncommand: echo {text} > {{outputs.out.path}}\n"
         "outputs:\n  out: out.txt\n"
     )
+
+
+def documented_alert_metrics() -> set[str]:
+    """The metrics the alert rule docs/operations.md shows names, its YAML read as
+    Prometheus would (a rule group, each rule an alert with an expression)."""
+    from ruamel.yaml import YAML
+
+    text = OPERATIONS.read_text()
+    marker = "<!-- doc-test: prometheus -->\n```yaml\n"
+    assert text.count(marker) == 1
+    rules = YAML(typ="safe").load(text.split(marker, 1)[1].split("```", 1)[0])
+    (group,) = rules["groups"]
+    (rule,) = group["rules"]
+    assert rule["alert"] and "> 600" in rule["expr"]  # ten minutes
+    names = set(re.findall(r"\brecon_[a-z_]+", rule["expr"]))
+    assert names
+    return names
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -92,6 +110,9 @@ def test_the_metrics_move_when_a_commit_is_applied(tmp_path: Path) -> None:
             > before["recon_watch_pass_duration_seconds_count"]
         )
         assert after["recon_watch_teardowns_total"] == 0
+        served = {re.sub(r"\{.*", "", sample) for sample in after}
+        for name in documented_alert_metrics():
+            assert name in served, f"docs/operations.md's alert names {name}, not served"
     finally:
         watch.terminate()
         output = watch.communicate(timeout=60)[0]

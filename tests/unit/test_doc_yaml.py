@@ -31,6 +31,9 @@ from reconciler.spec.yamlsource import SourceDocument, parse_documents
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 INVALID_MARKER = "<!-- doc-test: invalid -->"
+# A block that is not recon's (a Prometheus alert rule): checked where its subject is,
+# tests/local/test_watch_metrics.py.
+FOREIGN_MARKERS = {"<!-- doc-test: prometheus -->"}
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 # The fields a run needs, for blocks that show only some of a run's fields.
 MINIMAL_RUN = {"kind": "Run", "name": "doc-example", "command": "true"}
@@ -45,6 +48,11 @@ class Block:
     body: str
     invalid: bool
     shown_error: str | None  # the next block's text, for a block marked invalid
+    marker: str = ""  # the line before the fence
+
+    @property
+    def foreign(self) -> bool:
+        return self.marker in FOREIGN_MARKERS
 
     @property
     def where(self) -> str:
@@ -67,12 +75,15 @@ def blocks(path: Path) -> list[Block]:
                 fence.group("body"),
                 invalid,
                 following if invalid else None,
+                before,
             )
         )
     return found
 
 
-YAML_BLOCKS = [block for path in DOCS for block in blocks(path) if block.lang == "yaml"]
+YAML_BLOCKS = [
+    block for path in DOCS for block in blocks(path) if block.lang == "yaml" and not block.foreign
+]
 
 
 def problems(block: Block) -> list[SpecIssue]:
