@@ -70,12 +70,11 @@ def serve(
       recon serve . --port 9000 --interval 30s
       RECON_SERVE_TOKEN=$(cat ~/.recon-token) recon serve --host 0.0.0.0
     """
-    # Starlette and uvicorn are imported when serve runs: `recon --help` stays quick.
-    import uvicorn
-
+    # The engine, Starlette and uvicorn are imported when serve runs: `--help` stays quick.
     from reconciler.engine.reconcile import Request, load, look_once
     from reconciler.web.app import create_app
     from reconciler.web.poller import Poller
+    from reconciler.web.server import run_server
 
     seconds = parse_duration(interval).total_seconds()
     token = _token(token_file)
@@ -92,25 +91,16 @@ def serve(
     hosts = ["127.0.0.1", "localhost", "::1", "[::1]"] if loopback else ["*"]
     app = create_app(poller, token=token, hosts=hosts)
     shown = f"[{host}]" if ":" in host else host
-    console.print(
-        f"recon serve: http://{shown}:{port}/ for {desired.project.project}, looking every "
-        f"{interval} (read-only; Ctrl-C stops)",
-        highlight=False,
-        soft_wrap=True,
-    )
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=2,  # open event streams end within it
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    server.run()
-    if not server.started:
-        raise ReconError(f"could not listen on {shown}:{port} (in use? see above)")
+
+    def listening() -> None:
+        console.print(
+            f"recon serve: http://{shown}:{port}/ for {desired.project.project}, looking "
+            f"every {interval} (read-only; Ctrl-C stops)",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    run_server(app, host, port, on_listening=listening, on_exit=poller.halt)
 
 
 def _is_loopback(host: str) -> bool:

@@ -52,8 +52,14 @@ class Poller:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Ask the thread to stop after its current look, and end event streams; does
+        not wait (a signal handler calls it)."""
         self._stop.set()
+
+    def stop(self) -> None:
+        """Halt, and wait for a look under way to end."""
+        self.halt()
         with self._lock:
             self._lock.notify_all()
         if self._thread.is_alive():

@@ -5,6 +5,7 @@ environment values."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -108,6 +109,32 @@ def test_another_address_needs_a_token(applied: Path) -> None:
     empty.write_text("\n")
     refused = recon(applied, "serve", ".", "--token-file", str(empty), timeout=60)
     assert refused.returncode == 1 and "is empty" in refused.stderr
+
+
+def test_a_port_in_use_is_a_plain_error_and_sigterm_ends_open_streams_at_once(
+    applied: Path,
+) -> None:
+    with serving(applied, "--interval", "1s") as served:
+        taken = recon(applied, "serve", ".", "--port", str(served.port), timeout=60)
+        assert taken.returncode == 1
+        assert f"error: cannot listen on 127.0.0.1:{served.port}: Address already in use" in (
+            taken.stderr
+        )
+        assert "Traceback" not in taken.stdout + taken.stderr
+        # An open page's event stream must not hold the shutdown.
+        stream = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+        stream.request("GET", "/api/events")
+        response = stream.getresponse()
+        assert response.status == 200
+        assert response.readline() == b"event: state\n"
+        assert served.process is not None
+        started = time.monotonic()
+        served.process.terminate()
+        output = served.process.communicate(timeout=30)[0]
+        assert time.monotonic() - started < 4
+        stream.close()
+    assert served.process.returncode == 0, output
+    assert "Traceback" not in output and "ERROR" not in output, output
 
 
 def test_many_clients_share_one_look_per_interval_and_no_journal_is_made(
