@@ -186,6 +186,18 @@ def graph_of(
                 action=actions.get(("run", name)),
             )
         )
+    # Jobs whose run left the repo (orphans) are nodes too, after the declared runs.
+    nodes += [
+        Node(
+            row.name,
+            "run",
+            sync=row.sync.value,
+            health=row.health.value if row.health else None,
+            action=actions.get(("run", row.name)),
+        )
+        for row in statuses
+        if row.name not in desired.runs
+    ]
     edges = [
         (upstream, name)
         for name in desired.runs

@@ -162,7 +162,15 @@ class _Guard:
             await response(scope, receive, send)
             return
         set_cookie = self.token is not None and from_query
+        if set_cookie and scope["path"] == "/":
+            # The page opened with ?token=: the cookie from now on, and the address bar
+            # (and history) without the token.
+            redirect = Response(status_code=303, headers={"Location": "/"})
+            await redirect(scope, receive, self._with_headers(send, set_cookie=True))
+            return
+        await self.app(scope, receive, self._with_headers(send, set_cookie))
 
+    def _with_headers(self, send: Send, set_cookie: bool) -> Send:
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
@@ -175,11 +183,15 @@ class _Guard:
                 message["headers"] = headers
             await send(message)
 
-        await self.app(scope, receive, with_headers)
+        return with_headers
 
     @staticmethod
     def _given(scope: Scope) -> tuple[bytes | None, bool]:
-        """The token the request carries, and whether it came in the query string."""
+        """The token the request carries, and whether it came in the query string (first:
+        a page opened with a new token replaces an old cookie)."""
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        if "token" in query:
+            return query["token"][0].encode(), True
         headers = dict(scope.get("headers", []))
         authorization = headers.get(b"authorization", b"")
         if authorization.lower().startswith(b"bearer "):
@@ -188,7 +200,4 @@ class _Guard:
             key, _, value = part.strip().partition(b"=")
             if key == TOKEN_COOKIE.encode():
                 return value, False
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        if "token" in query:
-            return query["token"][0].encode(), True
         return None, False

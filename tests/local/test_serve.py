@@ -88,8 +88,12 @@ def test_the_token_is_needed_on_every_route_and_the_host_must_be_ours(applied: P
             assert served.get(path, {"Cookie": "recon_token=wrong"})[0] == 401, path
         assert served.get("/api/state", {"Authorization": f"Bearer {token}"})[0] == 200
         assert served.get("/api/state", {"Cookie": f"recon_token={token}"})[0] == 200
-        status, headers, _body = served.get(f"/?token={token}")
+        assert served.get("/?token=wrong", {"Cookie": f"recon_token={token}"})[0] == 401
+        status, headers, _body = served.get(f"/api/state?token={token}")
         assert status == 200
+        # The page opened with the token: the cookie set, and the token out of the address.
+        status, headers, _body = served.get(f"/?token={token}")
+        assert (status, headers["location"]) == (303, "/")
         cookie = headers["set-cookie"]
         assert cookie.startswith(f"recon_token={token};") and "HttpOnly" in cookie
         assert "SameSite=Strict" in cookie
@@ -179,7 +183,7 @@ def test_many_clients_share_one_look_per_interval_and_no_journal_is_made(
     assert not (root / ".recon" / "journal.sqlite").exists()
 
 
-def test_no_environment_value_is_shown(tmp_path: Path) -> None:
+def test_no_environment_value_is_shown_and_the_history_spans_commits(tmp_path: Path) -> None:
     from reconciler.engine.reconcile import Request, look_once
     from reconciler.web.app import create_app
     from reconciler.web.poller import Poller
@@ -200,6 +204,13 @@ def test_no_environment_value_is_shown(tmp_path: Path) -> None:
     assert recon(root, "apply", ".", "--auto-approve").returncode == 0
     assert settle(root) == {"hello": "succeeded"}
     assert recon(root, "apply", ".", "--auto-approve").returncode == 0
+    first = repo.git("rev-parse", "HEAD")
+    # A second commit changes the command: the run's history spans both.
+    spec = (root / "specs" / "runs.yaml").read_text()
+    second = repo.commit({"specs/runs.yaml": spec.replace("echo hello", "echo hello again")})
+    assert recon(root, "apply", ".", "--auto-approve").returncode == 0
+    assert settle(root) == {"hello": "succeeded"}
+    assert recon(root, "apply", ".", "--auto-approve").returncode == 0
     poller = Poller(lambda: look_once(Request(root)), 60)
     with app_served(create_app(poller, hosts=["127.0.0.1"])) as served:
         deadline = time.monotonic() + 30
@@ -211,7 +222,12 @@ def test_no_environment_value_is_shown(tmp_path: Path) -> None:
     details = json.loads(response[2])
     assert re.search(r"API_KEY: \(hidden\) +# a comment kept", details["spec"])
     assert "MODE: (hidden)" in details["spec"]
-    assert details["manifest"]["run"] == "hello" and details["history"]
+    assert details["manifest"]["run"] == "hello"
+    assert details["manifest"]["commit"] == second
+    assert [(h["commit"], h["health"]) for h in details["history"]] == [
+        (second, "succeeded"),
+        (first, "succeeded"),
+    ]
     assert secret.encode() not in response[2] and secret.encode() not in state
 
 

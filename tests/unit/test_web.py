@@ -144,3 +144,30 @@ def test_a_waiting_stream_wakes_on_a_new_version() -> None:
 @pytest.mark.parametrize("line", [1, 2, 7])
 def test_a_line_of_the_first_document_finds_it(line: int) -> None:
     assert "name: first" in _document_at(SPEC_FILE, line)
+
+
+def test_a_run_that_left_the_repo_is_drawn_as_an_orphan() -> None:
+    state = desired(run("kept"))
+    rows = [
+        status("kept", SyncStatus.CURRENT, Health.SUCCEEDED),
+        status("gone", SyncStatus.ORPHAN, Health.RUNNING),
+    ]
+    drawn = graph_of(state, None, rows)
+    assert [(n.name, n.sync, n.health) for n in drawn.nodes] == [
+        ("kept", "current", "succeeded"),
+        ("gone", "orphan", "running"),
+    ]
+    assert drawn.nodes[1].colours == ("#e2e8f0", "#4a5568")
+
+
+def test_recon_graph_writes_the_svg(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.cli import recon
+    from tests.local.serving import example_project
+
+    monkeypatch.chdir(example_project(tmp_path))
+    result = recon(capsys, "graph", "--offline", "--format", "svg")
+    assert result.code == 0, result.err
+    names = {g.get("data-name") for g in ET.fromstring(result.out).iter(f"{SVG}g")}
+    assert names == {"interactive", "actor-learner", "prepare", "train", "evaluate"}
