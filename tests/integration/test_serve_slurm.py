@@ -21,7 +21,9 @@ def test_the_view_shows_an_allocation_its_time_left_and_the_step_inside(
     project.repo.commit(
         {
             "specs/warm.yaml": warm(),
-            "specs/busy.yaml": step_run("busy", "sleep 60; touch {outputs.out.path}"),
+            "specs/busy.yaml": step_run(
+                "busy", "echo started busy; sleep 60; touch {outputs.out.path}"
+            ),
         }
     )
     project.apply()  # holds the allocation
@@ -52,3 +54,9 @@ def test_the_view_shows_an_allocation_its_time_left_and_the_step_inside(
         assert [(job["job_id"], job["state"]) for job in details["jobs"]] == [
             (step.split()[0], "RUNNING")
         ]
+        # The step's own log (slurm-<job>.<step>.out), read as it is written.
+        while "started busy" not in (details["log"]["stdout"] or ""):
+            assert time.monotonic() < deadline, details["log"]
+            time.sleep(0.5)
+            details = json.loads(served.get("/api/runs/busy")[2])
+        assert details["log"]["job_id"] == step.split()[0]
