@@ -19,6 +19,7 @@ from reconciler.commands.common import (
     note_uncommitted,
     warn,
 )
+from reconciler.commands.graph import DEFAULT_LIMIT
 from reconciler.commands.watch import parse_duration
 from reconciler.errors import ReconError
 
@@ -53,6 +54,10 @@ def serve(
             help=f"Require the token in FILE on every request (or set {TOKEN_VARIABLE}).",
         ),
     ] = None,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", min=1, metavar="N", help="Draw at most N nodes; the rest counted."),
+    ] = DEFAULT_LIMIT,
     rev: RevisionOption = None,
     worktree: WorktreeOption = False,
     scheduler: SchedulerOption = None,
@@ -87,7 +92,7 @@ def serve(
     request = Request(repo, rev, worktree, scheduler=chosen(scheduler))
     desired = warn(load(request))  # a bad project folder or spec fails here, not in a thread
     note_uncommitted(desired, rev, "serve")
-    poller = Poller(lambda: look_once(request), seconds)
+    poller = Poller(lambda: look_once(request), seconds, graph_limit=limit)
     hosts = ["127.0.0.1", "localhost", "::1", "[::1]"] if loopback else ["*"]
     app = create_app(poller, token=token, hosts=hosts)
     shown = f"[{host}]" if ":" in host else host

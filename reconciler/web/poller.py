@@ -35,9 +35,12 @@ class Poller:
         self,
         look: Callable[[], Look],
         interval: float,
+        *,
+        graph_limit: int,
         clock: Clock = lambda: datetime.now(UTC),
     ) -> None:
         self._look = look
+        self._graph_limit = graph_limit
         self._interval = interval
         self._clock = clock
         self._lock = threading.Condition()
@@ -86,7 +89,7 @@ class Poller:
         """One look, kept; the poller's thread calls it each interval."""
         looks = self._seen.looks + 1
         try:
-            snapshot: Snapshot | None = snapshot_of(self._look(), self._clock())
+            snapshot: Snapshot | None = snapshot_of(self._look(), self._clock(), self._graph_limit)
             error = None
         except ReconError as problem:
             snapshot, error = None, str(problem)

@@ -76,11 +76,13 @@ class Snapshot:
         }
 
 
-def snapshot_of(look: Look, observed_at: datetime) -> Snapshot:
+def snapshot_of(look: Look, observed_at: datetime, graph_limit: int) -> Snapshot:
+    """The view of one look; the graph drawn with at most `graph_limit` nodes (the rest
+    counted), as `recon graph --limit` draws it: the table lists every run."""
     runs = run_statuses(look.desired, look.plan, look.observation, look.records)
     held = allocation_statuses(look.desired, look.plan, look.observation, look.records)
     # Coloured by sync, with health as a dot: the plan is shown beside it, not on it.
-    svg = as_svg(graph_of(look.desired, None, runs))
+    svg = as_svg(graph_of(look.desired, None, runs).limited(graph_limit))
     return Snapshot(look, runs, held, svg, as_text(look.plan), observed_at)
 
 

@@ -157,7 +157,7 @@ def test_many_clients_share_one_look_per_interval_and_no_journal_is_made(
         return look_once(Request(root, scheduler="local"))
 
     interval = 0.5
-    poller = Poller(look, interval)
+    poller = Poller(look, interval, graph_limit=200)
     app = create_app(poller, hosts=["127.0.0.1"])
     answered = 0
     with app_served(app) as served:
@@ -211,7 +211,7 @@ def test_no_environment_value_is_shown_and_the_history_spans_commits(tmp_path: P
     assert recon(root, "apply", ".", "--auto-approve").returncode == 0
     assert settle(root) == {"hello": "succeeded"}
     assert recon(root, "apply", ".", "--auto-approve").returncode == 0
-    poller = Poller(lambda: look_once(Request(root)), 60)
+    poller = Poller(lambda: look_once(Request(root)), 60, graph_limit=200)
     with app_served(create_app(poller, hosts=["127.0.0.1"])) as served:
         deadline = time.monotonic() + 30
         while (response := served.get("/api/runs/hello"))[0] == 503:

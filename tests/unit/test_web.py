@@ -116,7 +116,9 @@ def test_the_poller_keeps_the_last_good_look_and_moves_its_version_only_on_chang
             raise answer
         return look_once(Request(root, scheduler="local"))
 
-    poller = Poller(look, interval=60, clock=lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    poller = Poller(
+        look, interval=60, graph_limit=200, clock=lambda: datetime(2026, 1, 1, tzinfo=UTC)
+    )
     poller.poll_once()
     first = poller.seen()
     assert first.version == 1 and first.snapshot is not None and first.error is None
@@ -132,7 +134,9 @@ def test_the_poller_keeps_the_last_good_look_and_moves_its_version_only_on_chang
 
 
 def test_a_waiting_stream_wakes_on_a_new_version() -> None:
-    poller = Poller(lambda: (_ for _ in ()).throw(ObservationError("down")), interval=60)
+    poller = Poller(
+        lambda: (_ for _ in ()).throw(ObservationError("down")), interval=60, graph_limit=200
+    )
     woke: list[int] = []
     waiter = threading.Thread(target=lambda: woke.append(poller.wait_for_change(0, 30).version))
     waiter.start()
@@ -171,3 +175,14 @@ def test_recon_graph_writes_the_svg(
     assert result.code == 0, result.err
     names = {g.get("data-name") for g in ET.fromstring(result.out).iter(f"{SVG}g")}
     assert names == {"interactive", "actor-learner", "prepare", "train", "evaluate"}
+
+
+def test_the_page_draws_at_most_the_limit_and_lists_every_run(tmp_path: Path) -> None:
+    from reconciler.engine.reconcile import Request, look_once
+    from reconciler.web.snapshot import snapshot_of
+    from tests.local.serving import example_project
+
+    look = look_once(Request(example_project(tmp_path), scheduler="local"))
+    shown = snapshot_of(look, datetime(2026, 1, 1, tzinfo=UTC), graph_limit=2)
+    assert shown.graph_svg.count('class="node"') == 2 and "and 3 more" in shown.graph_svg
+    assert len(shown.summary()["runs"]) == 4
