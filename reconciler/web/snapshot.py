@@ -83,7 +83,8 @@ def snapshot_of(look: Look, observed_at: datetime, graph_limit: int) -> Snapshot
     held = allocation_statuses(look.desired, look.plan, look.observation, look.records)
     # Coloured by sync, with health as a dot: the plan is shown beside it, not on it.
     svg = as_svg(graph_of(look.desired, None, runs).limited(graph_limit))
-    return Snapshot(look, runs, held, svg, as_text(look.plan), observed_at)
+    # The changes only, as `recon plan` shows them by default: not a line per current run.
+    return Snapshot(look, runs, held, svg, as_text(look.plan, show_noop=False), observed_at)
 
 
 def _allocation(row: AllocationStatus) -> dict[str, Any]:
