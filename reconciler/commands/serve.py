@@ -37,7 +37,9 @@ def serve(
             f"(--token-file or {TOKEN_VARIABLE}).",
         ),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port.")] = 8470,
+    port: Annotated[
+        int, typer.Option("--port", min=1, max=65535, metavar="PORT", help="TCP port.")
+    ] = 8470,
     interval: Annotated[
         str,
         typer.Option(
