@@ -105,6 +105,18 @@ def test_the_token_is_needed_on_every_route_and_the_host_must_be_ours(applied: P
         assert status == 400
 
 
+def test_another_address_with_a_token_serves_any_host_name_that_carries_it(
+    applied: Path,
+) -> None:
+    token = "another-long-random-token"
+    with serving(applied, "--host", "0.0.0.0", env={"RECON_SERVE_TOKEN": token}) as served:
+        named = {"Host": "recon.cluster.example"}
+        assert served.get("/api/state", named)[0] == 401
+        bearer = {**named, "Authorization": f"Bearer {token}"}
+        status, _headers, body = served.get("/api/state", bearer)
+        assert status == 200 and b'"project":"cartpole"' in body
+
+
 def test_another_address_needs_a_token(applied: Path) -> None:
     refused = recon(applied, "serve", ".", "--host", "0.0.0.0", timeout=60)
     assert refused.returncode == 1
