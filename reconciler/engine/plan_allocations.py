@@ -35,7 +35,7 @@ from functools import cached_property
 
 from reconciler.engine.actions import Action, ActionKind
 from reconciler.engine.fit import Fit
-from reconciler.scheduler.base import JobRecord, ObservedJob, job_order
+from reconciler.scheduler.base import JobRecord, Launch, ObservedJob, job_order
 from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate, ending
 from reconciler.spec.desired import DesiredAllocation
 from reconciler.spec.models import NodeShape, RunResources
@@ -66,6 +66,7 @@ class AllocationInputs:
     containers: bool | None = None  # None: not looked at (no allocation has a container)
     fit: Fit | None = None
     prune: bool = True
+    launches: Sequence[Launch] = ()  # step launchers running here (held-back steps)
 
     # Grouped once per plan and then looked up per allocation: the jobs and records are
     # mostly runs' (10,000 of them in a sweep), and a scan of them all per allocation
@@ -503,8 +504,18 @@ def _release(cluster: AllocationInputs, job: ObservedJob, why: str) -> Action:
 
 def _unended_steps(cluster: AllocationInputs, job: ObservedJob) -> list[str]:
     """Steps the journal says recon started in the job, not shown by sacct at all, whose
-    end is not recorded."""
+    end is not recorded; and steps srun holds back in it (released, they would never run)."""
     shown = {row.job_id for row in job.steps}
+    named = {row.step_tag for row in job.steps}
+    held = sorted(
+        {
+            f"{job.job_id}.? (run {launch.tag.name}, held back by srun)"
+            for launch in cluster.launches
+            if launch.allocation_id == job.job_id
+            and launch.tag.kind == "run"
+            and launch.tag not in named
+        }
+    )
     prefix = f"{job.job_id}."
     runs = [
         f"{r.job_id} (run {r.name})"
@@ -519,7 +530,7 @@ def _unended_steps(cluster: AllocationInputs, job: ObservedJob) -> list[str]:
         for s in cluster.setups
         if s.allocation_job == job.job_id and s.step_id not in shown and s.final_health is None
     ]
-    return runs + setups
+    return runs + setups + held
 
 
 def _step_name(row: JobRecord) -> str:

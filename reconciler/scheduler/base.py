@@ -212,6 +212,17 @@ class UntaggedJob(BaseModel):
         return ObservedJob(job_id=self.job_id, tag=tag, rows=self.rows)
 
 
+class Launch(BaseModel):
+    """A step launcher (``srun --jobid``) still running on this host for one of recon's
+    steps. Its step may be listed (running) or not: srun holds a step back, unlisted,
+    until its allocation has room for it (free GPUs), and only its launcher shows it."""
+
+    model_config = _FROZEN
+
+    allocation_id: JobId
+    tag: Tag
+
+
 class Observation(BaseModel):
     """recon's jobs as the scheduler reported them at ``taken_at``."""
 
@@ -235,6 +246,10 @@ class Observation(BaseModel):
         default=(),
         description="every row of recon's jobs that could not be read (others' rows are not "
         "read at all); one that holds a tag also lands in problems",
+    )
+    launches: tuple[Launch, ...] | None = Field(
+        default=(),
+        description="step launchers running on this host; None: they could not be looked at",
     )
 
     def find(self, project: str, name: str) -> tuple[ObservedJob, ...]:

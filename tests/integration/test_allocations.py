@@ -184,6 +184,54 @@ def test_a_cpu_run_in_a_gpu_allocation_sees_no_gpu(project: Project) -> None:
     assert (project.root / "runs/gpu/out.txt").read_text().strip() in ("0", "1")
 
 
+def test_concurrent_gpu_runs_get_their_own_gpus_and_a_third_waits_its_turn(
+    project: Project,
+) -> None:
+    two_gpus = warm(partition="gpu").replace("  cpus: 2\n", "  cpus: 4\n  gpus: a100:2\n")
+    # Each GPU run holds its device for a while: the third finds none free and srun holds
+    # it back until one of the first two ends.
+    seen = "echo ${CUDA_VISIBLE_DEVICES-none} > {outputs.out.path}; sleep 30"
+
+    def gpu_run(name: str) -> str:
+        return step_run(name, seen).replace("  cpus: 1\n", "  cpus: 1\n  gpus: 1\n")
+
+    project.repo.commit(
+        {
+            "specs/warm.yaml": two_gpus,
+            "specs/cpu.yaml": step_run("cpu", seen),
+            **{f"specs/{name}.yaml": gpu_run(name) for name in ("g1", "g2", "g3")},
+        }
+    )
+    apply_until(project, "the allocation to run", lambda: any(
+        job["state"] == "RUNNING" for job in held(project)
+    ))  # fmt: skip
+    project.apply()
+    (allocation,) = held(project)
+    # Two of the GPU runs got a step; the third was started too, and srun holds it back.
+    plan = project.recon("plan", ".")
+    assert "srun holds its step back until allocation warm" in plan.stdout, plan.stdout
+    assert len([line for line in plan.stdout.splitlines() if "srun holds" in line]) == 1
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    devices = {
+        name: (project.root / f"runs/{name}/out.txt").read_text().strip()
+        for name in ("cpu", "g1", "g2", "g3")
+    }
+    assert devices["cpu"] == "none", devices
+    ran = steps(allocation["id"])
+    assert {name: state for name, (_, state, _) in ran.items()} == dict.fromkeys(
+        ("cpu", "g1", "g2", "g3"), "COMPLETED"
+    )
+    # Each started exactly once, the two that ran together on different devices.
+    step_names = subprocess.run(
+        ["sacct", "-j", allocation["id"], "-P", "-n", "-o", "JobName"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert sum(1 for name in step_names if ":run:g" in name) == 3, step_names
+    first_two = sorted(("g1", "g2", "g3"), key=lambda name: int(ran[name][0].split(".")[1]))[:2]
+    assert sorted(devices[name] for name in first_two) == ["0", "1"], devices
+
+
 def test_a_changed_partition_replaces_it_without_killing_a_running_step(
     project: Project,
 ) -> None:

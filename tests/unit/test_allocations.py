@@ -23,7 +23,7 @@ from reconciler.engine.plan_allocations import (
     renewals,
 )
 from reconciler.engine.status import allocation_statuses
-from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
+from reconciler.scheduler.base import JobRecord, Launch, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import (
@@ -668,14 +668,74 @@ def test_a_run_asking_more_than_its_allocation_holds_is_blocked_before_anything_
     assert actions["fits"][0].allocation_job == "12"
 
 
+def _started(state: Desired, name: str, ago: timedelta = timedelta()) -> SubmissionRecord:
+    """The journal's record of a step started ``ago`` whose id Slurm has not told."""
+    return SubmissionRecord(
+        id=1, project=PROJECT, name=name, spec_hash=state.runs[name].spec_hash, commit=None,
+        job_id=None, status=SubmissionStatus.INTENT, created_at=NOW - ago, updated_at=NOW - ago,
+    )  # fmt: skip
+
+
+def _launch(state: Desired, name: str, allocation_id: str = "12") -> Launch:
+    own = run_tag(name).model_copy(update={"spec_hash": state.runs[name].spec_hash})
+    return Launch(allocation_id=allocation_id, tag=own)
+
+
 def test_a_step_started_but_not_listed_is_not_started_again() -> None:
     state = desired(run("a", allocation="warm"))
-    intent = SubmissionRecord(
-        id=1, project=PROJECT, name="a", spec_hash=state.runs["a"].spec_hash, commit=None,
-        job_id=None, status=SubmissionStatus.INTENT, created_at=NOW, updated_at=NOW,
-    )  # fmt: skip
-    (action,) = planned(state, held("12"), records=[intent])["a"]
+    (action,) = planned(state, held("12"), records=[_started(state, "a")])["a"]
     assert action.kind is ActionKind.NOOP and "does not list its step yet" in action.reason
+
+
+@pytest.mark.parametrize(
+    ("srun_of", "expected"),
+    [
+        # srun still holds it back (GPUs in use): waiting, however long ago it started
+        ("a", "srun holds its step back until allocation warm (job 12) has room for it"),
+        # the processes could not be looked at: its srun may still wait
+        ("unknown", "its srun could not be looked for; not starting it again"),
+        # another run's srun, or none: lost after the grace, started again
+        ("b", None),
+        ("nobody", None),
+    ],
+)
+def test_a_step_srun_holds_back_is_waited_for_while_its_srun_runs(
+    srun_of: str, expected: str | None
+) -> None:
+    state = desired(run("a", allocation="warm", resources={"gpus": 1}), run("b"),
+                    allocations=(allocation(resources={"gpus": 2}),))  # fmt: skip
+    launches = {
+        "a": (_launch(state, "a"),),
+        "b": (_launch(state, "b"),),
+        "nobody": (),
+        "unknown": None,
+    }[srun_of]
+    job = _as(held("12"), state.allocations["warm"])
+    observation = Observation(taken_at=NOW, jobs=(job,), complete=True, launches=launches)
+    records = [_known(job), _started(state, "a", ago=timedelta(hours=1))]
+    result = plan(state, observation, records, NOW, scheduler="slurm")
+    (action,) = [a for a in result.actions if a.target == "a"]
+    if expected is None:
+        assert (action.kind, action.allocation_job) == (ActionKind.SUBMIT, "12")
+    else:
+        assert action.kind is ActionKind.NOOP and expected in action.reason
+        assert action.allocation_job is None
+
+
+def test_an_old_allocation_is_not_released_under_a_step_srun_holds_back() -> None:
+    state = desired(run("a", allocation="warm"))
+    old = held("11", spec=OTHER_HASH)
+    observation = Observation(
+        taken_at=NOW, jobs=(old, held("12")), complete=True,
+        launches=(_launch(state, "a", "11"),),
+    )  # fmt: skip
+    records = [_known(old), _known(held("12")), _started(state, "a")]
+    result = plan(state, observation, records, NOW, scheduler="slurm")
+    waits = [a for a in result.actions if a.target == "warm" and a.kind is ActionKind.NOOP]
+    assert [a.reason for a in waits] == [
+        "old allocation 11 (allocation spec changed) released once step 11.? (run a, held "
+        "back by srun) ends"
+    ]
 
 
 def test_a_lost_journal_adopts_the_allocation_and_reuses_it() -> None:

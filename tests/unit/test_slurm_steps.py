@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import PermanentSchedulerError
-from reconciler.scheduler.base import StepRequest
+from reconciler.scheduler.base import Launch, StepRequest
 from reconciler.scheduler.render import allocation_options
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.combine import combine
+from reconciler.scheduler.slurm.launches import launch_of, running_launches
 from reconciler.scheduler.slurm.parse import parse_sacct, parse_squeue
 from reconciler.scheduler.slurm.runner import _step_environment
 from reconciler.scheduler.slurm.steps import (
@@ -166,6 +167,44 @@ def test_a_step_asking_no_gpus_is_given_none_where_the_allocation_holds_them() -
     assert step_options(None, allocation_gpus=True) == ("--ntasks-per-node=1",)
 
 
+def test_a_gpu_run_gets_its_gpus_to_itself_and_others_overlap() -> None:
+    def sharing_of(shape: NodeShape | None) -> list[str]:
+        argv = srun(
+            StepRequest(allocation_id="12", script=Path("/s.sh"), workdir=Path("/w"),
+                        log_dir=Path("/l"), shape=shape, allocation_gpus=True, tag=TRAIN)
+        )  # fmt: skip
+        return [arg for arg in argv if arg in ("--overlap", "--exact")]
+
+    # Verified on Slurm 22.05 (docs/specs.md): --overlap shares GRES too, so GPU steps
+    # go without it, and with --exact so the next GPU step finds CPUs free.
+    assert sharing_of(RunResources.model_validate({"gpus": 1})) == ["--exact"]
+    assert sharing_of(RunResources.model_validate({"cpus": 1})) == ["--overlap"]
+    assert sharing_of(None) == ["--overlap"]  # setup
+
+
+def test_a_launch_is_an_srun_of_a_step_recon_named() -> None:
+    argv = srun(request(Path("/tmp")))
+    assert launch_of(argv) == Launch(allocation_id="12", tag=TRAIN)
+    assert launch_of(["/usr/bin/srun", *argv[1:]]) == Launch(allocation_id="12", tag=TRAIN)
+    assert launch_of(["srun", "--jobid=12", "--job-name=probe", "bash"]) is None
+    assert launch_of(["sbatch", f"--job-name={TRAIN.format()}", "--jobid=12"]) is None
+    assert launch_of(["srun", f"--job-name={TRAIN.format()}", "bash"]) is None
+    assert launch_of([]) is None
+
+
+def test_running_launches_reads_this_users_command_lines(tmp_path: Path) -> None:
+    def process(pid: str, *argv: str) -> None:
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+    process("100", "srun", "--jobid=12", f"--job-name={TRAIN.format()}", "bash", "s.sh")
+    process("101", "bash", "-c", "sleep 1")
+    (tmp_path / "self").mkdir()
+    (tmp_path / "102").mkdir()  # ended while looked at: no cmdline
+    assert running_launches(tmp_path) == (Launch(allocation_id="12", tag=TRAIN),)
+    assert running_launches(tmp_path / "absent") is None
+
+
 def test_containers_are_pyxis_flags_named_after_the_allocation() -> None:
     plain = Container(image="nvcr.io/nvidia/pytorch:24.01-py3")
     assert container_options(plain, "warm") == (
@@ -290,7 +329,7 @@ def test_start_step_returns_the_id_squeue_lists(tmp_path: Path) -> None:
     process = FakeSrun(runs_for=10)
     sleeps: list[float] = []
     assert stepper(runner, process, sleeps).start_step(request(tmp_path)) == "12.3"
-    assert process.argv[:3] == ["srun", "--jobid=12", "--overlap"]
+    assert process.argv[:3] == ["srun", "--jobid=12", "--overlap"]  # setup overlaps
     assert process.log == tmp_path / "srun-train.log"
     assert runner.commands() == ["squeue", "squeue"] and len(sleeps) == 1
 
@@ -343,3 +382,20 @@ def test_containers_asks_srun_help_once(
     runner = ScriptedRunner(srun=[result])
     assert SlurmScheduler(runner, tz=UTC).containers() is expected
     assert [argv for argv, _ in runner.calls] == [["srun", "--help"]]
+
+
+def test_observe_looks_at_launchers_before_squeue() -> None:
+    # A step srun held back is made, and listed, once it stops waiting: looked at after
+    # squeue, its launcher could be gone and its step not yet listed by sacct.
+    runner = ScriptedRunner(squeue=[ok("")], sacct=[ok("")])
+
+    def launchers() -> tuple[Launch, ...]:
+        runner.calls.append((["launchers"], None))
+        return (Launch(allocation_id="12", tag=TRAIN),)
+
+    scheduler = SlurmScheduler(runner, clock=lambda: NOW, tz=UTC, launches=launchers)
+    observation = scheduler.observe(NOW - timedelta(days=1))
+    assert observation.launches == (Launch(allocation_id="12", tag=TRAIN),)
+    assert runner.commands() == ["launchers", "squeue", "sacct"]
+    unknown = SlurmScheduler(runner, clock=lambda: NOW, tz=UTC, launches=lambda: None)
+    assert unknown.observe(NOW - timedelta(days=1)).launches is None

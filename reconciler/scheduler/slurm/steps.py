@@ -1,7 +1,9 @@
 """Allocations and the steps inside them, in Slurm's words: argv, options, parsers. Pure.
 
 An allocation is held with ``salloc --no-shell`` and carries recon's tag like a batch job.
-Runs and setup commands run inside it as steps, ``srun --jobid=<id> --overlap``. A step
+Runs and setup commands run inside it as steps, ``srun --jobid=<id>``: with ``--overlap``
+(sharing CPUs and memory) unless the run asks for GPUs, which it then gets to itself
+(``--exact``, see ``sharing``). A step
 has no comment, so its *name* carries the tag: a run's step is named with the run's tag,
 a setup step with its allocation's own tag. sacct lists steps under their allocation's
 job, so the one sacct call of a pass sees them; ``step_runs`` then presents each run's
@@ -50,14 +52,26 @@ def container_options(container: Container | None, allocation: str) -> tuple[str
     return tuple(options)
 
 
+def sharing(shape: NodeShape | None) -> tuple[str, ...]:
+    """How a step shares the allocation with the steps beside it (verified on Slurm 22.05,
+    docs/specs.md): ``--overlap`` lets setup and CPU runs share its CPUs and memory, so a
+    long run never keeps a short one waiting for room. But ``--overlap`` shares GRES too:
+    two ``--overlap --gres=gpu:1`` steps get the same device. A run that asks for GPUs is
+    therefore started without it and with ``--exact`` (only the CPUs it asks for, so the
+    next GPU run finds CPUs free): concurrent GPU runs get disjoint devices, and one that
+    finds no free GPU is held back by srun until one is (not listed meanwhile)."""
+    if shape is not None and shape.gpus is not None:
+        return ("--exact",)
+    return ("--overlap",)
+
+
 def srun(request: StepRequest) -> list[str]:
-    """``srun`` for one step. ``--overlap`` lets steps share the allocation's CPUs and
-    memory, so a long run never keeps a short one (or setup) waiting for room."""
+    """``srun`` for one step."""
     logs = os.fspath(request.log_dir).replace("%", "%%")
     return [
         "srun",
         f"--jobid={request.allocation_id}",
-        "--overlap",
+        *sharing(request.shape),
         f"--job-name={request.tag.format()}",
         f"--chdir={request.workdir}",
         f"--output={logs}/slurm-%j.%s.out",
