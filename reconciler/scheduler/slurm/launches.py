@@ -42,9 +42,9 @@ def running_launches(proc: Path = PROC) -> tuple[Launch, ...] | None:
     found = []
     for entry in entries:
         try:
-            if entry.stat().st_uid != uid:
-                continue
             argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if not argv[0].endswith(b"srun") or entry.stat().st_uid != uid:
+                continue
         except OSError:  # it ended while we looked
             continue
         launch = launch_of([part.decode(errors="replace") for part in argv if part])
