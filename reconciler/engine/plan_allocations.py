@@ -138,7 +138,7 @@ def plan_allocations(
     return actions, states
 
 
-def place(state: AllocationState, needs: timedelta | None, asks: NodeShape) -> Placement:
+def place(state: AllocationState, needs: timedelta | None, asks: RunResources) -> Placement:
     """Where a run that is to start now starts, given its time limit (None: none) and the
     CPUs, memory and GPUs it asks for."""
     name = state.name
@@ -167,14 +167,23 @@ def place(state: AllocationState, needs: timedelta | None, asks: NodeShape) -> P
     return Placement(job_id=state.ready.job_id)
 
 
-def beyond_allocation(holds: NodeShape, asks: NodeShape) -> list[str]:
-    """What a step asks for that no node of the allocation holds: a step is one task on
-    one node, and the allocation's cpus, memory and gpus are per node. What the allocation
-    does not state is not judged (the cluster decides what it gets), except GPUs: an
-    allocation that asks for none holds none, unless it takes whole nodes (--exclusive)."""
+def beyond_allocation(holds: NodeShape, asks: RunResources) -> list[str]:
+    """What a step asks for that the allocation does not hold: more nodes than it has, or
+    on one node more CPUs (its tasks there times each one's), memory or GPUs than each
+    of its nodes holds (an allocation's cpus, memory and gpus are per node). What the
+    allocation does not state is not judged (the cluster decides what it gets), except
+    GPUs, and nodes (one, unless it says): an allocation that asks for no GPUs holds
+    none, unless it takes whole nodes (--exclusive)."""
     found = []
-    if asks.cpus is not None and holds.cpus is not None and asks.cpus.count > holds.cpus.count:
-        found.append(f"cpus {asks.cpus.text} > {holds.cpus.text} per node")
+    if asks.step_nodes > (holds.nodes or 1):
+        found.append(f"nodes {asks.step_nodes} > {holds.nodes or 1}")
+    per_node = asks.tasks_per_node
+    each = asks.cpus.count if asks.cpus is not None else 1
+    if holds.cpus is not None and per_node * each > holds.cpus.count:
+        asked = asks.cpus.text if asks.cpus is not None else "1"
+        if per_node > 1:
+            asked = f"{per_node} tasks x {asked}"
+        found.append(f"cpus {asked} > {holds.cpus.text} per node")
     if (
         asks.memory is not None
         and holds.memory is not None

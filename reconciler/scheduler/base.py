@@ -31,7 +31,7 @@ from reconciler.scheduler.states import (
     in_words,
 )
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Allocation, Container, NodeShape
+from reconciler.spec.models import Allocation, Container, RunResources
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _JOB_ID = r"^[0-9]+$"
@@ -74,7 +74,7 @@ class StepRequest(BaseModel):
     script: Path = Field(description="a bash script, readable where the step runs")
     workdir: Path
     log_dir: Path = Field(description="its output goes to slurm-<job>.<step>.out and .err here")
-    shape: NodeShape | None = Field(
+    shape: RunResources | None = Field(
         description="the run's own share of the allocation; None: setup, once on every node"
     )
     container: Container | None = None

@@ -161,12 +161,13 @@ def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
     data: dict[str, Any] = spec.model_dump(
         mode="json", by_alias=True, exclude=NOT_HASHED, context={"canonical": True}
     )
-    if isinstance(spec, Allocation):
-        # Allocations took no account or qos before; left unset they stay out of the hash,
-        # so an allocation held by an older recon is still its current job.
-        for name in ("account", "qos"):
-            if data["resources"][name] is None:
-                del data["resources"][name]
+    # Fields added later stay out of the hash while unset, so a job made by an older recon
+    # is still its spec's current job: allocations took no account or qos before, runs
+    # no step layout.
+    added = ("account", "qos") if isinstance(spec, Allocation) else ("ntasks", "ntasks_per_node")
+    for name in added:
+        if data["resources"][name] is None:
+            del data["resources"][name]
     return data
 
 

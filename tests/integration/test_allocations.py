@@ -232,6 +232,30 @@ def test_concurrent_gpu_runs_get_their_own_gpus_and_a_third_waits_its_turn(
     assert sorted(devices[name] for name in first_two) == ["0", "1"], devices
 
 
+def test_a_step_of_one_task_on_each_of_two_nodes(project: Project) -> None:
+    # The dev cluster's nodes share one host, so `hostname` is the same on both: each
+    # task reports the node Slurm runs it on (SLURMD_NODENAME) and its rank.
+    two_nodes = warm().replace("  cpus: 2\n", "  nodes: 2\n  cpus: 2\n")
+    report = "echo $SLURMD_NODENAME $SLURM_PROCID $(hostname) >> {outputs.out.path}"
+    spread = step_run("spread", report).replace(
+        "  cpus: 1\n", "  nodes: 2\n  ntasks_per_node: 1\n  cpus: 1\n"
+    )
+    too_wide = step_run("wide", report).replace("  cpus: 1\n", "  nodes: 3\n  cpus: 1\n")
+    project.repo.commit({"specs/warm.yaml": two_nodes, "specs/spread.yaml": spread})
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    lines = (project.root / "runs/spread/out.txt").read_text().splitlines()
+    assert sorted(line.split()[:2] for line in lines) == [["cpu1", "0"], ["cpu2", "1"]], lines
+    (allocation,) = held(project)
+    assert steps(allocation["id"])["spread"][1] == "COMPLETED"
+    # More nodes than the allocation holds: blocked at plan time, nothing started.
+    project.repo.commit({"specs/wide.yaml": too_wide})
+    plan = project.recon("plan", ".")
+    assert "asks for more than allocation warm holds: nodes 3 > 2" in plan.stdout, plan.stdout
+    assert "1 run blocked" in project.apply().stdout
+    assert "wide" not in steps(allocation["id"])
+
+
 def test_a_changed_partition_replaces_it_without_killing_a_running_step(
     project: Project,
 ) -> None:

@@ -33,7 +33,7 @@ from reconciler.spec.desired import (
     effective_allocation,
     spec_hash,
 )
-from reconciler.spec.models import Allocation, NodeShape, Project, Run
+from reconciler.spec.models import Allocation, NodeShape, Project, Run, RunResources
 from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 from tests import planning
 from tests.planning import NOW, PROJECT, run
@@ -489,7 +489,7 @@ READY = AllocationState("warm", HOUR, Ready("12", timedelta(minutes=12)))
     ],
 )
 def test_place(state: AllocationState, needs: timedelta | None, expected: Placement) -> None:
-    assert place(state, needs, NodeShape()) == expected
+    assert place(state, needs, RunResources()) == expected
 
 
 def test_renewals_only_where_runs_wait_and_nothing_is_on_its_way() -> None:
@@ -620,28 +620,43 @@ def shape(**fields: Any) -> NodeShape:
     return NodeShape.model_validate(fields)
 
 
+def asks(**fields: Any) -> RunResources:
+    return RunResources.model_validate(fields)
+
+
 @pytest.mark.parametrize(
     ("holds", "asks", "beyond"),
     [
-        (shape(cpus=4, memory="2GiB", gpus="a100:2"), shape(cpus=4, memory="2GiB", gpus=2), []),
-        (shape(gpus=2), shape(gpus=4), ["gpus 4 > 2 per node"]),
-        (shape(gpus="a100:2"), shape(gpus="A100:1"), []),  # gres types are case-blind here
-        (shape(gpus="a100:2"), shape(gpus="h100:1"), ["gpus h100:1, but it holds a100:2"]),
-        (shape(gpus=2), shape(gpus="h100:1"), []),  # untyped: any type may be held
-        (shape(), shape(gpus=1), ["gpus 1, but it holds no GPUs"]),
-        (shape(sbatch_extra=["--exclusive"]), shape(gpus=1), []),  # whole nodes, every GPU
-        (shape(cpus=2), shape(cpus="4+"), ["cpus 4+ > 2 per node"]),
-        (shape(memory="1GiB"), shape(memory="2GiB"), ["memory 2GiB > 1GiB per node"]),
-        (shape(), shape(cpus=64, memory="1TiB"), []),  # unstated: the cluster decides
+        (shape(cpus=4, memory="2GiB", gpus="a100:2"), asks(cpus=4, memory="2GiB", gpus=2), []),
+        (shape(gpus=2), asks(gpus=4), ["gpus 4 > 2 per node"]),
+        (shape(gpus="a100:2"), asks(gpus="A100:1"), []),  # gres types are case-blind here
+        (shape(gpus="a100:2"), asks(gpus="h100:1"), ["gpus h100:1, but it holds a100:2"]),
+        (shape(gpus=2), asks(gpus="h100:1"), []),  # untyped: any type may be held
+        (shape(), asks(gpus=1), ["gpus 1, but it holds no GPUs"]),
+        (shape(sbatch_extra=["--exclusive"]), asks(gpus=1), []),  # whole nodes, every GPU
+        (shape(cpus=2), asks(cpus="4+"), ["cpus 4+ > 2 per node"]),
+        (shape(memory="1GiB"), asks(memory="2GiB"), ["memory 2GiB > 1GiB per node"]),
+        (shape(), asks(cpus=64, memory="1TiB"), []),  # unstated: the cluster decides
         (
             shape(cpus=2, gpus=2),
-            shape(cpus=3, gpus=3),
+            asks(cpus=3, gpus=3),
             ["cpus 3 > 2 per node", "gpus 3 > 2 per node"],
         ),
+        # Several tasks or nodes: more nodes than held; CPUs of all tasks on one node
+        (shape(cpus=4), asks(nodes=2, ntasks_per_node=1), ["nodes 2 > 1"]),
+        (shape(nodes=2, cpus=4), asks(nodes=2, ntasks_per_node=1, cpus=4), []),
+        (shape(nodes=2, cpus=4), asks(nodes=2, ntasks=8, cpus=1), []),
+        (
+            shape(nodes=2, cpus=4),
+            asks(nodes=2, ntasks=6, cpus=2),
+            ["cpus 3 tasks x 2 > 4 per node"],
+        ),
+        (shape(cpus=2), asks(ntasks=3), ["cpus 3 tasks x 1 > 2 per node"]),
+        (shape(), asks(nodes=1, ntasks=64), []),  # unstated CPUs: the cluster decides
     ],
 )
 def test_what_a_step_asks_beyond_its_allocation(
-    holds: NodeShape, asks: NodeShape, beyond: list[str]
+    holds: NodeShape, asks: RunResources, beyond: list[str]
 ) -> None:
     assert beyond_allocation(holds, asks) == beyond
 

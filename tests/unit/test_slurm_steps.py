@@ -30,7 +30,7 @@ from reconciler.scheduler.slurm.testing import ScriptedRunner, ok
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import effective_allocation, spec_hash
-from reconciler.spec.models import Allocation, Container, NodeShape, Project, RunResources
+from reconciler.spec.models import Allocation, Container, NodeShape, Project, Run, RunResources
 from tests.unit.test_slurm_adapter import NOW
 
 WARM = Tag(
@@ -156,6 +156,25 @@ def test_a_run_step_is_one_task_and_setup_one_per_node() -> None:
     assert step_options(None) == ("--ntasks-per-node=1",)
 
 
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        ({"nodes": 2}, ("--nodes=2", "--ntasks=2")),  # one task per node
+        ({"nodes": 2, "ntasks_per_node": 1}, ("--nodes=2", "--ntasks-per-node=1")),
+        ({"ntasks": 4}, ("--nodes=1", "--ntasks=4")),
+        (
+            {"nodes": 2, "ntasks": 3, "ntasks_per_node": 2},
+            ("--nodes=2", "--ntasks=3", "--ntasks-per-node=2"),
+        ),
+    ],
+)
+def test_a_step_of_several_tasks_or_nodes(
+    layout: dict[str, int], expected: tuple[str, ...]
+) -> None:
+    shape = RunResources.model_validate({**layout, "cpus": 1})
+    assert step_options(shape) == (*expected, "--cpus-per-task=1")
+
+
 def test_a_step_asking_no_gpus_is_given_none_where_the_allocation_holds_them() -> None:
     cpu_only = RunResources.model_validate({"cpus": 1})
     one_gpu = RunResources.model_validate({"cpus": 1, "gpus": 1})
@@ -225,7 +244,7 @@ def test_srun_argv_names_the_step_with_its_tag() -> None:
         script=Path("/r/runs/train/logs/step.sh"),
         workdir=Path("/r/runs/train"),
         log_dir=Path("/r/100%/logs"),
-        shape=NodeShape(cpus="2"),
+        shape=RunResources(cpus="2"),
         container=Container(image="ubuntu:22.04"),
         container_name="warm",
         tag=TRAIN,
@@ -399,3 +418,25 @@ def test_observe_looks_at_launchers_before_squeue() -> None:
     assert runner.commands() == ["launchers", "squeue", "sacct"]
     unknown = SlurmScheduler(runner, clock=lambda: NOW, tz=UTC, launches=lambda: None)
     assert unknown.observe(NOW - timedelta(days=1)).launches is None
+
+
+def test_a_run_without_a_step_layout_keeps_the_hash_it_had_before_layouts() -> None:
+    # Computed before runs took ntasks and ntasks_per_node: a step or job made by an
+    # older recon stays its run's current one, not "spec changed".
+    def hashed(**resources: object) -> str:
+        return spec_hash(
+            Run.model_validate(
+                {"kind": "Run", "name": "train", "command": "python3 t.py",
+                 "allocation": "warm", "resources": resources}
+            )
+        )  # fmt: skip
+
+    assert hashed(cpus=2, memory="1GiB", gpus="a100:1", time="10m") == "839c16b1fae67df4"
+    assert hashed(cpus=2, memory="1GiB", gpus="a100:1", time="10m", ntasks=2) != (
+        "839c16b1fae67df4"
+    )
+    batch = Run.model_validate(
+        {"kind": "Run", "name": "train", "command": "python3 t.py",
+         "resources": {"nodes": 2, "cpus": 2, "partition": "cpu"}}
+    )  # fmt: skip
+    assert spec_hash(batch) == "b9bf84b2f9cbe155"

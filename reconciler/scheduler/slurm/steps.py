@@ -19,14 +19,15 @@ import re
 from reconciler.scheduler.base import ObservedJob, StepRequest
 from reconciler.scheduler.render import resource_options
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Container, NodeShape
+from reconciler.spec.models import Container, RunResources
 
 _PYXIS_FLAG = re.compile(r"--container-image\b")
 
 
-def step_options(shape: NodeShape | None, allocation_gpus: bool = False) -> tuple[str, ...]:
-    """A run's own share of the allocation: one task on one node, with its CPUs, memory,
-    GPUs and time limit (``--time`` ends the step, not the allocation). None: setup.
+def step_options(shape: RunResources | None, allocation_gpus: bool = False) -> tuple[str, ...]:
+    """A run's own share of the allocation: its nodes (1 unless it says) and tasks (one per
+    node unless it says), each task's CPUs, the memory and GPUs per node, and its time
+    limit (``--time`` ends the step, not the allocation). None: setup.
 
     A step without ``--gres`` sees every GPU of the allocation (Slurm 22.05 sets
     CUDA_VISIBLE_DEVICES to all of them); ``--gres=gpu:0`` leaves it unset. It is given
@@ -34,8 +35,18 @@ def step_options(shape: NodeShape | None, allocation_gpus: bool = False) -> tupl
     if shape is None:
         # Setup once on every node: containers and caches it prepares are per node.
         return ("--ntasks-per-node=1",)
+    tasks = []
+    if shape.ntasks is not None:
+        tasks.append(f"--ntasks={shape.ntasks}")
+    if shape.ntasks_per_node is not None:
+        tasks.append(f"--ntasks-per-node={shape.ntasks_per_node}")
     hidden = ("--gres=gpu:0",) if allocation_gpus and shape.gpus is None else ()
-    return ("--nodes=1", "--ntasks=1", *resource_options(shape), *hidden)
+    return (
+        f"--nodes={shape.step_nodes}",
+        *(tasks or [f"--ntasks={shape.step_nodes}"]),
+        *resource_options(shape),
+        *hidden,
+    )
 
 
 def container_options(container: Container | None, allocation: str) -> tuple[str, ...]:
@@ -52,7 +63,7 @@ def container_options(container: Container | None, allocation: str) -> tuple[str
     return tuple(options)
 
 
-def sharing(shape: NodeShape | None) -> tuple[str, ...]:
+def sharing(shape: RunResources | None) -> tuple[str, ...]:
     """How a step shares the allocation with the steps beside it (verified on Slurm 22.05,
     docs/specs.md): ``--overlap`` lets setup and CPU runs share its CPUs and memory, so a
     long run never keeps a short one waiting for room. But ``--overlap`` shares GRES too:
