@@ -82,6 +82,10 @@ class _Context:
     allocation_states: dict[str, plan_allocations.AllocationState] = field(default_factory=dict)
     # allocation -> (run, time limit) of runs waiting for a job with more time left
     renewals: dict[str, list[tuple[str, timedelta]]] = field(default_factory=dict)
+    # allocation -> runs waiting for a job made on demand (idle_release)
+    demands: dict[str, list[str]] = field(default_factory=dict)
+    # allocations a run starts a step in, or waits in for its step to be listed: not idle
+    used_allocations: set[str] = field(default_factory=set)
     replace: frozenset[str] = frozenset()  # runs to submit anew on request (--replace)
 
     # Looked up once per plan, then by name: a scan of every job, record or run for each
@@ -172,6 +176,18 @@ def plan(
     actions.extend(
         plan_allocations.renewals(context.allocation_states, context.renewals, desired.allocations)
     )
+    actions.extend(
+        plan_allocations.on_demand(context.allocation_states, context.demands, desired.allocations)
+    )
+    released = plan_allocations.idle_releases(
+        context.allocation_states, context.used_allocations, desired.allocations
+    )
+    actions = [
+        released.get(action.target, action)
+        if action.target_kind == "alloc" and action.kind is ActionKind.REUSE
+        else action
+        for action in actions
+    ]
     if not targets:
         actions.extend(_prunes(context))
         actions.extend(plan_allocations.prunes(cluster, set(desired.allocations)))
@@ -477,6 +493,7 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
         return waiting.model_copy(update={"unseen_job": unseen})
     unlisted = _unlisted_step(context, run)
     if unlisted is not None:
+        context.used_allocations.add(run.spec.allocation or "")
         return _set(context, run, RunOutcome.WAITING, ActionKind.NOOP, unlisted)
     if not context.observation.complete and _fate_unknown(context, run):
         return _set(
@@ -838,11 +855,15 @@ def _submit(
             needs = _time_limit(run)
             assert needs is not None  # only a time limit makes a run wait for renewal
             context.renewals.setdefault(allocation, []).append((run.name, needs))
+        if placed.allocate and allocation is not None:
+            context.demands.setdefault(allocation, []).append(run.name)
         waiting, why = [allocation or ""], placed.wait
     if waiting:
         context.outcomes[run.name] = RunOutcome.WAITING
         return Action(kind=ActionKind.NOOP, target=run.name, reason=why, spec_hash=run.spec_hash)
     context.outcomes[run.name] = RunOutcome.INFLIGHT
+    if placed is not None and placed.job_id is not None and allocation is not None:
+        context.used_allocations.add(allocation)
     live_jobs = tuple(context.live_jobs[up] for up in pending_upstreams if up in context.live_jobs)
     submitted_with = tuple(up for up in pending_upstreams if up not in context.live_jobs)
     changes = _field_changes(context, run) if kind is not ActionKind.RETRY else ()

@@ -35,7 +35,7 @@ from functools import cached_property
 
 from reconciler.engine.actions import Action, ActionKind
 from reconciler.engine.fit import Fit
-from reconciler.scheduler.base import JobRecord, Launch, ObservedJob, job_order
+from reconciler.scheduler.base import OWN_STEPS, JobRecord, Launch, ObservedJob, job_order
 from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate, ending
 from reconciler.spec.desired import DesiredAllocation
 from reconciler.spec.models import NodeShape, RunResources
@@ -116,6 +116,11 @@ class AllocationState:
     waiting: str = ""  # why runs wait, when nothing is ready
     coming: bool = False  # a newer job is on its way: no renewal needed
     holds: NodeShape = field(default_factory=NodeShape)  # what each of its nodes holds
+    # idle_release: how long no step has run in the ready job (None: one runs, or the
+    # observation is incomplete), and what to allocate once a run needs it (None: made
+    # now, or nothing to make)
+    idle: timedelta | None = None
+    on_demand: tuple[ActionKind, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,7 @@ class Placement:
     wait: str | None = None
     blocked: str | None = None
     renew: bool = False  # waits for a job with more time left than the ready one has
+    allocate: bool = False  # waits for a job made for it now (idle_release: made on demand)
 
 
 def plan_allocations(
@@ -156,6 +162,9 @@ def place(state: AllocationState, needs: timedelta | None, asks: RunResources) -
             f"ask for less, or for more in allocation {name}"
         )
     if state.ready is None:
+        if state.on_demand is not None:
+            why = f"waits for allocation {name}: allocated for it in this apply"
+            return Placement(wait=why, allocate=True)
         return Placement(wait=f"waits for allocation {name}: {state.waiting}")
     left = state.ready.time_left
     if needs is not None and left is not None and needs > left:
@@ -237,6 +246,73 @@ def renewals(
     return actions
 
 
+def on_demand(
+    states: Mapping[str, AllocationState],
+    needs: Mapping[str, Sequence[str]],
+    allocations: Mapping[str, DesiredAllocation],
+) -> list[Action]:
+    """A job for each allocation with ``idle_release`` that holds none, once a run needs
+    it: such an allocation is held only while it is used."""
+    actions = []
+    for name, runs in sorted(needs.items()):
+        state = states[name]
+        if not runs or state.on_demand is None:
+            continue
+        kind, why = state.on_demand
+        actions.append(
+            Action(
+                kind=kind,
+                target=name,
+                target_kind="alloc",
+                reason=f"{why}; run {runs[0]} needs it",
+                spec_hash=allocations[name].spec_hash,
+            )
+        )
+    return actions
+
+
+def idle_releases(
+    states: Mapping[str, AllocationState],
+    used: set[str],
+    allocations: Mapping[str, DesiredAllocation],
+) -> dict[str, Action]:
+    """The release of each ready job idle for its allocation's ``idle_release`` or longer
+    that no run starts in (or waits to be listed in) in this plan, by allocation: it
+    takes the place of that job's reuse."""
+    released = {}
+    for name, state in states.items():
+        limit = allocations[name].spec.idle_release
+        if state.ready is None or state.idle is None or limit is None or name in used:
+            continue
+        if state.idle < timedelta(seconds=limit.seconds):
+            continue
+        job = state.ready.job_id
+        released[name] = Action(
+            kind=ActionKind.CANCEL,
+            target=name,
+            target_kind="alloc",
+            reason=f"release allocation job {job}: idle {span(state.idle)} (idle_release: "
+            f"{span(timedelta(seconds=limit.seconds))}), no step runs in it; allocated "
+            "again when a run needs it",
+            spec_hash=allocations[name].spec_hash,
+            job_ids=(job,),
+        )
+    return released
+
+
+def idle_for(job: ObservedJob, now: datetime, busy: bool = False) -> timedelta | None:
+    """How long no step has run in a running allocation job: since the last of its steps
+    ended, else since it started. None while a step runs in it (or ``busy``: one started
+    or held back that Slurm does not list), or before it starts."""
+    if busy or job.live_steps or _own_health(job) is not Health.RUNNING:
+        return None
+    moments = [row.end for row in job.ended_steps if row.step not in OWN_STEPS and row.end]
+    moments += [row.start for row in job.components if row.start is not None]
+    if not moments:
+        return None
+    return max(now - max(moments), timedelta())
+
+
 def prunes(cluster: AllocationInputs, declared: set[str]) -> list[Action]:
     """Release the live allocations no spec declares: with prune, every one that left the
     repo; prune or not, the orphans the journal does not know."""
@@ -295,8 +371,12 @@ def _decide(
     state = AllocationState(allocation.name, limit, coming=bool(coming), holds=spec.resources)
     if chosen is not None:
         left = _time_left(chosen)
-        state = replace(state, ready=Ready(chosen.job_id, left))
+        idle = None
+        if spec.idle_release is not None and cluster.complete:
+            idle = idle_for(chosen, cluster.now, busy=bool(_unended_steps(cluster, chosen)))
+        state = replace(state, ready=Ready(chosen.job_id, left), idle=idle)
         shown = f", {span(left)} left" if left is not None else ""
+        shown += f", idle {span(idle)}" if idle is not None else ""
         main.append(
             _action(
                 ActionKind.REUSE,
@@ -323,6 +403,14 @@ def _decide(
             why = f"allocation job {unseen} was made but Slurm does not list it yet"
             main.append(_action(ActionKind.NOOP, allocation, why))
             state = _waiting(state, why)
+        elif spec.idle_release is not None:
+            # Held only while used: a job is made once a run needs it (``on_demand``).
+            kind, why = _allocate(live, stages)
+            why += _try(allocation, failed)
+            release = span(timedelta(seconds=spec.idle_release.seconds))
+            held = f"allocated when a run needs it (idle_release: {release})"
+            main.append(_action(ActionKind.NOOP, allocation, f"no job ready; {held}"))
+            state = replace(_waiting(state, held), on_demand=(kind, why))
         else:
             kind, why = _allocate(live, stages)
             main.append(_action(kind, allocation, why + _try(allocation, failed)))
@@ -515,14 +603,10 @@ def _unended_steps(cluster: AllocationInputs, job: ObservedJob) -> list[str]:
     """Steps the journal says recon started in the job, not shown by sacct at all, whose
     end is not recorded; and steps srun holds back in it (released, they would never run)."""
     shown = {row.job_id for row in job.steps}
-    named = {row.step_tag for row in job.steps}
     held = sorted(
         {
             f"{job.job_id}.? (run {launch.tag.name}, held back by srun)"
-            for launch in cluster.launches
-            if launch.allocation_id == job.job_id
-            and launch.tag.kind == "run"
-            and launch.tag not in named
+            for launch in held_back(job, cluster.launches)
         }
     )
     prefix = f"{job.job_id}."
@@ -540,6 +624,18 @@ def _unended_steps(cluster: AllocationInputs, job: ObservedJob) -> list[str]:
         if s.allocation_job == job.job_id and s.step_id not in shown and s.final_health is None
     ]
     return runs + setups + held
+
+
+def held_back(job: ObservedJob, launches: Sequence[Launch]) -> list[Launch]:
+    """The runs' steps srun holds back in the job: launched there, not listed in it."""
+    named = {row.step_tag for row in job.steps}
+    return [
+        launch
+        for launch in launches
+        if launch.allocation_id == job.job_id
+        and launch.tag.kind == "run"
+        and launch.tag not in named
+    ]
 
 
 def _step_name(row: JobRecord) -> str:

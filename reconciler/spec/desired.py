@@ -28,7 +28,8 @@ M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
 # `allocation` says where a run runs, not what it computes; `min_remaining` is when an
-# allocation is renewed and `setup_retries` how often its setup is tried, not what it is.
+# allocation is renewed, `setup_retries` how often its setup is tried and `idle_release`
+# when it is given back, not what it is.
 NOT_HASHED = {
     "description",
     "labels",
@@ -39,6 +40,7 @@ NOT_HASHED = {
     "allocation",
     "min_remaining",
     "setup_retries",
+    "idle_release",
 }
 
 

@@ -331,6 +331,12 @@ class Allocation(Document):
         description="How many times a failed setup is tried again, each in a new job of the "
         "allocation, before the allocation is blocked. Not part of the spec hash.",
     )
+    idle_release: Duration | None = Field(
+        None,
+        description="Release the allocation once no step has run in it for this long, and "
+        "allocate it again when a run needs it. Left out, it is held while declared. Not "
+        "part of the spec hash.",
+    )
 
     @model_validator(mode="after")
     def _time_to_reuse(self) -> Allocation:

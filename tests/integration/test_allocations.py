@@ -256,6 +256,49 @@ def test_a_step_of_one_task_on_each_of_two_nodes(project: Project) -> None:
     assert "wide" not in steps(allocation["id"])
 
 
+def test_an_idle_allocation_is_released_and_made_again_when_a_run_needs_it(
+    project: Project,
+) -> None:
+    project.repo.commit(
+        {
+            "specs/warm.yaml": warm(extra="idle_release: 1m\n"),
+            "specs/first.yaml": step_run("first", "echo first > {outputs.out.path}"),
+        }
+    )
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    ended = time.monotonic()  # the last step ended before this
+    (first,) = held(project)
+    assert steps(first["id"])["first"][1] == "COMPLETED"
+    plan = project.recon("plan", ".")
+    assert "~ reuse     warm" in plan.stdout and ", idle " in plan.stdout, plan.stdout
+    shown = json.loads(project.recon("status", ".", "--format", "json", "--allocations").stdout)
+    (row,) = shown["allocations"]
+    assert row["job_id"] == first["id"] and 0 <= row["idle"] < 60, row
+
+    time.sleep(max(0.0, 60 - (time.monotonic() - ended)))
+    passes = 0
+    while held(project) and passes < 2:
+        applied = project.apply()
+        passes += 1
+    assert not held(project), f"still held after {passes} passes: {applied.stdout}"
+    assert f"release allocation job {first['id']}: idle 1m" in applied.stdout, applied.stdout
+    # Nothing needs it: no new job.
+    again = project.recon("plan", ".")
+    assert "no job ready; allocated when a run needs it (idle_release: 1m)" in again.stdout
+    assert "+ submit" not in again.stdout, again.stdout
+
+    # A new run needs it: a new job is made, and the run runs in it.
+    project.repo.commit({"specs/second.yaml": step_run("second", "echo 2 > {outputs.out.path}")})
+    plan = project.recon("plan", ".")
+    assert "allocation: none held; run second needs it" in plan.stdout, plan.stdout
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    (second,) = held(project)
+    assert second["id"] != first["id"]
+    assert steps(second["id"])["second"][1] == "COMPLETED"
+
+
 def test_a_changed_partition_replaces_it_without_killing_a_running_step(
     project: Project,
 ) -> None:

@@ -806,3 +806,94 @@ def test_status_shows_the_held_job_its_steps_and_its_history() -> None:
         ("12", 2, "cancelled"),
     ]
     assert row.reason.startswith("reuse: allocation job 13 on cpu1, 42m left")
+
+
+# -- idle_release ------------------------------------------------------------------------
+
+IDLE = allocation(idle_release="30m")
+
+
+def used(
+    job_id: str = "12",
+    started: int = 120,
+    ended: int | None = None,
+    running: bool = False,
+    of: DesiredAllocation = IDLE,
+) -> ObservedJob:
+    """A running job of the allocation that started ``started`` minutes ago, with one run
+    step that ended ``ended`` minutes ago (none when None), or still runs."""
+    job = held(job_id, of=of)
+    own = job.rows[0].model_copy(update={"start": NOW - timedelta(minutes=started)})
+    rows = [own]
+    if ended is not None or running:
+        end = None if running else NOW - timedelta(minutes=ended or 0)
+        state = RUNNING if running else SlurmState.COMPLETED
+        rows.append(step(f"{job_id}.0", state, run_tag("old")).model_copy(update={"end": end}))
+    return ObservedJob(job_id=job_id, tag=job.tag, rows=tuple(rows))
+
+
+@pytest.mark.parametrize(
+    ("job", "kind", "reason"),
+    [
+        (
+            used(ended=31),
+            ActionKind.CANCEL,
+            "release allocation job 12: idle 31m (idle_release: 30m)",
+        ),
+        (used(ended=10), ActionKind.REUSE, ", idle 10m (reused while"),
+        (used(started=45), ActionKind.CANCEL, "idle 45m"),  # never used: since it started
+        (used(running=True), ActionKind.REUSE, "50m left (reused while"),
+    ],
+)
+def test_an_idle_allocation_is_released_after_idle_release(
+    job: ObservedJob, kind: ActionKind, reason: str
+) -> None:
+    state = desired(run("a"), allocations=(IDLE,))
+    (action,) = planned(state, job)["warm"]
+    assert action.kind is kind and reason in action.reason, action.reason
+    if kind is ActionKind.CANCEL:
+        assert action.job_ids == ("12",)
+        assert action.reason.endswith("no step runs in it; allocated again when a run needs it")
+
+
+def test_an_idle_allocation_a_run_starts_in_now_is_kept() -> None:
+    state = desired(run("a", allocation="warm"), allocations=(IDLE,))
+    actions = planned(state, used(ended=31))
+    assert [a.kind for a in actions["warm"]] == [ActionKind.REUSE]
+    assert actions["a"][0].allocation_job == "12"
+
+
+def test_an_idle_allocation_is_not_released_on_half_a_picture() -> None:
+    state = desired(run("a"), allocations=(IDLE,))
+    job = used(ended=31)
+    observation = Observation(taken_at=NOW, jobs=(job,), complete=False)
+    result = plan(state, observation, [_known(job)], NOW, scheduler="slurm")
+    assert [a.kind for a in result.actions if a.target == "warm"] == [ActionKind.REUSE]
+
+
+def test_an_idle_allocation_with_a_step_srun_holds_back_is_kept() -> None:
+    state = desired(run("a"), allocations=(IDLE,))
+    job = used(ended=31)
+    held_back = Launch(allocation_id="12", tag=run_tag("b"))
+    observation = Observation(taken_at=NOW, jobs=(job,), complete=True, launches=(held_back,))
+    result = plan(state, observation, [_known(job)], NOW, scheduler="slurm")
+    assert [a.kind for a in result.actions if a.target == "warm"] == [ActionKind.REUSE]
+
+
+def test_with_idle_release_a_job_is_made_only_when_a_run_needs_it() -> None:
+    nobody = planned(desired(run("a"), allocations=(IDLE,)))
+    assert [(a.kind, a.reason) for a in nobody["warm"]] == [
+        (ActionKind.NOOP, "no job ready; allocated when a run needs it (idle_release: 30m)")
+    ]
+    needed = planned(desired(run("a", allocation="warm"), allocations=(IDLE,)))
+    assert [(a.kind, a.reason) for a in needed["warm"]] == [
+        (ActionKind.NOOP, "no job ready; allocated when a run needs it (idle_release: 30m)"),
+        (ActionKind.SUBMIT, "allocation: none held; run a needs it"),
+    ]
+    (waits,) = needed["a"]
+    assert waits.reason == "waits for allocation warm: allocated for it in this apply"
+
+
+def test_idle_release_is_not_part_of_the_spec_hash() -> None:
+    # A held allocation is not replaced when idle_release is added or changed.
+    assert IDLE.spec_hash == WARM.spec_hash
