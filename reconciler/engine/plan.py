@@ -133,13 +133,14 @@ def plan(
     files: FileState | None = None,
     fit: Fit | None = None,
     setups: Sequence[SetupRecord] = (),
-    containers: bool | None = None,
+    containers: frozenset[str] | None = None,
     elsewhere: Sequence[ObservedJob] = (),
     replace: Sequence[str] = (),
 ) -> Plan:
-    """`setups`: the journal's allocation setups; `containers`: whether the cluster runs
-    container images (pyxis), None when not looked at; `elsewhere`: live jobs of the
-    project that other deployments own (only named in a note, never acted on);
+    """`setups`: the journal's allocation setups; `containers`: what the cluster offers
+    containers (``Container.features``: pyxis), None when not looked at; `elsewhere`:
+    live jobs of the project that other deployments own (only named in a note, never
+    acted on);
     `replace`: runs to submit anew although nothing changed (Terraform's -replace)."""
     context = _Context(desired, observation, records, now, files or FileState(), fit)
     context.replace = frozenset(replace)

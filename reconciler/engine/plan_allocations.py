@@ -63,7 +63,8 @@ class AllocationInputs:
     setups: Sequence[SetupRecord]
     now: datetime
     backend: str
-    containers: bool | None = None  # None: not looked at (no allocation has a container)
+    # Container.features the cluster offers; None: not looked at (no allocation has one)
+    containers: frozenset[str] | None = None
     fit: Fit | None = None
     prune: bool = True
     launches: Sequence[Launch] = ()  # step launchers running here (held-back steps)
@@ -532,11 +533,20 @@ def _refusal(cluster: AllocationInputs, allocation: DesiredAllocation) -> str | 
             "the local backend cannot run steps inside an allocation (srun --jobid has no "
             "local meaning); use a Slurm cluster (scheduler: slurm)"
         )
-    if spec.container is not None and cluster.containers is False:
-        return (
-            f"container {spec.container.image} needs pyxis (srun --container-image), "
-            "which this cluster does not have"
-        )
+    if spec.container is not None and cluster.containers is not None:
+        if "image" not in cluster.containers:
+            return (
+                f"container {spec.container.image} needs pyxis (srun --container-image), "
+                "which this cluster does not have"
+            )
+        missing = sorted(spec.container.features - cluster.containers)
+        if missing:
+            return (
+                f"container {', '.join(missing)} needs pyxis's "
+                f"{', '.join('--container-' + name for name in missing)}, which this "
+                "cluster's srun does not offer (srun --help); leave it out, or ask for a "
+                "newer pyxis"
+            )
     if cluster.fit is not None:
         shape = {field: getattr(spec.resources, field) for field in NodeShape.model_fields}
         unfit = cluster.fit.why_not(RunResources(**shape, time=spec.time_limit))

@@ -332,8 +332,10 @@ class Scheduler(Protocol):
 class StepScheduler(Protocol):
     """A scheduler that can run steps inside held allocations (Slurm; not the local backend)."""
 
-    def containers(self) -> bool:
-        """Whether a step can run in a container image here (Slurm with pyxis)."""
+    def containers(self) -> frozenset[str]:
+        """What a step can ask of a container here, as ``Container.features`` says it
+        (``image``, ``writable``, ``workdir``); empty where steps cannot run container
+        images (Slurm without pyxis)."""
         ...
 
     def start_step(self, request: StepRequest) -> str | None:

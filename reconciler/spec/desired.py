@@ -164,12 +164,17 @@ def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
         mode="json", by_alias=True, exclude=NOT_HASHED, context={"canonical": True}
     )
     # Fields added later stay out of the hash while unset, so a job made by an older recon
-    # is still its spec's current job: allocations took no account or qos before, runs
-    # no step layout.
+    # is still its spec's current job: allocations took no account or qos before, nor
+    # container options, and runs no step layout.
     added = ("account", "qos") if isinstance(spec, Allocation) else ("ntasks", "ntasks_per_node")
     for name in added:
         if data["resources"][name] is None:
             del data["resources"][name]
+    container = data.get("container")
+    if container is not None:  # nor container options
+        for name, unset in (("writable", False), ("workdir", None)):
+            if container[name] == unset:
+                del container[name]
     return data
 
 

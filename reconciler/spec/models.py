@@ -309,6 +309,35 @@ class Container(Model):
     image: SafeText
     name: Name | None = None
     mounts: tuple[SafeText, ...] = ()
+    writable: bool = Field(
+        False,
+        description="Steps may write to the container's filesystem (pyxis "
+        "`--container-writable`), so what `setup` installs stays for later steps.",
+    )
+    workdir: SafeText | None = Field(
+        None, description="The working directory inside the container (an absolute path)."
+    )
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(
+                f"{value!r} is not an absolute path: the working directory inside the "
+                "container starts with /, as in /workspace"
+            )
+        return value
+
+    @property
+    def features(self) -> frozenset[str]:
+        """What the cluster's container runtime must offer for it (a scheduler's
+        ``containers()`` says what it does): the image, and each option set."""
+        wanted = {"image"}
+        if self.writable:
+            wanted.add("writable")
+        if self.workdir is not None:
+            wanted.add("workdir")
+        return frozenset(wanted)
 
 
 class AllocationResources(NodeShape, Billing):

@@ -453,8 +453,11 @@ def test_a_setup_that_fails_once_is_tried_again_in_a_new_job(
     assert "~ reuse     warm" in plan.stdout, plan.stdout
 
 
-def test_a_container_is_refused_where_pyxis_is_not(project: Project) -> None:
-    container = "container:\n  image: ubuntu:22.04\n"
+@pytest.mark.parametrize("options", ["", "  writable: true\n  workdir: /workspace\n"])
+def test_a_container_is_refused_where_pyxis_is_not(project: Project, options: str) -> None:
+    # The dev cluster has no pyxis (srun --help shows only Slurm's own --container): a
+    # container, with or without pyxis's options, is refused before anything is made.
+    container = "container:\n  image: ubuntu:22.04\n" + options
     project.repo.commit(
         {
             "specs/warm.yaml": warm(extra=container),

@@ -352,10 +352,30 @@ CASES = [
     ),
     Case(
         "a container without pyxis is refused",
-        cluster(containers=False),
+        cluster(containers=frozenset()),
         [("blocked", (), "container ubuntu:22.04 needs pyxis")],
         of=allocation(container={"image": "ubuntu:22.04"}),
         blocked=True,
+    ),
+    Case(
+        "container options this pyxis does not offer are refused",
+        cluster(containers=frozenset({"image", "workdir"})),
+        [
+            (
+                "blocked",
+                (),
+                "container writable needs pyxis's --container-writable, which "
+                "this cluster's srun does not offer (srun --help)",
+            )
+        ],
+        of=allocation(container={"image": "ubuntu:22.04", "writable": True, "workdir": "/w"}),
+        blocked=True,
+    ),
+    Case(
+        "container options this pyxis offers are allocated",
+        cluster(containers=frozenset({"image", "writable", "workdir"})),
+        [("submit", (), "none held")],
+        of=allocation(container={"image": "ubuntu:22.04", "writable": True, "workdir": "/w"}),
     ),
     Case(
         "a container where pyxis is, or was not looked for, is allocated",

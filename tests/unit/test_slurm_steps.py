@@ -20,8 +20,8 @@ from reconciler.scheduler.slurm.launches import launch_of, running_launches
 from reconciler.scheduler.slurm.parse import parse_sacct, parse_squeue
 from reconciler.scheduler.slurm.runner import _step_environment
 from reconciler.scheduler.slurm.steps import (
+    container_features,
     container_options,
-    has_pyxis,
     srun,
     step_named,
     step_options,
@@ -279,11 +279,54 @@ def test_step_named_finds_the_newest_step_of_that_job_and_name() -> None:
     assert step_named(listing, "14", TRAIN) is None
 
 
-def test_pyxis_is_told_by_its_flag_in_srun_help() -> None:
-    slurm_only = "      --container             Path to OCI container bundle\n"
-    pyxis = slurm_only + "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"
-    assert not has_pyxis(slurm_only)
-    assert has_pyxis(pyxis)
+# As pyxis prints its options in `srun --help` (the dev cluster has no pyxis).
+SLURM_ONLY = "      --container             Path to OCI container bundle\n"
+PYXIS_IMAGE = "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"
+PYXIS_OPTIONS = (
+    "      --container-workdir=PATH\n"
+    "                              [pyxis] working directory inside the container\n"
+    "      --container-writable    [pyxis] make the container filesystem writable\n"
+)
+
+
+def test_pyxis_and_its_options_are_told_by_their_flags_in_srun_help() -> None:
+    assert container_features(SLURM_ONLY) == frozenset()
+    assert container_features(SLURM_ONLY + PYXIS_IMAGE) == {"image"}
+    assert container_features(SLURM_ONLY + PYXIS_IMAGE + PYXIS_OPTIONS) == {
+        "image",
+        "writable",
+        "workdir",
+    }
+    # Without pyxis's image flag, nothing: the options alone are not pyxis.
+    assert container_features(PYXIS_OPTIONS) == frozenset()
+
+
+def test_writable_and_workdir_are_pyxis_flags() -> None:
+    box = Container(image="ubuntu:22.04", writable=True, workdir="/workspace")
+    assert container_options(box, "warm") == (
+        "--container-image=ubuntu:22.04",
+        "--container-name=warm",
+        "--container-writable",
+        "--container-workdir=/workspace",
+    )
+    assert box.features == {"image", "writable", "workdir"}
+    assert Container(image="ubuntu:22.04").features == {"image"}
+    with pytest.raises(ValueError, match="not an absolute path"):
+        Container(image="ubuntu:22.04", workdir="workspace")
+
+
+def test_a_container_without_its_options_keeps_the_hash_it_had_before_them() -> None:
+    # Computed before containers took writable and workdir (see the account pin above).
+    spec = Allocation.model_validate(
+        {"kind": "Allocation", "name": "warm", "time_limit": "1h",
+         "container": {"image": "ubuntu:22.04", "mounts": ["/data:/data"]}}
+    )  # fmt: skip
+    assert spec_hash(spec) == "540e62a97c1ed733"
+    assert spec.container is not None
+    writable = spec.model_copy(
+        update={"container": spec.container.model_copy(update={"writable": True})}
+    )
+    assert spec_hash(writable) != "540e62a97c1ed733"
 
 
 def test_a_step_runs_without_slurm_input_variables_of_an_enclosing_job() -> None:
@@ -390,16 +433,17 @@ def test_srun_that_cannot_be_started_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("result", "expected"),
     [
-        (ok("      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"), True),
-        (ok("      --container             Path to OCI container bundle\n"), False),
-        (subprocess.CompletedProcess([], 127, "", "srun: not found"), False),
+        (ok(PYXIS_IMAGE), {"image"}),
+        (ok(PYXIS_IMAGE + PYXIS_OPTIONS), {"image", "writable", "workdir"}),
+        (ok(SLURM_ONLY), set()),
+        (subprocess.CompletedProcess([], 127, "", "srun: not found"), set()),
     ],
 )
 def test_containers_asks_srun_help_once(
-    result: subprocess.CompletedProcess[str], expected: bool
+    result: subprocess.CompletedProcess[str], expected: set[str]
 ) -> None:
     runner = ScriptedRunner(srun=[result])
-    assert SlurmScheduler(runner, tz=UTC).containers() is expected
+    assert SlurmScheduler(runner, tz=UTC).containers() == expected
     assert [argv for argv, _ in runner.calls] == [["srun", "--help"]]
 
 

@@ -45,7 +45,7 @@ from reconciler.scheduler.slurm.parse import (
 from reconciler.scheduler.slurm.runner import Runner, Spawner, run, spawn_detached
 from reconciler.scheduler.slurm.sinfo import parse_sinfo, sinfo
 from reconciler.scheduler.slurm.steps import (
-    has_pyxis,
+    container_features,
     sacct_steps,
     squeue_steps,
     srun,
@@ -162,10 +162,12 @@ class SlurmScheduler:
     def release(self, job_id: str) -> None:
         self.cancel(job_id)
 
-    def containers(self) -> bool:
+    def containers(self) -> frozenset[str]:
         """One ``srun --help`` (a few milliseconds): pyxis adds its flags to it."""
         result = self._runner(["srun", "--help"], None)
-        return result.returncode == 0 and has_pyxis(result.stdout + result.stderr)
+        if result.returncode != 0:
+            return frozenset()
+        return container_features(result.stdout + result.stderr)
 
     def start_step(self, request: StepRequest) -> str | None:
         """``srun --jobid=<id> ...`` started detached; its own messages go to

@@ -22,6 +22,7 @@ from reconciler.scheduler.tag import Tag
 from reconciler.spec.models import Container, RunResources
 
 _PYXIS_FLAG = re.compile(r"--container-image\b")
+_PYXIS_OPTIONS = {"writable": "--container-writable", "workdir": "--container-workdir"}
 
 
 def step_options(shape: RunResources | None, allocation_gpus: bool = False) -> tuple[str, ...]:
@@ -60,6 +61,10 @@ def container_options(container: Container | None, allocation: str) -> tuple[str
     ]
     if container.mounts:
         options.append(f"--container-mounts={','.join(container.mounts)}")
+    if container.writable:
+        options.append("--container-writable")
+    if container.workdir is not None:
+        options.append(f"--container-workdir={container.workdir}")
     return tuple(options)
 
 
@@ -116,10 +121,18 @@ def step_named(text: str, job_id: str, tag: Tag) -> str | None:
     return found
 
 
-def has_pyxis(srun_help: str) -> bool:
-    """pyxis adds ``--container-image`` to srun's options (Slurm's own ``--container``
-    takes an OCI bundle, not an image, and does not count)."""
-    return _PYXIS_FLAG.search(srun_help) is not None
+def container_features(srun_help: str) -> frozenset[str]:
+    """What steps can ask of a container here, in the spec's words (``Container.features``),
+    by the flags pyxis adds to ``srun --help``: ``--container-image`` (Slurm's own
+    ``--container`` takes an OCI bundle, not an image, and does not count), and the
+    options pyxis versions differ in. Empty without pyxis."""
+    if _PYXIS_FLAG.search(srun_help) is None:
+        return frozenset()
+    offered = {"image"}
+    for feature, flag in _PYXIS_OPTIONS.items():
+        if re.search(rf"{flag}\b", srun_help):
+            offered.add(feature)
+    return frozenset(offered)
 
 
 def step_runs(job: ObservedJob) -> tuple[ObservedJob, ...]:
