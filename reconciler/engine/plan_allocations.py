@@ -11,18 +11,22 @@ An allocation's jobs (``salloc --no-shell``, tagged kind ``alloc``) are judged o
     broken      its setup failed                       released; the spec is blocked
 
 Compatible means the same spec hash: the hash covers the node shape, the time limit, the
-container and the setup commands, and leaves out min_remaining. A job of another hash is
-replaced. Of several ready jobs the newest is used and the older ones released.
+container and the setup commands, and leaves out min_remaining, setup_retries and
+idle_release. A job of another hash is replaced. Of several ready jobs the newest is
+used and the older ones released.
 
 A job is released only once no step runs in it (a run's, or setup): the plan then says
 what it waits for ("released once step 12.3 (run train) ends"), and a later pass
 releases it. Only a complete observation releases anything. Allocations that left the
 repo are released like that (with ``prune``), and so are tagged allocations the journal
 does not know and no spec declares (orphans, e.g. after the journal was lost), prune or
-not. Nothing else in recon ever releases an allocation.
+not; and, with ``idle_release``, a ready job no step has run in for that long that no run
+starts in this pass (``idle_releases``). Nothing else in recon ever releases an
+allocation.
 
 Runs ask ``place`` where to start: in the ready job if their time limit fits the time it
-has left, else they wait, and ``renewals`` allocates a fresh job for them.
+has left, else they wait, and ``renewals`` allocates a fresh job for them. With
+``idle_release`` a job is made only once a run waits for one (``on_demand``).
 """
 
 from __future__ import annotations
