@@ -405,3 +405,20 @@ def test_two_runs_declaring_the_same_output_file(repo: GitRepo) -> None:
         "/shared/data.csv is also output data of run a (specs/a.yaml:5): two runs would"
     )
     assert "runs/a/other.csv is also output mine of run c (specs/c.yaml:6)" in found[1].message
+
+
+@pytest.mark.parametrize(
+    ("lines", "field", "message"),
+    [
+        ("idle_release: 0\n", "idle_release", "time must be positive"),
+        ("idle_release: soon\n", "idle_release", "time must look like"),
+        ("container: {image: u, workdir: work}\n", "container.workdir", "not an absolute path"),
+        ("container: {image: u, writable: maybe}\n", "container.writable", ""),
+    ],
+)
+def test_allocation_options_that_cannot_be(
+    repo: GitRepo, lines: str, field: str, message: str
+) -> None:
+    issue = only(repo, {"specs/w.yaml": WARM + lines})
+    assert (issue.file, issue.line, issue.field) == ("specs/w.yaml", 4, field)
+    assert message in issue.message
