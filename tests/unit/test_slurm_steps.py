@@ -31,6 +31,7 @@ from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import effective_allocation, spec_hash
 from reconciler.spec.models import Allocation, Container, NodeShape, Project, Run, RunResources
+from reconciler.spec.resources import Duration
 from tests.unit.test_slurm_adapter import NOW
 
 WARM = Tag(
@@ -139,6 +140,8 @@ def test_an_allocation_without_account_keeps_the_hash_it_had_before_accounts() -
         }
     )
     assert spec_hash(spec) == "4fc4922da25b96ba"
+    # Nor does idle_release change it: giving a held allocation one does not replace it.
+    assert spec_hash(spec.model_copy(update={"idle_release": Duration(60)})) == "4fc4922da25b96ba"
     charged = spec.model_copy(
         update={"resources": spec.resources.model_copy(update={"account": "lab-a"})}
     )
