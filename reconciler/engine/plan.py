@@ -72,13 +72,14 @@ def plan(
     files: FileState | None = None,
     fit: Fit | None = None,
     setups: Sequence[SetupRecord] = (),
-    containers: bool | None = None,
+    containers: frozenset[str] | None = None,
     elsewhere: Sequence[ObservedJob] = (),
     replace: Sequence[str] = (),
 ) -> Plan:
-    """`setups`: the journal's allocation setups; `containers`: whether the cluster runs
-    container images (pyxis), None when not looked at; `elsewhere`: live jobs of the
-    project that other deployments own (only named in a note, never acted on);
+    """`setups`: the journal's allocation setups; `containers`: what the cluster offers
+    containers (``Container.features``: pyxis), None when not looked at; `elsewhere`:
+    live jobs of the project that other deployments own (only named in a note, never
+    acted on);
     `replace`: runs to submit anew although nothing changed (Terraform's -replace)."""
     project = desired.project.project
     if targets or replace:
@@ -100,6 +101,7 @@ def plan(
         containers,
         fit,
         desired.project.prune,
+        observation.launches or (),
     )
     held, allocation_states = plan_allocations.plan_allocations(
         cluster, _allocations_of(desired, chosen, bool(targets))
@@ -124,6 +126,17 @@ def plan(
     actions.extend(
         plan_allocations.renewals(allocation_states, _renewals(decided), desired.allocations)
     )
+    actions.extend(
+        plan_allocations.on_demand(allocation_states, _demands(decided), desired.allocations)
+    )
+    used = {made.uses for made in decided.values() if made.uses is not None}
+    released = plan_allocations.idle_releases(allocation_states, used, desired.allocations)
+    actions = [  # an idle job released takes the place of its reuse
+        released.get(action.target, action)
+        if action.target_kind == "alloc" and action.kind is ActionKind.REUSE
+        else action
+        for action in actions
+    ]
     if not targets:
         actions.extend(prunes(inputs))
         actions.extend(plan_allocations.prunes(cluster, set(desired.allocations)))
@@ -156,6 +169,15 @@ def _renewals(decided: dict[str, Decision]) -> dict[str, list[tuple[str, timedel
         if made.renewal is not None:
             allocation, limit = made.renewal
             needs.setdefault(allocation, []).append((name, limit))
+    return needs
+
+
+def _demands(decided: dict[str, Decision]) -> dict[str, list[str]]:
+    """allocation -> the runs waiting for a job of it made on demand (idle_release)."""
+    needs: dict[str, list[str]] = {}
+    for name, made in decided.items():
+        if made.demand is not None:
+            needs.setdefault(made.demand, []).append(name)
     return needs
 
 

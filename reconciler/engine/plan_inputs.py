@@ -126,9 +126,13 @@ class Decision:
     attached) and where the run stands once the plan is carried out. `live_job`: the job
     of its current spec still queued or running, which downstream runs wait for through
     afterok; `renewal`: (allocation, time needed) when it waits for a fresh allocation job
-    with more time left."""
+    with more time left; `demand`: the allocation (with idle_release) it waits to be
+    allocated for it; `uses`: the allocation it starts a step in, or waits in for its
+    step to be listed (which keeps it from being released as idle)."""
 
     action: Action
     outcome: RunOutcome
     live_job: str | None = None
     renewal: tuple[str, timedelta] | None = None
+    demand: str | None = None
+    uses: str | None = None

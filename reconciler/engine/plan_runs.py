@@ -25,7 +25,7 @@ function from RunFacts to a Decision or None, put in its place in ``DECISION_TAB
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.engine.actions import Action, ActionKind, RunOutcome
 from reconciler.engine.plan_changes import why_submit
@@ -92,7 +92,7 @@ def decide(inputs: PlanInputs, run: DesiredRun, decided: Mapping[str, Decision])
     ) or _submit_anew(facts)
     sync = sync_status(facts.success, facts.stale, facts.history, facts.jobs)
     action = made.action.model_copy(update={"sync": sync, "outcome": made.outcome})
-    return Decision(action, made.outcome, made.live_job, made.renewal)
+    return replace(made, action=action)
 
 
 def blocked_upstream(facts: RunFacts) -> Decision | None:
@@ -207,7 +207,9 @@ def not_seen_yet(facts: RunFacts) -> Decision | None:
 
 def step_not_listed_yet(facts: RunFacts) -> Decision | None:
     why = unlisted_step(facts.inputs, facts.run)
-    return None if why is None else facts.stays(RunOutcome.WAITING, why)
+    if why is None:
+        return None
+    return replace(facts.stays(RunOutcome.WAITING, why), uses=facts.run.spec.allocation)
 
 
 def fate_not_seen(facts: RunFacts) -> Decision | None:

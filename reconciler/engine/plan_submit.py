@@ -66,6 +66,7 @@ def submit(
     why = f"waiting for upstream {', '.join(waiting)}"
     steps = [up for up in pending_upstreams if inputs.desired.runs[up].spec.allocation]
     renewal = None
+    demand = None
     if not waiting and pending_upstreams and (allocation is not None or steps):
         waiting = pending_upstreams
         why = (
@@ -77,10 +78,11 @@ def submit(
             needs = _time_limit(run)
             assert needs is not None  # only a time limit makes a run wait for renewal
             renewal = (allocation, needs)
+        demand = allocation if placed.allocate else None
         waiting, why = [allocation or ""], placed.wait
     if waiting:
         stays = _stays(run, RunOutcome.WAITING, ActionKind.NOOP, why)
-        return Decision(stays.action, stays.outcome, renewal=renewal)
+        return Decision(stays.action, stays.outcome, renewal=renewal, demand=demand)
     live_jobs = {up: decided[up].live_job for up in pending_upstreams}
     after_jobs = tuple(job for job in live_jobs.values() if job is not None)
     submitted_with = tuple(up for up, job in live_jobs.items() if job is None)
@@ -98,7 +100,7 @@ def submit(
         allocation_job=placed.job_id if placed is not None else None,
         details=_component_lines(run),
     )
-    return Decision(action, RunOutcome.INFLIGHT)
+    return Decision(action, RunOutcome.INFLIGHT, uses=allocation)
 
 
 def _stays(run: DesiredRun, outcome: RunOutcome, kind: ActionKind, reason: str) -> Decision:

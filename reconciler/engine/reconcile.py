@@ -191,9 +191,10 @@ def fit_for(scheduler: Scheduler) -> Fit | None:
     return MachineFit.of(partitions) if scheduler.name == "local" else FitChecker(partitions)
 
 
-def containers_for(scheduler: Scheduler, desired: Desired) -> bool | None:
-    """Whether the cluster runs container images in steps (pyxis), asked once per pass
-    and only when an allocation wants a container; None when not asked."""
+def containers_for(scheduler: Scheduler, desired: Desired) -> frozenset[str] | None:
+    """What the cluster offers containers in steps (pyxis: the image, and which options),
+    asked once per pass and only when an allocation wants a container; None when not
+    asked."""
     wanted = any(desired.allocations[name].spec.container for name in desired.allocations)
     if not wanted or not isinstance(scheduler, StepScheduler):
         return None

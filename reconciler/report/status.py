@@ -115,7 +115,9 @@ def _allocations(rows: Sequence[AllocationStatus], layout: Layout) -> Text:
             row.health.value if row.health else "-",
             row.nodes or "-",
             _duration(row.time_left),
-            ", ".join(map(str, row.steps_running)) or "-",
+            # No step runs: how long none has (what idle_release counts).
+            ", ".join(map(str, row.steps_running))
+            or (f"none for {_duration(row.idle)}" if row.idle is not None else "-"),
             *([", ".join(map(str, row.history)) or "-"] if layout.wide else []),
             _next(row.reason),
         ]

@@ -30,6 +30,25 @@ def check_tokens(document: ParsedDocument) -> list[SpecIssue]:
     ]
 
 
+def check_step_layout(document: ParsedDocument) -> list[SpecIssue]:
+    """``ntasks`` and ``ntasks_per_node`` lay out a step inside an allocation; a batch run
+    has no step to lay out (its script runs once, on its first node)."""
+    run = document.spec
+    if not isinstance(run, Run) or run.allocation is not None:
+        return []
+    return [
+        SpecIssue(
+            document.file,
+            document.line_of("resources", name),
+            f"resources.{name}",
+            "lays out the step of a run inside an allocation (set `allocation:`); a batch "
+            "job's script runs once, on its first node: leave it out",
+        )
+        for name in ("ntasks", "ntasks_per_node")
+        if getattr(run.resources, name) is not None
+    ]
+
+
 def check_project(documents: list[DocumentSummary]) -> list[SpecIssue]:
     """Names unique across the project; inputs name runs and outputs that exist; a run's
     allocation names an Allocation."""

@@ -28,7 +28,8 @@ M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
 # `allocation` says where a run runs, not what it computes; `min_remaining` is when an
-# allocation is renewed and `setup_retries` how often its setup is tried, not what it is.
+# allocation is renewed, `setup_retries` how often its setup is tried and `idle_release`
+# when it is given back, not what it is.
 NOT_HASHED = {
     "description",
     "labels",
@@ -39,6 +40,7 @@ NOT_HASHED = {
     "allocation",
     "min_remaining",
     "setup_retries",
+    "idle_release",
 }
 
 
@@ -161,12 +163,18 @@ def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
     data: dict[str, Any] = spec.model_dump(
         mode="json", by_alias=True, exclude=NOT_HASHED, context={"canonical": True}
     )
-    if isinstance(spec, Allocation):
-        # Allocations took no account or qos before; left unset they stay out of the hash,
-        # so an allocation held by an older recon is still its current job.
-        for name in ("account", "qos"):
-            if data["resources"][name] is None:
-                del data["resources"][name]
+    # Fields added later stay out of the hash while unset, so a job made by an older recon
+    # is still its spec's current job: allocations took no account or qos before, nor
+    # container options, and runs no step layout.
+    added = ("account", "qos") if isinstance(spec, Allocation) else ("ntasks", "ntasks_per_node")
+    for name in added:
+        if data["resources"][name] is None:
+            del data["resources"][name]
+    container = data.get("container")
+    if container is not None:  # nor container options
+        for name, unset in (("writable", False), ("workdir", None)):
+            if container[name] == unset:
+                del container[name]
     return data
 
 

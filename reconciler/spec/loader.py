@@ -19,7 +19,12 @@ from typing import Any
 from reconciler import graph
 from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
 from reconciler.spec.cache import FileResult, ParseCache
-from reconciler.spec.checks import check_output_paths, check_project, check_tokens
+from reconciler.spec.checks import (
+    check_output_paths,
+    check_project,
+    check_step_layout,
+    check_tokens,
+)
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
@@ -227,9 +232,9 @@ def _parse_file(path: str, content: bytes, project: Project) -> FileResult:
         issues.extend(document_issues)
         if document is None:
             continue
-        token_issues = check_tokens(document)
-        issues.extend(token_issues)
-        if not token_issues:
+        own_issues = check_tokens(document) + check_step_layout(document)
+        issues.extend(own_issues)
+        if not own_issues:
             summaries.append(summarize(document, _hash_unless_script(document.spec, project)))
     return FileResult(tuple(summaries), tuple(issues))
 

@@ -90,6 +90,45 @@ class RunResources(NodeShape, JobSettings):
         description="Heterogeneous job components, each with its own node shape. "
         "Component 0 carries the job-wide settings.",
     )
+    ntasks: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="For a run inside an allocation: how many tasks its step has, each "
+        "running the run's script (an MPI launch). Default: one per node.",
+    )
+    ntasks_per_node: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="For a run inside an allocation: its step's tasks on each node."
+    )
+
+    @model_validator(mode="after")
+    def _tasks_cover_the_nodes(self) -> RunResources:
+        nodes = self.nodes or 1
+        if self.ntasks is not None and self.ntasks < nodes:
+            raise ValueError(
+                f"ntasks ({self.ntasks}) is fewer than nodes ({nodes}): each node runs at "
+                "least one task; ask for fewer nodes or more tasks"
+            )
+        per_node = self.ntasks_per_node
+        if self.ntasks is not None and per_node is not None and self.ntasks > nodes * per_node:
+            raise ValueError(
+                f"ntasks ({self.ntasks}) is more than nodes ({nodes}) x ntasks_per_node "
+                f"({per_node}); give one of them, or numbers that agree"
+            )
+        return self
+
+    @property
+    def step_nodes(self) -> int:
+        """The nodes a step of this run spans inside its allocation."""
+        return self.nodes or 1
+
+    @property
+    def tasks_per_node(self) -> int:
+        """The most tasks a step of this run puts on one node (Slurm spreads ``ntasks``
+        over the nodes as evenly as it can)."""
+        if self.ntasks_per_node is not None:
+            return self.ntasks_per_node
+        if self.ntasks is not None:
+            return -(-self.ntasks // self.step_nodes)
+        return 1
 
     @model_validator(mode="after")
     def _shape_in_one_place(self) -> RunResources:
@@ -232,16 +271,18 @@ class Run(Document):
     @model_validator(mode="after")
     def _fits_a_step(self) -> Run:
         # A step takes its place from the allocation: only what srun can ask of a step
-        # inside it (one task's CPUs, memory, GPUs and time limit) means anything there.
+        # inside it (its nodes and tasks, a task's CPUs, memory, GPUs and time limit)
+        # means anything there.
         if self.allocation is None:
-            return self
-        allowed = {"cpus", "memory", "gpus", "time"}
+            return self  # ntasks without an allocation: checks.check_step_layout
+        allowed = {"cpus", "memory", "gpus", "time", "nodes", "ntasks", "ntasks_per_node"}
         refused = sorted(self.resources.model_fields_set - allowed)
         if refused:
             raise ValueError(
                 f"resources.{', resources.'.join(refused)} cannot be set on a run inside "
-                f"allocation {self.allocation!r}: it runs as one task on the allocation's "
-                "nodes; set them on the Allocation (a run there takes cpus, memory, gpus, time)"
+                f"allocation {self.allocation!r}: it runs as a step on the allocation's "
+                "nodes; set them on the Allocation (a run there takes cpus, memory, gpus, "
+                "time, nodes, ntasks, ntasks_per_node)"
             )
         return self
 
@@ -268,6 +309,35 @@ class Container(Model):
     image: SafeText
     name: Name | None = None
     mounts: tuple[SafeText, ...] = ()
+    writable: bool = Field(
+        False,
+        description="Steps may write to the container's filesystem (pyxis "
+        "`--container-writable`), so what `setup` installs stays for later steps.",
+    )
+    workdir: SafeText | None = Field(
+        None, description="The working directory inside the container (an absolute path)."
+    )
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(
+                f"{value!r} is not an absolute path: the working directory inside the "
+                "container starts with /, as in /workspace"
+            )
+        return value
+
+    @property
+    def features(self) -> frozenset[str]:
+        """What the cluster's container runtime must offer for it (a scheduler's
+        ``containers()`` says what it does): the image, and each option set."""
+        wanted = {"image"}
+        if self.writable:
+            wanted.add("writable")
+        if self.workdir is not None:
+            wanted.add("workdir")
+        return frozenset(wanted)
 
 
 class AllocationResources(NodeShape, Billing):
@@ -289,6 +359,12 @@ class Allocation(Document):
         1,
         description="How many times a failed setup is tried again, each in a new job of the "
         "allocation, before the allocation is blocked. Not part of the spec hash.",
+    )
+    idle_release: Duration | None = Field(
+        None,
+        description="Release the allocation once no step has run in it for this long, and "
+        "allocate it again when a run needs it. Left out, it is held while declared. Not "
+        "part of the spec hash.",
     )
 
     @model_validator(mode="after")

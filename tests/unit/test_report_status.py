@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -56,6 +57,7 @@ HELD = [
         health=Health.RUNNING,
         nodes="gpu1",
         time_left=timedelta(hours=1, minutes=5),
+        idle=None,
         steps_running=(RunningStep(step_id="50.0", run="train"),),
         history=tuple(
             AllocationJob(
@@ -71,6 +73,15 @@ HELD = [
         reason="no-op: " + LONG,
     )
 ]
+
+
+def test_an_allocation_where_no_step_runs_shows_for_how_long() -> None:
+    idle = HELD[0].model_copy(update={"steps_running": (), "idle": timedelta(minutes=12)})
+    shown = render(PLAN, ROWS, [idle], Layout(width=None), NOW).plain
+    (line,) = [line for line in shown.splitlines() if line.startswith("interactive")]
+    assert line.split()[4:7] == ["1h05m", "none", "for"] and "for 12m  blocked:" in line
+    as_json = json.loads(idle.model_dump_json())
+    assert (as_json["idle"], as_json["time_left"]) == (720, 3900)
 
 
 def lines(layout: Layout) -> list[str]:
