@@ -101,7 +101,8 @@ def plan(
         containers,
         fit,
         desired.project.prune,
-        observation.launches or (),
+        observation.launches,
+        desired.runs,
     )
     held, allocation_states = plan_allocations.plan_allocations(
         cluster, _allocations_of(desired, chosen, bool(targets))
@@ -120,9 +121,17 @@ def plan(
     if observation.complete:  # a teardown is a cancel: never on half a picture
         actions.extend(teardowns(inputs, chosen))
     decided: dict[str, Decision] = {}
+    # What GPU steps hold in each ready allocation job, the ones this plan starts added
+    # as it goes: a GPU run starts only where its share is still free.
+    in_use = {name: state.in_use for name, state in allocation_states.items()}
     for name in chosen:
-        decided[name] = decide(inputs, desired.runs[name], decided)
-        actions.append(decided[name].action)
+        made = decide(inputs, desired.runs[name], decided, in_use)
+        decided[name] = made
+        actions.append(made.action)
+        where = desired.runs[name].spec.allocation
+        if made.action.allocation_job is not None and where is not None:
+            share = plan_allocations.share_of(desired.runs[name].spec.resources)
+            in_use[where] = in_use[where].plus(name, share)
     actions.extend(
         plan_allocations.renewals(allocation_states, _renewals(decided), desired.allocations)
     )

@@ -27,6 +27,14 @@ allocation.
 Runs ask ``place`` where to start: in the ready job if their time limit fits the time it
 has left, else they wait, and ``renewals`` allocates a fresh job for them. With
 ``idle_release`` a job is made only once a run waits for one (``on_demand``).
+
+A GPU run's step reserves its GPUs, and the memory it states, against the steps beside it
+(it is started without ``--overlap``: scheduler/slurm/steps.py ``sharing``), and srun holds
+back, unlisted, a step that finds too few free. So a GPU run starts only where its share
+is free now (``InUse``: what recon's GPU steps hold in the ready job, those started but not
+listed and those srun holds back included, plus the runs this plan starts there); else it
+waits in the plan, naming the runs that hold the GPUs. srun's holding back is then left
+for what the plan does not count (CPUs, a step of unknown share).
 """
 
 from __future__ import annotations
@@ -41,10 +49,17 @@ from reconciler.engine.actions import Action, ActionKind
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import OWN_STEPS, JobRecord, Launch, ObservedJob, job_order
 from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate, ending
-from reconciler.spec.desired import DesiredAllocation
+from reconciler.scheduler.tag import Tag
+from reconciler.spec.desired import DesiredAllocation, DesiredRun
 from reconciler.spec.models import NodeShape, RunResources
-from reconciler.spec.resources import span
-from reconciler.state.records import UNSEEN_GRACE, SetupRecord, SubmissionRecord, unseen_job
+from reconciler.spec.resources import Gpus, Memory, span
+from reconciler.state.records import (
+    UNSEEN_GRACE,
+    SetupRecord,
+    SubmissionRecord,
+    SubmissionStatus,
+    unseen_job,
+)
 
 
 class Stage(Enum):
@@ -71,7 +86,8 @@ class AllocationInputs:
     containers: frozenset[str] | None = None
     fit: Fit | None = None
     prune: bool = True
-    launches: Sequence[Launch] = ()  # step launchers running here (held-back steps)
+    launches: Sequence[Launch] | None = ()  # step launchers running here; None: not looked at
+    runs: Mapping[str, DesiredRun] = field(default_factory=dict)  # the runs, for their shares
 
     # Grouped once per plan and then looked up per allocation: the jobs and records are
     # mostly runs' (10,000 of them in a sweep), and a scan of them all per allocation
@@ -111,6 +127,46 @@ class Ready:
 
 
 @dataclass(frozen=True)
+class Share:
+    """What one run's step reserves in its allocation against the steps beside it, over
+    all of its nodes: a GPU run's step (no ``--overlap``) its GPUs, and its memory when
+    the run states it; any other step (``--overlap``) nothing."""
+
+    gpus: int = 0
+    memory_mb: int = 0
+
+
+def share_of(asks: RunResources) -> Share:
+    if asks.gpus is None:
+        return Share()
+    nodes = asks.step_nodes
+    memory = asks.memory.mebibytes * nodes if asks.memory is not None else 0
+    return Share(asks.gpus.count * nodes, memory)
+
+
+@dataclass(frozen=True)
+class InUse:
+    """What recon's GPU steps reserve in an allocation's ready job (``Share``, summed), and
+    by which runs. ``counted`` False: the observation is incomplete, so a step it missed
+    may hold any of them."""
+
+    gpus: int = 0
+    memory_mb: int = 0
+    runs: tuple[str, ...] = ()
+    counted: bool = True
+
+    def plus(self, run: str, share: Share) -> InUse:
+        if not share.gpus:
+            return self
+        return replace(
+            self,
+            gpus=self.gpus + share.gpus,
+            memory_mb=self.memory_mb + share.memory_mb,
+            runs=(*self.runs, run),
+        )
+
+
+@dataclass(frozen=True)
 class AllocationState:
     """What the runs inside an allocation need to know of it in this plan."""
 
@@ -126,6 +182,7 @@ class AllocationState:
     # now, or nothing to make)
     idle: timedelta | None = None
     on_demand: tuple[ActionKind, str] | None = None
+    in_use: InUse = field(default_factory=InUse)  # in the ready job, as observed
 
 
 @dataclass(frozen=True)
@@ -149,9 +206,15 @@ def plan_allocations(
     return actions, states
 
 
-def place(state: AllocationState, needs: timedelta | None, asks: RunResources) -> Placement:
-    """Where a run that is to start now starts, given its time limit (None: none) and the
-    CPUs, memory and GPUs it asks for."""
+def place(
+    state: AllocationState,
+    needs: timedelta | None,
+    asks: RunResources,
+    in_use: InUse | None = None,
+) -> Placement:
+    """Where a run that is to start now starts, given its time limit (None: none), the
+    CPUs, memory and GPUs it asks for, and what GPU steps hold in the ready job now
+    (default: as observed; the plan adds the runs it starts there before this one)."""
     name = state.name
     if state.blocked is not None:
         return Placement(blocked=f"allocation {name} is blocked: {state.blocked}")
@@ -178,7 +241,53 @@ def place(state: AllocationState, needs: timedelta | None, asks: RunResources) -
             f"{span(left)} left in job {state.ready.job_id}",
             renew=not state.coming,
         )
+    short = short_of(state, asks, state.in_use if in_use is None else in_use)
+    if short is not None:
+        return Placement(wait=short)
     return Placement(job_id=state.ready.job_id)
+
+
+def short_of(state: AllocationState, asks: RunResources, in_use: InUse) -> str | None:
+    """Why a GPU run cannot have its share of the ready job now (None: it can): too few of
+    its GPUs, or of its memory when both the run and the allocation state memory, are
+    free of other GPU steps. Counted over the job's nodes together (a step spanning
+    several needs its share on each, which srun checks). Not judged when the allocation
+    states no GPUs (``--exclusive``): srun holds the step back if it must."""
+    share = share_of(asks)
+    holds = state.holds
+    if not share.gpus or holds.gpus is None or state.ready is None:
+        return None
+    where = f"allocation {state.name} (job {state.ready.job_id})"
+    if not in_use.counted:
+        return (
+            f"waits for {where} to be fully observed: a GPU step the observation missed "
+            "may hold its GPUs"
+        )
+    nodes = holds.nodes or 1
+    total = holds.gpus.count * nodes
+    if share.gpus > total - in_use.gpus:
+        return (
+            f"waits for {_count(share.gpus, 'free GPU')} in {where}: {in_use.gpus} of "
+            f"{total} in use by {_by(in_use.runs)}"
+        )
+    if share.memory_mb and holds.memory is not None:
+        memory = holds.memory.mebibytes * nodes
+        if share.memory_mb > memory - in_use.memory_mb:
+            return (
+                f"waits for {share.memory_mb} MiB free memory in {where}: "
+                f"{in_use.memory_mb} of {memory} MiB reserved by GPU {_by(in_use.runs)}"
+            )
+    return None
+
+
+def _count(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _by(runs: Sequence[str], shown: int = 5) -> str:
+    named = ", ".join(runs[:shown])
+    more = f" and {len(runs) - shown} more" if len(runs) > shown else ""
+    return f"{'run' if len(runs) == 1 else 'runs'} {named}{more}"
 
 
 def beyond_allocation(holds: NodeShape, asks: RunResources) -> list[str]:
@@ -379,7 +488,8 @@ def _decide(
         idle = None
         if spec.idle_release is not None and cluster.complete:
             idle = idle_for(chosen, cluster.now, busy=bool(_unended_steps(cluster, chosen)))
-        state = replace(state, ready=Ready(chosen.job_id, left), idle=idle)
+        in_use = _in_use(cluster, allocation, chosen)
+        state = replace(state, ready=Ready(chosen.job_id, left), idle=idle, in_use=in_use)
         shown = f", {span(left)} left" if left is not None else ""
         shown += f", idle {span(idle)}" if idle is not None else ""
         main.append(
@@ -620,7 +730,7 @@ def _unended_steps(cluster: AllocationInputs, job: ObservedJob) -> list[str]:
     held = sorted(
         {
             f"{job.job_id}.? (run {launch.tag.name}, held back by srun)"
-            for launch in held_back(job, cluster.launches)
+            for launch in held_back(job, cluster.launches or ())
         }
     )
     prefix = f"{job.job_id}."
@@ -638,6 +748,87 @@ def _unended_steps(cluster: AllocationInputs, job: ObservedJob) -> list[str]:
         if s.allocation_job == job.job_id and s.step_id not in shown and s.final_health is None
     ]
     return runs + setups + held
+
+
+def _in_use(cluster: AllocationInputs, allocation: DesiredAllocation, job: ObservedJob) -> InUse:
+    """What recon's GPU steps reserve in the ready job: those Slurm lists running, those
+    srun holds back, and those started but not listed yet (the journal's open intents of
+    runs in this allocation, counted as long as ``unlisted_step`` waits for them: while
+    their srun runs here, for ``UNSEEN_GRACE`` without, for ever when the launchers could
+    not be looked at). A step whose share is not known (its spec is neither the current
+    one nor in the journal) is not counted: srun holds back what that leaves too little
+    room for."""
+    if not cluster.complete:
+        return InUse(counted=False)
+    holding: dict[Tag, str] = {}  # step's tag -> how it is named in the reason
+    for row in job.live_steps:
+        tag = row.step_tag
+        if tag is not None and tag.kind == "run" and tag.project == cluster.project:
+            holding[tag] = tag.name
+    for launch in held_back(job, cluster.launches or ()):
+        holding.setdefault(launch.tag, launch.tag.name)
+    shown = {row.job_id for row in job.steps}
+    for record in cluster.step_records.get(job.job_id, []):
+        if record.job_id not in shown and record.final_health is None:
+            holding.setdefault(_run_tag(job, record), record.name)
+    launched = {launch.tag for launch in cluster.launches or ()}
+    for record in cluster.records:
+        if record.kind != "run" or record.status is not SubmissionStatus.INTENT:
+            continue
+        run = cluster.runs.get(record.name)
+        if record.job_id is not None or run is None or run.spec.allocation != allocation.name:
+            continue
+        tag = _run_tag(job, record)
+        if (
+            tag in launched
+            or cluster.launches is None
+            or cluster.now - record.created_at < UNSEEN_GRACE
+        ):
+            holding.setdefault(tag, record.name)
+    in_use = InUse()
+    for tag, name in sorted(holding.items(), key=lambda item: item[1]):
+        share = _share_of_step(cluster, tag)
+        if share is not None:
+            in_use = in_use.plus(name, share)
+    return in_use
+
+
+def _run_tag(job: ObservedJob, record: SubmissionRecord) -> Tag:
+    """The tag the run's step carries as its name (the allocation's deployment is the
+    run's)."""
+    return job.tag.model_copy(
+        update={"kind": "run", "name": record.name, "spec_hash": record.spec_hash}
+    )
+
+
+def _share_of_step(cluster: AllocationInputs, tag: Tag) -> Share | None:
+    """A run's step's share by its spec: the current one, else as the journal recorded the
+    spec it was started with; None when neither is known."""
+    run = cluster.runs.get(tag.name)
+    if run is not None and run.spec_hash == tag.spec_hash:
+        return share_of(run.spec.resources)
+    for record in cluster.records:
+        if (
+            record.kind == "run"
+            and record.name == tag.name
+            and record.spec_hash == tag.spec_hash
+            and record.spec_fields  # an adopted job's record has none
+        ):
+            return _recorded_share(record.spec_fields)
+    return None
+
+
+def _recorded_share(fields: Mapping[str, object]) -> Share | None:
+    gpus, memory, nodes = (fields.get(f"resources.{key}") for key in ("gpus", "memory", "nodes"))
+    try:
+        count = Gpus.parse(gpus).count if gpus is not None else 0
+        mebibytes = Memory.parse(memory).mebibytes if memory is not None else 0
+        spans = int(str(nodes)) if nodes is not None else 1
+    except ValueError:
+        return None
+    if not count:
+        return Share()
+    return Share(count * spans, mebibytes * spans)
 
 
 def held_back(job: ObservedJob, launches: Sequence[Launch]) -> list[Launch]:

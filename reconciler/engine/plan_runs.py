@@ -25,9 +25,10 @@ function from RunFacts to a Decision or None, put in its place in ``DECISION_TAB
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from reconciler.engine.actions import Action, ActionKind, RunOutcome
+from reconciler.engine.plan_allocations import InUse
 from reconciler.engine.plan_changes import why_submit
 from reconciler.engine.plan_history import (
     Success,
@@ -60,6 +61,8 @@ class RunFacts:
     current: tuple[ObservedJob, ...]  # those of its current spec
     success: Success | None  # its last success of the current spec
     stale: str | None  # why that success is no longer current; None when it is
+    # what GPU steps hold in each ready allocation job, this plan's starts included
+    in_use: Mapping[str, InUse] = field(default_factory=dict)
 
     @property
     def history(self) -> Sequence[SubmissionRecord]:
@@ -73,20 +76,32 @@ class RunFacts:
         return Decision(action, outcome, live_job=live_job)
 
     def submit(self, kind: ActionKind, reason: str, cancels: tuple[str, ...] = ()) -> Decision:
-        return submit(self.inputs, self.run, self.decided, kind, reason, cancels)
+        return submit(self.inputs, self.run, self.decided, kind, reason, cancels, self.in_use)
 
 
-def facts_of(inputs: PlanInputs, run: DesiredRun, decided: Mapping[str, Decision]) -> RunFacts:
+def facts_of(
+    inputs: PlanInputs,
+    run: DesiredRun,
+    decided: Mapping[str, Decision],
+    in_use: Mapping[str, InUse] | None = None,
+) -> RunFacts:
     jobs = inputs.jobs(run.name)
     current = tuple(job for job in jobs if job.tag.spec_hash == run.spec_hash)
     success = last_success(inputs.history(run.name), run, current)
     stale = staleness(inputs, run, success, decided) if success is not None else None
-    return RunFacts(inputs, run, decided, jobs, current, success, stale)
+    return RunFacts(inputs, run, decided, jobs, current, success, stale, in_use or {})
 
 
-def decide(inputs: PlanInputs, run: DesiredRun, decided: Mapping[str, Decision]) -> Decision:
-    """The run's decision, its action carrying its sync status and outcome."""
-    facts = facts_of(inputs, run, decided)
+def decide(
+    inputs: PlanInputs,
+    run: DesiredRun,
+    decided: Mapping[str, Decision],
+    in_use: Mapping[str, InUse] | None = None,
+) -> Decision:
+    """The run's decision, its action carrying its sync status and outcome. ``in_use``:
+    what GPU steps hold in each allocation's ready job now, this plan's starts included
+    (default: as observed)."""
+    facts = facts_of(inputs, run, decided, in_use)
     made = next(
         (found for row in DECISION_TABLE if (found := row(facts)) is not None), None
     ) or _submit_anew(facts)

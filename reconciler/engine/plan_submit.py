@@ -26,6 +26,7 @@ def submit(
     kind: ActionKind,
     reason: str,
     cancels: tuple[str, ...] = (),
+    in_use: Mapping[str, plan_allocations.InUse] | None = None,
 ) -> Decision:
     """Submit now; upstreams still in flight are waited for through Slurm's afterok.
 
@@ -34,8 +35,10 @@ def submit(
     run takes no scheduler resources, so a CPU-only cluster still serves it).
 
     A run inside an allocation starts as a step in its ready job (``plan_allocations.place``)
-    or waits for one. A step cannot wait through afterok, nor a job for a step: where
-    either side is a step, the run waits for its upstreams to finish.
+    or waits for one; a GPU run also for its GPUs there to be free (``in_use``: what GPU
+    steps hold in each ready job, this plan's starts included; default: as observed). A
+    step cannot wait through afterok, nor a job for a step: where either side is a step,
+    the run waits for its upstreams to finish.
     """
     held = _held_originals(inputs, run)
     if held and not inputs.observation.complete:
@@ -51,7 +54,10 @@ def submit(
     placed = None
     if allocation is not None:
         placed = plan_allocations.place(
-            inputs.allocation_states[allocation], _time_limit(run), run.spec.resources
+            inputs.allocation_states[allocation],
+            _time_limit(run),
+            run.spec.resources,
+            (in_use or {}).get(allocation),
         )
         unfit = placed.blocked
     else:

@@ -917,3 +917,154 @@ def test_with_idle_release_a_job_is_made_only_when_a_run_needs_it() -> None:
 def test_idle_release_is_not_part_of_the_spec_hash() -> None:
     # A held allocation is not replaced when idle_release is added or changed.
     assert IDLE.spec_hash == WARM.spec_hash
+
+
+# -- GPUs a run has to itself: counted before its step is started ------------------------
+
+TWO_GPUS = allocation(resources={"gpus": 2, "memory": "500MiB"})
+
+
+def gpu_run(name: str, **resources: Any) -> Run:
+    return run(name, allocation="warm", resources={"gpus": 1, **resources})
+
+
+def in_job(state: Desired, running: dict[str, SlurmState], *, of: DesiredAllocation = TWO_GPUS
+           ) -> tuple[ObservedJob, ...]:  # fmt: skip
+    """Allocation job 12 with a step of each run given (12.0, 12.1, ... in that state), and
+    each step as a job of its run, as the Slurm adapter presents them."""
+    jobs = []
+    rows = []
+    for number, (name, slurm) in enumerate(running.items()):
+        jobs.append(step_job(state, name, f"12.{number}", slurm))
+        rows.append(step(f"12.{number}", slurm, jobs[-1].tag))
+    return (_as(held("12", steps=tuple(rows)), of), *jobs)
+
+
+def gpu_plan(
+    state: Desired, jobs: tuple[ObservedJob, ...], *, complete: bool = True, **kw: Any
+) -> dict[str, Action]:
+    """The plan's one action for each run."""
+    observation = Observation(taken_at=NOW, jobs=jobs, complete=complete,
+                              launches=kw.pop("launches", ()))  # fmt: skip
+    records = [_known(job) for job in jobs] + kw.pop("records", [])
+    result = plan(state, observation, records, NOW, scheduler="slurm")
+    return {a.target: a for a in result.actions if a.target_kind == "run"}
+
+
+def test_a_gpu_run_waits_while_the_allocations_gpus_are_in_use() -> None:
+    state = desired(gpu_run("a"), gpu_run("b"), gpu_run("c"), allocations=(TWO_GPUS,))
+    actions = gpu_plan(state, in_job(state, {"a": RUNNING, "b": RUNNING}))
+    waits = actions["c"]
+    assert (waits.kind, waits.allocation_job, waits.outcome) == (
+        ActionKind.NOOP, None, "waiting",
+    )  # fmt: skip
+    assert (
+        waits.reason
+        == "waits for 1 free GPU in allocation warm (job 12): 2 of 2 in use by runs a, b"
+    )
+
+
+def test_gpu_runs_started_in_one_pass_count_against_each_other() -> None:
+    state = desired(gpu_run("a"), gpu_run("b"), gpu_run("c"), allocations=(TWO_GPUS,))
+    actions = gpu_plan(state, in_job(state, {}))
+    assert [(n, actions[n].kind, actions[n].allocation_job) for n in "abc"] == [
+        ("a", ActionKind.SUBMIT, "12"),
+        ("b", ActionKind.SUBMIT, "12"),
+        ("c", ActionKind.NOOP, None),
+    ]
+    assert actions["c"].reason.endswith("2 of 2 in use by runs a, b")
+
+
+def test_a_waiting_gpu_run_starts_in_a_later_pass_once_a_gpu_is_free() -> None:
+    state = desired(gpu_run("a"), gpu_run("b"), gpu_run("c"), allocations=(TWO_GPUS,))
+    ended = {"a": SlurmState.COMPLETED, "b": RUNNING}
+    actions = gpu_plan(state, in_job(state, ended))
+    assert (actions["c"].kind, actions["c"].allocation_job) == (ActionKind.SUBMIT, "12")
+
+
+def test_a_run_asking_two_gpus_per_node_on_two_nodes_counts_four() -> None:
+    four = allocation(resources={"gpus": 2, "nodes": 2})
+    state = desired(gpu_run("a", gpus=2, nodes=2), gpu_run("b"), allocations=(four,))
+    actions = gpu_plan(state, in_job(state, {"a": RUNNING}, of=four))
+    assert actions["b"].reason == (
+        "waits for 1 free GPU in allocation warm (job 12): 4 of 4 in use by run a"
+    )
+
+
+def test_steps_started_or_held_back_but_not_listed_hold_their_gpus() -> None:
+    state = desired(gpu_run("a"), gpu_run("b"), gpu_run("c"), allocations=(TWO_GPUS,))
+    # a: srun holds its step back (its launcher runs here); b: started a moment ago, not
+    # listed yet. Both wait for their steps, and c for a GPU they leave none of.
+    actions = gpu_plan(
+        state,
+        in_job(state, {}),
+        launches=(_launch(state, "a"),),
+        records=[_started(state, "a", ago=timedelta(hours=1)), _started(state, "b")],
+    )
+    assert "srun holds its step back" in actions["a"].reason
+    assert "does not list its step yet" in actions["b"].reason
+    assert actions["c"].reason.endswith("2 of 2 in use by runs a, b")
+    assert actions["c"].allocation_job is None
+
+
+def test_a_step_lost_past_the_grace_holds_no_gpu() -> None:
+    state = desired(gpu_run("a"), gpu_run("c"), allocations=(TWO_GPUS,))
+    lost = _started(state, "a", ago=timedelta(hours=1))
+    actions = gpu_plan(state, in_job(state, {}), records=[lost])
+    assert [actions[n].allocation_job for n in "ac"] == ["12", "12"]
+    # When the launchers could not be looked at, its srun may still wait: it counts.
+    actions = gpu_plan(state, in_job(state, {}), records=[lost], launches=None)
+    assert actions["a"].allocation_job is None
+    assert actions["c"].allocation_job == "12"  # one of two GPUs is a's: one is free
+
+
+def test_an_incomplete_observation_never_starts_a_gpu_run() -> None:
+    state = desired(gpu_run("a"), run("cpu", allocation="warm"), allocations=(TWO_GPUS,))
+    actions = gpu_plan(state, in_job(state, {}), complete=False)
+    assert actions["a"].kind is ActionKind.NOOP and actions["a"].allocation_job is None
+    assert actions["a"].reason == (
+        "waits for allocation warm (job 12) to be fully observed: a GPU step the "
+        "observation missed may hold its GPUs"
+    )
+    assert actions["cpu"].allocation_job == "12"  # a CPU run shares: as before
+
+
+def test_cpu_runs_start_whatever_the_gpu_runs_hold() -> None:
+    state = desired(gpu_run("a"), gpu_run("b"), run("cpu", allocation="warm"),
+                    allocations=(TWO_GPUS,))  # fmt: skip
+    actions = gpu_plan(state, in_job(state, {"a": RUNNING, "b": RUNNING}))
+    assert (actions["cpu"].kind, actions["cpu"].allocation_job) == (ActionKind.SUBMIT, "12")
+
+
+def test_a_gpu_run_waits_for_the_memory_gpu_steps_reserve() -> None:
+    state = desired(gpu_run("a", memory="300MiB"), gpu_run("b", memory="300MiB"),
+                    gpu_run("c"), allocations=(TWO_GPUS,))  # fmt: skip
+    actions = gpu_plan(state, in_job(state, {"a": RUNNING}))
+    assert actions["b"].reason == (
+        "waits for 300 MiB free memory in allocation warm (job 12): 300 of 500 MiB "
+        "reserved by GPU run a"
+    )
+    assert actions["c"].allocation_job == "12"  # states no memory: reserves none here
+
+
+def test_an_outdated_steps_gpus_are_read_from_the_journal() -> None:
+    state = desired(gpu_run("a"), gpu_run("c"), allocations=(TWO_GPUS,))
+    old = run_tag("a").model_copy(update={"spec_hash": OTHER_HASH})
+    job = _as(held("12", steps=(step("12.0", RUNNING, old),)), TWO_GPUS)
+    started = SubmissionRecord(
+        id=9, project=PROJECT, name="a", spec_hash=OTHER_HASH, commit=None, job_id="12.0",
+        status=SubmissionStatus.SUBMITTED, created_at=NOW, updated_at=NOW,
+        spec_fields={"resources.gpus": "2"},
+    )  # fmt: skip
+    old_job = ObservedJob(job_id="12.0", tag=old, rows=(step("12.0", RUNNING, old).model_copy(
+        update={"step": None, "tag": old}),))  # fmt: skip
+    observation = Observation(taken_at=NOW, jobs=(job, old_job), complete=True)
+    result = plan(state, observation, [_known(job), started], NOW, scheduler="slurm")
+    (waits,) = [a for a in result.actions if a.target == "c"]
+    assert waits.reason.endswith("2 of 2 in use by run a")
+    # Adopted after a lost journal, its record holds no spec: its share is not known,
+    # and srun holds back what finds no room.
+    adopted = started.model_copy(update={"spec_fields": {}})
+    result = plan(state, observation, [_known(job), adopted], NOW, scheduler="slurm")
+    (starts,) = [a for a in result.actions if a.target == "c"]
+    assert starts.allocation_job == "12"
