@@ -188,8 +188,8 @@ def test_concurrent_gpu_runs_get_their_own_gpus_and_a_third_waits_its_turn(
     project: Project,
 ) -> None:
     two_gpus = warm(partition="gpu").replace("  cpus: 2\n", "  cpus: 4\n  gpus: a100:2\n")
-    # Each GPU run holds its device for a while: the third finds none free and srun holds
-    # it back until one of the first two ends.
+    # Each GPU run holds its device for a while: the third finds none free and waits in
+    # the plan, not started, until one of the first two ends.
     seen = "echo ${CUDA_VISIBLE_DEVICES-none} > {outputs.out.path}; sleep 30"
 
     def gpu_run(name: str) -> str:
@@ -205,12 +205,16 @@ def test_concurrent_gpu_runs_get_their_own_gpus_and_a_third_waits_its_turn(
     apply_until(project, "the allocation to run", lambda: any(
         job["state"] == "RUNNING" for job in held(project)
     ))  # fmt: skip
-    project.apply()
+    applied = project.apply()
     (allocation,) = held(project)
-    # Two of the GPU runs got a step; the third was started too, and srun holds it back.
+    # Two of the GPU runs got a step; the third waits in the plan, not started: no srun
+    # holds it back, so the apply did not wait for a step to be listed.
+    waits = f"waits for 1 free GPU in allocation warm (job {allocation['id']}): 2 of 2 in use"
+    assert waits in applied.stdout, applied.stdout
     plan = project.recon("plan", ".")
-    assert "srun holds its step back until allocation warm" in plan.stdout, plan.stdout
-    assert len([line for line in plan.stdout.splitlines() if "srun holds" in line]) == 1
+    assert f"{waits} by runs g1, g2" in plan.stdout, plan.stdout
+    assert "srun holds" not in plan.stdout, plan.stdout
+    assert "g3" not in steps(allocation["id"])
     waited = project.recon("apply", ".", "--auto-approve", "--wait")
     assert waited.returncode == 0, waited.stdout + waited.stderr
     devices = {
@@ -222,14 +226,25 @@ def test_concurrent_gpu_runs_get_their_own_gpus_and_a_third_waits_its_turn(
     assert {name: state for name, (_, state, _) in ran.items()} == dict.fromkeys(
         ("cpu", "g1", "g2", "g3"), "COMPLETED"
     )
-    # Each started exactly once, the two that ran together on different devices.
+    # Each started exactly once, the two that ran together on different devices, the
+    # third once one of them had ended.
     step_names = subprocess.run(
         ["sacct", "-j", allocation["id"], "-P", "-n", "-o", "JobName"],
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert sum(1 for name in step_names if ":run:g" in name) == 3, step_names
-    first_two = sorted(("g1", "g2", "g3"), key=lambda name: int(ran[name][0].split(".")[1]))[:2]
-    assert sorted(devices[name] for name in first_two) == ["0", "1"], devices
+    assert sorted(devices[name] for name in ("g1", "g2")) == ["0", "1"], devices
+    assert devices["g3"] in ("0", "1"), devices
+    ended = min(_step_time(ran[name][0], "End") for name in ("g1", "g2"))
+    assert _step_time(ran["g3"][0], "Start") >= ended
+
+
+def _step_time(step_id: str, field: str) -> str:
+    """A step's Start or End as sacct prints it (ISO, so it sorts as time)."""
+    return subprocess.run(
+        ["sacct", "-j", step_id, "-P", "-n", "-o", field],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()[0]  # fmt: skip
 
 
 def test_a_step_of_one_task_on_each_of_two_nodes(project: Project) -> None:
