@@ -15,13 +15,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+from reconciler.spec.matrix import Member
 from reconciler.spec.models import Allocation, Defaults, NodeShape, Project, Run, RunResources
+
+if TYPE_CHECKING:
+    from reconciler.spec.sweeps import Sweep
 
 S = TypeVar("S", bound=NodeShape)
 M = TypeVar("M", bound=BaseModel)
@@ -39,6 +43,10 @@ NOT_HASHED = {
     "allocation",
     "min_remaining",
     "setup_retries",
+    # A member's values are in its name and directory; the axes as a whole are not any
+    # member's identity, and how many run at once changes no result.
+    "matrix",
+    "max_parallel",
 }
 
 
@@ -57,10 +65,17 @@ class DesiredRun:
     location: Location
     spec_hash: str
     script_text: str | None  # the content of `script:` at the same commit
+    member: Member | None = None  # for a sweep's member: its sweep and values
+    # input -> the sweep members whose output it gathers (an input reading one run: absent)
+    gathers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def sweep(self) -> str | None:
+        return self.member.sweep if self.member is not None else None
 
 
 @dataclass(frozen=True)
@@ -83,6 +98,7 @@ class Desired:
     allocations: Mapping[str, DesiredAllocation]
     upstreams: Mapping[str, tuple[str, ...]]  # run -> the runs whose outputs it reads
     warnings: tuple[str, ...] = ()  # what is valid but likely not what the author meant
+    sweeps: Mapping[str, Sweep] = field(default_factory=dict)  # runs with a matrix
 
 
 class LazyMapping(Mapping[str, T]):

@@ -18,8 +18,14 @@ from typing import Any
 
 from reconciler import graph
 from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
+from reconciler.spec import sweeps
 from reconciler.spec.cache import FileResult, ParseCache
-from reconciler.spec.checks import check_output_paths, check_project, check_tokens
+from reconciler.spec.checks import (
+    check_matrix,
+    check_output_paths,
+    check_project,
+    check_tokens,
+)
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
@@ -79,9 +85,15 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
     scripts, script_issues = _read_scripts(source, summaries, set(all_paths))
     issues.extend(script_issues)
     issues.extend(check_project(summaries))
+    if not issues:
+        expansion = sweeps.expand(summaries, project.runs_dir)
+        issues.extend(dict.fromkeys(expansion.issues))  # members of one sweep say it once
+    else:
+        expansion = sweeps.Expansion(summaries, upstreams=_plain_upstreams(summaries))
+    summaries = expansion.summaries
     issues.extend(check_output_paths(summaries, project.runs_dir))
     runs = {s.name: s for s in summaries if s.kind == "Run"}
-    upstreams = {name: tuple(summary.upstreams) for name, summary in runs.items()}
+    upstreams = expansion.upstreams
     locations = {name: Location(s.file, s.line) for name, s in runs.items()}
     if graph.has_cycle(upstreams):
         issues.extend(graph.cycles(graph.build(upstreams), locations))
@@ -93,11 +105,16 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
         project,
         source.root,
         source.commit,
-        LazyMapping(runs, lambda name: _desired_run(runs[name], project, scripts.get(name))),
+        LazyMapping(runs, lambda name: _desired_run(runs[name], project, scripts, expansion)),
         LazyMapping(allocations, lambda name: _desired_allocation(allocations[name], project)),
         upstreams,
         warnings,
+        expansion.sweeps,
     )
+
+
+def _plain_upstreams(summaries: list[DocumentSummary]) -> dict[str, tuple[str, ...]]:
+    return {s.name: tuple(s.upstreams) for s in summaries if s.kind == "Run"}
 
 
 def _nothing_declared(source: SpecSource, project: Project, all_paths: list[str]) -> str:
@@ -227,7 +244,7 @@ def _parse_file(path: str, content: bytes, project: Project) -> FileResult:
         issues.extend(document_issues)
         if document is None:
             continue
-        token_issues = check_tokens(document)
+        token_issues = check_matrix(document) or check_tokens(document)
         issues.extend(token_issues)
         if not token_issues:
             summaries.append(summarize(document, _hash_unless_script(document.spec, project)))
@@ -289,12 +306,37 @@ def _model(summary: DocumentSummary) -> Run | Allocation:
     return KINDS[summary.kind].model_validate(dict(summary.data))
 
 
-def _desired_run(summary: DocumentSummary, project: Project, script: str | None) -> DesiredRun:
+def _desired_run(
+    summary: DocumentSummary,
+    project: Project,
+    scripts: dict[str, str],
+    expansion: sweeps.Expansion,
+) -> DesiredRun:
     spec = _model(summary)
     assert isinstance(spec, Run)
+    member = expansion.members.get(summary.name)
+    script = scripts.get(member.sweep if member is not None else summary.name)
+    location = Location(summary.file, summary.line)
+    singles = expansion.singles.get(summary.name, {})
+    if member is not None or singles:
+        # A member is its sweep's document under its own name and directory; an input
+        # that reads one member names it.
+        inputs = {
+            name: spec_input.model_copy(
+                update={"from_": f"{singles[name]}.{spec_input.upstream[1]}"}
+            )
+            if name in singles and spec_input.upstream is not None
+            else spec_input
+            for name, spec_input in spec.inputs.items()
+        }
+        update: dict[str, Any] = {"inputs": inputs}
+        if member is not None:
+            update.update(name=member.name, workdir=summary.workdir, matrix=None)
+        spec = spec.model_copy(update=update)
     run = effective_run(spec, project)
     digest = summary.spec_hash or spec_hash(run, script)
-    return DesiredRun(run, Location(summary.file, summary.line), digest, script)
+    gathers = expansion.gathers.get(summary.name, {})
+    return DesiredRun(run, location, digest, script, member, gathers)
 
 
 def _desired_allocation(summary: DocumentSummary, project: Project) -> DesiredAllocation:
