@@ -42,6 +42,9 @@ from reconciler.scheduler.tag import Tag
 DEFAULT_OUTPUT = "slurm-%j.out"  # sbatch's, relative to the working directory
 ALLOCATE_WAIT = 10.0  # seconds allocate waits for the hold to start before returning
 CLOCK_SLACK = timedelta(minutes=5)  # how far the clock may step back between submits
+# One more than the highest array index, as Slurm's MaxArraySize: its default, so that an
+# array split for one backend fits the other.
+MAX_ARRAY_SIZE = 1001
 
 
 class LocalScheduler:
@@ -128,6 +131,8 @@ class LocalScheduler:
             directives = parse_directives(request.script)
         except DirectiveError as error:
             raise PermanentSchedulerError(f"the script's #SBATCH header: {error}") from None
+        if request.array is not None:
+            raise PermanentSchedulerError("job arrays do not run on the local backend yet")
         with _stopped_by_os_errors(f"submit a job to {self.root}"):
             return self._enqueue(request, directives)
 
@@ -230,6 +235,10 @@ class LocalScheduler:
 
     def release(self, job_id: str) -> None:
         self.cancel(job_id)
+
+    def max_array_size(self) -> int:
+        """``MAX_ARRAY_SIZE``: the local backend has no configuration of its own for it."""
+        return MAX_ARRAY_SIZE
 
     def partitions(self) -> tuple[Partition, ...]:
         """This machine, as one default partition ``local`` of one node: the CPUs jobs may

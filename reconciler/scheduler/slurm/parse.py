@@ -240,6 +240,12 @@ def parse_submitted(stdout: str) -> str | None:
     return match[1] if match else None
 
 
+def parse_max_array_size(config: str) -> int | None:
+    """MaxArraySize from ``scontrol show config`` (``MaxArraySize            = 1001``)."""
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)\s*$", config, re.MULTILINE)
+    return int(match[1]) if match else None
+
+
 def parse_granted(stderr: str) -> str | None:
     """The job id of ``salloc: Granted job allocation 21`` (salloc talks on stderr)."""
     match = re.search(r"Granted job allocation (\d+)", stderr)
