@@ -47,6 +47,7 @@ from reconciler.state.records import (
     SetupRecord,
     SubmissionRecord,
     SubmissionStatus,
+    gathered_digest,
     unseen_job,
 )
 
@@ -586,10 +587,18 @@ def _staleness(context: _Context, run: DesiredRun, success: _Success) -> str | N
 def _input_version(context: _Context, run: str, name: str) -> str | None:
     """The version an input has now; None when unknown (its upstream is rerunning, or it
     was not looked at)."""
-    spec_input = context.desired.runs[run].spec.inputs[name]
+    desired_run = context.desired.runs[run]
+    spec_input = desired_run.spec.inputs[name]
     if spec_input.upstream is None:
         return context.files.inputs.get((run, name))
     upstream, output = spec_input.upstream
+    members = desired_run.gathers.get(name)
+    if members is not None:
+        if any(context.outcomes.get(member) is not RunOutcome.DONE for member in members):
+            return None
+        return gathered_digest(
+            {member: context.files.outputs.get((member, output)) for member in members}
+        )
     if context.outcomes.get(upstream) is not RunOutcome.DONE:
         return None  # its new output is not there yet: decided on a later pass
     return context.files.outputs.get((upstream, output))

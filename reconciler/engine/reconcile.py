@@ -22,6 +22,7 @@ from pathlib import Path
 from reconciler.engine import settle
 from reconciler.engine.actions import Plan
 from reconciler.engine.apply import Applier, ApplyResult, Done
+from reconciler.engine.arrays import read_maps
 from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
 from reconciler.engine.faults import fault_point
 from reconciler.engine.fit import Fit, FitChecker, MachineFit
@@ -150,7 +151,8 @@ def look(
 ) -> Look:
     """Observe the cluster and the filesystem, judge finished jobs, and plan. Reads only."""
     found = scheduler.observe(observation_window(journal.records, now))
-    share = share_of(found, desired.project.project, deployment(desired), journal.records)
+    project, place = desired.project.project, deployment(desired)
+    share = share_of(found, project, place, journal.records, read_maps(found, project, place))
     endings = settle.judge(desired, share.own, journal.records)
     records = settle.as_recorded(journal.records, endings)
     setup_changes = settle.judge_setups(share.own, journal.setups)

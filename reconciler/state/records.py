@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+import hashlib
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
@@ -93,3 +94,13 @@ def unseen_job(
         ):
             return record.job_id
     return None
+
+
+def gathered_digest(digests: Mapping[str, str | None]) -> str | None:
+    """The version of an input that gathers several runs' outputs (run -> its output's
+    digest), as one digest: None while any of them is missing. Adding or removing a member
+    changes it, as changing any member's output does."""
+    if any(digest is None for digest in digests.values()):
+        return None
+    material = "\n".join(f"{name}\t{digests[name]}" for name in sorted(digests))
+    return hashlib.sha256(material.encode()).hexdigest()
