@@ -4,8 +4,8 @@ Members that one pass submits for one sweep go to the scheduler as one job array
 when the scheduler's MaxArraySize requires). Each task runs its member's own batch script:
 before sbatch, apply writes, under the sweep's directory,
 
-    .arrays/<hash>.json       index -> member name and spec hash (the array's map)
-    .arrays/<hash>/<index>.sh the member's script, its output sent to the member's logs
+    .recon/arrays/<hash>.json       index -> member name and spec hash (the array's map)
+    .recon/arrays/<hash>/<index>.sh the member's script, its output sent to its logs
 
 and submits one small script that runs ``<index>.sh`` for ``$SLURM_ARRAY_TASK_ID``. The
 array's tag is the sweep's name with ``<hash>`` as its hash, the digest of the map: so
@@ -29,7 +29,7 @@ from reconciler.scheduler.base import ArrayRequest, Observation, ObservedJob
 from reconciler.scheduler.render import log_paths
 from reconciler.scheduler.tag import Tag
 
-MAPS = ".arrays"
+MAPS = ".recon/arrays"  # beside the manifests: output versions skip .recon
 
 
 @dataclass(frozen=True)

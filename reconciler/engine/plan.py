@@ -30,7 +30,15 @@ from datetime import datetime, timedelta
 
 from reconciler import graph
 from reconciler.engine import plan_allocations
-from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, RunOutcome, SyncStatus
+from reconciler.engine.actions import (
+    Action,
+    ActionKind,
+    FieldChange,
+    Plan,
+    RunOutcome,
+    SweepShape,
+    SyncStatus,
+)
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import ALIVE, ENDED_BADLY, ENDINGS, Health, SlurmState, ending
@@ -133,11 +141,15 @@ def plan(
     containers: bool | None = None,
     elsewhere: Sequence[ObservedJob] = (),
     replace: Sequence[str] = (),
+    max_array_size: int | None = None,
 ) -> Plan:
     """`setups`: the journal's allocation setups; `containers`: whether the cluster runs
     container images (pyxis), None when not looked at; `elsewhere`: live jobs of the
     project that other deployments own (only named in a note, never acted on);
-    `replace`: runs to submit anew although nothing changed (Terraform's -replace)."""
+    `replace`: runs to submit anew although nothing changed (Terraform's -replace);
+    `max_array_size`: the scheduler's, to say how many job arrays a sweep's members take."""
+    asked = tuple(targets)
+    targets, replace = members_of(desired, targets), members_of(desired, replace)
     context = _Context(desired, observation, records, now, files or FileState(), fit)
     context.replace = frozenset(replace)
     if targets or replace:
@@ -187,14 +199,31 @@ def plan(
         commit=desired.commit,
         scheduler=scheduler,
         created_at=now,
-        targets=tuple(targets),
+        targets=asked,
         downstream=downstream,
         observation_complete=observation.complete,
         notes=notes,
         fingerprint=fingerprint(observation, context.project),
         actions=tuple(actions),
         replace=tuple(replace),
+        sweeps={
+            name: SweepShape(
+                members=len(sweep.members),
+                max_parallel=sweep.max_parallel,
+                max_array_size=max_array_size,
+            )
+            for name, sweep in desired.sweeps.items()
+        },
     )
+
+
+def members_of(desired: Desired, names: Sequence[str]) -> list[str]:
+    """The names with each sweep's name replaced by its members' names."""
+    return [
+        member
+        for name in names
+        for member in (desired.sweeps[name].members if name in desired.sweeps else (name,))
+    ]
 
 
 def _allocations_of(

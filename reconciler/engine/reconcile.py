@@ -171,6 +171,7 @@ def look(
         containers=containers_for(scheduler, desired),
         elsewhere=share.elsewhere,
         replace=request.replace,
+        max_array_size=array_size_for(scheduler, desired),
     )
     return Look(desired, share.own, share.elsewhere, records, setups, endings, setup_changes, plan)
 
@@ -180,6 +181,18 @@ def look_once(request: Request, *, scheduler: Scheduler | None = None) -> Look:
     desired = load(request)
     scheduler = scheduler or scheduler_for(desired, request.scheduler)
     return look(request, desired, scheduler, read_journal(desired), datetime.now(UTC))
+
+
+def array_size_for(scheduler: Scheduler, desired: Desired) -> int | None:
+    """The scheduler's MaxArraySize when the project has sweeps (read once per pass, and
+    again by apply from the same scheduler object, which keeps it); None when it has
+    none, or when it cannot be read (the plan then does not say how arrays split)."""
+    if not desired.sweeps:
+        return None
+    try:
+        return scheduler.max_array_size()
+    except ObservationError:
+        return None
 
 
 def fit_for(scheduler: Scheduler) -> Fit | None:

@@ -68,15 +68,12 @@ class OutputVersion(BaseModel):
     directory: bool = Field(False, description="a directory, not a single file")
 
 
-def gathered(versions: Mapping[str, OutputVersion | None]) -> OutputVersion | None:
+def gathered(versions: Mapping[str, OutputVersion | None]) -> OutputVersion:
     """``gathered_digest`` as a version: the members' files and bytes added up."""
-    digest = gathered_digest({name: v.digest if v else None for name, v in versions.items()})
     present = [version for version in versions.values() if version is not None]
-    if digest is None or not present:
-        return None
     return OutputVersion(
-        kind=present[0].kind,
-        digest=digest,
+        kind=present[0].kind if present else "fingerprint",
+        digest=gathered_digest({name: v.digest if v else None for name, v in versions.items()}),
         files=sum(version.files for version in present),
         bytes=sum(version.bytes for version in present),
         directory=True,

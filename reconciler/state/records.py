@@ -96,11 +96,10 @@ def unseen_job(
     return None
 
 
-def gathered_digest(digests: Mapping[str, str | None]) -> str | None:
+def gathered_digest(digests: Mapping[str, str | None]) -> str:
     """The version of an input that gathers several runs' outputs (run -> its output's
-    digest), as one digest: None while any of them is missing. Adding or removing a member
-    changes it, as changing any member's output does."""
-    if any(digest is None for digest in digests.values()):
-        return None
-    material = "\n".join(f"{name}\t{digests[name]}" for name in sorted(digests))
+    digest, None when missing), as one digest. Adding or removing a member changes it, as
+    changing or losing any member's output does: a run that read three members' outputs
+    while a fourth was still running is stale once the fourth is there."""
+    material = "\n".join(f"{name}\t{digests[name] or 'missing'}" for name in sorted(digests))
     return hashlib.sha256(material.encode()).hexdigest()
