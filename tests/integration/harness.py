@@ -67,6 +67,22 @@ class Project:
                 }
         return list(found.values())
 
+    def runs(self) -> list[tuple[str, str]]:
+        """(run, spec hash) of every job, sorted: a duplicate submission shows twice."""
+        return sorted((job["run"], job["hash"]) for job in self.jobs())
+
+    def queued(self, prefix: str) -> bool:
+        """Whether squeue lists a job of this project whose run's name starts with
+        ``prefix``: squeue alone, cheap enough to poll in a tight loop."""
+        listing = subprocess.run(
+            ["squeue", "-h", "-o", "%k"], capture_output=True, text=True, check=True
+        ).stdout
+        tags = [Tag.parse(comment) for comment in listing.splitlines()]
+        return any(
+            tag is not None and tag.project == self.name and tag.name.startswith(prefix)
+            for tag in tags
+        )
+
     def job_of(self, run: str) -> list[dict[str, str]]:
         return [job for job in self.jobs() if job["run"] == run]
 

@@ -1,8 +1,8 @@
 """`recon watch` and cron-style `recon apply` on the real dev cluster, run as a user would.
 
-Each test owns a temporary git repo with a project name of its own; jobs are found by
-their tag (`recon2:<project>:<deployment>:run:<name>:<hash>` in the job comment) and
-cancelled at the end. The commit-to-sbatch latency is printed (`pytest -s`) and bounded.
+Each test owns a temporary git repo with a project name of its own (the integration
+harness: its jobs are found by their tag in sacct and squeue, cancelled or not, and
+cancelled at the end). The commit-to-sbatch latency is printed (`pytest -s`) and bounded.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.scheduler.tag import Tag
 from reconciler.state.lock import project_lock
-from tests.gitrepo import GitRepo
-from tests.projects import new_project_name
+from tests.integration.harness import Project, run_spec
 
 pytestmark = pytest.mark.slurm
 
@@ -33,69 +31,6 @@ TIMEOUT = 60.0
 # "Within seconds": the watcher's quiet period, a pass (squeue, sacct, sbatch) and slack.
 MAX_LATENCY_SECONDS = 10.0
 RUNS = 20
-
-
-def run_spec(name: str, command: str) -> str:
-    return (
-        f"kind: Run\nname: {name}\ncommand: '{command}'\n"
-        "resources:\n  cpus: 1\n  memory: 100MiB\noutputs:\n  out: out.txt\n"
-    )
-
-
-class Project:
-    def __init__(self, root: Path) -> None:
-        self.name = new_project_name("wt")
-        self.repo = GitRepo(root)
-        self.repo.commit(
-            {"recon.yaml": f"project: {self.name}\ndefaults:\n  partition: cpu\n  time: 10\n"}
-        )
-
-    @property
-    def root(self) -> Path:
-        return self.repo.root
-
-    def recon(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "reconciler", *args],
-            cwd=self.root, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-
-    def jobs(self) -> list[dict[str, str]]:
-        """Every job of this project Slurm knows, by tag: id, run, spec hash."""
-        finished = subprocess.run(
-            ["sacct", "-X", "-n", "-P", "-S", "now-1hours", "-E", "now", "-o", "JobID,Comment"],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-        live = subprocess.run(
-            ["squeue", "-h", "-o", "%i|%k"], capture_output=True, text=True, check=True
-        ).stdout
-        found: dict[str, dict[str, str]] = {}
-        for line in (finished + live).splitlines():
-            job_id, _, comment = line.partition("|")
-            tag = Tag.parse(comment)
-            if tag is not None and tag.project == self.name:
-                found[job_id] = {"id": job_id, "run": tag.name, "hash": tag.spec_hash}
-        return list(found.values())
-
-    def runs(self) -> list[tuple[str, str]]:
-        """(run, spec hash) of every job, sorted: a duplicate submission shows twice."""
-        return sorted((job["run"], job["hash"]) for job in self.jobs())
-
-    def cancel_all(self) -> None:
-        for job in self.jobs():
-            subprocess.run(["scancel", job["id"]], capture_output=True, check=False)
-
-
-def _queued(project: str, prefix: str) -> bool:
-    """Whether squeue lists a job of the project whose run's name starts with ``prefix``."""
-    tags = [Tag.parse(comment) for comment in _squeue_comments().splitlines()]
-    return any(t is not None and t.project == project and t.name.startswith(prefix) for t in tags)
-
-
-def _squeue_comments() -> str:
-    return subprocess.run(
-        ["squeue", "-h", "-o", "%k"], capture_output=True, text=True, check=True
-    ).stdout
 
 
 class Watch:
@@ -146,10 +81,10 @@ class Watch:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Iterator[Project]:
-    created = Project(tmp_path / "repo")
-    yield created
-    created.cancel_all()
+def project(project: Project) -> Project:
+    """The harness's project with its recon.yaml committed: a watch follows commits."""
+    project.repo.commit(message="project")
+    return project
 
 
 @pytest.fixture
@@ -182,7 +117,7 @@ def test_new_commit_is_submitted_within_seconds_and_sigterm_mid_pass_ends_cleanl
         {f"specs/b{i:02}.yaml": run_spec(f"b{i:02}", "sleep 120") for i in range(RUNS)}
     )
     deadline = time.monotonic() + TIMEOUT
-    while not _queued(project.name, "b"):
+    while not project.queued("b"):
         assert time.monotonic() < deadline, f"no b job submitted; the watch said {watch.seen}"
         time.sleep(0.01)
     signalled, signalled_at = time.monotonic(), datetime.now(UTC)
