@@ -25,7 +25,7 @@ def store(tmp_path: Path) -> Store:
 
 
 def add(store: Store, minute: int, after: tuple[int, ...] = ()) -> int:
-    def build(job_id: int) -> tuple[JobSpec, dict[str, str]]:
+    def build(_first: int, job_id: int) -> tuple[JobSpec, dict[str, str]]:
         spec = JobSpec(
             job_id=job_id,
             name="p.x",
@@ -40,7 +40,8 @@ def add(store: Store, minute: int, after: tuple[int, ...] = ()) -> int:
         )
         return spec, {"PATH": "/bin"}
 
-    return store.create(build, "#!/bin/sh\ntrue\n").job_id
+    (spec,) = store.create(build, "#!/bin/sh\ntrue\n")
+    return spec.job_id
 
 
 def test_a_spec_reads_back_as_written_by_a_fresh_store(store: Store) -> None:

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from reconciler.scheduler.arrays import expand
 from reconciler.scheduler.base import JobRecord
 from reconciler.scheduler.states import HEALTH, Health, SlurmState, parse_state
 from reconciler.scheduler.tag import PREFIX, Tag
@@ -275,6 +276,11 @@ def _job_id(text: str) -> JobIdParts:
     parts = job_id_parts(text)
     if parts is None:
         raise _Unreadable(f"unknown job id form {text!r}")
+    if parts.array_task is not None and not parts.array_task.isdigit():
+        try:  # a pending range is read once here, so that no later reading of it fails
+            expand(parts.array_task)
+        except ValueError:
+            raise _Unreadable(f"unknown array task range in job id {text!r}") from None
     return parts
 
 
