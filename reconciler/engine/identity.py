@@ -83,9 +83,9 @@ def split_arrays(
 ) -> Observation:
     """Every job array of the deployment's as one job per task, each under the tag of the
     member its map says the task runs: from here on a sweep's member is a run like any
-    other, its task (``123_4``) its job. An array whose map is unknown is left out and
-    makes the observation incomplete: its tasks cannot be told apart, so nothing may be
-    submitted or cancelled on the strength of what it seems to lack."""
+    other, its task (``123_4``) its job. An array whose map is unknown stays whole, under
+    the sweep's name, and makes the observation incomplete: its tasks cannot be told
+    apart, so no member is submitted and nothing cancelled while it is so."""
     jobs: list[ObservedJob] = []
     problems: list[str] = []
     split = False
@@ -99,7 +99,8 @@ def split_arrays(
                 f"job array {job.job_id} of {job.tag.name}: its member map "
                 f"({MAPS}/{job.tag.spec_hash}.json in its directory) cannot be read"
             )
-            continue  # under the sweep's own name it would read as a run to adopt or prune
+            jobs.append(job)  # whole, under the sweep's name: its members wait (plan)
+            continue
         for index, task in job.tasks().items():
             member = known.members.get(index)
             if member is None:

@@ -38,6 +38,7 @@ from reconciler.engine.actions import (
     RunOutcome,
     SweepShape,
     SyncStatus,
+    sweep_of,
 )
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
@@ -310,7 +311,9 @@ def _adoptions(context: _Context) -> list[Action]:
             job_ids=(job.job_id,),
         )
         for job in context.observation.jobs
-        if job.tag.project == context.project and job.job_id not in known
+        if job.tag.project == context.project
+        and job.job_id not in known
+        and job.tag.name not in context.desired.sweeps  # an array not split: unread
     ]
 
 
@@ -417,7 +420,7 @@ def _prunes(context: _Context) -> list[Action]:
         Action(
             kind=ActionKind.CANCEL,
             target=job.tag.name,
-            reason=f"run left the repo; its job {job.job_id} is {job.health.value}",
+            reason=f"{_what_left(job.tag.name)}; its job {job.job_id} is {job.health.value}",
             spec_hash=job.tag.spec_hash,
             job_ids=(job.job_id,),
             sync=SyncStatus.ORPHAN,
@@ -426,8 +429,14 @@ def _prunes(context: _Context) -> list[Action]:
         if job.tag.project == context.project
         and job.tag.kind == "run"
         and job.tag.name not in context.desired.runs
+        and job.tag.name not in context.desired.sweeps
         and _live(job)
     ]
+
+
+def _what_left(name: str) -> str:
+    sweep = sweep_of(name)
+    return "run left the repo" if sweep is None else f"member left the matrix of {sweep}"
 
 
 def _decide(context: _Context, run: DesiredRun) -> Action:
@@ -460,6 +469,12 @@ def _decide_action(context: _Context, run: DesiredRun) -> Action:
     blocked = _blocked_by(context, run.name)
     if blocked is not None:
         return blocked
+    unread = context.jobs(run.sweep) if run.sweep is not None else ()
+    if unread:
+        # A job array of the sweep whose member map could not be read (identity.split_arrays):
+        # any member may have a task in it, so none is submitted until it can be read.
+        why = f"job array {unread[-1].job_id} of {run.sweep} cannot be told apart: not submitting"
+        return _set(context, run, RunOutcome.WAITING, ActionKind.NOOP, why)
     jobs = context.jobs(run.name)
     if run.name in context.replace:
         return _replace_on_request(context, run, jobs)

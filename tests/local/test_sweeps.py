@@ -80,6 +80,8 @@ def test_a_2x3_sweep_feeds_an_aggregate_then_one_seed_more_submits_only_its_memb
         assert recon(project, "plan", ".", "--detailed-exitcode").returncode == 0
         status = recon(project, "status", ".").stdout
         assert re.search(r"train \(6 members\)\s+current\s+succeeded", status), status
+        crate = recon(project, "export", "ro-crate", ".", "train", "--out", "crate").stdout
+        assert "6 runs" in crate, crate  # one action per member
 
         project.commit({"specs/train.yaml": sweep(WRITES, seeds="[0, 1, 2, 3]")})
         plan = recon(project, "plan", ".").stdout
