@@ -29,6 +29,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 # What a sweep may hold: more members than this is refused at validation (docs/specs.md).
@@ -60,7 +61,7 @@ class Member:
     sweep: str
     values: Values
 
-    @property
+    @cached_property
     def name(self) -> str:
         return member_name(self.sweep, self.values)
 
@@ -216,7 +217,7 @@ def expand(sweep: str, matrix: Mapping[str, Any]) -> tuple[list[Member], list[Ma
     found: list[MatrixProblem] = []
     for combination in itertools.product(*(matrix[axis] for axis in axes)):
         values = tuple(zip(axes, combination, strict=True))
-        if any(_matches(values, entry) for entry in excludes):
+        if excludes and any(_matches(values, entry) for entry in excludes):
             continue
         member = Member(sweep, values)
         names[member.name] = len(members)
