@@ -11,6 +11,9 @@ from reconciler.spec.documents import ParsedDocument
 from reconciler.spec.models import Run
 from reconciler.spec.summary import DocumentSummary
 
+# Every input has these too (docs/specs.md, sweeps); the message names the `path` form.
+_MANY = (".paths", ".list")
+
 
 def check_matrix(document: ParsedDocument) -> list[SpecIssue]:
     """A sweep's matrix: its axes and values, excludes and includes, and its members (no
@@ -45,7 +48,8 @@ def check_tokens(document: ParsedDocument) -> list[SpecIssue]:
             document.line_of("command"),
             "command",
             f"unknown template token {{{token}}}: known are "
-            f"{', '.join('{' + k + '}' for k in sorted(known))} (write {{{{ for a literal brace)",
+            f"{', '.join('{' + k + '}' for k in sorted(known) if not k.endswith(_MANY))} "
+            "(write {{ for a literal brace)",
         )
         for token in templates.unknown_tokens(run.command, known)
     ]
