@@ -161,13 +161,6 @@ class SweepShape(BaseModel):
     )
 
 
-def sweep_of(target: str) -> str | None:
-    """The sweep a member's name belongs to (``train[seed=0]`` -> ``train``); None for a
-    run of its own."""
-    sweep, bracket, _ = target.partition("[")
-    return sweep if bracket else None
-
-
 class Plan(BaseModel):
     model_config = _FROZEN
 

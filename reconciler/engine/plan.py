@@ -38,7 +38,6 @@ from reconciler.engine.actions import (
     RunOutcome,
     SweepShape,
     SyncStatus,
-    sweep_of,
 )
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
@@ -50,6 +49,7 @@ from reconciler.spec.desired import (
     changed_fields,
     flat_fields,
 )
+from reconciler.spec.matrix import sweep_of
 from reconciler.state.records import (
     NO_OUTPUTS,
     UNSEEN_GRACE,

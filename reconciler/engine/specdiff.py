@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from reconciler.engine.actions import sweep_of
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
@@ -20,6 +19,7 @@ from reconciler.spec.desired import (
     changed_fields,
     flat_fields,
 )
+from reconciler.spec.matrix import sweep_of
 
 
 class Change(StrEnum):

@@ -19,9 +19,9 @@ from reconciler.engine.actions import (
     Plan,
     RunOutcome,
     SweepShape,
-    sweep_of,
 )
 from reconciler.report.words import plural
+from reconciler.spec.matrix import sweep_of
 
 _SYMBOL_WIDTH = 3
 _KIND_WIDTH = max(len(kind.value) for kind in ActionKind)
@@ -34,7 +34,8 @@ _CANCELLING = frozenset({ActionKind.REPLACE, ActionKind.CANCEL, ActionKind.TEARD
 _SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY})
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 # `current (job 123_4 succeeded)`: each member's job differs, its reason does not.
-_JOB_MENTION = re.compile(r" \(jobs? [0-9_., ]+[^)]*\)|,? jobs? [0-9]+(?:_[0-9]+)?")
+_JOB_MENTION = re.compile(r" \(jobs? [0-9_., ]+[^)]*\)")
+_JOB_ID = re.compile(r"\bjob [0-9]+(?:_[0-9]+)?")
 
 
 class Renderer(Protocol):
@@ -85,7 +86,7 @@ def _reasons(actions: tuple[Action, ...]) -> str:
     """The members' reasons, each once, the commonest first, with how many say it."""
     counts: dict[str, int] = {}
     for action in actions:
-        reason = _JOB_MENTION.sub("", action.reason)
+        reason = _JOB_ID.sub("its job", _JOB_MENTION.sub("", action.reason))
         reason += f": {action.changes[0]}" if len(action.changes) == 1 else ""
         counts[reason] = counts.get(reason, 0) + 1
     ordered = sorted(counts.items(), key=lambda item: -item[1])
@@ -166,12 +167,23 @@ def _context(action: Action) -> str:
     """What follows the reason in every format: the runs awaited, the jobs cancelled."""
     text = ""
     if action.after:
-        text += f"; after {', '.join(action.after)}"
+        text += f"; after {', '.join(_runs(action.after))}"
     resubmitting = action.target_kind == "run" and action.kind in _SUBMITTING
     if (action.kind in _CANCELLING or resubmitting) and action.job_ids:
         word = "job" if len(action.job_ids) == 1 else "jobs"
         text += f" (cancels {word} {', '.join(action.job_ids)})"
     return text
+
+
+def _runs(names: tuple[str, ...]) -> list[str]:
+    """Run names with a sweep's members said once: `seeds (6 members)`."""
+    shown: dict[str, int] = {}
+    for name in names:
+        key = sweep_of(name) or name
+        shown[key] = shown.get(key, 0) + (1 if key != name else 0)
+    return [
+        f"{name} ({plural(count, 'member')})" if count else name for name, count in shown.items()
+    ]
 
 
 def _visible(plan: Plan, show_noop: bool) -> list[Action]:
@@ -266,7 +278,9 @@ def _markdown_row(action: Action) -> str:
 
 def _markdown_block(block: SweepBlock, plan: Plan) -> str:
     symbol = _code(block.symbol) if block.symbol.strip() else ""
-    return f"| {symbol} | {block.kind.value} | {_code(block.sweep)} | {_cell(block.what(plan))} | |"
+    return (
+        f"| {symbol} | {block.kind.value} | {_code(block.sweep)} | {_cell(block.what(plan))} |  |"
+    )
 
 
 def as_markdown(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str:

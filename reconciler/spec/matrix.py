@@ -92,6 +92,13 @@ def member_directory(values: Values) -> str:
     return ",".join(f"{axis}={text(value)}" for axis, value in values)
 
 
+def sweep_of(name: str) -> str | None:
+    """The sweep a member's name belongs to (``train[seed=0]`` -> ``train``); None for a
+    run of its own (no other name holds a bracket)."""
+    sweep, bracket, _ = name.partition("[")
+    return sweep if bracket else None
+
+
 def axes_of(matrix: Mapping[str, Any]) -> tuple[str, ...]:
     """The axis names, sorted: the order of the YAML keys never matters."""
     return tuple(sorted(key for key in matrix if key not in RESERVED))
