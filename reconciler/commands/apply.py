@@ -144,7 +144,7 @@ def apply(
 
 def _wait(request: Request, lock_timeout: float) -> int:
     """Follow the runs to the end with a live view; the exit code says how they ended."""
-    from reconciler.engine.wait import wait_until_settled
+    from reconciler.engine.wait import wait_until_final
     from reconciler.report.progress import counts_line, live_view
 
     def show(progress: Progress, outcome: Outcome) -> None:
@@ -154,7 +154,7 @@ def _wait(request: Request, lock_timeout: float) -> int:
         live.update(live_view(progress))
 
     with Live(console=console, auto_refresh=False, transient=not console.is_terminal) as live:
-        last = wait_until_settled(request, on_pass=show, lock_timeout=max(lock_timeout, 60.0))
+        last = wait_until_final(request, on_pass=show, lock_timeout=max(lock_timeout, 60.0))
     console.print(counts_line(last))
     if not last.failed:
         console.print("All runs done.")

@@ -29,7 +29,8 @@ class RunOutcome(StrEnum):
     """Where a run stands once a plan is carried out: done (current), inflight (a job
     queued or running), waiting (for a later pass), failed (no retries left), blocked
     (an upstream failed, or it fits nowhere). The planner decides it run by run
-    (engine/plan.py); `apply --wait` stops once every run is done, failed or blocked.
+    (engine/plan_runs.py); `apply --wait` stops once every run's outcome is final:
+    done, failed or blocked.
     Not `reconcile.Outcome`, which is what a whole pass saw and did."""
 
     DONE = "done"
@@ -39,8 +40,10 @@ class RunOutcome(StrEnum):
     BLOCKED = "blocked"
 
 
-# The outcomes `apply --wait` stops at: nothing more will happen without a new commit.
-SETTLED = frozenset({RunOutcome.DONE, RunOutcome.FAILED, RunOutcome.BLOCKED})
+# A run's final outcomes, where `apply --wait` stops: nothing more happens to the run
+# without a new commit. ("Settle" is another thing: journalling how a job ended,
+# engine/settle.py.)
+FINAL = frozenset({RunOutcome.DONE, RunOutcome.FAILED, RunOutcome.BLOCKED})
 
 
 class ActionKind(StrEnum):

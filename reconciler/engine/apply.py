@@ -12,7 +12,7 @@ at most that many, and the next pass adopts those jobs by their tags, as after a
 between sbatch and the journal). Intents of runs never sent (skipped, or an apply that
 stopped) are withdrawn at the end. A run started as a step in an allocation keeps one
 intent of its own, written just before: an open intent of a step holds its run back
-(``plan._unlisted_step``).
+(``plan_history.unlisted_step``).
 
 A refused submission (bad partition...) is recorded and skipped; runs that were to wait
 for it are skipped too (keep going, like dvc's `on_error="keep-going"`). A transient

@@ -27,8 +27,8 @@ from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
 from reconciler.engine.faults import fault_point
 from reconciler.engine.fit import Fit, FitChecker, MachineFit
 from reconciler.engine.identity import share_of
-from reconciler.engine.plan import FileState
 from reconciler.engine.plan import plan as make_plan
+from reconciler.engine.plan_inputs import FileState
 from reconciler.engine.planfile import check_fresh
 from reconciler.errors import ObservationError
 from reconciler.scheduler.base import Observation, ObservedJob, Scheduler, StepScheduler

@@ -1,4 +1,4 @@
-"""`recon apply --wait`: reconcile again and again until every targeted run has settled.
+"""`recon apply --wait`: reconcile again and again until every targeted run's outcome is final.
 
 Each pass is an ordinary `reconcile_once` (so outputs that change upstream cascade in
 the following pass, and teardowns happen), then the loop sleeps. It ends when a pass
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from reconciler.engine.actions import SETTLED, Action, Plan, RunOutcome
+from reconciler.engine.actions import FINAL, Action, Plan, RunOutcome
 from reconciler.engine.reconcile import Outcome, Request, reconcile_once
 from reconciler.scheduler.base import Scheduler
 from reconciler.spec.desired import Desired
@@ -33,15 +33,16 @@ class Progress:
         return [a for a in self.plan.actions if a.outcome is not None]
 
     @property
-    def settled(self) -> bool:
-        return not self.plan.has_changes and all(a.outcome in SETTLED for a in self.runs)
+    def final(self) -> bool:
+        """Nothing left to change, and every run done, failed or blocked."""
+        return not self.plan.has_changes and all(a.outcome in FINAL for a in self.runs)
 
     @property
     def failed(self) -> list[Action]:
         return [a for a in self.runs if a.outcome in (RunOutcome.FAILED, RunOutcome.BLOCKED)]
 
 
-def wait_until_settled(
+def wait_until_final(
     request: Request,
     *,
     scheduler: Scheduler | None = None,
@@ -53,7 +54,8 @@ def wait_until_settled(
     sleep: Callable[[float], None] = time.sleep,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Progress:
-    """Reconcile until settled (or `timeout` seconds); returns the last progress."""
+    """Reconcile until every run's outcome is final (or `timeout` seconds); returns the
+    last progress."""
     started = clock()
     passes = 0
     while True:
@@ -63,7 +65,7 @@ def wait_until_settled(
             outcome.plan, clock() - started, passes, outcome.desired, outcome.look.records
         )
         on_pass(progress, outcome)
-        if progress.settled and outcome.applied is None:
+        if progress.final and outcome.applied is None:
             return progress
         if timeout is not None and progress.elapsed >= timeout:
             return progress

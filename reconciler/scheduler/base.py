@@ -188,7 +188,17 @@ class ObservedJob(BaseModel):
         task listed on its own row is not read from a range that also holds it: the
         scheduler combined both sources already, and a task's own row is the fresher word
         (it started since the range was printed).
+
+        Worked out once per job (a 10,000-task array's views cost tens of milliseconds);
+        each call returns a dict of its own.
         """
+        rows, views = self.__dict__.get("task_views_of_rows", (None, {}))
+        if rows is not self.rows:  # not yet, or carried over by a model_copy of other rows
+            views = self._task_views()
+            self.__dict__["task_views_of_rows"] = (self.rows, views)
+        return dict(views)
+
+    def _task_views(self) -> dict[int, ObservedJob]:
         own: dict[int, JobRecord] = {}
         ranges: list[JobRecord] = []
         for row in self.components:

@@ -187,3 +187,14 @@ def test_a_task_view_is_an_observed_job_of_its_own_id() -> None:
     ObservedJob(job_id="123_4", tag=TAG, rows=(_row("123_4", SlurmState.RUNNING),))
     with pytest.raises(ValidationError):
         ObservedJob(job_id="123_[4-5]", tag=TAG, rows=(_row("123_4", SlurmState.RUNNING),))
+
+
+def test_tasks_are_worked_out_once_and_again_for_a_copy_with_other_rows() -> None:
+    job = ObservedJob(job_id="123", tag=TAG, rows=(_row("123_[5-6]", SlurmState.PENDING),))
+    first = job.tasks()
+    first.clear()  # the caller's own dict: the job's views are untouched
+    assert list(job.tasks()) == [5, 6]
+    assert job.tasks()[5] is job.tasks()[5]
+    assert job == ObservedJob(job_id="123", tag=TAG, rows=job.rows)
+    moved = job.model_copy(update={"rows": (_row("123_7", SlurmState.RUNNING),)})
+    assert list(moved.tasks()) == [7]

@@ -233,3 +233,33 @@ def test_observing_a_large_array_is_one_squeue_and_one_sacct() -> None:
     assert len(tasks) == count
     assert sum(task.health is Health.SUCCEEDED for task in tasks.values()) == count // 2 - 50
     assert sum(task.health is Health.RUNNING for task in tasks.values()) == 50
+
+
+# Seen while a 1,000-task array of `true` ran: for a few seconds sacct printed a task that
+# had just ended under its own id, named "allocation", with no partition.
+UNSETTLED_TAG = "recon2:arr7cc481d3bc:0123456789ab:run:many:0123456789abcdef"
+SACCT_UNSETTLED = f"""\
+15157|15157|COMPLETED|0:0|None|2026-12-01T17:40:21|2026-12-01T17:40:21|2026-12-01T17:40:21|cpu1|||allocation|{UNSETTLED_TAG}
+15157.batch|15157.batch|COMPLETED|0:0||2026-12-01T17:40:21|2026-12-01T17:40:21|2026-12-01T17:40:21|cpu1|||batch|
+"""
+SQUEUE_ENDED = f"15154_2|15157|COMPLETED|None|cpu1|cpu|2026-12-01T17:40:20|2026-12-01T17:40:21|1:00|/tmp|arr7cc481d3bc.many|{UNSETTLED_TAG}\n"
+SQUEUE_WAITING = f"15154_[3-999%50]|15154|PENDING|JobArrayTaskLimit||cpu|2026-12-01T17:40:20|N/A|1:00|/tmp|arr7cc481d3bc.many|{UNSETTLED_TAG}\n"
+
+
+def test_a_task_sacct_prints_under_its_own_id_is_put_back_where_squeue_lists_it() -> None:
+    observation = observe(SQUEUE_ENDED + SQUEUE_WAITING, SACCT_UNSETTLED)
+    (job,) = observation.jobs
+    assert observation.complete
+    task = job.tasks()[2]
+    assert [row.job_id for row in task.rows] == ["15154_2", "15154_2.batch"]
+    assert (task.health, task.components[0].exit_code) == (Health.SUCCEEDED, 0)
+
+
+def test_a_task_under_its_own_id_that_squeue_forgot_leaves_the_pass_incomplete() -> None:
+    observation = observe(SQUEUE_WAITING, SACCT_UNSETTLED)
+    assert not observation.complete
+    assert observation.problems == (
+        f"accounting for job 15157 ({UNSETTLED_TAG}) has not settled yet",
+    )
+    (job,) = observation.jobs  # the array itself is still seen, without that task
+    assert 2 not in job.tasks()

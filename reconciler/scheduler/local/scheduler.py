@@ -281,6 +281,7 @@ class LocalScheduler:
         with _stopped_by_os_errors(f"cancel job {job_id} in {self.root}"), self._store.locked():
             now = datetime.now(UTC)
             alone = "_" in job_id
+            cancelled = False
             for task in self._jobs_of(job_id):
                 spec = self._store.spec(task)
                 facts = None if spec is None else self._store.facts(spec)
@@ -289,11 +290,12 @@ class LocalScheduler:
                 forgotten = alone and facts.started is None
                 reason = CANCELLED_ALONE if forgotten else None
                 self._store.write_cancelled(task, Cancel(now, os.getuid(), reason))
+                cancelled = True
                 group = self._store.process_group(task)
                 if group is not None:
                     signal_group(group)
-            # Its dependents are doomed now, not when its processes are gone.
-            dispatch_locked(self._store)
+            if cancelled:  # its dependents are doomed now, not when its processes are gone
+                dispatch_locked(self._store)
 
     def allocate(self, request: AllocateRequest) -> str:
         """A held allocation is a local job that holds its CPUs and sleeps until released

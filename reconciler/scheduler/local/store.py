@@ -10,7 +10,8 @@
         bin/srun            the shim local jobs find first on their PATH
         jobs/<id>/
             job.json        what was submitted: name, tag, workdir, dependencies, CPUs,
-                            log files, time limit, submit time
+                            log files, time limit, submit time, and for an array's task
+                            its array id, index, the array's size and cap
             script          the batch script, run as it is (its shebang picks the shell)
             env.json        the environment it runs in (mode 0600: it is the submitter's)
             alive           flocked by the job's supervisor for as long as it lives

@@ -1,0 +1,258 @@
+"""What to do about one run: the decision table. Pure.
+
+A run is decided after its upstreams (engine/plan.py walks the DAG in order) from its
+facts (``RunFacts``: its jobs, its journal records, its last success, and the decisions
+already made for the runs before it). The table's rows are asked in order; the first
+that decides returns a ``Decision`` (an action and the run's outcome), and a run no row
+decides is submitted:
+
+    row                  when                                          outcome
+    blocked_upstream     an upstream failed or is blocked              BLOCKED
+    array_unread         its sweep has a job array no map tells apart  WAITING
+    replace_on_request   `--replace` names it                          INFLIGHT (or WAITING)
+    in_progress          a job of its current spec is queued/running   INFLIGHT
+    outdated_still_live  only an older spec's job is alive             INFLIGHT (replace) or WAITING
+    failed_before        attempts failed since its last success        INFLIGHT (retry) or FAILED
+    succeeded            a job of its current spec succeeded           DONE, or INFLIGHT when stale
+    not_seen_yet         the journal's job is not shown yet            WAITING
+    step_not_listed_yet  its step's id is not listed yet               WAITING
+    fate_not_seen        partial observation, its last job's end unknown  WAITING
+    (no row)             not yet run, spec changed, or its job lost    INFLIGHT (submit)
+
+A submission may still wait or be blocked (engine/plan_submit.py). A new row is a
+function from RunFacts to a Decision or None, put in its place in ``DECISION_TABLE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from reconciler.engine.actions import Action, ActionKind, RunOutcome
+from reconciler.engine.plan_changes import why_submit
+from reconciler.engine.plan_history import (
+    Success,
+    failed_attempts,
+    fate_unknown,
+    last_success,
+    lost_jobs,
+    staleness,
+    unlisted_step,
+    unseen,
+)
+from reconciler.engine.plan_inputs import Decision, PlanInputs, is_live
+from reconciler.engine.plan_submit import submit
+from reconciler.engine.plan_sync import sync_status
+from reconciler.scheduler.base import ObservedJob
+from reconciler.scheduler.states import Health
+from reconciler.spec.desired import DesiredRun
+from reconciler.state.records import SubmissionRecord
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What is known of one run when it is decided; its last success and whether that is
+    still current are worked out once, for the table and for the sync status alike."""
+
+    inputs: PlanInputs
+    run: DesiredRun
+    decided: Mapping[str, Decision]  # the runs decided before it, its upstreams among them
+    jobs: tuple[ObservedJob, ...]  # all its observed jobs, oldest first
+    current: tuple[ObservedJob, ...]  # those of its current spec
+    success: Success | None  # its last success of the current spec
+    stale: str | None  # why that success is no longer current; None when it is
+
+    @property
+    def history(self) -> Sequence[SubmissionRecord]:
+        return self.inputs.history(self.run.name)
+
+    def stays(self, outcome: RunOutcome, reason: str, *, live_job: str | None = None) -> Decision:
+        """Nothing to submit: the run stays as it is, for `reason`."""
+        action = Action(
+            kind=ActionKind.NOOP, target=self.run.name, reason=reason, spec_hash=self.run.spec_hash
+        )
+        return Decision(action, outcome, live_job=live_job)
+
+    def submit(self, kind: ActionKind, reason: str, cancels: tuple[str, ...] = ()) -> Decision:
+        return submit(self.inputs, self.run, self.decided, kind, reason, cancels)
+
+
+def facts_of(inputs: PlanInputs, run: DesiredRun, decided: Mapping[str, Decision]) -> RunFacts:
+    jobs = inputs.jobs(run.name)
+    current = tuple(job for job in jobs if job.tag.spec_hash == run.spec_hash)
+    success = last_success(inputs.history(run.name), run, current)
+    stale = staleness(inputs, run, success, decided) if success is not None else None
+    return RunFacts(inputs, run, decided, jobs, current, success, stale)
+
+
+def decide(inputs: PlanInputs, run: DesiredRun, decided: Mapping[str, Decision]) -> Decision:
+    """The run's decision, its action carrying its sync status and outcome."""
+    facts = facts_of(inputs, run, decided)
+    made = next(
+        (found for row in DECISION_TABLE if (found := row(facts)) is not None), None
+    ) or _submit_anew(facts)
+    sync = sync_status(facts.success, facts.stale, facts.history, facts.jobs)
+    action = made.action.model_copy(update={"sync": sync, "outcome": made.outcome})
+    return Decision(action, made.outcome, made.live_job, made.renewal)
+
+
+def blocked_upstream(facts: RunFacts) -> Decision | None:
+    for upstream in facts.inputs.desired.upstreams[facts.run.name]:
+        before = facts.decided.get(upstream)
+        if before is not None and before.outcome in (RunOutcome.FAILED, RunOutcome.BLOCKED):
+            word = "failed" if before.outcome is RunOutcome.FAILED else "is blocked"
+            action = Action(
+                kind=ActionKind.BLOCKED,
+                target=facts.run.name,
+                reason=f"upstream {upstream} {word}",
+                spec_hash=facts.run.spec_hash,
+            )
+            return Decision(action, RunOutcome.BLOCKED)
+    return None
+
+
+def array_unread(facts: RunFacts) -> Decision | None:
+    """A job array of the run's sweep whose member map could not be read stays whole,
+    under the sweep's name (identity.split_arrays): any member may have a task in it, so
+    none is submitted until it can be told apart."""
+    sweep = facts.run.sweep
+    unread = facts.inputs.jobs(sweep) if sweep is not None else ()
+    if not unread:
+        return None
+    why = f"job array {unread[-1].job_id} of {sweep} cannot be told apart: not submitting"
+    return facts.stays(RunOutcome.WAITING, why)
+
+
+def replace_on_request(facts: RunFacts) -> Decision | None:
+    """`--replace RUN`: a new job although the spec did not change (a flaky node, a failed
+    run with no retries left); a queued or running job of it is cancelled first. Its
+    downstream reruns once the new output is there, as after any changed output. Never
+    on a partial picture: that could cancel or duplicate a job recon cannot see."""
+    if facts.run.name not in facts.inputs.replace:
+        return None
+    if not facts.inputs.observation.complete or unseen(facts.inputs, facts.run) is not None:
+        why = "not replaced as asked: the cluster was not fully seen; try again"
+        return facts.stays(RunOutcome.WAITING, why)
+    live = tuple(job.job_id for job in facts.jobs if is_live(job))
+    kind = ActionKind.REPLACE if live else ActionKind.SUBMIT
+    return facts.submit(kind, "replaced as asked (--replace)", cancels=live)
+
+
+def in_progress(facts: RunFacts) -> Decision | None:
+    live_current = [job for job in facts.current if is_live(job)]
+    if not live_current:
+        return None
+    job = live_current[-1]
+    return facts.stays(
+        RunOutcome.INFLIGHT,
+        f"in progress: job {job.job_id} {job.in_words or job.health.value}",
+        live_job=job.job_id,
+    )
+
+
+def outdated_still_live(facts: RunFacts) -> Decision | None:
+    """A job of an older spec is still queued or running, and the current spec has no
+    success yet."""
+    run = facts.run
+    outdated_live = [
+        job for job in facts.jobs if job.tag.spec_hash != run.spec_hash and is_live(job)
+    ]
+    if not outdated_live or facts.success is not None:
+        return None
+    job = outdated_live[-1]
+    if not facts.inputs.observation.complete:
+        return facts.stays(
+            RunOutcome.WAITING,
+            f"outdated (job {job.job_id} {job.health.value}), but the observation is "
+            "incomplete: not replacing",
+        )
+    if job.health is Health.PENDING or run.spec.update == "replace":
+        why = "pending" if job.health is Health.PENDING else "running, update: replace"
+        return facts.submit(
+            ActionKind.REPLACE,
+            f"{why_submit(facts.history, run)} (job {job.job_id} {why})",
+            cancels=(job.job_id,),
+        )
+    return facts.stays(
+        RunOutcome.WAITING,
+        f"outdated; job {job.job_id} is running and update: defer lets it finish, "
+        "then the new spec runs",
+    )
+
+
+def failed_before(facts: RunFacts) -> Decision | None:
+    run = facts.run
+    attempts = failed_attempts(facts.history, run, facts.current, facts.success)
+    if not attempts:
+        return None
+    job_id, how = attempts[-1]
+    allowed = run.spec.retries + 1
+    if len(attempts) < allowed:
+        return facts.submit(
+            ActionKind.RETRY, f"attempt {len(attempts) + 1} of {allowed}: job {job_id} {how}"
+        )
+    return facts.stays(
+        RunOutcome.FAILED,
+        f"failed: job {job_id} {how}; no retries left (retries: {run.spec.retries}). "
+        "Fix it and commit, which changes its spec",
+    )
+
+
+def succeeded(facts: RunFacts) -> Decision | None:
+    if facts.success is None:
+        return None
+    if facts.stale is None:
+        return facts.stays(RunOutcome.DONE, f"current (job {facts.success.job_id} succeeded)")
+    return facts.submit(ActionKind.SUBMIT, facts.stale)
+
+
+def not_seen_yet(facts: RunFacts) -> Decision | None:
+    job = unseen(facts.inputs, facts.run)
+    if job is None:
+        return None
+    waiting = facts.stays(
+        RunOutcome.WAITING,
+        f"job {job} was submitted but the scheduler does not show it yet; not resubmitting",
+    )
+    action = waiting.action.model_copy(update={"unseen_job": job})
+    return Decision(action, waiting.outcome)
+
+
+def step_not_listed_yet(facts: RunFacts) -> Decision | None:
+    why = unlisted_step(facts.inputs, facts.run)
+    return None if why is None else facts.stays(RunOutcome.WAITING, why)
+
+
+def fate_not_seen(facts: RunFacts) -> Decision | None:
+    if facts.inputs.observation.complete or not fate_unknown(facts.history, facts.run):
+        return None
+    return facts.stays(
+        RunOutcome.WAITING,
+        "state of its last job unknown (observation incomplete); not resubmitting",
+    )
+
+
+def _submit_anew(facts: RunFacts) -> Decision:
+    """No row decided: the run has no job of its current spec to wait for."""
+    lost = lost_jobs(facts.inputs, facts.run)
+    why = why_submit(facts.history, facts.run)
+    if lost:
+        why += f"; {lost[-1][0]} was lost: Slurm now shows that id as {lost[-1][1]}"
+    return facts.submit(ActionKind.SUBMIT, why)
+
+
+Row = Callable[[RunFacts], Decision | None]
+
+# The decision table, asked in this order (see the module's docstring).
+DECISION_TABLE: tuple[Row, ...] = (
+    blocked_upstream,
+    array_unread,
+    replace_on_request,
+    in_progress,
+    outdated_still_live,
+    failed_before,
+    succeeded,
+    not_seen_yet,
+    step_not_listed_yet,
+    fate_not_seen,
+)
