@@ -36,6 +36,7 @@ from reconciler.engine.scripts import render_context
 from reconciler.errors import RUNS_DIR_HINT, PermanentSchedulerError, cannot_create
 from reconciler.scheduler.base import Scheduler, SubmitRequest
 from reconciler.scheduler.render import (
+    RenderContext,
     render_batch_script,
     required_directories,
     required_files,
@@ -102,6 +103,7 @@ class Applier:
     _sent: set[int] = field(default_factory=set)  # member actions carried out in an array
     _tasks: dict[str, set[str]] = field(default_factory=dict)  # array id -> its task ids
     _max_array_size: int | None = None
+    _given: dict[str, list[str]] = field(default_factory=dict)  # job id -> runs it was given to
 
     def run(self) -> ApplyResult:
         self._write_ahead()
@@ -201,7 +203,8 @@ class Applier:
             self._submitted(name, made.job_id)
 
     def _submitted(self, name: str, job_id: str) -> None:
-        others = [other for other, given in self.result.submitted.items() if given == job_id]
+        others = list(self._given.get(job_id, ()))
+        self._given.setdefault(job_id, []).append(name)
         self.result.submitted[name] = job_id
         self.report(Done(f"submitted {name}: job {job_id}"))
         if others:
@@ -264,14 +267,10 @@ class Applier:
         tag = context.tag
         script = render_batch_script(run, context)
         try:
-            for directory in required_directories(run, context):
-                directory.mkdir(parents=True, exist_ok=True)
-            for path, text in required_files(run, context).items():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+            _prepare(run, context)
         except OSError as error:
             # Like a refusal by the scheduler: this run and what waits for it are skipped.
-            where = Path(error.filename) if error.filename else directory
+            where = Path(error.filename) if error.filename else Path(context.run_dir)
             self._refused(run.name, str(cannot_create(where, error, RUNS_DIR_HINT)))
             return
         dependencies = self._dependencies(action)
@@ -386,22 +385,19 @@ class Applier:
     ) -> str:
         """Each member's directories, input lists and task script, then the array's map;
         returns the first member's batch script (the array takes its directives)."""
-        scripts = []
+        first = ""
+        tasks = arrays.task_script(sweep_dir, members.digest, 0).parent
+        tasks.mkdir(parents=True, exist_ok=True)
         for index, run in enumerate(runs):
             context = render_context(self.desired, run, self.code_dir)
             script = render_batch_script(run, context)
-            for directory in required_directories(run, context):
-                directory.mkdir(parents=True, exist_ok=True)
-            for path, text in required_files(run, context).items():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+            _prepare(run, context)
             task = arrays.task_script(sweep_dir, members.digest, index)
-            task.parent.mkdir(parents=True, exist_ok=True)
             task.write_text(arrays.task_file(script, Path(context.run_dir)))
-            scripts.append(script)
+            first = first or script
         (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
         arrays.map_file(sweep_dir, members.digest).write_text(members.to_json())
-        return scripts[0]
+        return first
 
     def _intent_of(self, run: DesiredRun) -> int:
         if run.name in self._intents:
@@ -424,6 +420,15 @@ class Applier:
         else:
             # The intent stays open: the step is found by its name once Slurm lists it.
             self._submitted(run.name, f"{action.allocation_job} (step not listed yet)")
+
+
+def _prepare(run: DesiredRun, context: RenderContext) -> None:
+    """What must exist before sbatch: the run's directories and its inputs' list files."""
+    for directory in required_directories(run, context):
+        directory.mkdir(parents=True, exist_ok=True)
+    for path, text in required_files(run, context).items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
 def _setup_line(name: str, step: str | None) -> str:

@@ -23,6 +23,7 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from reconciler.scheduler.base import ArrayRequest, Observation, ObservedJob
@@ -39,7 +40,7 @@ class ArrayMap:
     sweep: str
     members: Mapping[int, tuple[str, str]]
 
-    @property
+    @cached_property
     def digest(self) -> str:
         """The array's tag hash: the same members at the same indices, the same digest."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]

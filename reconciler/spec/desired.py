@@ -187,7 +187,13 @@ def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
 
 
 def spec_hash(spec: Run | Allocation, script_text: str | None = None) -> str:
-    material = {"fields": canonical_fields(spec), "script": script_text}
+    return hash_of_fields(canonical_fields(spec), script_text)
+
+
+def hash_of_fields(fields: dict[str, Any], script_text: str | None = None) -> str:
+    """``spec_hash`` from fields already in canonical form: a sweep's members share all
+    but their name, directory and inputs, so their fields are built from the sweep's once."""
+    material = {"fields": fields, "script": script_text}
     encoded = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()[:16]
 

@@ -32,12 +32,15 @@ from reconciler.spec.desired import (
     DesiredRun,
     LazyMapping,
     Location,
+    canonical_fields,
     effective_allocation,
     effective_run,
+    hash_of_fields,
     spec_hash,
 )
 from reconciler.spec.documents import validate_project, validate_spec
-from reconciler.spec.models import KINDS, Allocation, Project, Run
+from reconciler.spec.matrix import Member
+from reconciler.spec.models import KINDS, Allocation, Input, Project, Run
 from reconciler.spec.source import PROJECT_FILE, CommitSource, SpecSource, WorktreeSource, matching
 from reconciler.spec.summary import DocumentSummary, summarize
 from reconciler.spec.yamlsource import parse_documents
@@ -100,12 +103,15 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
     if issues:
         raise SpecError(issues)
     allocations = {s.name: s for s in summaries if s.kind == "Allocation"}
+    bases: dict[str, tuple[Run, dict[str, Any]]] = {}  # sweep -> its members' common part
     warnings = () if summaries else (_nothing_declared(source, project, all_paths),)
     return Desired(
         project,
         source.root,
         source.commit,
-        LazyMapping(runs, lambda name: _desired_run(runs[name], project, scripts, expansion)),
+        LazyMapping(
+            runs, lambda name: _desired_run(runs[name], project, scripts, expansion, bases)
+        ),
         LazyMapping(allocations, lambda name: _desired_allocation(allocations[name], project)),
         upstreams,
         warnings,
@@ -311,32 +317,61 @@ def _desired_run(
     project: Project,
     scripts: dict[str, str],
     expansion: sweeps.Expansion,
+    bases: dict[str, tuple[Run, dict[str, Any]]],
 ) -> DesiredRun:
+    member = expansion.members.get(summary.name)
+    if member is not None:
+        return _desired_member(summary, member, project, scripts, expansion, bases)
     spec = _model(summary)
     assert isinstance(spec, Run)
-    member = expansion.members.get(summary.name)
-    script = scripts.get(member.sweep if member is not None else summary.name)
-    location = Location(summary.file, summary.line)
+    script = scripts.get(summary.name)
     singles = expansion.singles.get(summary.name, {})
-    if member is not None or singles:
-        # A member is its sweep's document under its own name and directory; an input
-        # that reads one member names it.
-        inputs = {
-            name: spec_input.model_copy(
-                update={"from_": f"{singles[name]}.{spec_input.upstream[1]}"}
-            )
-            if name in singles and spec_input.upstream is not None
-            else spec_input
-            for name, spec_input in spec.inputs.items()
-        }
-        update: dict[str, Any] = {"inputs": inputs}
-        if member is not None:
-            update.update(name=member.name, workdir=summary.workdir, matrix=None)
-        spec = spec.model_copy(update=update)
+    if singles:  # an input that reads one member names it
+        spec = spec.model_copy(update={"inputs": _inputs(spec, singles)})
     run = effective_run(spec, project)
     digest = summary.spec_hash or spec_hash(run, script)
     gathers = expansion.gathers.get(summary.name, {})
-    return DesiredRun(run, location, digest, script, member, gathers)
+    location = Location(summary.file, summary.line)
+    return DesiredRun(run, location, digest, script, None, gathers)
+
+
+def _desired_member(
+    summary: DocumentSummary,
+    member: Member,
+    project: Project,
+    scripts: dict[str, str],
+    expansion: sweeps.Expansion,
+    bases: dict[str, tuple[Run, dict[str, Any]]],
+) -> DesiredRun:
+    """A member: its sweep's effective spec (built and put in canonical form once per
+    sweep) under its own name and directory, inputs that read one member naming it."""
+    if member.sweep not in bases:
+        sweep = _model(summary)
+        assert isinstance(sweep, Run)
+        base = effective_run(sweep.model_copy(update={"matrix": None}), project)
+        bases[member.sweep] = (base, canonical_fields(base))
+    base, fields = bases[member.sweep]
+    update: dict[str, Any] = {"name": member.name, "workdir": summary.workdir}
+    singles = expansion.singles.get(summary.name, {})
+    if singles:
+        update["inputs"] = _inputs(base, singles)
+    run = base.model_copy(update=update)
+    fields = {**fields, "name": member.name, "workdir": summary.workdir}
+    if singles:
+        fields["inputs"] = canonical_fields(run)["inputs"]
+    script = scripts.get(member.sweep)
+    location = Location(summary.file, summary.line)
+    gathers = expansion.gathers.get(summary.name, {})
+    return DesiredRun(run, location, hash_of_fields(fields, script), script, member, gathers)
+
+
+def _inputs(spec: Run, singles: dict[str, str]) -> dict[str, Input]:
+    return {
+        name: spec_input.model_copy(update={"from_": f"{singles[name]}.{spec_input.upstream[1]}"})
+        if name in singles and spec_input.upstream is not None
+        else spec_input
+        for name, spec_input in spec.inputs.items()
+    }
 
 
 def _desired_allocation(summary: DocumentSummary, project: Project) -> DesiredAllocation:

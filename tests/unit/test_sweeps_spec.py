@@ -6,6 +6,7 @@ import pytest
 
 from reconciler.errors import SpecError
 from reconciler.spec import matrix
+from reconciler.spec.desired import spec_hash
 from reconciler.spec.loader import load_desired, open_source
 from tests.gitrepo import GitRepo
 
@@ -173,3 +174,22 @@ def test_max_parallel_needs_a_matrix(repo: GitRepo) -> None:
 
 def test_member_text_of_values() -> None:
     assert matrix.text(True) == "true" and matrix.text(3e-4) == "0.0003" and matrix.text(2) == "2"
+
+
+def test_a_members_hash_is_the_hash_of_its_spec(repo: GitRepo) -> None:
+    # Members' hashes are built from their sweep's canonical fields, once per sweep: they
+    # must be what hashing each member's own spec gives.
+    evaluate = """\
+kind: Run
+name: evaluate
+matrix:
+  lr: [0.001, 0.0003]
+  seed: [0, 1, 2]
+inputs:
+  model: train.model
+command: python eval.py {inputs.model.path}
+"""
+    desired = load(repo, {"specs/train.yaml": TRAIN, "specs/evaluate.yaml": evaluate})
+    for name in desired.runs:
+        run = desired.runs[name]
+        assert run.spec_hash == spec_hash(run.spec, run.script_text), name
