@@ -126,6 +126,12 @@ NOT_OUTPUT = {
     ),
     "docs/cli.md: git fetch origin main": f"{TYPED}: a CI job's script",
     "docs/cli.md: recon plan --out tonight.plan      # review it": TYPED,
+    "docs/cli.md: recon serve                          # then open http://127.": (
+        f"{TYPED}; tests/local/test_serve_browser.py serves the example and opens it"
+    ),
+    "docs/web.md: recon serve examples/repo            # then open http://127.": (
+        f"{TYPED}; tests/local/test_serve_browser.py serves the example and opens it"
+    ),
     "docs/exit-codes.md: recon plan . --against origin/main --detailed-exitcode --for": (
         f"{TYPED}: a CI job's script"
     ),
