@@ -204,6 +204,11 @@ def main() -> None:
     sizes = [int(size) for size in args.members.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as work:
+        # What any `recon validate` costs (interpreter, imports, git): a 50-member sweep.
+        small = Path(work) / "small"
+        make_repo(small, 50)
+        validate(small)
+        baseline = min(validate(small) for _ in range(3))
         for members in sizes:
             rows.append(one_size(members, args.max_array_size, Path(work)))
     columns = list(rows[0])
@@ -224,7 +229,8 @@ def main() -> None:
     bound = math.ceil(sizes[-1] / args.max_array_size)
     print(
         f"\n{sizes[-1]} members: validate {last['validate cold']:.2f} s CPU cold (target 4 s), "
-        f"{last['validate warm']:.2f} s warm (target 0.5 s); {last['sbatch calls']:.0f} sbatch "
+        f"{last['validate warm']:.2f} s warm (target 0.5 s), of which {baseline:.2f} s any "
+        f"validate costs (a 50-member sweep); {last['sbatch calls']:.0f} sbatch "
         f"calls (at most {bound}); one observation of {sizes[-1]} tasks in "
         f"{last['observe']:.2f} s CPU"
     )
