@@ -23,6 +23,7 @@ did submit.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -392,8 +393,9 @@ class Applier:
             context = render_context(self.desired, run, self.code_dir)
             script = render_batch_script(run, context)
             _prepare(run, context)
-            task = arrays.task_script(sweep_dir, members.digest, index)
-            task.write_text(arrays.task_file(script, Path(context.run_dir)))
+            arrays.task_script(sweep_dir, members.digest, index).write_text(script)
+            logs = arrays.task_logs(sweep_dir, members.digest, index)
+            logs.write_text(os.fspath(Path(context.run_dir, "logs")))
             first = first or script
         (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
         arrays.map_file(sweep_dir, members.digest).write_text(members.to_json())

@@ -5,7 +5,8 @@ when the scheduler's MaxArraySize requires). Each task runs its member's own bat
 before sbatch, apply writes, under the sweep's directory,
 
     .recon/arrays/<hash>.json       index -> member name and spec hash (the array's map)
-    .recon/arrays/<hash>/<index>.sh the member's script, its output sent to its logs
+    .recon/arrays/<hash>/<index>.sh   the member's own batch script
+    .recon/arrays/<hash>/<index>.logs the folder its output goes to (the member's logs)
 
 and submits one small script that runs ``<index>.sh`` for ``$SLURM_ARRAY_TASK_ID``. The
 array's tag is the sweep's name with ``<hash>`` as its hash, the digest of the map: so
@@ -69,27 +70,27 @@ def chunks(members: Sequence[str], size: int) -> list[list[str]]:
     return [list(members[start : start + size]) for start in range(0, len(members), size)]
 
 
-def task_file(member_script: str, member_dir: Path) -> str:
-    """What one task runs: its member's own batch script (whose #SBATCH lines are only
-    comments here), its output sent to the member's logs under the task's id, where
-    ``render.log_files`` finds them."""
-    logs = member_dir / "logs"
-    name = "slurm-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
-    quoted = shlex.quote(os.fspath(logs))
-    return f'exec >>{quoted}/"{name}.out" 2>>{quoted}/"{name}.err"\n{member_script}'
+def task_logs(sweep_dir: Path | str, digest: str, index: int) -> Path:
+    """The file naming the folder a task's output goes to: its member's logs."""
+    return Path(sweep_dir, MAPS, digest, f"{index}.logs")
 
 
 def array_script(directives: Sequence[str], sweep_dir: Path, digest: str) -> str:
     """The script the array is submitted with: a member's job-wide and shape directives
     (every member of a sweep asks for the same), the array's own name, tag and logs, and
-    a body that runs the task's member."""
-    scripts = shlex.quote(os.fspath(Path(sweep_dir, MAPS, digest)))
+    a body that runs the task's member: its own batch script, byte for byte (its #SBATCH
+    lines are only comments there; the manifest's script_sha256 names those bytes), its
+    output sent to the member's logs under the task's id, where ``render.log_files``
+    finds them."""
+    task = shlex.quote(os.fspath(Path(sweep_dir, MAPS, digest))) + '/"$SLURM_ARRAY_TASK_ID"'
+    name = '"$logs/slurm-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}'
     return "\n".join(
         [
             "#!/bin/bash",
             *directives,
             "set -euo pipefail",
-            f'exec bash {scripts}/"$SLURM_ARRAY_TASK_ID.sh"',
+            f'logs="$(cat {task}.logs)"',
+            f'exec bash {task}.sh >>{name}.out" 2>>{name}.err"',
             "",
         ]
     )
