@@ -192,3 +192,20 @@ def test_the_spec_diff_shows_a_sweep_once(repo: GitRepo) -> None:
     text = specdiff_report.as_text(result)
     assert "members added (2): train[lr=0.1,seed=3], train[lr=0.2,seed=3]" in text
     assert "members changed: 6 of 8" in text
+
+
+def test_an_aggregate_waits_for_an_array_in_flight_by_its_id(repo: GitRepo) -> None:
+    aggregate = (
+        "kind: Run\nname: aggregate\ninputs:\n  models: train.model\n"
+        "command: cat {inputs.models.paths}\n"
+    )
+    repo.write({"specs/aggregate.yaml": aggregate})
+    desired = load(repo)
+    runs = [desired.runs[name] for name in desired.sweeps["train"].members]
+    members = ArrayMap("train", {i: (run.name, run.spec_hash) for i, run in enumerate(runs)})
+    found = Observation(taken_at=NOW, jobs=(array_job(desired, members, "55"),), complete=True)
+    own = share_of(found, desired.project.project, deployment(desired), (), {"55": members}).own
+    plan = make_plan(desired, own, [], NOW, scheduler="slurm")
+    (action,) = [a for a in plan.actions if a.target == "aggregate"]
+    # Two tasks succeeded, four are pending: afterok on the array waits for the same.
+    assert action.kind is ActionKind.SUBMIT and action.after_jobs == ("55",)
