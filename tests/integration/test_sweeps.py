@@ -181,3 +181,21 @@ def test_a_crash_between_sbatch_and_the_journal_adopts_the_array(project: Projec
     assert len(arrays(project)) == 1
     again = project.recon("plan", ".", "--detailed-exitcode")
     assert again.returncode == 0, again.stdout
+
+
+def test_an_aggregate_added_while_the_array_runs_waits_for_it_by_its_id(
+    project: Project,
+) -> None:
+    project.repo.commit({"specs/train.yaml": sweep(WRITES + "; sleep 15")})
+    first = submitted(project.apply().stdout)
+    array = next(iter(first.values())).partition("_")[0]
+    project.repo.commit({"specs/aggregate.yaml": AGGREGATE})
+    applied = submitted(project.apply().stdout)
+    assert list(applied) == ["aggregate"], applied
+    shown = subprocess.run(
+        ["scontrol", "show", "job", applied["aggregate"]], capture_output=True, text=True
+    ).stdout
+    assert re.search(rf"Dependency=afterok:{array}(_\*)?\(", shown), shown
+    table = project.root / "runs" / "aggregate" / "table.txt"
+    project.wait_for("the aggregate", table.exists)
+    assert len(table.read_text().splitlines()) == 12
