@@ -20,6 +20,7 @@ from reconciler.state.records import (
     UNSEEN_GRACE,
     SubmissionRecord,
     SubmissionStatus,
+    gathered_digest,
     unseen_job,
 )
 
@@ -82,10 +83,19 @@ def _input_version(
     if spec_input.upstream is None:
         return inputs.files.inputs.get((run.name, name))
     upstream, output = spec_input.upstream
+    members = run.gathers.get(name)
+    if members is not None:  # one version for every member's output it gathers
+        if any(_undone(decided.get(member)) for member in members):
+            return None
+        return gathered_digest({m: inputs.files.outputs.get((m, output)) for m in members})
     before = decided.get(upstream)
     if before is None or before.outcome is not RunOutcome.DONE:
         return None  # its new output is not there yet: decided on a later pass
     return inputs.files.outputs.get((upstream, output))
+
+
+def _undone(decision: Decision | None) -> bool:
+    return decision is None or decision.outcome is not RunOutcome.DONE
 
 
 def failed_attempts(

@@ -8,6 +8,7 @@ decides is submitted:
 
     row                  when                                          outcome
     blocked_upstream     an upstream failed or is blocked              BLOCKED
+    array_unread         its sweep has a job array no map tells apart  WAITING
     replace_on_request   `--replace` names it                          INFLIGHT (or WAITING)
     in_progress          a job of its current spec is queued/running   INFLIGHT
     outdated_still_live  only an older spec's job is alive             INFLIGHT (replace) or WAITING
@@ -123,6 +124,18 @@ def blocked_upstream(facts: RunFacts) -> Decision | None:
             )
             return Decision(action, RunOutcome.BLOCKED)
     return None
+
+
+def array_unread(facts: RunFacts) -> Decision | None:
+    """A job array of the run's sweep whose member map could not be read stays whole,
+    under the sweep's name (identity.split_arrays): any member may have a task in it, so
+    none is submitted until it can be told apart."""
+    sweep = facts.run.sweep
+    unread = facts.inputs.jobs(sweep) if sweep is not None else ()
+    if not unread:
+        return None
+    why = f"job array {unread[-1].job_id} of {sweep} cannot be told apart: not submitting"
+    return facts.stays(RunOutcome.WAITING, why)
 
 
 def replace_on_request(facts: RunFacts) -> Decision | None:
@@ -250,6 +263,7 @@ Row = Callable[[RunFacts], Decision | None]
 # The decision table, asked in this order (see the module's docstring).
 DECISION_TABLE: tuple[Row, ...] = (
     blocked_upstream,
+    array_unread,
     replace_on_request,
     in_progress,
     outdated_still_live,

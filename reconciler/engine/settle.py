@@ -22,7 +22,7 @@ from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import ENDED, ENDINGS, Health, aggregate
 from reconciler.spec.desired import Desired, DesiredRun
 from reconciler.state.journal import Journal
-from reconciler.state.outputs import OutputVersion, observe_inputs, observe_outputs
+from reconciler.state.outputs import OutputVersion, gathered, observe_inputs, observe_outputs
 from reconciler.state.paths import input_paths, run_dir
 from reconciler.state.provenance import local_identity, manifest_from, write_manifest
 from reconciler.state.records import NO_OUTPUTS, SetupRecord, SubmissionRecord
@@ -216,7 +216,13 @@ def _input_versions(desired: Desired, run: DesiredRun) -> dict[str, OutputVersio
     external = _versions(observe_inputs(desired, [run.name]), run.name)
     versions: dict[str, OutputVersion | None] = {}
     for name, spec_input in run.spec.inputs.items():
-        if spec_input.upstream is None:
+        if name in run.gathers:
+            output = spec_input.upstream[1] if spec_input.upstream else name
+            members = observe_outputs(desired, run.gathers[name])
+            versions[name] = gathered(
+                {member: members[(member, output)] for member in run.gathers[name]}
+            )
+        elif spec_input.upstream is None:
             versions[name] = external.get(name)
         else:
             upstream, output = spec_input.upstream

@@ -370,14 +370,18 @@ class JobIndex:
 
 
 def job_order(job_id: str) -> tuple[int, int]:
-    """Jobs and steps in the order Slurm made them: 12 < 12.3 < 13; unreadable ids first.
+    """Jobs, steps and array tasks in the order Slurm made them: 12 < 12.3 < 13 < 14_0 <
+    14_1; unreadable ids first.
 
     A step's place is its allocation's: a step started in an old allocation sorts before
     a later batch job even when it started after it.
     """
     top, _, step = job_id.partition(".")
+    top, _, task = top.partition("_")  # an array task, 123_4, sorts by its index
     if not top.isdigit():
         return (-1, -1)
+    if task.isdigit():
+        return (int(top), int(task))
     return (int(top), int(step) if step.isdigit() else -1)
 
 

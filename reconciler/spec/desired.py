@@ -15,13 +15,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+from reconciler.spec.matrix import Member
 from reconciler.spec.models import Allocation, Defaults, NodeShape, Project, Run, RunResources
+
+if TYPE_CHECKING:
+    from reconciler.spec.sweeps import Sweep
 
 S = TypeVar("S", bound=NodeShape)
 M = TypeVar("M", bound=BaseModel)
@@ -41,6 +45,10 @@ NOT_HASHED = {
     "min_remaining",
     "setup_retries",
     "idle_release",
+    # A member's values are in its name and directory; the axes as a whole are not any
+    # member's identity, and how many run at once changes no result.
+    "matrix",
+    "max_parallel",
 }
 
 
@@ -59,10 +67,17 @@ class DesiredRun:
     location: Location
     spec_hash: str
     script_text: str | None  # the content of `script:` at the same commit
+    member: Member | None = None  # for a sweep's member: its sweep and values
+    # input -> the sweep members whose output it gathers (an input reading one run: absent)
+    gathers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def sweep(self) -> str | None:
+        return self.member.sweep if self.member is not None else None
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,7 @@ class Desired:
     allocations: Mapping[str, DesiredAllocation]
     upstreams: Mapping[str, tuple[str, ...]]  # run -> the runs whose outputs it reads
     warnings: tuple[str, ...] = ()  # what is valid but likely not what the author meant
+    sweeps: Mapping[str, Sweep] = field(default_factory=dict)  # runs with a matrix
 
 
 class LazyMapping(Mapping[str, T]):
@@ -179,7 +195,13 @@ def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
 
 
 def spec_hash(spec: Run | Allocation, script_text: str | None = None) -> str:
-    material = {"fields": canonical_fields(spec), "script": script_text}
+    return hash_of_fields(canonical_fields(spec), script_text)
+
+
+def hash_of_fields(fields: dict[str, Any], script_text: str | None = None) -> str:
+    """``spec_hash`` from fields already in canonical form: a sweep's members share all
+    but their name, directory and inputs, so their fields are built from the sweep's once."""
+    material = {"fields": fields, "script": script_text}
     encoded = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()[:16]
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.json_schema import SkipJsonSchema
 
 from reconciler.spec.fields import EnvKey, Name, SafeText, SbatchFlag, env_suffix
+from reconciler.spec.matrix import parse_reference
 from reconciler.spec.resources import CpuCount, Duration, Gpus, Memory
 
 
@@ -196,20 +197,18 @@ class Input(Model):
         if (self.from_ is None) == (self.path is None):
             raise ValueError("an input takes exactly one of `from` (run.output) or `path`")
         if self.from_ is not None:
-            run, dot, output = self.from_.partition(".")
-            if not dot or not run or not output:
-                raise ValueError(
-                    f"{self.from_!r} must name another run's output as RUN.OUTPUT, "
-                    "e.g. prepare.dataset"
-                )
+            reference = parse_reference(self.from_)
+            if isinstance(reference, str):
+                raise ValueError(reference)
         return self
 
     @property
     def upstream(self) -> tuple[str, str] | None:
-        """(run, output) when this input is another run's output."""
+        """(run, output) when this input is another run's output. The run is a member's
+        name for a member (`train[seed=0]`): output names hold no dot."""
         if self.from_ is None:
             return None
-        run, _, output = self.from_.partition(".")
+        run, _, output = self.from_.rpartition(".")
         return run, output
 
 
@@ -261,6 +260,19 @@ class Run(Document):
         description="Run as a step inside this Allocation of the project instead of as a "
         "batch job of its own. Where it runs, not what: not part of the spec hash.",
     )
+    matrix: dict[str, Any] | None = Field(
+        None,
+        description="Makes the run a sweep: axes (`seed: [0, 1, 2]`), each a list of "
+        "numbers, true/false or strings, plus optional `exclude:` (partial combinations to "
+        "drop) and `include:` (whole extra combinations). Each member is a run of its own, "
+        "named by its values; values reach the command as {matrix.AXIS} and "
+        "RECON_MATRIX_<AXIS>.",
+    )
+    max_parallel: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="For a sweep: at most this many members run at once (a job array's %N). "
+        "Not part of the spec hash.",
+    )
 
     @model_validator(mode="after")
     def _command_or_script(self) -> Run:
@@ -284,6 +296,26 @@ class Run(Document):
                 "nodes; set them on the Allocation (a run there takes cpus, memory, gpus, "
                 "time, nodes, ntasks, ntasks_per_node)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _sweep_fits_an_array(self) -> Run:
+        # A sweep's members go to Slurm as one job array: Slurm runs no heterogeneous job
+        # as an array, and steps in an allocation or coupled teardown have no array form.
+        if self.matrix is None:
+            if self.max_parallel is not None:
+                raise ValueError("max_parallel limits a sweep's members: it needs a matrix")
+            return self
+        for field, refused in (
+            ("resources.components", bool(self.resources.components)),
+            ("allocation", self.allocation is not None),
+            ("coupled_with", bool(self.coupled_with)),
+        ):
+            if refused:
+                raise ValueError(
+                    f"a run with a matrix cannot set {field}: its members are submitted as "
+                    "one Slurm job array, which has no such form; declare separate runs"
+                )
         return self
 
     @model_validator(mode="after")

@@ -166,3 +166,20 @@ def test_a_held_job_shows_slurm_s_reason() -> None:
     held = held.model_copy(update={"waiting_for": "JobHeldAdmin"})
     shown = render(PLAN, [held], [], Layout(width=None), NOW).plain.splitlines()
     assert re.split(r"\s{2,}", shown[3])[:3] == ["train", "never run", "pending (JobHeldAdmin)"]
+
+
+def test_a_sweep_is_one_row_with_counts_unless_it_is_named() -> None:
+    members = [
+        row(f"seeds[seed={i}]", SyncStatus.CURRENT, Health.SUCCEEDED, "no-op: current")
+        for i in range(4)
+    ] + [row("seeds[seed=4]", SyncStatus.MISSING, Health.SUCCEEDED, "submit: output lost")]
+    rows = [ROWS[2], *members]
+    text = render(PLAN, rows, [], Layout(), NOW).plain
+    assert re.search(
+        r"^seeds \(5 members\)\s+4 current, 1 missing\s+succeeded\s+41\s+4 no-op, 1 submit$",
+        text,
+        re.MULTILINE,
+    ), text
+    assert "seeds[seed=4]" not in text
+    named = render(PLAN.model_copy(update={"targets": ("seeds",)}), rows, [], Layout(), NOW)
+    assert "seeds[seed=4]" in named.plain and "5 members" not in named.plain
