@@ -239,6 +239,40 @@ def test_concurrent_gpu_runs_get_their_own_gpus_and_a_third_waits_its_turn(
     assert _step_time(ran["g3"][0], "Start") >= ended
 
 
+def test_a_gpu_run_waits_for_the_memory_another_gpu_run_reserves(project: Project) -> None:
+    two_gpus = warm(partition="gpu").replace("  cpus: 2\n", "  cpus: 4\n  gpus: a100:2\n")
+
+    def big(name: str) -> str:
+        command = "echo ${CUDA_VISIBLE_DEVICES-none} > {outputs.out.path}; sleep 20"
+        return step_run(name, command).replace(
+            "  cpus: 1\n  memory: 100MiB\n", "  cpus: 1\n  memory: 300MiB\n  gpus: 1\n"
+        )
+
+    project.repo.commit({"specs/warm.yaml": two_gpus, "specs/m1.yaml": big("m1"),
+                         "specs/m2.yaml": big("m2")})  # fmt: skip
+    apply_until(project, "the allocation to run", lambda: any(
+        job["state"] == "RUNNING" for job in held(project)
+    ))  # fmt: skip
+    project.apply()
+    (allocation,) = held(project)
+    # A GPU is free, but the 300 MiB m2 asks for is not: m1 reserves 300 of the 500.
+    plan = project.recon("plan", ".")
+    waits = (
+        f"waits for 300 MiB free memory in allocation warm (job {allocation['id']}): "
+        "300 of 500 MiB reserved by GPU run m1"
+    )
+    assert waits in plan.stdout, plan.stdout
+    assert "m2" not in steps(allocation["id"])
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    ran = steps(allocation["id"])
+    assert {name: state for name, (_, state, _) in ran.items()} == {
+        "m1": "COMPLETED",
+        "m2": "COMPLETED",
+    }
+    assert _step_time(ran["m2"][0], "Start") >= _step_time(ran["m1"][0], "End")
+
+
 def _step_time(step_id: str, field: str) -> str:
     """A step's Start or End as sacct prints it (ISO, so it sorts as time)."""
     return subprocess.run(
