@@ -111,6 +111,16 @@ class AllocationInputs:
         return grouped
 
     @cached_property
+    def run_specs(self) -> dict[tuple[str, str], Mapping[str, object]]:
+        """The spec each run was started with as the journal recorded it (flat fields), by
+        (run, spec hash); an adopted job's record holds none and is left out."""
+        specs: dict[tuple[str, str], Mapping[str, object]] = {}
+        for record in self.records:
+            if record.kind == "run" and record.spec_fields:
+                specs.setdefault((record.name, record.spec_hash), record.spec_fields)
+        return specs
+
+    @cached_property
     def step_records(self) -> dict[str, list[SubmissionRecord]]:
         """The journal's records of runs started as steps (12.3), by allocation job id."""
         grouped: dict[str, list[SubmissionRecord]] = {}
@@ -807,15 +817,8 @@ def _share_of_step(cluster: AllocationInputs, tag: Tag) -> Share | None:
     run = cluster.runs.get(tag.name)
     if run is not None and run.spec_hash == tag.spec_hash:
         return share_of(run.spec.resources)
-    for record in cluster.records:
-        if (
-            record.kind == "run"
-            and record.name == tag.name
-            and record.spec_hash == tag.spec_hash
-            and record.spec_fields  # an adopted job's record has none
-        ):
-            return _recorded_share(record.spec_fields)
-    return None
+    recorded = cluster.run_specs.get((tag.name, tag.spec_hash))
+    return _recorded_share(recorded) if recorded is not None else None
 
 
 def _recorded_share(fields: Mapping[str, object]) -> Share | None:

@@ -14,12 +14,21 @@ from typing import Any
 from reconciler.engine.plan import plan
 from reconciler.engine.settle import as_recorded, judge
 from reconciler.engine.status import allocation_statuses, run_statuses
-from reconciler.scheduler.base import Observation, ObservedJob
+from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
-from reconciler.spec.desired import Desired, DesiredRun
-from reconciler.state.records import SubmissionRecord
-from tests.planning import NOW, desired, hash_of, job, record, run
+from reconciler.scheduler.tag import Tag
+from reconciler.spec.desired import (
+    Desired,
+    DesiredAllocation,
+    DesiredRun,
+    Location,
+    effective_allocation,
+    spec_hash,
+)
+from reconciler.spec.models import Allocation, Project
+from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from tests.planning import NOW, PROJECT, desired, hash_of, job, record, run
 
 RUNS = 2000
 # Each pass over everything hands out every item once; a plan, status and settle take
@@ -136,3 +145,55 @@ def test_the_job_index_follows_a_copy_with_other_jobs() -> None:
     share = observation.model_copy(update={"jobs": ()})
     assert share.find(state.project.project, name) == ()
     assert observation.find(state.project.project, name)
+
+
+def test_gpu_runs_in_an_allocation_are_counted_without_a_scan_per_run() -> None:
+    """RUNS GPU runs in one allocation: a quarter with a step running, a quarter with a step
+    of an older spec running (its share read from the journal), a quarter started and
+    not listed yet, a quarter not started. Counting what they hold stays linear."""
+    project = Project.model_validate({"project": PROJECT})
+    held = Allocation.model_validate(
+        {"kind": "Allocation", "name": "warm", "time_limit": "1h", "resources": {"gpus": 8}}
+    )
+    spec = effective_allocation(held, project)
+    gpus = DesiredAllocation(spec, Location("specs/w.yaml", 1), spec_hash(spec))
+    specs = [run(f"g{i}", allocation="warm", resources={"gpus": 1}) for i in range(RUNS)]
+    state = desired(*specs, allocations=(gpus,))
+    alloc_tag = Tag(project=PROJECT, deployment="0123456789ab", kind="alloc", name="warm",
+                    spec_hash=gpus.spec_hash)  # fmt: skip
+    rows = [JobRecord(job_id="12", top_id="12", tag=alloc_tag, state=S.RUNNING, source="squeue")]
+    jobs: list[ObservedJob] = []
+    records = [record("warm", gpus.spec_hash, "12").model_copy(update={"kind": "alloc"})]
+    for i, name in enumerate(state.runs):
+        started = hash_of(state, name) if i % 4 != 1 else "0" * 16
+        step_id = f"12.{i}"
+        if i % 4 in (0, 1):
+            own = alloc_tag.model_copy(update={"kind": "run", "name": name, "spec_hash": started})
+            row = JobRecord(job_id=step_id, top_id="12", step=str(i), name=own.format(),
+                            state=S.RUNNING, source="sacct")  # fmt: skip
+            rows.append(row)
+            as_run = row.model_copy(update={"step": None, "tag": own})
+            jobs.append(ObservedJob(job_id=step_id, tag=own, rows=(as_run,)))
+            fields = {"resources.gpus": "1"}
+            records.append(
+                record(name, started, None).model_copy(
+                    update={"job_id": step_id, "spec_fields": fields}
+                )
+            )
+        elif i % 4 == 2:
+            records.append(record(name, started, None, status=SubmissionStatus.INTENT))
+    jobs.insert(0, ObservedJob(job_id="12", tag=alloc_tag, rows=tuple(rows)))
+    observation = Observation.model_construct(
+        taken_at=NOW, jobs=CountedJobs(jobs), complete=True, problems=(), skipped=(),
+        launches=(),
+    )  # fmt: skip
+    items = len(state.runs) + len(jobs) + len(records) + len(rows)
+    Visits.count = 0
+    result = plan(state, observation, CountedRecords(records), NOW, scheduler="slurm")
+    waits = [a for a in result.actions if a.reason.startswith("waits for 1 free GPU")]
+    assert len(waits) == RUNS // 4
+    holders = sorted(name for i, name in enumerate(state.runs) if i % 4 != 3)
+    assert waits[0].reason.endswith(
+        f"{len(holders)} of 8 in use by runs {', '.join(holders[:5])} and {len(holders) - 5} more"
+    )
+    assert Visits.count <= VISITS_PER_ITEM * items, f"{Visits.count} visits for {items} items"
