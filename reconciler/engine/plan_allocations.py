@@ -782,6 +782,7 @@ def _in_use(cluster: AllocationInputs, allocation: DesiredAllocation, job: Obser
         if record.job_id not in shown and record.final_health is None:
             holding.setdefault(_run_tag(job, record), record.name)
     launched = {launch.tag for launch in cluster.launches or ()}
+    listed = {row.step_tag for row in job.steps}  # a listed step holds GPUs while it runs
     for record in cluster.records:
         if record.kind != "run" or record.status is not SubmissionStatus.INTENT:
             continue
@@ -789,6 +790,8 @@ def _in_use(cluster: AllocationInputs, allocation: DesiredAllocation, job: Obser
         if record.job_id is not None or run is None or run.spec.allocation != allocation.name:
             continue
         tag = _run_tag(job, record)
+        if tag in listed:
+            continue
         if (
             tag in launched
             or cluster.launches is None

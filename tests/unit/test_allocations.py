@@ -1007,6 +1007,15 @@ def test_steps_started_or_held_back_but_not_listed_hold_their_gpus() -> None:
     assert actions["c"].allocation_job is None
 
 
+def test_a_step_listed_as_ended_holds_no_gpu_before_its_intent_is_closed() -> None:
+    # Its srun let it go and it ran to its end before a pass adopted it: the journal's
+    # intent is still open, but the step is listed, ended.
+    state = desired(gpu_run("a"), gpu_run("b"), gpu_run("c"), allocations=(TWO_GPUS,))
+    jobs = in_job(state, {"a": SlurmState.COMPLETED, "b": RUNNING})
+    actions = gpu_plan(state, jobs, records=[_started(state, "a")])
+    assert actions["c"].allocation_job == "12"
+
+
 def test_a_step_lost_past_the_grace_holds_no_gpu() -> None:
     state = desired(gpu_run("a"), gpu_run("c"), allocations=(TWO_GPUS,))
     lost = _started(state, "a", ago=timedelta(hours=1))
