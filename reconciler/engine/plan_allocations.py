@@ -787,7 +787,12 @@ def _in_use(cluster: AllocationInputs, allocation: DesiredAllocation, job: Obser
         if record.kind != "run" or record.status is not SubmissionStatus.INTENT:
             continue
         run = cluster.runs.get(record.name)
-        if record.job_id is not None or run is None or run.spec.allocation != allocation.name:
+        if (
+            record.job_id is not None
+            or run is None
+            or run.spec_hash != record.spec_hash  # as unlisted_step: the current spec's
+            or run.spec.allocation != allocation.name
+        ):
             continue
         tag = _run_tag(job, record)
         if tag in listed:

@@ -1025,6 +1025,11 @@ def test_a_step_lost_past_the_grace_holds_no_gpu() -> None:
     actions = gpu_plan(state, in_job(state, {}), records=[lost], launches=None)
     assert actions["a"].allocation_job is None
     assert actions["c"].allocation_job == "12"  # one of two GPUs is a's: one is free
+    # An open intent of an older spec is not waited for (unlisted_step): it holds none.
+    older = lost.model_copy(update={"spec_hash": OTHER_HASH})
+    both = desired(gpu_run("a"), gpu_run("b"), gpu_run("c"), allocations=(TWO_GPUS,))
+    actions = gpu_plan(both, in_job(both, {}), records=[older], launches=None)
+    assert [actions[n].allocation_job for n in "abc"] == ["12", "12", None]
 
 
 def test_an_incomplete_observation_never_starts_a_gpu_run() -> None:
