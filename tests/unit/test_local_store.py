@@ -91,3 +91,47 @@ def test_an_unreadable_job_is_a_problem_not_an_error(store: Store) -> None:
     snapshot = Store(store.root).snapshot([job_id])
     assert snapshot.facts == {}
     assert len(snapshot.problems) == 1 and f"local job {job_id}" in snapshot.problems[0]
+
+
+def test_final_jobs_are_read_from_one_gathered_file_and_live_ones_from_their_own(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reconciler.scheduler.local import store as store_module
+
+    ended, cancelled, running = add(store, 0), add(store, 1), add(store, 2)
+    store.write_started(ended, T0)
+    store.write_ended(ended, Ending(T0 + timedelta(minutes=3), 2))
+    store.write_cancelled(cancelled, Cancel(T0, 0))
+    store.write_started(running, T0)
+    first = Store(store.root).snapshot([ended, cancelled, running])
+    assert (store.root / "final.marshal").exists()
+
+    opened: list[str] = []
+    real_read = store_module.read_json
+
+    def counting(path: str | Path) -> dict[str, object] | None:
+        opened.append(Path(path).parent.name)
+        return real_read(path)
+
+    monkeypatch.setattr(store_module, "read_json", counting)
+    again = Store(store.root).snapshot([ended, cancelled, running])
+    assert again.facts == first.facts and again.specs == first.specs
+    assert set(opened) == {str(running)}  # the two final jobs came from final.marshal
+
+    store.write_ended(running, Ending(T0 + timedelta(minutes=4), 0))
+    opened.clear()
+    later = Store(store.root).snapshot([ended, cancelled, running])
+    assert later.facts[running].ended == Ending(T0 + timedelta(minutes=4), 0)
+    assert set(opened) == {str(running)}
+    opened.clear()
+    Store(store.root).snapshot([ended, cancelled, running])
+    assert opened == []  # now final, it joined them
+
+
+def test_a_damaged_gathered_file_only_costs_reading_the_jobs_files(store: Store) -> None:
+    ended = add(store, 0)
+    store.write_started(ended, T0)
+    store.write_ended(ended, Ending(T0, 0))
+    expected = Store(store.root).snapshot([ended])
+    (store.root / "final.marshal").write_bytes(b"\x00not marshal")
+    assert Store(store.root).snapshot([ended]).facts == expected.facts
