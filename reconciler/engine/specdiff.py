@@ -7,6 +7,7 @@ the changed fields are listed in the user's own notation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -18,6 +19,7 @@ from reconciler.spec.desired import (
     Location,
     changed_fields,
     flat_fields,
+    spec_hash_of,
 )
 
 
@@ -62,29 +64,39 @@ Entry = DesiredRun | DesiredAllocation
 
 
 def diff(base: Desired, head: Desired) -> SpecDiff:
-    old = _entries(base)
-    new = _entries(head)
+    """Entries are compared by spec hash; only those added, removed or changed are built
+    (their location and fields), so one changed file among 10,000 builds one run."""
+    old, new = _entries(base), _entries(head)
     entries = []
     for key in sorted(old.keys() | new.keys(), key=lambda k: (k[1], k[0])):
         kind, name = key
         before, after = old.get(key), new.get(key)
         if before is None and after is not None:
-            entries.append(EntryDiff(kind, name, Change.ADD, after.location))
+            entries.append(EntryDiff(kind, name, Change.ADD, after[name].location))
         elif after is None and before is not None:
-            entries.append(EntryDiff(kind, name, Change.REMOVE, before.location))
-        elif before is not None and after is not None and before.spec_hash != after.spec_hash:
+            entries.append(EntryDiff(kind, name, Change.REMOVE, before[name].location))
+        elif (
+            before is not None
+            and after is not None
+            and spec_hash_of(before, name) != spec_hash_of(after, name)
+        ):
+            was, now = before[name], after[name]
             entries.append(
-                EntryDiff(kind, name, Change.CHANGE, after.location, field_changes(before, after))
+                EntryDiff(kind, name, Change.CHANGE, now.location, field_changes(was, now))
             )
     return SpecDiff(base.commit, head.commit, head.project.project, tuple(entries))
 
 
-def _entries(desired: Desired) -> dict[tuple[str, str], Entry]:
-    entries: dict[tuple[str, str], Entry] = {}
-    for name, run in desired.runs.items():
-        entries[("Run", name)] = run
-    for name, allocation in desired.allocations.items():
-        entries[("Allocation", name)] = allocation
+Entries = Mapping[str, DesiredRun] | Mapping[str, DesiredAllocation]
+
+
+def _entries(desired: Desired) -> dict[tuple[str, str], Entries]:
+    """(kind, name) -> the mapping that holds it, whose models are built only if asked."""
+    entries: dict[tuple[str, str], Entries] = {}
+    for name in desired.runs:
+        entries[("Run", name)] = desired.runs
+    for name in desired.allocations:
+        entries[("Allocation", name)] = desired.allocations
     return entries
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from reconciler import graph
 from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
-from reconciler.spec.cache import FileResult, ParseCache
+from reconciler.spec.cache import FileResult, SharedCache
 from reconciler.spec.checks import check_output_paths, check_project, check_tokens
 from reconciler.spec.desired import (
     Desired,
@@ -70,12 +70,15 @@ def _check_project_folder(root: Path) -> None:
     )
 
 
-def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
+def load_desired(
+    source: SpecSource, cache_dir: Path | None = None, shared: SharedCache | None = None
+) -> Desired:
+    """`shared`: a parse cache to use across loads in this process (``SharedCache``)."""
     project = load_project(source)
     if isinstance(source, WorktreeSource):
         source = WorktreeSource(source.root, skip_dirs=(project.state_dir, project.runs_dir))
     all_paths = source.paths()
-    summaries, issues = _load_files(source, project, cache_dir)
+    summaries, issues = _load_files(source, project, cache_dir, shared or SharedCache())
     scripts, script_issues = _read_scripts(source, summaries, set(all_paths))
     issues.extend(script_issues)
     issues.extend(check_project(summaries))
@@ -93,8 +96,16 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
         project,
         source.root,
         source.commit,
-        LazyMapping(runs, lambda name: _desired_run(runs[name], project, scripts.get(name))),
-        LazyMapping(allocations, lambda name: _desired_allocation(allocations[name], project)),
+        LazyMapping(
+            runs,
+            lambda name: _desired_run(runs[name], project, scripts.get(name)),
+            lambda name: runs[name].spec_hash,  # None for a script run: its script joins it
+        ),
+        LazyMapping(
+            allocations,
+            lambda name: _desired_allocation(allocations[name], project),
+            lambda name: allocations[name].spec_hash,
+        ),
         upstreams,
         warnings,
     )
@@ -156,10 +167,10 @@ def _no_project_file(source: SpecSource) -> str:
 
 
 def _load_files(
-    source: SpecSource, project: Project, cache_dir: Path | None
+    source: SpecSource, project: Project, cache_dir: Path | None, shared: SharedCache
 ) -> tuple[list[DocumentSummary], list[SpecIssue]]:
     """Every spec file's documents and problems, parsing only files the cache lacks."""
-    cache = ParseCache(
+    cache = shared.open(
         cache_dir if cache_dir is not None else source.root / project.state_dir, project
     )
     paths = [path for path in matching(source.paths(), project.specs) if path != PROJECT_FILE]

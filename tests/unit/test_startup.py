@@ -1,5 +1,6 @@
 """`recon --help` and `recon version` stay quick: loading the command line imports no engine,
-no networkx and no rocrate; each command imports what it needs when it runs."""
+no networkx, no rocrate and not the dev cluster's bring-up; each command imports what it
+needs when it runs."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("reconciler.engine", "networkx", "rocrate")
+HEAVY = (
+    "reconciler.engine",
+    "networkx",
+    "rocrate",
+    "reconciler.devcluster.lifecycle",
+    "reconciler.devcluster.render",
+)
 
 
 def test_importing_the_command_line_imports_nothing_heavy() -> None:
