@@ -38,7 +38,7 @@ from reconciler.spec.loader import load_desired, open_source
 from reconciler.state.directory import prepare_state_dir
 from reconciler.state.journal import Journal, JournalEvent
 from reconciler.state.lock import project_lock
-from reconciler.state.outputs import observe_inputs, observe_outputs
+from reconciler.state.outputs import OutputsSeen, observe_inputs, observe_outputs
 from reconciler.state.paths import deployment, journal_path, state_dir
 from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 
@@ -182,7 +182,8 @@ def look(
     """Observe the cluster and the filesystem, judge finished jobs, and plan. Reads only."""
     found = scheduler.observe(observation_window(journal.records, journal.setups, now))
     share = share_of(found, desired.project.project, deployment(desired), journal.records)
-    endings = settle.judge(desired, share.own, journal.records)
+    outputs_seen: OutputsSeen = {}  # each output looked at once in this pass
+    endings = settle.judge(desired, share.own, journal.records, outputs_seen)
     records = settle.as_recorded(journal.records, endings)
     setup_changes = settle.judge_setups(share.own, journal.setups)
     setups = settle.with_setups(journal.setups, setup_changes)
@@ -194,7 +195,7 @@ def look(
         scheduler=scheduler.name,
         targets=request.targets,
         downstream=request.downstream,
-        files=file_state(desired, records, share.own),
+        files=file_state(desired, records, share.own, outputs_seen),
         fit=fit_for(scheduler),
         setups=setups,
         containers=containers_for(scheduler, desired),
@@ -232,7 +233,10 @@ def containers_for(scheduler: Scheduler, desired: Desired) -> bool | None:
 
 
 def file_state(
-    desired: Desired, records: Sequence[SubmissionRecord], observation: Observation
+    desired: Desired,
+    records: Sequence[SubmissionRecord],
+    observation: Observation,
+    outputs_seen: OutputsSeen | None = None,
 ) -> FileState:
     """The versions on disk of what currency depends on: the outputs of runs that have
     succeeded (a run never run has nothing to look at), and external inputs."""
@@ -246,7 +250,7 @@ def file_state(
         and job.health is Health.SUCCEEDED
     }
     succeeded &= set(desired.runs)
-    outputs = observe_outputs(desired, sorted(succeeded))
+    outputs = observe_outputs(desired, sorted(succeeded), outputs_seen)
     inputs = observe_inputs(desired, sorted(succeeded))
     return FileState(
         outputs={key: v.digest if v else None for key, v in outputs.items()},

@@ -33,7 +33,7 @@ from reconciler.spec.desired import (
 from reconciler.spec.documents import validate_project, validate_spec
 from reconciler.spec.models import KINDS, Allocation, Project, Run
 from reconciler.spec.source import PROJECT_FILE, CommitSource, SpecSource, WorktreeSource, matching
-from reconciler.spec.summary import DocumentSummary, summarize
+from reconciler.spec.summary import DocumentSummary, raw_document, summarize
 from reconciler.spec.yamlsource import parse_documents
 
 
@@ -297,7 +297,7 @@ def _read_scripts(
 
 def _model(summary: DocumentSummary) -> Run | Allocation:
     # Validated once already (now or when cached), so this cannot fail.
-    return KINDS[summary.kind].model_validate(dict(summary.data))
+    return KINDS[summary.kind].model_validate(raw_document(summary.data))
 
 
 def _desired_run(summary: DocumentSummary, project: Project, script: str | None) -> DesiredRun:

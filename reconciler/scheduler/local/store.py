@@ -296,11 +296,12 @@ class Store:
             for job_id in ids
             if job_id in known or job_id in self._read_final
         }
-        if final.keys() == known.keys():
-            return
-        with contextlib.suppress(OSError, ValueError):
-            write_atomic(self.root / _FINAL_FILES, marshal.dumps(final))
-        self._gathered = final
+        if final.keys() != known.keys():
+            with contextlib.suppress(OSError, ValueError):
+                write_atomic(self.root / _FINAL_FILES, marshal.dumps(final))
+        # The jobs' specs and facts are kept (``_specs``, ``_final``); their raw files are
+        # not needed again in this process.
+        self._gathered = None
         self._read_final.clear()
 
     def snapshot(self, ids: Iterable[int]) -> Snapshot:
