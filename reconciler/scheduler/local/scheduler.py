@@ -94,7 +94,7 @@ class LocalScheduler:
         # Every job not final yet, and every one submitted in the window (less a margin
         # for the clock stepping back between submits: ids follow submit order).
         recent = self._store.submitted_since(since - CLOCK_SLACK)
-        return self._store.snapshot([*self._store.active_ids(), *recent])
+        return self._store.snapshot([*self._store.active_ids(), *recent], gathered=True)
 
     def _observation(
         self, snapshot: Snapshot, status: Mapping[int, Status], since: datetime, now: datetime

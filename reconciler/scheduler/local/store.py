@@ -304,13 +304,18 @@ class Store:
         self._gathered = None
         self._read_final.clear()
 
-    def snapshot(self, ids: Iterable[int]) -> Snapshot:
+    def snapshot(self, ids: Iterable[int], *, gathered: bool = False) -> Snapshot:
         """The facts of the jobs ``ids`` and of every dependency of the waiting ones among
-        them (a waiting job's state depends on its dependencies')."""
+        them (a waiting job's state depends on its dependencies').
+
+        `gathered`: read the final jobs from final.marshal, and write it anew with those
+        read: an observation's window of jobs. A dispatch pass, which reads the few
+        active jobs, neither reads nor writes it."""
         specs: dict[int, JobSpec] = {}
         facts: dict[int, JobFacts] = {}
         problems: list[str] = []
-        self._final_files()  # read once here; dispatch passes, which read few jobs, do not
+        if gathered:
+            self._final_files()
         to_read = sorted(set(ids), reverse=True)
         while to_read:
             job_id = to_read.pop()
@@ -327,7 +332,10 @@ class Store:
                 continue
             if facts[job_id].started is None and facts[job_id].cancelled is None:
                 to_read += [dep for dep in spec.dependencies if dep not in facts]
-        self._gather_final(facts)
+        if gathered:
+            self._gather_final(facts)
+        else:
+            self._read_final.clear()
         return Snapshot(specs, facts, tuple(problems))
 
     def environment(self, job_id: int) -> dict[str, str]:
