@@ -19,7 +19,7 @@ import typer
 from rich.text import Text
 
 from reconciler import __version__
-from reconciler.commands import apply, export, graph, plan, specs, status, watch
+from reconciler.commands import apply, export, graph, plan, serve, specs, status, watch
 from reconciler.commands.common import EXIT_ERROR, EXIT_LOCKED, err_console
 from reconciler.devcluster.cli import app as dev_cluster_app
 from reconciler.errors import LockedError, ReconError
@@ -63,6 +63,7 @@ app.command()(apply.apply)
 app.command()(status.status)
 app.command()(graph.graph)
 app.command()(watch.watch)
+app.command()(serve.serve)
 app.command()(specs.schema)
 app.command()(specs.version)
 app.add_typer(export.app, name="export")

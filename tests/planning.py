@@ -10,6 +10,7 @@ from reconciler.engine.actions import Plan
 from reconciler.engine.apply import ApplyResult
 from reconciler.engine.reconcile import Look, Outcome
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
+from reconciler.scheduler.partitions import Gres, Node, Partition
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import (
@@ -131,3 +132,33 @@ def outcome_of(plan: Plan, applied: ApplyResult | None = None, root: Path | None
     state = load_desired(open_source(root, None, worktree=True)) if root else desired()
     seen = Look(state, observed(), (), (), (), (), (), plan)
     return Outcome(seen, applied)
+
+
+def node(
+    name: str,
+    cpus: int = 8,
+    memory_mb: int = 16000,
+    gpus: str | None = None,
+    features: tuple[str, ...] = (),
+    state: str = "idle",
+) -> Node:
+    """``gpus`` as sinfo prints gres, minus sockets: ``a100:4``, ``4``, ``a100:2,v100:2``."""
+    gres = []
+    for item in (gpus or "").split(",") if gpus else []:
+        kind, _, count = item.rpartition(":")
+        gres.append(Gres(name="gpu", type=kind or None, count=int(count)))
+    return Node(
+        name=name,
+        cpus=cpus,
+        memory_mb=memory_mb,
+        gres=tuple(gres),
+        features=features,
+        state=state,
+    )
+
+
+# The dev cluster, as SlurmScheduler.partitions() reads it.
+DEV = (
+    Partition(name="cpu", default=True, nodes=(node("cpu1"), node("cpu2"))),
+    Partition(name="gpu", nodes=(node("gpu1", gpus="a100:4"),)),
+)

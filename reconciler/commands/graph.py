@@ -27,13 +27,14 @@ class GraphFormat(StrEnum):
     mermaid = "mermaid"
     dot = "dot"
     json = "json"
+    svg = "svg"
 
 
 def graph(
     repo: RepoArgument = Path("."),
     output_format: Annotated[
         GraphFormat,
-        typer.Option("--format", help="mermaid (GitHub and GitLab render it), dot or json."),
+        typer.Option("--format", help="mermaid (GitHub and GitLab render it), dot, json or svg."),
     ] = GraphFormat.mermaid,
     offline: Annotated[
         bool, typer.Option("--offline", help="The specs only: no scheduler, no states.")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from reconciler.commands.common import RepoArgument, SchedulerOption, chosen, uncommitted_note
+from reconciler.errors import ReconError
 
 if TYPE_CHECKING:  # the engine is imported when watch runs: `recon --help` stays quick
     from reconciler.engine.reconcile import Outcome
@@ -70,6 +71,14 @@ def watch(
             "--notify", metavar="COMMAND", help="Run this shell command with a JSON event on stdin."
         ),
     ] = None,
+    metrics_addr: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-addr",
+            metavar="HOST:PORT",
+            help="Serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464).",
+        ),
+    ] = None,
     scheduler: SchedulerOption = None,
 ) -> None:
     """Keep the cluster converged: apply each new commit within seconds.
@@ -82,6 +91,7 @@ def watch(
     Examples:
       recon watch . --branch main --interval 30s
       recon watch . --branch main --pull --log-format json     as a service
+      recon watch . --metrics-addr 127.0.0.1:9464               with Prometheus metrics
     """
     from reconciler.commands.watchlog import LineLog, Puller
     from reconciler.engine.gitrefs import BranchRefs
@@ -91,6 +101,7 @@ def watch(
     from reconciler.notify import Notifier
 
     schedule = Schedule(parse_duration(interval))
+    listen = parse_address(metrics_addr) if metrics_addr is not None else None
     refs = BranchRefs(repo, branch)
     clock = _now
     log = LineLog(sys.stdout, log_format, clock)
@@ -135,6 +146,18 @@ def watch(
         loop.on_crash_loop = lambda commit, crashes, error: notifier.watch_failing(
             project(), commit, crashes, error
         )
+    stop_metrics: Callable[[], None] = _nothing
+    if listen is not None:
+        from reconciler.metrics import WatchMetrics  # prometheus_client: only when asked
+
+        metrics = WatchMetrics()
+        try:
+            stop_metrics = metrics.serve(*listen)
+        except OSError as error:
+            raise ReconError(
+                f"--metrics-addr {metrics_addr}: cannot listen there: {error.strerror or error}"
+            ) from None
+        loop.on_pass = metrics.record
     log(
         Level.INFO,
         "started",
@@ -146,6 +169,21 @@ def watch(
         loop.run()
     finally:
         watcher.stop()
+        stop_metrics()
+
+
+def _nothing() -> None:
+    return None
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT`, `[::1]:PORT`, or `:PORT` (127.0.0.1)."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+        raise typer.BadParameter(
+            f"{text!r} is not HOST:PORT: write e.g. 127.0.0.1:9464", param_hint="--metrics-addr"
+        )
+    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 def _project_name(repo: Path, tip: Callable[[], str]) -> Callable[[], str]:

@@ -126,6 +126,26 @@ class LoopState:
         return max(0.0, (self.due - now).total_seconds())
 
 
+class PassResult(StrEnum):
+    """How a pass ended, for metrics: as the loop handles it (see the module's doc)."""
+
+    OK = "ok"
+    SPEC_ERROR = "spec_error"
+    RETRY = "retry"  # a transient error: backed off
+    CRASHED = "crashed"  # an unforeseen error
+
+
+@dataclass(frozen=True)
+class PassReport:
+    """One pass, as `on_pass` hears of it: how it ended, how long it took, and what it
+    saw and did (an outcome when it ended well, the error otherwise)."""
+
+    result: PassResult
+    seconds: float
+    outcome: Outcome | None = None
+    error: Exception | None = None
+
+
 def counts(outcome: Outcome) -> dict[str, int]:
     """What a pass planned and did, as numbers for a log line or a notification."""
     planned: dict[str, int] = {}
@@ -160,6 +180,7 @@ class WatchLoop:
     pull: Callable[[], None] | None = None
     after_pass: Callable[[Outcome, datetime], None] = lambda _outcome, _started: None
     on_crash_loop: Callable[[str | None, int, str], None] = lambda _commit, _n, _message: None
+    on_pass: Callable[[PassReport], None] = lambda _report: None  # metrics; must not raise
     crash_loop_after: int = 3
 
     def run(self) -> None:
@@ -195,15 +216,24 @@ class WatchLoop:
 
     def _pass(self, state: LoopState, wake: Wake, tip: str) -> LoopState:
         started = self.clock()
+
+        def report(result: PassResult, **seen: Any) -> None:
+            seconds = (self.clock() - started).total_seconds()
+            self.on_pass(PassReport(result, seconds, **seen))
+
         try:
             outcome = self.reconcile(tip)
         except SpecError as error:
+            report(PassResult.SPEC_ERROR, error=error)
             self.log(Level.ERROR, "spec-error", commit=tip, message=str(error))
             return state.rejected(tip, self.clock(), self.schedule)
         except ReconError as error:
+            report(PassResult.RETRY, error=error)
             return self._transient(state, tip, error)
         except Exception as error:  # a bug: see run()
+            report(PassResult.CRASHED, error=error)
             return self._crashed(state, tip, error)
+        report(PassResult.OK, outcome=outcome)
         if state.crashes:
             self.log(Level.INFO, "recovered", commit=tip, failures=state.crashes)
         self._log_outcome(outcome, wake, started)

@@ -156,9 +156,6 @@ def as_json(graph: Graph) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
-RENDERERS = {"mermaid": as_mermaid, "dot": as_dot, "json": as_json}
-
-
 def graph_of(
     desired: Desired,
     plan: Plan | None = None,
@@ -189,6 +186,18 @@ def graph_of(
                 action=actions.get(("run", name)),
             )
         )
+    # Jobs whose run left the repo (orphans) are nodes too, after the declared runs.
+    nodes += [
+        Node(
+            row.name,
+            "run",
+            sync=row.sync.value,
+            health=row.health.value if row.health else None,
+            action=actions.get(("run", row.name)),
+        )
+        for row in statuses
+        if row.name not in desired.runs
+    ]
     edges = [
         (upstream, name)
         for name in desired.runs
@@ -202,3 +211,123 @@ def graph_of(
     ]
     notes = tuple(plan.notes) if plan is not None else ()
     return Graph(nodes, edges, notes=notes)
+
+
+# Health as a dot in the node's corner: the fill says how the run stands against the repo,
+# the dot how its latest job is doing.
+_HEALTH_COLOURS: Mapping[str, str] = {
+    "succeeded": "#2e7d32",
+    "running": "#2b6cb0",
+    "pending": "#a0aec0",
+    "failed": "#c53030",
+    "cancelled": "#b7791f",
+    "blocked": "#4a5568",
+}
+_BOX_WIDTH, _BOX_HEIGHT, _COLUMN_GAP, _ROW_GAP, _MARGIN = 230, 46, 60, 18, 12
+
+
+def layers(graph: Graph) -> dict[str, int]:
+    """Each node's column: the longest path to it from a node nothing points at, so every
+    edge goes left to right. Nodes come in DAG order (allocations first), so one sweep
+    over them sees each node's sources first."""
+    sources: dict[str, list[str]] = {}
+    for source, target in graph.edges:
+        sources.setdefault(target, []).append(source)
+    column: dict[str, int] = {}
+    for node in graph.nodes:
+        column[node.name] = 1 + max(
+            (column[s] for s in sources.get(node.name, ()) if s in column), default=-1
+        )
+    return column
+
+
+def as_svg(graph: Graph) -> str:
+    """The graph as a standalone SVG, laid out in columns by depth. Each node is a
+    ``<g class="node">`` carrying ``data-name``, ``data-kind``, ``data-sync`` and
+    ``data-health``, so a page can find and click it; the text is escaped."""
+    column = layers(graph)
+    rows: dict[int, int] = {}
+    where: dict[str, tuple[int, int]] = {}
+    for node in graph.nodes:
+        depth = column[node.name]
+        x = _MARGIN + depth * (_BOX_WIDTH + _COLUMN_GAP)
+        y = _MARGIN + rows.get(depth, 0) * (_BOX_HEIGHT + _ROW_GAP)
+        rows[depth] = rows.get(depth, 0) + 1
+        where[node.name] = (x, y)
+    extra = _BOX_HEIGHT if graph.left_out else 0
+    width = _MARGIN * 2 + (max(column.values(), default=0) + 1) * (_BOX_WIDTH + _COLUMN_GAP)
+    height = _MARGIN * 2 + max(rows.values(), default=1) * (_BOX_HEIGHT + _ROW_GAP) + extra
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="run-graph" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" '
+        'font-size="13" role="img" aria-label="run graph">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#718096"/>'
+        "</marker></defs>",
+    ]
+    for source, target in graph.edges:
+        (x1, y1), (x2, y2) = where[source], where[target]
+        x1, y1, y2 = x1 + _BOX_WIDTH, y1 + _BOX_HEIGHT // 2, y2 + _BOX_HEIGHT // 2
+        bend = (x2 - x1) // 2
+        parts.append(
+            f'<path class="edge" d="M{x1},{y1} C{x1 + bend},{y1} {x2 - bend},{y2} {x2},{y2}" '
+            'fill="none" stroke="#718096" stroke-width="1.5" marker-end="url(#arrow)"/>'
+        )
+    for node in graph.nodes:
+        parts.append(_svg_node(node, *where[node.name]))
+    if graph.left_out:
+        parts.append(
+            f'<text class="more" x="{_MARGIN}" y="{height - _MARGIN - 8}">'
+            f"and {graph.left_out} more</text>"
+        )
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def _svg_node(node: Node, x: int, y: int) -> str:
+    fill, stroke = node.colours or ("#ffffff", "#4a5568")
+    facts = " · ".join(fact for fact in (node.action, node.sync, node.health) if fact)
+    title = ("allocation " if node.kind == "alloc" else "") + node.name
+    radius = 14 if node.kind == "alloc" else 6
+    attributes = " ".join(
+        f'data-{key}="{_xml(value)}"'
+        for key, value in (
+            ("name", node.name),
+            ("kind", node.kind),
+            ("sync", node.sync or ""),
+            ("health", node.health or ""),
+            ("action", node.action or ""),
+        )
+    )
+    dot = ""
+    if node.health is not None and node.health in _HEALTH_COLOURS:
+        dot = (
+            f'<circle class="health" cx="{x + _BOX_WIDTH - 12}" cy="{y + 12}" r="6" '
+            f'fill="{_HEALTH_COLOURS[node.health]}"><title>{_xml(node.health)}</title></circle>'
+        )
+    return (
+        f'<g class="node" {attributes} tabindex="0" role="button">'
+        f"<title>{_xml(node.label)}</title>"
+        f'<rect x="{x}" y="{y}" width="{_BOX_WIDTH}" height="{_BOX_HEIGHT}" rx="{radius}" '
+        f'fill="{fill}" stroke="{stroke}" stroke-width="2"/>'
+        f'<text x="{x + 10}" y="{y + 19}" font-weight="bold">{_xml(_clip(title, 28))}</text>'
+        f'<text class="facts" x="{x + 10}" y="{y + 36}" fill="#4a5568">{_xml(facts)}</text>'
+        f"{dot}</g>"
+    )
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _xml(text: str) -> str:
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&#39;")
+    )
+
+
+RENDERERS = {"mermaid": as_mermaid, "dot": as_dot, "json": as_json, "svg": as_svg}

@@ -15,11 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from reconciler.scheduler.arrays import expand
 from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import (
     ALIVE,
@@ -36,23 +38,58 @@ from reconciler.spec.models import Allocation, Container, NodeShape
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _JOB_ID = r"^[0-9]+$"
 JobId = Annotated[str, Field(pattern=_JOB_ID)]
-# A run that ran as a step inside an allocation is known by its step's id: 12.3.
-_JOB_OR_STEP_ID = r"^[0-9]+(\.[0-9]+)?$"
+# What a job can wait for: a whole job (every task of an array), or one array task, 123_4.
+DependencyId = Annotated[str, Field(pattern=r"^[0-9]+(_[0-9]+)?$")]
+# A run that ran as a step inside an allocation is known by its step's id (12.3); one task
+# of a job array by its task id (123_4, see ``ObservedJob.tasks``).
+_OBSERVED_ID = r"^[0-9]+(\.[0-9]+|_[0-9]+)?$"
 # Slurm's own steps: not something recon started, and never a reason to keep a job.
 OWN_STEPS = frozenset({"extern", "batch", "interactive"})
 
 
+class ArrayRequest(BaseModel):
+    """A job array: the same script run once per index, each run (a task) seeing its index
+    in ``SLURM_ARRAY_TASK_ID`` and the array's id in ``SLURM_ARRAY_JOB_ID``. Slurm says it
+    ``--array=0-3,7%2``; indices must be below the scheduler's ``max_array_size()``."""
+
+    model_config = _FROZEN
+
+    indices: tuple[int, ...] = Field(min_length=1, description="sorted, unique, 0 or more")
+    max_parallel: int | None = Field(
+        default=None, ge=1, description="at most this many tasks running at once (Slurm's %N)"
+    )
+
+    @field_validator("indices")
+    @classmethod
+    def _sorted_unique(cls, indices: tuple[int, ...]) -> tuple[int, ...]:
+        if indices[0] < 0:
+            raise ValueError(f"array indices must be 0 or more, got {indices[0]}")
+        if any(later <= earlier for earlier, later in pairwise(indices)):
+            raise ValueError("array indices must be sorted and unique")
+        return indices
+
+
 class SubmitRequest(BaseModel):
-    """One batch job to submit: its rendered script, where it runs, what it waits for."""
+    """One batch job to submit: its rendered script, where it runs, what it waits for.
+
+    With ``array``, the one submission is a job array, and its logs are per task: where a
+    single job's file name holds Slurm's ``%j``, an array task's holds ``%A_%a`` (array
+    id, task index) on both backends (``render.log_paths``).
+    """
 
     model_config = _FROZEN
 
     script: str = Field(min_length=1, description="the whole batch script, #SBATCH lines included")
     workdir: Path
-    dependencies: tuple[JobId, ...] = Field(
-        default=(), description="job ids that must all complete successfully first"
+    dependencies: tuple[DependencyId, ...] = Field(
+        default=(),
+        description="job ids (123: every task of an array; 123_4: that task alone) that "
+        "must all complete successfully first",
     )
     tag: Tag
+    array: ArrayRequest | None = Field(
+        default=None, description="submit a job array of these indices, not a single job"
+    )
 
 
 class AllocateRequest(BaseModel):
@@ -139,9 +176,56 @@ class ObservedJob(BaseModel):
 
     model_config = _FROZEN
 
-    job_id: str = Field(pattern=_JOB_OR_STEP_ID)
+    job_id: str = Field(pattern=_OBSERVED_ID)
     tag: Tag
     rows: tuple[JobRecord, ...] = Field(min_length=1)
+
+    def tasks(self) -> dict[int, ObservedJob]:
+        """A job array's tasks by index, each a view of its own (job id ``123_4``, the
+        array's tag, its row and its steps' rows); empty for a job that is no array.
+
+        A pending range (``123_[5-9%2]``) stands for one pending task per index in it. A
+        task listed on its own row is not read from a range that also holds it: the
+        scheduler combined both sources already, and a task's own row is the fresher word
+        (it started since the range was printed).
+
+        Worked out once per job (a 10,000-task array's views cost tens of milliseconds);
+        each call returns a dict of its own.
+        """
+        rows, views = self.__dict__.get("task_views_of_rows", (None, {}))
+        if rows is not self.rows:  # not yet, or carried over by a model_copy of other rows
+            views = self._task_views()
+            self.__dict__["task_views_of_rows"] = (self.rows, views)
+        return dict(views)
+
+    def _task_views(self) -> dict[int, ObservedJob]:
+        own: dict[int, JobRecord] = {}
+        ranges: list[JobRecord] = []
+        for row in self.components:
+            task = row.array_task
+            if task is None:
+                continue
+            if task.isdigit():
+                own[int(task)] = row
+            else:
+                ranges.append(row)
+        steps: dict[str, list[JobRecord]] = {}
+        for row in self.steps:
+            steps.setdefault(row.job_id.partition(".")[0], []).append(row)
+        views = {
+            index: ObservedJob(
+                job_id=row.job_id, tag=self.tag, rows=(row, *steps.get(row.job_id, ()))
+            )
+            for index, row in own.items()
+        }
+        for pending in ranges:
+            for index in expand(pending.array_task or ""):
+                if index in views:
+                    continue
+                task_id = f"{pending.top_id}_{index}"
+                row = pending.model_copy(update={"job_id": task_id, "array_task": str(index)})
+                views[index] = ObservedJob(job_id=task_id, tag=self.tag, rows=(row,))
+        return dict(sorted(views.items()))
 
     @property
     def components(self) -> tuple[JobRecord, ...]:
@@ -332,7 +416,13 @@ class Scheduler(Protocol):
         ...
 
     def cancel(self, job_id: str) -> None:
-        """Cancel a whole job (every het component and array task). Gone already is fine."""
+        """Cancel a whole job (every het component and array task), or with a task id
+        (``123_4``) that one array task alone. Gone already is fine."""
+        ...
+
+    def max_array_size(self) -> int:
+        """One more than the highest index a job array may have (Slurm's MaxArraySize);
+        read once per scheduler object."""
         ...
 
     def allocate(self, request: AllocateRequest) -> str:

@@ -85,17 +85,20 @@ def render_batch_script(run: DesiredRun, context: RenderContext) -> str:
     return "\n".join(lines) + "\n"
 
 
-def log_paths(run_dir: StrPath) -> tuple[str, str]:
-    """The ``--output`` and ``--error`` file patterns, as Slurm reads them (``%j``: job id).
+def log_paths(run_dir: StrPath, *, array: bool = False) -> tuple[str, str]:
+    """The ``--output`` and ``--error`` file patterns, as Slurm reads them (``%j``: job id;
+    for a job array's tasks ``%A_%a``: array id and task index, one pair of files per task).
 
     A ``%`` of the run directory itself is written ``%%``, which Slurm reads as one ``%``.
     """
     logs = posixpath.join(os.fspath(run_dir).replace("%", "%%"), "logs")
-    return f"{logs}/slurm-%j.out", f"{logs}/slurm-%j.err"
+    name = "slurm-%A_%a" if array else "slurm-%j"
+    return f"{logs}/{name}.out", f"{logs}/{name}.err"
 
 
 def log_files(run_dir: StrPath, job_id: str) -> tuple[Path, Path]:
-    """The files a job's stdout and stderr go to; for a het job, the id sbatch returned."""
+    """The files a job's stdout and stderr go to; for a het job, the id sbatch returned;
+    for an array task, its task id (``123_4``)."""
     logs = Path(run_dir, "logs")
     return logs / f"slurm-{job_id}.out", logs / f"slurm-{job_id}.err"
 

@@ -8,7 +8,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from reconciler.scheduler.base import Observation, ObservedJob, Scheduler, SubmitRequest
+from reconciler.scheduler.base import (
+    ArrayRequest,
+    Observation,
+    ObservedJob,
+    Scheduler,
+    SubmitRequest,
+)
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from tests.projects import new_project_name
@@ -62,14 +68,17 @@ class Harness:
         dependencies: Sequence[str] = (),
         header: Sequence[str] = (),
         tag: Tag | None = None,
+        array: ArrayRequest | None = None,
     ) -> str:
+        """Submit a job (an array with ``array``: its tasks log to ``<name>-<id>_<index>``)."""
         tag = tag or self.tag(name)
-        log = self.workdir / f"{name}-%j.out"
+        log = self.workdir / f"{name}-{'%j' if array is None else '%A_%a'}.out"
         request = SubmitRequest(
             script=script(tag, log, body, header),
             workdir=self.workdir,
             dependencies=tuple(dependencies),
             tag=tag,
+            array=array,
         )
         job_id = self.scheduler.submit(request)
         self.job_ids.append(job_id)

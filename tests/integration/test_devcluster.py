@@ -133,10 +133,12 @@ def test_second_up_is_a_quick_no_op(slurm_cluster: ClusterSpec) -> None:
 def test_status_prints_what_docs_cli_md_shows() -> None:
     """docs/cli.md's `recon dev-cluster status`, process ids and node states aside (other
     sessions' jobs make a node mixed or allocated)."""
-    from tests.local.test_doc_cli_output import CLI_DOC, matches, shown_commands
+    from tests.docs import ROOT, matches, shown_commands
 
     (shown,) = [
-        item for item in shown_commands(CLI_DOC) if item.command == "recon dev-cluster status"
+        item
+        for item in shown_commands(ROOT / "docs" / "cli.md")
+        if item.command == "recon dev-cluster status"
     ]
     result = CliRunner().invoke(app, ["status"])
     assert result.exit_code == 0, result.output

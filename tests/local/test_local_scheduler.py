@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import PermanentSchedulerError, TransientSchedulerError
-from reconciler.scheduler.base import AllocateRequest, JobRecord, SubmitRequest
+from reconciler.scheduler.base import AllocateRequest, ArrayRequest, JobRecord, SubmitRequest
 from reconciler.scheduler.local import LocalScheduler
+from reconciler.scheduler.local.scheduler import CLOCK_SLACK
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.spec.models import Allocation
 from tests.contract.harness import Harness, final, has, quoted
@@ -312,3 +313,50 @@ def test_secrets_in_the_environment_stay_off_disk(
         assert b"s3cr3t-value" not in path.read_bytes(), path
     assert stat.S_IMODE((job_dir / "env.json").stat().st_mode) == 0o600
     assert stat.S_IMODE(job_dir.parent.stat().st_mode) == 0o700
+
+
+# --- job arrays (the contract suite holds both backends to the rest) ---------------------
+
+
+def test_an_array_index_at_or_past_max_array_size_is_refused(harness: Harness) -> None:
+    size = harness.scheduler.max_array_size()
+    with pytest.raises(PermanentSchedulerError, match="Invalid job array specification"):
+        harness.submit("big", "true", array=ArrayRequest(indices=(0, size)))
+    assert harness.observe().jobs == ()
+
+
+def test_a_dependency_on_an_array_task_that_does_not_exist_is_refused(harness: Harness) -> None:
+    array_id = harness.submit("sweep", "true", array=ArrayRequest(indices=(0, 1)))
+    with pytest.raises(PermanentSchedulerError, match=f"no local job {array_id}_2"):
+        harness.submit("down", "true", dependencies=[f"{array_id}_2"])
+
+
+def test_cancelling_an_array_ends_every_task_and_waiting_ones_read_as_one_range(
+    harness: Harness,
+) -> None:
+    array_id = harness.submit(
+        "sweep", "sleep 300", array=ArrayRequest(indices=(0, 1, 2, 3), max_parallel=1)
+    )
+    harness.wait("sweep", lambda job: job.tasks()[0].health is Health.RUNNING)
+    waiting = harness.job("sweep")
+    assert waiting is not None
+    assert [(row.job_id, row.reason) for row in waiting.components] == [
+        (f"{array_id}_0", None),
+        (f"{array_id}_[1-3%1]", "JobArrayTaskLimit"),
+    ]
+    harness.scheduler.cancel(array_id)
+    job = harness.wait("sweep", final)
+    assert [row.job_id for row in job.components] == [f"{array_id}_0", f"{array_id}_[1-3]"]
+    assert {task.components[0].state for task in job.tasks().values()} == {SlurmState.CANCELLED}
+    assert list(job.tasks()) == [0, 1, 2, 3]
+
+
+def test_an_array_is_reported_whole_while_any_task_is_in_the_window(harness: Harness) -> None:
+    body = '[ "$SLURM_ARRAY_TASK_ID" = 0 ] || sleep 300'
+    harness.submit("sweep", body, array=ArrayRequest(indices=(0, 1)))
+    harness.wait("sweep", lambda job: final(job.tasks()[0]))
+    # A window that starts long after the submit: task 0 is neither in it nor still
+    # alive, task 1 runs on; the array is read and reported with both.
+    later = harness.observe().taken_at + 2 * CLOCK_SLACK
+    (job,) = harness.scheduler.observe(later).jobs
+    assert list(job.tasks()) == [0, 1]

@@ -21,6 +21,10 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
 
 @pytest.fixture(scope="module")
 def mermaid_parser() -> Path:
+    return installed_checker()
+
+
+def installed_checker() -> Path:
     """The checker script, its packages installed (once)."""
     node = shutil.which("node")
     assert node is not None, "node is needed to check diagrams: apt-get install nodejs npm"

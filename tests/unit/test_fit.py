@@ -12,38 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.engine.fit import FitChecker, why_not_fit
-from reconciler.scheduler.partitions import Gres, Node, Partition
+from reconciler.scheduler.partitions import Node, Partition
 from reconciler.spec.models import NodeShape, RunResources
-
-
-def node(
-    name: str,
-    cpus: int = 8,
-    memory_mb: int = 16000,
-    gpus: str | None = None,
-    features: tuple[str, ...] = (),
-    state: str = "idle",
-) -> Node:
-    """``gpus`` as sinfo prints gres, minus sockets: ``a100:4``, ``4``, ``a100:2,v100:2``."""
-    gres = []
-    for item in (gpus or "").split(",") if gpus else []:
-        kind, _, count = item.rpartition(":")
-        gres.append(Gres(name="gpu", type=kind or None, count=int(count)))
-    return Node(
-        name=name,
-        cpus=cpus,
-        memory_mb=memory_mb,
-        gres=tuple(gres),
-        features=features,
-        state=state,
-    )
-
-
-# The dev cluster, as SlurmScheduler.partitions() reads it.
-DEV = (
-    Partition(name="cpu", default=True, nodes=(node("cpu1"), node("cpu2"))),
-    Partition(name="gpu", nodes=(node("gpu1", gpus="a100:4"),)),
-)
+from tests.planning import DEV, node
 
 # A cluster with more variety: mixed GPU types, untyped GPUs, features, a fat node,
 # drained and down nodes, and a node in two partitions.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -156,3 +157,25 @@ def test_final_means_nothing_can_change() -> None:
     assert job(1, cancelled=Cancel(at(1), 0)).final
     assert job(1, started=0, ended=Ending(at(1), 0)).final
     assert not job(1, started=0, cancelled=Cancel(at(1), 0)).final  # still to end
+
+
+def task(job_id: int, array: int, cap: int | None, started: int | None = None) -> JobFacts:
+    return replace(job(job_id, started=started), array_id=array, max_parallel=cap)
+
+
+def test_an_array_runs_no_more_tasks_at_once_than_its_cap() -> None:
+    assessment = run(task(1, 1, 2), task(2, 1, 2), task(3, 1, 2), task(4, 1, 2), cpus=8)
+    assert assessment.start == (1, 2)
+    assert states(assessment)[3] == (S.PENDING, "JobArrayTaskLimit")
+
+
+def test_tasks_held_by_their_cap_do_not_hold_up_the_jobs_behind_them() -> None:
+    running = task(1, 1, 1, started=0)
+    assessment = run(running, task(2, 1, 1), job(3), cpus=4)
+    assert states(assessment)[2] == (S.PENDING, "JobArrayTaskLimit")
+    assert assessment.start == (3,)
+
+
+def test_a_task_whose_processes_are_ending_still_counts_against_the_cap() -> None:
+    stopping = replace(task(1, 1, 1, started=0), cancelled=Cancel(at(1), 0))
+    assert run(stopping, task(2, 1, 1)).start == ()

@@ -13,6 +13,7 @@ from reconciler.scheduler.local.directives import (
     parse_directives,
     parse_time_limit,
 )
+from reconciler.scheduler.local.environment import array_environment
 
 # What render_batch_script writes for a run with two het components (trimmed).
 RENDERED_HET = """\
@@ -142,3 +143,32 @@ def test_filename_patterns_as_slurm_fills_them(pattern: str, expected: str) -> N
         pattern, job_id="42", job_name="demo.train", user="alice", host="node1.example"
     )
     assert filled == expected
+
+
+def test_an_array_task_fills_its_array_id_and_index() -> None:
+    filled = expand_pattern(
+        "logs/slurm-%A_%a.out %j %3a",
+        job_id="44",
+        job_name="demo.train",
+        user="alice",
+        host="node1",
+        array=("42", 5),
+    )
+    assert filled == "logs/slurm-42_5.out 44 005"
+
+
+@pytest.mark.parametrize(
+    ("indices", "step"), [((0, 2, 5), "1"), ((0, 3, 6, 9), "3"), ((7,), "1"), ((4, 5), "1")]
+)
+def test_an_array_task_learns_its_array_as_slurm_tells_it(
+    indices: tuple[int, ...], step: str
+) -> None:
+    env = array_environment("42", indices[-1], indices)
+    assert env == {
+        "SLURM_ARRAY_JOB_ID": "42",
+        "SLURM_ARRAY_TASK_ID": str(indices[-1]),
+        "SLURM_ARRAY_TASK_COUNT": str(len(indices)),
+        "SLURM_ARRAY_TASK_MIN": str(indices[0]),
+        "SLURM_ARRAY_TASK_MAX": str(indices[-1]),
+        "SLURM_ARRAY_TASK_STEP": step,
+    }

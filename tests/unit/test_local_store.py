@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.scheduler.local.decide import Cancel, Ending
 from reconciler.scheduler.local.directives import Component
-from reconciler.scheduler.local.store import JobSpec, Store
+from reconciler.scheduler.local.store import ArrayTask, JobSpec, Store
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -25,7 +25,7 @@ def store(tmp_path: Path) -> Store:
 
 
 def add(store: Store, minute: int, after: tuple[int, ...] = ()) -> int:
-    def build(job_id: int) -> tuple[JobSpec, dict[str, str]]:
+    def build(_first: int, job_id: int) -> tuple[JobSpec, dict[str, str]]:
         spec = JobSpec(
             job_id=job_id,
             name="p.x",
@@ -40,7 +40,8 @@ def add(store: Store, minute: int, after: tuple[int, ...] = ()) -> int:
         )
         return spec, {"PATH": "/bin"}
 
-    return store.create(build, "#!/bin/sh\ntrue\n").job_id
+    (spec,) = store.create(build, "#!/bin/sh\ntrue\n")
+    return spec.job_id
 
 
 def test_a_spec_reads_back_as_written_by_a_fresh_store(store: Store) -> None:
@@ -91,6 +92,36 @@ def test_an_unreadable_job_is_a_problem_not_an_error(store: Store) -> None:
     snapshot = Store(store.root).snapshot([job_id])
     assert snapshot.facts == {}
     assert len(snapshot.problems) == 1 and f"local job {job_id}" in snapshot.problems[0]
+
+
+def test_an_array_is_made_of_consecutive_jobs_that_read_back_as_its_tasks(store: Store) -> None:
+    def build(first: int, job_id: int) -> tuple[JobSpec, dict[str, str]]:
+        spec = JobSpec(
+            job_id=job_id,
+            name="p.x",
+            comment="recon2:p:0123456789ab:run:x:0123456789abcdef",
+            workdir="/work",
+            dependencies=(),
+            components=(Component(1, 1),),
+            stdout=f"/work/out-{first}_{job_id - first}",
+            stderr=None,
+            time_limit=None,
+            submitted=T0,
+            array=ArrayTask(first, (0, 2, 5)[job_id - first], 3, 2),
+        )
+        return spec, {}
+
+    made = store.create(build, "#!/bin/sh\ntrue\n", count=3)
+    assert [spec.job_id for spec in made] == [1, 2, 3]
+    fresh = Store(store.root)
+    tasks = [fresh.spec(job_id) for job_id in (1, 2, 3)]
+    assert tasks == made
+    assert [task.array for task in tasks if task] == [
+        ArrayTask(1, 0, 3, 2), ArrayTask(1, 2, 3, 2), ArrayTask(1, 5, 3, 2),
+    ]  # fmt: skip
+    first = made[0].array
+    assert first is not None and list(first.job_ids) == [1, 2, 3]
+    assert add(store, 0) == 4
 
 
 def test_final_jobs_are_read_from_one_gathered_file_and_live_ones_from_their_own(

@@ -369,8 +369,8 @@ def test_submit_with_dependencies_waits_for_all_and_dies_if_one_fails() -> None:
     assert argv[-2:] == ["--dependency=afterok:7:8", "--kill-on-invalid-dep=yes"]
 
 
-@pytest.mark.parametrize("bad", ["", "7:8", "7,8", "afterany:7", "12_3"])
-def test_a_dependency_must_be_a_plain_job_id(bad: str) -> None:
+@pytest.mark.parametrize("bad", ["", "7:8", "7,8", "afterany:7", "12_[3-4]", "12+1"])
+def test_a_dependency_must_be_a_job_id_or_one_array_task(bad: str) -> None:
     with pytest.raises(ValidationError):
         request(bad)
 

@@ -1,6 +1,6 @@
 """`recon --help` and `recon version` stay quick: loading the command line imports no engine,
-no networkx, no rocrate and not the dev cluster's bring-up; each command imports what it
-needs when it runs."""
+no networkx, no rocrate, no web or metrics server and not the dev cluster's bring-up; each
+command imports what it needs when it runs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ HEAVY = (
     "reconciler.engine",
     "networkx",
     "rocrate",
+    "starlette",
+    "uvicorn",
+    "prometheus_client",
     "reconciler.devcluster.lifecycle",
     "reconciler.devcluster.render",
 )

@@ -17,6 +17,11 @@ How a job goes, and who does what (no daemon):
 - ``cancel`` marks the job and SIGTERMs its process group; ``observe`` reads the job
   directories without a lock and derives each job's state from which facts exist.
 
+A job array runs as one local job per task, with consecutive ids (the first is the
+array's id), each with ``SLURM_ARRAY_JOB_ID`` and ``SLURM_ARRAY_TASK_ID`` set and its
+own log files (``%A_%a``); ``max_parallel`` holds the rest back (``JobArrayTaskLimit``),
+and the array is observed as Slurm shows one (``records.observed_array``).
+
 Heterogeneous scripts (``#SBATCH hetjob``) run as one local job holding every
 component's CPUs; an ``srun`` shim first on the job's PATH runs ``srun --het-group=N cmd``
 as plain ``cmd``, and every ``SLURM_JOB_NODELIST_HET_GROUP_<n>`` names this host.

@@ -10,11 +10,13 @@ Scheduling is first come, first served among jobs whose dependencies are met: th
 such job that does not fit the free CPUs waits (``Resources``) and so does every job after
 it (``Priority``), so small jobs cannot starve a large one. A job asking more CPUs than
 there are at all can never run; it waits with ``PartitionConfig``, as on Slurm, and does
-not hold up the jobs behind it.
+not hold up the jobs behind it. Neither does an array task that waits because as many of
+its array's tasks as its cap allows already run (``JobArrayTaskLimit``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,10 +29,14 @@ NEVER_SATISFIED = "DependencyNeverSatisfied"
 RESOURCES = "Resources"
 PRIORITY = "Priority"
 TOO_BIG = "PartitionConfig"
+ARRAY_LIMIT = "JobArrayTaskLimit"
 NONZERO_EXIT = "NonZeroExitCode"
 TIME_LIMIT = "TimeLimit"
 # The supervisor of a started job died without recording how the job ended.
 SUPERVISOR_LOST = "SupervisorLost"
+# An array task cancelled by its own id before it started: Slurm keeps no record of such a
+# task (neither squeue nor sacct lists it again), and the local backend reports none.
+CANCELLED_ALONE = "CancelledAlone"
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,8 @@ class JobFacts:
     cpus: int
     dependencies: tuple[int, ...]
     submitted: datetime
+    array_id: int | None = None  # the array the job is a task of
+    max_parallel: int | None = None  # its array's cap on tasks running at once
     started: datetime | None = None
     cancelled: Cancel | None = None
     ended: Ending | None = None
@@ -121,6 +129,8 @@ def assess(jobs: Mapping[int, JobFacts], total_cpus: int) -> Assessment:
     gone, and nothing recon cannot see may count as a success)."""
     status: dict[int, Status] = {}
     free = total_cpus - sum(job.cpus for job in jobs.values() if job.holds_cpus)
+    # Tasks running per array, for its cap (jobs that are no array task count under None).
+    running = Counter(job.array_id for job in jobs.values() if job.holds_cpus)
     start: list[int] = []
     cancel: list[int] = []
     queue_blocked = False
@@ -142,6 +152,8 @@ def assess(jobs: Mapping[int, JobFacts], total_cpus: int) -> Assessment:
             status[job_id] = Status(SlurmState.PENDING, DEPENDENCY)
         elif job.cpus > total_cpus:
             status[job_id] = Status(SlurmState.PENDING, TOO_BIG)
+        elif job.max_parallel is not None and running[job.array_id] >= job.max_parallel:
+            status[job_id] = Status(SlurmState.PENDING, ARRAY_LIMIT)
         elif queue_blocked:
             status[job_id] = Status(SlurmState.PENDING, PRIORITY)
         elif job.cpus > free:
@@ -149,6 +161,7 @@ def assess(jobs: Mapping[int, JobFacts], total_cpus: int) -> Assessment:
             status[job_id] = Status(SlurmState.PENDING, RESOURCES)
         else:
             free -= job.cpus
+            running[job.array_id] += 1
             start.append(job_id)
             status[job_id] = Status(SlurmState.PENDING)
     return Assessment(status=status, start=tuple(start), cancel=tuple(cancel))

@@ -172,16 +172,26 @@ def parse_time_limit(text: str) -> timedelta | None:
     return timedelta(seconds=seconds)
 
 
-def expand_pattern(pattern: str, *, job_id: str, job_name: str, user: str, host: str) -> str:
+def expand_pattern(
+    pattern: str,
+    *,
+    job_id: str,
+    job_name: str,
+    user: str,
+    host: str,
+    array: tuple[str, int] | None = None,
+) -> str:
     """A filename pattern as Slurm fills it for a batch script (man sbatch, "filename
-    pattern"): ``%j`` job id, ``%x`` job name, ``%u`` user, ``%N`` host, ``%%`` a ``%``;
+    pattern"): ``%j`` job id, ``%x`` job name, ``%u`` user, ``%N`` host, ``%%`` a ``%``,
+    and for an array task (``array``: the array's id, the task's index) ``%A`` and ``%a``;
     a number after ``%`` pads with zeros. A backslash anywhere turns replacement off."""
     if "\\" in pattern:
         return pattern.replace("\\", "")
+    array_id, index = array if array is not None else (job_id, None)
     values = {
         "%": "%",
-        "A": job_id,  # an array's master id: the job's own id when it is no array
-        "a": "4294967294",  # Slurm's NO_VAL for "not an array task"
+        "A": array_id,  # an array's master id: the job's own id when it is no array
+        "a": "4294967294" if index is None else str(index),  # NO_VAL: not an array task
         "J": f"{job_id}.batch",
         "j": job_id,
         "N": host.split(".")[0],

@@ -16,6 +16,7 @@ submitter's environment shows), and a job asking for GPUs runs all the same.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 
 from reconciler.scheduler.local.directives import Component
 
@@ -110,3 +111,18 @@ def job_environment(
         env[f"SLURM_NTASKS_HET_GROUP_{index}"] = str(component.tasks)
         env[f"SLURM_CPUS_PER_TASK_HET_GROUP_{index}"] = str(component.cpus_per_task)
     return env
+
+
+def array_environment(array_id: str, index: int, indices: Sequence[int]) -> dict[str, str]:
+    """What an array task learns of its array, as Slurm 22.05 sets it: its index, the
+    array's id, how many tasks and the lowest and highest index; the step between indices
+    when they are evenly spaced, else 1."""
+    gaps = {later - earlier for earlier, later in pairwise(indices)}
+    return {
+        "SLURM_ARRAY_JOB_ID": array_id,
+        "SLURM_ARRAY_TASK_ID": str(index),
+        "SLURM_ARRAY_TASK_COUNT": str(len(indices)),
+        "SLURM_ARRAY_TASK_MIN": str(min(indices)),
+        "SLURM_ARRAY_TASK_MAX": str(max(indices)),
+        "SLURM_ARRAY_TASK_STEP": str(gaps.pop() if len(gaps) == 1 else 1),
+    }

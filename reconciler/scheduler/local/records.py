@@ -4,16 +4,23 @@ A het script runs as one local job, but is reported as Slurm reports it: one com
 row per het component (``12+0``, ``12+1``), all in the job's state. Rows of a job still
 queued or running say ``source="squeue"``, rows of a job that has ended ``"sacct"``:
 the queue's view and the accounting view, as on Slurm. Local jobs have no steps.
+
+A job array runs as one local job per task and is reported as Slurm 22.05 reports it:
+one job under the array's id, a row per task that started (``12_3``), the tasks that
+never started in one range row per state (``12_[4-9%2]``, a single one as ``12_4``), and
+no row for a task cancelled alone before it started (see ``decide.CANCELLED_ALONE``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from reconciler.scheduler.arrays import compress
 from reconciler.scheduler.base import JobRecord, ObservedJob
-from reconciler.scheduler.local.decide import JobFacts, Status
+from reconciler.scheduler.local.decide import CANCELLED_ALONE, JobFacts, Status
 from reconciler.scheduler.local.store import JobSpec
-from reconciler.scheduler.states import ALIVE, HEALTH, Health
+from reconciler.scheduler.states import ALIVE, HEALTH, Health, SlurmState
 from reconciler.scheduler.tag import Tag
 
 PARTITION = "local"
@@ -28,10 +35,65 @@ def observed_job(
         return None
     top = str(spec.job_id)
     het = len(spec.components) > 1
-    base = JobRecord(
+    base = _record(spec, facts, status, host, now, tag)
+    if not het:
+        return ObservedJob(job_id=top, tag=tag, rows=(base,))
+    rows = tuple(
+        base.model_copy(update={"job_id": f"{top}+{offset}", "het_offset": offset})
+        for offset in range(len(spec.components))
+    )
+    return ObservedJob(job_id=top, tag=tag, rows=rows)
+
+
+Task = tuple[JobSpec, JobFacts, Status]
+
+
+def observed_array(tasks: Sequence[Task], host: str, now: datetime) -> ObservedJob | None:
+    """One array's record from its tasks (every one the store holds, in index order);
+    None when its comment is no recon tag or no task is left to report."""
+    first, _, _ = tasks[0]
+    tag = Tag.parse(first.comment)
+    if tag is None or first.array is None:
+        return None
+    top = str(first.array.array_id)
+    rows: list[JobRecord] = []
+    waited: dict[tuple[SlurmState, str | None], list[Task]] = {}
+    for task in tasks:
+        spec, facts, status = task
+        assert spec.array is not None
+        if facts.started is None:
+            if status.reason != CANCELLED_ALONE:
+                waited.setdefault((status.state, status.reason), []).append(task)
+            continue
+        row = _record(spec, facts, status, host, now, tag)
+        index = str(spec.array.index)
+        rows.append(row.model_copy(update={"job_id": f"{top}_{index}", "array_task": index}))
+    for (state, _), group in waited.items():
+        spec, facts, status = group[0]
+        indices = [task[0].array.index for task in group if task[0].array is not None]
+        limit = spec.array.max_parallel if spec.array is not None else None
+        if len(indices) == 1:
+            text = str(indices[0])
+        else:
+            capped = limit is not None and state is SlurmState.PENDING
+            text = f"[{compress(indices)}{f'%{limit}' if capped else ''}]"
+        row = _record(spec, facts, status, host, now, tag)
+        rows.append(
+            row.model_copy(update={"job_id": f"{top}_{text}", "array_task": text, "raw_id": top})
+        )
+    if not rows:
+        return None
+    return ObservedJob(job_id=top, tag=tag, rows=tuple(rows))
+
+
+def _record(
+    spec: JobSpec, facts: JobFacts, status: Status, host: str, now: datetime, tag: Tag
+) -> JobRecord:
+    top = str(spec.job_id) if spec.array is None else str(spec.array.array_id)
+    return JobRecord(
         job_id=top,
         top_id=top,
-        raw_id=top,
+        raw_id=str(spec.job_id),
         name=spec.name,
         tag=tag,
         state=status.state,
@@ -48,13 +110,6 @@ def observed_job(
         workdir=spec.workdir,
         source="squeue" if HEALTH[status.state] in ALIVE else "sacct",
     )
-    if not het:
-        return ObservedJob(job_id=top, tag=tag, rows=(base,))
-    rows = tuple(
-        base.model_copy(update={"job_id": f"{top}+{offset}", "het_offset": offset})
-        for offset in range(len(spec.components))
-    )
-    return ObservedJob(job_id=top, tag=tag, rows=rows)
 
 
 def _exit_code(facts: JobFacts) -> int | None:

@@ -22,7 +22,7 @@ from reconciler.errors import (
     TransientSchedulerError,
 )
 from reconciler.scheduler.base import AllocateRequest, Observation, ObservedJob, SubmitRequest
-from reconciler.scheduler.local.decide import Cancel, Status, assess
+from reconciler.scheduler.local.decide import CANCELLED_ALONE, Cancel, Status, assess
 from reconciler.scheduler.local.directives import (
     DirectiveError,
     Directives,
@@ -31,17 +31,21 @@ from reconciler.scheduler.local.directives import (
     parse_directives,
 )
 from reconciler.scheduler.local.dispatch import dispatch, dispatch_locked
-from reconciler.scheduler.local.environment import job_environment
+from reconciler.scheduler.local.environment import array_environment, job_environment
 from reconciler.scheduler.local.processes import signal_group
-from reconciler.scheduler.local.records import PARTITION, in_window, observed_job
-from reconciler.scheduler.local.store import JobSpec, Snapshot, Store, machine_cpus
+from reconciler.scheduler.local.records import PARTITION, in_window, observed_array, observed_job
+from reconciler.scheduler.local.store import ArrayTask, JobSpec, Snapshot, Store, machine_cpus
 from reconciler.scheduler.partitions import Node, Partition
 from reconciler.scheduler.render import allocation_options
 from reconciler.scheduler.tag import Tag
 
 DEFAULT_OUTPUT = "slurm-%j.out"  # sbatch's, relative to the working directory
+DEFAULT_ARRAY_OUTPUT = "slurm-%A_%a.out"  # sbatch's for an array's tasks
 ALLOCATE_WAIT = 10.0  # seconds allocate waits for the hold to start before returning
 CLOCK_SLACK = timedelta(minutes=5)  # how far the clock may step back between submits
+# One more than the highest array index, as Slurm's MaxArraySize: its default, so that an
+# array split for one backend fits the other.
+MAX_ARRAY_SIZE = 1001
 
 
 class LocalScheduler:
@@ -92,21 +96,43 @@ class LocalScheduler:
 
     def _snapshot(self, since: datetime) -> Snapshot:
         # Every job not final yet, and every one submitted in the window (less a margin
-        # for the clock stepping back between submits: ids follow submit order).
+        # for the clock stepping back between submits: ids follow submit order), and
+        # every task of an array one of those is a task of: an array is reported whole.
         recent = self._store.submitted_since(since - CLOCK_SLACK)
-        return self._store.snapshot([*self._store.active_ids(), *recent], gathered=True)
+        active = self._store.active_ids()
+        snapshot = self._store.snapshot([*active, *recent], gathered=True)
+        siblings = {
+            task
+            for spec in snapshot.specs.values()
+            if spec.array is not None
+            for task in spec.array.job_ids
+        }
+        if siblings <= snapshot.specs.keys():
+            return snapshot
+        return self._store.snapshot([*snapshot.specs, *siblings], gathered=True)
 
     def _observation(
         self, snapshot: Snapshot, status: Mapping[int, Status], since: datetime, now: datetime
     ) -> Observation:
         jobs: list[ObservedJob] = []
+        arrays: dict[int, list[int]] = {}
         for job_id, spec in snapshot.specs.items():
+            if spec.array is not None:
+                arrays.setdefault(spec.array.array_id, []).append(job_id)
+                continue
             facts, job_status = snapshot.facts[job_id], status[job_id]
             if not in_window(spec, facts, job_status, since):
                 continue
             job = observed_job(spec, facts, job_status, self._host, now)
             if job is not None:
                 jobs.append(job)
+        for tasks in arrays.values():
+            seen = [(snapshot.specs[t], snapshot.facts[t], status[t]) for t in sorted(tasks)]
+            if any(in_window(*task, since) for task in seen):
+                array = observed_array(seen, self._host, now)
+                if array is not None:
+                    jobs.append(array)
+        jobs.sort(key=lambda job: int(job.job_id))
         return Observation(
             taken_at=now,
             jobs=tuple(jobs),
@@ -128,26 +154,30 @@ class LocalScheduler:
             directives = parse_directives(request.script)
         except DirectiveError as error:
             raise PermanentSchedulerError(f"the script's #SBATCH header: {error}") from None
+        if request.array is not None and request.array.indices[-1] >= MAX_ARRAY_SIZE:
+            raise PermanentSchedulerError(
+                f"Invalid job array specification: index {request.array.indices[-1]} is "
+                f"not below MaxArraySize ({MAX_ARRAY_SIZE}); split the array"
+            )
         with _stopped_by_os_errors(f"submit a job to {self.root}"):
             return self._enqueue(request, directives)
 
     def _enqueue(self, request: SubmitRequest, directives: Directives) -> str:
-        dependencies = tuple(int(dep) for dep in request.dependencies)
         workdir = Path(request.workdir).absolute()
         submitter = dict(os.environ)
         submit_dir = os.getcwd()
+        array = request.array
         self._store.prepare()
         with self._store.locked():
             self._store.set_total_cpus(self._cpus)
-            unknown = [dep for dep in dependencies if self._store.spec(dep) is None]
-            if unknown:
-                raise PermanentSchedulerError(
-                    f"Job dependency problem: no local job {', '.join(map(str, unknown))} "
-                    f"in {self._store.root}"
-                )
+            dependencies = self._waited_for(request.dependencies)
 
-            def build(job_id: int) -> tuple[JobSpec, dict[str, str]]:
-                spec = self._spec(job_id, request.tag, directives, workdir, dependencies)
+            def build(first: int, job_id: int) -> tuple[JobSpec, dict[str, str]]:
+                task = None
+                if array is not None:
+                    index = array.indices[job_id - first]
+                    task = ArrayTask(first, index, len(array.indices), array.max_parallel)
+                spec = self._spec(job_id, request.tag, directives, workdir, dependencies, task)
                 env = job_environment(
                     submitter,
                     job_id=str(job_id),
@@ -157,11 +187,51 @@ class LocalScheduler:
                     bin_dir=str(self._store.bin_dir),
                     submit_dir=submit_dir,
                 )
+                if array is not None and task is not None:
+                    env |= array_environment(str(first), task.index, array.indices)
                 return spec, env
 
-            spec = self._store.create(build, request.script)
+            count = 1 if array is None else len(array.indices)
+            first, *_ = self._store.create(build, request.script, count)
             dispatch_locked(self._store)
-        return str(spec.job_id)
+        return str(first.job_id)
+
+    def _waited_for(self, dependencies: tuple[str, ...]) -> tuple[int, ...]:
+        """The local jobs behind each dependency (under the lock): a job array's id stands
+        for every one of its tasks, ``<array>_<index>`` for that task alone."""
+        found: list[int] = []
+        unknown: list[str] = []
+        for dependency in dependencies:
+            ids = self._jobs_of(dependency)
+            found += ids
+            if not ids:
+                unknown.append(dependency)
+        if unknown:
+            raise PermanentSchedulerError(
+                f"Job dependency problem: no local job {', '.join(unknown)} in {self._store.root}"
+            )
+        return tuple(dict.fromkeys(found))
+
+    def _jobs_of(self, job_id: str) -> list[int]:
+        """The local jobs a job id names: itself, every task of an array (by the array's
+        id), or one array task (``12_3``); none for an id the store does not hold."""
+        top, _, index = job_id.partition("_")
+        if not top.isdigit() or (index and not index.isdigit()):
+            return []
+        spec = self._store.spec(int(top))
+        if spec is None:
+            return []
+        array = spec.array
+        if array is None or array.array_id != spec.job_id:
+            return [] if index else [spec.job_id]
+        if not index:
+            return list(array.job_ids)
+        tasks = (self._store.spec(task) for task in array.job_ids)
+        return [
+            task.job_id
+            for task in tasks
+            if task is not None and task.array is not None and task.array.index == int(index)
+        ]
 
     def _spec(
         self,
@@ -170,14 +240,23 @@ class LocalScheduler:
         directives: Directives,
         workdir: Path,
         dependencies: tuple[int, ...],
+        array: ArrayTask | None,
     ) -> JobSpec:
+        place = None if array is None else (str(array.array_id), array.index)
+
         def log_file(pattern: str) -> str:
             name = expand_pattern(
-                pattern, job_id=str(job_id), job_name=tag.job_name, user=_user(), host=self._host
+                pattern,
+                job_id=str(job_id),
+                job_name=tag.job_name,
+                user=_user(),
+                host=self._host,
+                array=place,
             )
             return str(workdir / name)  # an absolute name stays as it is
 
         limit = directives.time_limit
+        default_output = DEFAULT_OUTPUT if array is None else DEFAULT_ARRAY_OUTPUT
         return JobSpec(
             job_id=job_id,
             name=tag.job_name,
@@ -185,30 +264,39 @@ class LocalScheduler:
             workdir=str(workdir),
             dependencies=dependencies,
             components=directives.components,
-            stdout=log_file(directives.output or DEFAULT_OUTPUT),
+            stdout=log_file(directives.output or default_output),
             stderr=None if directives.error is None else log_file(directives.error),
             time_limit=None if limit is None else limit.total_seconds(),
             submitted=datetime.now(UTC),
+            array=array,
         )
 
     def cancel(self, job_id: str) -> None:
         """Mark the job cancelled and SIGTERM its process group (its supervisor sends
-        SIGKILL after ``KILL_WAIT`` if anything is left). Unknown or ended is fine."""
-        if not job_id.isdigit() or not self._store.root.exists():
+        SIGKILL after ``KILL_WAIT`` if anything is left). Unknown or ended is fine.
+
+        An array's id cancels every task of it; ``<array>_<index>`` that task alone. A
+        task cancelled alone before it started is forgotten, as Slurm forgets it."""
+        if not self._store.root.exists():
             return
         with _stopped_by_os_errors(f"cancel job {job_id} in {self.root}"), self._store.locked():
-            spec = self._store.spec(int(job_id))
-            if spec is None:
-                return
-            facts = self._store.facts(spec)
-            if facts.final or facts.cancelled is not None:
-                return
-            self._store.write_cancelled(spec.job_id, Cancel(datetime.now(UTC), os.getuid()))
-            group = self._store.process_group(spec.job_id)
-            if group is not None:
-                signal_group(group)
-            # Its dependents are doomed now, not when its processes are gone.
-            dispatch_locked(self._store)
+            now = datetime.now(UTC)
+            alone = "_" in job_id
+            cancelled = False
+            for task in self._jobs_of(job_id):
+                spec = self._store.spec(task)
+                facts = None if spec is None else self._store.facts(spec)
+                if facts is None or facts.final or facts.cancelled is not None:
+                    continue
+                forgotten = alone and facts.started is None
+                reason = CANCELLED_ALONE if forgotten else None
+                self._store.write_cancelled(task, Cancel(now, os.getuid(), reason))
+                cancelled = True
+                group = self._store.process_group(task)
+                if group is not None:
+                    signal_group(group)
+            if cancelled:  # its dependents are doomed now, not when its processes are gone
+                dispatch_locked(self._store)
 
     def allocate(self, request: AllocateRequest) -> str:
         """A held allocation is a local job that holds its CPUs and sleeps until released
@@ -230,6 +318,10 @@ class LocalScheduler:
 
     def release(self, job_id: str) -> None:
         self.cancel(job_id)
+
+    def max_array_size(self) -> int:
+        """``MAX_ARRAY_SIZE``: the local backend has no configuration of its own for it."""
+        return MAX_ARRAY_SIZE
 
     def partitions(self) -> tuple[Partition, ...]:
         """This machine, as one default partition ``local`` of one node: the CPUs jobs may

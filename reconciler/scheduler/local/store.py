@@ -10,7 +10,8 @@
         bin/srun            the shim local jobs find first on their PATH
         jobs/<id>/
             job.json        what was submitted: name, tag, workdir, dependencies, CPUs,
-                            log files, time limit, submit time
+                            log files, time limit, submit time, and for an array's task
+                            its array id, index, the array's size and cap
             script          the batch script, run as it is (its shebang picks the shell)
             env.json        the environment it runs in (mode 0600: it is the submitter's)
             alive           flocked by the job's supervisor for as long as it lives
@@ -52,6 +53,22 @@ from reconciler.scheduler.local.files import (
 
 
 @dataclass(frozen=True)
+class ArrayTask:
+    """Where a job stands in a job array. An array of n tasks is n jobs with consecutive
+    ids, the first of which is the array's id; each runs the script once."""
+
+    array_id: int
+    index: int  # its SLURM_ARRAY_TASK_ID
+    size: int  # how many tasks the array has: its jobs are array_id .. array_id + size - 1
+    max_parallel: int | None  # at most this many of its tasks running at once
+
+    @property
+    def job_ids(self) -> range:
+        """The ids of every task of the array."""
+        return range(self.array_id, self.array_id + self.size)
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """What was submitted; never changes after submit."""
 
@@ -65,6 +82,7 @@ class JobSpec:
     stderr: str | None  # None: stderr goes to the stdout file
     time_limit: float | None  # seconds; None: no limit
     submitted: datetime
+    array: ArrayTask | None = None  # None: the job is no array task
 
     @property
     def cpus(self) -> int:
@@ -82,6 +100,7 @@ class JobSpec:
             "stderr": self.stderr,
             "time_limit": self.time_limit,
             "submitted": self.submitted.isoformat(),
+            "array": None if self.array is None else _array_json(self.array),
         }
 
     @classmethod
@@ -97,7 +116,29 @@ class JobSpec:
             stderr=None if data["stderr"] is None else str(data["stderr"]),
             time_limit=None if data["time_limit"] is None else float(data["time_limit"]),
             submitted=datetime.fromisoformat(data["submitted"]),
+            array=_array_task(data.get("array")),
         )
+
+
+def _array_json(task: ArrayTask) -> JsonObject:
+    return {
+        "array_id": task.array_id,
+        "index": task.index,
+        "size": task.size,
+        "max_parallel": task.max_parallel,
+    }
+
+
+def _array_task(data: JsonObject | None) -> ArrayTask | None:
+    if data is None:  # no array task, or a job written before arrays ran locally
+        return None
+    limit = data["max_parallel"]
+    return ArrayTask(
+        array_id=int(data["array_id"]),
+        index=int(data["index"]),
+        size=int(data["size"]),
+        max_parallel=None if limit is None else int(limit),
+    )
 
 
 @dataclass(frozen=True)
@@ -171,27 +212,36 @@ class Store:
     # -- submit (the caller holds the lock) ------------------------------------------------
 
     def create(
-        self, build: Callable[[int], tuple[JobSpec, dict[str, str]]], script: str
-    ) -> JobSpec:
-        """A new job with the next id: ``build`` makes its spec and environment from the id.
+        self,
+        build: Callable[[int, int], tuple[JobSpec, dict[str, str]]],
+        script: str,
+        count: int = 1,
+    ) -> list[JobSpec]:
+        """``count`` new jobs with consecutive ids (an array's tasks; one job otherwise):
+        ``build(first id, id)`` makes each one's spec and environment.
 
-        The id is taken before the directory is made, so a crash in between skips an id
-        rather than reusing one; the directory appears whole, by rename, after its active
-        marker (a crash between the two leaves a marker of no job, which passes skip).
+        The ids are taken before any directory is made, so a crash in between skips ids
+        rather than reusing them; each directory appears whole, by rename, after its active
+        marker (a crash between the two leaves a marker of no job, which passes skip). A
+        crash part way through an array leaves the tasks made so far: an array of fewer
+        tasks, none of them twice.
         """
         counter = self.root / "next_id"
-        job_id = int(counter.read_text()) if counter.exists() else 1
-        write_atomic(counter, str(job_id + 1))
-        spec, env = build(job_id)
-        draft = self.jobs_dir / f".new-{job_id}"
-        draft.mkdir()
-        write_atomic(draft / "script", script, 0o700)
-        write_json(draft / "env.json", env, 0o600)
-        write_json(draft / "job.json", spec.to_json())
-        (self.active_dir / str(job_id)).touch()
-        os.rename(draft, self.job_dir(job_id))
-        self._specs[job_id] = spec
-        return spec
+        first = int(counter.read_text()) if counter.exists() else 1
+        write_atomic(counter, str(first + count))
+        made = []
+        for job_id in range(first, first + count):
+            spec, env = build(first, job_id)
+            draft = self.jobs_dir / f".new-{job_id}"
+            draft.mkdir()
+            write_atomic(draft / "script", script, 0o700)
+            write_json(draft / "env.json", env, 0o600)
+            write_json(draft / "job.json", spec.to_json())
+            (self.active_dir / str(job_id)).touch()
+            os.rename(draft, self.job_dir(job_id))
+            self._specs[job_id] = spec
+            made.append(spec)
+        return made
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -250,6 +300,8 @@ class Store:
             cpus=spec.cpus,
             dependencies=spec.dependencies,
             submitted=spec.submitted,
+            array_id=None if spec.array is None else spec.array.array_id,
+            max_parallel=None if spec.array is None else spec.array.max_parallel,
             started=None if started is None else datetime.fromisoformat(started["at"]),
             cancelled=None if cancelled is None else _cancel(cancelled),
             ended=None if ended is None else _ending(ended),

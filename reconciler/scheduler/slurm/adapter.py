@@ -30,6 +30,7 @@ from reconciler.scheduler.slurm.failures import failure, is_gone, message_of
 from reconciler.scheduler.slurm.localtime import SystemLocalTime
 from reconciler.scheduler.slurm.parse import (
     parse_granted,
+    parse_max_array_size,
     parse_sacct,
     parse_squeue,
     parse_submitted,
@@ -90,6 +91,7 @@ class SlurmScheduler:
         self._spawn = spawn
         self._user = user or pwd.getpwuid(os.geteuid()).pw_name
         self._project = project
+        self._max_array_size: int | None = None
 
     def observe(self, since: datetime) -> Observation:
         """One squeue and one sacct call, whatever the number of jobs.
@@ -147,6 +149,21 @@ class SlurmScheduler:
 
     def release(self, job_id: str) -> None:
         self.cancel(job_id)
+
+    def max_array_size(self) -> int:
+        """MaxArraySize from one ``scontrol show config``, asked once per adapter: it
+        changes only when slurmctld is reconfigured. Raises ObservationError when it
+        cannot be read (an array split on a guess would be refused by sbatch)."""
+        if self._max_array_size is None:
+            result = self._runner(argv.show_config(), None)
+            size = parse_max_array_size(result.stdout) if result.returncode == 0 else None
+            if size is None:
+                raise ObservationError(
+                    f"MaxArraySize could not be read from scontrol show config: "
+                    f"{message_of(result) if result.returncode else 'no MaxArraySize line'}"
+                )
+            self._max_array_size = size
+        return self._max_array_size
 
     def containers(self) -> bool:
         """One ``srun --help`` (a few milliseconds): pyxis adds its flags to it."""

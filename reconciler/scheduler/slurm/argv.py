@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, tzinfo
 
+from reconciler.scheduler.arrays import array_spec
 from reconciler.scheduler.base import AllocateRequest, SubmitRequest
 from reconciler.scheduler.render import allocation_options
 from reconciler.scheduler.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT
@@ -48,6 +49,8 @@ def squeue() -> list[str]:
 def sbatch(request: SubmitRequest) -> list[str]:
     """``sbatch`` reading the script from stdin: nothing to write, clean up or race over."""
     argv = ["sbatch", "--parsable", f"--chdir={request.workdir}", *_tag_options(request.tag)]
+    if request.array is not None:
+        argv.append(f"--array={array_spec(request.array.indices, request.array.max_parallel)}")
     if request.dependencies:
         argv += [
             f"--dependency=afterok:{':'.join(request.dependencies)}",
@@ -67,7 +70,13 @@ def salloc(request: AllocateRequest) -> list[str]:
 
 
 def scancel(job_id: str) -> list[str]:
+    """``scancel 123`` ends the whole job (every array task); ``scancel 123_4`` one task."""
     return ["scancel", job_id]
+
+
+def show_config() -> list[str]:
+    """slurmctld's configuration, ``Key = value`` per line (MaxArraySize is read from it)."""
+    return ["scontrol", "show", "config"]
 
 
 def _tag_options(tag: Tag) -> list[str]:

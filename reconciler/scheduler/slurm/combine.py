@@ -5,9 +5,15 @@ Who is right about what:
   a state change, and never lists a held pending job at all.
 - sacct speaks for jobs slurmctld has forgotten, and alone knows steps and exit codes.
   Steps count only for a component's latest run (see ``_of_latest_run``).
-- A job-level row sacct reports as still alive but squeue no longer lists is stale (an
-  array's pending range after tasks started, a state sacct has not caught up with) and is
-  dropped when squeue speaks for the job.
+- A job-level row sacct reports as still alive but squeue no longer lists is stale (a
+  state sacct has not caught up with) and is dropped when squeue speaks for the job.
+- A job array is judged task by task, the fresher word winning. sacct is asked after squeue,
+  so a task sacct shows started while squeue still holds it in its pending range started in
+  between: sacct's row is kept, and ``ObservedJob.tasks`` reads a task's own row before a
+  range. sacct's pending range keeps only the tasks squeue shows nowhere (none, once
+  squeue lists the tasks that started; accounting lags seconds behind). A task sacct still
+  shows alive that squeue no longer lists at all ended a moment ago: it stays, alive, until
+  accounting catches up, rather than vanish and look never submitted.
 - For a second or so after a het job or array task starts, slurmdbd knows its components
   only by their own ids: sacct prints ``42`` and ``42.0`` (JobName ``allocation``, no
   partition) where it later prints ``41+1`` and ``41+1.0``. squeue's ``%A`` column maps
@@ -31,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from reconciler.scheduler.arrays import compress, expand
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob, UntaggedJob
 from reconciler.scheduler.slurm.parse import Parsed, Rejected, job_id_parts
 from reconciler.scheduler.slurm.steps import step_runs
@@ -126,27 +133,47 @@ def _merge(live: list[JobRecord], past: list[JobRecord], taken_at: datetime) -> 
     past_by_id = {row.job_id: row for row in past if not row.is_step}
     components = [_fill_from(row, past_by_id.get(row.job_id)) for row in live]
     listed = {row.job_id for row in live}
-    components += [
-        row
-        for row in past
-        if not row.is_step
-        and row.job_id not in listed
-        and not (live and HEALTH[row.state] in ALIVE)
-    ]
-    steps = [row for row in past if row.is_step]
+    live_tasks: set[int] | None = None  # the array tasks squeue shows, read when needed
+    steps: dict[str, list[JobRecord]] = {}
+    for row in past:
+        if row.is_step:
+            steps.setdefault(_owner(row), []).append(row)
+        elif row.job_id in listed:
+            continue
+        elif not live or HEALTH[row.state] not in ALIVE or (row.array_task or "").isdigit():
+            components.append(row)
+        elif row.array_task is not None:  # a pending range
+            live_tasks = _tasks_shown(live) if live_tasks is None else live_tasks
+            left = _range_less(row, live_tasks)
+            if left is not None:
+                components.append(left)
     ordered: list[JobRecord] = []
     for component in sorted(components, key=_component_order):
-        own = [
-            step
-            for step in steps
-            if _owner(step) == component.job_id and _of_latest_run(step, component)
-        ]
+        own = [step for step in steps.pop(component.job_id, ()) if _of_latest_run(step, component)]
         past_row = past_by_id.get(component.job_id)
         ordered += [_final_or_completing(component, past_row, own, taken_at)]
         ordered += own
-    owners = {component.job_id for component in components}
-    ordered += [step for step in steps if _owner(step) not in owners]
+    ordered += [step for orphans in steps.values() for step in orphans]
     return ordered
+
+
+def _tasks_shown(live: list[JobRecord]) -> set[int]:
+    """Every array task index squeue shows, on a row of its own or in a pending range."""
+    shown: set[int] = set()
+    for row in live:
+        task = row.array_task
+        if task is not None:
+            shown.update((int(task),) if task.isdigit() else expand(task))
+    return shown
+
+
+def _range_less(pending: JobRecord, shown: set[int]) -> JobRecord | None:
+    """sacct's pending range with the tasks squeue shows taken out; None when none is left."""
+    left = [index for index in expand(pending.array_task or "") if index not in shown]
+    if not left:
+        return None
+    task = f"[{compress(left)}]"
+    return pending.model_copy(update={"job_id": f"{pending.top_id}_{task}", "array_task": task})
 
 
 def _fill_from(live: JobRecord, past: JobRecord | None) -> JobRecord:

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from reconciler.scheduler.arrays import expand
 from reconciler.scheduler.base import JobRecord
 from reconciler.scheduler.states import HEALTH, Health, SlurmState, parse_state
 from reconciler.scheduler.tag import PREFIX, Tag
@@ -102,7 +103,8 @@ class _Unreadable(ValueError):
 
 def parse_sacct(text: str, tz: tzinfo) -> Parsed:
     """Rows of ``sacct --parsable2 --noheader --format=<SACCT_FIELDS>``; times are in ``tz``."""
-    return _parse_lines(text, len(SACCT_FIELDS), lambda cells: _sacct_row(cells, tz))
+    cells = _Cells(tz)
+    return _parse_lines(text, len(SACCT_FIELDS), lambda row: _sacct_row(row, cells))
 
 
 def recon_rows(text: str, live: Iterable[JobRecord], project: str | None = None) -> str:
@@ -146,7 +148,35 @@ def _top_of(job_id: str) -> str:
 
 def parse_squeue(text: str, tz: tzinfo) -> Parsed:
     """Rows of ``squeue -h -o <SQUEUE_FORMAT>``; times are in ``tz``."""
-    return _parse_lines(text, len(SQUEUE_FIELDS), lambda cells: _squeue_row(cells, tz))
+    cells = _Cells(tz)
+    return _parse_lines(text, len(SQUEUE_FIELDS), lambda row: _squeue_row(row, cells))
+
+
+class _Cells:
+    """One command's cells read once per distinct text: the rows of a job array's tasks
+    repeat the same few times, states and tag thousands of times over (a 10,000-task
+    array's pass read each anew in two thirds of its time)."""
+
+    def __init__(self, tz: tzinfo) -> None:
+        self.tz = tz
+        self._times: dict[str, datetime | None] = {}
+        self._states: dict[str, tuple[SlurmState, int | None]] = {}
+        self._tags: dict[str, Tag | None] = {}
+
+    def time(self, text: str) -> datetime | None:
+        if text not in self._times:
+            self._times[text] = _time(text, self.tz)
+        return self._times[text]
+
+    def state(self, text: str) -> tuple[SlurmState, int | None]:
+        if text not in self._states:
+            self._states[text] = _state(text)
+        return self._states[text]
+
+    def tag(self, text: str) -> Tag | None:
+        if text not in self._tags:
+            self._tags[text] = Tag.parse(text)
+        return self._tags[text]
 
 
 def _parse_lines(text: str, width: int, read: Callable[[list[str]], JobRecord]) -> Parsed:
@@ -176,11 +206,11 @@ def _split(line: str, width: int) -> list[str] | None:
     return [*cells[: width - 2], name, cells[-1]]
 
 
-def _sacct_row(cells: list[str], tz: tzinfo) -> JobRecord:
-    job_id, raw_id, state_text, exit_code, reason, submit, start, end = cells[:8]
-    nodes, partition, workdir, name, comment = cells[8:]
+def _sacct_row(row: list[str], cells: _Cells) -> JobRecord:
+    job_id, raw_id, state_text, exit_code, reason, submit, start, end = row[:8]
+    nodes, partition, workdir, name, comment = row[8:]
     ids = _job_id(job_id)
-    state, cancelled_by = _state(state_text)
+    state, cancelled_by = cells.state(state_text)
     code, signal = _exit_code(exit_code)
     return JobRecord(
         job_id=job_id,
@@ -190,15 +220,15 @@ def _sacct_row(cells: list[str], tz: tzinfo) -> JobRecord:
         array_task=ids.array_task,
         step=ids.step,
         name=name,
-        tag=Tag.parse(comment),
+        tag=cells.tag(comment),
         state=state,
         cancelled_by=cancelled_by,
         exit_code=code,
         signal=signal,
         reason=_text(reason),
-        submit=_time(submit, tz),
-        start=_start(start, state, nodes, tz),
-        end=_time(end, tz),
+        submit=cells.time(submit),
+        start=_start(start, state, nodes, cells),
+        end=cells.time(end),
         nodes=_text(nodes),
         partition=_text(partition),
         workdir=_text(workdir),
@@ -206,11 +236,11 @@ def _sacct_row(cells: list[str], tz: tzinfo) -> JobRecord:
     )
 
 
-def _squeue_row(cells: list[str], tz: tzinfo) -> JobRecord:
-    job_id, raw_id, state_text, reason, nodes, partition, submit, start, left = cells[:9]
-    workdir, name, comment = cells[9:]
+def _squeue_row(row: list[str], cells: _Cells) -> JobRecord:
+    job_id, raw_id, state_text, reason, nodes, partition, submit, start, left = row[:9]
+    workdir, name, comment = row[9:]
     ids = _job_id(job_id)
-    state, _ = _state(state_text)
+    state, _ = cells.state(state_text)
     return JobRecord(
         job_id=job_id,
         raw_id=raw_id or None,
@@ -219,11 +249,11 @@ def _squeue_row(cells: list[str], tz: tzinfo) -> JobRecord:
         array_task=ids.array_task,
         step=ids.step,
         name=name,
-        tag=Tag.parse(comment),
+        tag=cells.tag(comment),
         state=state,
         reason=_text(reason),
-        submit=_time(submit, tz),
-        start=_start(start, state, nodes, tz),
+        submit=cells.time(submit),
+        start=_start(start, state, nodes, cells),
         # Time left means something only while the job holds its allocation (squeue keeps
         # printing it, frozen, for a finished job).
         time_left=_time_left(left) if HEALTH[state] is Health.RUNNING else None,
@@ -240,18 +270,24 @@ def parse_submitted(stdout: str) -> str | None:
     return match[1] if match else None
 
 
+def parse_max_array_size(config: str) -> int | None:
+    """MaxArraySize from ``scontrol show config`` (``MaxArraySize            = 1001``)."""
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)\s*$", config, re.MULTILINE)
+    return int(match[1]) if match else None
+
+
 def parse_granted(stderr: str) -> str | None:
     """The job id of ``salloc: Granted job allocation 21`` (salloc talks on stderr)."""
     match = re.search(r"Granted job allocation (\d+)", stderr)
     return match[1] if match else None
 
 
-def _start(text: str, state: SlurmState, nodes: str, tz: tzinfo) -> datetime | None:
+def _start(text: str, state: SlurmState, nodes: str, cells: _Cells) -> datetime | None:
     """When the job really started, or None: a pending job's start is squeue's estimate,
     and a job cancelled before it got nodes shows its cancel time as its start in sacct."""
     if HEALTH[state] is Health.PENDING or _text(nodes) is None:
         return None
-    return _time(text, tz)
+    return cells.time(text)
 
 
 def job_id_parts(text: str) -> JobIdParts | None:
@@ -269,6 +305,11 @@ def _job_id(text: str) -> JobIdParts:
     parts = job_id_parts(text)
     if parts is None:
         raise _Unreadable(f"unknown job id form {text!r}")
+    if parts.array_task is not None and not parts.array_task.isdigit():
+        try:  # a pending range is read once here, so that no later reading of it fails
+            expand(parts.array_task)
+        except ValueError:
+            raise _Unreadable(f"unknown array task range in job id {text!r}") from None
     return parts
 
 

@@ -1,0 +1,121 @@
+"""`recon watch --metrics-addr`: Prometheus metrics of the watch service.
+
+What an operator alerts on: whether passes succeed (and how long since one did), how
+long they take, what they submit, cancel and tear down, whether the cluster could be
+observed, and how the runs stand (a gauge per sync status and health, as the last good
+pass saw them). Served by prometheus_client's own small HTTP server, in a thread, from a
+registry of recon's alone (no process or platform collectors mixed in).
+
+An example alert, in docs/operations.md: no successful pass in 10 minutes,
+
+    recon_watch_seconds_since_last_success > 600
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter as Tally
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from reconciler.engine.status import run_statuses
+from reconciler.engine.watch import PassReport, PassResult
+from reconciler.errors import ObservationError
+
+# Passes take from a fraction of a second (nothing to do) to minutes (sacct slow).
+_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class WatchMetrics:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._clock = clock
+        self._started = clock()
+        self._last_success: float | None = None
+        into = self.registry
+        self.pass_seconds = Histogram(
+            "recon_watch_pass_duration_seconds",
+            "How long each pass took, from loading the specs to the last scheduler call.",
+            buckets=_BUCKETS,
+            registry=into,
+        )
+        self.passes = Counter(
+            "recon_watch_passes",
+            "Passes by how they ended: ok, spec_error (the commit's specs are bad), retry "
+            "(a transient error, backed off) or crashed (an unforeseen error).",
+            ["result"],
+            registry=into,
+        )
+        for result in PassResult:
+            self.passes.labels(result.value)  # every result shows, at 0 until it happens
+        self.runs = Gauge(
+            "recon_runs",
+            "Runs by sync status and health (none: no job yet), as the last good pass saw.",
+            ["sync", "health"],
+            registry=into,
+        )
+        self.submissions = Counter("recon_watch_submissions", "Jobs submitted.", registry=into)
+        self.cancels = Counter(
+            "recon_watch_cancels", "Jobs cancelled (replaced, removed, torn down).", registry=into
+        )
+        self.teardowns = Counter(
+            "recon_watch_teardowns",
+            "Jobs torn down (a coupled run's partner ended).",
+            registry=into,
+        )
+        self.observation_failures = Counter(
+            "recon_watch_observation_failures",
+            "Passes that could not observe the cluster, or saw it only in part.",
+            registry=into,
+        )
+        self.last_success = Gauge(
+            "recon_watch_last_success_timestamp_seconds",
+            "When the last successful pass ended (Unix time); 0 before the first.",
+            registry=into,
+        )
+        since = Gauge(
+            "recon_watch_seconds_since_last_success",
+            "Seconds since the last successful pass ended (since the start, before one).",
+            registry=into,
+        )
+        since.set_function(self._since_success)
+
+    def _since_success(self) -> float:
+        return self._clock() - (self._last_success or self._started)
+
+    def record(self, report: PassReport) -> None:
+        """One pass: WatchLoop's `on_pass`."""
+        self.pass_seconds.observe(report.seconds)
+        self.passes.labels(report.result.value).inc()
+        if isinstance(report.error, ObservationError):
+            self.observation_failures.inc()
+        outcome = report.outcome
+        if outcome is None:
+            return
+        if not outcome.plan.observation_complete:
+            self.observation_failures.inc()
+        applied = outcome.applied
+        if applied is not None:
+            self.submissions.inc(len(applied.submitted))
+            self.cancels.inc(len(applied.cancelled))
+            self.teardowns.inc(len(applied.torn_down))
+        look = outcome.look
+        rows = run_statuses(look.desired, look.plan, look.observation, look.records)
+        tally = Tally((row.sync.value, row.health.value if row.health else "none") for row in rows)
+        self.runs.clear()  # a run that left, or moved on, is not counted where it was
+        for (sync, health), count in tally.items():
+            self.runs.labels(sync, health).set(count)
+        self._last_success = self._clock()
+        self.last_success.set(self._last_success)
+
+    def serve(self, host: str, port: int) -> Callable[[], None]:
+        """Serve /metrics on host:port in a thread; returns what stops it."""
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+
+        def stop() -> None:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=10)
+
+        return stop

@@ -1,0 +1,246 @@
+"""What the web view shows, made from one look at the cluster.
+
+A ``Snapshot`` is built once per poll from the read-only pipeline's ``Look`` (the one
+`recon status` and `recon graph` use); every page and every browser reads the same one.
+A run's details are made from it on request, reading only the run's own files: its
+spec as committed, its log tails, its provenance manifest and its outputs' versions.
+
+Nothing of a job's environment is shown: the spec's ``env`` values are masked, and the
+journal's flat copy of a spec (which holds them) is never sent.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from reconciler.engine.reconcile import Look
+from reconciler.engine.status import (
+    AllocationStatus,
+    RunStatus,
+    allocation_statuses,
+    run_statuses,
+)
+from reconciler.report.graph import as_svg, graph_of
+from reconciler.report.plan import as_text
+from reconciler.scheduler.render import log_files
+from reconciler.spec.desired import Desired, DesiredRun
+from reconciler.spec.loader import open_source
+from reconciler.state.outputs import observe_outputs
+from reconciler.state.provenance import Manifest, manifest_path
+from reconciler.web.files import confined, tail
+
+HIDDEN = "(hidden)"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One poll's view: the look it was made from and what the page shows of it."""
+
+    look: Look
+    runs: Sequence[RunStatus]
+    allocations: Sequence[AllocationStatus]
+    graph_svg: str
+    plan_text: str
+    observed_at: datetime
+
+    @property
+    def desired(self) -> Desired:
+        return self.look.desired
+
+    def summary(self) -> dict[str, Any]:
+        """The page's whole state but a run's details, as JSON."""
+        plan = self.look.plan
+        return {
+            "project": self.desired.project.project,
+            "commit": self.desired.commit,
+            "scheduler": plan.scheduler,
+            "observed_at": self.observed_at.isoformat(),
+            "observation_complete": plan.observation_complete,
+            "notes": list(plan.notes),
+            "runs": [
+                row.model_dump(mode="json", include={"name", "sync", "health", "how", "job_id"})
+                | {"reason": row.reason}
+                for row in self.runs
+            ],
+            "allocations": [_allocation(row) for row in self.allocations],
+            "plan": self.plan_text,
+            "graph_svg": self.graph_svg,
+        }
+
+
+def snapshot_of(look: Look, observed_at: datetime, graph_limit: int) -> Snapshot:
+    """The view of one look; the graph drawn with at most `graph_limit` nodes (the rest
+    counted), as `recon graph --limit` draws it: the table lists every run."""
+    runs = run_statuses(look.desired, look.plan, look.observation, look.records)
+    held = allocation_statuses(look.desired, look.plan, look.observation, look.records)
+    # Coloured by sync, with health as a dot: the plan is shown beside it, not on it.
+    svg = as_svg(graph_of(look.desired, None, runs).limited(graph_limit))
+    # The changes only, as `recon plan` shows them by default: not a line per current run.
+    return Snapshot(look, runs, held, svg, as_text(look.plan, show_noop=False), observed_at)
+
+
+def _allocation(row: AllocationStatus) -> dict[str, Any]:
+    data = row.model_dump(mode="json", exclude={"history"})
+    data["steps_running"] = [str(step) for step in row.steps_running]
+    return data
+
+
+def run_root(desired: Desired, run: DesiredRun) -> Path:
+    """The one directory a run's page reads from: its `workdir` as declared, under the
+    project folder (itself resolved). Lexical, not resolved: a run directory, or a
+    `logs` or `.recon` inside it, that is a symlink to elsewhere leads outside it, and
+    what is there is not shown."""
+    assert run.spec.workdir is not None  # effective specs always have one
+    return Path(os.path.normpath(os.path.join(desired.root.resolve(), run.spec.workdir)))
+
+
+def run_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
+    """Everything the page shows about one run; None for a name the project does not
+    have at this commit."""
+    desired, look = snapshot.desired, snapshot.look
+    if name not in desired.runs:
+        return None
+    run = desired.runs[name]
+    directory = run_root(desired, run)
+    roots = [directory]
+    row = next((row for row in snapshot.runs if row.name == name), None)
+    history = [r for r in look.records if r.kind == "run" and r.name == name]
+    jobs = [j for j in look.observation.find(desired.project.project, name) if j.tag.kind == "run"]
+    latest = row.job_id if row is not None else None
+    manifest = _manifest(directory, roots)
+    versions = observe_outputs(desired, [name])
+    return {
+        "name": name,
+        "location": str(run.location),
+        "commit": desired.commit,
+        "spec_hash": run.spec_hash,
+        "spec": committed_spec(desired, name),
+        "status": row.model_dump(mode="json") if row is not None else None,
+        "jobs": [
+            {
+                "job_id": component.job_id,
+                "state": component.state.value,
+                "health": component.health.value,
+                "exit_code": component.exit_code,
+                "signal": component.signal,
+                "nodes": component.nodes,
+                "start": _when(component.start),
+                "end": _when(component.end),
+            }
+            for job in jobs
+            for component in job.components
+        ],
+        "history": [
+            {
+                "commit": record.commit,
+                "spec_hash": record.spec_hash[:12],
+                "job_id": record.job_id,
+                "status": record.status.value,
+                "health": record.final_health.value if record.final_health else None,
+                "exit_code": record.exit_code,
+                "reason": record.reason,
+                "created_at": record.created_at.isoformat(),
+            }
+            for record in reversed(history)
+        ],
+        "outputs": [
+            {
+                "name": output,
+                "path": spec.path,
+                "version": version.model_dump(mode="json") if version else None,
+            }
+            for output, spec in run.spec.outputs.items()
+            for version in [versions.get((name, output))]
+        ],
+        "manifest": manifest.model_dump(mode="json", by_alias=True) if manifest else None,
+        "log": _logs(directory, latest, roots),
+    }
+
+
+def _manifest(directory: Path, roots: list[Path]) -> Manifest | None:
+    """The run's provenance manifest, read from where it resolves to, if that is inside."""
+    real = confined(manifest_path(directory), roots)
+    if real is None:
+        return None
+    try:
+        return Manifest.model_validate_json(real.read_bytes())
+    except (OSError, ValueError):  # damaged or newer: as read_manifest, shown as none
+        return None
+
+
+def _logs(directory: Path, job_id: str | None, roots: list[Path]) -> dict[str, Any]:
+    if job_id is None:
+        return {"job_id": None, "stdout": None, "stderr": None}
+    out, err = log_files(directory, job_id)  # a step of an allocation: slurm-12.3.out
+    return {"job_id": job_id, "stdout": tail(out, roots), "stderr": tail(err, roots)}
+
+
+def _when(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def committed_spec(desired: Desired, name: str) -> str:
+    """The YAML document declaring the run, as committed (or as on disk with
+    --worktree), with its ``env`` values masked."""
+    run = desired.runs[name]
+    source = open_source(desired.root, desired.commit, worktree=desired.commit is None)
+    try:
+        text = source.read(run.location.file).decode("utf-8", errors="replace")
+    except Exception:  # moved since: the page still shows the rest
+        return f"# {run.location}: not readable"
+    return _masked(_document_at(text, run.location.line))
+
+
+def _document_at(text: str, line: int) -> str:
+    """The YAML document of a multi-document file that holds ``line`` (1-based)."""
+    documents: list[list[str]] = [[]]
+    starts = [1]
+    for number, content in enumerate(text.splitlines(), start=1):
+        if content.rstrip() == "---" or content.startswith("--- "):
+            documents.append([])
+            starts.append(number + 1)
+            continue
+        documents[-1].append(content)
+    index = max(i for i, start in enumerate(starts) if start <= line)
+    return "\n".join(documents[index]).strip("\n") + "\n"
+
+
+def _masked(document: str) -> str:
+    """The document with every value under an ``env`` mapping replaced; comments and
+    order kept. A document that does not parse (it loaded, so rare) is shown masked
+    wholesale rather than risk a value."""
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    try:
+        data = yaml.load(document)
+    except Exception:
+        return "# the spec could not be shown\n"
+    if not _mask_env(data):
+        return document
+    buffer = io.StringIO()
+    yaml.dump(data, buffer)
+    return buffer.getvalue()
+
+
+def _mask_env(data: Any) -> bool:
+    masked = False
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key == "env" and isinstance(value, dict):
+                for env_key in value:
+                    value[env_key] = HIDDEN
+                masked = True
+            else:
+                masked = _mask_env(value) or masked
+    elif isinstance(data, list):
+        for item in data:
+            masked = _mask_env(item) or masked
+    return masked

@@ -1,0 +1,196 @@
+"""`recon serve` in a real browser: headless Chromium and chromedriver from Debian's
+packages (a browser build downloaded at install time does not run on these machines).
+
+The fixture installs them when they are missing and it runs as root (as on a fresh CI
+machine), and fails, never skips, when it cannot. Screenshots go to tests/artifacts (or
+$RECON_TEST_ARTIFACTS); docs/web.md shows the ones this test writes, copied there when
+RECON_UPDATE_DOC_IMAGES=1.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.local.serving import ROOT, artifacts, example_project, recon, serving, settle
+from tests.local.test_mermaid import installed_checker, mermaid_of
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+DOC_IMAGES = ROOT / "docs" / "images"
+RUNS = ["actor-learner", "prepare", "train", "evaluate"]
+
+
+def _install_chromium() -> None:
+    """Debian's chromium and chromium-driver, installed as root when missing."""
+    if CHROMIUM.exists() and CHROMEDRIVER.exists():
+        return
+    if os.geteuid() != 0:
+        pytest.fail("needs Debian's chromium: sudo apt-get install -y chromium chromium-driver")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "chromium-driver"]
+    if subprocess.run(install, env=env, capture_output=True, check=False).returncode != 0:
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True, check=False)
+        done = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            pytest.fail(f"apt-get install chromium chromium-driver failed:\n{done.stderr}")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    _install_chromium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--window-size=1400,1100", "--disable-gpu"):  # fmt: skip
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_until(what: Callable[[], Any], timeout: float = 60, why: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"not within {timeout} s: {why}"
+        time.sleep(0.2)
+
+
+def nodes(driver: Any) -> dict[str, dict[str, str]]:
+    """Each run's node in the drawn graph: its sync and health, and its text."""
+    script = """
+      return Array.from(document.querySelectorAll('#graph g.node[data-kind="run"]')).map(
+        (g) => [g.dataset.name, g.dataset.sync, g.dataset.health, g.textContent]);
+    """
+    return {
+        name: {"sync": sync, "health": health, "text": text}
+        for name, sync, health, text in driver.execute_script(script)
+    }
+
+
+def console_errors(driver: Any) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def screenshot(driver: Any, name: str) -> Path:
+    path = artifacts() / name
+    driver.save_screenshot(str(path))
+    if os.environ.get("RECON_UPDATE_DOC_IMAGES") == "1":
+        DOC_IMAGES.mkdir(exist_ok=True)
+        shutil.copyfile(path, DOC_IMAGES / name)
+    return path
+
+
+def test_the_page_shows_every_run_its_details_and_a_job_ending_without_a_reload(
+    browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    root = example_project(tmp_path)
+    with serving(root, "--interval", "1s") as served:
+        browser.get(served.url + "/")
+        before = wait_until(lambda: len(nodes(browser)) == len(RUNS) and nodes(browser),
+                            why="the graph drawn")  # fmt: skip
+        assert {name: node["sync"] for name, node in before.items()} == dict.fromkeys(
+            RUNS, "never run"
+        )
+        assert all("never run" in node["text"] for node in before.values())
+        screenshot(browser, "serve-before-apply.png")
+        # The page is kept: a reload would lose this mark.
+        browser.execute_script("window.reconMark = 'same page';")
+
+        applied = recon(root, "apply", ".", "--auto-approve")
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        healths = settle(root)
+        assert healths == dict.fromkeys(RUNS, "succeeded")
+        # The next pass records the endings and writes each run's provenance manifest.
+        again = recon(root, "apply", ".", "--auto-approve")
+        assert again.returncode == 0, again.stdout + again.stderr
+        after = wait_until(
+            lambda: (
+                (seen := nodes(browser))
+                and all(node["health"] == "succeeded" for node in seen.values())
+                and seen
+            ),
+            why="every run shown succeeded",
+        )
+        assert {name: node["sync"] for name, node in after.items()} == dict.fromkeys(
+            RUNS, "current"
+        )
+        assert all("current · succeeded" in node["text"] for node in after.values())
+        assert browser.execute_script("return window.reconMark;") == "same page"
+
+        browser.find_element(By.CSS_SELECTOR, '#graph g.node[data-name="prepare"]').click()
+        wait_until(lambda: browser.find_element(By.ID, "details-name").text == "prepare",
+                   why="the run's details")  # fmt: skip
+        reason = wait_until(lambda: browser.find_element(By.ID, "details-reason").text)
+        assert "current, succeeded. no-op: current (job" in reason
+        log = wait_until(lambda: browser.find_element(By.ID, "details-log").text)
+        assert "wrote 200 episodes to " in log and log.endswith("/runs/prepare/data/episodes.csv")
+        spec = browser.find_element(By.ID, "details-spec").text
+        assert "name: prepare" in spec
+
+        def manifest_text() -> str:
+            text: str = browser.find_element(By.ID, "details-manifest").text
+            return text if '"run": "prepare"' in text else ""
+
+        manifest = wait_until(manifest_text, why="the manifest shown")
+        assert '"exit_code": 0' in manifest
+        screenshot(browser, "serve-run-details.png")
+        assert console_errors(browser) == []
+        browser.get("about:blank")  # before the server stops: its stream would complain
+
+
+def test_the_pr_comment_diagram_renders_with_mermaid(browser: Any, tmp_path: Path) -> None:
+    """The diagram `recon plan --format markdown` puts in a PR comment, drawn by mermaid
+    itself (the package tests/mermaid pins) as GitHub draws it; docs/web.md shows it."""
+    from selenium.webdriver.common.by import By
+
+    console_errors(browser)  # reading the log empties it: what came before is not this test's
+    root = example_project(tmp_path)
+    comment = recon(root, "plan", ".", "--format", "markdown")
+    assert comment.returncode == 0, comment.stderr
+    diagram = mermaid_of(comment.stdout)
+    script = installed_checker().parent / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
+    page = tmp_path / "comment.html"
+    page.write_text(
+        "<!doctype html><html><body style='background:#fff'>"
+        f"<script src='{script.as_uri()}'></script>"
+        f"<pre class='mermaid' id='diagram'>{html.escape(diagram)}</pre>"
+        "<script>mermaid.initialize({startOnLoad: false});"
+        "mermaid.run({querySelector: '#diagram'}).then("
+        "() => { document.body.dataset.done = 'ok'; },"
+        "(e) => { document.body.dataset.done = 'error: ' + e; });</script>"
+        "</body></html>"
+    )
+    browser.get(page.as_uri())
+    done = wait_until(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-done"))
+    assert done == "ok"
+    labels = browser.find_element(By.CSS_SELECTOR, "#diagram svg").text
+    for run in RUNS:
+        assert run in labels
+    assert "submit" in labels
+    element = browser.find_element(By.CSS_SELECTOR, "#diagram svg")
+    path = artifacts() / "pr-comment-diagram.png"
+    element.screenshot(str(path))
+    if os.environ.get("RECON_UPDATE_DOC_IMAGES") == "1":
+        DOC_IMAGES.mkdir(exist_ok=True)
+        shutil.copyfile(path, DOC_IMAGES / path.name)
+    assert console_errors(browser) == []
