@@ -166,6 +166,16 @@ class JobRecord(BaseModel):
         it starts with a tag (a run's, or its allocation's own for setup)."""
         return Tag.parse(self.name) if self.is_step else None
 
+    @classmethod
+    def of(cls, **fields: object) -> JobRecord:
+        """A record of the fields that hold a value (None is the default of every field
+        that may lack one). Each record keeps the set of the fields it was given: a set of
+        twenty names costs 1.5 KiB more per row than one of ten, 45 MiB over the 30,000
+        sacct rows of 10,000 jobs."""
+        return cls.model_validate(
+            {name: value for name, value in fields.items() if value is not None}
+        )
+
 
 class ObservedJob(BaseModel):
     """One top-level job of recon's: all its component, array-task and step rows.
