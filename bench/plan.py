@@ -192,7 +192,7 @@ def _local_jobs(
     for name in names:
         tag = tags[name]
 
-        def build(job_id: int, tag: object = tag) -> tuple[JobSpec, dict[str, str]]:
+        def build(_first: int, job_id: int, tag: object = tag) -> tuple[JobSpec, dict[str, str]]:
             spec = JobSpec(
                 job_id=job_id,
                 name=tag.job_name,  # type: ignore[attr-defined]
@@ -207,7 +207,7 @@ def _local_jobs(
             )
             return spec, {}
 
-        spec = store.create(build, "#!/bin/sh\ntrue\n")
+        (spec,) = store.create(build, "#!/bin/sh\ntrue\n")
         store.write_started(spec.job_id, ended - timedelta(minutes=4))
         store.write_ended(spec.job_id, Ending(at=ended, exit_code=0))
         ids[name] = str(spec.job_id)
