@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from reconciler.errors import SpecIssue, UnknownTarget
+from reconciler.spec.matrix import sweep_of
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -69,9 +70,10 @@ def select(graph: nx.DiGraph[str], targets: Iterable[str], downstream: bool = Fa
     targets = list(targets)
     unknown = [name for name in targets if name not in graph]
     if unknown:
+        names = sorted({sweep_of(name) or name for name in graph})  # a sweep once
         raise UnknownTarget(
             f"no run named {', '.join(unknown)} in this project "
-            f"(runs: {', '.join(sorted(graph)[:10])}{', ...' if len(graph) > 10 else ''})"
+            f"(runs: {', '.join(names[:10])}{', ...' if len(names) > 10 else ''})"
         )
     chosen = set(targets)
     for name in targets:

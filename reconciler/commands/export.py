@@ -40,6 +40,7 @@ def ro_crate(
       recon export ro-crate . train --out /tmp/crate
     """
     # rocrate and the engine are imported when the command runs: `recon --help` stays quick.
+    from reconciler.engine.plan import members_of
     from reconciler.engine.reconcile import Request, load
     from reconciler.errors import UnknownTarget
     from reconciler.export.rocrate import export_ro_crate
@@ -48,6 +49,7 @@ def ro_crate(
 
     repo, targets = split_arguments(arguments)
     desired = load(Request(repo, rev, worktree))
+    targets = members_of(desired, targets)  # a sweep's name: each of its members
     unknown = [name for name in targets if name not in desired.runs]
     if unknown:
         raise UnknownTarget(f"no run named {', '.join(unknown)} in this project")

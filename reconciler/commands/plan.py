@@ -53,6 +53,10 @@ def plan(
             "--detailed-exitcode", help="Exit 0 for no changes, 2 for changes, 1 on error."
         ),
     ] = False,
+    members: Annotated[
+        bool,
+        typer.Option("--members", help="List each sweep member's action under its sweep's line."),
+    ] = False,
 ) -> None:
     """Show what apply would do; never submits, cancels or runs anything.
 
@@ -64,6 +68,7 @@ def plan(
     Examples:
       recon plan                         every run, at HEAD
       recon plan train --downstream      train, the runs it needs and those needing it
+      recon plan --members               each member of a sweep on a line of its own
       recon plan --against origin/main --format markdown --detailed-exitcode
     """
     repo, targets = split_arguments(arguments)
@@ -84,7 +89,7 @@ def plan(
     warn(seen.desired)
     note_uncommitted(seen.desired, rev, "plan")
     result = seen.plan
-    sys.stdout.write(plan_report.RENDERERS[output_format.value](result))
+    sys.stdout.write(plan_report.RENDERERS[output_format.value](result, members=members))
     if output_format is Format.markdown:
         # The runs the plan acts on and their neighbours, as GitHub and GitLab draw it.
         from reconciler.report.graph import graph_of, mermaid_block

@@ -152,6 +152,18 @@ class Action(BaseModel):
         return self.kind in CHANGING
 
 
+class SweepShape(BaseModel):
+    """What a plan says of a sweep as a whole: its members' actions are in ``actions``."""
+
+    model_config = _FROZEN
+
+    members: int = Field(description="how many members the sweep has at the plan's commit")
+    max_parallel: int | None = Field(None, description="at most this many members at once")
+    max_array_size: int | None = Field(
+        None, description="the scheduler's MaxArraySize, when read: a larger array is split"
+    )
+
+
 class Plan(BaseModel):
     model_config = _FROZEN
 
@@ -168,6 +180,9 @@ class Plan(BaseModel):
     notes: tuple[str, ...] = Field((), description="what limited the plan, e.g. sacct down")
     fingerprint: str = Field(description="digest of the observed state the plan was made against")
     actions: tuple[Action, ...]
+    sweeps: dict[str, SweepShape] = Field(
+        default_factory=dict, description="the sweeps the actions' members belong to"
+    )
 
     def count(self, kind: ActionKind) -> int:
         return sum(1 for action in self.actions if action.kind is kind)

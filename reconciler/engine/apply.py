@@ -23,21 +23,29 @@ did submit.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from reconciler.engine import apply_allocations
+from reconciler.engine import apply_allocations, arrays
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.faults import fault_point
+from reconciler.engine.identity import tag_for
 from reconciler.engine.scripts import render_context
 from reconciler.errors import RUNS_DIR_HINT, PermanentSchedulerError, cannot_create
 from reconciler.scheduler.base import Scheduler, SubmitRequest
-from reconciler.scheduler.render import render_batch_script, required_directories
+from reconciler.scheduler.render import (
+    RenderContext,
+    render_batch_script,
+    required_directories,
+    required_files,
+)
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, DesiredRun, flat_fields
 from reconciler.state.journal import Intent, Journal
+from reconciler.state.paths import run_dir
 
 Clock = Callable[[], datetime]
 
@@ -92,9 +100,19 @@ class Applier:
     report: Callable[[Done], None] = lambda _done: None
     _intents: dict[str, int] = field(default_factory=dict)  # run -> intent not sent yet
     _confirmed: list[tuple[int, str]] = field(default_factory=list)  # not written yet
+    _sweeps: dict[str, list[Action]] = field(default_factory=dict)  # members to submit
+    _sent: set[int] = field(default_factory=set)  # member actions carried out in an array
+    _tasks: dict[str, set[str]] = field(default_factory=dict)  # array id -> its task ids
+    _max_array_size: int | None = None
+    _given: dict[str, list[str]] = field(default_factory=dict)  # job id -> runs it was given to
 
     def run(self) -> ApplyResult:
         self._write_ahead()
+        for action in self.plan.actions:
+            if self._is_member_submit(action):
+                sweep = self.desired.runs[action.target].sweep
+                assert sweep is not None
+                self._sweeps.setdefault(sweep, []).append(action)
         try:
             for action in self.plan.actions:
                 self._carry_out(action)
@@ -126,7 +144,20 @@ class Applier:
             self.journal.record_submissions(self._confirmed, self.clock())
             self._confirmed = []
 
+    def _is_member_submit(self, action: Action) -> bool:
+        return (
+            action.target_kind == "run"
+            and action.kind in (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE)
+            and action.allocation_job is None
+            and self.desired.runs[action.target].member is not None
+        )
+
     def _carry_out(self, action: Action) -> None:
+        if id(action) in self._sent:
+            return
+        if self._is_member_submit(action):
+            self._submit_members(action)
+            return
         if action.kind is ActionKind.ADOPT:
             self._adopt(action)
         elif action.target_kind == "alloc":
@@ -173,7 +204,8 @@ class Applier:
             self._submitted(name, made.job_id)
 
     def _submitted(self, name: str, job_id: str) -> None:
-        others = [other for other, given in self.result.submitted.items() if given == job_id]
+        others = list(self._given.get(job_id, ()))
+        self._given.setdefault(job_id, []).append(name)
         self.result.submitted[name] = job_id
         self.report(Done(f"submitted {name}: job {job_id}"))
         if others:
@@ -236,13 +268,13 @@ class Applier:
         tag = context.tag
         script = render_batch_script(run, context)
         try:
-            for directory in required_directories(run, context):
-                directory.mkdir(parents=True, exist_ok=True)
+            _prepare(run, context)
         except OSError as error:
             # Like a refusal by the scheduler: this run and what waits for it are skipped.
-            self._refused(run.name, str(cannot_create(directory, error, RUNS_DIR_HINT)))
+            where = Path(error.filename) if error.filename else Path(context.run_dir)
+            self._refused(run.name, str(cannot_create(where, error, RUNS_DIR_HINT)))
             return
-        dependencies = (*action.after_jobs, *(self.result.submitted[up] for up in action.after))
+        dependencies = self._dependencies(action)
         if action.allocation_job is not None:
             (intent,) = self.journal.record_intents([self._intent(run)], self.clock())
             self._start_step(action, run, script, Path(context.run_dir), tag, intent)
@@ -266,6 +298,115 @@ class Applier:
             self._confirm()
         self._submitted(run.name, job_id)
 
+    def _dependencies(self, action: Action) -> tuple[str, ...]:
+        """The jobs ``action`` waits for; every task of an array this apply submitted is
+        said once, by the array's id."""
+        wanted = [*action.after_jobs, *(self.result.submitted[up] for up in action.after)]
+        whole = {top for top, tasks in self._tasks.items() if tasks <= set(wanted)}
+        said = [job for job in wanted if job.partition("_")[0] not in whole]
+        return tuple(dict.fromkeys([*said, *sorted(whole)]))
+
+    def _submit_members(self, first: Action) -> None:
+        """Every member of ``first``'s sweep that this plan submits and that can go now
+        (its upstreams submitted), in job arrays: one per set of jobs they wait for, split
+        at the scheduler's MaxArraySize."""
+        sweep = self.desired.runs[first.target].sweep
+        assert sweep is not None
+        ready = [
+            action
+            for action in self._sweeps[sweep]
+            if id(action) not in self._sent
+            and (action is first or all(up in self.result.submitted for up in action.after))
+        ]
+        self._sent.update(id(action) for action in ready)
+        groups: dict[tuple[str, ...], list[Action]] = {}
+        for action in ready:
+            if action.kind is ActionKind.REPLACE:
+                self._cancel(action, f"replaced: {action.reason}")
+            else:
+                self._cancel(action, f"held original of a run submitted again: {action.reason}")
+            missing = [up for up in action.after if up not in self.result.submitted]
+            if missing:
+                self._skipped(action.target, f"upstream {missing[0]} was not submitted")
+                continue
+            groups.setdefault(self._dependencies(action), []).append(action)
+        if self._max_array_size is None:
+            self._max_array_size = self.scheduler.max_array_size()
+        for dependencies, actions in groups.items():
+            names = [action.target for action in actions]
+            for chunk in arrays.chunks(names, self._max_array_size):
+                self._submit_array(sweep, chunk, dependencies)
+
+    def _submit_array(self, sweep: str, names: list[str], dependencies: tuple[str, ...]) -> None:
+        """One job array of ``names``: each member's script and the array's map written
+        first, then one sbatch."""
+        runs = [self.desired.runs[name] for name in names]
+        sweep_dir = run_dir(self.desired, runs[0]).parent
+        members = arrays.ArrayMap(
+            sweep, {i: (run.name, run.spec_hash) for i, run in enumerate(runs)}
+        )
+        tag = tag_for(self.desired, "run", sweep, members.digest)
+        try:
+            first_script = self._write_tasks(runs, sweep_dir, members)
+        except OSError as error:
+            where = Path(error.filename or sweep_dir)
+            for run in runs:
+                self._refused(run.name, str(cannot_create(where, error, RUNS_DIR_HINT)))
+            return
+        intents = [self._intent_of(run) for run in runs]
+        sweep_spec = self.desired.sweeps.get(sweep)
+        directives = arrays.array_directives(first_script, tag, sweep_dir)
+        request = SubmitRequest(
+            script=arrays.array_script(directives, sweep_dir, members.digest),
+            workdir=sweep_dir,
+            dependencies=dependencies,
+            tag=tag,
+            array=arrays.request_for(
+                range(len(runs)), sweep_spec.max_parallel if sweep_spec else None
+            ),
+        )
+        try:
+            top = self.scheduler.submit(request)
+        except PermanentSchedulerError as error:
+            for run, intent in zip(runs, intents, strict=True):
+                self.journal.record_refused(intent, str(error), self.clock())
+                self._refused(run.name, str(error))
+            return
+        fault_point("after-sbatch")
+        task_ids = [f"{top}_{index}" for index in range(len(runs))]
+        self._tasks[top] = set(task_ids)
+        for run, intent, task_id in zip(runs, intents, task_ids, strict=True):
+            self._confirmed.append((intent, task_id))
+            self._submitted(run.name, task_id)
+        if len(self._confirmed) >= CONFIRM_EVERY:
+            self._confirm()
+
+    def _write_tasks(
+        self, runs: list[DesiredRun], sweep_dir: Path, members: arrays.ArrayMap
+    ) -> str:
+        """Each member's directories, input lists and task script, then the array's map;
+        returns the first member's batch script (the array takes its directives)."""
+        first = ""
+        tasks = arrays.task_script(sweep_dir, members.digest, 0).parent
+        tasks.mkdir(parents=True, exist_ok=True)
+        for index, run in enumerate(runs):
+            context = render_context(self.desired, run, self.code_dir)
+            script = render_batch_script(run, context)
+            _prepare(run, context)
+            arrays.task_script(sweep_dir, members.digest, index).write_text(script)
+            logs = arrays.task_logs(sweep_dir, members.digest, index)
+            logs.write_text(os.fspath(Path(context.run_dir, "logs")))
+            first = first or script
+        (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
+        arrays.map_file(sweep_dir, members.digest).write_text(members.to_json())
+        return first
+
+    def _intent_of(self, run: DesiredRun) -> int:
+        if run.name in self._intents:
+            return self._intents.pop(run.name)  # from here on it may have been sent
+        (intent,) = self.journal.record_intents([self._intent(run)], self.clock())
+        return intent
+
     def _start_step(
         self, action: Action, run: DesiredRun, script: str, directory: Path, tag: Tag, intent: int
     ) -> None:
@@ -281,6 +422,15 @@ class Applier:
         else:
             # The intent stays open: the step is found by its name once Slurm lists it.
             self._submitted(run.name, f"{action.allocation_job} (step not listed yet)")
+
+
+def _prepare(run: DesiredRun, context: RenderContext) -> None:
+    """What must exist before sbatch: the run's directories and its inputs' list files."""
+    for directory in required_directories(run, context):
+        directory.mkdir(parents=True, exist_ok=True)
+    for path, text in required_files(run, context).items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
 def _setup_line(name: str, step: str | None) -> str:

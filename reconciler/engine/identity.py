@@ -22,10 +22,12 @@ submitted well after sbatch gave recon that id: the id was handed out again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from types import MappingProxyType
 
+from reconciler.engine.arrays import MAPS, ArrayMap, is_array
 from reconciler.scheduler.base import Observation, ObservedJob, UntaggedJob, job_order
 from reconciler.scheduler.tag import Tag, TagKind
 from reconciler.spec.desired import Desired
@@ -61,8 +63,11 @@ def share_of(
     project: str,
     deployment_id: str,
     records: Sequence[SubmissionRecord] = (),
+    arrays: Mapping[str, ArrayMap] = MappingProxyType({}),
 ) -> Share:
-    """``records``: the journal's, whose ids make jobs the deployment's too (``by_id``)."""
+    """``records``: the journal's, whose ids make jobs the deployment's too (``by_id``);
+    ``arrays``: the map of each of its job arrays, by the array's id (``split_arrays``)."""
+    observation = split_arrays(observation, project, deployment_id, arrays)
     own = tuple(job for job in observation.jobs if job.tag.owned_by(project, deployment_id))
     elsewhere = tuple(
         job
@@ -71,6 +76,46 @@ def share_of(
     )
     mine = observation.model_copy(update={"jobs": own})
     return Share(by_id(mine, observation, records, project, deployment_id), elsewhere)
+
+
+def split_arrays(
+    observation: Observation, project: str, deployment_id: str, arrays: Mapping[str, ArrayMap]
+) -> Observation:
+    """Every job array of the deployment's as one job per task, each under the tag of the
+    member its map says the task runs: from here on a sweep's member is a run like any
+    other, its task (``123_4``) its job. An array whose map is unknown stays whole, under
+    the sweep's name, and makes the observation incomplete: its tasks cannot be told
+    apart, so no member is submitted and nothing cancelled while it is so."""
+    jobs: list[ObservedJob] = []
+    problems: list[str] = []
+    split = False
+    for job in observation.jobs:
+        if not job.tag.owned_by(project, deployment_id) or not is_array(job):
+            jobs.append(job)
+            continue
+        known = arrays.get(job.job_id)
+        if known is None:
+            problems.append(
+                f"job array {job.job_id} of {job.tag.name}: its member map "
+                f"({MAPS}/{job.tag.spec_hash}.json in its directory) cannot be read"
+            )
+            jobs.append(job)  # whole, under the sweep's name: its members wait (plan)
+            continue
+        for index, task in job.tasks().items():
+            member = known.members.get(index)
+            if member is None:
+                problems.append(f"job array {job.job_id}: task {index} is in no member map")
+                continue
+            name, spec_hash = member
+            tag = job.tag.model_copy(update={"name": name, "spec_hash": spec_hash})
+            jobs.append(task.model_copy(update={"tag": tag}))
+        split = True
+    if not split and not problems:
+        return observation
+    update: dict[str, object] = {"jobs": tuple(jobs)}
+    if problems:
+        update.update(complete=False, problems=(*observation.problems, *problems))
+    return observation.model_copy(update=update)
 
 
 def by_id(

@@ -41,7 +41,7 @@ from datetime import datetime, timedelta
 
 from reconciler import graph
 from reconciler.engine import plan_allocations
-from reconciler.engine.actions import Action, ActionKind, Plan
+from reconciler.engine.actions import Action, ActionKind, Plan, SweepShape
 from reconciler.engine.fit import Fit
 from reconciler.engine.plan_inputs import Decision, FileState, PlanInputs
 from reconciler.engine.plan_notes import (
@@ -72,15 +72,20 @@ def plan(
     files: FileState | None = None,
     fit: Fit | None = None,
     setups: Sequence[SetupRecord] = (),
-    containers: bool | None = None,
+    containers: frozenset[str] | None = None,
     elsewhere: Sequence[ObservedJob] = (),
     replace: Sequence[str] = (),
+    max_array_size: int | None = None,
 ) -> Plan:
-    """`setups`: the journal's allocation setups; `containers`: whether the cluster runs
-    container images (pyxis), None when not looked at; `elsewhere`: live jobs of the
-    project that other deployments own (only named in a note, never acted on);
-    `replace`: runs to submit anew although nothing changed (Terraform's -replace)."""
+    """`setups`: the journal's allocation setups; `containers`: what the cluster offers
+    containers (``Container.features``: pyxis), None when not looked at; `elsewhere`:
+    live jobs of the project that other deployments own (only named in a note, never
+    acted on); `replace`: runs to submit anew although nothing changed (Terraform's
+    -replace); `max_array_size`: the scheduler's, to say how many job arrays a sweep's
+    members take. A sweep's name among the targets or `replace` stands for its members."""
     project = desired.project.project
+    asked = tuple(targets)
+    targets, replace = members_of(desired, targets), members_of(desired, replace)
     if targets or replace:
         dag = graph.build(desired.upstreams)
         if replace:
@@ -100,6 +105,7 @@ def plan(
         containers,
         fit,
         desired.project.prune,
+        observation.launches or (),
     )
     held, allocation_states = plan_allocations.plan_allocations(
         cluster, _allocations_of(desired, chosen, bool(targets))
@@ -124,6 +130,17 @@ def plan(
     actions.extend(
         plan_allocations.renewals(allocation_states, _renewals(decided), desired.allocations)
     )
+    actions.extend(
+        plan_allocations.on_demand(allocation_states, _demands(decided), desired.allocations)
+    )
+    used = {made.uses for made in decided.values() if made.uses is not None}
+    released = plan_allocations.idle_releases(allocation_states, used, desired.allocations)
+    actions = [  # an idle job released takes the place of its reuse
+        released.get(action.target, action)
+        if action.target_kind == "alloc" and action.kind is ActionKind.REUSE
+        else action
+        for action in actions
+    ]
     if not targets:
         actions.extend(prunes(inputs))
         actions.extend(plan_allocations.prunes(cluster, set(desired.allocations)))
@@ -139,14 +156,31 @@ def plan(
         commit=desired.commit,
         scheduler=scheduler,
         created_at=now,
-        targets=tuple(targets),
+        targets=asked,
         downstream=downstream,
         observation_complete=observation.complete,
         notes=notes,
         fingerprint=fingerprint(observation, project),
         actions=tuple(actions),
         replace=tuple(replace),
+        sweeps={
+            name: SweepShape(
+                members=len(sweep.members),
+                max_parallel=sweep.max_parallel,
+                max_array_size=max_array_size,
+            )
+            for name, sweep in desired.sweeps.items()
+        },
     )
+
+
+def members_of(desired: Desired, names: Sequence[str]) -> list[str]:
+    """The names with each sweep's name replaced by its members' names."""
+    return [
+        member
+        for name in names
+        for member in (desired.sweeps[name].members if name in desired.sweeps else (name,))
+    ]
 
 
 def _renewals(decided: dict[str, Decision]) -> dict[str, list[tuple[str, timedelta]]]:
@@ -156,6 +190,15 @@ def _renewals(decided: dict[str, Decision]) -> dict[str, list[tuple[str, timedel
         if made.renewal is not None:
             allocation, limit = made.renewal
             needs.setdefault(allocation, []).append((name, limit))
+    return needs
+
+
+def _demands(decided: dict[str, Decision]) -> dict[str, list[str]]:
+    """allocation -> the runs waiting for a job of it made on demand (idle_release)."""
+    needs: dict[str, list[str]] = {}
+    for name, made in decided.items():
+        if made.demand is not None:
+            needs.setdefault(made.demand, []).append(name)
     return needs
 
 
@@ -195,5 +238,7 @@ def _adoptions(inputs: PlanInputs) -> list[Action]:
             job_ids=(job.job_id,),
         )
         for job in inputs.observation.jobs
-        if job.tag.project == inputs.project and job.job_id not in known
+        if job.tag.project == inputs.project
+        and job.job_id not in known
+        and job.tag.name not in inputs.desired.sweeps  # an array not split: unread
     ]

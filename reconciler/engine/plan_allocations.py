@@ -11,18 +11,22 @@ An allocation's jobs (``salloc --no-shell``, tagged kind ``alloc``) are judged o
     broken      its setup failed                       released; the spec is blocked
 
 Compatible means the same spec hash: the hash covers the node shape, the time limit, the
-container and the setup commands, and leaves out min_remaining. A job of another hash is
-replaced. Of several ready jobs the newest is used and the older ones released.
+container and the setup commands, and leaves out min_remaining, setup_retries and
+idle_release. A job of another hash is replaced. Of several ready jobs the newest is
+used and the older ones released.
 
 A job is released only once no step runs in it (a run's, or setup): the plan then says
 what it waits for ("released once step 12.3 (run train) ends"), and a later pass
 releases it. Only a complete observation releases anything. Allocations that left the
 repo are released like that (with ``prune``), and so are tagged allocations the journal
 does not know and no spec declares (orphans, e.g. after the journal was lost), prune or
-not. Nothing else in recon ever releases an allocation.
+not; and, with ``idle_release``, a ready job no step has run in for that long that no run
+starts in this pass (``idle_releases``). Nothing else in recon ever releases an
+allocation.
 
 Runs ask ``place`` where to start: in the ready job if their time limit fits the time it
-has left, else they wait, and ``renewals`` allocates a fresh job for them.
+has left, else they wait, and ``renewals`` allocates a fresh job for them. With
+``idle_release`` a job is made only once a run waits for one (``on_demand``).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from functools import cached_property
 
 from reconciler.engine.actions import Action, ActionKind
 from reconciler.engine.fit import Fit
-from reconciler.scheduler.base import JobRecord, ObservedJob, job_order
+from reconciler.scheduler.base import OWN_STEPS, JobRecord, Launch, ObservedJob, job_order
 from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate, ending
 from reconciler.spec.desired import DesiredAllocation
 from reconciler.spec.models import NodeShape, RunResources
@@ -63,9 +67,11 @@ class AllocationInputs:
     setups: Sequence[SetupRecord]
     now: datetime
     backend: str
-    containers: bool | None = None  # None: not looked at (no allocation has a container)
+    # Container.features the cluster offers; None: not looked at (no allocation has one)
+    containers: frozenset[str] | None = None
     fit: Fit | None = None
     prune: bool = True
+    launches: Sequence[Launch] = ()  # step launchers running here (held-back steps)
 
     # Grouped once per plan and then looked up per allocation: the jobs and records are
     # mostly runs' (10,000 of them in a sweep), and a scan of them all per allocation
@@ -115,6 +121,11 @@ class AllocationState:
     waiting: str = ""  # why runs wait, when nothing is ready
     coming: bool = False  # a newer job is on its way: no renewal needed
     holds: NodeShape = field(default_factory=NodeShape)  # what each of its nodes holds
+    # idle_release: how long no step has run in the ready job (None: one runs, or the
+    # observation is incomplete), and what to allocate once a run needs it (None: made
+    # now, or nothing to make)
+    idle: timedelta | None = None
+    on_demand: tuple[ActionKind, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +134,7 @@ class Placement:
     wait: str | None = None
     blocked: str | None = None
     renew: bool = False  # waits for a job with more time left than the ready one has
+    allocate: bool = False  # waits for a job made for it now (idle_release: made on demand)
 
 
 def plan_allocations(
@@ -137,7 +149,7 @@ def plan_allocations(
     return actions, states
 
 
-def place(state: AllocationState, needs: timedelta | None, asks: NodeShape) -> Placement:
+def place(state: AllocationState, needs: timedelta | None, asks: RunResources) -> Placement:
     """Where a run that is to start now starts, given its time limit (None: none) and the
     CPUs, memory and GPUs it asks for."""
     name = state.name
@@ -155,6 +167,9 @@ def place(state: AllocationState, needs: timedelta | None, asks: NodeShape) -> P
             f"ask for less, or for more in allocation {name}"
         )
     if state.ready is None:
+        if state.on_demand is not None:
+            why = f"waits for allocation {name}: allocated for it in this apply"
+            return Placement(wait=why, allocate=True)
         return Placement(wait=f"waits for allocation {name}: {state.waiting}")
     left = state.ready.time_left
     if needs is not None and left is not None and needs > left:
@@ -166,14 +181,23 @@ def place(state: AllocationState, needs: timedelta | None, asks: NodeShape) -> P
     return Placement(job_id=state.ready.job_id)
 
 
-def beyond_allocation(holds: NodeShape, asks: NodeShape) -> list[str]:
-    """What a step asks for that no node of the allocation holds: a step is one task on
-    one node, and the allocation's cpus, memory and gpus are per node. What the allocation
-    does not state is not judged (the cluster decides what it gets), except GPUs: an
-    allocation that asks for none holds none, unless it takes whole nodes (--exclusive)."""
+def beyond_allocation(holds: NodeShape, asks: RunResources) -> list[str]:
+    """What a step asks for that the allocation does not hold: more nodes than it has, or
+    on one node more CPUs (its tasks there times each one's), memory or GPUs than each
+    of its nodes holds (an allocation's cpus, memory and gpus are per node). What the
+    allocation does not state is not judged (the cluster decides what it gets), except
+    GPUs, and nodes (one, unless it says): an allocation that asks for no GPUs holds
+    none, unless it takes whole nodes (--exclusive)."""
     found = []
-    if asks.cpus is not None and holds.cpus is not None and asks.cpus.count > holds.cpus.count:
-        found.append(f"cpus {asks.cpus.text} > {holds.cpus.text} per node")
+    if asks.step_nodes > (holds.nodes or 1):
+        found.append(f"nodes {asks.step_nodes} > {holds.nodes or 1}")
+    per_node = asks.tasks_per_node
+    each = asks.cpus.count if asks.cpus is not None else 1
+    if holds.cpus is not None and per_node * each > holds.cpus.count:
+        asked = asks.cpus.text if asks.cpus is not None else "1"
+        if per_node > 1:
+            asked = f"{per_node} tasks x {asked}"
+        found.append(f"cpus {asked} > {holds.cpus.text} per node")
     if (
         asks.memory is not None
         and holds.memory is not None
@@ -225,6 +249,73 @@ def renewals(
             )
         )
     return actions
+
+
+def on_demand(
+    states: Mapping[str, AllocationState],
+    needs: Mapping[str, Sequence[str]],
+    allocations: Mapping[str, DesiredAllocation],
+) -> list[Action]:
+    """A job for each allocation with ``idle_release`` that holds none, once a run needs
+    it: such an allocation is held only while it is used."""
+    actions = []
+    for name, runs in sorted(needs.items()):
+        state = states[name]
+        if not runs or state.on_demand is None:
+            continue
+        kind, why = state.on_demand
+        actions.append(
+            Action(
+                kind=kind,
+                target=name,
+                target_kind="alloc",
+                reason=f"{why}; run {runs[0]} needs it",
+                spec_hash=allocations[name].spec_hash,
+            )
+        )
+    return actions
+
+
+def idle_releases(
+    states: Mapping[str, AllocationState],
+    used: set[str],
+    allocations: Mapping[str, DesiredAllocation],
+) -> dict[str, Action]:
+    """The release of each ready job idle for its allocation's ``idle_release`` or longer
+    that no run starts in (or waits to be listed in) in this plan, by allocation: it
+    takes the place of that job's reuse."""
+    released = {}
+    for name, state in states.items():
+        limit = allocations[name].spec.idle_release
+        if state.ready is None or state.idle is None or limit is None or name in used:
+            continue
+        if state.idle < timedelta(seconds=limit.seconds):
+            continue
+        job = state.ready.job_id
+        released[name] = Action(
+            kind=ActionKind.CANCEL,
+            target=name,
+            target_kind="alloc",
+            reason=f"release allocation job {job}: idle {span(state.idle)} (idle_release: "
+            f"{span(timedelta(seconds=limit.seconds))}), no step runs in it; allocated "
+            "again when a run needs it",
+            spec_hash=allocations[name].spec_hash,
+            job_ids=(job,),
+        )
+    return released
+
+
+def idle_for(job: ObservedJob, now: datetime, busy: bool = False) -> timedelta | None:
+    """How long no step has run in a running allocation job: since the last of its steps
+    ended, else since it started. None while a step runs in it (or ``busy``: one started
+    or held back that Slurm does not list), or before it starts."""
+    if busy or job.live_steps or _own_health(job) is not Health.RUNNING:
+        return None
+    moments = [row.end for row in job.ended_steps if row.step not in OWN_STEPS and row.end]
+    moments += [row.start for row in job.components if row.start is not None]
+    if not moments:
+        return None
+    return max(now - max(moments), timedelta())
 
 
 def prunes(cluster: AllocationInputs, declared: set[str]) -> list[Action]:
@@ -285,8 +376,12 @@ def _decide(
     state = AllocationState(allocation.name, limit, coming=bool(coming), holds=spec.resources)
     if chosen is not None:
         left = _time_left(chosen)
-        state = replace(state, ready=Ready(chosen.job_id, left))
+        idle = None
+        if spec.idle_release is not None and cluster.complete:
+            idle = idle_for(chosen, cluster.now, busy=bool(_unended_steps(cluster, chosen)))
+        state = replace(state, ready=Ready(chosen.job_id, left), idle=idle)
         shown = f", {span(left)} left" if left is not None else ""
+        shown += f", idle {span(idle)}" if idle is not None else ""
         main.append(
             _action(
                 ActionKind.REUSE,
@@ -313,6 +408,14 @@ def _decide(
             why = f"allocation job {unseen} was made but Slurm does not list it yet"
             main.append(_action(ActionKind.NOOP, allocation, why))
             state = _waiting(state, why)
+        elif spec.idle_release is not None:
+            # Held only while used: a job is made once a run needs it (``on_demand``).
+            kind, why = _allocate(live, stages)
+            why += _try(allocation, failed)
+            release = span(timedelta(seconds=spec.idle_release.seconds))
+            held = f"allocated when a run needs it (idle_release: {release})"
+            main.append(_action(ActionKind.NOOP, allocation, f"no job ready; {held}"))
+            state = replace(_waiting(state, held), on_demand=(kind, why))
         else:
             kind, why = _allocate(live, stages)
             main.append(_action(kind, allocation, why + _try(allocation, failed)))
@@ -434,11 +537,20 @@ def _refusal(cluster: AllocationInputs, allocation: DesiredAllocation) -> str | 
             "the local backend cannot run steps inside an allocation (srun --jobid has no "
             "local meaning); use a Slurm cluster (scheduler: slurm)"
         )
-    if spec.container is not None and cluster.containers is False:
-        return (
-            f"container {spec.container.image} needs pyxis (srun --container-image), "
-            "which this cluster does not have"
-        )
+    if spec.container is not None and cluster.containers is not None:
+        if "image" not in cluster.containers:
+            return (
+                f"container {spec.container.image} needs pyxis (srun --container-image), "
+                "which this cluster does not have"
+            )
+        missing = sorted(spec.container.features - cluster.containers)
+        if missing:
+            return (
+                f"container {', '.join(missing)} needs pyxis's "
+                f"{', '.join('--container-' + name for name in missing)}, which this "
+                "cluster's srun does not offer (srun --help); leave it out, or ask for a "
+                "newer pyxis"
+            )
     if cluster.fit is not None:
         shape = {field: getattr(spec.resources, field) for field in NodeShape.model_fields}
         unfit = cluster.fit.why_not(RunResources(**shape, time=spec.time_limit))
@@ -503,8 +615,14 @@ def _release(cluster: AllocationInputs, job: ObservedJob, why: str) -> Action:
 
 def _unended_steps(cluster: AllocationInputs, job: ObservedJob) -> list[str]:
     """Steps the journal says recon started in the job, not shown by sacct at all, whose
-    end is not recorded."""
+    end is not recorded; and steps srun holds back in it (released, they would never run)."""
     shown = {row.job_id for row in job.steps}
+    held = sorted(
+        {
+            f"{job.job_id}.? (run {launch.tag.name}, held back by srun)"
+            for launch in held_back(job, cluster.launches)
+        }
+    )
     prefix = f"{job.job_id}."
     runs = [
         f"{r.job_id} (run {r.name})"
@@ -519,7 +637,19 @@ def _unended_steps(cluster: AllocationInputs, job: ObservedJob) -> list[str]:
         for s in cluster.setups
         if s.allocation_job == job.job_id and s.step_id not in shown and s.final_health is None
     ]
-    return runs + setups
+    return runs + setups + held
+
+
+def held_back(job: ObservedJob, launches: Sequence[Launch]) -> list[Launch]:
+    """The runs' steps srun holds back in the job: launched there, not listed in it."""
+    named = {row.step_tag for row in job.steps}
+    return [
+        launch
+        for launch in launches
+        if launch.allocation_id == job.job_id
+        and launch.tag.kind == "run"
+        and launch.tag not in named
+    ]
 
 
 def _step_name(row: JobRecord) -> str:

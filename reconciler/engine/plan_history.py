@@ -20,6 +20,7 @@ from reconciler.state.records import (
     UNSEEN_GRACE,
     SubmissionRecord,
     SubmissionStatus,
+    gathered_digest,
     unseen_job,
 )
 
@@ -82,10 +83,19 @@ def _input_version(
     if spec_input.upstream is None:
         return inputs.files.inputs.get((run.name, name))
     upstream, output = spec_input.upstream
+    members = run.gathers.get(name)
+    if members is not None:  # one version for every member's output it gathers
+        if any(_undone(decided.get(member)) for member in members):
+            return None
+        return gathered_digest({m: inputs.files.outputs.get((m, output)) for m in members})
     before = decided.get(upstream)
     if before is None or before.outcome is not RunOutcome.DONE:
         return None  # its new output is not there yet: decided on a later pass
     return inputs.files.outputs.get((upstream, output))
+
+
+def _undone(decision: Decision | None) -> bool:
+    return decision is None or decision.outcome is not RunOutcome.DONE
 
 
 def failed_attempts(
@@ -159,21 +169,45 @@ def lost_jobs(inputs: PlanInputs, run: DesiredRun) -> list[tuple[str, str]]:
 
 
 def unlisted_step(inputs: PlanInputs, run: DesiredRun) -> str | None:
-    """A step of the current spec started lately whose id Slurm has not told yet: it may
-    wait for room in its allocation. It is found by its name once listed (and adopted);
-    starting it again meanwhile would run it twice."""
+    """A step of the current spec started whose id Slurm has not told yet: srun holds it
+    back until the allocation has room (GPUs in use by another run), or Slurm is slow to
+    list it. It is found by its name once listed (and adopted); starting it again
+    meanwhile would run it twice. While its srun runs here it waits, however long; with
+    no srun seen, for ``UNSEEN_GRACE``; and when the processes could not be looked at,
+    until they can."""
     if run.spec.allocation is None:
         return None
-    for record in inputs.history(run.name):
-        if (
-            record.spec_hash == run.spec_hash
-            and record.status is SubmissionStatus.INTENT
-            and inputs.now - record.created_at < UNSEEN_GRACE
-        ):
-            return (
-                f"started in allocation {run.spec.allocation}, but Slurm does not list "
-                "its step yet; not starting it again"
-            )
+    started = [
+        record
+        for record in inputs.history(run.name)
+        if record.spec_hash == run.spec_hash and record.status is SubmissionStatus.INTENT
+    ]
+    if not started:
+        return None
+    launches = inputs.observation.launches
+    held = [
+        launch
+        for launch in launches or ()
+        if launch.tag.project == inputs.project
+        and launch.tag.kind == "run"
+        and launch.tag.name == run.name
+        and launch.tag.spec_hash == run.spec_hash
+    ]
+    if held:
+        return (
+            f"srun holds its step back until allocation {run.spec.allocation} (job "
+            f"{held[-1].allocation_id}) has room for it; not starting it again"
+        )
+    if launches is None:
+        return (
+            f"started in allocation {run.spec.allocation}, not listed yet, and its srun "
+            "could not be looked for; not starting it again"
+        )
+    if any(inputs.now - record.created_at < UNSEEN_GRACE for record in started):
+        return (
+            f"started in allocation {run.spec.allocation}, but Slurm does not list "
+            "its step yet; not starting it again"
+        )
     return None
 
 

@@ -49,6 +49,8 @@ class PlanInputs:
     jobs_by_run: Mapping[str, tuple[ObservedJob, ...]]
     history_by_run: Mapping[str, Sequence[SubmissionRecord]]
     partners_by_run: Mapping[str, Sequence[str]]
+    # a job array's id -> its tasks, each a sweep member's job (engine/identity.split_arrays)
+    tasks_by_array: Mapping[str, tuple[ObservedJob, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -65,9 +67,13 @@ class PlanInputs:
     ) -> PlanInputs:
         project = desired.project.project
         jobs: dict[str, list[ObservedJob]] = {}
+        tasks: dict[str, list[ObservedJob]] = {}
         for job in observation.jobs:
             if job.tag.project == project and job.tag.kind == "run":
                 jobs.setdefault(job.tag.name, []).append(job)
+                array, task, _ = job.job_id.partition("_")
+                if task:
+                    tasks.setdefault(array, []).append(job)
         history: dict[str, list[SubmissionRecord]] = {}
         for record in records:
             if record.kind == "run":
@@ -84,6 +90,7 @@ class PlanInputs:
             {name: tuple(group) for name, group in jobs.items()},
             history,
             coupled_partners(desired),
+            {array: tuple(group) for array, group in tasks.items()},
         )
 
     @property
@@ -126,9 +133,13 @@ class Decision:
     attached) and where the run stands once the plan is carried out. `live_job`: the job
     of its current spec still queued or running, which downstream runs wait for through
     afterok; `renewal`: (allocation, time needed) when it waits for a fresh allocation job
-    with more time left."""
+    with more time left; `demand`: the allocation (with idle_release) it waits to be
+    allocated for it; `uses`: the allocation it starts a step in, or waits in for its
+    step to be listed (which keeps it from being released as idle)."""
 
     action: Action
     outcome: RunOutcome
     live_job: str | None = None
     renewal: tuple[str, timedelta] | None = None
+    demand: str | None = None
+    uses: str | None = None

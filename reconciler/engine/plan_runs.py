@@ -8,6 +8,7 @@ decides is submitted:
 
     row                  when                                          outcome
     blocked_upstream     an upstream failed or is blocked              BLOCKED
+    array_unread         its sweep has a job array no map tells apart  WAITING
     replace_on_request   `--replace` names it                          INFLIGHT (or WAITING)
     in_progress          a job of its current spec is queued/running   INFLIGHT
     outdated_still_live  only an older spec's job is alive             INFLIGHT (replace) or WAITING
@@ -25,7 +26,7 @@ function from RunFacts to a Decision or None, put in its place in ``DECISION_TAB
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.engine.actions import Action, ActionKind, RunOutcome
 from reconciler.engine.plan_changes import why_submit
@@ -92,7 +93,7 @@ def decide(inputs: PlanInputs, run: DesiredRun, decided: Mapping[str, Decision])
     ) or _submit_anew(facts)
     sync = sync_status(facts.success, facts.stale, facts.history, facts.jobs)
     action = made.action.model_copy(update={"sync": sync, "outcome": made.outcome})
-    return Decision(action, made.outcome, made.live_job, made.renewal)
+    return replace(made, action=action)
 
 
 def blocked_upstream(facts: RunFacts) -> Decision | None:
@@ -108,6 +109,18 @@ def blocked_upstream(facts: RunFacts) -> Decision | None:
             )
             return Decision(action, RunOutcome.BLOCKED)
     return None
+
+
+def array_unread(facts: RunFacts) -> Decision | None:
+    """A job array of the run's sweep whose member map could not be read stays whole,
+    under the sweep's name (identity.split_arrays): any member may have a task in it, so
+    none is submitted until it can be told apart."""
+    sweep = facts.run.sweep
+    unread = facts.inputs.jobs(sweep) if sweep is not None else ()
+    if not unread:
+        return None
+    why = f"job array {unread[-1].job_id} of {sweep} cannot be told apart: not submitting"
+    return facts.stays(RunOutcome.WAITING, why)
 
 
 def replace_on_request(facts: RunFacts) -> Decision | None:
@@ -207,7 +220,9 @@ def not_seen_yet(facts: RunFacts) -> Decision | None:
 
 def step_not_listed_yet(facts: RunFacts) -> Decision | None:
     why = unlisted_step(facts.inputs, facts.run)
-    return None if why is None else facts.stays(RunOutcome.WAITING, why)
+    if why is None:
+        return None
+    return replace(facts.stays(RunOutcome.WAITING, why), uses=facts.run.spec.allocation)
 
 
 def fate_not_seen(facts: RunFacts) -> Decision | None:
@@ -233,6 +248,7 @@ Row = Callable[[RunFacts], Decision | None]
 # The decision table, asked in this order (see the module's docstring).
 DECISION_TABLE: tuple[Row, ...] = (
     blocked_upstream,
+    array_unread,
     replace_on_request,
     in_progress,
     outdated_still_live,

@@ -15,7 +15,7 @@ from reconciler.engine import plan_allocations
 from reconciler.engine.actions import Action, ActionKind, RunOutcome
 from reconciler.engine.plan_changes import field_changes
 from reconciler.engine.plan_inputs import Decision, PlanInputs
-from reconciler.scheduler.states import SlurmState
+from reconciler.scheduler.states import Health, SlurmState
 from reconciler.spec.desired import DesiredRun
 
 
@@ -66,6 +66,7 @@ def submit(
     why = f"waiting for upstream {', '.join(waiting)}"
     steps = [up for up in pending_upstreams if inputs.desired.runs[up].spec.allocation]
     renewal = None
+    demand = None
     if not waiting and pending_upstreams and (allocation is not None or steps):
         waiting = pending_upstreams
         why = (
@@ -77,12 +78,13 @@ def submit(
             needs = _time_limit(run)
             assert needs is not None  # only a time limit makes a run wait for renewal
             renewal = (allocation, needs)
+        demand = allocation if placed.allocate else None
         waiting, why = [allocation or ""], placed.wait
     if waiting:
         stays = _stays(run, RunOutcome.WAITING, ActionKind.NOOP, why)
-        return Decision(stays.action, stays.outcome, renewal=renewal)
+        return Decision(stays.action, stays.outcome, renewal=renewal, demand=demand)
     live_jobs = {up: decided[up].live_job for up in pending_upstreams}
-    after_jobs = tuple(job for job in live_jobs.values() if job is not None)
+    after_jobs = whole_arrays(inputs, [job for job in live_jobs.values() if job is not None])
     submitted_with = tuple(up for up, job in live_jobs.items() if job is None)
     history = inputs.history(run.name)
     changes = field_changes(history, run) if kind is not ActionKind.RETRY else ()
@@ -98,7 +100,27 @@ def submit(
         allocation_job=placed.job_id if placed is not None else None,
         details=_component_lines(run),
     )
-    return Decision(action, RunOutcome.INFLIGHT)
+    return Decision(action, RunOutcome.INFLIGHT, uses=allocation)
+
+
+def whole_arrays(inputs: PlanInputs, jobs: list[str]) -> tuple[str, ...]:
+    """The jobs to wait for, a job array's tasks said once by the array's id where that
+    waits for the same: every task of it is among them or has already succeeded (Slurm's
+    afterok on an array waits for all its tasks). An aggregate of a 10,000-member sweep
+    in flight then waits for ten ids, not 10,000. An array with a task the run does not
+    read (a member pruned, or failed and retried elsewhere) keeps its tasks' own ids."""
+    wanted = set(jobs)
+    whole = {
+        array
+        for array in {job.partition("_")[0] for job in jobs if "_" in job}
+        if all(
+            task.job_id in wanted or task.health is Health.SUCCEEDED
+            for task in inputs.tasks_by_array.get(array, ())
+        )
+        and inputs.tasks_by_array.get(array)
+    }
+    kept = [job for job in jobs if job.partition("_")[0] not in whole]
+    return (*kept, *sorted(whole, key=int))
 
 
 def _stays(run: DesiredRun, outcome: RunOutcome, kind: ActionKind, reason: str) -> Decision:

@@ -22,6 +22,7 @@ from pathlib import Path
 from reconciler.engine import settle
 from reconciler.engine.actions import Plan
 from reconciler.engine.apply import Applier, ApplyResult, Done
+from reconciler.engine.arrays import read_maps
 from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
 from reconciler.engine.faults import fault_point
 from reconciler.engine.fit import Fit, FitChecker, MachineFit
@@ -181,7 +182,8 @@ def look(
 ) -> Look:
     """Observe the cluster and the filesystem, judge finished jobs, and plan. Reads only."""
     found = scheduler.observe(observation_window(journal.records, journal.setups, now))
-    share = share_of(found, desired.project.project, deployment(desired), journal.records)
+    project, place = desired.project.project, deployment(desired)
+    share = share_of(found, project, place, journal.records, read_maps(found, project, place))
     outputs_seen: OutputsSeen = {}  # each output looked at once in this pass
     endings = settle.judge(desired, share.own, journal.records, outputs_seen)
     records = settle.as_recorded(journal.records, endings)
@@ -201,6 +203,7 @@ def look(
         containers=containers_for(scheduler, desired),
         elsewhere=share.elsewhere,
         replace=request.replace,
+        max_array_size=array_size_for(scheduler, desired),
     )
     return Look(desired, share.own, share.elsewhere, records, setups, endings, setup_changes, plan)
 
@@ -210,6 +213,18 @@ def look_once(request: Request, *, scheduler: Scheduler | None = None) -> Look:
     desired = load(request)
     scheduler = scheduler or scheduler_for(desired, request.scheduler)
     return look(request, desired, scheduler, read_journal(desired), datetime.now(UTC))
+
+
+def array_size_for(scheduler: Scheduler, desired: Desired) -> int | None:
+    """The scheduler's MaxArraySize when the project has sweeps (read once per pass, and
+    again by apply from the same scheduler object, which keeps it); None when it has
+    none, or when it cannot be read (the plan then does not say how arrays split)."""
+    if not desired.sweeps:
+        return None
+    try:
+        return scheduler.max_array_size()
+    except ObservationError:
+        return None
 
 
 def fit_for(scheduler: Scheduler) -> Fit | None:
@@ -223,9 +238,10 @@ def fit_for(scheduler: Scheduler) -> Fit | None:
     return MachineFit.of(partitions) if scheduler.name == "local" else FitChecker(partitions)
 
 
-def containers_for(scheduler: Scheduler, desired: Desired) -> bool | None:
-    """Whether the cluster runs container images in steps (pyxis), asked once per pass
-    and only when an allocation wants a container; None when not asked."""
+def containers_for(scheduler: Scheduler, desired: Desired) -> frozenset[str] | None:
+    """What the cluster offers containers in steps (pyxis: the image, and which options),
+    asked once per pass and only when an allocation wants a container; None when not
+    asked."""
     wanted = any(desired.allocations[name].spec.container for name in desired.allocations)
     if not wanted or not isinstance(scheduler, StepScheduler):
         return None

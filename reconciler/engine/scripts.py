@@ -13,7 +13,7 @@ from pathlib import Path
 from reconciler.engine.identity import tag_for
 from reconciler.scheduler.render import RenderContext, render_batch_script
 from reconciler.spec.desired import Desired, DesiredRun
-from reconciler.state.paths import input_paths, run_dir
+from reconciler.state.paths import input_lists, input_paths, run_dir
 
 
 def render_context(desired: Desired, run: DesiredRun, code_dir: Path) -> RenderContext:
@@ -25,6 +25,7 @@ def render_context(desired: Desired, run: DesiredRun, code_dir: Path) -> RenderC
         run_dir=run_dir(desired, run),
         tag=tag_for(desired, "run", run.name, run.spec_hash),
         input_paths=input_paths(desired, run),
+        input_lists=input_lists(desired, run),
     )
 
 

@@ -25,6 +25,7 @@ from reconciler.state.journal import Journal
 from reconciler.state.outputs import (
     OutputsSeen,
     OutputVersion,
+    gathered,
     observe_inputs,
     observe_outputs,
 )
@@ -230,7 +231,13 @@ def _input_versions(
     external = _versions(observe_inputs(desired, [run.name]), run.name)
     versions: dict[str, OutputVersion | None] = {}
     for name, spec_input in run.spec.inputs.items():
-        if spec_input.upstream is None:
+        if name in run.gathers:
+            output = spec_input.upstream[1] if spec_input.upstream else name
+            members = observe_outputs(desired, run.gathers[name], outputs_seen)
+            versions[name] = gathered(
+                {member: members[(member, output)] for member in run.gathers[name]}
+            )
+        elif spec_input.upstream is None:
             versions[name] = external.get(name)
         else:
             upstream, output = spec_input.upstream

@@ -21,6 +21,7 @@ from reconciler.spec.desired import (
     flat_fields,
     spec_hash_of,
 )
+from reconciler.spec.matrix import sweep_of
 
 
 class Change(StrEnum):
@@ -37,12 +38,23 @@ class FieldChange:
 
 
 @dataclass(frozen=True)
+class Members:
+    """How a sweep's members differ: by name (their values), and how many it has now."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    count: int = 0
+
+
+@dataclass(frozen=True)
 class EntryDiff:
-    kind: str  # "Run" or "Allocation"
+    kind: str  # "Run", "Allocation" or "Sweep"
     name: str
     change: Change
     location: Location  # where it is in the newer commit, or was in the older
-    fields: tuple[FieldChange, ...] = ()
+    fields: tuple[FieldChange, ...] = ()  # a sweep's: those of its changed members, once
+    members: Members | None = None  # a sweep's
 
 
 @dataclass(frozen=True)
@@ -64,10 +76,18 @@ Entry = DesiredRun | DesiredAllocation
 
 
 def diff(base: Desired, head: Desired) -> SpecDiff:
-    """Entries are compared by spec hash; only those added, removed or changed are built
-    (their location and fields), so one changed file among 10,000 builds one run."""
-    old, new = _entries(base), _entries(head)
-    entries = []
+    """A sweep is one entry, whatever the number of its members: those added, removed or
+    changed, and the changed fields once (every member changes alike).
+
+    Entries are compared by spec hash, which the loader knows without building a run's
+    model; only what is shown is built (a location, the fields that changed), so one
+    changed file among 10,000 builds one run on each side."""
+    old = _entries(base)
+    new = _entries(head)
+    entries = _sweeps(old, new)
+    for entries_of in (old, new):
+        for key in [key for key in entries_of if key[0] == "Run" and sweep_of(key[1])]:
+            del entries_of[key]
     for key in sorted(old.keys() | new.keys(), key=lambda k: (k[1], k[0])):
         kind, name = key
         before, after = old.get(key), new.get(key)
@@ -84,14 +104,62 @@ def diff(base: Desired, head: Desired) -> SpecDiff:
             entries.append(
                 EntryDiff(kind, name, Change.CHANGE, now.location, field_changes(was, now))
             )
+    entries.sort(key=lambda entry: (entry.name, entry.kind))
     return SpecDiff(base.commit, head.commit, head.project.project, tuple(entries))
 
 
+# The mapping that holds an entry (a Desired's runs or allocations): its model is built
+# only when asked for.
 Entries = Mapping[str, DesiredRun] | Mapping[str, DesiredAllocation]
 
 
+def _sweeps(
+    old: dict[tuple[str, str], Entries], new: dict[tuple[str, str], Entries]
+) -> list[EntryDiff]:
+    before = _by_sweep(old)
+    after = _by_sweep(new)
+    entries = []
+    for sweep in sorted(before.keys() | after.keys()):
+        was, now = before.get(sweep, {}), after.get(sweep, {})
+        changed = [
+            name
+            for name in now
+            if name in was and spec_hash_of(was[name], name) != spec_hash_of(now[name], name)
+        ]
+        members = Members(
+            added=tuple(name for name in now if name not in was),
+            removed=tuple(name for name in was if name not in now),
+            changed=tuple(changed),
+            count=len(now),
+        )
+        if not (members.added or members.removed or members.changed):
+            continue
+        first, holder = next(iter((now or was).items()))
+        change = Change.ADD if not was else Change.REMOVE if not now else Change.CHANGE
+        fields: tuple[FieldChange, ...] = ()
+        if changed:
+            name = changed[0]
+            fields = tuple(
+                field
+                for field in field_changes(was[name][name], now[name][name])
+                if field.field not in ("name", "workdir")
+            )
+        location = holder[first].location
+        entries.append(EntryDiff("Sweep", sweep, change, location, fields, members))
+    return entries
+
+
+def _by_sweep(entries: dict[tuple[str, str], Entries]) -> dict[str, dict[str, Entries]]:
+    sweeps: dict[str, dict[str, Entries]] = {}
+    for (kind, name), holder in entries.items():
+        sweep = sweep_of(name) if kind == "Run" else None
+        if sweep is not None:
+            sweeps.setdefault(sweep, {})[name] = holder
+    return sweeps
+
+
 def _entries(desired: Desired) -> dict[tuple[str, str], Entries]:
-    """(kind, name) -> the mapping that holds it, whose models are built only if asked."""
+    """(kind, name) -> the mapping that holds it."""
     entries: dict[tuple[str, str], Entries] = {}
     for name in desired.runs:
         entries[("Run", name)] = desired.runs

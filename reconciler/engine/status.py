@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from reconciler.engine.actions import ActionKind, Plan, SyncStatus
+from reconciler.engine.plan_allocations import held_back, idle_for
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import ENDINGS, Health, aggregate
 from reconciler.spec.desired import Desired
@@ -177,13 +178,14 @@ class AllocationStatus(BaseModel):
     health: Health | None
     nodes: str | None
     time_left: timedelta | None
+    idle: timedelta | None  # how long no step has run in that job; None while one runs
     steps_running: tuple[RunningStep, ...]
     history: tuple[AllocationJob, ...]  # every job of it the journal knows, newest first
     reason: str  # what the next apply would do about it, and why
 
-    @field_serializer("time_left", when_used="json")
-    def _seconds(self, time_left: timedelta | None) -> int | None:
-        return None if time_left is None else int(time_left.total_seconds())
+    @field_serializer("time_left", "idle", when_used="json")
+    def _seconds(self, span: timedelta | None) -> int | None:
+        return None if span is None else int(span.total_seconds())
 
 
 def allocation_statuses(
@@ -245,10 +247,17 @@ def _allocation_status(
         health=aggregate(r.health for r in job.components) if job is not None else None,
         nodes=row.nodes if row is not None else None,
         time_left=row.time_left if row is not None else None,
+        idle=_idle(job, observation) if job is not None else None,
         steps_running=steps,
         history=_allocation_history(history, served, jobs),
         reason="; ".join(reasons) or "-",
     )
+
+
+def _idle(job: ObservedJob, observation: Observation) -> timedelta | None:
+    """As the planner judges idle_release, with the steps srun holds back in it as busy."""
+    busy = bool(held_back(job, observation.launches or ()))
+    return idle_for(job, observation.taken_at, busy=busy)
 
 
 def _allocation_history(

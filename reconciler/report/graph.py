@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -20,6 +21,7 @@ from reconciler.engine.actions import Plan
 from reconciler.engine.status import RunStatus
 from reconciler.graph import build, order
 from reconciler.spec.desired import Desired
+from reconciler.spec.matrix import sweep_of
 
 NodeKind = Literal["run", "alloc"]
 
@@ -51,10 +53,13 @@ class Node:
     sync: str | None = None
     health: str | None = None
     action: str | None = None  # a changing action a plan takes on it, e.g. "submit"
+    members: int = 0  # a sweep drawn as one node: how many members it stands for
 
     @property
     def label(self) -> str:
         facts = [fact for fact in (self.action, self.sync, self.health) if fact]
+        if self.members:
+            facts.insert(0, f"{self.members} members")
         prefix = "allocation " if self.kind == "alloc" else ""
         return prefix + self.name + (f" ({', '.join(facts)})" if facts else "")
 
@@ -210,7 +215,7 @@ def graph_of(
         if spec.allocation is not None and spec.allocation in desired.allocations
     ]
     notes = tuple(plan.notes) if plan is not None else ()
-    return Graph(nodes, edges, notes=notes)
+    return _by_sweep(Graph(nodes, edges, notes=notes))
 
 
 # Health as a dot in the node's corner: the fill says how the run stands against the repo,
@@ -331,3 +336,45 @@ def _xml(text: str) -> str:
 
 
 RENDERERS = {"mermaid": as_mermaid, "dot": as_dot, "json": as_json, "svg": as_svg}
+
+
+def _by_sweep(graph: Graph) -> Graph:
+    """Each sweep's members as one node, where its first member stands: a 10,000-member
+    sweep is one box. Its action, sync and health are the commonest among its members'."""
+    groups: dict[str, list[Node]] = {}
+    for node in graph.nodes:
+        sweep = sweep_of(node.name) if node.kind == "run" else None
+        if sweep is not None:
+            groups.setdefault(sweep, []).append(node)
+    if not groups:
+        return graph
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        sweep = sweep_of(node.name) if node.kind == "run" else None
+        if sweep is None:
+            nodes.append(node)
+        elif groups[sweep][0] is node:
+            members = groups[sweep]
+            nodes.append(
+                Node(
+                    sweep,
+                    "run",
+                    sync=_commonest(member.sync for member in members),
+                    health=_commonest(member.health for member in members),
+                    action=_commonest(member.action for member in members),
+                    members=len(members),
+                )
+            )
+    edges = list(
+        dict.fromkeys(
+            (sweep_of(a) or a, sweep_of(b) or b)
+            for a, b in graph.edges
+            if (sweep_of(a) or a) != (sweep_of(b) or b)
+        )
+    )
+    return Graph(nodes, edges, graph.left_out, graph.notes)
+
+
+def _commonest(values: Iterable[str | None]) -> str | None:
+    counts = Counter(value for value in values if value is not None)
+    return counts.most_common(1)[0][0] if counts else None

@@ -9,10 +9,19 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan, RunOutcome
+from reconciler.engine.actions import (
+    Action,
+    ActionKind,
+    FieldChange,
+    Plan,
+    RunOutcome,
+    SweepShape,
+)
 from reconciler.report.words import plural
+from reconciler.spec.matrix import sweep_of
 
 _SYMBOL_WIDTH = 3
 _KIND_WIDTH = max(len(kind.value) for kind in ActionKind)
@@ -24,10 +33,87 @@ _CANCELLING = frozenset({ActionKind.REPLACE, ActionKind.CANCEL, ActionKind.TEARD
 # A run submitted again cancels its job held in the queue first (SpecialExit), if any.
 _SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY})
 _NEWLINES = re.compile(r"\r\n|\r|\n")
+# `current (job 123_4 succeeded)`: each member's job differs, its reason does not.
+_JOB_MENTION = re.compile(r" \(jobs? [0-9_., ]+[^)]*\)")
+_JOB_ID = re.compile(r"\bjob [0-9]+(?:_[0-9]+)?")
 
 
 class Renderer(Protocol):
-    def __call__(self, plan: Plan, *, show_noop: bool = True) -> str: ...
+    def __call__(self, plan: Plan, *, show_noop: bool = True, members: bool = False) -> str: ...
+
+
+@dataclass(frozen=True)
+class SweepBlock:
+    """The actions of one kind on one sweep's members, shown as one line."""
+
+    sweep: str
+    kind: ActionKind
+    actions: tuple[Action, ...]
+
+    @property
+    def symbol(self) -> str:
+        return self.actions[0].symbol
+
+    def what(self, plan: Plan) -> str:
+        """``6 of 12 members (1 array, at most 4 at once): not yet run``."""
+        shape = plan.sweeps.get(self.sweep)
+        count = len(self.actions)
+        if shape is None:  # the sweep left the specs: its members' jobs are pruned
+            text = f"{plural(count, 'member')} of a sweep no longer in the specs"
+        else:
+            text = f"{count} of {plural(shape.members, 'member')}"
+        if self.kind in _SUBMITTING or self.kind is ActionKind.REPLACE:
+            text += f" ({_arrays(self.actions, shape)})"
+        return f"{text}: {_reasons(self.actions)}"
+
+
+def _arrays(actions: tuple[Action, ...], shape: SweepShape | None) -> str:
+    """How many job arrays apply will submit: one per set of jobs the members wait for,
+    split at the scheduler's MaxArraySize (apply groups them the same way)."""
+    groups: dict[tuple[str, ...], int] = {}
+    for action in actions:
+        key = (*action.after_jobs, *action.after)
+        groups[key] = groups.get(key, 0) + 1
+    size = shape.max_array_size if shape is not None else None
+    arrays = sum(-(-count // size) if size else 1 for count in groups.values())
+    text = plural(arrays, "array")
+    if shape is not None and shape.max_parallel is not None:
+        text += f", at most {shape.max_parallel} at once"
+    return text
+
+
+def _reasons(actions: tuple[Action, ...]) -> str:
+    """The members' reasons, each once, the commonest first, with how many say it."""
+    counts: dict[str, int] = {}
+    for action in actions:
+        reason = _JOB_ID.sub("its job", _JOB_MENTION.sub("", action.reason))
+        reason += f": {action.changes[0]}" if len(action.changes) == 1 else ""
+        counts[reason] = counts.get(reason, 0) + 1
+    ordered = sorted(counts.items(), key=lambda item: -item[1])
+    shown = [reason if len(ordered) == 1 else f"{reason} ({n})" for reason, n in ordered[:3]]
+    more = f"; {len(ordered) - 3} more reasons" if len(ordered) > 3 else ""
+    return "; ".join(shown) + more
+
+
+def grouped(actions: list[Action]) -> list[Action | SweepBlock]:
+    """The actions with each sweep's members gathered into one block per kind, where the
+    first of them stands; a run of its own stays one action."""
+    blocks: dict[tuple[str, ActionKind], list[Action]] = {}
+    order: list[Action | tuple[str, ActionKind]] = []
+    for action in actions:
+        sweep = sweep_of(action.target) if action.target_kind == "run" else None
+        if sweep is None:
+            order.append(action)
+            continue
+        key = (sweep, action.kind)
+        if key not in blocks:
+            blocks[key] = []
+            order.append(key)
+        blocks[key].append(action)
+    return [
+        item if isinstance(item, Action) else SweepBlock(item[0], item[1], tuple(blocks[item]))
+        for item in order
+    ]
 
 
 def _short(commit: str | None) -> str:
@@ -81,12 +167,23 @@ def _context(action: Action) -> str:
     """What follows the reason in every format: the runs awaited, the jobs cancelled."""
     text = ""
     if action.after:
-        text += f"; after {', '.join(action.after)}"
+        text += f"; after {', '.join(_runs(action.after))}"
     resubmitting = action.target_kind == "run" and action.kind in _SUBMITTING
     if (action.kind in _CANCELLING or resubmitting) and action.job_ids:
         word = "job" if len(action.job_ids) == 1 else "jobs"
         text += f" (cancels {word} {', '.join(action.job_ids)})"
     return text
+
+
+def _runs(names: tuple[str, ...]) -> list[str]:
+    """Run names with a sweep's members said once: `seeds (6 members)`."""
+    shown: dict[str, int] = {}
+    for name in names:
+        key = sweep_of(name) or name
+        shown[key] = shown.get(key, 0) + (1 if key != name else 0)
+    return [
+        f"{name} ({plural(count, 'member')})" if count else name for name, count in shown.items()
+    ]
 
 
 def _visible(plan: Plan, show_noop: bool) -> list[Action]:
@@ -98,10 +195,29 @@ def _unchanged_line(plan: Plan, show_noop: bool) -> list[str]:
     return [] if show_noop or not noop else [f"{plural(noop, 'run')} unchanged."]
 
 
-def as_text(plan: Plan, *, show_noop: bool = True) -> str:
-    actions = _visible(plan, show_noop)
-    width = max([_MIN_TARGET_WIDTH, *(len(a.target) for a in actions)])
-    body = [line for action in actions for line in _text_lines(action, width)]
+def as_text(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str:
+    """A sweep's members show as one line per kind of action; with ``members``, each
+    member's own line follows it."""
+    items = grouped(_visible(plan, show_noop))
+    targets = [item.target if isinstance(item, Action) else item.sweep for item in items] + [
+        action.target
+        for item in items
+        if isinstance(item, SweepBlock) and members
+        for action in item.actions
+    ]
+    width = max([_MIN_TARGET_WIDTH, *(len(target) for target in targets)])
+    body: list[str] = []
+    for item in items:
+        if isinstance(item, Action):
+            body.extend(_text_lines(item, width))
+            continue
+        lead = (
+            f"{item.symbol:>{_SYMBOL_WIDTH}} {item.kind.value:<{_KIND_WIDTH}}{_GAP}"
+            f"{item.sweep:<{width}}{_GAP}"
+        )
+        body.append(_one_line(lead + item.what(plan)).rstrip())
+        if members:
+            body.extend(line for action in item.actions for line in _text_lines(action, width))
     body += _unchanged_line(plan, show_noop)
     lines = [header(plan), *_notes(plan), ""]
     if body:
@@ -160,7 +276,14 @@ def _markdown_row(action: Action) -> str:
     return f"| {symbol} | {action.kind.value} | {_code(action.target)} | {reason} | {fields} |"
 
 
-def as_markdown(plan: Plan, *, show_noop: bool = True) -> str:
+def _markdown_block(block: SweepBlock, plan: Plan) -> str:
+    symbol = _code(block.symbol) if block.symbol.strip() else ""
+    return (
+        f"| {symbol} | {block.kind.value} | {_code(block.sweep)} | {_cell(block.what(plan))} |  |"
+    )
+
+
+def as_markdown(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str:
     lines = [f"### {header(plan)}", ""]
     # Blank quote lines between notes, else markdown joins them into one paragraph.
     quoted = "\n>\n".join(f"> {_cell(note)}" for note in _notes(plan))
@@ -169,7 +292,13 @@ def as_markdown(plan: Plan, *, show_noop: bool = True) -> str:
     actions = _visible(plan, show_noop)
     if actions:
         lines += ["| | action | target | reason | changed fields |", "|---|---|---|---|---|"]
-        lines += [_markdown_row(action) for action in actions]
+        for item in grouped(actions):
+            if isinstance(item, Action):
+                lines.append(_markdown_row(item))
+                continue
+            lines.append(_markdown_block(item, plan))
+            if members:
+                lines += [_markdown_row(action) for action in item.actions]
         lines.append("")
     if unchanged := _unchanged_line(plan, show_noop):
         lines += [*unchanged, ""]
@@ -177,11 +306,12 @@ def as_markdown(plan: Plan, *, show_noop: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def as_json(plan: Plan, *, show_noop: bool = True) -> str:
+def as_json(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str:
     """The whole plan, so that it reads back equal without `summary`, plus the counts.
 
     JSON is for machines, which filter for themselves: every action is always there and
-    `show_noop` is accepted only so that all renderers are called the same way.
+    `show_noop` and `members` are accepted only so that all renderers are called the same
+    way.
     """
     document = plan.model_dump(mode="json")
     counts: dict[str, int | bool] = {kind.value: plan.count(kind) for kind in ActionKind}

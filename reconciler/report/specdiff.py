@@ -37,6 +37,7 @@ def as_text(result: SpecDiff) -> str:
         lines.append(
             f"  {SYMBOLS[entry.change]} {entry.kind.lower()} {entry.name}  ({entry.location})"
         )
+        lines.extend(f"      {line}" for line in member_lines(entry))
         lines.extend(
             f"      {change.field}: {_value(change.old)} -> {_value(change.new)}"
             for change in entry.fields
@@ -45,6 +46,26 @@ def as_text(result: SpecDiff) -> str:
         lines.append("")
     lines.append(summary(result))
     return "\n".join(lines) + "\n"
+
+
+# A sweep's added or removed members are named up to this many; the rest are counted.
+_NAMED = 10
+
+
+def member_lines(entry: EntryDiff) -> list[str]:
+    """`members added (2 of 8): train[seed=3], ...`, `members changed: 6 of 8`."""
+    members = entry.members
+    if members is None:
+        return []
+    lines = []
+    for word, names in (("added", members.added), ("removed", members.removed)):
+        if names:
+            shown = ", ".join(names[:_NAMED])
+            more = f", and {len(names) - _NAMED} more" if len(names) > _NAMED else ""
+            lines.append(f"members {word} ({len(names)}): {shown}{more}")
+    if members.changed:
+        lines.append(f"members changed: {len(members.changed)} of {members.count}")
+    return lines
 
 
 def _cell(text: str) -> str:
@@ -63,8 +84,13 @@ def as_markdown(result: SpecDiff) -> str:
 
 def _markdown_row(entry: EntryDiff) -> str:
     fields = "<br>".join(
-        f"`{_cell(c.field)}`: `{_cell(_value(c.old))}` → `{_cell(_value(c.new))}`"
-        for c in entry.fields
+        [
+            *(_cell(line) for line in member_lines(entry)),
+            *(
+                f"`{_cell(c.field)}`: `{_cell(_value(c.old))}` → `{_cell(_value(c.new))}`"
+                for c in entry.fields
+            ),
+        ]
     )
     return f"| `{SYMBOLS[entry.change]}` | {entry.kind} | `{entry.name}` | {fields} |"
 
@@ -82,6 +108,18 @@ def as_json(result: SpecDiff) -> str:
                 "file": entry.location.file,
                 "line": entry.location.line,
                 "fields": [{"field": c.field, "old": c.old, "new": c.new} for c in entry.fields],
+                **(
+                    {
+                        "members": {
+                            "added": list(entry.members.added),
+                            "removed": list(entry.members.removed),
+                            "changed": list(entry.members.changed),
+                            "count": entry.members.count,
+                        }
+                    }
+                    if entry.members is not None
+                    else {}
+                ),
             }
             for entry in result.entries
         ],

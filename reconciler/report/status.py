@@ -20,6 +20,7 @@ from reconciler.engine.actions import Plan
 from reconciler.engine.status import AllocationStatus, RunStatus
 from reconciler.report.words import plural
 from reconciler.scheduler.states import Health
+from reconciler.spec.matrix import sweep_of
 
 GAP = "  "
 # Health words in colour on a terminal; sync words too, where they call for an apply.
@@ -61,23 +62,8 @@ def render(
     if layout.wide:
         header += ["FINISHED", "LAST SUCCESS", "OUTPUTS"]
     table = [
-        [
-            row.name,
-            row.sync.value,
-            _health(row),
-            row.job_id or "-",
-            *(
-                [
-                    _when(row.finished_at, now),
-                    row.last_success_commit[:12] if row.last_success_commit else "-",
-                    ", ".join(f"{name}={path}" for name, path in row.outputs.items()) or "-",
-                ]
-                if layout.wide
-                else []
-            ),
-            _next(row.reason) if row.note is None else f"{_next(row.reason)} (last: {row.note})",
-        ]
-        for row in rows
+        _sweep_cells(item, layout, now) if isinstance(item, list) else _cells(item, layout, now)
+        for item in by_sweep(rows, plan.targets)
     ]
     out.append_text(_columns([*header, "NEXT"], table, layout))
     out.append(f"\n{summary(rows)}\n")
@@ -87,6 +73,71 @@ def render(
         out.append("\n")
         out.append_text(_allocations(allocations, layout))
     return out
+
+
+def _cells(row: RunStatus, layout: Layout, now: datetime) -> list[str]:
+    wide = [
+        _when(row.finished_at, now),
+        row.last_success_commit[:12] if row.last_success_commit else "-",
+        ", ".join(f"{name}={path}" for name, path in row.outputs.items()) or "-",
+    ]
+    return [
+        row.name,
+        row.sync.value,
+        _health(row),
+        row.job_id or "-",
+        *(wide if layout.wide else []),
+        _next(row.reason) if row.note is None else f"{_next(row.reason)} (last: {row.note})",
+    ]
+
+
+def by_sweep(
+    rows: Sequence[RunStatus], targets: Sequence[str]
+) -> list[RunStatus | list[RunStatus]]:
+    """The rows with each sweep's members gathered into one list where the first stands,
+    unless the sweep was asked for by name (`recon status train` lists its members)."""
+    items: list[RunStatus | list[RunStatus]] = []
+    groups: dict[str, list[RunStatus]] = {}
+    for row in rows:
+        sweep = sweep_of(row.name)
+        if sweep is None or sweep in targets:
+            items.append(row)
+        elif sweep in groups:
+            groups[sweep].append(row)
+        else:
+            groups[sweep] = [row]
+            items.append(groups[sweep])
+    return items
+
+
+def _sweep_cells(members: list[RunStatus], layout: Layout, now: datetime) -> list[str]:
+    """One row for a sweep: its members counted by sync, by health, and by what the next
+    apply does; its job arrays."""
+    sweep = sweep_of(members[0].name) or members[0].name
+    syncs = Counter(row.sync.value for row in members)
+    healths = Counter(row.health.value if row.health else "no job" for row in members)
+    arrays = sorted({row.job_id.partition("_")[0] for row in members if row.job_id}, key=_number)
+    nexts = Counter(row.reason.partition(":")[0] for row in members)
+    finished = [row.finished_at for row in members if row.finished_at is not None]
+    return [
+        f"{sweep} ({plural(len(members), 'member')})",
+        _counts(syncs),
+        _counts(healths),
+        ", ".join(arrays[:3]) + (", ..." if len(arrays) > 3 else "") or "-",
+        *([_when(max(finished), now) if finished else "-", "-", "-"] if layout.wide else []),
+        _counts(nexts),
+    ]
+
+
+def _number(job_id: str) -> int:
+    return int(job_id) if job_id.isdigit() else -1
+
+
+def _counts(counter: Counter[str]) -> str:
+    """`current`, or `4 current, 2 missing`: the commonest first."""
+    if len(counter) == 1:
+        return next(iter(counter))
+    return ", ".join(f"{n} {word}" for word, n in counter.most_common())
 
 
 def summary(rows: Sequence[RunStatus]) -> str:
@@ -115,7 +166,9 @@ def _allocations(rows: Sequence[AllocationStatus], layout: Layout) -> Text:
             row.health.value if row.health else "-",
             row.nodes or "-",
             _duration(row.time_left),
-            ", ".join(map(str, row.steps_running)) or "-",
+            # No step runs: how long none has (what idle_release counts).
+            ", ".join(map(str, row.steps_running))
+            or (f"none for {_duration(row.idle)}" if row.idle is not None else "-"),
             *([", ".join(map(str, row.history)) or "-"] if layout.wide else []),
             _next(row.reason),
         ]

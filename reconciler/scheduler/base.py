@@ -33,7 +33,7 @@ from reconciler.scheduler.states import (
     in_words,
 )
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Allocation, Container, NodeShape
+from reconciler.spec.models import Allocation, Container, RunResources
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _JOB_ID = r"^[0-9]+$"
@@ -111,7 +111,7 @@ class StepRequest(BaseModel):
     script: Path = Field(description="a bash script, readable where the step runs")
     workdir: Path
     log_dir: Path = Field(description="its output goes to slurm-<job>.<step>.out and .err here")
-    shape: NodeShape | None = Field(
+    shape: RunResources | None = Field(
         description="the run's own share of the allocation; None: setup, once on every node"
     )
     container: Container | None = None
@@ -342,6 +342,17 @@ class UntaggedJob(BaseModel):
         return ObservedJob(job_id=self.job_id, tag=tag, rows=self.rows)
 
 
+class Launch(BaseModel):
+    """A step launcher (``srun --jobid``) still running on this host for one of recon's
+    steps. Its step may be listed (running) or not: srun holds a step back, unlisted,
+    until its allocation has room for it (free GPUs), and only its launcher shows it."""
+
+    model_config = _FROZEN
+
+    allocation_id: JobId
+    tag: Tag
+
+
 class Observation(BaseModel):
     """recon's jobs as the scheduler reported them at ``taken_at``."""
 
@@ -365,6 +376,10 @@ class Observation(BaseModel):
         default=(),
         description="every row of recon's jobs that could not be read (others' rows are not "
         "read at all); one that holds a tag also lands in problems",
+    )
+    launches: tuple[Launch, ...] | None = Field(
+        default=(),
+        description="step launchers running on this host; None: they could not be looked at",
     )
 
     def find(self, project: str, name: str) -> tuple[ObservedJob, ...]:
@@ -401,14 +416,18 @@ class JobIndex:
 
 
 def job_order(job_id: str) -> tuple[int, int]:
-    """Jobs and steps in the order Slurm made them: 12 < 12.3 < 13; unreadable ids first.
+    """Jobs, steps and array tasks in the order Slurm made them: 12 < 12.3 < 13 < 14_0 <
+    14_1; unreadable ids first.
 
     A step's place is its allocation's: a step started in an old allocation sorts before
     a later batch job even when it started after it.
     """
     top, _, step = job_id.partition(".")
+    top, _, task = top.partition("_")  # an array task, 123_4, sorts by its index
     if not top.isdigit():
         return (-1, -1)
+    if task.isdigit():
+        return (int(top), int(task))
     return (int(top), int(step) if step.isdigit() else -1)
 
 
@@ -453,8 +472,10 @@ class Scheduler(Protocol):
 class StepScheduler(Protocol):
     """A scheduler that can run steps inside held allocations (Slurm; not the local backend)."""
 
-    def containers(self) -> bool:
-        """Whether a step can run in a container image here (Slurm with pyxis)."""
+    def containers(self) -> frozenset[str]:
+        """What a step can ask of a container here, as ``Container.features`` says it
+        (``image``, ``writable``, ``workdir``); empty where steps cannot run container
+        images (Slurm without pyxis)."""
         ...
 
     def start_step(self, request: StepRequest) -> str | None:

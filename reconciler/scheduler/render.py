@@ -35,7 +35,7 @@ from pathlib import Path
 
 from reconciler.errors import SpecError, SpecIssue
 from reconciler.scheduler.tag import Tag
-from reconciler.spec import templates
+from reconciler.spec import matrix, templates
 from reconciler.spec.desired import DesiredRun
 from reconciler.spec.fields import env_suffix
 from reconciler.spec.models import Allocation, Billing, NodeShape, RunResources
@@ -62,6 +62,8 @@ class RenderContext:
     run_dir: StrPath  # absolute: the run's directory; logs go to <run_dir>/logs
     tag: Tag
     input_paths: Mapping[str, StrPath] = field(default_factory=dict)  # input name -> absolute
+    # input name -> every path it reads: a gathered input's members' outputs; else its one
+    input_lists: Mapping[str, tuple[StrPath, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         paths = {"code_dir": self.code_dir, "run_dir": self.run_dir}
@@ -101,6 +103,25 @@ def log_files(run_dir: StrPath, job_id: str) -> tuple[Path, Path]:
     for an array task, its task id (``123_4``)."""
     logs = Path(run_dir, "logs")
     return logs / f"slurm-{job_id}.out", logs / f"slurm-{job_id}.err"
+
+
+def input_list_file(run_dir: StrPath, name: str) -> Path:
+    """The file listing every path an input reads, one per line: ``{inputs.X.list}``."""
+    return Path(run_dir, "inputs", f"{name}.list")
+
+
+def required_files(run: DesiredRun, context: RenderContext) -> dict[Path, str]:
+    """Files to write before sbatch: each input's list of paths (``input_list_file``)."""
+    return {
+        input_list_file(context.run_dir, name): "".join(
+            os.fspath(path) + "\n" for path in _paths_of(name, context)
+        )
+        for name in sorted(run.spec.inputs)
+    }
+
+
+def _paths_of(name: str, context: RenderContext) -> tuple[StrPath, ...]:
+    return context.input_lists.get(name) or (context.input_paths[name],)
 
 
 def required_directories(run: DesiredRun, context: RenderContext) -> tuple[Path, ...]:
@@ -242,6 +263,9 @@ def _exports(run: DesiredRun, context: RenderContext) -> list[str]:
     outputs = _output_paths(run, context)
     for name in sorted(outputs):
         variables[f"RECON_OUTPUT_{env_suffix(name)}"] = outputs[name]
+    if run.member is not None:
+        for axis, value in run.member.values:
+            variables[f"RECON_MATRIX_{env_suffix(axis)}"] = matrix.text(value)
     # User values are literal text: `$HOME` in a value stays `$HOME`.
     variables.update(sorted(run.spec.env.items()))
     return [f"export {key}={shlex.quote(value)}" for key, value in variables.items()]
@@ -270,8 +294,19 @@ def _command(command: str, run: DesiredRun, context: RenderContext) -> str:
         "run.dir": os.fspath(context.run_dir),
         **{f"inputs.{name}.path": os.fspath(p) for name, p in context.input_paths.items()},
         **{f"outputs.{name}.path": p for name, p in _output_paths(run, context).items()},
+        **{
+            f"inputs.{name}.list": os.fspath(input_list_file(context.run_dir, name))
+            for name in context.input_paths
+        },
     }
-    return templates.render(command, {key: shlex.quote(value) for key, value in values.items()})
+    if run.member is not None:
+        values.update((f"matrix.{axis}", matrix.text(value)) for axis, value in run.member.values)
+    quoted = {key: shlex.quote(value) for key, value in values.items()}
+    for name in context.input_paths:
+        quoted[f"inputs.{name}.paths"] = " ".join(
+            shlex.quote(os.fspath(path)) for path in _paths_of(name, context)
+        )
+    return templates.render(command, quoted)
 
 
 def _script(text: str) -> str:

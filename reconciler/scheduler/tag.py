@@ -25,6 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 PREFIX = "recon2"
 NAME_PATTERN = r"[A-Za-z0-9_-]+"
+# A sweep's member is known by its sweep's name and its values, train[lr=0.001,seed=0]. Its
+# tag is never written into a job (a job array carries the sweep's own tag): it is how an
+# array task is told apart once the array is split per member (engine/identity.py).
+MEMBER_PATTERN = NAME_PATTERN + r"(?:\[[A-Za-z0-9_.+=,-]+\])?"
 HASH_PATTERN = r"[0-9a-f]{16}"
 DEPLOYMENT_PATTERN = r"[0-9a-f]{12}"
 
@@ -46,7 +50,7 @@ class Tag(BaseModel):
         pattern=rf"^{DEPLOYMENT_PATTERN}$", description="which place the project runs from"
     )
     kind: TagKind
-    name: str = Field(pattern=rf"^{NAME_PATTERN}$")
+    name: str = Field(pattern=rf"^{MEMBER_PATTERN}$")
     spec_hash: str = Field(pattern=rf"^{HASH_PATTERN}$")
 
     def format(self) -> str:

@@ -23,7 +23,7 @@ from reconciler.spec.models import Project
 from reconciler.spec.summary import DocumentSummary
 
 # Bumped when what is stored changes, the wording of stored problems included.
-_FORMAT = 7
+_FORMAT = 8
 _FILE_NAME = "spec-cache.marshal"
 
 

@@ -5,11 +5,34 @@ from __future__ import annotations
 import posixpath
 
 from reconciler.errors import SpecIssue
-from reconciler.spec import templates
+from reconciler.spec import matrix, templates
 from reconciler.spec.desired import run_workdir
 from reconciler.spec.documents import ParsedDocument
 from reconciler.spec.models import Run
 from reconciler.spec.summary import DocumentSummary
+
+# Every input has these too (docs/specs.md, sweeps); the message names the `path` form.
+_MANY = (".paths", ".list")
+
+
+def check_matrix(document: ParsedDocument) -> list[SpecIssue]:
+    """A sweep's matrix: its axes and values, excludes and includes, and its members (no
+    duplicate, at most matrix.MAX_MEMBERS), each problem at its line."""
+    run = document.spec
+    if not isinstance(run, Run) or run.matrix is None:
+        return []
+    found = matrix.problems(run.matrix)
+    if not found:
+        found = matrix.expand(run.name, run.matrix)[1]
+    return [
+        SpecIssue(
+            document.file,
+            document.line_of("matrix", *problem.path),
+            ".".join(str(part) for part in ("matrix", *problem.path)),
+            problem.message,
+        )
+        for problem in found
+    ]
 
 
 def check_tokens(document: ParsedDocument) -> list[SpecIssue]:
@@ -17,16 +40,37 @@ def check_tokens(document: ParsedDocument) -> list[SpecIssue]:
     run = document.spec
     if not isinstance(run, Run) or run.command is None:
         return []
-    known = templates.known_tokens(list(run.inputs), list(run.outputs))
+    axes = matrix.axes_of(run.matrix) if run.matrix is not None else ()
+    known = templates.known_tokens(list(run.inputs), list(run.outputs), axes)
     return [
         SpecIssue(
             document.file,
             document.line_of("command"),
             "command",
             f"unknown template token {{{token}}}: known are "
-            f"{', '.join('{' + k + '}' for k in sorted(known))} (write {{{{ for a literal brace)",
+            f"{', '.join('{' + k + '}' for k in sorted(known) if not k.endswith(_MANY))} "
+            "(write {{ for a literal brace)",
         )
         for token in templates.unknown_tokens(run.command, known)
+    ]
+
+
+def check_step_layout(document: ParsedDocument) -> list[SpecIssue]:
+    """``ntasks`` and ``ntasks_per_node`` lay out a step inside an allocation; a batch run
+    has no step to lay out (its script runs once, on its first node)."""
+    run = document.spec
+    if not isinstance(run, Run) or run.allocation is not None:
+        return []
+    return [
+        SpecIssue(
+            document.file,
+            document.line_of("resources", name),
+            f"resources.{name}",
+            "lays out the step of a run inside an allocation (set `allocation:`); a batch "
+            "job's script runs once, on its first node: leave it out",
+        )
+        for name in ("ntasks", "ntasks_per_node")
+        if getattr(run.resources, name) is not None
     ]
 
 
@@ -122,13 +166,14 @@ def _check_inputs(
     for ref in document.inputs:
         if ref.run is None:
             continue
-        upstream = by_name.get(ref.run)
+        run = ref.run.partition("[")[0]  # a sweep's member: train[seed=0]
+        upstream = by_name.get(run)
         problem = None
         if upstream is None or upstream.kind != "Run":
-            problem = f"'{ref.run}.{ref.output}' names no run {ref.run!r} in this project"
+            problem = f"'{ref.run}.{ref.output}' names no run {run!r} in this project"
         elif ref.output not in upstream.outputs:
             declared = ", ".join(sorted(upstream.outputs)) or "none"
-            problem = f"run {ref.run!r} declares no output {ref.output!r} (its outputs: {declared})"
+            problem = f"run {run!r} declares no output {ref.output!r} (its outputs: {declared})"
         if problem is not None:
             issues.append(SpecIssue(document.file, ref.line, f"inputs.{ref.name}", problem))
     return issues

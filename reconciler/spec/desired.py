@@ -15,20 +15,25 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+from reconciler.spec.matrix import Member
 from reconciler.spec.models import Allocation, Defaults, NodeShape, Project, Run, RunResources
+
+if TYPE_CHECKING:
+    from reconciler.spec.sweeps import Sweep
 
 S = TypeVar("S", bound=NodeShape)
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
 # `allocation` says where a run runs, not what it computes; `min_remaining` is when an
-# allocation is renewed and `setup_retries` how often its setup is tried, not what it is.
+# allocation is renewed, `setup_retries` how often its setup is tried and `idle_release`
+# when it is given back, not what it is.
 NOT_HASHED = {
     "description",
     "labels",
@@ -39,6 +44,11 @@ NOT_HASHED = {
     "allocation",
     "min_remaining",
     "setup_retries",
+    "idle_release",
+    # A member's values are in its name and directory; the axes as a whole are not any
+    # member's identity, and how many run at once changes no result.
+    "matrix",
+    "max_parallel",
 }
 
 
@@ -57,10 +67,17 @@ class DesiredRun:
     location: Location
     spec_hash: str
     script_text: str | None  # the content of `script:` at the same commit
+    member: Member | None = None  # for a sweep's member: its sweep and values
+    # input -> the sweep members whose output it gathers (an input reading one run: absent)
+    gathers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def sweep(self) -> str | None:
+        return self.member.sweep if self.member is not None else None
 
 
 @dataclass(frozen=True)
@@ -83,6 +100,7 @@ class Desired:
     allocations: Mapping[str, DesiredAllocation]
     upstreams: Mapping[str, tuple[str, ...]]  # run -> the runs whose outputs it reads
     warnings: tuple[str, ...] = ()  # what is valid but likely not what the author meant
+    sweeps: Mapping[str, Sweep] = field(default_factory=dict)  # runs with a matrix
 
 
 class LazyMapping(Mapping[str, T]):
@@ -179,17 +197,29 @@ def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
     data: dict[str, Any] = spec.model_dump(
         mode="json", by_alias=True, exclude=NOT_HASHED, context={"canonical": True}
     )
-    if isinstance(spec, Allocation):
-        # Allocations took no account or qos before; left unset they stay out of the hash,
-        # so an allocation held by an older recon is still its current job.
-        for name in ("account", "qos"):
-            if data["resources"][name] is None:
-                del data["resources"][name]
+    # Fields added later stay out of the hash while unset, so a job made by an older recon
+    # is still its spec's current job: allocations took no account or qos before, nor
+    # container options, and runs no step layout.
+    added = ("account", "qos") if isinstance(spec, Allocation) else ("ntasks", "ntasks_per_node")
+    for name in added:
+        if data["resources"][name] is None:
+            del data["resources"][name]
+    container = data.get("container")
+    if container is not None:  # nor container options
+        for name, unset in (("writable", False), ("workdir", None)):
+            if container[name] == unset:
+                del container[name]
     return data
 
 
 def spec_hash(spec: Run | Allocation, script_text: str | None = None) -> str:
-    material = {"fields": canonical_fields(spec), "script": script_text}
+    return hash_of_fields(canonical_fields(spec), script_text)
+
+
+def hash_of_fields(fields: dict[str, Any], script_text: str | None = None) -> str:
+    """``spec_hash`` from fields already in canonical form: a sweep's members share all
+    but their name, directory and inputs, so their fields are built from the sweep's once."""
+    material = {"fields": fields, "script": script_text}
     encoded = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()[:16]
 

@@ -18,20 +18,30 @@ from typing import Any
 
 from reconciler import graph
 from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
+from reconciler.spec import sweeps
 from reconciler.spec.cache import FileResult, SharedCache
-from reconciler.spec.checks import check_output_paths, check_project, check_tokens
+from reconciler.spec.checks import (
+    check_matrix,
+    check_output_paths,
+    check_project,
+    check_step_layout,
+    check_tokens,
+)
 from reconciler.spec.desired import (
     Desired,
     DesiredAllocation,
     DesiredRun,
     LazyMapping,
     Location,
+    canonical_fields,
     effective_allocation,
     effective_run,
+    hash_of_fields,
     spec_hash,
 )
 from reconciler.spec.documents import validate_project, validate_spec
-from reconciler.spec.models import KINDS, Allocation, Project, Run
+from reconciler.spec.matrix import Member
+from reconciler.spec.models import KINDS, Allocation, Input, Project, Run
 from reconciler.spec.source import PROJECT_FILE, CommitSource, SpecSource, WorktreeSource, matching
 from reconciler.spec.summary import DocumentSummary, raw_document, summarize
 from reconciler.spec.yamlsource import parse_documents
@@ -82,15 +92,22 @@ def load_desired(
     scripts, script_issues = _read_scripts(source, summaries, set(all_paths))
     issues.extend(script_issues)
     issues.extend(check_project(summaries))
+    if not issues:
+        expansion = sweeps.expand(summaries, project.runs_dir)
+        issues.extend(dict.fromkeys(expansion.issues))  # members of one sweep say it once
+    else:
+        expansion = sweeps.Expansion(summaries, upstreams=_plain_upstreams(summaries))
+    summaries = expansion.summaries
     issues.extend(check_output_paths(summaries, project.runs_dir))
     runs = {s.name: s for s in summaries if s.kind == "Run"}
-    upstreams = {name: tuple(summary.upstreams) for name, summary in runs.items()}
+    upstreams = expansion.upstreams
     locations = {name: Location(s.file, s.line) for name, s in runs.items()}
     if graph.has_cycle(upstreams):
         issues.extend(graph.cycles(graph.build(upstreams), locations))
     if issues:
         raise SpecError(issues)
     allocations = {s.name: s for s in summaries if s.kind == "Allocation"}
+    bases: dict[str, tuple[Run, dict[str, Any]]] = {}  # sweep -> its members' common part
     warnings = () if summaries else (_nothing_declared(source, project, all_paths),)
     return Desired(
         project,
@@ -98,8 +115,10 @@ def load_desired(
         source.commit,
         LazyMapping(
             runs,
-            lambda name: _desired_run(runs[name], project, scripts.get(name)),
-            lambda name: runs[name].spec_hash,  # None for a script run: its script joins it
+            lambda name: _desired_run(runs[name], project, scripts, expansion, bases),
+            # Known without the model, except for a script run (its script joins the hash)
+            # and a sweep's member (its hash is its own spec's, made when it is built).
+            lambda name: None if name in expansion.members else runs[name].spec_hash,
         ),
         LazyMapping(
             allocations,
@@ -108,7 +127,12 @@ def load_desired(
         ),
         upstreams,
         warnings,
+        expansion.sweeps,
     )
+
+
+def _plain_upstreams(summaries: list[DocumentSummary]) -> dict[str, tuple[str, ...]]:
+    return {s.name: tuple(s.upstreams) for s in summaries if s.kind == "Run"}
 
 
 def _nothing_declared(source: SpecSource, project: Project, all_paths: list[str]) -> str:
@@ -238,9 +262,11 @@ def _parse_file(path: str, content: bytes, project: Project) -> FileResult:
         issues.extend(document_issues)
         if document is None:
             continue
-        token_issues = check_tokens(document)
-        issues.extend(token_issues)
-        if not token_issues:
+        own_issues = (check_matrix(document) or check_tokens(document)) + check_step_layout(
+            document
+        )
+        issues.extend(own_issues)
+        if not own_issues:
             summaries.append(summarize(document, _hash_unless_script(document.spec, project)))
     return FileResult(tuple(summaries), tuple(issues))
 
@@ -300,12 +326,66 @@ def _model(summary: DocumentSummary) -> Run | Allocation:
     return KINDS[summary.kind].model_validate(raw_document(summary.data))
 
 
-def _desired_run(summary: DocumentSummary, project: Project, script: str | None) -> DesiredRun:
+def _desired_run(
+    summary: DocumentSummary,
+    project: Project,
+    scripts: dict[str, str],
+    expansion: sweeps.Expansion,
+    bases: dict[str, tuple[Run, dict[str, Any]]],
+) -> DesiredRun:
+    member = expansion.members.get(summary.name)
+    if member is not None:
+        return _desired_member(summary, member, project, scripts, expansion, bases)
     spec = _model(summary)
     assert isinstance(spec, Run)
+    script = scripts.get(summary.name)
+    singles = expansion.singles.get(summary.name, {})
+    if singles:  # an input that reads one member names it
+        spec = spec.model_copy(update={"inputs": _inputs(spec, singles)})
     run = effective_run(spec, project)
     digest = summary.spec_hash or spec_hash(run, script)
-    return DesiredRun(run, Location(summary.file, summary.line), digest, script)
+    gathers = expansion.gathers.get(summary.name, {})
+    location = Location(summary.file, summary.line)
+    return DesiredRun(run, location, digest, script, None, gathers)
+
+
+def _desired_member(
+    summary: DocumentSummary,
+    member: Member,
+    project: Project,
+    scripts: dict[str, str],
+    expansion: sweeps.Expansion,
+    bases: dict[str, tuple[Run, dict[str, Any]]],
+) -> DesiredRun:
+    """A member: its sweep's effective spec (built and put in canonical form once per
+    sweep) under its own name and directory, inputs that read one member naming it."""
+    if member.sweep not in bases:
+        sweep = _model(summary)
+        assert isinstance(sweep, Run)
+        base = effective_run(sweep.model_copy(update={"matrix": None}), project)
+        bases[member.sweep] = (base, canonical_fields(base))
+    base, fields = bases[member.sweep]
+    update: dict[str, Any] = {"name": member.name, "workdir": summary.workdir}
+    singles = expansion.singles.get(summary.name, {})
+    if singles:
+        update["inputs"] = _inputs(base, singles)
+    run = base.model_copy(update=update)
+    fields = {**fields, "name": member.name, "workdir": summary.workdir}
+    if singles:
+        fields["inputs"] = canonical_fields(run)["inputs"]
+    script = scripts.get(member.sweep)
+    location = Location(summary.file, summary.line)
+    gathers = expansion.gathers.get(summary.name, {})
+    return DesiredRun(run, location, hash_of_fields(fields, script), script, member, gathers)
+
+
+def _inputs(spec: Run, singles: dict[str, str]) -> dict[str, Input]:
+    return {
+        name: spec_input.model_copy(update={"from_": f"{singles[name]}.{spec_input.upstream[1]}"})
+        if name in singles and spec_input.upstream is not None
+        else spec_input
+        for name, spec_input in spec.inputs.items()
+    }
 
 
 def _desired_allocation(summary: DocumentSummary, project: Project) -> DesiredAllocation:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.json_schema import SkipJsonSchema
 
 from reconciler.spec.fields import EnvKey, Name, SafeText, SbatchFlag, env_suffix
+from reconciler.spec.matrix import parse_reference
 from reconciler.spec.resources import CpuCount, Duration, Gpus, Memory
 
 
@@ -90,6 +91,45 @@ class RunResources(NodeShape, JobSettings):
         description="Heterogeneous job components, each with its own node shape. "
         "Component 0 carries the job-wide settings.",
     )
+    ntasks: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="For a run inside an allocation: how many tasks its step has, each "
+        "running the run's script (an MPI launch). Default: one per node.",
+    )
+    ntasks_per_node: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="For a run inside an allocation: its step's tasks on each node."
+    )
+
+    @model_validator(mode="after")
+    def _tasks_cover_the_nodes(self) -> RunResources:
+        nodes = self.nodes or 1
+        if self.ntasks is not None and self.ntasks < nodes:
+            raise ValueError(
+                f"ntasks ({self.ntasks}) is fewer than nodes ({nodes}): each node runs at "
+                "least one task; ask for fewer nodes or more tasks"
+            )
+        per_node = self.ntasks_per_node
+        if self.ntasks is not None and per_node is not None and self.ntasks > nodes * per_node:
+            raise ValueError(
+                f"ntasks ({self.ntasks}) is more than nodes ({nodes}) x ntasks_per_node "
+                f"({per_node}); give one of them, or numbers that agree"
+            )
+        return self
+
+    @property
+    def step_nodes(self) -> int:
+        """The nodes a step of this run spans inside its allocation."""
+        return self.nodes or 1
+
+    @property
+    def tasks_per_node(self) -> int:
+        """The most tasks a step of this run puts on one node (Slurm spreads ``ntasks``
+        over the nodes as evenly as it can)."""
+        if self.ntasks_per_node is not None:
+            return self.ntasks_per_node
+        if self.ntasks is not None:
+            return -(-self.ntasks // self.step_nodes)
+        return 1
 
     @model_validator(mode="after")
     def _shape_in_one_place(self) -> RunResources:
@@ -157,20 +197,18 @@ class Input(Model):
         if (self.from_ is None) == (self.path is None):
             raise ValueError("an input takes exactly one of `from` (run.output) or `path`")
         if self.from_ is not None:
-            run, dot, output = self.from_.partition(".")
-            if not dot or not run or not output:
-                raise ValueError(
-                    f"{self.from_!r} must name another run's output as RUN.OUTPUT, "
-                    "e.g. prepare.dataset"
-                )
+            reference = parse_reference(self.from_)
+            if isinstance(reference, str):
+                raise ValueError(reference)
         return self
 
     @property
     def upstream(self) -> tuple[str, str] | None:
-        """(run, output) when this input is another run's output."""
+        """(run, output) when this input is another run's output. The run is a member's
+        name for a member (`train[seed=0]`): output names hold no dot."""
         if self.from_ is None:
             return None
-        run, _, output = self.from_.partition(".")
+        run, _, output = self.from_.rpartition(".")
         return run, output
 
 
@@ -222,6 +260,19 @@ class Run(Document):
         description="Run as a step inside this Allocation of the project instead of as a "
         "batch job of its own. Where it runs, not what: not part of the spec hash.",
     )
+    matrix: dict[str, Any] | None = Field(
+        None,
+        description="Makes the run a sweep: axes (`seed: [0, 1, 2]`), each a list of "
+        "numbers, true/false or strings, plus optional `exclude:` (partial combinations to "
+        "drop) and `include:` (whole extra combinations). Each member is a run of its own, "
+        "named by its values; values reach the command as {matrix.AXIS} and "
+        "RECON_MATRIX_<AXIS>.",
+    )
+    max_parallel: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="For a sweep: at most this many members run at once (a job array's %N). "
+        "Not part of the spec hash.",
+    )
 
     @model_validator(mode="after")
     def _command_or_script(self) -> Run:
@@ -232,17 +283,39 @@ class Run(Document):
     @model_validator(mode="after")
     def _fits_a_step(self) -> Run:
         # A step takes its place from the allocation: only what srun can ask of a step
-        # inside it (one task's CPUs, memory, GPUs and time limit) means anything there.
+        # inside it (its nodes and tasks, a task's CPUs, memory, GPUs and time limit)
+        # means anything there.
         if self.allocation is None:
-            return self
-        allowed = {"cpus", "memory", "gpus", "time"}
+            return self  # ntasks without an allocation: checks.check_step_layout
+        allowed = {"cpus", "memory", "gpus", "time", "nodes", "ntasks", "ntasks_per_node"}
         refused = sorted(self.resources.model_fields_set - allowed)
         if refused:
             raise ValueError(
                 f"resources.{', resources.'.join(refused)} cannot be set on a run inside "
-                f"allocation {self.allocation!r}: it runs as one task on the allocation's "
-                "nodes; set them on the Allocation (a run there takes cpus, memory, gpus, time)"
+                f"allocation {self.allocation!r}: it runs as a step on the allocation's "
+                "nodes; set them on the Allocation (a run there takes cpus, memory, gpus, "
+                "time, nodes, ntasks, ntasks_per_node)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _sweep_fits_an_array(self) -> Run:
+        # A sweep's members go to Slurm as one job array: Slurm runs no heterogeneous job
+        # as an array, and steps in an allocation or coupled teardown have no array form.
+        if self.matrix is None:
+            if self.max_parallel is not None:
+                raise ValueError("max_parallel limits a sweep's members: it needs a matrix")
+            return self
+        for field, refused in (
+            ("resources.components", bool(self.resources.components)),
+            ("allocation", self.allocation is not None),
+            ("coupled_with", bool(self.coupled_with)),
+        ):
+            if refused:
+                raise ValueError(
+                    f"a run with a matrix cannot set {field}: its members are submitted as "
+                    "one Slurm job array, which has no such form; declare separate runs"
+                )
         return self
 
     @model_validator(mode="after")
@@ -268,6 +341,35 @@ class Container(Model):
     image: SafeText
     name: Name | None = None
     mounts: tuple[SafeText, ...] = ()
+    writable: bool = Field(
+        False,
+        description="Steps may write to the container's filesystem (pyxis "
+        "`--container-writable`), so what `setup` installs stays for later steps.",
+    )
+    workdir: SafeText | None = Field(
+        None, description="The working directory inside the container (an absolute path)."
+    )
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(
+                f"{value!r} is not an absolute path: the working directory inside the "
+                "container starts with /, as in /workspace"
+            )
+        return value
+
+    @property
+    def features(self) -> frozenset[str]:
+        """What the cluster's container runtime must offer for it (a scheduler's
+        ``containers()`` says what it does): the image, and each option set."""
+        wanted = {"image"}
+        if self.writable:
+            wanted.add("writable")
+        if self.workdir is not None:
+            wanted.add("workdir")
+        return frozenset(wanted)
 
 
 class AllocationResources(NodeShape, Billing):
@@ -289,6 +391,12 @@ class Allocation(Document):
         1,
         description="How many times a failed setup is tried again, each in a new job of the "
         "allocation, before the allocation is blocked. Not part of the spec hash.",
+    )
+    idle_release: Duration | None = Field(
+        None,
+        description="Release the allocation once no step has run in it for this long, and "
+        "allocate it again when a run needs it. Left out, it is held while declared. Not "
+        "part of the spec hash.",
     )
 
     @model_validator(mode="after")

@@ -1,4 +1,6 @@
-"""Command templates: `{inputs.X.path}`, `{outputs.Y.path}`, `{run.name}`, `{run.dir}`.
+"""Command templates: `{inputs.X.path}`, `{outputs.Y.path}`, `{run.name}`, `{run.dir}`,
+and in a sweep `{matrix.AXIS}`; an input that gathers a sweep's members has
+`{inputs.X.paths}` and `{inputs.X.list}`.
 
 A token is a brace pair around a dotted name (`{a.b}`); anything else in braces is left
 to the shell (`${HOME}`, `{a,b}`, awk's `{print $1}`). `{{` and `}}` stand for literal
@@ -8,7 +10,7 @@ braces. An unknown token is an error at validation, never a silent empty string.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 _TOKEN = re.compile(r"\{\{|\}\}|(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)+)\}")
@@ -28,12 +30,15 @@ def tokens(text: str) -> list[Token]:
     ]
 
 
-def known_tokens(inputs: list[str], outputs: list[str]) -> set[str]:
+def known_tokens(inputs: list[str], outputs: list[str], axes: Iterable[str] = ()) -> set[str]:
+    """``paths`` and ``list`` of an input are for one that gathers a sweep's members
+    (shell-quoted paths; a file listing them, one per line); a single input has them too."""
     return {
         "run.name",
         "run.dir",
-        *(f"inputs.{name}.path" for name in inputs),
+        *(f"inputs.{name}.{what}" for name in inputs for what in ("path", "paths", "list")),
         *(f"outputs.{name}.path" for name in outputs),
+        *(f"matrix.{axis}" for axis in axes),
     }
 
 

@@ -32,7 +32,7 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from reconciler.errors import OutputError
 from reconciler.spec.desired import Desired
 from reconciler.state.paths import external_path, run_path
+from reconciler.state.records import gathered_digest
 
 HashKind = Literal["fingerprint", "content"]
 StrPath = str | os.PathLike[str]
@@ -65,6 +66,18 @@ class OutputVersion(BaseModel):
     files: int = Field(ge=0, description="regular files in the output")
     bytes: int = Field(ge=0, description="their total size")
     directory: bool = Field(False, description="a directory, not a single file")
+
+
+def gathered(versions: Mapping[str, OutputVersion | None]) -> OutputVersion:
+    """``gathered_digest`` as a version: the members' files and bytes added up."""
+    present = [version for version in versions.values() if version is not None]
+    return OutputVersion(
+        kind=present[0].kind if present else "fingerprint",
+        digest=gathered_digest({name: v.digest if v else None for name, v in versions.items()}),
+        files=sum(version.files for version in present),
+        bytes=sum(version.bytes for version in present),
+        directory=True,
+    )
 
 
 def version_of(path: StrPath, how: HashKind, marker: StrPath | None = None) -> OutputVersion | None:

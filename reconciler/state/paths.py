@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from reconciler.scheduler.render import input_list_file
 from reconciler.scheduler.tag import deployment_id
 from reconciler.spec.desired import Desired, DesiredRun
 from reconciler.spec.models import Input
@@ -52,12 +53,42 @@ def external_path(desired: Desired, spec_input: Input) -> Path | None:
     return desired.root / spec_input.path if spec_input.path is not None else None
 
 
-def input_paths(desired: Desired, run: DesiredRun) -> dict[str, Path]:
+def input_list(desired: Desired, run: DesiredRun, name: str) -> Path:
+    """The file listing an input's paths, one per line (``{inputs.X.list}``): apply
+    writes it before the job is submitted."""
+    return input_list_file(run_dir(desired, run), name)
+
+
+def input_lists(desired: Desired, run: DesiredRun) -> dict[str, tuple[Path, ...]]:
+    """Every path each input reads: the outputs of every member it gathers, or its one path."""
+    paths = input_paths(desired, run, lists=False)
+    return {
+        name: tuple(
+            run_dir(desired, desired.runs[member]) / _output_path(desired, member, name, run)
+            for member in run.gathers[name]
+        )
+        if name in run.gathers
+        else (paths[name],)
+        for name in run.spec.inputs
+    }
+
+
+def _output_path(desired: Desired, member: str, input_name: str, run: DesiredRun) -> str:
+    upstream = run.spec.inputs[input_name].upstream
+    assert upstream is not None  # a gathered input names a sweep's output
+    return desired.runs[member].spec.outputs[upstream[1]].path
+
+
+def input_paths(desired: Desired, run: DesiredRun, lists: bool = True) -> dict[str, Path]:
     """Each input's absolute path: an upstream's output in its run directory, or the
-    external path."""
+    external path. An input that gathers a sweep's members is the file listing their
+    paths (``input_list``)."""
     paths: dict[str, Path] = {}
     for name, spec_input in run.spec.inputs.items():
-        if spec_input.upstream is not None:
+        if name in run.gathers:
+            if lists:
+                paths[name] = input_list(desired, run, name)
+        elif spec_input.upstream is not None:
             upstream_name, output = spec_input.upstream
             upstream = desired.runs[upstream_name]
             paths[name] = run_dir(desired, upstream) / upstream.spec.outputs[output].path

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+import hashlib
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
@@ -93,3 +94,12 @@ def unseen_job(
         ):
             return record.job_id
     return None
+
+
+def gathered_digest(digests: Mapping[str, str | None]) -> str:
+    """The version of an input that gathers several runs' outputs (run -> its output's
+    digest, None when missing), as one digest. Adding or removing a member changes it, as
+    changing or losing any member's output does: a run that read three members' outputs
+    while a fourth was still running is stale once the fourth is there."""
+    material = "\n".join(f"{name}\t{digests[name] or 'missing'}" for name in sorted(digests))
+    return hashlib.sha256(material.encode()).hexdigest()

@@ -184,6 +184,121 @@ def test_a_cpu_run_in_a_gpu_allocation_sees_no_gpu(project: Project) -> None:
     assert (project.root / "runs/gpu/out.txt").read_text().strip() in ("0", "1")
 
 
+def test_concurrent_gpu_runs_get_their_own_gpus_and_a_third_waits_its_turn(
+    project: Project,
+) -> None:
+    two_gpus = warm(partition="gpu").replace("  cpus: 2\n", "  cpus: 4\n  gpus: a100:2\n")
+    # Each GPU run holds its device for a while: the third finds none free and srun holds
+    # it back until one of the first two ends.
+    seen = "echo ${CUDA_VISIBLE_DEVICES-none} > {outputs.out.path}; sleep 30"
+
+    def gpu_run(name: str) -> str:
+        return step_run(name, seen).replace("  cpus: 1\n", "  cpus: 1\n  gpus: 1\n")
+
+    project.repo.commit(
+        {
+            "specs/warm.yaml": two_gpus,
+            "specs/cpu.yaml": step_run("cpu", seen),
+            **{f"specs/{name}.yaml": gpu_run(name) for name in ("g1", "g2", "g3")},
+        }
+    )
+    apply_until(project, "the allocation to run", lambda: any(
+        job["state"] == "RUNNING" for job in held(project)
+    ))  # fmt: skip
+    project.apply()
+    (allocation,) = held(project)
+    # Two of the GPU runs got a step; the third was started too, and srun holds it back.
+    plan = project.recon("plan", ".")
+    assert "srun holds its step back until allocation warm" in plan.stdout, plan.stdout
+    assert len([line for line in plan.stdout.splitlines() if "srun holds" in line]) == 1
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    devices = {
+        name: (project.root / f"runs/{name}/out.txt").read_text().strip()
+        for name in ("cpu", "g1", "g2", "g3")
+    }
+    assert devices["cpu"] == "none", devices
+    ran = steps(allocation["id"])
+    assert {name: state for name, (_, state, _) in ran.items()} == dict.fromkeys(
+        ("cpu", "g1", "g2", "g3"), "COMPLETED"
+    )
+    # Each started exactly once, the two that ran together on different devices.
+    step_names = subprocess.run(
+        ["sacct", "-j", allocation["id"], "-P", "-n", "-o", "JobName"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert sum(1 for name in step_names if ":run:g" in name) == 3, step_names
+    first_two = sorted(("g1", "g2", "g3"), key=lambda name: int(ran[name][0].split(".")[1]))[:2]
+    assert sorted(devices[name] for name in first_two) == ["0", "1"], devices
+
+
+def test_a_step_of_one_task_on_each_of_two_nodes(project: Project) -> None:
+    # The dev cluster's nodes share one host, so `hostname` is the same on both: each
+    # task reports the node Slurm runs it on (SLURMD_NODENAME) and its rank.
+    two_nodes = warm().replace("  cpus: 2\n", "  nodes: 2\n  cpus: 2\n")
+    report = "echo $SLURMD_NODENAME $SLURM_PROCID $(hostname) >> {outputs.out.path}"
+    spread = step_run("spread", report).replace(
+        "  cpus: 1\n", "  nodes: 2\n  ntasks_per_node: 1\n  cpus: 1\n"
+    )
+    too_wide = step_run("wide", report).replace("  cpus: 1\n", "  nodes: 3\n  cpus: 1\n")
+    project.repo.commit({"specs/warm.yaml": two_nodes, "specs/spread.yaml": spread})
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    lines = (project.root / "runs/spread/out.txt").read_text().splitlines()
+    assert sorted(line.split()[:2] for line in lines) == [["cpu1", "0"], ["cpu2", "1"]], lines
+    (allocation,) = held(project)
+    assert steps(allocation["id"])["spread"][1] == "COMPLETED"
+    # More nodes than the allocation holds: blocked at plan time, nothing started.
+    project.repo.commit({"specs/wide.yaml": too_wide})
+    plan = project.recon("plan", ".")
+    assert "asks for more than allocation warm holds: nodes 3 > 2" in plan.stdout, plan.stdout
+    assert "1 run blocked" in project.apply().stdout
+    assert "wide" not in steps(allocation["id"])
+
+
+def test_an_idle_allocation_is_released_and_made_again_when_a_run_needs_it(
+    project: Project,
+) -> None:
+    project.repo.commit(
+        {
+            "specs/warm.yaml": warm(extra="idle_release: 1m\n"),
+            "specs/first.yaml": step_run("first", "echo first > {outputs.out.path}"),
+        }
+    )
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    ended = time.monotonic()  # the last step ended before this
+    (first,) = held(project)
+    assert steps(first["id"])["first"][1] == "COMPLETED"
+    plan = project.recon("plan", ".")
+    assert "~ reuse     warm" in plan.stdout and ", idle " in plan.stdout, plan.stdout
+    shown = json.loads(project.recon("status", ".", "--format", "json", "--allocations").stdout)
+    (row,) = shown["allocations"]
+    assert row["job_id"] == first["id"] and 0 <= row["idle"] < 60, row
+
+    time.sleep(max(0.0, 60 - (time.monotonic() - ended)))
+    passes = 0
+    while held(project) and passes < 2:
+        applied = project.apply()
+        passes += 1
+    assert not held(project), f"still held after {passes} passes: {applied.stdout}"
+    assert f"release allocation job {first['id']}: idle 1m" in applied.stdout, applied.stdout
+    # Nothing needs it: no new job.
+    again = project.recon("plan", ".")
+    assert "no job ready; allocated when a run needs it (idle_release: 1m)" in again.stdout
+    assert "+ submit" not in again.stdout, again.stdout
+
+    # A new run needs it: a new job is made, and the run runs in it.
+    project.repo.commit({"specs/second.yaml": step_run("second", "echo 2 > {outputs.out.path}")})
+    plan = project.recon("plan", ".")
+    assert "allocation: none held; run second needs it" in plan.stdout, plan.stdout
+    waited = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    (second,) = held(project)
+    assert second["id"] != first["id"]
+    assert steps(second["id"])["second"][1] == "COMPLETED"
+
+
 def test_a_changed_partition_replaces_it_without_killing_a_running_step(
     project: Project,
 ) -> None:
@@ -338,8 +453,11 @@ def test_a_setup_that_fails_once_is_tried_again_in_a_new_job(
     assert "~ reuse     warm" in plan.stdout, plan.stdout
 
 
-def test_a_container_is_refused_where_pyxis_is_not(project: Project) -> None:
-    container = "container:\n  image: ubuntu:22.04\n"
+@pytest.mark.parametrize("options", ["", "  writable: true\n  workdir: /workspace\n"])
+def test_a_container_is_refused_where_pyxis_is_not(project: Project, options: str) -> None:
+    # The dev cluster has no pyxis (srun --help shows only Slurm's own --container): a
+    # container, with or without pyxis's options, is refused before anything is made.
+    container = "container:\n  image: ubuntu:22.04\n" + options
     project.repo.commit(
         {
             "specs/warm.yaml": warm(extra=container),

@@ -36,10 +36,13 @@ def test_example_repo_queues_the_whole_dag_then_plans_nothing(tmp_path: Path) ->
     example = Project(repo, name)
     try:
         first = example.apply()
-        # The four runs, and the allocation `interactive` the example declares.
-        assert "Apply complete: 5 submitted" in first.stdout, first.stdout
+        # The five runs, the sweep's six members (one array), and the allocation
+        # `interactive` the example declares.
+        assert "Apply complete: 12 submitted" in first.stdout, first.stdout
         jobs = {job["run"]: job["id"] for job in example.jobs()}
-        assert set(jobs) == {"prepare", "train", "evaluate", "actor-learner", "interactive"}
+        assert set(jobs) == {
+            "prepare", "train", "evaluate", "actor-learner", "interactive", "seeds", "compare",
+        }  # fmt: skip
         dependencies = _dependencies(jobs["evaluate"])
         assert jobs["train"] in dependencies and jobs["prepare"] in dependencies
 

@@ -35,8 +35,9 @@ def test_example_runs_current_with_manifests_and_a_crate(project: Project, tmp_p
     project.repo.commit(message="example")
     settle(project)
     rows = statuses(project)
+    members = [f"seeds[lr={lr},seed={seed}]" for lr in (0.1, 0.5) for seed in range(3)]
     assert {name: row["sync"] for name, row in rows.items()} == dict.fromkeys(
-        ("prepare", "train", "evaluate", "actor-learner"), "current"
+        ("prepare", "train", "evaluate", "actor-learner", *members, "compare"), "current"
     )
     manifest = json.loads((project.root / "runs/train/.recon/manifest.json").read_text())
     assert manifest["run"] == "train" and manifest["commit"] == project.repo.git(
@@ -51,7 +52,8 @@ def test_example_runs_current_with_manifests_and_a_crate(project: Project, tmp_p
     assert exported.returncode == 0, exported.stderr
     crate = ROCrate(crate_dir)
     actions = [e for e in crate.get_entities() if e.type == "CreateAction"]
-    assert len(actions) == 4
+    assert len(actions) == 11  # one per run, one per member of the sweep
+    assert sum(a["name"].startswith("seeds[") for a in actions) == 6
     train = next(a for a in actions if a["name"].startswith("train"))
     assert str(train["actionStatus"]).endswith("CompletedActionStatus")
 

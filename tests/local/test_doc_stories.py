@@ -220,12 +220,14 @@ def test_the_ro_crate_files_and_an_action(
     assert recon(capsys, "export", "ro-crate").code == 0
     listing = shown_block("docs/cli.md: ro-crate/ro-crate-metadata.json   the crate's description")
     forms = [line.split()[0] for line in listing.body.splitlines()]
-    runs = ["actor-learner", "prepare", "train", "evaluate"]  # every run succeeded
+    members = [f"seeds[lr={lr},seed={seed}]" for lr in (0.1, 0.5) for seed in range(3)]
+    runs = ["actor-learner", "prepare", "train", "evaluate", "compare", *members]  # all succeeded
     wanted = {form.replace("<run>", run) for form in forms for run in runs}
     written = {str(path.relative_to(applied)) for path in (applied / "ro-crate").rglob("*")}
     assert written - {"ro-crate/manifests"} == wanted, listing.where
     for run in runs:  # "each run's manifest, as recon recorded it"
-        recorded = applied / "runs" / run / ".recon" / "manifest.json"
+        folder = run.replace("[", "/").rstrip("]") if "[" in run else run  # seeds/lr=..
+        recorded = applied / "runs" / folder / ".recon" / "manifest.json"
         copied = applied / "ro-crate" / "manifests" / f"{run}.json"
         assert json.loads(copied.read_text()) == json.loads(recorded.read_text())
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -48,7 +49,8 @@ def recon(
         [sys.executable, "-m", "reconciler", *args],
         cwd=repo.root, capture_output=True, text=True, timeout=120,
         env={"PATH": "/usr/bin:/bin", "HOME": str(repo.root), "RECON_LOCAL_CPUS": "2",
-             **(env or {})},
+             # A worktree's tests run its own code, not the installed package's.
+             "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **(env or {})},
     )  # fmt: skip
 
 

@@ -4,6 +4,7 @@ pipeline's DAG and the het actor-learner run (srun --het-group, SLURM_JOB_NODELI
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ TIMEOUT = 60.0
 def recon(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # The machine's own CPU count (no RECON_LOCAL_CPUS): the example fits two cores.
     env = {"PATH": "/usr/bin:/bin", "HOME": str(root)}
+    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")  # a worktree runs its own code
     return subprocess.run(
         [sys.executable, "-m", "reconciler", *args],
         cwd=root,
@@ -44,7 +46,7 @@ def example(tmp_path: Path) -> Path:
 def test_the_example_project_runs_end_to_end_locally(example: Path) -> None:
     first = recon(example, "apply", ".", "--auto-approve")
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "scheduler: local" in first.stdout and "Apply complete: 4 submitted" in first.stdout
+    assert "scheduler: local" in first.stdout and "Apply complete: 11 submitted" in first.stdout
 
     deadline = time.monotonic() + TIMEOUT
     while True:
@@ -55,11 +57,17 @@ def test_the_example_project_runs_end_to_end_locally(example: Path) -> None:
             break
         assert time.monotonic() < deadline, healths
         time.sleep(0.5)
-    assert healths == dict.fromkeys(["actor-learner", "prepare", "train", "evaluate"], "succeeded")
+    members = [f"seeds[lr={lr},seed={seed}]" for lr in (0.1, 0.5) for seed in range(3)]
+    runs = ["actor-learner", "prepare", "train", "evaluate", *members, "compare"]
+    assert healths == dict.fromkeys(runs, "succeeded")
 
-    runs = example / "runs"
-    assert json.loads((runs / "evaluate" / "metrics.json").read_text())
-    (log,) = (runs / "actor-learner" / "logs").glob("slurm-*.out")
+    runs_dir = example / "runs"
+    assert json.loads((runs_dir / "evaluate" / "metrics.json").read_text())
+    # The sweep's six policies, compared in one table, best first.
+    table = (runs_dir / "compare" / "table.csv").read_text().splitlines()
+    assert table[0] == "accuracy,policy" and len(table) == 7
+    assert all("/runs/seeds/lr=" in line for line in table[1:])
+    (log,) = (runs_dir / "actor-learner" / "logs").glob("slurm-*.out")
     assert log.read_text().startswith("environments on: ")
     again = recon(example, "plan", ".", "--detailed-exitcode")
     assert again.returncode == 0, again.stdout + again.stderr

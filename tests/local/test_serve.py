@@ -56,8 +56,9 @@ def applied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     outside.mkdir()
     (outside / "secret.txt").write_text(OUTSIDE + "\n")
     assert recon(root, "apply", ".", "--auto-approve").returncode == 0
+    members = [f"seeds[lr={lr},seed={seed}]" for lr in (0.1, 0.5) for seed in range(3)]
     assert settle(root) == dict.fromkeys(
-        ["actor-learner", "prepare", "train", "evaluate"], "succeeded"
+        ["actor-learner", "prepare", "train", "evaluate", "compare", *members], "succeeded"
     )
     assert recon(root, "apply", ".", "--auto-approve").returncode == 0  # records, manifests
     yield root

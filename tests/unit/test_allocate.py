@@ -70,8 +70,8 @@ class Recorder:
     def partitions(self) -> tuple[Partition, ...]:
         return ()
 
-    def containers(self) -> bool:
-        return False
+    def containers(self) -> frozenset[str]:
+        return frozenset()
 
     def start_step(self, request: StepRequest) -> str | None:
         self.calls.append(("start_step", request))

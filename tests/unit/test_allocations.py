@@ -23,7 +23,7 @@ from reconciler.engine.plan_allocations import (
     renewals,
 )
 from reconciler.engine.status import allocation_statuses
-from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
+from reconciler.scheduler.base import JobRecord, Launch, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import (
@@ -33,7 +33,7 @@ from reconciler.spec.desired import (
     effective_allocation,
     spec_hash,
 )
-from reconciler.spec.models import Allocation, NodeShape, Project, Run
+from reconciler.spec.models import Allocation, NodeShape, Project, Run, RunResources
 from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 from tests import planning
 from tests.planning import NOW, PROJECT, run
@@ -352,10 +352,30 @@ CASES = [
     ),
     Case(
         "a container without pyxis is refused",
-        cluster(containers=False),
+        cluster(containers=frozenset()),
         [("blocked", (), "container ubuntu:22.04 needs pyxis")],
         of=allocation(container={"image": "ubuntu:22.04"}),
         blocked=True,
+    ),
+    Case(
+        "container options this pyxis does not offer are refused",
+        cluster(containers=frozenset({"image", "workdir"})),
+        [
+            (
+                "blocked",
+                (),
+                "container writable needs pyxis's --container-writable, which "
+                "this cluster's srun does not offer (srun --help)",
+            )
+        ],
+        of=allocation(container={"image": "ubuntu:22.04", "writable": True, "workdir": "/w"}),
+        blocked=True,
+    ),
+    Case(
+        "container options this pyxis offers are allocated",
+        cluster(containers=frozenset({"image", "writable", "workdir"})),
+        [("submit", (), "none held")],
+        of=allocation(container={"image": "ubuntu:22.04", "writable": True, "workdir": "/w"}),
     ),
     Case(
         "a container where pyxis is, or was not looked for, is allocated",
@@ -489,7 +509,7 @@ READY = AllocationState("warm", HOUR, Ready("12", timedelta(minutes=12)))
     ],
 )
 def test_place(state: AllocationState, needs: timedelta | None, expected: Placement) -> None:
-    assert place(state, needs, NodeShape()) == expected
+    assert place(state, needs, RunResources()) == expected
 
 
 def test_renewals_only_where_runs_wait_and_nothing_is_on_its_way() -> None:
@@ -620,28 +640,43 @@ def shape(**fields: Any) -> NodeShape:
     return NodeShape.model_validate(fields)
 
 
+def asks(**fields: Any) -> RunResources:
+    return RunResources.model_validate(fields)
+
+
 @pytest.mark.parametrize(
     ("holds", "asks", "beyond"),
     [
-        (shape(cpus=4, memory="2GiB", gpus="a100:2"), shape(cpus=4, memory="2GiB", gpus=2), []),
-        (shape(gpus=2), shape(gpus=4), ["gpus 4 > 2 per node"]),
-        (shape(gpus="a100:2"), shape(gpus="A100:1"), []),  # gres types are case-blind here
-        (shape(gpus="a100:2"), shape(gpus="h100:1"), ["gpus h100:1, but it holds a100:2"]),
-        (shape(gpus=2), shape(gpus="h100:1"), []),  # untyped: any type may be held
-        (shape(), shape(gpus=1), ["gpus 1, but it holds no GPUs"]),
-        (shape(sbatch_extra=["--exclusive"]), shape(gpus=1), []),  # whole nodes, every GPU
-        (shape(cpus=2), shape(cpus="4+"), ["cpus 4+ > 2 per node"]),
-        (shape(memory="1GiB"), shape(memory="2GiB"), ["memory 2GiB > 1GiB per node"]),
-        (shape(), shape(cpus=64, memory="1TiB"), []),  # unstated: the cluster decides
+        (shape(cpus=4, memory="2GiB", gpus="a100:2"), asks(cpus=4, memory="2GiB", gpus=2), []),
+        (shape(gpus=2), asks(gpus=4), ["gpus 4 > 2 per node"]),
+        (shape(gpus="a100:2"), asks(gpus="A100:1"), []),  # gres types are case-blind here
+        (shape(gpus="a100:2"), asks(gpus="h100:1"), ["gpus h100:1, but it holds a100:2"]),
+        (shape(gpus=2), asks(gpus="h100:1"), []),  # untyped: any type may be held
+        (shape(), asks(gpus=1), ["gpus 1, but it holds no GPUs"]),
+        (shape(sbatch_extra=["--exclusive"]), asks(gpus=1), []),  # whole nodes, every GPU
+        (shape(cpus=2), asks(cpus="4+"), ["cpus 4+ > 2 per node"]),
+        (shape(memory="1GiB"), asks(memory="2GiB"), ["memory 2GiB > 1GiB per node"]),
+        (shape(), asks(cpus=64, memory="1TiB"), []),  # unstated: the cluster decides
         (
             shape(cpus=2, gpus=2),
-            shape(cpus=3, gpus=3),
+            asks(cpus=3, gpus=3),
             ["cpus 3 > 2 per node", "gpus 3 > 2 per node"],
         ),
+        # Several tasks or nodes: more nodes than held; CPUs of all tasks on one node
+        (shape(cpus=4), asks(nodes=2, ntasks_per_node=1), ["nodes 2 > 1"]),
+        (shape(nodes=2, cpus=4), asks(nodes=2, ntasks_per_node=1, cpus=4), []),
+        (shape(nodes=2, cpus=4), asks(nodes=2, ntasks=8, cpus=1), []),
+        (
+            shape(nodes=2, cpus=4),
+            asks(nodes=2, ntasks=6, cpus=2),
+            ["cpus 3 tasks x 2 > 4 per node"],
+        ),
+        (shape(cpus=2), asks(ntasks=3), ["cpus 3 tasks x 1 > 2 per node"]),
+        (shape(), asks(nodes=1, ntasks=64), []),  # unstated CPUs: the cluster decides
     ],
 )
 def test_what_a_step_asks_beyond_its_allocation(
-    holds: NodeShape, asks: NodeShape, beyond: list[str]
+    holds: NodeShape, asks: RunResources, beyond: list[str]
 ) -> None:
     assert beyond_allocation(holds, asks) == beyond
 
@@ -668,14 +703,74 @@ def test_a_run_asking_more_than_its_allocation_holds_is_blocked_before_anything_
     assert actions["fits"][0].allocation_job == "12"
 
 
+def _started(state: Desired, name: str, ago: timedelta = timedelta()) -> SubmissionRecord:
+    """The journal's record of a step started ``ago`` whose id Slurm has not told."""
+    return SubmissionRecord(
+        id=1, project=PROJECT, name=name, spec_hash=state.runs[name].spec_hash, commit=None,
+        job_id=None, status=SubmissionStatus.INTENT, created_at=NOW - ago, updated_at=NOW - ago,
+    )  # fmt: skip
+
+
+def _launch(state: Desired, name: str, allocation_id: str = "12") -> Launch:
+    own = run_tag(name).model_copy(update={"spec_hash": state.runs[name].spec_hash})
+    return Launch(allocation_id=allocation_id, tag=own)
+
+
 def test_a_step_started_but_not_listed_is_not_started_again() -> None:
     state = desired(run("a", allocation="warm"))
-    intent = SubmissionRecord(
-        id=1, project=PROJECT, name="a", spec_hash=state.runs["a"].spec_hash, commit=None,
-        job_id=None, status=SubmissionStatus.INTENT, created_at=NOW, updated_at=NOW,
-    )  # fmt: skip
-    (action,) = planned(state, held("12"), records=[intent])["a"]
+    (action,) = planned(state, held("12"), records=[_started(state, "a")])["a"]
     assert action.kind is ActionKind.NOOP and "does not list its step yet" in action.reason
+
+
+@pytest.mark.parametrize(
+    ("srun_of", "expected"),
+    [
+        # srun still holds it back (GPUs in use): waiting, however long ago it started
+        ("a", "srun holds its step back until allocation warm (job 12) has room for it"),
+        # the processes could not be looked at: its srun may still wait
+        ("unknown", "its srun could not be looked for; not starting it again"),
+        # another run's srun, or none: lost after the grace, started again
+        ("b", None),
+        ("nobody", None),
+    ],
+)
+def test_a_step_srun_holds_back_is_waited_for_while_its_srun_runs(
+    srun_of: str, expected: str | None
+) -> None:
+    state = desired(run("a", allocation="warm", resources={"gpus": 1}), run("b"),
+                    allocations=(allocation(resources={"gpus": 2}),))  # fmt: skip
+    launches = {
+        "a": (_launch(state, "a"),),
+        "b": (_launch(state, "b"),),
+        "nobody": (),
+        "unknown": None,
+    }[srun_of]
+    job = _as(held("12"), state.allocations["warm"])
+    observation = Observation(taken_at=NOW, jobs=(job,), complete=True, launches=launches)
+    records = [_known(job), _started(state, "a", ago=timedelta(hours=1))]
+    result = plan(state, observation, records, NOW, scheduler="slurm")
+    (action,) = [a for a in result.actions if a.target == "a"]
+    if expected is None:
+        assert (action.kind, action.allocation_job) == (ActionKind.SUBMIT, "12")
+    else:
+        assert action.kind is ActionKind.NOOP and expected in action.reason
+        assert action.allocation_job is None
+
+
+def test_an_old_allocation_is_not_released_under_a_step_srun_holds_back() -> None:
+    state = desired(run("a", allocation="warm"))
+    old = held("11", spec=OTHER_HASH)
+    observation = Observation(
+        taken_at=NOW, jobs=(old, held("12")), complete=True,
+        launches=(_launch(state, "a", "11"),),
+    )  # fmt: skip
+    records = [_known(old), _known(held("12")), _started(state, "a")]
+    result = plan(state, observation, records, NOW, scheduler="slurm")
+    waits = [a for a in result.actions if a.target == "warm" and a.kind is ActionKind.NOOP]
+    assert [a.reason for a in waits] == [
+        "old allocation 11 (allocation spec changed) released once step 11.? (run a, held "
+        "back by srun) ends"
+    ]
 
 
 def test_a_lost_journal_adopts_the_allocation_and_reuses_it() -> None:
@@ -731,3 +826,94 @@ def test_status_shows_the_held_job_its_steps_and_its_history() -> None:
         ("12", 2, "cancelled"),
     ]
     assert row.reason.startswith("reuse: allocation job 13 on cpu1, 42m left")
+
+
+# -- idle_release ------------------------------------------------------------------------
+
+IDLE = allocation(idle_release="30m")
+
+
+def used(
+    job_id: str = "12",
+    started: int = 120,
+    ended: int | None = None,
+    running: bool = False,
+    of: DesiredAllocation = IDLE,
+) -> ObservedJob:
+    """A running job of the allocation that started ``started`` minutes ago, with one run
+    step that ended ``ended`` minutes ago (none when None), or still runs."""
+    job = held(job_id, of=of)
+    own = job.rows[0].model_copy(update={"start": NOW - timedelta(minutes=started)})
+    rows = [own]
+    if ended is not None or running:
+        end = None if running else NOW - timedelta(minutes=ended or 0)
+        state = RUNNING if running else SlurmState.COMPLETED
+        rows.append(step(f"{job_id}.0", state, run_tag("old")).model_copy(update={"end": end}))
+    return ObservedJob(job_id=job_id, tag=job.tag, rows=tuple(rows))
+
+
+@pytest.mark.parametrize(
+    ("job", "kind", "reason"),
+    [
+        (
+            used(ended=31),
+            ActionKind.CANCEL,
+            "release allocation job 12: idle 31m (idle_release: 30m)",
+        ),
+        (used(ended=10), ActionKind.REUSE, ", idle 10m (reused while"),
+        (used(started=45), ActionKind.CANCEL, "idle 45m"),  # never used: since it started
+        (used(running=True), ActionKind.REUSE, "50m left (reused while"),
+    ],
+)
+def test_an_idle_allocation_is_released_after_idle_release(
+    job: ObservedJob, kind: ActionKind, reason: str
+) -> None:
+    state = desired(run("a"), allocations=(IDLE,))
+    (action,) = planned(state, job)["warm"]
+    assert action.kind is kind and reason in action.reason, action.reason
+    if kind is ActionKind.CANCEL:
+        assert action.job_ids == ("12",)
+        assert action.reason.endswith("no step runs in it; allocated again when a run needs it")
+
+
+def test_an_idle_allocation_a_run_starts_in_now_is_kept() -> None:
+    state = desired(run("a", allocation="warm"), allocations=(IDLE,))
+    actions = planned(state, used(ended=31))
+    assert [a.kind for a in actions["warm"]] == [ActionKind.REUSE]
+    assert actions["a"][0].allocation_job == "12"
+
+
+def test_an_idle_allocation_is_not_released_on_half_a_picture() -> None:
+    state = desired(run("a"), allocations=(IDLE,))
+    job = used(ended=31)
+    observation = Observation(taken_at=NOW, jobs=(job,), complete=False)
+    result = plan(state, observation, [_known(job)], NOW, scheduler="slurm")
+    assert [a.kind for a in result.actions if a.target == "warm"] == [ActionKind.REUSE]
+
+
+def test_an_idle_allocation_with_a_step_srun_holds_back_is_kept() -> None:
+    state = desired(run("a"), allocations=(IDLE,))
+    job = used(ended=31)
+    held_back = Launch(allocation_id="12", tag=run_tag("b"))
+    observation = Observation(taken_at=NOW, jobs=(job,), complete=True, launches=(held_back,))
+    result = plan(state, observation, [_known(job)], NOW, scheduler="slurm")
+    assert [a.kind for a in result.actions if a.target == "warm"] == [ActionKind.REUSE]
+
+
+def test_with_idle_release_a_job_is_made_only_when_a_run_needs_it() -> None:
+    nobody = planned(desired(run("a"), allocations=(IDLE,)))
+    assert [(a.kind, a.reason) for a in nobody["warm"]] == [
+        (ActionKind.NOOP, "no job ready; allocated when a run needs it (idle_release: 30m)")
+    ]
+    needed = planned(desired(run("a", allocation="warm"), allocations=(IDLE,)))
+    assert [(a.kind, a.reason) for a in needed["warm"]] == [
+        (ActionKind.NOOP, "no job ready; allocated when a run needs it (idle_release: 30m)"),
+        (ActionKind.SUBMIT, "allocation: none held; run a needs it"),
+    ]
+    (waits,) = needed["a"]
+    assert waits.reason == "waits for allocation warm: allocated for it in this apply"
+
+
+def test_idle_release_is_not_part_of_the_spec_hash() -> None:
+    # A held allocation is not replaced when idle_release is added or changed.
+    assert IDLE.spec_hash == WARM.spec_hash

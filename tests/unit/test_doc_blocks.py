@@ -107,7 +107,7 @@ CHECKED = {
     "docs/specs.md: salloc --no-shell --job-name=<project>.<name> --comment=<tag": (
         f"{UNIT}::test_the_salloc_command_line"
     ),
-    "docs/specs.md: srun --jobid=<job> --overlap --job-name=recon2:<project>:<de": (
+    "docs/specs.md: srun --jobid=<job> --overlap|--exact --job-name=recon2:<proj": (
         f"{UNIT}::test_the_srun_command_line"
     ),
 }
@@ -121,7 +121,7 @@ NOT_OUTPUT = {
     "README.md: pip install -e '.[test]' && recon dev-cluster up && RECON_RE": TYPED,
     "README.md: recon validate examples/repo             # every problem in": TYPED,
     "README.md: recon watch . --branch main --interval 30s        # a commit": TYPED,
-    "docs/architecture.md: load (spec)  ─▶  observe (one squeue + one sacct, or the loc": (
+    "docs/architecture.md: load (spec)  ─▶  observe (one squeue + one sacct + this host": (
         "a diagram of how a pass flows through the modules"
     ),
     "docs/cli.md: git fetch origin main": f"{TYPED}: a CI job's script",

@@ -49,7 +49,7 @@ from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import Desired, flat_fields
 from reconciler.spec.loader import load_desired
-from reconciler.spec.models import Allocation, NodeShape
+from reconciler.spec.models import Allocation, RunResources
 from reconciler.spec.source import WorktreeSource
 from reconciler.state.journal import Journal
 from reconciler.state.paths import state_dir
@@ -319,18 +319,23 @@ def test_the_salloc_command_line() -> None:
 
 def test_the_srun_command_line() -> None:
     shown = shown_block(
-        "docs/specs.md: srun --jobid=<job> --overlap --job-name=recon2:<project>:<de"
+        "docs/specs.md: srun --jobid=<job> --overlap|--exact --job-name=recon2:<proj"
     )
     form = template(shown.body)
     run_tag = TAG.model_copy(update={"kind": "run", "name": "evaluate-quick"})
-    shapes = ({}, {"cpus": 1, "memory": "200MiB"}, {"cpus": 2, "gpus": "a100:1"})
+    shapes = (
+        {},
+        {"cpus": 1, "memory": "200MiB"},
+        {"nodes": 2, "ntasks": 4, "ntasks_per_node": 2, "cpus": 1},
+        {"cpus": 2, "gpus": "a100:1"},
+    )
     for shape, gpus in itertools.product(shapes, (False, True)):
         request = StepRequest(
             allocation_id="12",
             script=Path("/r/logs/step-0.sh"),
             workdir=Path("/r"),
             log_dir=Path("/r/logs"),
-            shape=NodeShape.model_validate(shape),
+            shape=RunResources.model_validate(shape),
             allocation_gpus=gpus,
             tag=run_tag,
         )

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import SpecIssue
-from reconciler.spec.checks import check_tokens
+from reconciler.spec.checks import check_matrix, check_tokens
 from reconciler.spec.documents import validate_project, validate_spec
 from reconciler.spec.yamlsource import SourceDocument, parse_documents
 from tests.docs import DOCS, Fence, fences
@@ -98,7 +98,7 @@ def _document_problems(document: SourceDocument) -> list[SpecIssue]:
         run = {**MINIMAL_RUN, **_declared_by_tokens(data), **data}
         document = SourceDocument(document.file, document.index, document.line, run, document.lines)
     parsed, issues = validate_spec(document)
-    return issues if parsed is None else check_tokens(parsed)
+    return issues if parsed is None else check_matrix(parsed) or check_tokens(parsed)
 
 
 def _declared_by_tokens(fragment: dict[str, object]) -> dict[str, object]:

@@ -35,7 +35,11 @@ def hash_of(repo: GitRepo, text: str, name: str = "train") -> str:
 
 def test_example_repo_validates() -> None:
     desired = load_desired(open_source(EXAMPLE, worktree=True))
-    assert set(desired.runs) == {"prepare", "train", "evaluate", "actor-learner"}
+    members = {f"seeds[lr={lr},seed={seed}]" for lr in (0.1, 0.5) for seed in range(3)}
+    assert (
+        set(desired.runs) == {"prepare", "train", "evaluate", "actor-learner", "compare"} | members
+    )
+    assert desired.sweeps["seeds"].members[0] == "seeds[lr=0.5,seed=0]"
     assert set(desired.allocations) == {"interactive"}
     assert len(desired.runs["actor-learner"].spec.resources.components) == 2
 

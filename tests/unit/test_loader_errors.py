@@ -258,7 +258,7 @@ def test_run_in_an_allocation_loads(repo: GitRepo) -> None:
     [
         ("  partition: gpu\n", "resources.partition"),
         ("  components: [{cpus: 1}, {cpus: 2}]\n", "resources.components"),
-        ("  nodes: 2\n  cpus: 2\n", "resources.nodes"),
+        ("  nodes: 2\n  constraint: ib\n", "resources.constraint"),
     ],
 )
 def test_run_in_an_allocation_takes_only_step_resources(
@@ -266,7 +266,44 @@ def test_run_in_an_allocation_takes_only_step_resources(
 ) -> None:
     spec = GOOD_PREPARE + "allocation: warm\nresources:\n" + resources
     issue = only(repo, {"specs/a.yaml": spec, "specs/w.yaml": WARM})
-    assert refused in issue.message and "cpus, memory, gpus, time" in issue.message
+    assert refused in issue.message
+    assert "cpus, memory, gpus, time, nodes, ntasks, ntasks_per_node" in issue.message
+
+
+def test_a_run_in_an_allocation_may_span_nodes_and_tasks(repo: GitRepo) -> None:
+    layout = "resources:\n  nodes: 2\n  ntasks_per_node: 1\n  cpus: 2\n"
+    repo.commit(
+        {"specs/a.yaml": GOOD_PREPARE + "allocation: warm\n" + layout, "specs/w.yaml": WARM}
+    )
+    resources = load_desired(open_source(repo.root)).runs["prepare"].spec.resources
+    assert (resources.step_nodes, resources.tasks_per_node) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("lines", "field", "message"),
+    [
+        (
+            "resources:\n  ntasks: 4\n",
+            "resources.ntasks",
+            "lays out the step of a run inside an allocation (set `allocation:`)",
+        ),
+        (
+            "allocation: warm\nresources:\n  nodes: 2\n  ntasks: 1\n",
+            "resources",
+            "ntasks (1) is fewer than nodes (2)",
+        ),
+        (
+            "allocation: warm\nresources:\n  nodes: 2\n  ntasks: 5\n  ntasks_per_node: 2\n",
+            "resources",
+            "ntasks (5) is more than nodes (2) x ntasks_per_node (2)",
+        ),
+        ("allocation: warm\nresources:\n  ntasks: 0\n", "resources.ntasks", ""),
+    ],
+)
+def test_a_step_layout_that_cannot_be(repo: GitRepo, lines: str, field: str, message: str) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + lines, "specs/w.yaml": WARM})
+    assert (issue.file, issue.field) == ("specs/a.yaml", field)
+    assert issue.line > 1 and message in issue.message
 
 
 def test_min_remaining_must_be_shorter_than_the_time_limit(repo: GitRepo) -> None:
@@ -368,3 +405,20 @@ def test_two_runs_declaring_the_same_output_file(repo: GitRepo) -> None:
         "/shared/data.csv is also output data of run a (specs/a.yaml:5): two runs would"
     )
     assert "runs/a/other.csv is also output mine of run c (specs/c.yaml:6)" in found[1].message
+
+
+@pytest.mark.parametrize(
+    ("lines", "field", "message"),
+    [
+        ("idle_release: 0\n", "idle_release", "time must be positive"),
+        ("idle_release: soon\n", "idle_release", "time must look like"),
+        ("container: {image: u, workdir: work}\n", "container.workdir", "not an absolute path"),
+        ("container: {image: u, writable: maybe}\n", "container.writable", ""),
+    ],
+)
+def test_allocation_options_that_cannot_be(
+    repo: GitRepo, lines: str, field: str, message: str
+) -> None:
+    issue = only(repo, {"specs/w.yaml": WARM + lines})
+    assert (issue.file, issue.line, issue.field) == ("specs/w.yaml", 4, field)
+    assert message in issue.message

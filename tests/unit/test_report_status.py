@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -56,6 +57,7 @@ HELD = [
         health=Health.RUNNING,
         nodes="gpu1",
         time_left=timedelta(hours=1, minutes=5),
+        idle=None,
         steps_running=(RunningStep(step_id="50.0", run="train"),),
         history=tuple(
             AllocationJob(
@@ -71,6 +73,15 @@ HELD = [
         reason="no-op: " + LONG,
     )
 ]
+
+
+def test_an_allocation_where_no_step_runs_shows_for_how_long() -> None:
+    idle = HELD[0].model_copy(update={"steps_running": (), "idle": timedelta(minutes=12)})
+    shown = render(PLAN, ROWS, [idle], Layout(width=None), NOW).plain
+    (line,) = [line for line in shown.splitlines() if line.startswith("interactive")]
+    assert line.split()[4:7] == ["1h05m", "none", "for"] and "for 12m  blocked:" in line
+    as_json = json.loads(idle.model_dump_json())
+    assert (as_json["idle"], as_json["time_left"]) == (720, 3900)
 
 
 def lines(layout: Layout) -> list[str]:
@@ -155,3 +166,20 @@ def test_a_held_job_shows_slurm_s_reason() -> None:
     held = held.model_copy(update={"waiting_for": "JobHeldAdmin"})
     shown = render(PLAN, [held], [], Layout(width=None), NOW).plain.splitlines()
     assert re.split(r"\s{2,}", shown[3])[:3] == ["train", "never run", "pending (JobHeldAdmin)"]
+
+
+def test_a_sweep_is_one_row_with_counts_unless_it_is_named() -> None:
+    members = [
+        row(f"seeds[seed={i}]", SyncStatus.CURRENT, Health.SUCCEEDED, "no-op: current")
+        for i in range(4)
+    ] + [row("seeds[seed=4]", SyncStatus.MISSING, Health.SUCCEEDED, "submit: output lost")]
+    rows = [ROWS[2], *members]
+    text = render(PLAN, rows, [], Layout(), NOW).plain
+    assert re.search(
+        r"^seeds \(5 members\)\s+4 current, 1 missing\s+succeeded\s+41\s+4 no-op, 1 submit$",
+        text,
+        re.MULTILINE,
+    ), text
+    assert "seeds[seed=4]" not in text
+    named = render(PLAN.model_copy(update={"targets": ("seeds",)}), rows, [], Layout(), NOW)
+    assert "seeds[seed=4]" in named.plain and "5 members" not in named.plain

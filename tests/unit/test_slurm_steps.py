@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import PermanentSchedulerError
-from reconciler.scheduler.base import StepRequest
+from reconciler.scheduler.base import Launch, StepRequest
 from reconciler.scheduler.render import allocation_options
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.combine import combine
+from reconciler.scheduler.slurm.launches import launch_of, running_launches
 from reconciler.scheduler.slurm.parse import parse_sacct, parse_squeue
 from reconciler.scheduler.slurm.runner import _step_environment
 from reconciler.scheduler.slurm.steps import (
+    container_features,
     container_options,
-    has_pyxis,
     srun,
     step_named,
     step_options,
@@ -29,7 +30,8 @@ from reconciler.scheduler.slurm.testing import ScriptedRunner, ok
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.spec.desired import effective_allocation, spec_hash
-from reconciler.spec.models import Allocation, Container, NodeShape, Project, RunResources
+from reconciler.spec.models import Allocation, Container, NodeShape, Project, Run, RunResources
+from reconciler.spec.resources import Duration
 from tests.unit.test_slurm_adapter import NOW
 
 WARM = Tag(
@@ -138,6 +140,8 @@ def test_an_allocation_without_account_keeps_the_hash_it_had_before_accounts() -
         }
     )
     assert spec_hash(spec) == "4fc4922da25b96ba"
+    # Nor does idle_release change it: giving a held allocation one does not replace it.
+    assert spec_hash(spec.model_copy(update={"idle_release": Duration(60)})) == "4fc4922da25b96ba"
     charged = spec.model_copy(
         update={"resources": spec.resources.model_copy(update={"account": "lab-a"})}
     )
@@ -155,6 +159,25 @@ def test_a_run_step_is_one_task_and_setup_one_per_node() -> None:
     assert step_options(None) == ("--ntasks-per-node=1",)
 
 
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        ({"nodes": 2}, ("--nodes=2", "--ntasks=2")),  # one task per node
+        ({"nodes": 2, "ntasks_per_node": 1}, ("--nodes=2", "--ntasks-per-node=1")),
+        ({"ntasks": 4}, ("--nodes=1", "--ntasks=4")),
+        (
+            {"nodes": 2, "ntasks": 3, "ntasks_per_node": 2},
+            ("--nodes=2", "--ntasks=3", "--ntasks-per-node=2"),
+        ),
+    ],
+)
+def test_a_step_of_several_tasks_or_nodes(
+    layout: dict[str, int], expected: tuple[str, ...]
+) -> None:
+    shape = RunResources.model_validate({**layout, "cpus": 1})
+    assert step_options(shape) == (*expected, "--cpus-per-task=1")
+
+
 def test_a_step_asking_no_gpus_is_given_none_where_the_allocation_holds_them() -> None:
     cpu_only = RunResources.model_validate({"cpus": 1})
     one_gpu = RunResources.model_validate({"cpus": 1, "gpus": 1})
@@ -164,6 +187,44 @@ def test_a_step_asking_no_gpus_is_given_none_where_the_allocation_holds_them() -
     # refuse even gpu:0.
     assert "--gres=gpu:0" not in step_options(cpu_only, allocation_gpus=False)
     assert step_options(None, allocation_gpus=True) == ("--ntasks-per-node=1",)
+
+
+def test_a_gpu_run_gets_its_gpus_to_itself_and_others_overlap() -> None:
+    def sharing_of(shape: NodeShape | None) -> list[str]:
+        argv = srun(
+            StepRequest(allocation_id="12", script=Path("/s.sh"), workdir=Path("/w"),
+                        log_dir=Path("/l"), shape=shape, allocation_gpus=True, tag=TRAIN)
+        )  # fmt: skip
+        return [arg for arg in argv if arg in ("--overlap", "--exact")]
+
+    # Verified on Slurm 22.05 (docs/specs.md): --overlap shares GRES too, so GPU steps
+    # go without it, and with --exact so the next GPU step finds CPUs free.
+    assert sharing_of(RunResources.model_validate({"gpus": 1})) == ["--exact"]
+    assert sharing_of(RunResources.model_validate({"cpus": 1})) == ["--overlap"]
+    assert sharing_of(None) == ["--overlap"]  # setup
+
+
+def test_a_launch_is_an_srun_of_a_step_recon_named() -> None:
+    argv = srun(request(Path("/tmp")))
+    assert launch_of(argv) == Launch(allocation_id="12", tag=TRAIN)
+    assert launch_of(["/usr/bin/srun", *argv[1:]]) == Launch(allocation_id="12", tag=TRAIN)
+    assert launch_of(["srun", "--jobid=12", "--job-name=probe", "bash"]) is None
+    assert launch_of(["sbatch", f"--job-name={TRAIN.format()}", "--jobid=12"]) is None
+    assert launch_of(["srun", f"--job-name={TRAIN.format()}", "bash"]) is None
+    assert launch_of([]) is None
+
+
+def test_running_launches_reads_this_users_command_lines(tmp_path: Path) -> None:
+    def process(pid: str, *argv: str) -> None:
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+    process("100", "srun", "--jobid=12", f"--job-name={TRAIN.format()}", "bash", "s.sh")
+    process("101", "bash", "-c", "sleep 1")
+    (tmp_path / "self").mkdir()
+    (tmp_path / "102").mkdir()  # ended while looked at: no cmdline
+    assert running_launches(tmp_path) == (Launch(allocation_id="12", tag=TRAIN),)
+    assert running_launches(tmp_path / "absent") is None
 
 
 def test_containers_are_pyxis_flags_named_after_the_allocation() -> None:
@@ -186,7 +247,7 @@ def test_srun_argv_names_the_step_with_its_tag() -> None:
         script=Path("/r/runs/train/logs/step.sh"),
         workdir=Path("/r/runs/train"),
         log_dir=Path("/r/100%/logs"),
-        shape=NodeShape(cpus="2"),
+        shape=RunResources(cpus="2"),
         container=Container(image="ubuntu:22.04"),
         container_name="warm",
         tag=TRAIN,
@@ -221,11 +282,54 @@ def test_step_named_finds_the_newest_step_of_that_job_and_name() -> None:
     assert step_named(listing, "14", TRAIN) is None
 
 
-def test_pyxis_is_told_by_its_flag_in_srun_help() -> None:
-    slurm_only = "      --container             Path to OCI container bundle\n"
-    pyxis = slurm_only + "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"
-    assert not has_pyxis(slurm_only)
-    assert has_pyxis(pyxis)
+# As pyxis prints its options in `srun --help` (the dev cluster has no pyxis).
+SLURM_ONLY = "      --container             Path to OCI container bundle\n"
+PYXIS_IMAGE = "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"
+PYXIS_OPTIONS = (
+    "      --container-workdir=PATH\n"
+    "                              [pyxis] working directory inside the container\n"
+    "      --container-writable    [pyxis] make the container filesystem writable\n"
+)
+
+
+def test_pyxis_and_its_options_are_told_by_their_flags_in_srun_help() -> None:
+    assert container_features(SLURM_ONLY) == frozenset()
+    assert container_features(SLURM_ONLY + PYXIS_IMAGE) == {"image"}
+    assert container_features(SLURM_ONLY + PYXIS_IMAGE + PYXIS_OPTIONS) == {
+        "image",
+        "writable",
+        "workdir",
+    }
+    # Without pyxis's image flag, nothing: the options alone are not pyxis.
+    assert container_features(PYXIS_OPTIONS) == frozenset()
+
+
+def test_writable_and_workdir_are_pyxis_flags() -> None:
+    box = Container(image="ubuntu:22.04", writable=True, workdir="/workspace")
+    assert container_options(box, "warm") == (
+        "--container-image=ubuntu:22.04",
+        "--container-name=warm",
+        "--container-writable",
+        "--container-workdir=/workspace",
+    )
+    assert box.features == {"image", "writable", "workdir"}
+    assert Container(image="ubuntu:22.04").features == {"image"}
+    with pytest.raises(ValueError, match="not an absolute path"):
+        Container(image="ubuntu:22.04", workdir="workspace")
+
+
+def test_a_container_without_its_options_keeps_the_hash_it_had_before_them() -> None:
+    # Computed before containers took writable and workdir (see the account pin above).
+    spec = Allocation.model_validate(
+        {"kind": "Allocation", "name": "warm", "time_limit": "1h",
+         "container": {"image": "ubuntu:22.04", "mounts": ["/data:/data"]}}
+    )  # fmt: skip
+    assert spec_hash(spec) == "540e62a97c1ed733"
+    assert spec.container is not None
+    writable = spec.model_copy(
+        update={"container": spec.container.model_copy(update={"writable": True})}
+    )
+    assert spec_hash(writable) != "540e62a97c1ed733"
 
 
 def test_a_step_runs_without_slurm_input_variables_of_an_enclosing_job() -> None:
@@ -290,7 +394,7 @@ def test_start_step_returns_the_id_squeue_lists(tmp_path: Path) -> None:
     process = FakeSrun(runs_for=10)
     sleeps: list[float] = []
     assert stepper(runner, process, sleeps).start_step(request(tmp_path)) == "12.3"
-    assert process.argv[:3] == ["srun", "--jobid=12", "--overlap"]
+    assert process.argv[:3] == ["srun", "--jobid=12", "--overlap"]  # setup overlaps
     assert process.log == tmp_path / "srun-train.log"
     assert runner.commands() == ["squeue", "squeue"] and len(sleeps) == 1
 
@@ -332,14 +436,54 @@ def test_srun_that_cannot_be_started_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("result", "expected"),
     [
-        (ok("      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"), True),
-        (ok("      --container             Path to OCI container bundle\n"), False),
-        (subprocess.CompletedProcess([], 127, "", "srun: not found"), False),
+        (ok(PYXIS_IMAGE), {"image"}),
+        (ok(PYXIS_IMAGE + PYXIS_OPTIONS), {"image", "writable", "workdir"}),
+        (ok(SLURM_ONLY), set()),
+        (subprocess.CompletedProcess([], 127, "", "srun: not found"), set()),
     ],
 )
 def test_containers_asks_srun_help_once(
-    result: subprocess.CompletedProcess[str], expected: bool
+    result: subprocess.CompletedProcess[str], expected: set[str]
 ) -> None:
     runner = ScriptedRunner(srun=[result])
-    assert SlurmScheduler(runner, tz=UTC).containers() is expected
+    assert SlurmScheduler(runner, tz=UTC).containers() == expected
     assert [argv for argv, _ in runner.calls] == [["srun", "--help"]]
+
+
+def test_observe_looks_at_launchers_before_squeue() -> None:
+    # A step srun held back is made, and listed, once it stops waiting: looked at after
+    # squeue, its launcher could be gone and its step not yet listed by sacct.
+    runner = ScriptedRunner(squeue=[ok("")], sacct=[ok("")])
+
+    def launchers() -> tuple[Launch, ...]:
+        runner.calls.append((["launchers"], None))
+        return (Launch(allocation_id="12", tag=TRAIN),)
+
+    scheduler = SlurmScheduler(runner, clock=lambda: NOW, tz=UTC, launches=launchers)
+    observation = scheduler.observe(NOW - timedelta(days=1))
+    assert observation.launches == (Launch(allocation_id="12", tag=TRAIN),)
+    assert runner.commands() == ["launchers", "squeue", "sacct"]
+    unknown = SlurmScheduler(runner, clock=lambda: NOW, tz=UTC, launches=lambda: None)
+    assert unknown.observe(NOW - timedelta(days=1)).launches is None
+
+
+def test_a_run_without_a_step_layout_keeps_the_hash_it_had_before_layouts() -> None:
+    # Computed before runs took ntasks and ntasks_per_node: a step or job made by an
+    # older recon stays its run's current one, not "spec changed".
+    def hashed(**resources: object) -> str:
+        return spec_hash(
+            Run.model_validate(
+                {"kind": "Run", "name": "train", "command": "python3 t.py",
+                 "allocation": "warm", "resources": resources}
+            )
+        )  # fmt: skip
+
+    assert hashed(cpus=2, memory="1GiB", gpus="a100:1", time="10m") == "839c16b1fae67df4"
+    assert hashed(cpus=2, memory="1GiB", gpus="a100:1", time="10m", ntasks=2) != (
+        "839c16b1fae67df4"
+    )
+    batch = Run.model_validate(
+        {"kind": "Run", "name": "train", "command": "python3 t.py",
+         "resources": {"nodes": 2, "cpus": 2, "partition": "cpu"}}
+    )  # fmt: skip
+    assert spec_hash(batch) == "b9bf84b2f9cbe155"

@@ -174,7 +174,16 @@ def test_recon_graph_writes_the_svg(
     result = recon(capsys, "graph", "--offline", "--format", "svg")
     assert result.code == 0, result.err
     names = {g.get("data-name") for g in ET.fromstring(result.out).iter(f"{SVG}g")}
-    assert names == {"interactive", "actor-learner", "prepare", "train", "evaluate"}
+    # The example's sweep is one node: seeds (6 members).
+    assert names == {
+        "interactive",
+        "actor-learner",
+        "prepare",
+        "train",
+        "evaluate",
+        "seeds",
+        "compare",
+    }
 
 
 def test_the_page_draws_at_most_the_limit_and_lists_every_run(tmp_path: Path) -> None:
@@ -184,5 +193,5 @@ def test_the_page_draws_at_most_the_limit_and_lists_every_run(tmp_path: Path) ->
 
     look = look_once(Request(example_project(tmp_path), scheduler="local"))
     shown = snapshot_of(look, datetime(2026, 1, 1, tzinfo=UTC), graph_limit=2)
-    assert shown.graph_svg.count('class="node"') == 2 and "and 3 more" in shown.graph_svg
-    assert len(shown.summary()["runs"]) == 4
+    assert shown.graph_svg.count('class="node"') == 2 and "and 5 more" in shown.graph_svg
+    assert len(shown.summary()["runs"]) == 11  # every run, each member of the sweep too

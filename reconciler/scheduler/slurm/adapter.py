@@ -22,11 +22,18 @@ from reconciler.errors import (
     SchedulerError,
     TransientSchedulerError,
 )
-from reconciler.scheduler.base import AllocateRequest, Observation, StepRequest, SubmitRequest
+from reconciler.scheduler.base import (
+    AllocateRequest,
+    Launch,
+    Observation,
+    StepRequest,
+    SubmitRequest,
+)
 from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.slurm import argv
 from reconciler.scheduler.slurm.combine import combine
 from reconciler.scheduler.slurm.failures import failure, is_gone, message_of
+from reconciler.scheduler.slurm.launches import running_launches
 from reconciler.scheduler.slurm.localtime import SystemLocalTime
 from reconciler.scheduler.slurm.parse import (
     parse_granted,
@@ -39,7 +46,7 @@ from reconciler.scheduler.slurm.parse import (
 from reconciler.scheduler.slurm.runner import Runner, Spawner, run, spawn_detached
 from reconciler.scheduler.slurm.sinfo import parse_sinfo, sinfo
 from reconciler.scheduler.slurm.steps import (
-    has_pyxis,
+    container_features,
     sacct_steps,
     squeue_steps,
     srun,
@@ -51,9 +58,10 @@ T = TypeVar("T")
 Result = subprocess.CompletedProcess[str]
 
 # How long start_step looks for the step it started, every STEP_POLL seconds: while srun
-# runs, in squeue (a step waiting for room in the allocation is not listed, and is found
-# by its name later); once srun has exited, in sacct, which lists a step that ended
-# before squeue ever showed it a moment after it ended.
+# runs, in squeue (a step srun holds back until the allocation has room is not listed, and
+# is found by its name later: srun's own words, "step creation temporarily disabled", reach
+# its log only once the step is made); once srun has exited, in sacct, which lists a step
+# that ended before squeue ever showed it a moment after it ended.
 STEP_POLL = 0.2
 STEP_LISTED_WAIT = 10.0
 STEP_ACCOUNTED_WAIT = 10.0
@@ -74,6 +82,7 @@ class SlurmScheduler:
         attempts: int = 4,
         first_delay: float = 1.0,
         spawn: Spawner = spawn_detached,
+        launches: Callable[[], tuple[Launch, ...] | None] = running_launches,
         user: str | None = None,
         project: str | None = None,
     ) -> None:
@@ -89,6 +98,7 @@ class SlurmScheduler:
         self._attempts = attempts
         self._first_delay = first_delay
         self._spawn = spawn
+        self._launches = launches
         self._user = user or pwd.getpwuid(os.geteuid()).pw_name
         self._project = project
         self._max_array_size: int | None = None
@@ -100,16 +110,20 @@ class SlurmScheduler:
         and the next pass looks again.
         """
         taken_at = self._clock()
+        # Launchers first: a step srun holds back is made (and listed) once it stops
+        # waiting, so looking after squeue could miss it in both.
+        launches = self._launches()
         live = self._runner(argv.squeue(), None)
         if live.returncode != 0:
             raise ObservationError(f"squeue failed, the cluster cannot be seen: {message_of(live)}")
         history = self._runner(argv.sacct(since, self._tz, self._user), None)
         squeue = parse_squeue(live.stdout, self._tz)
         if history.returncode != 0:
-            return combine(squeue, None, taken_at, message_of(history))
-        kept = recon_rows(history.stdout, squeue.records, self._project)
-        sacct = parse_sacct(kept, self._tz)
-        return combine(squeue, sacct, taken_at)
+            observation = combine(squeue, None, taken_at, message_of(history))
+        else:
+            kept = recon_rows(history.stdout, squeue.records, self._project)
+            observation = combine(squeue, parse_sacct(kept, self._tz), taken_at)
+        return observation.model_copy(update={"launches": launches})
 
     def partitions(self) -> tuple[Partition, ...]:
         """One ``sinfo`` call; no retries, like ``observe``: the next pass looks again."""
@@ -165,14 +179,17 @@ class SlurmScheduler:
             self._max_array_size = size
         return self._max_array_size
 
-    def containers(self) -> bool:
+    def containers(self) -> frozenset[str]:
         """One ``srun --help`` (a few milliseconds): pyxis adds its flags to it."""
         result = self._runner(["srun", "--help"], None)
-        return result.returncode == 0 and has_pyxis(result.stdout + result.stderr)
+        if result.returncode != 0:
+            return frozenset()
+        return container_features(result.stdout + result.stderr)
 
     def start_step(self, request: StepRequest) -> str | None:
-        """``srun --jobid=<id> --overlap ...`` started detached; its own messages go to
-        ``srun-<name>.log`` in the step's log directory."""
+        """``srun --jobid=<id> ...`` started detached; its own messages go to
+        ``srun-<name>.log`` in the step's log directory. None: the step is not listed
+        yet (srun holds it back until the allocation has room, or Slurm is slow)."""
         log = request.log_dir / f"srun-{request.tag.name}.log"
         try:
             process = self._spawn(srun(request), log)

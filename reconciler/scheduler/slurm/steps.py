@@ -1,7 +1,9 @@
 """Allocations and the steps inside them, in Slurm's words: argv, options, parsers. Pure.
 
 An allocation is held with ``salloc --no-shell`` and carries recon's tag like a batch job.
-Runs and setup commands run inside it as steps, ``srun --jobid=<id> --overlap``. A step
+Runs and setup commands run inside it as steps, ``srun --jobid=<id>``: with ``--overlap``
+(sharing CPUs and memory) unless the run asks for GPUs, which it then gets to itself
+(``--exact``, see ``sharing``). A step
 has no comment, so its *name* carries the tag: a run's step is named with the run's tag,
 a setup step with its allocation's own tag. sacct lists steps under their allocation's
 job, so the one sacct call of a pass sees them; ``step_runs`` then presents each run's
@@ -17,14 +19,16 @@ import re
 from reconciler.scheduler.base import ObservedJob, StepRequest
 from reconciler.scheduler.render import resource_options
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Container, NodeShape
+from reconciler.spec.models import Container, RunResources
 
 _PYXIS_FLAG = re.compile(r"--container-image\b")
+_PYXIS_OPTIONS = {"writable": "--container-writable", "workdir": "--container-workdir"}
 
 
-def step_options(shape: NodeShape | None, allocation_gpus: bool = False) -> tuple[str, ...]:
-    """A run's own share of the allocation: one task on one node, with its CPUs, memory,
-    GPUs and time limit (``--time`` ends the step, not the allocation). None: setup.
+def step_options(shape: RunResources | None, allocation_gpus: bool = False) -> tuple[str, ...]:
+    """A run's own share of the allocation: its nodes (1 unless it says) and tasks (one per
+    node unless it says), each task's CPUs, the memory and GPUs per node, and its time
+    limit (``--time`` ends the step, not the allocation). None: setup.
 
     A step without ``--gres`` sees every GPU of the allocation (Slurm 22.05 sets
     CUDA_VISIBLE_DEVICES to all of them); ``--gres=gpu:0`` leaves it unset. It is given
@@ -32,8 +36,18 @@ def step_options(shape: NodeShape | None, allocation_gpus: bool = False) -> tupl
     if shape is None:
         # Setup once on every node: containers and caches it prepares are per node.
         return ("--ntasks-per-node=1",)
+    tasks = []
+    if shape.ntasks is not None:
+        tasks.append(f"--ntasks={shape.ntasks}")
+    if shape.ntasks_per_node is not None:
+        tasks.append(f"--ntasks-per-node={shape.ntasks_per_node}")
     hidden = ("--gres=gpu:0",) if allocation_gpus and shape.gpus is None else ()
-    return ("--nodes=1", "--ntasks=1", *resource_options(shape), *hidden)
+    return (
+        f"--nodes={shape.step_nodes}",
+        *(tasks or [f"--ntasks={shape.step_nodes}"]),
+        *resource_options(shape),
+        *hidden,
+    )
 
 
 def container_options(container: Container | None, allocation: str) -> tuple[str, ...]:
@@ -47,17 +61,33 @@ def container_options(container: Container | None, allocation: str) -> tuple[str
     ]
     if container.mounts:
         options.append(f"--container-mounts={','.join(container.mounts)}")
+    if container.writable:
+        options.append("--container-writable")
+    if container.workdir is not None:
+        options.append(f"--container-workdir={container.workdir}")
     return tuple(options)
 
 
+def sharing(shape: RunResources | None) -> tuple[str, ...]:
+    """How a step shares the allocation with the steps beside it (verified on Slurm 22.05,
+    docs/specs.md): ``--overlap`` lets setup and CPU runs share its CPUs and memory, so a
+    long run never keeps a short one waiting for room. But ``--overlap`` shares GRES too:
+    two ``--overlap --gres=gpu:1`` steps get the same device. A run that asks for GPUs is
+    therefore started without it and with ``--exact`` (only the CPUs it asks for, so the
+    next GPU run finds CPUs free): concurrent GPU runs get disjoint devices, and one that
+    finds no free GPU is held back by srun until one is (not listed meanwhile)."""
+    if shape is not None and shape.gpus is not None:
+        return ("--exact",)
+    return ("--overlap",)
+
+
 def srun(request: StepRequest) -> list[str]:
-    """``srun`` for one step. ``--overlap`` lets steps share the allocation's CPUs and
-    memory, so a long run never keeps a short one (or setup) waiting for room."""
+    """``srun`` for one step."""
     logs = os.fspath(request.log_dir).replace("%", "%%")
     return [
         "srun",
         f"--jobid={request.allocation_id}",
-        "--overlap",
+        *sharing(request.shape),
         f"--job-name={request.tag.format()}",
         f"--chdir={request.workdir}",
         f"--output={logs}/slurm-%j.%s.out",
@@ -91,10 +121,18 @@ def step_named(text: str, job_id: str, tag: Tag) -> str | None:
     return found
 
 
-def has_pyxis(srun_help: str) -> bool:
-    """pyxis adds ``--container-image`` to srun's options (Slurm's own ``--container``
-    takes an OCI bundle, not an image, and does not count)."""
-    return _PYXIS_FLAG.search(srun_help) is not None
+def container_features(srun_help: str) -> frozenset[str]:
+    """What steps can ask of a container here, in the spec's words (``Container.features``),
+    by the flags pyxis adds to ``srun --help``: ``--container-image`` (Slurm's own
+    ``--container`` takes an OCI bundle, not an image, and does not count), and the
+    options pyxis versions differ in. Empty without pyxis."""
+    if _PYXIS_FLAG.search(srun_help) is None:
+        return frozenset()
+    offered = {"image"}
+    for feature, flag in _PYXIS_OPTIONS.items():
+        if re.search(rf"{flag}\b", srun_help):
+            offered.add(feature)
+    return frozenset(offered)
 
 
 def step_runs(job: ObservedJob) -> tuple[ObservedJob, ...]:

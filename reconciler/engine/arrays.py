@@ -1,0 +1,140 @@
+"""A sweep's members as Slurm job arrays: which index is which member, kept where it is found.
+
+Members that one pass submits for one sweep go to the scheduler as one job array (several
+when the scheduler's MaxArraySize requires). Each task runs its member's own batch script:
+before sbatch, apply writes, under the sweep's directory,
+
+    .recon/arrays/<hash>.json       index -> member name and spec hash (the array's map)
+    .recon/arrays/<hash>/<index>.sh   the member's own batch script
+    .recon/arrays/<hash>/<index>.logs the folder its output goes to (the member's logs)
+
+and submits one small script that runs ``<index>.sh`` for ``$SLURM_ARRAY_TASK_ID``. The
+array's tag is the sweep's name with ``<hash>`` as its hash, the digest of the map: so
+whatever the journal knows, a pass that sees the array reads its map back (the job's
+working directory is the sweep's directory) and splits its tasks into one job per member,
+each under its member's own tag (``identity.split_arrays``). A crash between sbatch and
+the journal leaves an array that is adopted member by member, never submitted again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from reconciler.scheduler.base import ArrayRequest, Observation, ObservedJob
+from reconciler.scheduler.render import log_paths
+from reconciler.scheduler.tag import Tag
+
+MAPS = ".recon/arrays"  # beside the manifests: output versions skip .recon
+
+
+@dataclass(frozen=True)
+class ArrayMap:
+    """Which member each index of one job array runs: index -> (member name, spec hash)."""
+
+    sweep: str
+    members: Mapping[int, tuple[str, str]]
+
+    @cached_property
+    def digest(self) -> str:
+        """The array's tag hash: the same members at the same indices, the same digest."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        rows = [[index, *self.members[index]] for index in sorted(self.members)]
+        return json.dumps({"sweep": self.sweep, "members": rows}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> ArrayMap:
+        data = json.loads(text)
+        members = {int(index): (str(name), str(digest)) for index, name, digest in data["members"]}
+        return cls(str(data["sweep"]), members)
+
+
+def map_file(sweep_dir: Path | str, digest: str) -> Path:
+    return Path(sweep_dir, MAPS, f"{digest}.json")
+
+
+def task_script(sweep_dir: Path | str, digest: str, index: int) -> Path:
+    return Path(sweep_dir, MAPS, digest, f"{index}.sh")
+
+
+def chunks(members: Sequence[str], size: int) -> list[list[str]]:
+    """Members in arrays of at most ``size`` (indices 0..size-1 each)."""
+    return [list(members[start : start + size]) for start in range(0, len(members), size)]
+
+
+def task_logs(sweep_dir: Path | str, digest: str, index: int) -> Path:
+    """The file naming the folder a task's output goes to: its member's logs."""
+    return Path(sweep_dir, MAPS, digest, f"{index}.logs")
+
+
+def array_script(directives: Sequence[str], sweep_dir: Path, digest: str) -> str:
+    """The script the array is submitted with: a member's job-wide and shape directives
+    (every member of a sweep asks for the same), the array's own name, tag and logs, and
+    a body that runs the task's member: its own batch script, byte for byte (its #SBATCH
+    lines are only comments there; the manifest's script_sha256 names those bytes), its
+    output sent to the member's logs under the task's id, where ``render.log_files``
+    finds them."""
+    task = shlex.quote(os.fspath(Path(sweep_dir, MAPS, digest))) + '/"$SLURM_ARRAY_TASK_ID"'
+    name = '"$logs/slurm-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}'
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            *directives,
+            "set -euo pipefail",
+            f'logs="$(cat {task}.logs)"',
+            f'exec bash {task}.sh >>{name}.out" 2>>{name}.err"',
+            "",
+        ]
+    )
+
+
+def array_directives(member_script: str, tag: Tag, sweep_dir: Path) -> list[str]:
+    """A member's #SBATCH lines with the name, comment and logs made the array's."""
+    out, err = log_paths(sweep_dir, array=True)
+    own = {
+        "--job-name": f"--job-name={tag.job_name}",
+        "--comment": f"--comment={tag.format()}",
+        "--output": f"--output={out}",
+        "--error": f"--error={err}",
+    }
+    lines = []
+    for line in member_script.splitlines()[1:]:
+        if not line.startswith("#SBATCH "):
+            break
+        option = line.removeprefix("#SBATCH ").split("=", 1)[0]
+        lines.append(f"#SBATCH {own[option]}" if option in own else line)
+    return lines
+
+
+def request_for(indices: Sequence[int], max_parallel: int | None) -> ArrayRequest:
+    return ArrayRequest(indices=tuple(indices), max_parallel=max_parallel)
+
+
+def read_maps(observation: Observation, project: str, deployment: str) -> dict[str, ArrayMap]:
+    """The map of every job array of the deployment's that the observation shows, read
+    from the directory it runs in (the sweep's). An array whose map cannot be read is
+    left out: ``identity.split_arrays`` then says the observation is not complete."""
+    maps: dict[str, ArrayMap] = {}
+    for job in observation.jobs:
+        if not job.tag.owned_by(project, deployment) or not is_array(job):
+            continue
+        workdir = next((row.workdir for row in job.rows if row.workdir), None)
+        if workdir is None:
+            continue
+        try:
+            maps[job.job_id] = ArrayMap.from_json(map_file(workdir, job.tag.spec_hash).read_text())
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return maps
+
+
+def is_array(job: ObservedJob) -> bool:
+    return any(row.array_task is not None for row in job.rows)

@@ -1,0 +1,211 @@
+"""Sweeps above the scheduler: arrays split per member, the plan and the spec diff per
+sweep, and apply grouping members into job arrays (one sbatch per MaxArraySize)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from reconciler.engine.actions import ActionKind
+from reconciler.engine.apply import Applier
+from reconciler.engine.arrays import ArrayMap, map_file
+from reconciler.engine.identity import share_of, tag_for
+from reconciler.engine.plan import plan as make_plan
+from reconciler.engine.specdiff import diff
+from reconciler.report import plan as plan_report
+from reconciler.report import specdiff as specdiff_report
+from reconciler.scheduler.base import JobRecord, Observation, ObservedJob, SubmitRequest
+from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.states import SlurmState
+from reconciler.spec.desired import Desired
+from reconciler.spec.loader import load_desired, open_source
+from reconciler.state.journal import Journal
+from reconciler.state.paths import deployment
+from tests.gitrepo import GitRepo
+from tests.planning import NOW
+
+TRAIN = """\
+kind: Run
+name: train
+matrix:
+  lr: [0.1, 0.2]
+  seed: [0, 1, 2]
+max_parallel: 4
+command: echo {matrix.lr} > {outputs.model.path}
+outputs:
+  model: model.txt
+"""
+
+
+def load(repo: GitRepo, text: str = TRAIN) -> Desired:
+    repo.commit({"specs/train.yaml": text})
+    return load_desired(open_source(repo.root))
+
+
+@dataclass
+class Arrays:
+    """A scheduler that takes job arrays: each submit gets the next id."""
+
+    size: int = 1001
+    name: str = "slurm"
+    requests: list[SubmitRequest] = field(default_factory=list)
+    size_reads: int = 0
+
+    def observe(self, since: datetime) -> Observation:
+        raise AssertionError("apply does not observe")
+
+    def submit(self, request: SubmitRequest) -> str:
+        self.requests.append(request)
+        return str(100 + len(self.requests))
+
+    def cancel(self, job_id: str) -> None:
+        raise AssertionError("nothing to cancel")
+
+    def max_array_size(self) -> int:
+        self.size_reads += 1
+        return self.size
+
+    def allocate(self, request: object) -> str:
+        raise AssertionError("no allocations")
+
+    def release(self, job_id: str) -> None:
+        raise AssertionError("no allocations")
+
+    def partitions(self) -> tuple[Partition, ...]:
+        return ()
+
+
+def apply_fresh(desired: Desired, scheduler: Arrays, tmp_path: Path) -> dict[str, str]:
+    plan = make_plan(desired, Observation(taken_at=NOW, jobs=(), complete=True), [], NOW,
+                     scheduler="slurm", max_array_size=scheduler.size)  # fmt: skip
+    journal = Journal(tmp_path / "journal.sqlite")
+    code = tmp_path / "code"
+    applier = Applier(plan, desired, scheduler, journal, code, lambda: NOW)  # type: ignore[arg-type]
+    return applier.run().submitted
+
+
+def test_members_a_pass_submits_go_in_one_array_with_its_map_written_first(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    desired = load(repo)
+    scheduler = Arrays()
+    submitted = apply_fresh(desired, scheduler, tmp_path)
+    (request,) = scheduler.requests
+    assert request.array is not None
+    assert request.array.indices == tuple(range(6)) and request.array.max_parallel == 4
+    assert sorted(submitted.values()) == [f"101_{index}" for index in range(6)]
+    assert request.tag.name == "train" and request.workdir == repo.root / "runs" / "train"
+    members = ArrayMap.from_json(map_file(request.workdir, request.tag.spec_hash).read_text())
+    assert members.digest == request.tag.spec_hash
+    assert {name for name, _ in members.members.values()} == set(desired.sweeps["train"].members)
+    assert "SLURM_ARRAY_TASK_ID" in request.script
+
+
+def test_an_array_larger_than_max_array_size_is_split(repo: GitRepo, tmp_path: Path) -> None:
+    text = TRAIN.replace("seed: [0, 1, 2]", f"seed: {list(range(10))}")
+    scheduler = Arrays(size=7)
+    submitted = apply_fresh(load(repo, text), scheduler, tmp_path)
+    assert len(submitted) == 20
+    assert [len(r.array.indices) for r in scheduler.requests if r.array] == [7, 7, 6]
+    assert scheduler.size_reads == 1  # read once per pass
+
+
+def test_a_downstream_waits_for_the_whole_array_by_its_id(repo: GitRepo, tmp_path: Path) -> None:
+    aggregate = (
+        "kind: Run\nname: aggregate\ninputs:\n  models: train.model\n"
+        "command: cat {inputs.models.paths}\n"
+    )
+    repo.write({"specs/aggregate.yaml": aggregate})
+    scheduler = Arrays()
+    apply_fresh(load(repo), scheduler, tmp_path)
+    assert scheduler.requests[1].dependencies == ("101",)
+    listed = (repo.root / "runs" / "aggregate" / "inputs" / "models.list").read_text()
+    assert len(listed.splitlines()) == 6 and "lr=0.1,seed=0/model.txt" in listed
+
+
+def array_job(desired: Desired, members: ArrayMap, top: str) -> ObservedJob:
+    tag = tag_for(desired, "run", "train", members.digest)
+    rows = [
+        JobRecord(job_id=f"{top}_{i}", top_id=top, array_task=str(i), tag=tag,
+                  state=SlurmState.COMPLETED, source="sacct")
+        for i in range(2)
+    ] + [
+        JobRecord(job_id=f"{top}_[2-5%4]", top_id=top, array_task="[2-5%4]", tag=tag,
+                  state=SlurmState.PENDING, source="squeue")
+    ]  # fmt: skip
+    return ObservedJob(job_id=top, tag=tag, rows=tuple(rows))
+
+
+def test_an_observed_array_is_one_job_per_member(repo: GitRepo) -> None:
+    desired = load(repo)
+    runs = [desired.runs[name] for name in desired.sweeps["train"].members]
+    members = ArrayMap("train", {i: (run.name, run.spec_hash) for i, run in enumerate(runs)})
+    found = Observation(taken_at=NOW, jobs=(array_job(desired, members, "55"),), complete=True)
+    project = desired.project.project
+    own = share_of(found, project, deployment(desired), (), {"55": members}).own
+    assert [(job.job_id, job.tag.name) for job in own.jobs] == [
+        (f"55_{i}", run.name) for i, run in enumerate(runs)
+    ]
+    assert own.jobs[0].health.value == "succeeded" and own.jobs[5].health.value == "pending"
+    plan = make_plan(desired, own, [], NOW, scheduler="slurm")
+    assert {action.kind for action in plan.actions} == {ActionKind.ADOPT, ActionKind.NOOP}
+    assert not plan.has_changes  # nothing submitted twice
+
+
+def test_an_array_whose_map_is_missing_makes_the_observation_incomplete(repo: GitRepo) -> None:
+    desired = load(repo)
+    members = ArrayMap("train", {0: ("train[lr=0.1,seed=0]", "0" * 16)})
+    found = Observation(taken_at=NOW, jobs=(array_job(desired, members, "55"),), complete=True)
+    own = share_of(found, desired.project.project, deployment(desired), (), {}).own
+    assert not own.complete and [job.job_id for job in own.jobs] == ["55"]
+    assert "member map" in own.problems[0]
+    plan = make_plan(desired, own, [], NOW, scheduler="slurm")
+    assert {a.kind for a in plan.actions} == {ActionKind.NOOP}  # nothing on half a picture
+    assert "job array 55 of train cannot be told apart" in plan.actions[0].reason
+
+
+def test_a_plan_shows_a_sweep_as_one_line_and_lists_members_on_request(repo: GitRepo) -> None:
+    desired = load(repo)
+    observation = Observation(taken_at=NOW, jobs=(), complete=True)
+    plan = make_plan(desired, observation, [], NOW, scheduler="slurm", max_array_size=4)
+    text = plan_report.as_text(plan)
+    assert (
+        "  + submit    train          6 of 6 members (2 arrays, at most 4 at once): not yet run"
+        in text
+    )
+    assert "train[lr=0.1,seed=0]" not in text
+    listed = plan_report.as_text(plan, members=True)
+    assert "train[lr=0.1,seed=0]" in listed
+
+
+def test_the_spec_diff_shows_a_sweep_once(repo: GitRepo) -> None:
+    base = load(repo)
+    grown = TRAIN.replace("seed: [0, 1, 2]", "seed: [0, 1, 2, 3]").replace("echo", "printf")
+    head = load(repo, grown)
+    result = diff(base, head)
+    (entry,) = result.entries
+    assert entry.kind == "Sweep" and entry.members is not None
+    assert entry.members.added == ("train[lr=0.1,seed=3]", "train[lr=0.2,seed=3]")
+    assert len(entry.members.changed) == 6
+    assert [change.field for change in entry.fields] == ["command"]
+    text = specdiff_report.as_text(result)
+    assert "members added (2): train[lr=0.1,seed=3], train[lr=0.2,seed=3]" in text
+    assert "members changed: 6 of 8" in text
+
+
+def test_an_aggregate_waits_for_an_array_in_flight_by_its_id(repo: GitRepo) -> None:
+    aggregate = (
+        "kind: Run\nname: aggregate\ninputs:\n  models: train.model\n"
+        "command: cat {inputs.models.paths}\n"
+    )
+    repo.write({"specs/aggregate.yaml": aggregate})
+    desired = load(repo)
+    runs = [desired.runs[name] for name in desired.sweeps["train"].members]
+    members = ArrayMap("train", {i: (run.name, run.spec_hash) for i, run in enumerate(runs)})
+    found = Observation(taken_at=NOW, jobs=(array_job(desired, members, "55"),), complete=True)
+    own = share_of(found, desired.project.project, deployment(desired), (), {"55": members}).own
+    plan = make_plan(desired, own, [], NOW, scheduler="slurm")
+    (action,) = [a for a in plan.actions if a.target == "aggregate"]
+    # Two tasks succeeded, four are pending: afterok on the array waits for the same.
+    assert action.kind is ActionKind.SUBMIT and action.after_jobs == ("55",)
