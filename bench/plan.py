@@ -1,7 +1,8 @@
 """Live `recon plan` (and `recon status`) at sweep scale, and `recon plan --against HEAD~1`.
 
     python bench/plan.py [--sizes 1000,2000,5000,10000] [--backends local,slurm]
-                         [--scenarios none,completed,mixed] [--repeat 3] [--keep DIR]
+                         [--scenarios none,completed,unsettled,mixed] [--repeat 3]
+                         [--keep DIR]
 
 Each figure is the wall time, CPU time (user + system: steadier on a shared machine) and
 peak RSS of the whole command in a fresh process, as a user runs it (interpreter
@@ -10,7 +11,10 @@ then the growth per doubling of runs between sizes ((t2/t1) ** (1 / log2(n2/n1))
 
 - none:      N runs (one `prepare`, N-1 sweep points reading its output), nothing submitted;
 - completed: every run succeeded: one journal record and one ended job per run, outputs
-             on disk;
+             on disk; the journal has recorded every end, so the observation window
+             starts an hour back and (on the local backend) no ended job is read again;
+- unsettled: as completed, but the journal has not recorded the ends yet (the first
+             pass after 10,000 jobs ended): every job is observed and judged;
 - mixed:     as completed, with every tenth pair of runs coupled (`coupled_with`) and every
              tenth run heterogeneous (two components).
 
@@ -131,8 +135,9 @@ def make_repo(root: Path, runs: int, scenario: str, backend: str) -> None:
     git(root, "commit", "-q", "-m", "sweep")
 
 
-def seed_completed(root: Path, backend: str, sacct_file: Path) -> None:
-    """Every run succeeded: its output on disk, one ended job, one settled journal record."""
+def seed_completed(root: Path, backend: str, sacct_file: Path, settled: bool = True) -> None:
+    """Every run succeeded: its output on disk, one ended job, one journal record (whose
+    end is recorded when `settled`)."""
     from reconciler.engine.identity import tag_for
     from reconciler.scheduler.states import Health
     from reconciler.spec.loader import load_desired, open_source
@@ -159,14 +164,15 @@ def seed_completed(root: Path, backend: str, sacct_file: Path) -> None:
         sacct_file.write_text(_sacct_text(names, tags, ids, ended))
     with Journal(state / "journal.sqlite") as journal:
         db = journal._db  # one transaction for 10,000 records: seeding, not what is timed
-        stamp = ended.isoformat()
+        stamp = (ended - timedelta(minutes=6)).isoformat()  # the intent, before sbatch
+        final = Health.SUCCEEDED.value if settled else None
         db.executemany(
             "INSERT INTO submissions (project, kind, name, spec_hash, git_commit, status,"
             " spec_fields, created_at, updated_at, job_id, final_health, exit_code)"
             " VALUES (?, 'run', ?, ?, ?, 'submitted', '{}', ?, ?, ?, ?, 0)",
             [
                 (PROJECT, name, tags[name].spec_hash, desired.commit, stamp, stamp, ids[name],
-                 Health.SUCCEEDED.value)
+                 final)
                 for name in names
             ],
         )  # fmt: skip
@@ -186,7 +192,7 @@ def _local_jobs(
     for name in names:
         tag = tags[name]
 
-        def build(job_id: int, tag: object = tag) -> tuple[JobSpec, dict[str, str]]:
+        def build(_first: int, job_id: int, tag: object = tag) -> tuple[JobSpec, dict[str, str]]:
             spec = JobSpec(
                 job_id=job_id,
                 name=tag.job_name,  # type: ignore[attr-defined]
@@ -201,7 +207,7 @@ def _local_jobs(
             )
             return spec, {}
 
-        spec = store.create(build, "#!/bin/sh\ntrue\n")
+        (spec,) = store.create(build, "#!/bin/sh\ntrue\n")
         store.write_started(spec.job_id, ended - timedelta(minutes=4))
         store.write_ended(spec.job_id, Ending(at=ended, exit_code=0))
         ids[name] = str(spec.job_id)
@@ -310,7 +316,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,2000,5000,10000")
     parser.add_argument("--backends", default="local,slurm")
-    parser.add_argument("--scenarios", default="none,completed,mixed")
+    parser.add_argument("--scenarios", default="none,completed,unsettled,mixed")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="build the repos here and leave them")
     options = parser.parse_args()
@@ -330,7 +336,7 @@ def main() -> None:
                     if not root.exists():
                         make_repo(root, size, scenario, backend)
                         if scenario != "none":
-                            seed_completed(root, backend, sacct)
+                            seed_completed(root, backend, sacct, scenario != "unsettled")
                     generated = sacct if backend == "slurm" and scenario != "none" else None
                     wall, peak = measure(["plan", str(root)], options.repeat, generated)
                     walls.append(wall)

@@ -71,15 +71,16 @@ def plan(
       recon plan --members               each member of a sweep on a line of its own
       recon plan --against origin/main --format markdown --detailed-exitcode
     """
-    # The engine is imported when a command runs: `recon --help` stays quick.
-    from reconciler.engine import planfile
-    from reconciler.engine.reconcile import Request, look_once
-    from reconciler.report import plan as plan_report
-
     repo, targets = split_arguments(arguments)
     if against is not None:
         _plan_against(repo, against, rev, worktree, output_format, detailed_exitcode)
         return
+    # The engine is imported when a command runs, and only the one it needs: `recon
+    # --help` and the diff of --against (PR CI, no cluster) stay quick.
+    from reconciler.engine import planfile
+    from reconciler.engine.reconcile import Request, look_once
+    from reconciler.report import plan as plan_report
+
     seen = look_once(
         Request(
             repo, rev, worktree, tuple(targets), downstream, chosen(scheduler), tuple(replace or ())
@@ -120,11 +121,13 @@ def _plan_against(
     from reconciler.engine.specdiff import diff
     from reconciler.errors import NoProjectError
     from reconciler.report import specdiff as specdiff_report
+    from reconciler.spec.cache import SharedCache
     from reconciler.spec.loader import load_desired, open_source
 
-    head = load_desired(open_source(repo, rev, worktree))
+    shared = SharedCache()  # the base commit's unchanged files are not parsed again
+    head = load_desired(open_source(repo, rev, worktree), shared=shared)
     try:
-        base = load_desired(open_source(repo, against, option="--against"))
+        base = load_desired(open_source(repo, against, option="--against"), shared=shared)
     except NoProjectError:
         # The change that brings recon into the repo: everything is new.
         base = replace(head, commit=None, runs={}, allocations={}, upstreams={})

@@ -100,7 +100,10 @@ def status(
         ascii=not _utf8_locale(),
     )
     text = status_report.render(current, rows, held, layout, datetime.now(UTC))
-    console.print(text, soft_wrap=True, end="")
+    if layout.styled:
+        console.print(text, soft_wrap=True, end="")
+    else:
+        sys.stdout.write(text.plain)  # plain: rich would only cost time, line by line
 
 
 def _with_manifest_commits(desired: Desired, rows: list[RunStatus]) -> list[RunStatus]:

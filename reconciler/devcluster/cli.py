@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import TYPE_CHECKING
 
 import typer
 
-from reconciler.devcluster import lifecycle
-from reconciler.devcluster.health import Health, check_health
-from reconciler.devcluster.spec import ClusterSpec, default_cluster
+if TYPE_CHECKING:
+    from reconciler.devcluster.health import Health
+    from reconciler.devcluster.spec import ClusterSpec
+
+# The bring-up (lifecycle, health, rendering) is imported when a dev-cluster command
+# runs: every other recon command loads this module too, and should not pay for it.
 
 app = typer.Typer(
     help="Run a real Slurm cluster on this machine (root, Debian/Ubuntu).", no_args_is_help=True
@@ -18,6 +22,8 @@ app = typer.Typer(
 
 def this_cluster() -> ClusterSpec:
     """The dev cluster of this machine; its nodes are addressed by the short hostname."""
+    from reconciler.devcluster.spec import default_cluster
+
     return default_cluster(socket.gethostname().split(".")[0])
 
 
@@ -28,6 +34,8 @@ def up(
     ),
 ) -> None:
     """Start munge, MariaDB, slurmdbd, slurmctld and the slurmds; install them if missing."""
+    from reconciler.devcluster import lifecycle
+
     started = time.monotonic()
     actions = lifecycle.up(this_cluster(), timeout=timeout, report=typer.echo)
     verdict = "already up" if not actions else "up"
@@ -37,6 +45,8 @@ def up(
 @app.command()
 def down() -> None:
     """Cancel every job and stop every daemon of the dev cluster."""
+    from reconciler.devcluster import lifecycle
+
     actions = lifecycle.down(this_cluster(), report=typer.echo)
     typer.echo("dev cluster down" if actions else "dev cluster was not running")
 
@@ -44,6 +54,8 @@ def down() -> None:
 @app.command()
 def status() -> None:
     """Show each daemon and node; exit 1 unless everything is up and every node usable."""
+    from reconciler.devcluster.health import check_health
+
     health = check_health(this_cluster())
     typer.echo(render_health(health))
     if not health.healthy:

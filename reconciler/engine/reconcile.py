@@ -39,14 +39,20 @@ from reconciler.spec.loader import load_desired, open_source
 from reconciler.state.directory import prepare_state_dir
 from reconciler.state.journal import Journal, JournalEvent
 from reconciler.state.lock import project_lock
-from reconciler.state.outputs import observe_inputs, observe_outputs
+from reconciler.state.outputs import OutputsSeen, observe_inputs, observe_outputs
 from reconciler.state.paths import deployment, journal_path, state_dir
-from reconciler.state.records import SetupRecord, SubmissionRecord
+from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 
 Clock = Callable[[], datetime]
 
-# sacct is asked about this far back at least; older outcomes come from the journal.
-_MIN_WINDOW = timedelta(days=2)
+# How far back sacct is asked (``observation_window``): from the oldest job the journal
+# still needs to see end, less a margin for clocks that disagree (the journal's stamps
+# are this machine's, sacct's times slurmctld's) and for jobs an apply elsewhere records
+# while this pass reads; never more than _MAX_WINDOW back. With no journal (a new
+# project, or a lost journal) _NO_JOURNAL_WINDOW back, so recent jobs are found and
+# adopted.
+_WINDOW_MARGIN = timedelta(hours=1)
+_NO_JOURNAL_WINDOW = timedelta(days=2)
 _MAX_WINDOW = timedelta(days=30)
 
 
@@ -134,12 +140,37 @@ def read_events(desired: Desired, limit: int = 1000) -> list[JournalEvent]:
         return journal.events(desired.project.project, limit=limit)
 
 
-def observation_window(records: Sequence[SubmissionRecord], now: datetime) -> datetime:
-    """From the oldest job whose end the journal has not seen (within 30 days), and at
-    least two days back."""
-    unsettled = [r.created_at for r in records if r.job_id is not None and r.final_health is None]
-    since = min([now - _MIN_WINDOW, *unsettled])
-    return max(since, now - _MAX_WINDOW)
+def observation_window(
+    records: Sequence[SubmissionRecord], setups: Sequence[SetupRecord], now: datetime
+) -> datetime:
+    """Where sacct's window starts: at the oldest job the journal still needs settled.
+
+    sacct -S (and the local backend alike) lists every job that was queued or running at
+    any time since the start, so a job submitted after the start is seen, however long
+    ago it ended. The jobs recon still needs to see are those whose end the journal has
+    not recorded: each was submitted after its record was written (the intent goes in
+    before sbatch), so the window starts at the oldest such record. A job the journal
+    settled is not read again: its outcome comes from the journal. Settled jobs of 10,000
+    runs are then not read, parsed or combined on every pass.
+
+    A record adopted with no intent before it (a lost journal) was written after its job
+    was submitted, at an unknown time: while such a job is unsettled the window reaches
+    back as far as it goes (30 days). With no records at all, two days back.
+    """
+    if not records and not setups:
+        return now - _NO_JOURNAL_WINDOW
+    oldest = [now]
+    for record in records:
+        if record.final_health is not None or record.status is SubmissionStatus.REFUSED:
+            continue
+        if record.status is SubmissionStatus.ADOPTED and not record.spec_fields:
+            # Found by its tag with no intent of its own (Journal.record_adopted): its job
+            # was submitted who knows when.
+            oldest.append(now - _MAX_WINDOW)
+        else:
+            oldest.append(record.created_at)  # an intent (maybe sent), or a job not settled
+    oldest += [setup.created_at for setup in setups if setup.final_health is None]
+    return max(min(oldest) - _WINDOW_MARGIN, now - _MAX_WINDOW)
 
 
 def look(
@@ -150,10 +181,11 @@ def look(
     now: datetime,
 ) -> Look:
     """Observe the cluster and the filesystem, judge finished jobs, and plan. Reads only."""
-    found = scheduler.observe(observation_window(journal.records, now))
+    found = scheduler.observe(observation_window(journal.records, journal.setups, now))
     project, place = desired.project.project, deployment(desired)
     share = share_of(found, project, place, journal.records, read_maps(found, project, place))
-    endings = settle.judge(desired, share.own, journal.records)
+    outputs_seen: OutputsSeen = {}  # each output looked at once in this pass
+    endings = settle.judge(desired, share.own, journal.records, outputs_seen)
     records = settle.as_recorded(journal.records, endings)
     setup_changes = settle.judge_setups(share.own, journal.setups)
     setups = settle.with_setups(journal.setups, setup_changes)
@@ -165,7 +197,7 @@ def look(
         scheduler=scheduler.name,
         targets=request.targets,
         downstream=request.downstream,
-        files=file_state(desired, records, share.own),
+        files=file_state(desired, records, share.own, outputs_seen),
         fit=fit_for(scheduler),
         setups=setups,
         containers=containers_for(scheduler, desired),
@@ -217,7 +249,10 @@ def containers_for(scheduler: Scheduler, desired: Desired) -> frozenset[str] | N
 
 
 def file_state(
-    desired: Desired, records: Sequence[SubmissionRecord], observation: Observation
+    desired: Desired,
+    records: Sequence[SubmissionRecord],
+    observation: Observation,
+    outputs_seen: OutputsSeen | None = None,
 ) -> FileState:
     """The versions on disk of what currency depends on: the outputs of runs that have
     succeeded (a run never run has nothing to look at), and external inputs."""
@@ -231,7 +266,7 @@ def file_state(
         and job.health is Health.SUCCEEDED
     }
     succeeded &= set(desired.runs)
-    outputs = observe_outputs(desired, sorted(succeeded))
+    outputs = observe_outputs(desired, sorted(succeeded), outputs_seen)
     inputs = observe_inputs(desired, sorted(succeeded))
     return FileState(
         outputs={key: v.digest if v else None for key, v in outputs.items()},

@@ -22,7 +22,13 @@ from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import ENDED, ENDINGS, Health, aggregate
 from reconciler.spec.desired import Desired, DesiredRun
 from reconciler.state.journal import Journal
-from reconciler.state.outputs import OutputVersion, gathered, observe_inputs, observe_outputs
+from reconciler.state.outputs import (
+    OutputsSeen,
+    OutputVersion,
+    gathered,
+    observe_inputs,
+    observe_outputs,
+)
 from reconciler.state.paths import input_paths, run_dir
 from reconciler.state.provenance import local_identity, manifest_from, write_manifest
 from reconciler.state.records import NO_OUTPUTS, SetupRecord, SubmissionRecord
@@ -46,12 +52,17 @@ class Ending:
 
 
 def judge(
-    desired: Desired, observation: Observation, records: Sequence[SubmissionRecord]
+    desired: Desired,
+    observation: Observation,
+    records: Sequence[SubmissionRecord],
+    outputs_seen: OutputsSeen | None = None,
 ) -> list[Ending]:
     """The end of every finished job of the project the journal has not settled yet.
 
     Reads the filesystem (outputs), writes nothing: plan and status judge exactly as apply
-    does, and only apply records the judgement (``record``)."""
+    does, and only apply records the judgement (``record``). `outputs_seen`: the pass's
+    outputs found so far (``observe_outputs``), each looked at once."""
+    outputs_seen = {} if outputs_seen is None else outputs_seen
     settled = {r.job_id for r in records if r.job_id is not None and r.final_health is not None}
     by_job = {r.job_id: r for r in records if r.job_id is not None}
     endings = []
@@ -62,7 +73,7 @@ def judge(
             continue  # its parts disagree (accounting lags): never a non-final state as final
         if job.job_id in settled or job.job_id not in by_job:
             continue  # already settled, or not ours yet (adopted first, settled next pass)
-        endings.append(_judge_job(desired, job, by_job[job.job_id]))
+        endings.append(_judge_job(desired, job, by_job[job.job_id], outputs_seen))
     return endings
 
 
@@ -150,7 +161,9 @@ def record_setups(journal: Journal, changed: Sequence[SetupRecord], now: datetim
             )
 
 
-def _judge_job(desired: Desired, job: ObservedJob, record: SubmissionRecord) -> Ending:
+def _judge_job(
+    desired: Desired, job: ObservedJob, record: SubmissionRecord, outputs_seen: OutputsSeen
+) -> Ending:
     rows = job.components
     exit_code = next((row.exit_code for row in rows if row.exit_code), None)
     reason = next((row.reason for row in rows if row.reason), None)
@@ -163,12 +176,12 @@ def _judge_job(desired: Desired, job: ObservedJob, record: SubmissionRecord) -> 
         return Ending(job, record, aggregate(row.health for row in rows), exit_code, reason)
     if job.health is not Health.SUCCEEDED or run is None or not current:
         return Ending(job, record, job.health, exit_code, reason)
-    outputs = _versions(observe_outputs(desired, [run.name]), run.name)
+    outputs = _versions(observe_outputs(desired, [run.name], outputs_seen), run.name)
     missing = sorted(name for name, version in outputs.items() if version is None)
     if missing:
         why = f"{NO_OUTPUTS}: {', '.join(missing)}"
         return Ending(job, record, Health.FAILED, exit_code, why)
-    inputs = _input_versions(desired, run)
+    inputs = _input_versions(desired, run, outputs_seen)
     return Ending(job, record, Health.SUCCEEDED, exit_code, reason, inputs, outputs)
 
 
@@ -210,7 +223,9 @@ def _versions(
     return {name: version for (owner, name), version in observed.items() if owner == run}
 
 
-def _input_versions(desired: Desired, run: DesiredRun) -> dict[str, OutputVersion | None]:
+def _input_versions(
+    desired: Desired, run: DesiredRun, outputs_seen: OutputsSeen
+) -> dict[str, OutputVersion | None]:
     """The versions the run's inputs have now: what the job just read, as near as can be
     told after the fact (upstreams do not change while their downstream runs)."""
     external = _versions(observe_inputs(desired, [run.name]), run.name)
@@ -218,7 +233,7 @@ def _input_versions(desired: Desired, run: DesiredRun) -> dict[str, OutputVersio
     for name, spec_input in run.spec.inputs.items():
         if name in run.gathers:
             output = spec_input.upstream[1] if spec_input.upstream else name
-            members = observe_outputs(desired, run.gathers[name])
+            members = observe_outputs(desired, run.gathers[name], outputs_seen)
             versions[name] = gathered(
                 {member: members[(member, output)] for member in run.gathers[name]}
             )
@@ -226,5 +241,5 @@ def _input_versions(desired: Desired, run: DesiredRun) -> dict[str, OutputVersio
             versions[name] = external.get(name)
         else:
             upstream, output = spec_input.upstream
-            versions[name] = observe_outputs(desired, [upstream])[(upstream, output)]
+            versions[name] = observe_outputs(desired, [upstream], outputs_seen)[(upstream, output)]
     return versions

@@ -7,6 +7,7 @@ the changed fields are listed in the user's own notation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -18,6 +19,7 @@ from reconciler.spec.desired import (
     Location,
     changed_fields,
     flat_fields,
+    spec_hash_of,
 )
 from reconciler.spec.matrix import sweep_of
 
@@ -75,7 +77,11 @@ Entry = DesiredRun | DesiredAllocation
 
 def diff(base: Desired, head: Desired) -> SpecDiff:
     """A sweep is one entry, whatever the number of its members: those added, removed or
-    changed, and the changed fields once (every member changes alike)."""
+    changed, and the changed fields once (every member changes alike).
+
+    Entries are compared by spec hash, which the loader knows without building a run's
+    model; only what is shown is built (a location, the fields that changed), so one
+    changed file among 10,000 builds one run on each side."""
     old = _entries(base)
     new = _entries(head)
     entries = _sweeps(old, new)
@@ -86,19 +92,29 @@ def diff(base: Desired, head: Desired) -> SpecDiff:
         kind, name = key
         before, after = old.get(key), new.get(key)
         if before is None and after is not None:
-            entries.append(EntryDiff(kind, name, Change.ADD, after.location))
+            entries.append(EntryDiff(kind, name, Change.ADD, after[name].location))
         elif after is None and before is not None:
-            entries.append(EntryDiff(kind, name, Change.REMOVE, before.location))
-        elif before is not None and after is not None and before.spec_hash != after.spec_hash:
+            entries.append(EntryDiff(kind, name, Change.REMOVE, before[name].location))
+        elif (
+            before is not None
+            and after is not None
+            and spec_hash_of(before, name) != spec_hash_of(after, name)
+        ):
+            was, now = before[name], after[name]
             entries.append(
-                EntryDiff(kind, name, Change.CHANGE, after.location, field_changes(before, after))
+                EntryDiff(kind, name, Change.CHANGE, now.location, field_changes(was, now))
             )
     entries.sort(key=lambda entry: (entry.name, entry.kind))
     return SpecDiff(base.commit, head.commit, head.project.project, tuple(entries))
 
 
+# The mapping that holds an entry (a Desired's runs or allocations): its model is built
+# only when asked for.
+Entries = Mapping[str, DesiredRun] | Mapping[str, DesiredAllocation]
+
+
 def _sweeps(
-    old: dict[tuple[str, str], Entry], new: dict[tuple[str, str], Entry]
+    old: dict[tuple[str, str], Entries], new: dict[tuple[str, str], Entries]
 ) -> list[EntryDiff]:
     before = _by_sweep(old)
     after = _by_sweep(new)
@@ -106,7 +122,9 @@ def _sweeps(
     for sweep in sorted(before.keys() | after.keys()):
         was, now = before.get(sweep, {}), after.get(sweep, {})
         changed = [
-            name for name in now if name in was and was[name].spec_hash != now[name].spec_hash
+            name
+            for name in now
+            if name in was and spec_hash_of(was[name], name) != spec_hash_of(now[name], name)
         ]
         members = Members(
             added=tuple(name for name in now if name not in was),
@@ -116,38 +134,37 @@ def _sweeps(
         )
         if not (members.added or members.removed or members.changed):
             continue
-        any_entry = next(iter((now or was).values()))
+        first, holder = next(iter((now or was).items()))
         change = Change.ADD if not was else Change.REMOVE if not now else Change.CHANGE
         fields: tuple[FieldChange, ...] = ()
         if changed:
+            name = changed[0]
             fields = tuple(
                 field
-                for field in field_changes(was[changed[0]], now[changed[0]])
+                for field in field_changes(was[name][name], now[name][name])
                 if field.field not in ("name", "workdir")
             )
-        entries.append(EntryDiff("Sweep", sweep, change, any_entry.location, fields, members))
+        location = holder[first].location
+        entries.append(EntryDiff("Sweep", sweep, change, location, fields, members))
     return entries
 
 
-def _hash(entries: dict[str, Entry], name: str) -> str:
-    return entries[name].spec_hash
-
-
-def _by_sweep(entries: dict[tuple[str, str], Entry]) -> dict[str, dict[str, Entry]]:
-    sweeps: dict[str, dict[str, Entry]] = {}
-    for (kind, name), entry in entries.items():
+def _by_sweep(entries: dict[tuple[str, str], Entries]) -> dict[str, dict[str, Entries]]:
+    sweeps: dict[str, dict[str, Entries]] = {}
+    for (kind, name), holder in entries.items():
         sweep = sweep_of(name) if kind == "Run" else None
         if sweep is not None:
-            sweeps.setdefault(sweep, {})[name] = entry
+            sweeps.setdefault(sweep, {})[name] = holder
     return sweeps
 
 
-def _entries(desired: Desired) -> dict[tuple[str, str], Entry]:
-    entries: dict[tuple[str, str], Entry] = {}
-    for name, run in desired.runs.items():
-        entries[("Run", name)] = run
-    for name, allocation in desired.allocations.items():
-        entries[("Allocation", name)] = allocation
+def _entries(desired: Desired) -> dict[tuple[str, str], Entries]:
+    """(kind, name) -> the mapping that holds it."""
+    entries: dict[tuple[str, str], Entries] = {}
+    for name in desired.runs:
+        entries[("Run", name)] = desired.runs
+    for name in desired.allocations:
+        entries[("Allocation", name)] = desired.allocations
     return entries
 
 

@@ -186,6 +186,10 @@ def _columns(header: list[str], table: list[list[str]], layout: Layout) -> Text:
         if left < _MIN_LAST:  # very long names: the first column gives way too
             widths[0] = room[0] = max(widths[0] - (_MIN_LAST - left), _MIN_FIRST)
         room[len(widths) - 1] = max(left, _MIN_LAST)
+    if not layout.styled:
+        # NO_COLOR, --no-color, or not a terminal: plain text, joined as strings (a Text
+        # of 10,000 styled lines costs seconds to build and to print).
+        return Text("".join(_plain_line(cells, widths, room, layout) for cells in [header, *table]))
     out = Text()
     for index, cells in enumerate([header, *table]):
         line = Text()
@@ -199,9 +203,20 @@ def _columns(header: list[str], table: list[list[str]], layout: Layout) -> Text:
         line.rstrip()
         out.append_text(line)
         out.append("\n")
-    if not layout.styled:
-        out.spans = []  # NO_COLOR, --no-color, or not a terminal: plain text
     return out
+
+
+def _plain_line(cells: list[str], widths: list[int], room: dict[int, int], layout: Layout) -> str:
+    """One row as `_columns` lays it out, without styles."""
+    last = len(cells) - 1
+    shown = [
+        _shorten(cell, room[column], layout.ascii) if column in room else cell
+        for column, cell in enumerate(cells)
+    ]
+    padded = [
+        cell if column == last else cell.ljust(widths[column]) for column, cell in enumerate(shown)
+    ]
+    return GAP.join(padded).rstrip() + "\n"
 
 
 def _shorten(text: str, room: int, ascii: bool) -> str:

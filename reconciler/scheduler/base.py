@@ -166,6 +166,16 @@ class JobRecord(BaseModel):
         it starts with a tag (a run's, or its allocation's own for setup)."""
         return Tag.parse(self.name) if self.is_step else None
 
+    @classmethod
+    def of(cls, **fields: object) -> JobRecord:
+        """A record of the fields that hold a value (None is the default of every field
+        that may lack one). Each record keeps the set of the fields it was given: a set of
+        twenty names costs 1.5 KiB more per row than one of ten, 45 MiB over the 30,000
+        sacct rows of 10,000 jobs."""
+        return cls.model_validate(
+            {name: value for name, value in fields.items() if value is not None}
+        )
+
 
 class ObservedJob(BaseModel):
     """One top-level job of recon's: all its component, array-task and step rows.
@@ -230,11 +240,11 @@ class ObservedJob(BaseModel):
     @property
     def components(self) -> tuple[JobRecord, ...]:
         """Job-level rows: the job itself, its het components, or its array tasks."""
-        return tuple(row for row in self.rows if not row.is_step)
+        return self._parts.components
 
     @property
     def steps(self) -> tuple[JobRecord, ...]:
-        return tuple(row for row in self.rows if row.is_step)
+        return self._parts.steps
 
     @property
     def live_steps(self) -> tuple[JobRecord, ...]:
@@ -253,10 +263,7 @@ class ObservedJob(BaseModel):
         by the one rule (``states.aggregate``), so a failed step fails the job; a step that
         accounting still lists as running after its job ended is lag, and not read.
         """
-        components = aggregate(row.health for row in self.components)
-        if not self.finished:
-            return components
-        return aggregate([components, *(row.health for row in self.ended_steps)])
+        return self._parts.health
 
     @property
     def ended_steps(self) -> tuple[JobRecord, ...]:
@@ -278,7 +285,46 @@ class ObservedJob(BaseModel):
         """Every component has ended. Not the same as a final ``health``: one failed or
         cancelled component makes the whole job failed or cancelled while another may
         still be running or completing."""
-        return all(row.health in ENDED for row in self.components)
+        return self._parts.finished
+
+    @property
+    def _parts(self) -> _JobParts:
+        # Worked out once per job: a plan asks every job's health and parts many times.
+        # Checked against the rows, which a model_copy may replace.
+        parts = self._cached_parts
+        if parts.rows is not self.rows:
+            parts = _JobParts.of(self.rows)
+            self.__dict__["_cached_parts"] = parts
+        return parts
+
+    @cached_property
+    def _cached_parts(self) -> _JobParts:
+        return _JobParts.of(self.rows)
+
+
+@dataclass(frozen=True)
+class _JobParts:
+    """What a job's rows say, derived once: its components and steps, whether every
+    component has ended, and its health (see ``ObservedJob.health``)."""
+
+    rows: tuple[JobRecord, ...]
+    components: tuple[JobRecord, ...]
+    steps: tuple[JobRecord, ...]
+    finished: bool
+    health: Health
+
+    @classmethod
+    def of(cls, rows: tuple[JobRecord, ...]) -> _JobParts:
+        components = tuple(row for row in rows if not row.is_step)
+        steps = tuple(row for row in rows if row.is_step)
+        finished = all(row.health in ENDED for row in components)
+        health = aggregate(row.health for row in components)
+        if finished:
+            ended_steps = [
+                row.health for row in steps if row.step != "extern" and row.health in ENDED
+            ]
+            health = aggregate([health, *ended_steps])
+        return cls(rows, components, steps, finished, health)
 
 
 class UntaggedJob(BaseModel):

@@ -51,10 +51,17 @@ class FileResult:
 
 class ParseCache:
     def __init__(self, directory: Path | None, project: Project) -> None:
-        self.stamp = f"{_FORMAT}/{__version__}/{project.model_dump_json()}"
-        self.path = directory / _FILE_NAME if directory is not None else None
+        self.stamp = _stamp(project)
+        self.path = _path(directory)
         self.entries: dict[tuple[str, str], tuple[Any, ...]] = self._read()
         self.dirty = False
+        # Results decoded from `entries` in this process, by (file, blob): a second load
+        # through the same cache (``SharedCache``) neither parses nor decodes them again.
+        self.decoded: dict[tuple[str, str], FileResult] = {}
+
+    def serves(self, directory: Path | None, project: Project) -> bool:
+        """Whether this is the cache a load of `project` from `directory` would open."""
+        return self.path == _path(directory) and self.stamp == _stamp(project)
 
     def _read(self) -> dict[tuple[str, str], tuple[Any, ...]]:
         if self.path is None or not self.path.exists():
@@ -67,13 +74,18 @@ class ParseCache:
 
     def get(self, file: str, blob: str) -> FileResult | None:
         # The path is part of the key: messages and locations name the file.
-        plain = self.entries.get((file, blob))
+        key = (file, blob)
+        if (known := self.decoded.get(key)) is not None:
+            return known
+        plain = self.entries.get(key)
         if plain is None:
             return None
         try:
-            return FileResult.from_plain(plain)
+            result = FileResult.from_plain(plain)
         except (TypeError, ValueError, IndexError):
             return None
+        self.decoded[key] = result
+        return result
 
     def put(self, file: str, blob: str, result: FileResult) -> None:
         try:
@@ -81,6 +93,7 @@ class ParseCache:
         except ValueError:
             return  # holds a value marshal cannot store (a YAML timestamp): parse each time
         self.put_plain(file, blob, plain)
+        self.decoded[(file, blob)] = result
 
     def put_plain(self, file: str, blob: str, plain: tuple[Any, ...]) -> None:
         """A result already in plain form (from a worker process): stored as it is."""
@@ -98,6 +111,7 @@ class ParseCache:
         stale = set(self.entries) - live
         for key in stale:
             del self.entries[key]
+            self.decoded.pop(key, None)
         self.dirty = self.dirty or bool(stale)
 
     def save(self) -> None:
@@ -115,3 +129,25 @@ class ParseCache:
                 stream.write(data)
             os.replace(temporary, self.path)
         self.dirty = False
+
+
+@dataclass
+class SharedCache:
+    """One parse cache for several loads in one process: `plan --against` reads two
+    commits that share most files, and the second load then reads the cache file, parses
+    and decodes only what differs."""
+
+    cache: ParseCache | None = None
+
+    def open(self, directory: Path | None, project: Project) -> ParseCache:
+        if self.cache is None or not self.cache.serves(directory, project):
+            self.cache = ParseCache(directory, project)
+        return self.cache
+
+
+def _stamp(project: Project) -> str:
+    return f"{_FORMAT}/{__version__}/{project.model_dump_json()}"
+
+
+def _path(directory: Path | None) -> Path | None:
+    return directory / _FILE_NAME if directory is not None else None

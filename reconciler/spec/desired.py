@@ -110,11 +110,19 @@ class LazyMapping(Mapping[str, T]):
     current never needs their models, only their names and hashes.
     """
 
-    def __init__(self, keys: Iterable[str], build: Callable[[str], T]) -> None:
+    def __init__(
+        self,
+        keys: Iterable[str],
+        build: Callable[[str], T],
+        known_hash: Callable[[str], str | None] = lambda _key: None,
+    ) -> None:
+        """`known_hash`: a value's spec hash when it is known without building the value
+        (``spec_hash_of``)."""
         self._keys = list(keys)
         self._known = set(self._keys)
         self._build = build
         self._built: dict[str, T] = {}
+        self.known_hash = known_hash
 
     def __getitem__(self, key: str) -> T:
         if key not in self._built:
@@ -131,6 +139,16 @@ class LazyMapping(Mapping[str, T]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._known
+
+
+def spec_hash_of(
+    entries: Mapping[str, DesiredRun] | Mapping[str, DesiredAllocation], name: str
+) -> str:
+    """The spec hash of one run or allocation, without building its model where the loader
+    knows it already: comparing two commits of 10,000 runs needs only their hashes."""
+    if isinstance(entries, LazyMapping) and (known := entries.known_hash(name)) is not None:
+        return known
+    return entries[name].spec_hash
 
 
 def run_workdir(workdir: str | None, runs_dir: str, name: str) -> str:

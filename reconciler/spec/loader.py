@@ -19,7 +19,7 @@ from typing import Any
 from reconciler import graph
 from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
 from reconciler.spec import sweeps
-from reconciler.spec.cache import FileResult, ParseCache
+from reconciler.spec.cache import FileResult, SharedCache
 from reconciler.spec.checks import (
     check_matrix,
     check_output_paths,
@@ -43,7 +43,7 @@ from reconciler.spec.documents import validate_project, validate_spec
 from reconciler.spec.matrix import Member
 from reconciler.spec.models import KINDS, Allocation, Input, Project, Run
 from reconciler.spec.source import PROJECT_FILE, CommitSource, SpecSource, WorktreeSource, matching
-from reconciler.spec.summary import DocumentSummary, summarize
+from reconciler.spec.summary import DocumentSummary, raw_document, summarize
 from reconciler.spec.yamlsource import parse_documents
 
 
@@ -80,12 +80,15 @@ def _check_project_folder(root: Path) -> None:
     )
 
 
-def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
+def load_desired(
+    source: SpecSource, cache_dir: Path | None = None, shared: SharedCache | None = None
+) -> Desired:
+    """`shared`: a parse cache to use across loads in this process (``SharedCache``)."""
     project = load_project(source)
     if isinstance(source, WorktreeSource):
         source = WorktreeSource(source.root, skip_dirs=(project.state_dir, project.runs_dir))
     all_paths = source.paths()
-    summaries, issues = _load_files(source, project, cache_dir)
+    summaries, issues = _load_files(source, project, cache_dir, shared or SharedCache())
     scripts, script_issues = _read_scripts(source, summaries, set(all_paths))
     issues.extend(script_issues)
     issues.extend(check_project(summaries))
@@ -111,9 +114,17 @@ def load_desired(source: SpecSource, cache_dir: Path | None = None) -> Desired:
         source.root,
         source.commit,
         LazyMapping(
-            runs, lambda name: _desired_run(runs[name], project, scripts, expansion, bases)
+            runs,
+            lambda name: _desired_run(runs[name], project, scripts, expansion, bases),
+            # Known without the model, except for a script run (its script joins the hash)
+            # and a sweep's member (its hash is its own spec's, made when it is built).
+            lambda name: None if name in expansion.members else runs[name].spec_hash,
         ),
-        LazyMapping(allocations, lambda name: _desired_allocation(allocations[name], project)),
+        LazyMapping(
+            allocations,
+            lambda name: _desired_allocation(allocations[name], project),
+            lambda name: allocations[name].spec_hash,
+        ),
         upstreams,
         warnings,
         expansion.sweeps,
@@ -180,10 +191,10 @@ def _no_project_file(source: SpecSource) -> str:
 
 
 def _load_files(
-    source: SpecSource, project: Project, cache_dir: Path | None
+    source: SpecSource, project: Project, cache_dir: Path | None, shared: SharedCache
 ) -> tuple[list[DocumentSummary], list[SpecIssue]]:
     """Every spec file's documents and problems, parsing only files the cache lacks."""
-    cache = ParseCache(
+    cache = shared.open(
         cache_dir if cache_dir is not None else source.root / project.state_dir, project
     )
     paths = [path for path in matching(source.paths(), project.specs) if path != PROJECT_FILE]
@@ -312,7 +323,7 @@ def _read_scripts(
 
 def _model(summary: DocumentSummary) -> Run | Allocation:
     # Validated once already (now or when cached), so this cannot fail.
-    return KINDS[summary.kind].model_validate(dict(summary.data))
+    return KINDS[summary.kind].model_validate(raw_document(summary.data))
 
 
 def _desired_run(

@@ -82,6 +82,16 @@ class _Packed(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._unpacked())
 
+    def fresh(self) -> dict[str, Any]:
+        """The document as a new dict, not kept: a model built from it holds what it
+        needs, and 10,000 raw documents kept beside their models cost 20 MiB."""
+        return dict(self._data) if self._data is not None else marshal.loads(self.packed)
+
+
+def raw_document(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A summary's raw document as a dict of its own, to build the model from."""
+    return data.fresh() if isinstance(data, _Packed) else dict(data)
+
 
 def _split(upstream: tuple[str, str] | None) -> tuple[str | None, str | None]:
     return upstream if upstream is not None else (None, None)

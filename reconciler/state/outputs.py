@@ -114,10 +114,19 @@ def version_of(path: StrPath, how: HashKind, marker: StrPath | None = None) -> O
     )
 
 
+# ``(run, output) -> version`` as one pass found them: its judgement of finished jobs and
+# its plan look at the same outputs (a sweep's shared dataset once per reader), and each
+# is looked at once per pass.
+OutputsSeen = dict[tuple[str, str], OutputVersion | None]
+
+
 def observe_outputs(
-    desired: Desired, runs: Iterable[str]
+    desired: Desired, runs: Iterable[str], seen_this_pass: OutputsSeen | None = None
 ) -> dict[tuple[str, str], OutputVersion | None]:
-    """``(run, output) -> version`` for every declared output of the given runs."""
+    """``(run, output) -> version`` for every declared output of the given runs.
+    `seen_this_pass`: versions already found in this pass, taken as they are, and
+    where the ones found now are added."""
+    known = seen_this_pass if seen_this_pass is not None else {}
     seen: dict[tuple[str, HashKind, str | None], OutputVersion | None] = {}
     versions: dict[tuple[str, str], OutputVersion | None] = {}
     for name in runs:
@@ -125,12 +134,15 @@ def observe_outputs(
         # Plain strings, not Path: pathlib's joins would take longer than the stats.
         directory = run_path(desired, run)
         for output_name, output in run.spec.outputs.items():
+            if (name, output_name) in known:
+                versions[(name, output_name)] = known[(name, output_name)]
+                continue
             marker = os.path.join(directory, output.marker) if output.marker else None
             key = (os.path.join(directory, output.path), output.hash, marker)
             # Two runs may name the same path (a shared dataset): look at it once.
             if key not in seen:
                 seen[key] = version_of(*key)
-            versions[(name, output_name)] = seen[key]
+            versions[(name, output_name)] = known[(name, output_name)] = seen[key]
     return versions
 
 

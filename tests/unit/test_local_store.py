@@ -122,3 +122,57 @@ def test_an_array_is_made_of_consecutive_jobs_that_read_back_as_its_tasks(store:
     first = made[0].array
     assert first is not None and list(first.job_ids) == [1, 2, 3]
     assert add(store, 0) == 4
+
+
+def test_final_jobs_are_read_from_one_gathered_file_and_live_ones_from_their_own(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reconciler.scheduler.local import store as store_module
+
+    ended, cancelled, running = add(store, 0), add(store, 1), add(store, 2)
+    store.write_started(ended, T0)
+    store.write_ended(ended, Ending(T0 + timedelta(minutes=3), 2))
+    store.write_cancelled(cancelled, Cancel(T0, 0))
+    store.write_started(running, T0)
+    first = Store(store.root).snapshot([ended, cancelled, running], gathered=True)
+    assert (store.root / "final.marshal").exists()
+
+    opened: list[str] = []
+    real_read = store_module.read_json
+
+    def counting(path: str | Path) -> dict[str, object] | None:
+        opened.append(Path(path).parent.name)
+        return real_read(path)
+
+    monkeypatch.setattr(store_module, "read_json", counting)
+    again = Store(store.root).snapshot([ended, cancelled, running], gathered=True)
+    assert again.facts == first.facts and again.specs == first.specs
+    assert set(opened) == {str(running)}  # the two final jobs came from final.marshal
+
+    store.write_ended(running, Ending(T0 + timedelta(minutes=4), 0))
+    opened.clear()
+    later = Store(store.root).snapshot([ended, cancelled, running], gathered=True)
+    assert later.facts[running].ended == Ending(T0 + timedelta(minutes=4), 0)
+    assert set(opened) == {str(running)}
+    opened.clear()
+    Store(store.root).snapshot([ended, cancelled, running], gathered=True)
+    assert opened == []  # now final, it joined them
+
+
+def test_a_damaged_gathered_file_only_costs_reading_the_jobs_files(store: Store) -> None:
+    ended = add(store, 0)
+    store.write_started(ended, T0)
+    store.write_ended(ended, Ending(T0, 0))
+    expected = Store(store.root).snapshot([ended], gathered=True)
+    (store.root / "final.marshal").write_bytes(b"\x00not marshal")
+    assert Store(store.root).snapshot([ended], gathered=True).facts == expected.facts
+
+
+def test_a_dispatch_pass_neither_reads_nor_writes_the_gathered_file(store: Store) -> None:
+    ended = add(store, 0)
+    store.write_started(ended, T0)
+    store.write_ended(ended, Ending(T0, 0))
+    Store(store.root).snapshot([ended])  # as dispatch reads its active jobs
+    assert not (store.root / "final.marshal").exists()
+    Store(store.root).snapshot([ended], gathered=True)  # as an observation does
+    assert (store.root / "final.marshal").exists()

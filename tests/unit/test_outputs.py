@@ -324,3 +324,29 @@ def test_observe_inputs_versions_only_external_paths(tmp_path: Path) -> None:
     }
     content = observe_inputs(desired, ["train"], how="content")[("train", "ref")]
     assert content is not None and content.digest == hashlib.sha256(b">chr1\nACGT\n").hexdigest()
+
+
+def test_an_output_is_looked_at_once_per_pass_however_many_runs_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judgement of 1,000 finished readers and the plan after it share what the pass
+    found (`seen_this_pass`): the shared dataset is looked at once, not once per reader."""
+    readers = [
+        {"name": f"r{i}", "inputs": {"data": "prep.data"}, "outputs": {"m": "m.pt"}}
+        for i in range(1000)
+    ]
+    desired = make_desired(tmp_path, {"name": "prep", "outputs": {"data": "d.csv"}}, *readers)
+    looked: list[str] = []
+    real = outputs.version_of
+
+    def counting(path: Any, *more: Any) -> Any:
+        looked.append(os.fspath(path))
+        return real(path, *more)
+
+    monkeypatch.setattr(outputs, "version_of", counting)
+    seen: outputs.OutputsSeen = {}
+    for i in range(1000):  # as settle.judge does, one finished reader at a time
+        observe_outputs(desired, [f"r{i}"], seen)
+        observe_outputs(desired, ["prep"], seen)
+    observe_outputs(desired, sorted(desired.runs), seen)  # as the plan's file state does
+    assert len(looked) == 1001  # each reader's model once, the dataset once

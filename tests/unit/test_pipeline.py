@@ -61,9 +61,11 @@ class Recorder:
     jobs: tuple[ObservedJob, ...] = ()
     calls: list[tuple[str, str]] = field(default_factory=list)
     name: str = "slurm"
+    windows: list[datetime] = field(default_factory=list)  # each observe's `since`
     _next: int = 500
 
     def observe(self, since: datetime) -> Observation:
+        self.windows.append(since)
         return Observation(taken_at=NOW, jobs=self.jobs, complete=True)
 
     def submit(self, request: SubmitRequest) -> str:
@@ -202,3 +204,34 @@ EXPECTED: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
         [("allocate", "warm"), ("release", "13")],
     ),
 }
+
+
+def test_the_scheduler_is_asked_back_to_the_oldest_job_the_journal_has_not_settled(
+    tmp_path: Path,
+) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {"recon.yaml": "project: window\n", "specs/a.yaml": RUN.format(name="a", retries=0)}
+    )
+    request = Request(repo.root)
+    desired = load(request)
+    submitted = NOW - timedelta(days=3)
+    path = journal_path(desired)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with Journal(path) as journal:
+        spec_hash = desired.runs["a"].spec_hash
+        intent = journal.record_intent(
+            "window", "run", "a", spec_hash, desired.commit, {}, submitted
+        )
+        journal.record_submitted(intent, "10", submitted)
+    ended = row(
+        desired, "run", "a", "10", SlurmState.COMPLETED, exit_code=0, end=NOW - timedelta(days=2)
+    )
+    scheduler = Recorder(jobs=(job_of(ended),))
+
+    reconcile_once(request, scheduler=scheduler, clock=lambda: NOW)  # settles job 10
+    reconcile_once(request, scheduler=scheduler, clock=lambda: NOW)
+
+    # Its end unknown, job 10 is looked for from its submission on; once the journal holds
+    # its end, it is not asked about again (only the margin for clocks remains).
+    assert scheduler.windows == [submitted - timedelta(hours=1), NOW - timedelta(hours=1)]

@@ -133,3 +133,39 @@ def test_an_unknown_target_is_a_recon_error_not_a_traceback() -> None:
 
     with pytest.raises(ReconError, match="no run named ghost"):
         graph.select(graph.build({"train": ()}), ["ghost"])
+
+
+def test_one_changed_file_among_many_builds_and_decodes_only_what_differs(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep of many runs and a PR that changes one: the diff compares hashes, builds
+    the one changed run of each side, and the base commit reuses the head's parse cache
+    (no file of the base is parsed or decoded again). Counted, not timed."""
+    from reconciler.spec import cache, loader
+
+    runs = {
+        f"specs/r{i:03d}.yaml": f"kind: Run\nname: r{i}\ncommand: echo {i}\n" for i in range(60)
+    }
+    base = repo.commit(runs)
+    repo.commit({"specs/r007.yaml": "kind: Run\nname: r7\ncommand: echo changed\n"})
+    assert recon(capsys, "plan", str(repo.root), "--against", base).code == 0  # warms the cache
+
+    built: list[str] = []
+    decoded: list[int] = []
+    real_build, real_decode = loader._desired_run, cache.FileResult.from_plain
+
+    def counting_build(summary: loader.DocumentSummary, *more: object) -> object:
+        built.append(summary.name)
+        return real_build(summary, *more)  # type: ignore[arg-type]
+
+    def counting_decode(plain: tuple[object, ...]) -> cache.FileResult:
+        decoded.append(1)
+        return real_decode(plain)
+
+    monkeypatch.setattr(loader, "_desired_run", counting_build)
+    monkeypatch.setattr(cache.FileResult, "from_plain", staticmethod(counting_decode))
+    shown = recon(capsys, "plan", str(repo.root), "--against", base)
+    assert shown.code == 0
+    assert "~ run r7" in shown.out and "1 to change" in shown.out
+    assert built == ["r7", "r7"]  # the old and the new r7, nothing else
+    assert len(decoded) == 60 + 1  # the head's 60 files, then only the base's old r007

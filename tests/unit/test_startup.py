@@ -1,6 +1,6 @@
 """`recon --help` and `recon version` stay quick: loading the command line imports no engine,
-no networkx, no rocrate and no web or metrics server; each command imports what it needs
-when it runs."""
+no networkx, no rocrate, no web or metrics server and not the dev cluster's bring-up; each
+command imports what it needs when it runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,16 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("reconciler.engine", "networkx", "rocrate", "starlette", "uvicorn", "prometheus_client")
+HEAVY = (
+    "reconciler.engine",
+    "networkx",
+    "rocrate",
+    "starlette",
+    "uvicorn",
+    "prometheus_client",
+    "reconciler.devcluster.lifecycle",
+    "reconciler.devcluster.render",
+)
 
 
 def test_importing_the_command_line_imports_nothing_heavy() -> None:

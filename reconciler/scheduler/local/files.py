@@ -37,10 +37,11 @@ def write_json(path: Path, value: JsonObject, mode: int = 0o644) -> None:
     write_atomic(path, json.dumps(value, sort_keys=True), mode)
 
 
-def read_json(path: Path) -> JsonObject | None:
+def read_json(path: str | Path) -> JsonObject | None:
     """The object in ``path``, or None when there is no such file."""
     try:
-        text = path.read_bytes()
+        with open(path, "rb") as stream:
+            text = stream.read()
     except FileNotFoundError:
         return None
     value = json.loads(text)

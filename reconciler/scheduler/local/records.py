@@ -90,7 +90,7 @@ def _record(
     spec: JobSpec, facts: JobFacts, status: Status, host: str, now: datetime, tag: Tag
 ) -> JobRecord:
     top = str(spec.job_id) if spec.array is None else str(spec.array.array_id)
-    return JobRecord(
+    return JobRecord.of(
         job_id=top,
         top_id=top,
         raw_id=str(spec.job_id),

@@ -99,7 +99,8 @@ class LocalScheduler:
         # for the clock stepping back between submits: ids follow submit order), and
         # every task of an array one of those is a task of: an array is reported whole.
         recent = self._store.submitted_since(since - CLOCK_SLACK)
-        snapshot = self._store.snapshot([*self._store.active_ids(), *recent])
+        active = self._store.active_ids()
+        snapshot = self._store.snapshot([*active, *recent], gathered=True)
         siblings = {
             task
             for spec in snapshot.specs.values()
@@ -108,7 +109,7 @@ class LocalScheduler:
         }
         if siblings <= snapshot.specs.keys():
             return snapshot
-        return self._store.snapshot([*snapshot.specs, *siblings])
+        return self._store.snapshot([*snapshot.specs, *siblings], gathered=True)
 
     def _observation(
         self, snapshot: Snapshot, status: Mapping[int, Status], since: datetime, now: datetime

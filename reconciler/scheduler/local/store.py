@@ -19,6 +19,9 @@
             pid.json        the supervisor's pid and the script's process group
             cancelled.json  when and by whom it was cancelled, and why
             ended.json      when its script ended, with what exit code or signal
+        final.marshal       the four JSON files above (job, started, cancelled, ended) of
+                            every final job the last observation read: they never change,
+                            and one read of this file replaces four opens per ended job
 
 A job's state is never stored: ``decide`` derives it from which of these files exist.
 Only the standard library is imported here: supervisors import this module, and their
@@ -28,6 +31,7 @@ start-up time is part of every job's start.
 from __future__ import annotations
 
 import contextlib
+import marshal
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -146,11 +150,20 @@ class Snapshot:
     problems: tuple[str, ...] = ()
 
 
+# A final job's files as JSON objects: job.json, started.json, cancelled.json, ended.json.
+FinalFiles = tuple[JsonObject, JsonObject | None, JsonObject | None, JsonObject | None]
+_FINAL_FILES = "final.marshal"
+
+
 @dataclass
 class Store:
     root: Path  # <state_dir>/local
     _specs: dict[int, JobSpec] = field(default_factory=dict, repr=False)
     _final: dict[int, JobFacts] = field(default_factory=dict, repr=False)
+    # The final jobs' files: those gathered in final.marshal (read once, when first
+    # needed), and those this process read from the jobs' own files.
+    _gathered: dict[int, FinalFiles] | None = field(default=None, repr=False)
+    _read_final: dict[int, FinalFiles] = field(default_factory=dict, repr=False)
 
     @property
     def jobs_dir(self) -> Path:
@@ -262,7 +275,11 @@ class Store:
     def spec(self, job_id: int) -> JobSpec | None:
         """The job's spec, or None for an id the store does not hold."""
         if job_id not in self._specs:
-            data = read_json(self.job_dir(job_id) / "job.json")
+            gathered = (self._gathered or {}).get(job_id)
+            if gathered is not None:
+                data: JsonObject | None = gathered[0]
+            else:
+                data = read_json(os.path.join(self.root, "jobs", str(job_id), "job.json"))
             if data is None:
                 return None
             self._specs[job_id] = JobSpec.from_json(data)
@@ -272,13 +289,12 @@ class Store:
         """What the job's files say now. A final job's facts are kept: they cannot change."""
         if spec.job_id in self._final:
             return self._final[spec.job_id]
-        directory = self.job_dir(spec.job_id)
-        started = read_json(directory / "started.json")
-        cancelled = read_json(directory / "cancelled.json")
-        # Ask about the supervisor before reading the ending: it writes ended.json before
-        # it exits, so "not alive" then "no ending" means it died without writing one.
-        supervised = started is None or is_held(directory / "alive")
-        ended = read_json(directory / "ended.json") if started is not None else None
+        gathered = (self._gathered or {}).get(spec.job_id)
+        if gathered is not None:
+            _, started, cancelled, ended = gathered
+            supervised = True
+        else:
+            started, cancelled, ended, supervised = self._read_facts(spec.job_id)
         facts = JobFacts(
             job_id=spec.job_id,
             cpus=spec.cpus,
@@ -293,14 +309,65 @@ class Store:
         )
         if facts.final:
             self._final[spec.job_id] = facts
+            if gathered is None:
+                self._read_final[spec.job_id] = (spec.to_json(), started, cancelled, ended)
         return facts
 
-    def snapshot(self, ids: Iterable[int]) -> Snapshot:
+    def _read_facts(
+        self, job_id: int
+    ) -> tuple[JsonObject | None, JsonObject | None, JsonObject | None, bool]:
+        """started.json, cancelled.json, ended.json and whether the supervisor lives."""
+        # Plain strings, not Path: pathlib's joins cost more than the reads.
+        directory = os.path.join(self.root, "jobs", str(job_id))
+        started = read_json(os.path.join(directory, "started.json"))
+        cancelled = read_json(os.path.join(directory, "cancelled.json"))
+        if started is None:
+            return None, cancelled, None, True  # only a started job ends
+        # Ask about the supervisor before reading the ending: it writes ended.json before
+        # it exits, so "not alive" then "no ending" means it died without writing one.
+        # A job that ended needs no asking.
+        ended = read_json(os.path.join(directory, "ended.json"))
+        if ended is not None:
+            return started, cancelled, ended, True
+        supervised = is_held(Path(directory) / "alive")
+        ended = read_json(os.path.join(directory, "ended.json"))
+        return started, cancelled, ended, supervised
+
+    def _final_files(self) -> dict[int, FinalFiles]:
+        if self._gathered is None:
+            self._gathered = _load_final_files(self.root / _FINAL_FILES)
+        return self._gathered
+
+    def _gather_final(self, ids: Iterable[int]) -> None:
+        """Write final.marshal anew with the files of the final jobs among ``ids`` (the
+        ones an observation read), unless it holds exactly those already. Only ever a
+        shortcut: when it cannot be written, the jobs' own files are read next time."""
+        known = self._final_files()
+        final = {
+            job_id: known.get(job_id) or self._read_final[job_id]
+            for job_id in ids
+            if job_id in known or job_id in self._read_final
+        }
+        if final.keys() != known.keys():
+            with contextlib.suppress(OSError, ValueError):
+                write_atomic(self.root / _FINAL_FILES, marshal.dumps(final))
+        # The jobs' specs and facts are kept (``_specs``, ``_final``); their raw files are
+        # not needed again in this process.
+        self._gathered = None
+        self._read_final.clear()
+
+    def snapshot(self, ids: Iterable[int], *, gathered: bool = False) -> Snapshot:
         """The facts of the jobs ``ids`` and of every dependency of the waiting ones among
-        them (a waiting job's state depends on its dependencies')."""
+        them (a waiting job's state depends on its dependencies').
+
+        `gathered`: read the final jobs from final.marshal, and write it anew with those
+        read: an observation's window of jobs. A dispatch pass, which reads the few
+        active jobs, neither reads nor writes it."""
         specs: dict[int, JobSpec] = {}
         facts: dict[int, JobFacts] = {}
         problems: list[str] = []
+        if gathered:
+            self._final_files()
         to_read = sorted(set(ids), reverse=True)
         while to_read:
             job_id = to_read.pop()
@@ -317,6 +384,10 @@ class Store:
                 continue
             if facts[job_id].started is None and facts[job_id].cancelled is None:
                 to_read += [dep for dep in spec.dependencies if dep not in facts]
+        if gathered:
+            self._gather_final(facts)
+        else:
+            self._read_final.clear()
         return Snapshot(specs, facts, tuple(problems))
 
     def environment(self, job_id: int) -> dict[str, str]:
@@ -389,3 +460,13 @@ def _ending(data: JsonObject) -> Ending:
         signal=int(data.get("signal", 0)),
         timed_out=bool(data.get("timed_out", False)),
     )
+
+
+def _load_final_files(path: Path) -> dict[int, FinalFiles]:
+    """final.marshal's jobs; none when it is missing or unreadable (a shortcut only)."""
+    try:
+        with open(path, "rb") as stream:
+            gathered = marshal.load(stream)
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    return gathered if isinstance(gathered, dict) else {}
