@@ -67,7 +67,7 @@ def timed(root: Path) -> tuple[float, int]:
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from reconciler.spec.loader import load_desired, open_source\n"
+        "from reconciler.desired.loader import load_desired, open_source\n"
         "start = time.perf_counter()\n"
         "desired = load_desired(open_source(Path(sys.argv[1])))\n"
         "print(time.perf_counter() - start, len(desired.runs))\n"

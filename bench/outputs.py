@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from reconciler.spec.desired import Desired, DesiredRun, Location, effective_run, spec_hash
-from reconciler.spec.models import Project, Run
+from reconciler.desired.desired import Desired, DesiredRun, Location, effective_run, spec_hash
+from reconciler.desired.models import Project, Run
 from reconciler.state.outputs import HashKind, observe_outputs, version_of
 
 

@@ -10,12 +10,12 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from reconciler.desired.matrix import sweep_of
 from reconciler.errors import SpecIssue, UnknownTarget
-from reconciler.spec.matrix import sweep_of
 
 if TYPE_CHECKING:
     import networkx as nx
-from reconciler.spec.desired import Location
+from reconciler.desired.desired import Location
 
 
 def build(upstreams: Mapping[str, Iterable[str]]) -> nx.DiGraph[str]:

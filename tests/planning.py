@@ -6,14 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reconciler.engine.actions import Plan
-from reconciler.engine.apply import ApplyResult
-from reconciler.engine.reconcile import Look, Outcome
-from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
-from reconciler.scheduler.partitions import Gres, Node, Partition
-from reconciler.scheduler.states import Health, SlurmState
-from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import (
+from reconciler.desired.desired import (
     Desired,
     DesiredAllocation,
     DesiredRun,
@@ -21,9 +14,16 @@ from reconciler.spec.desired import (
     effective_run,
     spec_hash,
 )
-from reconciler.spec.desired import flat_fields as _flat_fields
-from reconciler.spec.loader import load_desired, open_source
-from reconciler.spec.models import Project, Run
+from reconciler.desired.desired import flat_fields as _flat_fields
+from reconciler.desired.loader import load_desired, open_source
+from reconciler.desired.models import Project, Run
+from reconciler.engine.actions import Plan
+from reconciler.engine.apply import ApplyResult
+from reconciler.engine.reconcile import Look, Outcome
+from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
+from reconciler.scheduler.partitions import Gres, Node, Partition
+from reconciler.scheduler.states import Health, SlurmState
+from reconciler.scheduler.tag import Tag
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

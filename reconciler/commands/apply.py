@@ -30,11 +30,11 @@ from reconciler.commands.common import (
 from reconciler.report.words import plural
 
 if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` stays quick
+    from reconciler.desired.desired import Desired
     from reconciler.engine.actions import Plan
     from reconciler.engine.apply import ApplyResult, Done
     from reconciler.engine.reconcile import Outcome, Request
     from reconciler.engine.wait import Progress
-    from reconciler.spec.desired import Desired
     from reconciler.state.records import SubmissionRecord
 
 

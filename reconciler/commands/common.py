@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.text import Text
 
 if TYPE_CHECKING:
+    from reconciler.desired.desired import Desired
     from reconciler.scheduler.select import Choice
-    from reconciler.spec.desired import Desired
 
 # soft_wrap: a line is never broken to the width (80 when piped): pipes and grep see it whole.
 console = Console(highlight=False, soft_wrap=True)
@@ -118,7 +118,7 @@ def note_uncommitted(desired: Desired, revision: str | None, command: str) -> No
 
 def uncommitted_note(desired: Desired, command: str) -> str | None:
     """What `command` says of the project folder's uncommitted edits; None without any."""
-    from reconciler.spec.source import uncommitted
+    from reconciler.desired.source import uncommitted
 
     if desired.commit is None:
         return None  # read from the work tree: the edits are in

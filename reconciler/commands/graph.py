@@ -59,10 +59,10 @@ def graph(
       recon graph --offline --format dot | dot -Tsvg > runs.svg
     """
     # The engine is imported when a command runs: `recon --help` stays quick.
+    from reconciler.desired.loader import load_desired, open_source
     from reconciler.engine.reconcile import Request, look_once
     from reconciler.engine.status import run_statuses
     from reconciler.report.graph import RENDERERS, graph_of
-    from reconciler.spec.loader import load_desired, open_source
 
     if offline:
         desired = warn(load_desired(open_source(repo, rev, worktree)))

@@ -118,11 +118,11 @@ def _plan_against(
     output_format: Format,
     detailed_exitcode: bool,
 ) -> None:
+    from reconciler.desired.cache import SharedCache
+    from reconciler.desired.loader import load_desired, open_source
     from reconciler.engine.specdiff import diff
     from reconciler.errors import NoProjectError
     from reconciler.report import specdiff as specdiff_report
-    from reconciler.spec.cache import SharedCache
-    from reconciler.spec.loader import load_desired, open_source
 
     shared = SharedCache()  # the base commit's unchanged files are not parsed again
     head = load_desired(open_source(repo, rev, worktree), shared=shared)

@@ -41,7 +41,7 @@ def validate(
       recon validate                     the project in this folder, at HEAD
       recon validate ../cartpole --worktree   uncommitted edits included
     """
-    from reconciler.spec.loader import load_desired, open_source  # when run: quick --help
+    from reconciler.desired.loader import load_desired, open_source  # when run: quick --help
 
     source = open_source(repo, rev, worktree)
     desired = warn(load_desired(source))
@@ -65,7 +65,7 @@ def schema(
       recon schema                       into ./schemas
       recon schema --out /tmp/schemas
     """
-    from reconciler.spec import schema as spec_schema
+    from reconciler.desired import schema as spec_schema
 
     for path in spec_schema.write(output_folder(out)):
         console.print(f"wrote {path}")

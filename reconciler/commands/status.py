@@ -24,8 +24,8 @@ from reconciler.commands.common import (
 )
 
 if TYPE_CHECKING:
+    from reconciler.desired.desired import Desired
     from reconciler.engine.status import RunStatus
-    from reconciler.spec.desired import Desired
 
 
 def status(

@@ -191,7 +191,7 @@ def _project_name(repo: Path, tip: Callable[[], str]) -> Callable[[], str]:
     the tip, else the folder's name (what fails may be the reading itself)."""
 
     def name() -> str:
-        from reconciler.spec.loader import load_project, open_source
+        from reconciler.desired.loader import load_project, open_source
 
         try:
             return load_project(open_source(repo, tip(), worktree=False)).project

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.desired.desired import Desired, DesiredRun, flat_fields
 from reconciler.engine import apply_allocations, arrays
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.faults import fault_point
@@ -43,7 +44,6 @@ from reconciler.scheduler.render import (
     required_files,
 )
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import Desired, DesiredRun, flat_fields
 from reconciler.state.journal import Intent, Journal
 from reconciler.state.paths import run_dir
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.desired.desired import Desired, DesiredAllocation, DesiredRun, flat_fields
 from reconciler.engine.actions import Action
 from reconciler.engine.identity import tag_for
 from reconciler.engine.plan_allocations import holds_gpus
@@ -25,7 +26,6 @@ from reconciler.scheduler.base import (
 )
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import Desired, DesiredAllocation, DesiredRun, flat_fields
 from reconciler.state.journal import Journal
 from reconciler.state.paths import state_dir
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import git
 
+from reconciler.desired.source import open_repo
 from reconciler.errors import RepoError
-from reconciler.spec.source import open_repo
 
 
 def code_dir(root: Path, commit: str | None, state_dir: Path) -> Path:

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from reconciler.desired.models import NodeShape, RunResources
 from reconciler.scheduler.partitions import Node, Partition
-from reconciler.spec.models import NodeShape, RunResources
 
 Shapes = RunResources | NodeShape | Sequence[NodeShape]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import git
 
+from reconciler.desired.source import open_repo
 from reconciler.errors import RepoError
-from reconciler.spec.source import open_repo
 
 FETCH_TIMEOUT_SECONDS = 120
 

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from types import MappingProxyType
 
+from reconciler.desired.desired import Desired
 from reconciler.engine.arrays import MAPS, ArrayMap, is_array
 from reconciler.scheduler.base import Observation, ObservedJob, UntaggedJob, job_order
 from reconciler.scheduler.tag import Tag, TagKind
-from reconciler.spec.desired import Desired
 from reconciler.state.paths import deployment
 from reconciler.state.records import SubmissionRecord
 

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from reconciler import graph
+from reconciler.desired.desired import Desired, DesiredAllocation
 from reconciler.engine import plan_allocations
 from reconciler.engine.actions import Action, ActionKind, Plan, SweepShape
 from reconciler.engine.fit import Fit
@@ -54,7 +55,6 @@ from reconciler.engine.plan_prune import prunes
 from reconciler.engine.plan_runs import decide
 from reconciler.engine.plan_teardown import teardowns
 from reconciler.scheduler.base import Observation, ObservedJob
-from reconciler.spec.desired import Desired, DesiredAllocation
 from reconciler.state.records import SetupRecord, SubmissionRecord
 
 __all__ = ["FileState", "fingerprint", "plan"]

@@ -45,14 +45,14 @@ from datetime import datetime, timedelta
 from enum import Enum
 from functools import cached_property
 
+from reconciler.desired.desired import DesiredAllocation, DesiredRun
+from reconciler.desired.models import NodeShape, RunResources
+from reconciler.desired.resources import Gpus, Memory, span
 from reconciler.engine.actions import Action, ActionKind
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import OWN_STEPS, JobRecord, Launch, ObservedJob, job_order
 from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate, ending
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import DesiredAllocation, DesiredRun
-from reconciler.spec.models import NodeShape, RunResources
-from reconciler.spec.resources import Gpus, Memory, span
 from reconciler.state.records import (
     UNSEEN_GRACE,
     SetupRecord,

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from reconciler.desired.desired import DesiredRun
 from reconciler.engine.actions import RunOutcome
 from reconciler.engine.plan_inputs import Decision, PlanInputs
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, ENDINGS, Health, ending
-from reconciler.spec.desired import DesiredRun
 from reconciler.state.records import (
     NO_OUTPUTS,
     UNSEEN_GRACE,

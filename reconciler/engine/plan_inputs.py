@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from reconciler.desired.desired import Desired
 from reconciler.engine import plan_allocations
 from reconciler.engine.actions import Action, RunOutcome
 from reconciler.engine.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import ALIVE
-from reconciler.spec.desired import Desired
 from reconciler.state.records import SubmissionRecord
 
 

@@ -3,9 +3,9 @@ sweep's matrix). Pure."""
 
 from __future__ import annotations
 
+from reconciler.desired.matrix import sweep_of
 from reconciler.engine.actions import Action, ActionKind, SyncStatus
 from reconciler.engine.plan_inputs import PlanInputs, is_live
-from reconciler.spec.matrix import sweep_of
 
 
 def prunes(inputs: PlanInputs) -> list[Action]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from reconciler.desired.desired import DesiredRun
 from reconciler.engine.actions import Action, ActionKind, RunOutcome
 from reconciler.engine.plan_allocations import InUse
 from reconciler.engine.plan_changes import why_submit
@@ -46,7 +47,6 @@ from reconciler.engine.plan_submit import submit
 from reconciler.engine.plan_sync import sync_status
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
-from reconciler.spec.desired import DesiredRun
 from reconciler.state.records import SubmissionRecord
 
 

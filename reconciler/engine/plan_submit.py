@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
+from reconciler.desired.desired import DesiredRun
 from reconciler.engine import plan_allocations
 from reconciler.engine.actions import Action, ActionKind, RunOutcome
 from reconciler.engine.plan_changes import field_changes
 from reconciler.engine.plan_inputs import Decision, PlanInputs
 from reconciler.scheduler.states import Health, SlurmState
-from reconciler.spec.desired import DesiredRun
 
 
 def submit(

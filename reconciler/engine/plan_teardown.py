@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from reconciler.desired.desired import DesiredRun
 from reconciler.engine.actions import Action, ActionKind
 from reconciler.engine.plan_inputs import PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, ending
-from reconciler.spec.desired import DesiredRun
 
 
 def teardowns(inputs: PlanInputs, chosen: Sequence[str]) -> list[Action]:

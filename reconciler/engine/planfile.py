@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from reconciler.desired.resources import span
 from reconciler.engine.actions import Plan
 from reconciler.errors import PlanFileError, StalePlanError
-from reconciler.spec.resources import span
 
 FORMAT_VERSION: int = Plan.model_fields["format_version"].default
 _REMAKE = "Run `recon plan -out FILE` again"

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from reconciler.desired.desired import Desired
+from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine import settle
 from reconciler.engine.actions import Plan
 from reconciler.engine.apply import Applier, ApplyResult, Done
@@ -34,8 +36,6 @@ from reconciler.errors import ObservationError
 from reconciler.scheduler.base import Observation, ObservedJob, Scheduler, StepScheduler
 from reconciler.scheduler.select import Choice, select_scheduler
 from reconciler.scheduler.states import Health
-from reconciler.spec.desired import Desired
-from reconciler.spec.loader import load_desired, open_source
 from reconciler.state.directory import prepare_state_dir
 from reconciler.state.journal import Journal, JournalEvent
 from reconciler.state.lock import project_lock

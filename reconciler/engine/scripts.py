@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.identity import tag_for
 from reconciler.scheduler.render import RenderContext, render_batch_script
-from reconciler.spec.desired import Desired, DesiredRun
 from reconciler.state.paths import input_lists, input_paths, run_dir
 
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.scripts import script_sha256
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import ENDED, ENDINGS, Health, aggregate
-from reconciler.spec.desired import Desired, DesiredRun
 from reconciler.state.journal import Journal
 from reconciler.state.outputs import (
     OutputsSeen,

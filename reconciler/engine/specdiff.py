@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from reconciler.spec.desired import (
+from reconciler.desired.desired import (
     Desired,
     DesiredAllocation,
     DesiredRun,
@@ -21,7 +21,7 @@ from reconciler.spec.desired import (
     flat_fields,
     spec_hash_of,
 )
-from reconciler.spec.matrix import sweep_of
+from reconciler.desired.matrix import sweep_of
 
 
 class Change(StrEnum):

@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from reconciler.desired.desired import Desired
 from reconciler.engine.actions import FINAL, Action, Plan, RunOutcome
 from reconciler.engine.reconcile import Outcome, Request, reconcile_once
 from reconciler.scheduler.base import Scheduler
-from reconciler.spec.desired import Desired
 from reconciler.state.records import SubmissionRecord
 
 

@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from reconciler.desired.desired import Desired
+from reconciler.desired.matrix import sweep_of
 from reconciler.engine.actions import Plan
 from reconciler.engine.status import RunStatus
 from reconciler.graph import build, order
-from reconciler.spec.desired import Desired
-from reconciler.spec.matrix import sweep_of
 
 NodeKind = Literal["run", "alloc"]
 

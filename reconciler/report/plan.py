@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from reconciler.desired.matrix import sweep_of
 from reconciler.engine.actions import (
     Action,
     ActionKind,
@@ -21,7 +22,6 @@ from reconciler.engine.actions import (
     SweepShape,
 )
 from reconciler.report.words import plural
-from reconciler.spec.matrix import sweep_of
 
 _SYMBOL_WIDTH = 3
 _KIND_WIDTH = max(len(kind.value) for kind in ActionKind)

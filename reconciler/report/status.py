@@ -16,11 +16,11 @@ from datetime import datetime, timedelta
 
 from rich.text import Text
 
+from reconciler.desired.matrix import sweep_of
 from reconciler.engine.actions import Plan
 from reconciler.engine.status import AllocationStatus, RunStatus
 from reconciler.report.words import plural
 from reconciler.scheduler.states import Health
-from reconciler.spec.matrix import sweep_of
 
 GAP = "  "
 # Health words in colour on a terminal; sync words too, where they call for an apply.

@@ -21,6 +21,7 @@ from typing import Annotated, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from reconciler.desired.models import Allocation, Container, RunResources
 from reconciler.scheduler.arrays import expand
 from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import (
@@ -33,7 +34,6 @@ from reconciler.scheduler.states import (
     in_words,
 )
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Allocation, Container, RunResources
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _JOB_ID = r"^[0-9]+$"

@@ -33,12 +33,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reconciler.desired import matrix, templates
+from reconciler.desired.desired import DesiredRun
+from reconciler.desired.fields import env_suffix
+from reconciler.desired.models import Allocation, Billing, NodeShape, RunResources
 from reconciler.errors import SpecError, SpecIssue
 from reconciler.scheduler.tag import Tag
-from reconciler.spec import matrix, templates
-from reconciler.spec.desired import DesiredRun
-from reconciler.spec.fields import env_suffix
-from reconciler.spec.models import Allocation, Billing, NodeShape, RunResources
 
 StrPath = str | os.PathLike[str]
 

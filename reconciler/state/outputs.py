@@ -39,8 +39,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from reconciler.desired.desired import Desired
 from reconciler.errors import OutputError
-from reconciler.spec.desired import Desired
 from reconciler.state.paths import external_path, run_path
 from reconciler.state.records import gathered_digest
 

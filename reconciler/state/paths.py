@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from reconciler.desired.desired import Desired, DesiredRun
+from reconciler.desired.models import Input
 from reconciler.scheduler.render import input_list_file
 from reconciler.scheduler.tag import deployment_id
-from reconciler.spec.desired import Desired, DesiredRun
-from reconciler.spec.models import Input
 
 JOURNAL_FILE = "journal.sqlite"
 

@@ -35,10 +35,10 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from reconciler import __version__
+from reconciler.desired.desired import DesiredRun
 from reconciler.errors import ManifestError
 from reconciler.scheduler.base import JobRecord, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
-from reconciler.spec.desired import DesiredRun
 from reconciler.state.outputs import BOOKKEEPING, OutputVersion
 
 MANIFEST_FILE = "manifest.json"

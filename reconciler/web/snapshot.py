@@ -21,6 +21,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from reconciler.desired.desired import Desired, DesiredRun
+from reconciler.desired.loader import open_source
 from reconciler.engine.reconcile import Look
 from reconciler.engine.status import (
     AllocationStatus,
@@ -31,8 +33,6 @@ from reconciler.engine.status import (
 from reconciler.report.graph import as_svg, graph_of
 from reconciler.report.plan import as_text
 from reconciler.scheduler.render import log_files
-from reconciler.spec.desired import Desired, DesiredRun
-from reconciler.spec.loader import open_source
 from reconciler.state.outputs import observe_outputs
 from reconciler.state.provenance import Manifest, manifest_path
 from reconciler.web.files import confined, tail

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from reconciler.desired.models import RunResources
 from reconciler.engine.fit import FitChecker
 from reconciler.scheduler.partitions import Gres
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.testing import RecordingRunner
-from reconciler.spec.models import RunResources
 
 pytestmark = pytest.mark.slurm
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from reconciler.desired.desired import DesiredRun, Location, effective_run
+from reconciler.desired.models import Project, Run
 from reconciler.scheduler.render import (
     RenderContext,
     log_files,
@@ -22,8 +24,6 @@ from reconciler.scheduler.render import (
     required_directories,
 )
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import DesiredRun, Location, effective_run
-from reconciler.spec.models import Project, Run
 from tests.projects import new_project_name
 
 pytestmark = pytest.mark.slurm

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.desired.models import Allocation
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import AllocateRequest, Observation, ObservedJob, SubmitRequest
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.testing import RecordingRunner
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Allocation
 from tests.projects import new_project_name
 
 pytestmark = pytest.mark.slurm

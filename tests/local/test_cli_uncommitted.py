@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.spec.source import uncommitted
+from reconciler.desired.source import uncommitted
 from tests.cli import recon
 from tests.gitrepo import GitRepo
 

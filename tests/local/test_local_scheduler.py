@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.desired.models import Allocation
 from reconciler.errors import PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import AllocateRequest, ArrayRequest, JobRecord, SubmitRequest
 from reconciler.scheduler.local import LocalScheduler
 from reconciler.scheduler.local.scheduler import CLOCK_SLACK
 from reconciler.scheduler.states import Health, SlurmState
-from reconciler.spec.models import Allocation
 from tests.contract.harness import Harness, final, has, quoted
 
 Local = Callable[..., Harness]

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.spec.matrix import sweep_of
+from reconciler.desired.matrix import sweep_of
 from tests.local.serving import ROOT, artifacts, example_project, recon, serving, settle
 from tests.local.test_mermaid import installed_checker, mermaid_of
 

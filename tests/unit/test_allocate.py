@@ -9,6 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.desired.desired import (
+    Desired,
+    DesiredAllocation,
+    DesiredRun,
+    Location,
+    effective_allocation,
+    effective_run,
+    spec_hash,
+)
+from reconciler.desired.models import Allocation, Project, Run
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.apply import Applier
 from reconciler.engine.settle import judge_setups, record_setups
@@ -27,16 +37,6 @@ from reconciler.scheduler.slurm.argv import salloc
 from reconciler.scheduler.slurm.steps import srun
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import (
-    Desired,
-    DesiredAllocation,
-    DesiredRun,
-    Location,
-    effective_allocation,
-    effective_run,
-    spec_hash,
-)
-from reconciler.spec.models import Allocation, Project, Run
 from reconciler.state.journal import Journal
 from reconciler.state.paths import deployment
 from reconciler.state.records import SubmissionStatus

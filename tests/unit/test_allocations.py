@@ -9,6 +9,14 @@ from typing import Any
 
 import pytest
 
+from reconciler.desired.desired import (
+    Desired,
+    DesiredAllocation,
+    Location,
+    effective_allocation,
+    spec_hash,
+)
+from reconciler.desired.models import Allocation, NodeShape, Project, Run, RunResources
 from reconciler.engine.actions import Action, ActionKind
 from reconciler.engine.plan import plan
 from reconciler.engine.plan_allocations import (
@@ -26,14 +34,6 @@ from reconciler.engine.status import allocation_statuses
 from reconciler.scheduler.base import JobRecord, Launch, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import (
-    Desired,
-    DesiredAllocation,
-    Location,
-    effective_allocation,
-    spec_hash,
-)
-from reconciler.spec.models import Allocation, NodeShape, Project, Run, RunResources
 from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 from tests import planning
 from tests.planning import NOW, PROJECT, run

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.desired.desired import Desired
 from reconciler.engine import apply as apply_module
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.apply import Applier
 from reconciler.errors import PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import AllocateRequest, Observation, SubmitRequest
 from reconciler.scheduler.partitions import Partition
-from reconciler.spec.desired import Desired
 from reconciler.state.journal import Journal
 from reconciler.state.records import SubmissionStatus
 from tests.planning import NOW, PROJECT, desired, run

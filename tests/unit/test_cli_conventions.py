@@ -68,7 +68,7 @@ def test_ctrl_c_exits_130(
     def interrupted(*_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("reconciler.spec.loader.load_desired", interrupted)
+    monkeypatch.setattr("reconciler.desired.loader.load_desired", interrupted)
     result = recon(capsys, "validate")
     assert result.code == 130  # 128 + SIGINT, as a shell reports it
     assert "Traceback" not in result.err

@@ -24,6 +24,10 @@ import pytest
 import typer
 
 from reconciler.cli import app
+from reconciler.desired.desired import Desired, flat_fields
+from reconciler.desired.loader import load_desired
+from reconciler.desired.models import Allocation, RunResources
+from reconciler.desired.source import WorktreeSource
 from reconciler.engine.actions import Action, ActionKind, Plan
 from reconciler.engine.apply import Applier, Done
 from reconciler.engine.fit import FitChecker
@@ -47,10 +51,6 @@ from reconciler.scheduler.slurm.parse import Parsed
 from reconciler.scheduler.slurm.steps import srun
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import Desired, flat_fields
-from reconciler.spec.loader import load_desired
-from reconciler.spec.models import Allocation, RunResources
-from reconciler.spec.source import WorktreeSource
 from reconciler.state.journal import Journal
 from reconciler.state.paths import state_dir
 from reconciler.state.records import SubmissionRecord, SubmissionStatus

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.desired.checks import check_matrix, check_tokens
+from reconciler.desired.documents import validate_project, validate_spec
+from reconciler.desired.yamlsource import SourceDocument, parse_documents
 from reconciler.errors import SpecIssue
-from reconciler.spec.checks import check_matrix, check_tokens
-from reconciler.spec.documents import validate_project, validate_spec
-from reconciler.spec.yamlsource import SourceDocument, parse_documents
 from tests.docs import DOCS, Fence, fences
 
 INVALID_MARKER = "<!-- doc-test: invalid -->"

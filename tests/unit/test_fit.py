@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler.desired.models import NodeShape, RunResources
 from reconciler.engine.fit import FitChecker, why_not_fit
 from reconciler.scheduler.partitions import Node, Partition
-from reconciler.spec.models import NodeShape, RunResources
 from tests.planning import DEV, node
 
 # A cluster with more variety: mixed GPU types, untyped GPUs, features, a fat node,
@@ -390,8 +390,8 @@ def test_the_holder_that_can_move_is_the_one_moved() -> None:
 
 
 def test_the_local_machine_fit_adds_up_cpus_and_ignores_partitions() -> None:
+    from reconciler.desired.models import RunResources
     from reconciler.engine.fit import MachineFit
-    from reconciler.spec.models import RunResources
 
     machine = MachineFit(cpus=2)
     assert machine.why_not(RunResources.model_validate({"cpus": 2, "partition": "gpu"})) is None

@@ -4,9 +4,9 @@ import networkx as nx
 import pytest
 
 from reconciler import graph
+from reconciler.desired.desired import Location
+from reconciler.desired.models import Run
 from reconciler.errors import UnknownTarget
-from reconciler.spec.desired import Location
-from reconciler.spec.models import Run
 
 
 def run(name: str, *upstreams: str) -> Run:

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.desired import loader
+from reconciler.desired.loader import load_desired, open_source
+from reconciler.desired.models import Run
 from reconciler.errors import RepoError
-from reconciler.spec import loader
-from reconciler.spec.loader import load_desired, open_source
-from reconciler.spec.models import Run
 from tests.gitrepo import GitRepo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"

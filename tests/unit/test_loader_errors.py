@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.desired.loader import load_desired, open_source
 from reconciler.errors import SpecError, SpecIssue
-from reconciler.spec.loader import load_desired, open_source
 from tests.gitrepo import GitRepo
 
 GOOD_PREPARE = """\

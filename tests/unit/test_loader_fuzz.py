@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
+from reconciler.desired.documents import validate_spec
+from reconciler.desired.loader import load_desired
+from reconciler.desired.source import WorktreeSource
+from reconciler.desired.yamlsource import parse_documents
 from reconciler.errors import SpecError
-from reconciler.spec.documents import validate_spec
-from reconciler.spec.loader import load_desired
-from reconciler.spec.source import WorktreeSource
-from reconciler.spec.yamlsource import parse_documents
 
 YAML_ALPHABET = string.printable + "äß€\u2028\x85\t-:[]{}&*!|>'\"%@`#,?"
 
@@ -78,7 +78,7 @@ def test_random_text_parses_or_reports(text: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(keys, documents, max_size=8).map(lambda d: {"kind": "Run", **d}))
 def test_random_documents_validate_or_report(data: dict[str, object]) -> None:
-    from reconciler.spec.yamlsource import SourceDocument
+    from reconciler.desired.yamlsource import SourceDocument
 
     spec, issues = validate_spec(SourceDocument("f.yaml", 0, 1, data, {}))
     assert (spec is None) == bool(issues)

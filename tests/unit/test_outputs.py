@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.spec.desired import Desired, DesiredRun, Location, effective_run, spec_hash
-from reconciler.spec.models import Project, Run
+from reconciler.desired.desired import Desired, DesiredRun, Location, effective_run, spec_hash
+from reconciler.desired.models import Project, Run
 from reconciler.state import outputs
 from reconciler.state.outputs import (
     OutputError,

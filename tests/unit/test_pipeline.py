@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.desired.desired import Desired
 from reconciler.engine.actions import Plan
 from reconciler.engine.identity import tag_for
 from reconciler.engine.reconcile import Request, load, look_once, reconcile_once
@@ -30,7 +31,6 @@ from reconciler.scheduler.base import (
 from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import SlurmState
 from reconciler.scheduler.tag import TagKind
-from reconciler.spec.desired import Desired
 from reconciler.state.journal import Journal
 from reconciler.state.paths import journal_path
 from tests.gitrepo import GitRepo

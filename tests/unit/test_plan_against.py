@@ -141,7 +141,7 @@ def test_one_changed_file_among_many_builds_and_decodes_only_what_differs(
     """A sweep of many runs and a PR that changes one: the diff compares hashes, builds
     the one changed run of each side, and the base commit reuses the head's parse cache
     (no file of the base is parsed or decoded again). Counted, not timed."""
-    from reconciler.spec import cache, loader
+    from reconciler.desired import cache, loader
 
     runs = {
         f"specs/r{i:03d}.yaml": f"kind: Run\nname: r{i}\ncommand: echo {i}\n" for i in range(60)

@@ -11,14 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from reconciler.engine.plan import plan
-from reconciler.engine.settle import as_recorded, judge
-from reconciler.engine.status import allocation_statuses, run_statuses
-from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
-from reconciler.scheduler.states import Health
-from reconciler.scheduler.states import SlurmState as S
-from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import (
+from reconciler.desired.desired import (
     Desired,
     DesiredAllocation,
     DesiredRun,
@@ -26,7 +19,14 @@ from reconciler.spec.desired import (
     effective_allocation,
     spec_hash,
 )
-from reconciler.spec.models import Allocation, Project
+from reconciler.desired.models import Allocation, Project
+from reconciler.engine.plan import plan
+from reconciler.engine.settle import as_recorded, judge
+from reconciler.engine.status import allocation_statuses, run_statuses
+from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
+from reconciler.scheduler.states import Health
+from reconciler.scheduler.states import SlurmState as S
+from reconciler.scheduler.tag import Tag
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
 from tests.planning import NOW, PROJECT, desired, hash_of, job, record, run
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from reconciler.desired.desired import DesiredRun, Location, effective_run, spec_hash
+from reconciler.desired.models import Project, Run
 from reconciler.scheduler.base import JobRecord, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import DesiredRun, Location, effective_run, spec_hash
-from reconciler.spec.models import Project, Run
 from reconciler.state.outputs import OutputVersion
 from reconciler.state.provenance import (
     Manifest,

@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from reconciler.desired.desired import DesiredRun, Location, effective_run
+from reconciler.desired.models import Defaults, NodeShape, Project, Run
 from reconciler.errors import SpecError
 from reconciler.scheduler.render import (
     RenderContext,
@@ -27,8 +29,6 @@ from reconciler.scheduler.render import (
     required_directories,
 )
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import DesiredRun, Location, effective_run
-from reconciler.spec.models import Defaults, NodeShape, Project, Run
 
 HASH = "0123456789abcdef"
 LOCATION = Location("specs/train.yaml", 3)

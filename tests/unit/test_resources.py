@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.spec.resources import CpuCount, Duration, Gpus, Memory
+from reconciler.desired.resources import CpuCount, Duration, Gpus, Memory
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reconciler.spec.schema import schemas
+from reconciler.desired.schema import schemas
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from reconciler.desired.models import Allocation
 from reconciler.errors import (
     ObservationError,
     PermanentSchedulerError,
@@ -23,7 +24,6 @@ from reconciler.scheduler.slurm.runner import NOT_FOUND, run
 from reconciler.scheduler.slurm.testing import ScriptedRunner, failed, ok
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Allocation
 
 NOW = datetime(2026, 11, 29, 22, 45, 0, tzinfo=UTC)
 SINCE = NOW - timedelta(hours=1)

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.desired.desired import effective_allocation, spec_hash
+from reconciler.desired.models import Allocation, Container, NodeShape, Project, Run, RunResources
+from reconciler.desired.resources import Duration
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import Launch, StepRequest
 from reconciler.scheduler.render import allocation_options
@@ -29,9 +32,6 @@ from reconciler.scheduler.slurm.steps import (
 from reconciler.scheduler.slurm.testing import ScriptedRunner, ok
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.desired import effective_allocation, spec_hash
-from reconciler.spec.models import Allocation, Container, NodeShape, Project, Run, RunResources
-from reconciler.spec.resources import Duration
 from tests.unit.test_slurm_adapter import NOW
 
 WARM = Tag(

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.desired.desired import Desired
+from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.actions import ActionKind
 from reconciler.engine.apply import Applier
 from reconciler.engine.arrays import ArrayMap, map_file
@@ -18,8 +20,6 @@ from reconciler.report import specdiff as specdiff_report
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob, SubmitRequest
 from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import SlurmState
-from reconciler.spec.desired import Desired
-from reconciler.spec.loader import load_desired, open_source
 from reconciler.state.journal import Journal
 from reconciler.state.paths import deployment
 from tests.gitrepo import GitRepo

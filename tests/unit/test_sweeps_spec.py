@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.desired import matrix
+from reconciler.desired.desired import spec_hash
+from reconciler.desired.loader import load_desired, open_source
 from reconciler.errors import SpecError
-from reconciler.spec import matrix
-from reconciler.spec.desired import spec_hash
-from reconciler.spec.loader import load_desired, open_source
 from tests.gitrepo import GitRepo
 
 TRAIN = """\

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from reconciler.spec import templates
+from reconciler.desired import templates
 
 
 def test_tokens_are_dotted_names_in_braces_only() -> None:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 import re
 
+from reconciler.desired.models import Container, RunResources
 from reconciler.scheduler.base import ObservedJob, StepRequest
 from reconciler.scheduler.render import resource_options
 from reconciler.scheduler.tag import Tag
-from reconciler.spec.models import Container, RunResources
 
 _PYXIS_FLAG = re.compile(r"--container-image\b")
 _PYXIS_OPTIONS = {"writable": "--container-writable", "workdir": "--container-workdir"}

@@ -11,8 +11,8 @@ import marshal
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
-from reconciler.spec.documents import ParsedDocument
-from reconciler.spec.models import Run
+from reconciler.desired.documents import ParsedDocument
+from reconciler.desired.models import Run
 
 
 class InputRef(NamedTuple):

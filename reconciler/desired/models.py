@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from reconciler.spec.fields import EnvKey, Name, SafeText, SbatchFlag, env_suffix
-from reconciler.spec.matrix import parse_reference
-from reconciler.spec.resources import CpuCount, Duration, Gpus, Memory
+from reconciler.desired.fields import EnvKey, Name, SafeText, SbatchFlag, env_suffix
+from reconciler.desired.matrix import parse_reference
+from reconciler.desired.resources import CpuCount, Duration, Gpus, Memory
 
 
 class Model(BaseModel):

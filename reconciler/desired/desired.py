@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from reconciler.spec.matrix import Member
-from reconciler.spec.models import Allocation, Defaults, NodeShape, Project, Run, RunResources
+from reconciler.desired.matrix import Member
+from reconciler.desired.models import Allocation, Defaults, NodeShape, Project, Run, RunResources
 
 if TYPE_CHECKING:
-    from reconciler.spec.sweeps import Sweep
+    from reconciler.desired.sweeps import Sweep
 
 S = TypeVar("S", bound=NodeShape)
 M = TypeVar("M", bound=BaseModel)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import posixpath
 
+from reconciler.desired import matrix, templates
+from reconciler.desired.desired import run_workdir
+from reconciler.desired.documents import ParsedDocument
+from reconciler.desired.models import Run
+from reconciler.desired.summary import DocumentSummary
 from reconciler.errors import SpecIssue
-from reconciler.spec import matrix, templates
-from reconciler.spec.desired import run_workdir
-from reconciler.spec.documents import ParsedDocument
-from reconciler.spec.models import Run
-from reconciler.spec.summary import DocumentSummary
 
 # Every input has these too (docs/specs.md, sweeps); the message names the `path` form.
 _MANY = (".paths", ".list")

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from reconciler import __version__
+from reconciler.desired.models import Project
+from reconciler.desired.summary import DocumentSummary
 from reconciler.errors import SpecIssue
-from reconciler.spec.models import Project
-from reconciler.spec.summary import DocumentSummary
 
 # Bumped when what is stored changes, the wording of stored problems included.
 _FORMAT = 8

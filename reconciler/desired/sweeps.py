@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.desired import matrix, templates
+from reconciler.desired.desired import run_workdir
+from reconciler.desired.matrix import Member
+from reconciler.desired.summary import DocumentSummary, InputRef
 from reconciler.errors import SpecIssue
-from reconciler.spec import matrix, templates
-from reconciler.spec.desired import run_workdir
-from reconciler.spec.matrix import Member
-from reconciler.spec.summary import DocumentSummary, InputRef
 
 
 @dataclass(frozen=True)

@@ -17,17 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from reconciler import graph
-from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
-from reconciler.spec import sweeps
-from reconciler.spec.cache import FileResult, SharedCache
-from reconciler.spec.checks import (
+from reconciler.desired import sweeps
+from reconciler.desired.cache import FileResult, SharedCache
+from reconciler.desired.checks import (
     check_matrix,
     check_output_paths,
     check_project,
     check_step_layout,
     check_tokens,
 )
-from reconciler.spec.desired import (
+from reconciler.desired.desired import (
     Desired,
     DesiredAllocation,
     DesiredRun,
@@ -39,12 +38,19 @@ from reconciler.spec.desired import (
     hash_of_fields,
     spec_hash,
 )
-from reconciler.spec.documents import validate_project, validate_spec
-from reconciler.spec.matrix import Member
-from reconciler.spec.models import KINDS, Allocation, Input, Project, Run
-from reconciler.spec.source import PROJECT_FILE, CommitSource, SpecSource, WorktreeSource, matching
-from reconciler.spec.summary import DocumentSummary, raw_document, summarize
-from reconciler.spec.yamlsource import parse_documents
+from reconciler.desired.documents import validate_project, validate_spec
+from reconciler.desired.matrix import Member
+from reconciler.desired.models import KINDS, Allocation, Input, Project, Run
+from reconciler.desired.source import (
+    PROJECT_FILE,
+    CommitSource,
+    SpecSource,
+    WorktreeSource,
+    matching,
+)
+from reconciler.desired.summary import DocumentSummary, raw_document, summarize
+from reconciler.desired.yamlsource import parse_documents
+from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
 
 
 def open_source(

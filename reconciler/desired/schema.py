@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from reconciler.spec.models import Allocation, Project, Run
+from reconciler.desired.models import Allocation, Project, Run
 
 _BASE = "https://recon.invalid/schemas/"  # an id, never fetched: editors use the file path
 

@@ -10,9 +10,9 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from reconciler.desired.models import KINDS, Allocation, Project, Run
+from reconciler.desired.yamlsource import Path, SourceDocument
 from reconciler.errors import SpecIssue
-from reconciler.spec.models import KINDS, Allocation, Project, Run
-from reconciler.spec.yamlsource import Path, SourceDocument
 
 
 @dataclass(frozen=True)
