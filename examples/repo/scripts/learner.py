@@ -29,6 +29,9 @@ with socket.create_connection((host, int(port)), timeout=30) as connection:
         channel.write("step\n")
         channel.flush()
         observations.append([float(x) for x in channel.readline().split()])
+    # Said before the server is told `bye`: both write to the job's one log, and the
+    # server's last line must come after this one whatever the load.
+    print(f"learned from {len(observations)} steps served by {host}:{port}", flush=True)
     channel.write("bye\n")
     channel.flush()
 
@@ -45,4 +48,3 @@ with open(args.out, "w") as stream:
         stream,
         indent=2,
     )
-print(f"learned from {len(observations)} steps served by {host}:{port}")
