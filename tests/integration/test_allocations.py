@@ -448,7 +448,9 @@ def test_a_run_too_long_for_the_time_left_waits_for_the_renewal(project: Project
     project.repo.commit({"specs/warm.yaml": warm(time_limit="3m", min_remaining="30s")})
     project.apply()
     (first,) = held(project)
-    time.sleep(5)
+    # The run asks 175 s: wait until less than that is left, counted from when Slurm
+    # granted the job (under load that can be a while after the apply).
+    project.wait_for("the allocation to run 5 s", lambda: _time_left(first["id"]) < 174)
     project.repo.commit({"specs/long.yaml": step_run("long", "true", time_limit="175s")})
     plan = project.recon("plan", ".")
     assert "waits for allocation warm's renewal: needs 2m 55s" in plan.stdout, plan.stdout
@@ -456,6 +458,21 @@ def test_a_run_too_long_for_the_time_left_waits_for_the_renewal(project: Project
     apply_until(project, "the run in a renewed job", lambda: bool(_runs_in(project, "long")))
     (where,) = _runs_in(project, "long")
     assert where != first["id"]
+
+
+def _time_left(job_id: str) -> float:
+    """Seconds squeue says a running job has left (``%L``: M:SS or H:MM:SS); infinite
+    while it waits to start."""
+    shown = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%T|%L"], capture_output=True, text=True
+    ).stdout.strip()
+    state, _, left = shown.partition("|")
+    if state != "RUNNING":
+        return float("inf")
+    seconds = 0.0
+    for part in left.split(":"):
+        seconds = seconds * 60 + float(part)
+    return seconds
 
 
 def _runs_in(project: Project, run: str) -> list[str]:
