@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gitrepo import GitRepo
+from tests.local.serving import example_project
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
 TIMEOUT = 60.0
@@ -35,12 +34,7 @@ def recon(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def example(tmp_path: Path) -> Path:
-    root = tmp_path / "example"
-    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
-    text = (root / "recon.yaml").read_text().replace("scheduler: auto", "scheduler: local")
-    (root / "recon.yaml").write_text(text)
-    GitRepo(root).commit(message="example")
-    return root
+    return example_project(tmp_path)
 
 
 def test_the_example_project_runs_end_to_end_locally(example: Path) -> None:
