@@ -130,7 +130,7 @@ def _plan_against(
         base = load_desired(open_source(repo, against, option="--against"), shared=shared)
     except NoProjectError:
         # The change that brings recon into the repo: everything is new.
-        base = replace(head, commit=None, runs={}, allocations={}, upstreams={})
+        base = replace(head, commit=None, runs={}, allocations={}, upstreams={}, sweeps={})
     result = diff(base, head)
     sys.stdout.write(specdiff_report.RENDERERS[output_format.value](result))
     if detailed_exitcode and result.has_changes:

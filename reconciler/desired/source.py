@@ -13,11 +13,12 @@ import subprocess
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
-
-import git
+from typing import TYPE_CHECKING, Protocol
 
 from reconciler.errors import RepoError
+
+if TYPE_CHECKING:
+    import git
 
 PROJECT_FILE = "recon.yaml"
 _LINK_MODE = "120000"  # git's mode for a symbolic link
@@ -55,51 +56,71 @@ def blob_id(content: bytes) -> str:
 def open_repo(path: Path, offer_worktree: bool = True) -> git.Repo:
     """The git repository holding `path`; the project may be a folder inside it.
     `offer_worktree`: whether the command has --worktree to suggest."""
+    import git  # gitpython: for snapshots and watch; reading specs needs only git itself
+
     try:
         return git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        instead = ", or use --worktree" if offer_worktree else ""
-        raise RepoError(
-            f"{path} is not inside a git repository: recon reads specs from commits "
-            f"(run `git init` and commit{instead})"
-        ) from None
+        raise RepoError(_not_a_repo(path, offer_worktree)) from None
+
+
+def _not_a_repo(path: Path, offer_worktree: bool = True) -> str:
+    instead = ", or use --worktree" if offer_worktree else ""
+    return (
+        f"{path} is not inside a git repository: recon reads specs from commits "
+        f"(run `git init` and commit{instead})"
+    )
 
 
 class CommitSource:
     """The files of the project folder `root` at one commit, paths relative to `root`.
 
-    One `git ls-tree` lists them all with their blob ids.
+    Plain git commands, no library: one `git rev-parse` finds the repository and the
+    commit, one `git ls-tree` lists the files with their blob ids and one `git cat-file
+    --batch` reads those the parse cache lacks (`plan --against` does all this twice,
+    and importing gitpython cost more than the commands).
     """
 
     def __init__(self, root: Path, revision: str = "HEAD") -> None:
-        self.repo = open_repo(root)
-        top = Path(self.repo.working_tree_dir or root).resolve()
         self.root = root.resolve()
+        # A revision starting with "-" would be read as an option; git names none so.
+        wanted = () if revision.startswith("-") else ("--verify", "-q", f"{revision}^{{commit}}")
+        found = _git(root, "rev-parse", "--show-toplevel", "--git-dir", *wanted)
+        lines = found.stdout.splitlines()
+        if len(lines) < 2:
+            if "not a git repository" in found.stderr:
+                raise RepoError(_not_a_repo(root))
+            raise RepoError(f"git rev-parse failed in {root}: {found.stderr.strip()}")
+        top = Path(lines[0]).resolve()
+        self._git_dir = self.root / lines[1]  # relative to `root` unless absolute
         try:
             prefix = self.root.relative_to(top).as_posix()
         except ValueError:
             raise RepoError(f"{root} is not inside the work tree of {top}") from None
         self._prefix = "" if prefix == "." else prefix + "/"
-        if not self.repo.head.is_valid():
-            raise RepoError(
-                f"the git repository {top} has no commits yet: recon reads specs from commits; "
-                "commit recon.yaml and the specs (`git add -A && git commit`), or use --worktree"
-            )
-        try:
-            self.commit: str | None = self.repo.commit(revision).hexsha
-        except (git.BadName, ValueError, git.GitCommandError):
+        if len(lines) < 3:
+            if _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}").returncode != 0:
+                raise RepoError(
+                    f"the git repository {top} has no commits yet: recon reads specs from "
+                    "commits; commit recon.yaml and the specs (`git add -A && git commit`), "
+                    "or use --worktree"
+                )
             raise RepoError(
                 f"revision {revision!r} not found in {root}: name a commit, branch or tag "
                 "(for PR CI, fetch it first, e.g. `git fetch origin main`)"
-            ) from None
+            )
+        self.commit: str | None = lines[2]
         self._links: set[str] = set()
         self._blobs = self._list()
 
     def _list(self) -> dict[str, str]:
         scope = [self._prefix] if self._prefix else []
-        listing = self.repo.git.ls_tree("-r", "-z", "--full-tree", self.commit, "--", *scope)
+        assert self.commit is not None
+        listed = _git(self.root, "ls-tree", "-r", "-z", "--full-tree", self.commit, "--", *scope)
+        if listed.returncode != 0:
+            raise RepoError(f"git ls-tree failed in {self.root}: {listed.stderr.strip()}")
         result: dict[str, str] = {}
-        for entry in listing.split("\x00"):
+        for entry in listed.stdout.split("\x00"):
             meta, _, path = entry.partition("\t")
             fields = meta.split()
             if len(fields) == 3 and fields[1] == "blob" and path.startswith(self._prefix):
@@ -129,8 +150,7 @@ class CommitSource:
         return self._blobs[path]
 
     def read(self, path: str) -> bytes:
-        data: bytes = self.repo.odb.stream(bytes.fromhex(self._blobs[path])).read()
-        return data
+        return self.read_many([path])[path]
 
     def read_many(self, paths: list[str]) -> dict[str, bytes]:
         """All of `paths` through ONE `git cat-file --batch`: a round trip per blob costs
@@ -140,7 +160,7 @@ class CommitSource:
         request = "".join(self._blobs[path] + "\n" for path in paths).encode()
         output = subprocess.run(
             ["git", "cat-file", "--batch"],
-            cwd=self.repo.git_dir,
+            cwd=self._git_dir,
             input=request,
             capture_output=True,
             check=False,
@@ -262,3 +282,18 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 def matching(paths: Iterable[str], patterns: Iterable[str]) -> list[str]:
     regexes = [_glob_regex(pattern) for pattern in patterns]
     return sorted(path for path in paths if any(regex.match(path) for regex in regexes))
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A git command's outcome, its output as text (paths are UTF-8 in git's listings)."""
+    try:
+        return subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+            check=False,
+        )
+    except OSError as error:
+        raise RepoError(f"cannot run git: {error.strerror}") from None

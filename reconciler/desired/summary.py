@@ -76,6 +76,19 @@ class _Packed(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         return self._unpacked()[key]
 
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._unpacked().get(key, default) if self._may_hold(key) else default
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._may_hold(key) and key in self._unpacked()
+
+    def _may_hold(self, key: str) -> bool:
+        """False when the document has no such key, told without unpacking it: marshal
+        writes each string's UTF-8 bytes in full where it first occurs (later uses may
+        refer back to it), so a key the bytes do not hold is not there. Expanding sweeps
+        asks every document for its `matrix`, which most do not have."""
+        return self._data is not None or key.encode("utf-8", "surrogatepass") in self.packed
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._unpacked())
 

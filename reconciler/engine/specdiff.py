@@ -21,7 +21,6 @@ from reconciler.desired.desired import (
     flat_fields,
     spec_hash_of,
 )
-from reconciler.desired.matrix import sweep_of
 
 
 class Change(StrEnum):
@@ -82,28 +81,26 @@ def diff(base: Desired, head: Desired) -> SpecDiff:
     Entries are compared by spec hash, which the loader knows without building a run's
     model; only what is shown is built (a location, the fields that changed), so one
     changed file among 10,000 builds one run on each side."""
-    old = _entries(base)
-    new = _entries(head)
-    entries = _sweeps(old, new)
-    for entries_of in (old, new):
-        for key in [key for key in entries_of if key[0] == "Run" and sweep_of(key[1])]:
-            del entries_of[key]
-    for key in sorted(old.keys() | new.keys(), key=lambda k: (k[1], k[0])):
-        kind, name = key
-        before, after = old.get(key), new.get(key)
-        if before is None and after is not None:
-            entries.append(EntryDiff(kind, name, Change.ADD, after[name].location))
-        elif after is None and before is not None:
-            entries.append(EntryDiff(kind, name, Change.REMOVE, before[name].location))
-        elif (
-            before is not None
-            and after is not None
-            and spec_hash_of(before, name) != spec_hash_of(after, name)
-        ):
-            was, now = before[name], after[name]
-            entries.append(
-                EntryDiff(kind, name, Change.CHANGE, now.location, field_changes(was, now))
-            )
+    old_sweeps, new_sweeps = _by_sweep(base), _by_sweep(head)
+    entries = _sweeps(old_sweeps, new_sweeps)
+    members = {name for sweeps in (old_sweeps, new_sweeps) for m in sweeps.values() for name in m}
+    pairs: tuple[tuple[str, Entries, Entries, set[str]], ...] = (
+        ("Run", base.runs, head.runs, members),
+        ("Allocation", base.allocations, head.allocations, set()),
+    )
+    for kind, before, after, swept in pairs:
+        for name in before:
+            if name in swept:
+                continue
+            if name not in after:
+                entries.append(EntryDiff(kind, name, Change.REMOVE, before[name].location))
+            elif spec_hash_of(before, name) != spec_hash_of(after, name):
+                was, now = before[name], after[name]
+                changes = field_changes(was, now)
+                entries.append(EntryDiff(kind, name, Change.CHANGE, now.location, changes))
+        for name in after:
+            if name not in before and name not in swept:
+                entries.append(EntryDiff(kind, name, Change.ADD, after[name].location))
     entries.sort(key=lambda entry: (entry.name, entry.kind))
     return SpecDiff(base.commit, head.commit, head.project.project, tuple(entries))
 
@@ -114,10 +111,8 @@ Entries = Mapping[str, DesiredRun] | Mapping[str, DesiredAllocation]
 
 
 def _sweeps(
-    old: dict[tuple[str, str], Entries], new: dict[tuple[str, str], Entries]
+    before: dict[str, dict[str, Entries]], after: dict[str, dict[str, Entries]]
 ) -> list[EntryDiff]:
-    before = _by_sweep(old)
-    after = _by_sweep(new)
     entries = []
     for sweep in sorted(before.keys() | after.keys()):
         was, now = before.get(sweep, {}), after.get(sweep, {})
@@ -149,23 +144,13 @@ def _sweeps(
     return entries
 
 
-def _by_sweep(entries: dict[tuple[str, str], Entries]) -> dict[str, dict[str, Entries]]:
-    sweeps: dict[str, dict[str, Entries]] = {}
-    for (kind, name), holder in entries.items():
-        sweep = sweep_of(name) if kind == "Run" else None
-        if sweep is not None:
-            sweeps.setdefault(sweep, {})[name] = holder
-    return sweeps
-
-
-def _entries(desired: Desired) -> dict[tuple[str, str], Entries]:
-    """(kind, name) -> the mapping that holds it."""
-    entries: dict[tuple[str, str], Entries] = {}
-    for name in desired.runs:
-        entries[("Run", name)] = desired.runs
-    for name in desired.allocations:
-        entries[("Allocation", name)] = desired.allocations
-    return entries
+def _by_sweep(desired: Desired) -> dict[str, dict[str, Entries]]:
+    """Sweep -> its members that are runs, in their order -> the mapping that holds them."""
+    return {
+        sweep.name: {name: desired.runs for name in sweep.members if name in desired.runs}
+        for sweep in desired.sweeps.values()
+        if any(name in desired.runs for name in sweep.members)
+    }
 
 
 def field_changes(before: Entry, after: Entry) -> tuple[FieldChange, ...]:
