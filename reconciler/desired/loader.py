@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -87,10 +88,14 @@ def _check_project_folder(root: Path) -> None:
 
 
 def load_desired(
-    source: SpecSource, cache_dir: Path | None = None, shared: SharedCache | None = None
+    source: SpecSource,
+    cache_dir: Path | None = None,
+    shared: SharedCache | None = None,
+    project: Project | None = None,
 ) -> Desired:
-    """`shared`: a parse cache to use across loads in this process (``SharedCache``)."""
-    project = load_project(source)
+    """`shared`: a parse cache to use across loads in this process (``SharedCache``).
+    `project`: recon.yaml's settings, when read from `source` already."""
+    project = project or load_project(source)
     if isinstance(source, WorktreeSource):
         source = WorktreeSource(source.root, skip_dirs=(project.state_dir, project.runs_dir))
     all_paths = source.paths()
@@ -242,12 +247,24 @@ def _parse_files(contents: dict[str, bytes], project: Project) -> Parsed:
     items = list(contents.items())
     chunks = [items[start::workers] for start in range(workers)]
     try:
-        context = multiprocessing.get_context("fork")
+        context = _pool_context()
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             parts = list(pool.map(_parse_chunk, chunks, [project] * workers))
     except (OSError, ValueError, BrokenProcessPool):
         return {path: (_parse_file(path, data, project), None) for path, data in items}
     return {path: (FileResult.from_plain(plain), plain) for part in parts for path, plain in part}
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Fork, the quickest start, unless another thread runs (a live plan observes the
+    cluster while it loads): a fork copies the locks that thread holds and the files it
+    has open (a local job's alive lock), so workers then come from a fork server, a
+    clean process of one thread with this module loaded."""
+    if threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
 
 
 def _parse_chunk(
