@@ -1,0 +1,186 @@
+"""A pass asks the scheduler while the spec files load, and nothing else changes.
+
+`recon plan`, `recon status` and apply's pass read recon.yaml and the journal, start the
+observation in a thread, load the specs, then join. These tests prove the two run at the
+same time without timing anything: the observation and the load each wait for the other
+to have started, so done one after the other, the first waits in vain and says so. And
+the thread's errors, and the load's, read as they did when the two ran in turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.desired.desired import Desired
+from reconciler.engine import reconcile
+from reconciler.engine.reconcile import Request, look_once, reconcile_once
+from reconciler.errors import ObservationError, SpecError
+from reconciler.scheduler.base import Observation
+from reconciler.scheduler.partitions import Partition
+from tests.cli import recon
+from tests.gitrepo import GitRepo
+
+RUN = "kind: Run\nname: {name}\ncommand: 'true'\nresources: {{cpus: 1}}\noutputs:\n  out: o\n"
+# Long enough for any loaded machine; only a pass that does not overlap ever waits it out.
+PATIENCE = 30.0
+
+
+@dataclass
+class Meeting:
+    """Where the observation and the load each say they started and wait for the other."""
+
+    observing: threading.Event = field(default_factory=threading.Event)
+    loading: threading.Event = field(default_factory=threading.Event)
+    observe_met_load: bool = False
+    load_met_observe: bool = False
+    observed: threading.Event = field(default_factory=threading.Event)  # observe returned
+    patience: float = PATIENCE
+
+
+@dataclass
+class MeetingScheduler:
+    """A scheduler whose observation waits until the load has started."""
+
+    meeting: Meeting
+    error: Exception | None = None
+    name: str = "slurm"
+    observed_in: list[str] = field(default_factory=list)  # the thread of each observe
+    calls: list[str] = field(default_factory=list)
+
+    def observe(self, since: datetime) -> Observation:
+        self.observed_in.append(threading.current_thread().name)
+        self.meeting.observing.set()
+        self.meeting.observe_met_load = self.meeting.loading.wait(self.meeting.patience)
+        self.meeting.observed.set()
+        if self.error is not None:
+            raise self.error
+        return Observation(taken_at=datetime.now(UTC), jobs=(), complete=True)
+
+    def partitions(self) -> tuple[Partition, ...]:
+        raise ObservationError("no sinfo here: fit unknown")
+
+    def submit(self, request: object) -> str:
+        self.calls.append("submit")
+        return "1"
+
+    def cancel(self, job_id: str) -> None:
+        self.calls.append("cancel")
+
+
+@pytest.fixture
+def meeting(monkeypatch: pytest.MonkeyPatch) -> Meeting:
+    """The load, made to say it started and to wait for the observation to start."""
+    met = Meeting()
+    real: Callable[..., Desired] = reconcile.load_desired
+
+    def load_desired(*args: Any, **kwargs: Any) -> Desired:
+        met.loading.set()
+        met.load_met_observe = met.observing.wait(met.patience)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(reconcile, "load_desired", load_desired)
+    return met
+
+
+def project(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {"recon.yaml": "project: overlap\n", **(files or {"specs/a.yaml": RUN.format(name="a")})}
+    )
+    return repo.root
+
+
+def observing_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("recon-observe")]
+
+
+def test_plan_observes_while_the_specs_load(tmp_path: Path, meeting: Meeting) -> None:
+    scheduler = MeetingScheduler(meeting)
+
+    seen = look_once(Request(project(tmp_path)), scheduler=scheduler)
+
+    assert meeting.observe_met_load and meeting.load_met_observe
+    assert scheduler.observed_in[0] != threading.current_thread().name
+    assert [a.target for a in seen.plan.actions if a.changes_cluster] == ["a"]
+    assert scheduler.calls == []  # a plan acts on nothing
+    assert observing_threads() == []
+
+
+def test_apply_observes_while_the_specs_load_under_the_lock(
+    tmp_path: Path, meeting: Meeting
+) -> None:
+    scheduler = MeetingScheduler(meeting)
+
+    outcome = reconcile_once(Request(project(tmp_path)), scheduler=scheduler)
+
+    assert meeting.observe_met_load and meeting.load_met_observe
+    assert scheduler.calls == ["submit"]
+    assert [a.target for a in outcome.plan.actions if a.changes_cluster] == ["a"]
+
+
+def test_the_probe_fails_a_pass_that_loads_then_observes(tmp_path: Path, meeting: Meeting) -> None:
+    """The probe itself: load, then observe, one after the other (as before), and the load
+    reports that it waited for the observation in vain."""
+    meeting.patience = 0.05
+    root = project(tmp_path)
+    scheduler = MeetingScheduler(meeting)
+
+    reconcile.load(Request(root))
+    scheduler.observe(datetime.now(UTC))
+
+    assert not meeting.load_met_observe
+    assert meeting.observe_met_load
+
+
+def test_an_observation_error_reads_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = project(tmp_path)
+    failing = MeetingScheduler(
+        Meeting(), ObservationError("squeue failed: Unable to contact slurm controller")
+    )
+    failing.meeting.loading.set()  # not waiting: this test is about the error
+    monkeypatch.setattr(reconcile, "scheduler_for", lambda *_args: failing)
+
+    result = recon(capsys, "plan", str(root))
+
+    assert result.code == 1
+    assert result.err == "error: squeue failed: Unable to contact slurm controller\n"
+    assert "Traceback" not in result.out + result.err
+    assert observing_threads() == []
+    with pytest.raises(ObservationError, match=r"^squeue failed: Unable to contact"):
+        look_once(Request(root), scheduler=failing)
+
+
+def test_a_spec_error_is_told_first_and_once_the_observation_is_over(
+    tmp_path: Path, meeting: Meeting
+) -> None:
+    broken = {"specs/a.yaml": RUN.format(name="a"), "specs/b.yaml": "kind: Run\nname: b\n"}
+    scheduler = MeetingScheduler(meeting, ObservationError("sacct failed"))
+
+    with pytest.raises(SpecError) as raised:
+        look_once(Request(project(tmp_path, broken)), scheduler=scheduler)
+
+    assert "specs/b.yaml" in str(raised.value)
+    assert meeting.observed.is_set()  # the thread had ended when the error came out
+    assert observing_threads() == []
+
+
+def test_a_broken_scheduler_choice_waits_behind_a_spec_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scheduler is chosen before the specs load now; a spec error still comes first."""
+    broken = {"specs/b.yaml": "kind: Run\nname: b\n"}
+    monkeypatch.setenv("RECON_LOCAL_CPUS", "many")
+    root = project(tmp_path, broken)
+    with pytest.raises(SpecError):
+        look_once(Request(root, scheduler="local"))
+    with pytest.raises(SpecError):
+        reconcile_once(Request(root, scheduler="local"))
