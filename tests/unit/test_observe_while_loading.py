@@ -24,6 +24,8 @@ from reconciler.engine.reconcile import Request, look_once, reconcile_once
 from reconciler.errors import ObservationError, SpecError
 from reconciler.scheduler.base import Observation
 from reconciler.scheduler.partitions import Partition
+from reconciler.state.lock import project_lock
+from reconciler.state.paths import JOURNAL_FILE
 from tests.cli import recon
 from tests.gitrepo import GitRepo
 
@@ -184,3 +186,17 @@ def test_a_broken_scheduler_choice_waits_behind_a_spec_error(
         look_once(Request(root, scheduler="local"))
     with pytest.raises(SpecError):
         reconcile_once(Request(root, scheduler="local"))
+
+
+def test_apply_tells_a_spec_error_before_a_held_lock_and_makes_no_journal(
+    tmp_path: Path, meeting: Meeting
+) -> None:
+    broken = {"specs/b.yaml": "kind: Run\nname: b\n"}
+    root = project(tmp_path, broken)
+    scheduler = MeetingScheduler(meeting)
+    with pytest.raises(SpecError):
+        reconcile_once(Request(root), scheduler=scheduler)
+    assert not (root / ".recon" / JOURNAL_FILE).exists()
+    with project_lock(root / ".recon", 0.0), pytest.raises(SpecError):  # another apply runs
+        reconcile_once(Request(root), scheduler=scheduler)
+    assert scheduler.calls == []
