@@ -13,11 +13,13 @@ import shutil
 import tarfile
 import tempfile
 from pathlib import Path
-
-import git
+from typing import TYPE_CHECKING
 
 from reconciler.desired.source import open_repo
 from reconciler.errors import RepoError
+
+if TYPE_CHECKING:
+    import git  # imported by open_repo when a pass needs a snapshot: a plan never does
 
 
 def code_dir(root: Path, commit: str | None, state_dir: Path) -> Path:
@@ -42,6 +44,8 @@ def snapshot_path(root: Path, commit: str | None, state_dir: Path) -> Path:
 
 
 def _extract(repo: git.Repo, commit: str, snapshot: Path) -> None:
+    import git
+
     snapshot.parent.mkdir(parents=True, exist_ok=True)
     # Extract beside the target, then rename: a crash never leaves a half snapshot that
     # later passes would take as complete.
