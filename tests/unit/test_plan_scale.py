@@ -9,6 +9,7 @@ counts the items it hands out; a loop that scans all jobs, records or runs for e
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from reconciler.desired.desired import (
@@ -172,7 +173,7 @@ def test_gpu_runs_in_an_allocation_are_counted_without_a_scan_per_run() -> None:
             row = JobRecord(job_id=step_id, top_id="12", step=str(i), name=own.format(),
                             state=S.RUNNING, source="sacct")  # fmt: skip
             rows.append(row)
-            as_run = row.model_copy(update={"step": None, "tag": own})
+            as_run = replace(row, step=None, tag=own)
             jobs.append(ObservedJob(job_id=step_id, tag=own, rows=(as_run,)))
             fields = {"resources.gpus": "1"}
             records.append(

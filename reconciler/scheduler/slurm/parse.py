@@ -212,7 +212,7 @@ def _sacct_row(row: list[str], cells: _Cells) -> JobRecord:
     ids = _job_id(job_id)
     state, cancelled_by = cells.state(state_text)
     code, signal = _exit_code(exit_code)
-    return JobRecord.of(
+    return JobRecord(
         job_id=job_id,
         raw_id=raw_id or None,
         top_id=ids.top_id,
@@ -241,7 +241,7 @@ def _squeue_row(row: list[str], cells: _Cells) -> JobRecord:
     workdir, name, comment = row[9:]
     ids = _job_id(job_id)
     state, _ = cells.state(state_text)
-    return JobRecord.of(
+    return JobRecord(
         job_id=job_id,
         raw_id=raw_id or None,
         top_id=ids.top_id,
