@@ -44,8 +44,8 @@ class FileResult:
     def from_plain(cls, plain: tuple[Any, ...]) -> FileResult:
         documents, issues = plain
         return cls(
-            tuple(DocumentSummary.from_plain(d) for d in documents),
-            tuple(SpecIssue(*issue) for issue in issues),
+            tuple(map(DocumentSummary.from_plain, documents)),
+            tuple(SpecIssue(*issue) for issue in issues) if issues else (),
         )
 
 

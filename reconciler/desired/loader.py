@@ -104,7 +104,7 @@ def load_desired(
         source = WorktreeSource(source.root, skip_dirs=(project.state_dir, project.runs_dir))
     all_paths = source.paths()
     summaries, issues = _load_files(source, project, cache_dir, shared or SharedCache())
-    scripts, script_issues = _read_scripts(source, summaries, set(all_paths))
+    scripts, script_issues = _read_scripts(source, summaries, all_paths)
     issues.extend(script_issues)
     issues.extend(check_project(summaries))
     if not issues:
@@ -116,8 +116,8 @@ def load_desired(
     issues.extend(check_output_paths(summaries, project.runs_dir))
     runs = {s.name: s for s in summaries if s.kind == "Run"}
     upstreams = expansion.upstreams
-    locations = {name: Location(s.file, s.line) for name, s in runs.items()}
     if graph.has_cycle(upstreams):
+        locations = {name: Location(s.file, s.line) for name, s in runs.items()}
         issues.extend(graph.cycles(graph.build(upstreams), locations))
     if issues:
         raise SpecError(issues)
@@ -313,14 +313,16 @@ def _decode(content: bytes, path: str) -> str | SpecIssue:
 
 
 def _read_scripts(
-    source: SpecSource, summaries: list[DocumentSummary], paths: set[str]
+    source: SpecSource, summaries: list[DocumentSummary], all_paths: list[str]
 ) -> tuple[dict[str, str], list[SpecIssue]]:
     """The content of every `script:` file, read from the same commit as the specs."""
     scripts: dict[str, str] = {}
     issues: list[SpecIssue] = []
+    paths: set[str] = set()  # every path, gathered at the first script: most projects have none
     for summary in summaries:
         if summary.script is None:
             continue
+        paths = paths or set(all_paths)
 
         def issue(message: str, summary: DocumentSummary = summary) -> SpecIssue:
             return SpecIssue(summary.file, summary.script_line, "script", message)
