@@ -167,7 +167,12 @@ def load_while_observing(
     The thread ends before this returns or raises: a spec error is told once the
     observation is over (no squeue or sacct is left running), and before any error of
     the observation's, as when the observation came after the load. An error of the
-    observation's is raised here as it was raised there."""
+    observation's is raised here as it was raised there.
+
+    The two share nothing: Slurm's observation runs commands and parses their output;
+    the local backend's reads its store and may run a dispatch pass, which writes only
+    that store, under its own lock. The load writes only the parse cache. Only the
+    observation's thread uses the scheduler until it is joined."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="recon-observe") as pool:
         observing = pool.submit(observe, scheduler, journal, now)
         desired = _load(opened)  # on an error, leaving `with` waits for the thread
