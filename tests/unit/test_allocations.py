@@ -141,7 +141,7 @@ def alloc_record(job_id: str, of: DesiredAllocation = WARM, **fields: Any) -> Su
         "updated_at": NOW,
     }
     data.update(fields)
-    return SubmissionRecord.model_validate(data)
+    return SubmissionRecord(**data)
 
 
 def cluster(*jobs: ObservedJob, **fields: Any) -> AllocationInputs:
@@ -1024,7 +1024,7 @@ def test_a_step_lost_past_the_grace_holds_no_gpu() -> None:
     assert actions["a"].allocation_job is None
     assert actions["c"].allocation_job == "12"  # one of two GPUs is a's: one is free
     # An open intent of an older spec is not waited for (unlisted_step): it holds none.
-    older = lost.model_copy(update={"spec_hash": OTHER_HASH})
+    older = replace(lost, spec_hash=OTHER_HASH)
     both = desired(gpu_run("a"), gpu_run("b"), gpu_run("c"), allocations=(TWO_GPUS,))
     actions = gpu_plan(both, in_job(both, {}), records=[older], launches=None)
     assert [actions[n].allocation_job for n in "abc"] == ["12", "12", None]
@@ -1076,7 +1076,7 @@ def test_an_outdated_steps_gpus_are_read_from_the_journal() -> None:
     assert waits.reason.endswith("2 of 2 in use by run a")
     # Adopted after a lost journal, its record holds no spec: its share is not known,
     # and srun holds back what finds no room.
-    adopted = started.model_copy(update={"spec_fields": {}})
+    adopted = replace(started, spec_fields={})
     result = plan(state, observation, [_known(job), adopted], NOW, scheduler="slurm")
     (starts,) = [a for a in result.actions if a.target == "c"]
     assert starts.allocation_job == "12"
