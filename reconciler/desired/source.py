@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 PROJECT_FILE = "recon.yaml"
 _LINK_MODE = "120000"  # git's mode for a symbolic link
+# One entry of `git ls-tree -r -z` that is a file (not a submodule's commit): its mode,
+# blob id and path, found in the whole listing at once rather than split line by line.
+_LS_TREE_BLOB = re.compile(r"(\d+) blob ([0-9a-f]+)\t([^\x00]*)\x00")
 _MAX_HOPS = 8
 
 
@@ -120,13 +123,12 @@ class CommitSource:
         if listed.returncode != 0:
             raise RepoError(f"git ls-tree failed in {self.root}: {listed.stderr.strip()}")
         result: dict[str, str] = {}
-        for entry in listed.stdout.split("\x00"):
-            meta, _, path = entry.partition("\t")
-            fields = meta.split()
-            if len(fields) == 3 and fields[1] == "blob" and path.startswith(self._prefix):
-                result[path[len(self._prefix) :]] = fields[2]
-                if fields[0] == _LINK_MODE:
-                    self._links.add(path[len(self._prefix) :])
+        cut = len(self._prefix)
+        for mode, blob, path in _LS_TREE_BLOB.findall(listed.stdout):
+            if path.startswith(self._prefix):
+                result[path[cut:]] = blob
+                if mode == _LINK_MODE:
+                    self._links.add(path[cut:])
         return result
 
     def target(self, path: str) -> str | None:
@@ -280,8 +282,15 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def matching(paths: Iterable[str], patterns: Iterable[str]) -> list[str]:
-    regexes = [_glob_regex(pattern) for pattern in patterns]
-    return sorted(path for path in paths if any(regex.match(path) for regex in regexes))
+    return sorted(filter(_globs_regex(tuple(patterns)).match, paths))
+
+
+@lru_cache(maxsize=64)
+def _globs_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """Any of the patterns, as one regex: one match per path, however many patterns."""
+    if not patterns:
+        return re.compile(r"(?!)")  # matches nothing
+    return re.compile("|".join(f"(?:{_glob_regex(pattern).pattern})" for pattern in patterns))
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import marshal
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from reconciler.desired.documents import ParsedDocument
@@ -59,10 +60,16 @@ class DocumentSummary(NamedTuple):
 
     @classmethod
     def from_plain(cls, plain: tuple[Any, ...]) -> DocumentSummary:
-        fields = list(plain)
-        fields[8] = tuple(map(InputRef._make, fields[8]))
-        fields[10] = _Packed(fields[10])
-        return cls._make(fields)
+        return cls._make(
+            (*plain[:8], _input_refs(plain[8]), plain[9], _Packed(plain[10]), *plain[11:])
+        )
+
+
+@lru_cache(maxsize=4096)
+def _input_refs(plain: tuple[tuple[Any, ...], ...]) -> tuple[InputRef, ...]:
+    """Inputs from their cached form, made once per distinct form: a sweep's thousands
+    of documents mostly read the same inputs on the same lines."""
+    return tuple(map(InputRef._make, plain))
 
 
 class _Packed(Mapping[str, Any]):
