@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from reconciler.desired.desired import Desired, DesiredRun, Location, effective_run, spec_hash
-from reconciler.desired.models import Project, Run
-from reconciler.state.outputs import HashKind, observe_outputs, version_of
+from reconciler.desired.models import HashKind, Project, Run
+from reconciler.state.outputs import observe_outputs, version_of
 
 
 def make_desired(root: Path, runs: int, how: HashKind) -> Desired:

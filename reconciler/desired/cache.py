@@ -23,7 +23,7 @@ from reconciler.desired.summary import DocumentSummary
 from reconciler.errors import SpecIssue
 
 # Bumped when what is stored changes, the wording of stored problems included.
-_FORMAT = 8
+_FORMAT = 9
 _FILE_NAME = "spec-cache.marshal"
 
 

@@ -17,12 +17,20 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
 from reconciler.desired.matrix import Member
-from reconciler.desired.models import Allocation, Defaults, NodeShape, Project, Run, RunResources
+from reconciler.desired.models import (
+    Allocation,
+    Defaults,
+    HashKind,
+    NodeShape,
+    Project,
+    Run,
+    RunResources,
+)
 
 if TYPE_CHECKING:
     from reconciler.desired.sweeps import Sweep
@@ -61,23 +69,142 @@ class Location:
         return f"{self.file}:{self.line}"
 
 
-@dataclass(frozen=True)
+class DeclaredOutput(NamedTuple):
+    """An output as the run declares it (``Output``), in the run's shape."""
+
+    path: str
+    marker: str | None
+    hash: HashKind
+
+
+class DeclaredInput(NamedTuple):
+    """An input as the run declares it (``Input``): another run's output or a path."""
+
+    from_: str | None
+    path: str | None
+
+    @property
+    def upstream(self) -> tuple[str, str] | None:
+        """(run, output) when this input is another run's output (as ``Input.upstream``)."""
+        if self.from_ is None:
+            return None
+        run, _, output = self.from_.rpartition(".")
+        return run, output
+
+
+@dataclass(frozen=True, slots=True)
+class RunShape:
+    """What a pass reads of every run, current or not: where it runs and writes, what it
+    reads and what it is coupled with. The loader knows it from the document's summary,
+    so a plan of 10,000 current runs builds none of their models."""
+
+    name: str
+    workdir: str  # effective: relative to the project folder unless absolute
+    allocation: str | None
+    coupled_with: tuple[str, ...]
+    outputs: Mapping[str, DeclaredOutput]
+    inputs: Mapping[str, DeclaredInput]
+
+    @classmethod
+    def of(cls, run: Run) -> RunShape:
+        """The shape of an effective run (its workdir filled in)."""
+        assert run.workdir is not None, "an effective run has its workdir"
+        outputs = {
+            name: DeclaredOutput(output.path, output.marker, output.hash)
+            for name, output in run.outputs.items()
+        }
+        inputs = {name: DeclaredInput(item.from_, item.path) for name, item in run.inputs.items()}
+        return cls(run.name, run.workdir, run.allocation, run.coupled_with, outputs, inputs)
+
+
 class DesiredRun:
-    spec: Run  # effective: project defaults applied, workdir filled in
-    location: Location
-    spec_hash: str
-    script_text: str | None  # the content of `script:` at the same commit
-    member: Member | None = None  # for a sweep's member: its sweep and values
-    # input -> the sweep members whose output it gathers (an input reading one run: absent)
-    gathers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """One run as desired at a commit. Its model (`spec`: effective, project defaults
+    applied, workdir filled in) is built on first use; its shape and, for most runs, its
+    hash are known before."""
+
+    __slots__ = (
+        "_build",
+        "_hash",
+        "_spec",
+        "gathers",
+        "location",
+        "member",
+        "script_text",
+        "shape",
+    )
+
+    def __init__(
+        self,
+        spec: Run | Callable[[], Run],
+        location: Location,
+        spec_hash: str | Callable[[], str],
+        script_text: str | None,  # the content of `script:` at the same commit
+        member: Member | None = None,  # for a sweep's member: its sweep and values
+        # input -> the sweep members whose output it gathers (an input reading one run: absent)
+        gathers: Mapping[str, tuple[str, ...]] | None = None,
+        shape: RunShape | None = None,  # required with a `spec` still to be built
+    ) -> None:
+        self._spec = spec if isinstance(spec, Run) else None
+        self._build = None if isinstance(spec, Run) else spec
+        self._hash = spec_hash
+        if shape is None:
+            assert isinstance(spec, Run), "a run built later needs its shape now"
+            shape = RunShape.of(spec)
+        self.shape = shape
+        self.location = location
+        self.script_text = script_text
+        self.member = member
+        self.gathers: Mapping[str, tuple[str, ...]] = gathers or {}
+
+    @property
+    def spec(self) -> Run:
+        if self._spec is None:
+            assert self._build is not None
+            self._spec = self._build()
+            self._build = None
+        return self._spec
+
+    @property
+    def spec_hash(self) -> str:
+        if not isinstance(self._hash, str):
+            self._hash = self._hash()
+        return self._hash
+
+    @property
+    def built(self) -> bool:
+        """Whether the model has been built (a pass over current runs builds none)."""
+        return self._spec is not None
 
     @property
     def name(self) -> str:
-        return self.spec.name
+        return self.shape.name
+
+    @property
+    def workdir(self) -> str:
+        return self.shape.workdir
+
+    @property
+    def allocation(self) -> str | None:
+        return self.shape.allocation
+
+    @property
+    def coupled_with(self) -> tuple[str, ...]:
+        return self.shape.coupled_with
+
+    @property
+    def outputs(self) -> Mapping[str, DeclaredOutput]:
+        return self.shape.outputs
+
+    @property
+    def inputs(self) -> Mapping[str, DeclaredInput]:
+        return self.shape.inputs
 
     @property
     def sweep(self) -> str | None:
         return self.member.sweep if self.member is not None else None
+
+    def __repr__(self) -> str:
+        return f"DesiredRun({self.name!r}, {self.location}, {self.spec_hash[:12]})"
 
 
 @dataclass(frozen=True)

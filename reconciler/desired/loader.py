@@ -27,15 +27,19 @@ from reconciler.desired.checks import (
     check_tokens,
 )
 from reconciler.desired.desired import (
+    DeclaredInput,
+    DeclaredOutput,
     Desired,
     DesiredAllocation,
     DesiredRun,
     LazyMapping,
     Location,
+    RunShape,
     canonical_fields,
     effective_allocation,
     effective_run,
     hash_of_fields,
+    run_workdir,
     spec_hash,
 )
 from reconciler.desired.documents import validate_project, validate_spec
@@ -339,20 +343,31 @@ def _desired_run(
     expansion: sweeps.Expansion,
     bases: dict[str, tuple[Run, dict[str, Any]]],
 ) -> DesiredRun:
+    """A run whose model is built when first asked for: its shape comes from the summary,
+    and so does its hash, unless a script's content joins it."""
     member = expansion.members.get(summary.name)
     if member is not None:
         return _desired_member(summary, member, project, scripts, expansion, bases)
-    spec = _model(summary)
-    assert isinstance(spec, Run)
-    script = scripts.get(summary.name)
     singles = expansion.singles.get(summary.name, {})
-    if singles:  # an input that reads one member names it
-        spec = spec.model_copy(update={"inputs": _inputs(spec, singles)})
-    run = effective_run(spec, project)
-    digest = summary.spec_hash or spec_hash(run, script)
-    gathers = expansion.gathers.get(summary.name, {})
-    location = Location(summary.file, summary.line)
-    return DesiredRun(run, location, digest, script, None, gathers)
+
+    def build() -> Run:
+        spec = _model(summary)
+        assert isinstance(spec, Run)
+        if singles:  # an input that reads one member names it
+            spec = spec.model_copy(update={"inputs": _inputs(spec, singles)})
+        return effective_run(spec, project)
+
+    script = scripts.get(summary.name)
+    run = DesiredRun(
+        build,
+        Location(summary.file, summary.line),
+        summary.spec_hash or (lambda: spec_hash(run.spec, script)),
+        script,
+        None,
+        expansion.gathers.get(summary.name, {}),
+        _shape(summary, project.runs_dir, singles),
+    )
+    return run
 
 
 def _desired_member(
@@ -364,25 +379,66 @@ def _desired_member(
     bases: dict[str, tuple[Run, dict[str, Any]]],
 ) -> DesiredRun:
     """A member: its sweep's effective spec (built and put in canonical form once per
-    sweep) under its own name and directory, inputs that read one member naming it."""
-    if member.sweep not in bases:
-        sweep = _model(summary)
-        assert isinstance(sweep, Run)
-        base = effective_run(sweep.model_copy(update={"matrix": None}), project)
-        bases[member.sweep] = (base, canonical_fields(base))
-    base, fields = bases[member.sweep]
-    update: dict[str, Any] = {"name": member.name, "workdir": summary.workdir}
+    sweep) under its own name and directory, inputs that read one member naming it. Its
+    hash comes from the sweep's canonical form without building the member's model."""
     singles = expansion.singles.get(summary.name, {})
-    if singles:
-        update["inputs"] = _inputs(base, singles)
-    run = base.model_copy(update=update)
-    fields = {**fields, "name": member.name, "workdir": summary.workdir}
-    if singles:
-        fields["inputs"] = canonical_fields(run)["inputs"]
     script = scripts.get(member.sweep)
-    location = Location(summary.file, summary.line)
-    gathers = expansion.gathers.get(summary.name, {})
-    return DesiredRun(run, location, hash_of_fields(fields, script), script, member, gathers)
+
+    def base_of() -> tuple[Run, dict[str, Any]]:
+        if member.sweep not in bases:
+            sweep = _model(summary)
+            assert isinstance(sweep, Run)
+            base = effective_run(sweep.model_copy(update={"matrix": None}), project)
+            bases[member.sweep] = (base, canonical_fields(base))
+        return bases[member.sweep]
+
+    def build() -> Run:
+        base, _fields = base_of()
+        update: dict[str, Any] = {"name": member.name, "workdir": summary.workdir}
+        if singles:
+            update["inputs"] = _inputs(base, singles)
+        return base.model_copy(update=update)
+
+    def digest() -> str:
+        _base, fields = base_of()
+        fields = {**fields, "name": member.name, "workdir": summary.workdir}
+        if singles:
+            fields["inputs"] = canonical_fields(run.spec)["inputs"]
+        return hash_of_fields(fields, script)
+
+    run = DesiredRun(
+        build,
+        Location(summary.file, summary.line),
+        digest,
+        script,
+        member,
+        expansion.gathers.get(summary.name, {}),
+        _shape(summary, project.runs_dir, singles),
+    )
+    return run
+
+
+def _shape(summary: DocumentSummary, runs_dir: str, singles: dict[str, str]) -> RunShape:
+    """The run's shape from its summary, as its model would give it (`_inputs` included)."""
+    external = dict(summary.external_inputs)
+    inputs = {
+        ref.name: DeclaredInput(None, external[ref.name])
+        if ref.run is None
+        else DeclaredInput(f"{singles.get(ref.name, ref.run)}.{ref.output}", None)
+        for ref in summary.inputs
+    }
+    outputs = {
+        name: DeclaredOutput(path, marker, how)
+        for name, path, marker, how in summary.outputs_declared
+    }
+    return RunShape(
+        summary.name,
+        run_workdir(summary.workdir, runs_dir, summary.name),
+        summary.allocation,
+        summary.coupled_with,
+        outputs,
+        inputs,
+    )
 
 
 def _inputs(spec: Run, singles: dict[str, str]) -> dict[str, Input]:

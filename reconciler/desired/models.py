@@ -152,12 +152,16 @@ class RunResources(NodeShape, JobSettings):
         return (NodeShape.model_validate({f: getattr(self, f) for f in NodeShape.model_fields}),)
 
 
+# How an output's version is taken: its paths, sizes and mtimes, or sha256 of its content.
+HashKind = Literal["fingerprint", "content"]
+
+
 class Output(Model):
     path: SafeText = Field(description="Relative to the run's directory, or absolute.")
     marker: SafeText | None = Field(
         None, description="A file whose existence says the output is complete."
     )
-    hash: Literal["fingerprint", "content"] = Field(
+    hash: HashKind = Field(
         "fingerprint",
         description="How the output's version is taken: paths, sizes and mtimes, or sha256.",
     )

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from reconciler.desired.documents import ParsedDocument
-from reconciler.desired.models import Run
+from reconciler.desired.models import HashKind, Run
 
 
 class InputRef(NamedTuple):
@@ -40,6 +40,10 @@ class DocumentSummary(NamedTuple):
     allocation_line: int = 0
     workdir: str | None = None  # as written; None: the default under runs_dir
     output_paths: tuple[tuple[str, int], ...] = ()  # each output's path as written, its line
+    # What a pass reads of every run, so a current run's model need not be built: each
+    # output's name, path, marker and hash kind; each `path:` input's name and path.
+    outputs_declared: tuple[tuple[str, str, str | None, HashKind], ...] = ()
+    external_inputs: tuple[tuple[str, str], ...] = ()
 
     @property
     def upstreams(self) -> list[str]:
@@ -106,6 +110,8 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
     allocation = None
     workdir: str | None = None
     output_paths: tuple[tuple[str, int], ...] = ()
+    outputs_declared: tuple[tuple[str, str, str | None, HashKind], ...] = ()
+    external_inputs: tuple[tuple[str, str], ...] = ()
     if isinstance(spec, Run):
         coupled = spec.coupled_with
         allocation = spec.allocation
@@ -119,6 +125,12 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
         output_paths = tuple(
             (output.path, document.line_of("outputs", name))
             for name, output in spec.outputs.items()
+        )
+        outputs_declared = tuple(
+            (name, output.path, output.marker, output.hash) for name, output in spec.outputs.items()
+        )
+        external_inputs = tuple(
+            (name, item.path) for name, item in spec.inputs.items() if item.path is not None
         )
     return DocumentSummary(
         spec.kind,
@@ -138,4 +150,6 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
         document.line_of("allocation"),
         workdir,
         output_paths,
+        outputs_declared,
+        external_inputs,
     )

@@ -110,7 +110,9 @@ def parse_documents(text: str, file: str) -> tuple[list[SourceDocument], list[Sp
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else None
         message = " ".join(str(part) for part in (error.context, error.problem) if part)
-        source_line = text.splitlines()[line - 1] if line and line <= text.count("\n") + 1 else ""
+        # The mark may sit on the line after the last one (an unclosed quote at the end).
+        lines = text.splitlines()
+        source_line = lines[line - 1] if line and line <= len(lines) else ""
         return documents, [*problems, SpecIssue(file, line, "", _explain(message, source_line))]
     except (YAMLError, ValueError, TypeError, OverflowError, RecursionError) as error:
         # The C parser and the scalar constructors raise plain errors on some inputs

@@ -112,8 +112,8 @@ def start_run(
 ) -> Started:
     """The run's batch script (its #SBATCH lines are comments to bash) as a step in the
     allocation's job the plan chose. Its output goes to the run's logs/slurm-<job>.<step>."""
-    assert action.allocation_job is not None and run.spec.allocation is not None
-    allocation = desired.allocations[run.spec.allocation]
+    assert action.allocation_job is not None and run.allocation is not None
+    allocation = desired.allocations[run.allocation]
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     path = logs / f"step-{run.spec_hash}.sh"

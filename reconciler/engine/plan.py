@@ -132,7 +132,7 @@ def plan(
         made = decide(inputs, desired.runs[name], decided, in_use)
         decided[name] = made
         actions.append(made.action)
-        where = desired.runs[name].spec.allocation
+        where = desired.runs[name].allocation
         if made.action.allocation_job is not None and where is not None:
             share = plan_allocations.share_of(desired.runs[name].spec.resources)
             in_use[where] = in_use[where].plus(name, share)
@@ -217,7 +217,7 @@ def _allocations_of(
     """Every allocation, or with targets only those the chosen runs run in."""
     if not targeted:
         return [desired.allocations[name] for name in desired.allocations]
-    used = {desired.runs[name].spec.allocation for name in chosen}
+    used = {desired.runs[name].allocation for name in chosen}
     return [desired.allocations[name] for name in desired.allocations if name in used]
 
 

@@ -791,7 +791,7 @@ def _in_use(cluster: AllocationInputs, allocation: DesiredAllocation, job: Obser
             record.job_id is not None
             or run is None
             or run.spec_hash != record.spec_hash  # as unlisted_step: the current spec's
-            or run.spec.allocation != allocation.name
+            or run.allocation != allocation.name
         ):
             continue
         tag = _run_tag(job, record)

@@ -61,11 +61,11 @@ def staleness(
     """Why a succeeded run is no longer current: an output gone, or an input changed
     since the job read it. None when it is current. `decided`: the runs decided so far,
     its upstreams among them."""
-    for name in run.spec.outputs:
+    for name in run.outputs:
         if inputs.files.outputs.get((run.name, name), "present") is None:
             return f"output {name} is missing"
     used = success.record.input_versions if success.record is not None else {}
-    for name, spec_input in run.spec.inputs.items():
+    for name, spec_input in run.inputs.items():
         before = used.get(name)
         now = _input_version(inputs, run, name, decided)
         if before is not None and now is not None and now != before:
@@ -79,7 +79,7 @@ def _input_version(
 ) -> str | None:
     """The version an input has now; None when unknown (its upstream is rerunning, or it
     was not looked at)."""
-    spec_input = run.spec.inputs[name]
+    spec_input = run.inputs[name]
     if spec_input.upstream is None:
         return inputs.files.inputs.get((run.name, name))
     upstream, output = spec_input.upstream
@@ -176,7 +176,7 @@ def unlisted_step(inputs: PlanInputs, run: DesiredRun) -> str | None:
     adopted); starting it again meanwhile would run it twice. While its srun runs here it
     waits, however long; with no srun seen, for ``UNSEEN_GRACE``; and when the processes
     could not be looked at, until they can."""
-    if run.spec.allocation is None:
+    if run.allocation is None:
         return None
     started = [
         record
@@ -196,17 +196,17 @@ def unlisted_step(inputs: PlanInputs, run: DesiredRun) -> str | None:
     ]
     if held:
         return (
-            f"srun holds its step back until allocation {run.spec.allocation} (job "
+            f"srun holds its step back until allocation {run.allocation} (job "
             f"{held[-1].allocation_id}) has room for it; not starting it again"
         )
     if launches is None:
         return (
-            f"started in allocation {run.spec.allocation}, not listed yet, and its srun "
+            f"started in allocation {run.allocation}, not listed yet, and its srun "
             "could not be looked for; not starting it again"
         )
     if any(inputs.now - record.created_at < UNSEEN_GRACE for record in started):
         return (
-            f"started in allocation {run.spec.allocation}, but Slurm does not list "
+            f"started in allocation {run.allocation}, but Slurm does not list "
             "its step yet; not starting it again"
         )
     return None

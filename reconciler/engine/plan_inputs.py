@@ -115,7 +115,7 @@ def coupled_partners(desired: Desired) -> dict[str, list[str]]:
     `coupled_with` couples it back."""
     partners: dict[str, set[str]] = {}
     for run in desired.runs.values():
-        for other in run.spec.coupled_with:
+        for other in run.coupled_with:
             if other in desired.runs:
                 partners.setdefault(run.name, set()).add(other)
                 partners.setdefault(other, set()).add(run.name)

@@ -237,7 +237,7 @@ def step_not_listed_yet(facts: RunFacts) -> Decision | None:
     why = unlisted_step(facts.inputs, facts.run)
     if why is None:
         return None
-    return replace(facts.stays(RunOutcome.WAITING, why), uses=facts.run.spec.allocation)
+    return replace(facts.stays(RunOutcome.WAITING, why), uses=facts.run.allocation)
 
 
 def fate_not_seen(facts: RunFacts) -> Decision | None:

@@ -50,7 +50,7 @@ def submit(
             "to run again while the observation is incomplete",
         )
     cancels = (*cancels, *held)
-    allocation = run.spec.allocation
+    allocation = run.allocation
     placed = None
     if allocation is not None:
         placed = plan_allocations.place(
@@ -70,7 +70,7 @@ def submit(
     pending_upstreams = [up for up in upstreams if outcomes.get(up) is RunOutcome.INFLIGHT]
     waiting = [up for up in upstreams if outcomes.get(up) is RunOutcome.WAITING]
     why = f"waiting for upstream {', '.join(waiting)}"
-    steps = [up for up in pending_upstreams if inputs.desired.runs[up].spec.allocation]
+    steps = [up for up in pending_upstreams if inputs.desired.runs[up].allocation]
     renewal = None
     demand = None
     if not waiting and pending_upstreams and (allocation is not None or steps):

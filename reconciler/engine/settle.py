@@ -230,7 +230,7 @@ def _input_versions(
     told after the fact (upstreams do not change while their downstream runs)."""
     external = _versions(observe_inputs(desired, [run.name]), run.name)
     versions: dict[str, OutputVersion | None] = {}
-    for name, spec_input in run.spec.inputs.items():
+    for name, spec_input in run.inputs.items():
         if name in run.gathers:
             output = spec_input.upstream[1] if spec_input.upstream else name
             members = observe_outputs(desired, run.gathers[name], outputs_seen)

@@ -116,7 +116,7 @@ def required_files(run: DesiredRun, context: RenderContext) -> dict[Path, str]:
         input_list_file(context.run_dir, name): "".join(
             os.fspath(path) + "\n" for path in _paths_of(name, context)
         )
-        for name in sorted(run.spec.inputs)
+        for name in sorted(run.inputs)
     }
 
 
@@ -143,10 +143,10 @@ def _check_context(run: DesiredRun, context: RenderContext) -> None:
         run.spec_hash,
     ):
         raise ValueError(f"tag {tag.format()} is not run {run.name!r} at {run.spec_hash}")
-    if set(context.input_paths) != set(run.spec.inputs):
+    if set(context.input_paths) != set(run.inputs):
         raise ValueError(
             f"input paths given for {sorted(context.input_paths)}, "
-            f"but run {run.name!r} has inputs {sorted(run.spec.inputs)}"
+            f"but run {run.name!r} has inputs {sorted(run.inputs)}"
         )
     if _UNWRITABLE_IN_DIRECTIVE.search(os.fspath(context.run_dir)):
         message = (
@@ -274,7 +274,7 @@ def _exports(run: DesiredRun, context: RenderContext) -> list[str]:
 def _output_paths(run: DesiredRun, context: RenderContext) -> dict[str, str]:
     """Absolute path of every output; a relative one is relative to the run's directory."""
     run_dir = os.fspath(context.run_dir)
-    return {name: posixpath.join(run_dir, output.path) for name, output in run.spec.outputs.items()}
+    return {name: posixpath.join(run_dir, output.path) for name, output in run.outputs.items()}
 
 
 def _body(run: DesiredRun, context: RenderContext) -> str:

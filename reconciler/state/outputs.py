@@ -40,11 +40,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from reconciler.desired.desired import Desired
+from reconciler.desired.models import HashKind
 from reconciler.errors import OutputError
 from reconciler.state.paths import external_path, run_path
 from reconciler.state.records import gathered_digest
 
-HashKind = Literal["fingerprint", "content"]
 StrPath = str | os.PathLike[str]
 
 # recon's own files in a run directory (see provenance.manifest_path); never an output's.
@@ -133,7 +133,7 @@ def observe_outputs(
         run = desired.runs[name]
         # Plain strings, not Path: pathlib's joins would take longer than the stats.
         directory = run_path(desired, run)
-        for output_name, output in run.spec.outputs.items():
+        for output_name, output in run.outputs.items():
             if (name, output_name) in known:
                 versions[(name, output_name)] = known[(name, output_name)]
                 continue
@@ -158,7 +158,7 @@ def observe_inputs(
     seen: dict[Path, OutputVersion | None] = {}
     versions: dict[tuple[str, str], OutputVersion | None] = {}
     for name in runs:
-        for input_name, spec_input in desired.runs[name].spec.inputs.items():
+        for input_name, spec_input in desired.runs[name].inputs.items():
             path = external_path(desired, spec_input)
             if path is None:
                 continue

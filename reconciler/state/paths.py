@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from reconciler.desired.desired import Desired, DesiredRun
-from reconciler.desired.models import Input
+from reconciler.desired.desired import DeclaredInput, Desired, DesiredRun
 from reconciler.scheduler.render import input_list_file
 from reconciler.scheduler.tag import deployment_id
 
@@ -43,11 +42,10 @@ def run_path(desired: Desired, run: DesiredRun) -> str:
     runs' outputs: the kernel follows the same links when a path under it is opened, and
     resolving (a system call per path component) or a pathlib join costs more than the
     look itself."""
-    assert run.spec.workdir is not None  # effective specs always have one
-    return os.path.join(desired.root, run.spec.workdir)
+    return os.path.join(desired.root, run.workdir)
 
 
-def external_path(desired: Desired, spec_input: Input) -> Path | None:
+def external_path(desired: Desired, spec_input: DeclaredInput) -> Path | None:
     """An external `path:` input's location (a relative one from the project root); None
     for an input that is another run's output."""
     return desired.root / spec_input.path if spec_input.path is not None else None
@@ -69,14 +67,14 @@ def input_lists(desired: Desired, run: DesiredRun) -> dict[str, tuple[Path, ...]
         )
         if name in run.gathers
         else (paths[name],)
-        for name in run.spec.inputs
+        for name in run.inputs
     }
 
 
 def _output_path(desired: Desired, member: str, input_name: str, run: DesiredRun) -> str:
-    upstream = run.spec.inputs[input_name].upstream
+    upstream = run.inputs[input_name].upstream
     assert upstream is not None  # a gathered input names a sweep's output
-    return desired.runs[member].spec.outputs[upstream[1]].path
+    return desired.runs[member].outputs[upstream[1]].path
 
 
 def input_paths(desired: Desired, run: DesiredRun, lists: bool = True) -> dict[str, Path]:
@@ -84,14 +82,14 @@ def input_paths(desired: Desired, run: DesiredRun, lists: bool = True) -> dict[s
     external path. An input that gathers a sweep's members is the file listing their
     paths (``input_list``)."""
     paths: dict[str, Path] = {}
-    for name, spec_input in run.spec.inputs.items():
+    for name, spec_input in run.inputs.items():
         if name in run.gathers:
             if lists:
                 paths[name] = input_list(desired, run, name)
         elif spec_input.upstream is not None:
             upstream_name, output = spec_input.upstream
             upstream = desired.runs[upstream_name]
-            paths[name] = run_dir(desired, upstream) / upstream.spec.outputs[output].path
+            paths[name] = run_dir(desired, upstream) / upstream.outputs[output].path
         else:
             external = external_path(desired, spec_input)
             assert external is not None  # an input is either `from` or `path`

@@ -137,9 +137,9 @@ def manifest_from(
             f"job {job.job_id} is {job.tag.kind} {job.tag.name} at {job.tag.spec_hash}, "
             f"not run {run.name} at {run.spec_hash}"
         )
-    _same_names("input versions", inputs, run.spec.inputs)
-    _same_names("input paths", input_paths, run.spec.inputs)
-    _same_names("output versions", outputs, run.spec.outputs)
+    _same_names("input versions", inputs, run.inputs)
+    _same_names("input paths", input_paths, run.inputs)
+    _same_names("output versions", outputs, run.outputs)
     components = tuple(_component(row) for row in job.components)
     return Manifest(
         project=job.tag.project,
@@ -155,11 +155,11 @@ def manifest_from(
             name: InputUsed(
                 from_=spec_input.from_, path=str(input_paths[name]), version=inputs[name]
             )
-            for name, spec_input in run.spec.inputs.items()
+            for name, spec_input in run.inputs.items()
         },
         outputs={
             name: OutputMade(path=str(run_dir / output.path), version=outputs[name])
-            for name, output in run.spec.outputs.items()
+            for name, output in run.outputs.items()
         },
         job_id=job.job_id,
         health=job.health,

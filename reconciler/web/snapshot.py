@@ -98,8 +98,7 @@ def run_root(desired: Desired, run: DesiredRun) -> Path:
     project folder (itself resolved). Lexical, not resolved: a run directory, or a
     `logs` or `.recon` inside it, that is a symlink to elsewhere leads outside it, and
     what is there is not shown."""
-    assert run.spec.workdir is not None  # effective specs always have one
-    return Path(os.path.normpath(os.path.join(desired.root.resolve(), run.spec.workdir)))
+    return Path(os.path.normpath(os.path.join(desired.root.resolve(), run.workdir)))
 
 
 def run_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
@@ -157,7 +156,7 @@ def run_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
                 "path": spec.path,
                 "version": version.model_dump(mode="json") if version else None,
             }
-            for output, spec in run.spec.outputs.items()
+            for output, spec in run.outputs.items()
             for version in [versions.get((name, output))]
         ],
         "manifest": manifest.model_dump(mode="json", by_alias=True) if manifest else None,
