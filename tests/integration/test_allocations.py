@@ -374,18 +374,23 @@ def test_a_changed_partition_replaces_it_without_killing_a_running_step(
     project.repo.commit({"specs/warm.yaml": warm(), "specs/sleeper.yaml": sleeper})
     project.apply()
     (old,) = held(project)
-    apply_until(project, "the sleeper's step", lambda: "sleeper" in steps(old["id"]))
-    assert steps(old["id"])["sleeper"][1] == "RUNNING"
+    deadline = time.monotonic() + 90
+    while "submitted sleeper" not in (started := project.apply()).stdout:
+        assert time.monotonic() < deadline, started.stdout
+        time.sleep(1)
+    (step_id,) = re.findall(r"submitted sleeper: job (\S+)", started.stdout)
 
     project.repo.commit({"specs/warm.yaml": warm(partition="gpu")})
-    step_id = steps(old["id"])["sleeper"][0]
-    # Planned at once: the allocation is seconds old, and slurmctld may not have recorded
-    # it in accounting yet (sacct's window then shows neither it nor the step): the step
-    # is seen all the same, from squeue.
+    # Planned at once, seconds after the grant: slurmctld records a job in accounting only
+    # every 5 s, so sacct's window may show neither the allocation nor its step yet (as it
+    # surely does in test_slurm_adapter's ..._accounting_has_not_recorded_yet_is_observed).
+    # The step is seen all the same, from squeue.
     plan = project.recon("plan", ".")
     assert "-/+ replace   warm" in plan.stdout, plan.stdout
     assert f"released once step {step_id} (run sleeper) ends" in plan.stdout, plan.stdout
     assert "does not show" not in plan.stdout, plan.stdout
+    project.wait_for("the sleeper's step in sacct", lambda: "sleeper" in steps(old["id"]))
+    assert steps(old["id"])["sleeper"][:2] == (step_id, "RUNNING")
     project.apply()
     new = [job for job in held(project) if job["id"] != old["id"]]
     assert len(new) == 1
