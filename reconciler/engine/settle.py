@@ -13,7 +13,7 @@ Outcomes are recorded once; a job the journal has already settled is not looked 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -89,15 +89,16 @@ def as_recorded(
 def _recorded(record: SubmissionRecord, ending: Ending | None) -> SubmissionRecord:
     if ending is None:
         return record
-    update: dict[str, object] = {
-        "final_health": ending.health,
-        "exit_code": ending.exit_code,
-        "reason": ending.reason,
-    }
-    if ending.inputs is not None and ending.outputs is not None:
-        update["input_versions"] = _digests(ending.inputs)
-        update["output_versions"] = _digests(ending.outputs)
-    return record.model_copy(update=update)
+    ended = replace(
+        record, final_health=ending.health, exit_code=ending.exit_code, reason=ending.reason
+    )
+    if ending.inputs is None or ending.outputs is None:
+        return ended
+    return replace(
+        ended,
+        input_versions=_digests(ending.inputs),
+        output_versions=_digests(ending.outputs),
+    )
 
 
 def record(

@@ -58,7 +58,7 @@ def run_statuses(
         if action.kind is ActionKind.BLOCKED:
             health = Health.BLOCKED
         waiting = _waiting_for(job) if health is Health.PENDING and job is not None else None
-        spec = desired.runs[action.target].spec if action.target in desired.runs else None
+        run = desired.runs[action.target] if action.target in desired.runs else None
         rows.append(
             RunStatus(
                 name=action.target,
@@ -68,7 +68,7 @@ def run_statuses(
                 job_id=job_id,
                 finished_at=finished,
                 last_success_commit=_last_success_commit(history),
-                outputs={n: o.path for n, o in spec.outputs.items()} if spec else {},
+                outputs={n: o.path for n, o in run.outputs.items()} if run else {},
                 reason=f"{action.kind.value}: {action.reason}",
                 note=notes.get(action.target),
                 waiting_for=waiting,

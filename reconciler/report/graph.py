@@ -210,9 +210,9 @@ def graph_of(
         if upstream in desired.runs
     ]
     edges += [
-        (spec.allocation, name)
-        for name, spec in ((name, desired.runs[name].spec) for name in desired.runs)
-        if spec.allocation is not None and spec.allocation in desired.allocations
+        (where, name)
+        for name in desired.runs
+        if (where := desired.runs[name].allocation) is not None and where in desired.allocations
     ]
     notes = tuple(plan.notes) if plan is not None else ()
     return _by_sweep(Graph(nodes, edges, notes=notes))

@@ -141,7 +141,7 @@ def alloc_record(job_id: str, of: DesiredAllocation = WARM, **fields: Any) -> Su
         "updated_at": NOW,
     }
     data.update(fields)
-    return SubmissionRecord.model_validate(data)
+    return SubmissionRecord(**data)
 
 
 def cluster(*jobs: ObservedJob, **fields: Any) -> AllocationInputs:
@@ -424,9 +424,7 @@ def _as(job: ObservedJob, of: DesiredAllocation) -> ObservedJob:
     if job.tag.spec_hash != WARM.spec_hash:
         return job
     own = tag(of)
-    rows = tuple(
-        row.model_copy(update={"tag": own}) if not row.is_step else row for row in job.rows
-    )
+    rows = tuple(replace(row, tag=own) if not row.is_step else row for row in job.rows)
     return ObservedJob(job_id=job.job_id, tag=own, rows=rows)
 
 
@@ -843,12 +841,12 @@ def used(
     """A running job of the allocation that started ``started`` minutes ago, with one run
     step that ended ``ended`` minutes ago (none when None), or still runs."""
     job = held(job_id, of=of)
-    own = job.rows[0].model_copy(update={"start": NOW - timedelta(minutes=started)})
+    own = replace(job.rows[0], start=NOW - timedelta(minutes=started))
     rows = [own]
     if ended is not None or running:
         end = None if running else NOW - timedelta(minutes=ended or 0)
         state = RUNNING if running else SlurmState.COMPLETED
-        rows.append(step(f"{job_id}.0", state, run_tag("old")).model_copy(update={"end": end}))
+        rows.append(replace(step(f"{job_id}.0", state, run_tag("old")), end=end))
     return ObservedJob(job_id=job_id, tag=job.tag, rows=tuple(rows))
 
 
@@ -1026,7 +1024,7 @@ def test_a_step_lost_past_the_grace_holds_no_gpu() -> None:
     assert actions["a"].allocation_job is None
     assert actions["c"].allocation_job == "12"  # one of two GPUs is a's: one is free
     # An open intent of an older spec is not waited for (unlisted_step): it holds none.
-    older = lost.model_copy(update={"spec_hash": OTHER_HASH})
+    older = replace(lost, spec_hash=OTHER_HASH)
     both = desired(gpu_run("a"), gpu_run("b"), gpu_run("c"), allocations=(TWO_GPUS,))
     actions = gpu_plan(both, in_job(both, {}), records=[older], launches=None)
     assert [actions[n].allocation_job for n in "abc"] == ["12", "12", None]
@@ -1070,15 +1068,15 @@ def test_an_outdated_steps_gpus_are_read_from_the_journal() -> None:
         status=SubmissionStatus.SUBMITTED, created_at=NOW, updated_at=NOW,
         spec_fields={"resources.gpus": "2"},
     )  # fmt: skip
-    old_job = ObservedJob(job_id="12.0", tag=old, rows=(step("12.0", RUNNING, old).model_copy(
-        update={"step": None, "tag": old}),))  # fmt: skip
+    old_job = ObservedJob(job_id="12.0", tag=old, rows=(replace(
+        step("12.0", RUNNING, old), step=None, tag=old),))  # fmt: skip
     observation = Observation(taken_at=NOW, jobs=(job, old_job), complete=True)
     result = plan(state, observation, [_known(job), started], NOW, scheduler="slurm")
     (waits,) = [a for a in result.actions if a.target == "c"]
     assert waits.reason.endswith("2 of 2 in use by run a")
     # Adopted after a lost journal, its record holds no spec: its share is not known,
     # and srun holds back what finds no room.
-    adopted = started.model_copy(update={"spec_fields": {}})
+    adopted = replace(started, spec_fields={})
     result = plan(state, observation, [_known(job), adopted], NOW, scheduler="slurm")
     (starts,) = [a for a in result.actions if a.target == "c"]
     assert starts.allocation_job == "12"

@@ -128,8 +128,8 @@ def test_max_array_size_is_read_from_scontrol_show_config() -> None:
 def _row(job_id: str, state: SlurmState, source: str = "squeue") -> JobRecord:
     parts = job_id_parts(job_id)
     assert parts is not None
-    return JobRecord.model_validate(
-        {
+    return JobRecord(
+        **{
             "job_id": job_id,
             **parts._asdict(),
             "state": state,

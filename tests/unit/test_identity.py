@@ -4,6 +4,7 @@ another recon tag is reused, its journaled job lost."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from reconciler.engine.identity import share_of
@@ -49,7 +50,7 @@ def test_settled_other_projects_and_later_submitted_jobs_are_not_claimed() -> No
     state = desired(run("a"))
     digest = hash_of(state, "a")
     settled = record("a", digest, "40", final=Health.SUCCEEDED)
-    other = record("a", digest, "41").model_copy(update={"project": "other"})
+    other = replace(record("a", digest, "41"), project="other")
     reused = record("a", digest, "42")  # sbatch returned 42 at NOW; this 42 came 2 minutes later
     observation = seen(untagged("40"), untagged("41"), untagged("42", submit_after=120))
     assert share_of(observation, PROJECT, HERE, [settled, other, reused]).own.jobs == ()

@@ -93,8 +93,8 @@ def row(
     desired: Desired, kind: TagKind, name: str, job_id: str, state: SlurmState, **more: object
 ) -> JobRecord:
     spec_hash = (desired.runs[name] if kind == "run" else desired.allocations[name]).spec_hash
-    return JobRecord.model_validate(
-        {
+    return JobRecord(
+        **{
             "job_id": job_id,
             "top_id": job_id.split("+")[0].split(".")[0],
             "tag": tag_for(desired, kind, name, spec_hash),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -281,7 +282,7 @@ def test_a_journaled_id_slurm_shows_with_another_tag_is_lost_at_once() -> None:
 
 def _ok(name: str, digest: str, job_id: str, inputs: dict[str, str | None] | None = None) -> object:
     base = record(name, digest, job_id, final=Health.SUCCEEDED)
-    return base.model_copy(update={"input_versions": inputs or {}})
+    return replace(base, input_versions=inputs or {})
 
 
 def test_a_missing_output_makes_the_run_resubmit() -> None:

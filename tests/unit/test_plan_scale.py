@@ -9,6 +9,7 @@ counts the items it hands out; a loop that scans all jobs, records or runs for e
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from reconciler.desired.desired import (
@@ -163,7 +164,7 @@ def test_gpu_runs_in_an_allocation_are_counted_without_a_scan_per_run() -> None:
                     spec_hash=gpus.spec_hash)  # fmt: skip
     rows = [JobRecord(job_id="12", top_id="12", tag=alloc_tag, state=S.RUNNING, source="squeue")]
     jobs: list[ObservedJob] = []
-    records = [record("warm", gpus.spec_hash, "12").model_copy(update={"kind": "alloc"})]
+    records = [replace(record("warm", gpus.spec_hash, "12"), kind="alloc")]
     for i, name in enumerate(state.runs):
         started = hash_of(state, name) if i % 4 != 1 else "0" * 16
         step_id = f"12.{i}"
@@ -172,14 +173,10 @@ def test_gpu_runs_in_an_allocation_are_counted_without_a_scan_per_run() -> None:
             row = JobRecord(job_id=step_id, top_id="12", step=str(i), name=own.format(),
                             state=S.RUNNING, source="sacct")  # fmt: skip
             rows.append(row)
-            as_run = row.model_copy(update={"step": None, "tag": own})
+            as_run = replace(row, step=None, tag=own)
             jobs.append(ObservedJob(job_id=step_id, tag=own, rows=(as_run,)))
             fields = {"resources.gpus": "1"}
-            records.append(
-                record(name, started, None).model_copy(
-                    update={"job_id": step_id, "spec_fields": fields}
-                )
-            )
+            records.append(replace(record(name, started, None), job_id=step_id, spec_fields=fields))
         elif i % 4 == 2:
             records.append(record(name, started, None, status=SubmissionStatus.INTENT))
     jobs.insert(0, ObservedJob(job_id="12", tag=alloc_tag, rows=tuple(rows)))

@@ -13,6 +13,7 @@ from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.actions import ActionKind
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.plan_inputs import FileState
+from reconciler.engine.status import run_statuses
 from reconciler.scheduler.states import Health
 from tests.gitrepo import GitRepo
 from tests.planning import NOW, PROJECT, observed, record
@@ -110,7 +111,7 @@ def test_the_shape_says_what_the_summary_knows(repo: GitRepo) -> None:
     assert not prepare.built and not desired.runs["serve"].built
 
 
-def test_a_plan_of_current_runs_builds_no_model(repo: GitRepo) -> None:
+def test_the_plan_and_status_of_current_runs_build_no_model(repo: GitRepo) -> None:
     desired = loaded(repo)
     plain = [name for name in desired.runs if desired.runs[name].script_text is None]
     records = [
@@ -122,8 +123,13 @@ def test_a_plan_of_current_runs_builds_no_model(repo: GitRepo) -> None:
     )
     kinds = {action.target: action.kind for action in made.actions if action.target_kind == "run"}
     assert all(kinds[name] is ActionKind.NOOP for name in plain), kinds
+    rows = run_statuses(desired, made, observed(), records)
+    assert {row.name: row.outputs for row in rows}["prepare"] == {
+        "dataset": "d.csv",
+        "log": "prepare.log",
+    }
     built = [name for name in plain if desired.runs[name].built]
-    assert built == [], "a current run's model was built"
+    assert built == [], "a current run's model was built by its plan or status"
     # A run that is submitted is built: it needs its resources.
     assert kinds["best"] is ActionKind.SUBMIT and desired.runs["best"].built
 

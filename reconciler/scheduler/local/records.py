@@ -14,6 +14,7 @@ no row for a task cancelled alone before it started (see ``decide.CANCELLED_ALON
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from reconciler.scheduler.arrays import compress
@@ -39,7 +40,7 @@ def observed_job(
     if not het:
         return ObservedJob(job_id=top, tag=tag, rows=(base,))
     rows = tuple(
-        base.model_copy(update={"job_id": f"{top}+{offset}", "het_offset": offset})
+        replace(base, job_id=f"{top}+{offset}", het_offset=offset)
         for offset in range(len(spec.components))
     )
     return ObservedJob(job_id=top, tag=tag, rows=rows)
@@ -67,7 +68,7 @@ def observed_array(tasks: Sequence[Task], host: str, now: datetime) -> ObservedJ
             continue
         row = _record(spec, facts, status, host, now, tag)
         index = str(spec.array.index)
-        rows.append(row.model_copy(update={"job_id": f"{top}_{index}", "array_task": index}))
+        rows.append(replace(row, job_id=f"{top}_{index}", array_task=index))
     for (state, _), group in waited.items():
         spec, facts, status = group[0]
         indices = [task[0].array.index for task in group if task[0].array is not None]
@@ -78,9 +79,7 @@ def observed_array(tasks: Sequence[Task], host: str, now: datetime) -> ObservedJ
             capped = limit is not None and state is SlurmState.PENDING
             text = f"[{compress(indices)}{f'%{limit}' if capped else ''}]"
         row = _record(spec, facts, status, host, now, tag)
-        rows.append(
-            row.model_copy(update={"job_id": f"{top}_{text}", "array_task": text, "raw_id": top})
-        )
+        rows.append(replace(row, job_id=f"{top}_{text}", array_task=text, raw_id=top))
     if not rows:
         return None
     return ObservedJob(job_id=top, tag=tag, rows=tuple(rows))
@@ -90,7 +89,7 @@ def _record(
     spec: JobSpec, facts: JobFacts, status: Status, host: str, now: datetime, tag: Tag
 ) -> JobRecord:
     top = str(spec.job_id) if spec.array is None else str(spec.array.array_id)
-    return JobRecord.of(
+    return JobRecord(
         job_id=top,
         top_id=top,
         raw_id=str(spec.job_id),

@@ -41,6 +41,7 @@ The steps of an allocation that carry a run's tag as their name are that run's j
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from reconciler.scheduler.arrays import compress, expand
@@ -122,7 +123,7 @@ def _as_listed(row: JobRecord, aliases: dict[str, str]) -> JobRecord:
     parts = job_id_parts(aliases[head] + dot + step) if head in aliases else None
     if parts is None:
         return row
-    return row.model_copy(update={"job_id": aliases[head] + dot + step, **parts._asdict()})
+    return replace(row, **{"job_id": aliases[head] + dot + step, **parts._asdict()})
 
 
 def _unsettled(row: JobRecord) -> bool:
@@ -199,21 +200,20 @@ def _range_less(pending: JobRecord, shown: set[int]) -> JobRecord | None:
     if not left:
         return None
     task = f"[{compress(left)}]"
-    return pending.model_copy(update={"job_id": f"{pending.top_id}_{task}", "array_task": task})
+    return replace(pending, job_id=f"{pending.top_id}_{task}", array_task=task)
 
 
 def _fill_from(live: JobRecord, past: JobRecord | None) -> JobRecord:
     """squeue's row, with what only sacct knows (exit code, end, its id) filled in."""
     if past is None:
         return live
-    return live.model_copy(
-        update={
-            "exit_code": past.exit_code,
-            "signal": past.signal,
-            "end": live.end or past.end,
-            "raw_id": live.raw_id or past.raw_id,
-            "cancelled_by": past.cancelled_by,
-        }
+    return replace(
+        live,
+        exit_code=past.exit_code,
+        signal=past.signal,
+        end=live.end or past.end,
+        raw_id=live.raw_id or past.raw_id,
+        cancelled_by=past.cancelled_by,
     )
 
 
@@ -228,13 +228,12 @@ def _final_or_completing(
     if not alive or (component.end is not None and taken_at - component.end > LAG_LIMIT):
         return component
     lagging = ", ".join(f"{row.job_id} {row.state}" for row in alive)
-    return component.model_copy(
-        update={
-            "state": SlurmState.COMPLETING,
-            "reason": f"{component.state} by {component.source}, sacct still shows {lagging}",
-            "exit_code": None,
-            "signal": None,
-        }
+    return replace(
+        component,
+        state=SlurmState.COMPLETING,
+        reason=f"{component.state} by {component.source}, sacct still shows {lagging}",
+        exit_code=None,
+        signal=None,
     )
 
 

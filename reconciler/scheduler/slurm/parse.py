@@ -240,7 +240,7 @@ def _sacct_row(row: list[str], cells: _Cells) -> JobRecord:
     ids = _job_id(job_id)
     state, cancelled_by = cells.state(state_text)
     code, signal = _exit_code(exit_code)
-    return JobRecord.of(
+    return JobRecord(
         job_id=job_id,
         raw_id=raw_id or None,
         top_id=ids.top_id,
@@ -269,7 +269,7 @@ def _squeue_row(row: list[str], cells: _Cells) -> JobRecord:
     workdir, name, comment = row[9:]
     ids = _job_id(job_id)
     state, _ = cells.state(state_text)
-    return JobRecord.of(
+    return JobRecord(
         job_id=job_id,
         raw_id=raw_id or None,
         top_id=ids.top_id,
@@ -298,7 +298,7 @@ def _squeue_step_row(row: list[str], cells: _Cells) -> JobRecord:
     if ids.step is None:
         raise _Unreadable(f"not a step id {step_id!r}")
     state, _ = cells.state(state_text)
-    return JobRecord.of(
+    return JobRecord(
         job_id=step_id,
         top_id=ids.top_id,
         het_offset=ids.het_offset,

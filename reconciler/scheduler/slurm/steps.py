@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 
 from reconciler.desired.models import Container, RunResources
 from reconciler.scheduler.base import ObservedJob, StepRequest
@@ -155,6 +156,6 @@ def step_runs(job: ObservedJob) -> tuple[ObservedJob, ...]:
     for row in job.steps:
         tag = row.step_tag
         if tag is not None and tag.kind == "run" and tag.project == job.tag.project:
-            own = row.model_copy(update={"step": None, "tag": tag})
+            own = replace(row, step=None, tag=tag)
             found.append(ObservedJob(job_id=row.job_id, tag=tag, rows=(own,)))
     return tuple(found)
