@@ -135,10 +135,10 @@ class SlurmScheduler:
     def _running_steps(self, live: Iterable[JobRecord]) -> Parsed | None:
         """The steps slurmctld lists in recon's running allocations; None when none runs.
 
-        sacct alone misses them for some seconds after an allocation starts (slurmctld
-        records the job in accounting only then; see combine), and a run started in it
-        then would look never started. A failure is an ObservationError, like squeue's:
-        the same daemon answers both."""
+        sacct's window misses them for the first seconds of an allocation (slurmctld
+        records a job in accounting only some seconds after it starts; see combine), and
+        a run started in it then would look never started. A failure is an
+        ObservationError, like squeue's: the same daemon answers both."""
         running = sorted(
             {
                 row.top_id
