@@ -58,7 +58,7 @@ def run_statuses(
         if action.kind is ActionKind.BLOCKED:
             health = Health.BLOCKED
         waiting = _waiting_for(job) if health is Health.PENDING and job is not None else None
-        run = desired.runs[action.target] if action.target in desired.runs else None
+        run = desired.runs.get(action.target)
         rows.append(
             RunStatus(
                 name=action.target,

@@ -18,7 +18,13 @@ import pytest
 
 from reconciler.desired.models import Allocation
 from reconciler.errors import PermanentSchedulerError
-from reconciler.scheduler.base import AllocateRequest, Observation, ObservedJob, SubmitRequest
+from reconciler.scheduler.base import (
+    AllocateRequest,
+    Observation,
+    ObservedJob,
+    StepRequest,
+    SubmitRequest,
+)
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.testing import RecordingRunner
 from reconciler.scheduler.states import Health, SlurmState
@@ -260,3 +266,43 @@ def test_an_allocation_is_held_then_released(harness: Harness) -> None:
     assert (held.job_id, held.tag.kind) == (job_id, "alloc")
     harness.scheduler.release(job_id)
     assert harness.wait("ws", final).health is Health.CANCELLED
+
+
+def test_a_step_in_an_allocation_accounting_has_not_recorded_yet_is_observed(
+    tmp_path: Path,
+) -> None:
+    """slurmctld records a job in accounting only on its next pass (every 5 s): sacct's
+    window lists neither a fresh allocation nor the steps started in it until then. Such a
+    step is observed from squeue. Tried until one pass meets that window (almost always
+    the first: the pass comes within a second of the grant)."""
+    recording = RecordingRunner()
+    harness = Harness(tmp_path, SlurmScheduler(recording, project=None))
+    spec = Allocation.model_validate(
+        {"kind": "Allocation", "name": "fresh", "time_limit": 10,
+         "resources": {"partition": "cpu", "cpus": 1, "memory": "100MiB"}}
+    )  # fmt: skip
+    script = tmp_path / "step.sh"
+    script.write_text("sleep 30\n")
+    unrecorded = []
+    for attempt in range(4):
+        job_id = harness.scheduler.allocate(
+            AllocateRequest(allocation=spec, tag=harness.tag(f"fresh{attempt}", kind="alloc"))
+        )
+        try:
+            step = StepRequest(
+                allocation_id=job_id, script=script, workdir=tmp_path, log_dir=tmp_path,
+                shape=None, tag=harness.tag(f"step{attempt}"),
+            )  # fmt: skip
+            step_id = harness.scheduler.start_step(step)
+            assert step_id == f"{job_id}.0"
+            observation = harness.scheduler.observe(harness.since)
+            job = harness.job(observation, f"step{attempt}")
+            assert job is not None and job.job_id == step_id, observation
+            assert job.health is Health.RUNNING and observation.complete
+            window = recording.stdout["sacct"].splitlines()
+            if not any(line.split("|")[0].split(".")[0] == job_id for line in window):
+                unrecorded.append(job_id)
+                break
+        finally:
+            harness.scheduler.release(job_id)
+    assert unrecorded, "every allocation was in sacct's window already: the case was not met"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from reconciler.scheduler.render import allocation_options
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.combine import combine
 from reconciler.scheduler.slurm.launches import launch_of, running_launches
-from reconciler.scheduler.slurm.parse import parse_sacct, parse_squeue
+from reconciler.scheduler.slurm.parse import parse_sacct, parse_squeue, parse_squeue_steps
 from reconciler.scheduler.slurm.runner import _step_environment
 from reconciler.scheduler.slurm.steps import (
     container_features,
@@ -84,6 +84,114 @@ def test_steps_of_a_batch_job_stay_its_own() -> None:
     squeue = SQUEUE.replace(":alloc:warm:", ":run:warm:")
     observation = combine(parse_squeue(squeue, UTC), parse_sacct(SACCT, UTC), NOW)
     assert [job.job_id for job in observation.jobs] == ["1063"]
+
+
+# Captured on the dev cluster (Slurm 22.05.8) 0.5 s after a step started in an allocation
+# granted 0.1 s before it: slurmctld lists both; sacct's window (the adapter's own query)
+# lists neither the allocation nor its step yet (slurmctld records a job in accounting
+# only on its next pass, every 5 s), although `sacct -j 21708` already printed
+# `21708|allocation|PENDING|...` and `21708.0|recon2:...|RUNNING|...`. Its other lines
+# are other jobs of the same user.
+FRESH_SQUEUE = (
+    "21708|21708|RUNNING|None|cpu1|cpu|2026-12-01T21:00:23|2026-12-01T21:00:23|5:00"
+    "|/work/wt/stepseen|sscapbdd212.warm"
+    "|recon2:sscapbdd212:0123456789ab:alloc:warm:0123456789abcdef\n"
+)
+FRESH_STEPS = (
+    "21708.0|RUNNING|2026-12-01T21:00:23|cpu1"
+    "|recon2:sscapbdd212:0123456789ab:run:sleeper:00112233445566ff\n"
+)
+FRESH_SACCT = (
+    "21707|21707|CANCELLED by 0|0:0|None|2026-12-01T21:00:04|2026-12-01T21:00:04"
+    "|2026-12-01T21:00:10|cpu1|cpu|/tmp/stepseen-pvn55d6f/repo|ss9bc6ec51fa.warm"
+    "|recon2:ss9bc6ec51fa:4dfd1de48986:alloc:warm:3ee743b5bb857759\n"
+    "21707.0|21707.0|CANCELLED|0:15||2026-12-01T21:00:07|2026-12-01T21:00:07"
+    "|2026-12-01T21:00:11|cpu1|||recon2:ss9bc6ec51fa:4dfd1de48986:run:sleeper:cd07677326ea71e8|\n"
+)
+SLEEPER = Tag(
+    project="sscapbdd212",
+    deployment="0123456789ab",
+    kind="run",
+    name="sleeper",
+    spec_hash="00112233445566ff",
+)
+
+
+def fresh_scheduler(runner: ScriptedRunner) -> SlurmScheduler:
+    return SlurmScheduler(
+        runner, clock=lambda: NOW, tz=UTC, user="tester", project="sscapbdd212", launches=tuple
+    )
+
+
+def test_a_step_in_an_allocation_accounting_has_not_recorded_yet_is_seen() -> None:
+    runner = ScriptedRunner(squeue=[ok(FRESH_SQUEUE), ok(FRESH_STEPS)], sacct=[ok(FRESH_SACCT)])
+    observation = fresh_scheduler(runner).observe(NOW - timedelta(hours=1))
+    (sleeper,) = observation.find("sscapbdd212", "sleeper")
+    assert (sleeper.job_id, sleeper.tag, sleeper.health) == ("21708.0", SLEEPER, Health.RUNNING)
+    (alloc,) = observation.find("sscapbdd212", "warm")
+    assert [row.job_id for row in alloc.live_steps] == ["21708.0"]
+    assert observation.complete, observation.problems
+    # Asked of slurmctld, between squeue and sacct, for the running allocations only.
+    assert runner.commands() == ["squeue", "squeue", "sacct"]
+    assert runner.calls[1][0] == [
+        "squeue",
+        "--steps",
+        "--jobs=21708",
+        "--noheader",
+        "--Format=StepId:|,StepState:|,StartTime:|,Nodes:|,StepName:",
+    ]
+
+
+def test_squeue_is_asked_for_steps_only_while_an_allocation_of_the_project_runs() -> None:
+    pending = FRESH_SQUEUE.replace("|RUNNING|", "|PENDING|")
+    others = FRESH_SQUEUE.replace("sscapbdd212", "elsewhere")
+    batch = FRESH_SQUEUE.replace(":alloc:warm:", ":run:warm:")
+    for live in (pending, others, batch, ""):
+        runner = ScriptedRunner(squeue=[ok(live)], sacct=[ok(FRESH_SACCT)])
+        fresh_scheduler(runner).observe(NOW - timedelta(hours=1))
+        assert runner.commands() == ["squeue", "sacct"], live
+
+
+def test_sacct_speaks_for_a_step_it_lists_and_squeue_only_for_jobs_it_holds() -> None:
+    # The step ended between the two calls: squeue --steps still listed it, sacct not.
+    ended = (
+        "21708|21708|RUNNING|0:0|None|2026-12-01T21:00:23|2026-12-01T21:00:23|Unknown|cpu1|cpu"
+        "||sscapbdd212.warm|\n"
+        "21708.0|21708.0|COMPLETED|0:0||2026-12-01T21:00:23|2026-12-01T21:00:23"
+        "|2026-12-01T21:00:33|cpu1|||recon2:sscapbdd212:0123456789ab:run:sleeper:00112233445566ff|\n"
+    )
+    squeue, steps = parse_squeue(FRESH_SQUEUE, UTC), parse_squeue_steps(FRESH_STEPS, UTC)
+    observation = combine(squeue, parse_sacct(ended, UTC), NOW, live_steps=steps)
+    (sleeper,) = observation.find("sscapbdd212", "sleeper")
+    assert sleeper.health is Health.SUCCEEDED and sleeper.components[0].exit_code == 0
+    # A step of a job squeue no longer lists is left to sacct: no step without its job.
+    gone = combine(parse_squeue("", UTC), parse_sacct(FRESH_SACCT, UTC), NOW, live_steps=steps)
+    assert gone.complete and "21708.0" not in {job.job_id for job in gone.jobs}
+
+
+def test_squeue_step_rows_read_the_name_whole_and_refuse_what_is_no_step() -> None:
+    parsed = parse_squeue_steps(
+        "12.3|RUNNING|2026-12-01T21:00:23|cpu[1-2]|a|name|with|bars\n"
+        "12|RUNNING|2026-12-01T21:00:23|cpu1|recon2:demo:0123456789ab:run:x:00112233445566ff\n"
+        "12.4|RUNNING|2026-12-01T21:00:23\n",
+        UTC,
+    )
+    (row,) = parsed.records
+    assert (row.job_id, row.step, row.name, row.nodes) == (
+        "12.3",
+        "3",
+        "a|name|with|bars",
+        "cpu[1-2]",
+    )
+    assert row.start == datetime(2026, 12, 1, 21, 0, 23, tzinfo=UTC) and row.source == "squeue"
+    assert [bad.why for bad in parsed.rejected] == [
+        "not a step id '12'",
+        "expected 5 '|'-separated fields",
+    ]
+    # A row of recon's that cannot be read leaves the observation incomplete.
+    squeue = parse_squeue(FRESH_SQUEUE, UTC)
+    observation = combine(squeue, parse_sacct("", UTC), NOW, live_steps=parsed)
+    assert not observation.complete
 
 
 def test_salloc_options_from_an_allocation_spec() -> None:
@@ -386,7 +494,9 @@ def stepper(runner: ScriptedRunner, srun_process: FakeSrun, sleeps: list[float])
     )
 
 
-LISTED = "12.3|recon2:demo:0123456789ab:run:train:00112233445566ff\n"
+LISTED = (
+    "12.3|RUNNING|2026-11-29T22:41:04|cpu1|recon2:demo:0123456789ab:run:train:00112233445566ff\n"
+)
 
 
 def test_start_step_returns_the_id_squeue_lists(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import os
 import pwd
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TypeVar
@@ -24,6 +24,7 @@ from reconciler.errors import (
 )
 from reconciler.scheduler.base import (
     AllocateRequest,
+    JobRecord,
     Launch,
     Observation,
     StepRequest,
@@ -36,10 +37,12 @@ from reconciler.scheduler.slurm.failures import failure, is_gone, message_of
 from reconciler.scheduler.slurm.launches import running_launches
 from reconciler.scheduler.slurm.localtime import SystemLocalTime
 from reconciler.scheduler.slurm.parse import (
+    Parsed,
     parse_granted,
     parse_max_array_size,
     parse_sacct,
     parse_squeue,
+    parse_squeue_steps,
     parse_submitted,
     recon_rows,
 )
@@ -52,6 +55,7 @@ from reconciler.scheduler.slurm.steps import (
     srun,
     step_named,
 )
+from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 
 T = TypeVar("T")
@@ -104,7 +108,8 @@ class SlurmScheduler:
         self._max_array_size: int | None = None
 
     def observe(self, since: datetime) -> Observation:
-        """One squeue and one sacct call, whatever the number of jobs.
+        """One squeue and one sacct call, whatever the number of jobs, and one squeue of the
+        steps running in recon's allocations while any runs (``_running_steps``).
 
         No retries here: a pass that cannot see everything says so (``complete=False``)
         and the next pass looks again.
@@ -116,14 +121,44 @@ class SlurmScheduler:
         live = self._runner(argv.squeue(), None)
         if live.returncode != 0:
             raise ObservationError(f"squeue failed, the cluster cannot be seen: {message_of(live)}")
-        history = self._runner(argv.sacct(since, self._tz, self._user), None)
         squeue = parse_squeue(live.stdout, self._tz)
+        # Before sacct: a step that ends in between is then shown ended by sacct's row.
+        steps = self._running_steps(squeue.records)
+        history = self._runner(argv.sacct(since, self._tz, self._user), None)
         if history.returncode != 0:
-            observation = combine(squeue, None, taken_at, message_of(history))
+            observation = combine(squeue, None, taken_at, message_of(history), steps)
         else:
             kept = recon_rows(history.stdout, squeue.records, self._project)
-            observation = combine(squeue, parse_sacct(kept, self._tz), taken_at)
+            observation = combine(squeue, parse_sacct(kept, self._tz), taken_at, "", steps)
         return observation.model_copy(update={"launches": launches})
+
+    def _running_steps(self, live: Iterable[JobRecord]) -> Parsed | None:
+        """The steps slurmctld lists in recon's running allocations; None when none runs.
+
+        sacct's window misses them for the first seconds of an allocation (slurmctld
+        records a job in accounting only some seconds after it starts; see combine), and
+        a run started in it then would look never started. A failure is an
+        ObservationError, like squeue's: the same daemon answers both."""
+        running = sorted(
+            {
+                row.top_id
+                for row in live
+                if row.tag is not None
+                and row.tag.kind == "alloc"
+                and (self._project is None or row.tag.project == self._project)
+                and row.health is Health.RUNNING
+            },
+            key=int,
+        )
+        if not running:
+            return None
+        listed = self._runner(squeue_steps(running), None)
+        if listed.returncode != 0:
+            raise ObservationError(
+                f"squeue --steps failed, the steps running in allocations cannot be seen: "
+                f"{message_of(listed)}"
+            )
+        return parse_squeue_steps(listed.stdout, self._tz)
 
     def partitions(self) -> tuple[Partition, ...]:
         """One ``sinfo`` call; no retries, like ``observe``: the next pass looks again."""
@@ -196,7 +231,7 @@ class SlurmScheduler:
         except OSError as error:
             raise PermanentSchedulerError(f"srun could not be started: {error}") from error
         for _ in range(round(STEP_LISTED_WAIT / STEP_POLL)):
-            listed = self._runner(squeue_steps(request.allocation_id), None)
+            listed = self._runner(squeue_steps([request.allocation_id]), None)
             found = step_named(listed.stdout, request.allocation_id, request.tag)
             if found is not None:
                 return found

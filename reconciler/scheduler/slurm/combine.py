@@ -3,8 +3,14 @@
 Who is right about what:
 - squeue speaks for every job slurmctld still holds: sacct can lag behind a submission or
   a state change, and never lists a held pending job at all.
-- sacct speaks for jobs slurmctld has forgotten, and alone knows steps and exit codes.
-  Steps count only for a component's latest run (see ``_of_latest_run``).
+- sacct speaks for jobs slurmctld has forgotten, and alone knows steps' ends and exit
+  codes. Steps count only for a component's latest run (see ``_of_latest_run``).
+- The steps running in a job squeue lists count too (``live_steps``, from ``squeue
+  --steps``), where sacct has no row of them yet: slurmctld records a job in accounting
+  only some seconds after it starts (every 5 s, later under load), and until then sacct's
+  window shows neither the job nor the steps started in it (``sacct -j`` does, under a
+  stand-in row). An allocation's step started in those seconds would otherwise be
+  missing, and its run waiting for a job "the scheduler does not show yet".
 - A job-level row sacct reports as still alive but squeue no longer lists is stale (a
   state sacct has not caught up with) and is dropped when squeue speaks for the job.
 - A job array is judged task by task, the fresher word winning. sacct is asked after squeue,
@@ -52,19 +58,25 @@ LAG_LIMIT = timedelta(minutes=10)
 
 
 def combine(
-    squeue: Parsed, sacct: Parsed | None, taken_at: datetime, sacct_failure: str = ""
+    squeue: Parsed,
+    sacct: Parsed | None,
+    taken_at: datetime,
+    sacct_failure: str = "",
+    live_steps: Parsed | None = None,
 ) -> Observation:
-    """The observation from both commands' rows; ``sacct`` None when it failed (say why)."""
+    """The observation from both commands' rows; ``sacct`` None when it failed (say why);
+    ``live_steps``: squeue's rows of the steps running in some of the jobs it lists."""
     aliases = _component_ids(squeue.records)
     history = [_as_listed(row, aliases) for row in (sacct.records if sacct is not None else ())]
     live_groups = _by_top_id(squeue.records)
     past_groups = _by_top_id(history)
+    running_steps = _by_top_id(live_steps.records if live_steps is not None else ())
     problems = [f"sacct failed, only live jobs seen: {sacct_failure}"] if sacct is None else []
     jobs = []
     untagged = []
     for top_id in sorted(live_groups.keys() | past_groups.keys(), key=int):
         live, past = live_groups.get(top_id, []), past_groups.get(top_id, [])
-        rows = _merge(live, past, taken_at)
+        rows = _merge(live, past, taken_at, running_steps.get(top_id, []))
         tag = next((row.tag for row in rows if row.tag is not None and not row.is_step), None)
         if tag is None:
             untagged.append(UntaggedJob(job_id=top_id, rows=tuple(rows)))
@@ -76,7 +88,11 @@ def combine(
         job = ObservedJob(job_id=top_id, tag=tag, rows=tuple(rows))
         jobs += [job, *step_runs(job)]
 
-    rejected = [*squeue.rejected, *(sacct.rejected if sacct is not None else ())]
+    rejected = [
+        *squeue.rejected,
+        *(live_steps.rejected if live_steps is not None else ()),
+        *(sacct.rejected if sacct is not None else ()),
+    ]
     problems += [
         f"a row of recon's could not be read ({bad.why}): {bad.line}"
         for bad in rejected
@@ -128,9 +144,15 @@ def _by_top_id(records: Iterable[JobRecord]) -> dict[str, list[JobRecord]]:
     return groups
 
 
-def _merge(live: list[JobRecord], past: list[JobRecord], taken_at: datetime) -> list[JobRecord]:
-    """Job-level rows from squeue where it has them, from sacct otherwise; steps from sacct;
-    each component followed by its steps, in Slurm's own order."""
+def _merge(
+    live: list[JobRecord],
+    past: list[JobRecord],
+    taken_at: datetime,
+    live_steps: list[JobRecord],
+) -> list[JobRecord]:
+    """Job-level rows from squeue where it has them, from sacct otherwise; steps from sacct,
+    and from squeue those of a component it lists that sacct has no row of yet; each
+    component followed by its steps, in Slurm's own order."""
     past_by_id = {row.job_id: row for row in past if not row.is_step}
     components = [_fill_from(row, past_by_id.get(row.job_id)) for row in live]
     listed = {row.job_id for row in live}
@@ -148,6 +170,10 @@ def _merge(live: list[JobRecord], past: list[JobRecord], taken_at: datetime) -> 
             left = _range_less(row, live_tasks)
             if left is not None:
                 components.append(left)
+    accounted = {row.job_id for row in past if row.is_step}
+    for row in live_steps:
+        if row.job_id not in accounted and _owner(row) in listed:
+            steps.setdefault(_owner(row), []).append(row)
     ordered: list[JobRecord] = []
     for component in sorted(components, key=_component_order):
         own = [step for step in steps.pop(component.job_id, ()) if _of_latest_run(step, component)]

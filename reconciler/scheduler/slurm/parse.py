@@ -57,6 +57,13 @@ SQUEUE_FIELDS: tuple[str, ...] = (
 )
 SQUEUE_FORMAT = "|".join(SQUEUE_FIELDS)
 
+# squeue --steps -O fields (its -o codes for steps have no state), each printed whole and
+# followed by ``|``; the step's name, free text, last and unbounded.
+SQUEUE_STEP_FIELDS: tuple[str, ...] = ("StepId", "StepState", "StartTime", "Nodes", "StepName")
+SQUEUE_STEP_FORMAT = ",".join(f"{field}:|" for field in SQUEUE_STEP_FIELDS[:-1]) + (
+    f",{SQUEUE_STEP_FIELDS[-1]}:"
+)
+
 _JOB_ID = re.compile(
     r"^(?P<top>\d+)"
     r"(?:\+(?P<het>\d+)|_(?P<array>\d+|\[[^\]]+\]))?"
@@ -104,7 +111,7 @@ class _Unreadable(ValueError):
 def parse_sacct(text: str, tz: tzinfo) -> Parsed:
     """Rows of ``sacct --parsable2 --noheader --format=<SACCT_FIELDS>``; times are in ``tz``."""
     cells = _Cells(tz)
-    return _parse_lines(text, len(SACCT_FIELDS), lambda row: _sacct_row(row, cells))
+    return _parse_lines(text, len(SACCT_FIELDS), _split, lambda row: _sacct_row(row, cells))
 
 
 def recon_rows(text: str, live: Iterable[JobRecord], project: str | None = None) -> str:
@@ -149,7 +156,15 @@ def _top_of(job_id: str) -> str:
 def parse_squeue(text: str, tz: tzinfo) -> Parsed:
     """Rows of ``squeue -h -o <SQUEUE_FORMAT>``; times are in ``tz``."""
     cells = _Cells(tz)
-    return _parse_lines(text, len(SQUEUE_FIELDS), lambda row: _squeue_row(row, cells))
+    return _parse_lines(text, len(SQUEUE_FIELDS), _split, lambda row: _squeue_row(row, cells))
+
+
+def parse_squeue_steps(text: str, tz: tzinfo) -> Parsed:
+    """Rows of ``squeue --steps --noheader --Format=<SQUEUE_STEP_FORMAT>``: the steps
+    slurmctld holds, read as steps of their jobs (a step's name may hold a tag)."""
+    cells = _Cells(tz)
+    width = len(SQUEUE_STEP_FIELDS)
+    return _parse_lines(text, width, _split_name_last, lambda row: _squeue_step_row(row, cells))
 
 
 class _Cells:
@@ -179,13 +194,18 @@ class _Cells:
         return self._tags[text]
 
 
-def _parse_lines(text: str, width: int, read: Callable[[list[str]], JobRecord]) -> Parsed:
+def _parse_lines(
+    text: str,
+    width: int,
+    split: Callable[[str, int], list[str] | None],
+    read: Callable[[list[str]], JobRecord],
+) -> Parsed:
     records: list[JobRecord] = []
     rejected: list[Rejected] = []
     for line in text.splitlines():
         if not line.strip():
             continue
-        cells = _split(line, width)
+        cells = split(line, width)
         if cells is None:
             rejected.append(Rejected(line=line, why=f"expected {width} '|'-separated fields"))
             continue
@@ -204,6 +224,14 @@ def _split(line: str, width: int) -> list[str] | None:
         return None
     name = "|".join(cells[width - 2 : -1])
     return [*cells[: width - 2], name, cells[-1]]
+
+
+def _split_name_last(line: str, width: int) -> list[str] | None:
+    """Cells of a line whose one free-text column, the name, comes last."""
+    cells = line.split("|")
+    if len(cells) < width:
+        return None
+    return [*cells[: width - 1], "|".join(cells[width - 1 :])]
 
 
 def _sacct_row(row: list[str], cells: _Cells) -> JobRecord:
@@ -260,6 +288,26 @@ def _squeue_row(row: list[str], cells: _Cells) -> JobRecord:
         nodes=_text(nodes),
         partition=_text(partition),
         workdir=_text(workdir),
+        source="squeue",
+    )
+
+
+def _squeue_step_row(row: list[str], cells: _Cells) -> JobRecord:
+    step_id, state_text, start, nodes, name = row
+    ids = _job_id(step_id)
+    if ids.step is None:
+        raise _Unreadable(f"not a step id {step_id!r}")
+    state, _ = cells.state(state_text)
+    return JobRecord(
+        job_id=step_id,
+        top_id=ids.top_id,
+        het_offset=ids.het_offset,
+        array_task=ids.array_task,
+        step=ids.step,
+        name=name,
+        state=state,
+        start=_start(start, state, nodes, cells),
+        nodes=_text(nodes),
         source="squeue",
     )
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import replace
 
 from reconciler.desired.models import Container, RunResources
 from reconciler.scheduler.base import ObservedJob, StepRequest
 from reconciler.scheduler.render import resource_options
+from reconciler.scheduler.slurm.parse import SQUEUE_STEP_FORMAT
 from reconciler.scheduler.tag import Tag
 
 _PYXIS_FLAG = re.compile(r"--container-image\b")
@@ -100,9 +102,17 @@ def srun(request: StepRequest) -> list[str]:
     ]
 
 
-def squeue_steps(job_id: str) -> list[str]:
-    """The steps slurmctld holds in one job, by id and name (no accounting lag)."""
-    return ["squeue", "--steps", f"--jobs={job_id}", "--noheader", "--format=%i|%j"]
+def squeue_steps(job_ids: Iterable[str]) -> list[str]:
+    """The steps slurmctld holds in these jobs (no accounting lag): id, state, start,
+    nodes and name (``parse.parse_squeue_steps``). A job slurmctld has forgotten is left
+    out, not an error."""
+    return [
+        "squeue",
+        "--steps",
+        f"--jobs={','.join(job_ids)}",
+        "--noheader",
+        f"--Format={SQUEUE_STEP_FORMAT}",
+    ]
 
 
 def sacct_steps(job_id: str) -> list[str]:
@@ -111,11 +121,12 @@ def sacct_steps(job_id: str) -> list[str]:
 
 
 def step_named(text: str, job_id: str, tag: Tag) -> str | None:
-    """The id of the step of ``job_id`` named with ``tag`` in squeue's or sacct's listing
-    (``12.3|recon1:...``); the newest when there are several."""
+    """The id of the step of ``job_id`` named with ``tag`` in sacct's listing
+    (``12.3|recon1:...``) or squeue's (``12.3|RUNNING|...|recon1:...``): the id first,
+    the name last. The newest when there are several."""
     found = None
     for line in text.splitlines():
-        step_id, _, name = line.strip().partition("|")
+        step_id, name = line.strip().split("|")[0], line.strip().rsplit("|", 1)[-1]
         head, dot, step = step_id.partition(".")
         if head == job_id and dot and step.isdigit() and name == tag.format():
             found = step_id
