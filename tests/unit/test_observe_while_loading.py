@@ -21,7 +21,7 @@ import pytest
 from reconciler.desired.desired import Desired
 from reconciler.engine import reconcile
 from reconciler.engine.reconcile import Request, look_once, reconcile_once
-from reconciler.errors import ObservationError, SpecError
+from reconciler.errors import LockedError, ObservationError, SpecError
 from reconciler.scheduler.base import Observation
 from reconciler.scheduler.partitions import Partition
 from reconciler.state.lock import project_lock
@@ -43,6 +43,7 @@ class Meeting:
     observe_met_load: bool = False
     load_met_observe: bool = False
     observed: threading.Event = field(default_factory=threading.Event)  # observe returned
+    locked_while_loading: bool = False  # whether the project lock was held then
     patience: float = PATIENCE
 
 
@@ -83,6 +84,11 @@ def meeting(monkeypatch: pytest.MonkeyPatch) -> Meeting:
     real: Callable[..., Desired] = reconcile.load_desired
 
     def load_desired(*args: Any, **kwargs: Any) -> Desired:
+        try:
+            with project_lock(args[0].root / ".recon", 0.0):
+                pass
+        except LockedError:
+            met.locked_while_loading = True
         met.loading.set()
         met.load_met_observe = met.observing.wait(met.patience)
         return real(*args, **kwargs)
@@ -112,6 +118,7 @@ def test_plan_observes_while_the_specs_load(tmp_path: Path, meeting: Meeting) ->
     assert scheduler.observed_in[0] != threading.current_thread().name
     assert [a.target for a in seen.plan.actions if a.changes_cluster] == ["a"]
     assert scheduler.calls == []  # a plan acts on nothing
+    assert not meeting.locked_while_loading  # and takes no lock
     assert observing_threads() == []
 
 
@@ -123,6 +130,7 @@ def test_apply_observes_while_the_specs_load_under_the_lock(
     outcome = reconcile_once(Request(project(tmp_path)), scheduler=scheduler)
 
     assert meeting.observe_met_load and meeting.load_met_observe
+    assert meeting.locked_while_loading
     assert scheduler.calls == ["submit"]
     assert [a.target for a in outcome.plan.actions if a.changes_cluster] == ["a"]
 
