@@ -72,6 +72,7 @@ def lines(*rows: str) -> str:
 def test_observe_runs_one_squeue_and_one_sacct_with_explicit_columns_and_states() -> None:
     runner = ScriptedRunner(squeue=[ok()], sacct=[ok()])
     observation = scheduler(runner).observe(SINCE)
+    # No job of recon's in the jobs' own rows: their steps are not asked for.
     assert runner.commands() == ["squeue", "sacct"]
     squeue, sacct = (argv for argv, _ in runner.calls)
     assert "--states=all" in squeue and "--me" in squeue and "--noheader" in squeue
@@ -82,6 +83,7 @@ def test_observe_runs_one_squeue_and_one_sacct_with_explicit_columns_and_states(
         "--format=JobID,JobIDRaw,State,ExitCode,Reason,Submit,Start,End,NodeList,Partition,"
         "WorkDir,JobName,Comment" in sacct
     )
+    assert "--allocations" in sacct  # the jobs' own rows: slurmdbd's cost is in the steps
     # Named always: as root, sacct would otherwise list every user's jobs.
     assert sacct[-1] == "--user=tester"
     (states,) = [a for a in sacct if a.startswith("--state=")]
@@ -128,13 +130,13 @@ def test_local_time_follows_daylight_saving_both_ways() -> None:
 
 
 @pytest.mark.parametrize("count", [1, 200])
-def test_one_pass_runs_the_same_two_commands_whatever_the_number_of_jobs(count: int) -> None:
+def test_one_pass_runs_the_same_three_commands_whatever_the_number_of_jobs(count: int) -> None:
     tags = [TAG.model_copy(update={"name": f"run{i}"}) for i in range(count)]
     live = lines(*(squeue_row(str(100 + i), "RUNNING", tag) for i, tag in enumerate(tags)))
     past = lines(*(sacct_row(str(100 + i), "RUNNING", tag) for i, tag in enumerate(tags)))
     runner = ScriptedRunner(squeue=[ok(live)], sacct=[ok(past)])
     observation = scheduler(runner).observe(SINCE)
-    assert runner.commands() == ["squeue", "sacct"]
+    assert runner.commands() == ["squeue", "sacct", "sacct"]
     assert len(observation.jobs) == count
     assert {job.tag for job in observation.jobs} == set(tags)
 
@@ -296,7 +298,7 @@ def test_when_sacct_fails_live_jobs_are_still_seen_and_the_observation_says_inco
         sacct=[failed("sacct: error: Problem talking to the database: Connection refused")],
     )
     observation = scheduler(runner).observe(SINCE)
-    assert runner.commands() == ["squeue", "sacct"]  # no retry inside a pass
+    assert runner.commands() == ["squeue", "sacct"]  # no retry inside a pass, no second sacct
     assert not observation.complete
     (problem,) = observation.problems
     assert "sacct" in problem and "Problem talking to the database" in problem
@@ -551,3 +553,50 @@ def test_the_runner_keeps_sbatch_options_in_the_environment_from_overriding_the_
 def test_the_runner_reports_a_missing_command_as_a_failure() -> None:
     result = run(["recon-no-such-command"])
     assert result.returncode == NOT_FOUND and "recon-no-such-command" in result.stderr
+
+
+def test_sacct_lists_in_full_only_the_jobs_its_own_rows_or_squeue_say_are_recons() -> None:
+    """First the jobs' own rows of the window (``--allocations``: cheap), then every row,
+    steps included, of the project's jobs among them, in the same window and states: not
+    another project's (7) nor another user's work (6)."""
+    other = TAG.model_copy(update={"project": "elsewhere"})
+    jobs_only = lines(
+        sacct_row("5+0", "COMPLETED", TAG),
+        sacct_row("5+1", "COMPLETED", TAG),
+        sacct_row("6", "COMPLETED", None),
+        sacct_row("7", "COMPLETED", other),
+        sacct_row("8", "RUNNING", None),  # running: sacct shows no comment, squeue does
+    )
+    full = lines(
+        sacct_row("5+0", "COMPLETED", TAG),
+        "5+0.batch|5.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|"
+        "2026-11-29T22:41:07|cpu1|||batch|",
+        sacct_row("5+1", "COMPLETED", TAG),
+        sacct_row("8", "RUNNING", None),
+        "8.0|8.0|RUNNING|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1|||step|",
+    )
+    live = lines(squeue_row("8", "RUNNING", TAG.model_copy(update={"name": "eval"})))
+    runner = ScriptedRunner(squeue=[ok(live)], sacct=[ok(jobs_only), ok(full)])
+    demo = SlurmScheduler(runner, clock=lambda: NOW, tz=UTC, user="tester", project="demo")
+    observation = demo.observe(SINCE)
+    assert runner.commands() == ["squeue", "sacct", "sacct"]
+    first, second = (argv for argv, _ in runner.calls[1:])
+    assert "--allocations" in first and not any(a.startswith("--jobs") for a in first)
+    assert "--allocations" not in second
+    assert [a for a in second if a.startswith("--jobs")] == ["--jobs=5,8"], second
+    assert [a for a in first if a != "--allocations"] == second[: len(first) - 1]
+    assert {job.job_id: [r.job_id for r in job.rows] for job in observation.jobs} == {
+        "5": ["5+0", "5+0.batch", "5+1"],
+        "8": ["8", "8.0"],
+    }
+    assert observation.complete
+
+
+def test_when_the_second_sacct_fails_the_observation_says_incomplete() -> None:
+    past = lines(sacct_row("5", "COMPLETED", TAG))
+    broken = failed("sacct: error: Problem talking to the database: Connection refused")
+    runner = ScriptedRunner(squeue=[ok()], sacct=[ok(past), broken])
+    observation = scheduler(runner).observe(SINCE)
+    assert runner.commands() == ["squeue", "sacct", "sacct"]
+    assert not observation.complete
+    assert "Connection refused" in " ".join(observation.problems)

@@ -212,7 +212,7 @@ def test_max_array_size_that_cannot_be_read_says_so() -> None:
         scheduler(ScriptedRunner(scontrol=[ok("MaxJobCount = 1\n")])).max_array_size()
 
 
-def test_observing_a_large_array_is_one_squeue_and_one_sacct() -> None:
+def test_observing_a_large_array_is_one_squeue_and_two_saccts() -> None:
     count = 1000
     squeue = "\n".join(
         [
@@ -227,7 +227,7 @@ def test_observing_a_large_array_is_one_squeue_and_one_sacct() -> None:
     )
     runner = ScriptedRunner(squeue=[ok(squeue)], sacct=[ok(sacct)])
     observation = scheduler(runner).observe(TAKEN - timedelta(hours=1))
-    assert runner.commands() == ["squeue", "sacct"]
+    assert runner.commands() == ["squeue", "sacct", "sacct"]  # its own rows, then in full
     (job,) = observation.jobs
     tasks = job.tasks()
     assert len(tasks) == count

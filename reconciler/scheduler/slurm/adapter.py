@@ -11,7 +11,7 @@ import os
 import pwd
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TypeVar
@@ -44,6 +44,7 @@ from reconciler.scheduler.slurm.parse import (
     parse_squeue,
     parse_squeue_steps,
     parse_submitted,
+    recon_jobs,
     recon_rows,
 )
 from reconciler.scheduler.slurm.runner import Runner, Spawner, run, spawn_detached
@@ -108,8 +109,9 @@ class SlurmScheduler:
         self._max_array_size: int | None = None
 
     def observe(self, since: datetime) -> Observation:
-        """One squeue and one sacct call, whatever the number of jobs, and one squeue of the
-        steps running in recon's allocations while any runs (``_running_steps``).
+        """One squeue and two sacct calls (``_history``), whatever the number of jobs, and
+        one squeue of the steps running in recon's allocations while any runs
+        (``_running_steps``).
 
         No retries here: a pass that cannot see everything says so (``complete=False``)
         and the next pass looks again.
@@ -124,13 +126,29 @@ class SlurmScheduler:
         squeue = parse_squeue(live.stdout, self._tz)
         # Before sacct: a step that ends in between is then shown ended by sacct's row.
         steps = self._running_steps(squeue.records)
-        history = self._runner(argv.sacct(since, self._tz, self._user), None)
+        history = self._history(since, squeue.records)
         if history.returncode != 0:
             observation = combine(squeue, None, taken_at, message_of(history), steps)
         else:
             kept = recon_rows(history.stdout, squeue.records, self._project)
             observation = combine(squeue, parse_sacct(kept, self._tz), taken_at, "", steps)
         return observation.model_copy(update={"launches": launches})
+
+    def _history(
+        self, since: datetime, live: Sequence[JobRecord]
+    ) -> subprocess.CompletedProcess[str]:
+        """sacct's rows of recon's jobs in the window, steps included, in two calls: the
+        jobs' own rows (cheap: slurmdbd's cost is in the steps) say which jobs are recon's,
+        then sacct lists those jobs in full. With none of recon's in the window (a first
+        plan, beside two days of other work), the second call is not made."""
+        tz, user = self._tz, self._user
+        jobs = self._runner(argv.sacct(since, tz, user, jobs_only=True), None)
+        if jobs.returncode != 0:
+            return jobs
+        ours = recon_jobs(jobs.stdout, live, self._project)
+        if not ours:
+            return subprocess.CompletedProcess(jobs.args, 0, "", "")
+        return self._runner(argv.sacct(since, tz, user, of=ours), None)
 
     def _running_steps(self, live: Iterable[JobRecord]) -> Parsed | None:
         """The steps slurmctld lists in recon's running allocations; None when none runs.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, tzinfo
 
 from reconciler.scheduler.arrays import array_spec
@@ -18,7 +19,14 @@ SACCT_STATES: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def sacct(since: datetime, tz: tzinfo, user: str) -> list[str]:
+def sacct(
+    since: datetime,
+    tz: tzinfo,
+    user: str,
+    *,
+    jobs_only: bool = False,
+    of: Sequence[str] = (),
+) -> list[str]:
     """Every job and step of ``user``'s seen in [since, now], in every state.
 
     The user is always named: run by root (as in containers and CI) sacct otherwise lists
@@ -26,17 +34,23 @@ def sacct(since: datetime, tz: tzinfo, user: str) -> list[str]:
 
     Without ``--duplicates``: a requeued job then shows once, as its latest run, which is
     the one that decides its health (the earlier runs' failures are history).
+
+    ``jobs_only``: the jobs' own rows, no steps (``-X``): slurmdbd's cost is in the steps
+    (7,400 rows of two days' history: 1.5-2.8 s with steps, 0.15 s without). ``of``: only
+    these jobs (``--jobs``), in the same window.
     """
     start = since.astimezone(tz) if since.tzinfo else since
     return [
         "sacct",
         "--parsable2",
         "--noheader",
+        *(["--allocations"] if jobs_only else []),
         f"--format={','.join(SACCT_FIELDS)}",
         f"--starttime={start.strftime('%Y-%m-%dT%H:%M:%S')}",
         "--endtime=now",
         f"--state={','.join(SACCT_STATES)}",
         f"--user={user}",
+        *([f"--jobs={','.join(of)}"] if of else []),
     ]
 
 

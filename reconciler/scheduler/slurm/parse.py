@@ -125,7 +125,35 @@ def recon_rows(text: str, live: Iterable[JobRecord], project: str | None = None)
     see ``combine``) is kept when squeue lists that id for a job of recon's. With
     ``project``, only that project's tags count: a user's other projects' jobs are not read.
     """
-    marker = f"{PREFIX}:" if project is None else f"{PREFIX}:{project}:"
+    marker = _marker(project)
+    tops, heads = _tagged(text, live, project)
+    kept = []
+    for line in text.splitlines(keepends=True):
+        head = line.partition("|")[0].partition(".")[0]
+        if head in heads or _top_of(head) in tops or marker in line:
+            kept.append(line)
+    return "".join(kept)
+
+
+def recon_jobs(text: str, live: Iterable[JobRecord], project: str | None = None) -> list[str]:
+    """The ids of recon's jobs (of ``project``'s, with one) that sacct's text tags or
+    squeue (``live``) tags, with the component ids squeue lists for them: whose rows,
+    steps included, ``recon_rows`` keeps. Read from the jobs' own rows (``sacct
+    --allocations``), they say which jobs to ask sacct for in full (asking for a het job
+    and its component both lists each row once)."""
+    tops, heads = _tagged(text, live, project)
+    return sorted(tops | heads, key=lambda job: (len(job), job))
+
+
+def _marker(project: str | None) -> str:
+    return f"{PREFIX}:" if project is None else f"{PREFIX}:{project}:"
+
+
+def _tagged(text: str, live: Iterable[JobRecord], project: str | None) -> tuple[set[str], set[str]]:
+    """The top ids of the jobs squeue or a tag in the text says are recon's, and the
+    component ids squeue lists for them."""
+    marker = _marker(project)
+    live = list(live)
     tops = {
         row.top_id
         for row in live
@@ -140,12 +168,7 @@ def recon_rows(text: str, live: Iterable[JobRecord], project: str | None = None)
         first = text.find("|", start, end)
         tops.add(_top_of(text[start : end if first == -1 else first]))
         found = text.find(marker, end)
-    kept = []
-    for line in text.splitlines(keepends=True):
-        head = line.partition("|")[0].partition(".")[0]
-        if head in heads or _top_of(head) in tops or marker in line:
-            kept.append(line)
-    return "".join(kept)
+    return tops, heads
 
 
 def _top_of(job_id: str) -> str:
