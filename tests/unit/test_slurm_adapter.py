@@ -19,7 +19,7 @@ from reconciler.errors import (
     TransientSchedulerError,
 )
 from reconciler.scheduler.base import AllocateRequest, Observation, SubmitRequest
-from reconciler.scheduler.slurm import SlurmScheduler
+from reconciler.scheduler.slurm import SlurmScheduler, adapter
 from reconciler.scheduler.slurm.runner import NOT_FOUND, run
 from reconciler.scheduler.slurm.testing import ScriptedRunner, failed, ok
 from reconciler.scheduler.states import Health, SlurmState
@@ -600,3 +600,15 @@ def test_when_the_second_sacct_fails_the_observation_says_incomplete() -> None:
     assert runner.commands() == ["squeue", "sacct", "sacct"]
     assert not observation.complete
     assert "Connection refused" in " ".join(observation.problems)
+
+
+def test_past_the_named_jobs_limit_the_second_sacct_asks_for_the_window_in_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(adapter, "NAMED_JOBS_MAX", 2)
+    past = lines(*(sacct_row(str(id_), "COMPLETED", TAG) for id_ in (5, 6, 7)))
+    runner = ScriptedRunner(squeue=[ok()], sacct=[ok(past)])
+    observation = scheduler(runner).observe(SINCE)
+    first, second = (argv for argv, _ in runner.calls[1:])
+    assert [a for a in first if a != "--allocations"] == second
+    assert len(observation.jobs) == 3

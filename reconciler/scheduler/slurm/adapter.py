@@ -72,6 +72,12 @@ STEP_LISTED_WAIT = 10.0
 STEP_ACCOUNTED_WAIT = 10.0
 
 
+# At most this many jobs are named to sacct (--jobs=...): one argument of a command line
+# holds at most 128 KiB on Linux. With more of the project's jobs in the window, the second
+# call asks for the window in full, as one call did before it was split.
+NAMED_JOBS_MAX = 1000
+
+
 class SlurmScheduler:
     """Observe, submit to and cancel jobs on Slurm by running its client commands."""
 
@@ -148,6 +154,8 @@ class SlurmScheduler:
         ours = recon_jobs(jobs.stdout, live, self._project)
         if not ours:
             return subprocess.CompletedProcess(jobs.args, 0, "", "")
+        if len(ours) > NAMED_JOBS_MAX:
+            return self._runner(argv.sacct(since, tz, user), None)
         return self._runner(argv.sacct(since, tz, user, of=ours), None)
 
     def _running_steps(self, live: Iterable[JobRecord]) -> Parsed | None:
