@@ -221,14 +221,17 @@ def test_a_requeued_job_is_pending_again_not_cancelled(tmp_path: Path) -> None:
         harness.scheduler.cancel(job_id)
 
 
-def test_one_observe_pass_runs_one_squeue_and_one_sacct(tmp_path: Path) -> None:
+def test_one_observe_pass_runs_one_squeue_and_two_saccts(tmp_path: Path) -> None:
+    """sacct's jobs' own rows, then recon's jobs among them in full: the three named."""
     recording = RecordingRunner()
     harness = Harness(tmp_path, SlurmScheduler(recording))
-    for index in range(3):
-        harness.submit(f"count{index}", "#SBATCH --partition=cpu\nsleep 1\n")
+    made = [harness.submit(f"count{i}", "#SBATCH --partition=cpu\nsleep 1\n") for i in range(3)]
     recording.calls.clear()
     observation = harness.scheduler.observe(harness.since)
-    assert recording.commands() == ["squeue", "sacct"]
+    assert recording.commands() == ["squeue", "sacct", "sacct"]
+    assert "--allocations" in recording.calls[1]
+    (named,) = [a for a in recording.calls[2] if a.startswith("--jobs=")]
+    assert set(made) <= set(named.removeprefix("--jobs=").split(","))
     assert observation.complete
     assert len([j for j in observation.jobs if j.tag.project == harness.project]) == 3
 

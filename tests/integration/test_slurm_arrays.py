@@ -23,7 +23,7 @@ AT_ONCE = 50
 TIMEOUT = 120.0
 
 
-def test_a_thousand_task_array_is_observed_task_by_task_in_one_squeue_and_one_sacct(
+def test_a_thousand_task_array_is_observed_task_by_task_in_one_squeue_and_two_saccts(
     tmp_path: Path,
 ) -> None:
     recording = RecordingRunner()
@@ -55,7 +55,7 @@ def test_a_thousand_task_array_is_observed_task_by_task_in_one_squeue_and_one_sa
         def look() -> tuple[Observation, ObservedJob]:
             recording.calls.clear()
             observation = scheduler.observe(since)
-            assert recording.commands() == ["squeue", "sacct"]
+            assert recording.commands() == ["squeue", "sacct", "sacct"]
             (job,) = observation.find(project, "many")
             assert job.job_id == array_id
             return observation, job
