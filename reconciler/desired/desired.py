@@ -30,6 +30,7 @@ from reconciler.desired.models import (
     Project,
     Run,
     RunResources,
+    upstream_of,
 )
 
 if TYPE_CHECKING:
@@ -85,11 +86,8 @@ class DeclaredInput(NamedTuple):
 
     @property
     def upstream(self) -> tuple[str, str] | None:
-        """(run, output) when this input is another run's output (as ``Input.upstream``)."""
-        if self.from_ is None:
-            return None
-        run, _, output = self.from_.rpartition(".")
-        return run, output
+        """(run, output) when this input is another run's output (``upstream_of``)."""
+        return upstream_of(self.from_)
 
 
 @dataclass(frozen=True, slots=True)

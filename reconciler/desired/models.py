@@ -208,12 +208,17 @@ class Input(Model):
 
     @property
     def upstream(self) -> tuple[str, str] | None:
-        """(run, output) when this input is another run's output. The run is a member's
-        name for a member (`train[seed=0]`): output names hold no dot."""
-        if self.from_ is None:
-            return None
-        run, _, output = self.from_.rpartition(".")
-        return run, output
+        """(run, output) when this input is another run's output (``upstream_of``)."""
+        return upstream_of(self.from_)
+
+
+def upstream_of(reference: str | None) -> tuple[str, str] | None:
+    """(run, output) of an input's `from: run.output`; None for a `path:` input. The run
+    is a member's name for a member (`train[seed=0]`): output names hold no dot."""
+    if reference is None:
+        return None
+    run, _, output = reference.rpartition(".")
+    return run, output
 
 
 class Document(Model):

@@ -21,7 +21,7 @@ journalled job not seen yet, which the planner waits for, instead of an unknown 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -184,9 +184,17 @@ def _scheduler_and_journal(
 ) -> tuple[Scheduler, JournalState]:
     """What the observation needs, for plan and status; should either fail, a problem of
     the specs is told first, as when they were loaded before anything else."""
-    try:
+    with _specs_told_first(opened):
         scheduler = scheduler or scheduler_for(opened.where, request.scheduler)
         return scheduler, read_journal(opened.where)
+
+
+@contextlib.contextmanager
+def _specs_told_first(opened: Opened) -> Iterator[None]:
+    """On an error before the specs load, load them: a problem of the specs is then
+    raised instead, as when they were loaded before anything else."""
+    try:
+        yield
     except Exception:
         _load(opened)
         raise
@@ -379,15 +387,12 @@ def reconcile_once(
         # Lock, journal, then the observation, which runs while the specs load: under
         # the lock, so the lock is held for the load too (a few tenths of a second at
         # 10,000 runs, less than the observation beside it).
-        try:
+        with _specs_told_first(opened):
             scheduler = scheduler or scheduler_for(opened.where, request.scheduler)
             directory = state_dir(opened.where)
             prepare_state_dir(directory)
             held.enter_context(project_lock(directory, lock_timeout))
             recorded = read_journal(opened.where)
-        except Exception:
-            _load(opened)  # a problem of the specs is told first, as when they loaded first
-            raise
         now = clock()
         desired, observed = load_while_observing(opened, scheduler, recorded, now)
         journal = held.enter_context(_open_journal(desired))  # made once the specs are good
