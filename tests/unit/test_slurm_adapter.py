@@ -20,7 +20,8 @@ from reconciler.errors import (
 )
 from reconciler.scheduler.base import AllocateRequest, Observation, SubmitRequest
 from reconciler.scheduler.slurm import SlurmScheduler, adapter
-from reconciler.scheduler.slurm.runner import NOT_FOUND, run
+from reconciler.scheduler.slurm import runner as runner_module
+from reconciler.scheduler.slurm.runner import NOT_FOUND, TIMED_OUT, run
 from reconciler.scheduler.slurm.testing import ScriptedRunner, failed, ok
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
@@ -553,6 +554,23 @@ def test_the_runner_keeps_sbatch_options_in_the_environment_from_overriding_the_
 def test_the_runner_reports_a_missing_command_as_a_failure() -> None:
     result = run(["recon-no-such-command"])
     assert result.returncode == NOT_FOUND and "recon-no-such-command" in result.stderr
+
+
+def test_the_runner_carries_a_large_script_and_both_outputs_whole() -> None:
+    """More than a pipe holds each way: nothing is lost or deadlocks while it is written."""
+    script = "".join(f"#SBATCH --comment=line-{i}\r\n" for i in range(20_000))
+    result = run(["sh", "-c", "cat; yes said | head -n 50000 >&2; exit 3"], script)
+    assert result.returncode == 3
+    assert result.stdout == script.replace("\r\n", "\n")  # as text=True reads it
+    assert result.stderr == "said\n" * 50_000
+
+
+def test_the_runner_stops_a_command_that_hangs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner_module, "TIMEOUT_SECONDS", 0.3)
+    started = time.monotonic()
+    result = run(["sleep", "30"])
+    assert result.returncode == TIMED_OUT and "timed out" in result.stderr
+    assert time.monotonic() - started < 10
 
 
 def test_sacct_lists_in_full_only_the_jobs_its_own_rows_or_squeue_say_are_recons() -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import locale
 import os
+import selectors
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -24,20 +27,81 @@ def run(argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedPr
     """Run ``argv`` and return what it did; never raises for the command's own failures."""
     env = {**_own_environment(os.environ), "SLURM_TIME_FORMAT": "standard"}
     try:
-        return subprocess.run(
+        process = subprocess.Popen(
             list(argv),
-            input=stdin,
-            capture_output=True,
-            text=True,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=env,
-            timeout=TIMEOUT_SECONDS,
-            check=False,
         )
     except FileNotFoundError as error:
         return subprocess.CompletedProcess(list(argv), NOT_FOUND, "", f"{argv[0]}: {error}")
-    except subprocess.TimeoutExpired:
-        message = f"{argv[0]}: timed out after {TIMEOUT_SECONDS:.0f} s"
-        return subprocess.CompletedProcess(list(argv), TIMED_OUT, "", message)
+    with process:
+        try:
+            out, err = _exchange(process, stdin, time.monotonic() + TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            message = f"{argv[0]}: timed out after {TIMEOUT_SECONDS:.0f} s"
+            return subprocess.CompletedProcess(list(argv), TIMED_OUT, "", message)
+        except BaseException:  # Ctrl-C: the command is not left behind
+            process.kill()
+            process.wait()
+            raise
+        # Both pipes are closed: the command is exiting, so wait for it in waitpid.
+        # (`subprocess.run(timeout=...)` polls for the exit instead, sleeping 1 ms, 2 ms,
+        # 4 ms...: about 0.7 ms a command on average, 1.4 s of 2,000 sbatch calls.)
+        returncode = process.wait()
+    return subprocess.CompletedProcess(list(argv), returncode, _text(out), _text(err))
+
+
+def _exchange(
+    process: subprocess.Popen[bytes], stdin: str | None, deadline: float
+) -> tuple[bytes, bytes]:
+    """Write ``stdin`` to ``process`` and read its stdout and stderr to their end, by
+    ``deadline`` (``time.monotonic``) or raise TimeoutExpired."""
+    assert process.stdout is not None and process.stderr is not None
+    chunks: dict[int, list[bytes]] = {process.stdout.fileno(): [], process.stderr.fileno(): []}
+    pending = memoryview(stdin.encode()) if stdin is not None else memoryview(b"")
+    with selectors.DefaultSelector() as selector:
+        if process.stdin is not None:
+            if pending:
+                selector.register(process.stdin, selectors.EVENT_WRITE)
+            else:
+                process.stdin.close()
+        selector.register(process.stdout, selectors.EVENT_READ)
+        selector.register(process.stderr, selectors.EVENT_READ)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(process.args, TIMEOUT_SECONDS)
+            for key, _events in selector.select(remaining):
+                if key.fileobj is process.stdin:
+                    try:
+                        pending = pending[os.write(key.fd, pending[:_PIPE_CHUNK]) :]
+                    except BrokenPipeError:  # it stopped reading: what it said still counts
+                        pending = pending[:0]
+                    if not pending:
+                        selector.unregister(key.fileobj)
+                        process.stdin.close()
+                    continue
+                data = os.read(key.fd, 32768)
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    selector.unregister(key.fileobj)
+    out, err = chunks.values()
+    return b"".join(out), b"".join(err)
+
+
+_PIPE_CHUNK = 512  # what a pipe ready for writing takes without blocking (PIPE_BUF)
+
+
+def _text(data: bytes) -> str:
+    """Bytes as ``subprocess.run(text=True)`` would give them: the locale's encoding,
+    universal newlines."""
+    text = data.decode(locale.getpreferredencoding(False))
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 class Process(Protocol):
