@@ -570,6 +570,9 @@ def test_the_runner_stops_a_command_that_hangs(monkeypatch: pytest.MonkeyPatch) 
     started = time.monotonic()
     result = run(["sleep", "30"])
     assert result.returncode == TIMED_OUT and "timed out" in result.stderr
+    # Its output closed, it still does not exit: the wait for its end has the same bound.
+    closed = run(["sh", "-c", "exec >&- 2>&-; sleep 30"])
+    assert closed.returncode == TIMED_OUT and "timed out" in closed.stderr
     assert time.monotonic() - started < 10
 
 
