@@ -10,9 +10,18 @@ the plan's batch submissions are written ahead in one transaction (one fsync), b
 the first sbatch; the job ids are written in groups of ``CONFIRM_EVERY`` (a crash loses
 at most that many, and the next pass adopts those jobs by their tags, as after any crash
 between sbatch and the journal). Intents of runs never sent (skipped, or an apply that
-stopped) are withdrawn at the end. A run started as a step in an allocation keeps one
-intent of its own, written just before: an open intent of a step holds its run back
-(``plan_history.unlisted_step``).
+stopped) are withdrawn at the end.
+
+A scheduler that takes several submissions at once (``ConcurrentScheduler``: Slurm) gets
+plain batch submissions that wait for nothing still in flight a few at a time, each with
+its intent already durable: the next sbatch is rendered and sent while slurmctld answers
+the last. Answers are taken in the plan's order; anything else the plan does (a run
+waiting for one in flight, an array, an allocation, an adoption, a cancel of its own)
+first waits for every answer. A crash with several in flight leaves, as above, jobs the
+journal holds an intent of and the next pass adopts by their tags.
+
+A run started as a step in an allocation keeps one intent of its own, written just
+before: an open intent of a step holds its run back (``plan_history.unlisted_step``).
 
 A refused submission (bad partition...) is recorded and skipped; runs that were to wait
 for it are skipped too (keep going, like dvc's `on_error="keep-going"`). A transient
@@ -24,7 +33,9 @@ did submit.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -36,7 +47,7 @@ from reconciler.engine.faults import fault_point
 from reconciler.engine.identity import tag_for
 from reconciler.engine.scripts import render_context
 from reconciler.errors import RUNS_DIR_HINT, PermanentSchedulerError, cannot_create
-from reconciler.scheduler.base import Scheduler, SubmitRequest
+from reconciler.scheduler.base import ConcurrentScheduler, Scheduler, SubmitRequest
 from reconciler.scheduler.render import (
     RenderContext,
     render_batch_script,
@@ -88,6 +99,15 @@ class ApplyResult:
         return not self.refused and not self.skipped
 
 
+@dataclass(frozen=True)
+class _InFlight:
+    """A submission handed to the scheduler whose answer is not taken yet."""
+
+    run: str
+    intent: int
+    answer: Future[str]
+
+
 @dataclass
 class Applier:
     plan: Plan
@@ -105,6 +125,9 @@ class Applier:
     _tasks: dict[str, set[str]] = field(default_factory=dict)  # array id -> its task ids
     _max_array_size: int | None = None
     _given: dict[str, list[str]] = field(default_factory=dict)  # job id -> runs it was given to
+    _flying: deque[_InFlight] = field(default_factory=deque)  # in the plan's order
+    _pool: ThreadPoolExecutor | None = None
+    _width: int = 1  # submissions in flight at most
 
     def run(self) -> ApplyResult:
         self._write_ahead()
@@ -116,7 +139,9 @@ class Applier:
         try:
             for action in self.plan.actions:
                 self._carry_out(action)
+            self._land_all()
         finally:
+            self._land_rest()
             self._confirm()
             if self._intents:
                 self.journal.withdraw_intents(list(self._intents.values()))
@@ -155,6 +180,8 @@ class Applier:
     def _carry_out(self, action: Action) -> None:
         if id(action) in self._sent:
             return
+        if self._flying and not self._may_fly(action):
+            self._land_all()
         if self._is_member_submit(action):
             self._submit_members(action)
             return
@@ -286,17 +313,81 @@ class Applier:
         request = SubmitRequest(
             script=script, workdir=Path(context.run_dir), dependencies=dependencies, tag=tag
         )
+        pool = self._pool_for(action)
+        if pool is not None:
+            answer = pool.submit(self.scheduler.submit, request)
+            self._flying.append(_InFlight(run.name, intent, answer))
+            if len(self._flying) >= self._width:
+                self._land(self._flying.popleft())
+            return
         try:
             job_id = self.scheduler.submit(request)
         except PermanentSchedulerError as error:
             self.journal.record_refused(intent, str(error), self.clock())
             self._refused(run.name, str(error))
             return
+        self._accepted(run.name, intent, job_id)
+
+    def _accepted(self, name: str, intent: int, job_id: str) -> None:
         fault_point("after-sbatch")
         self._confirmed.append((intent, job_id))
         if len(self._confirmed) >= CONFIRM_EVERY:
             self._confirm()
-        self._submitted(run.name, job_id)
+        self._submitted(name, job_id)
+
+    def _may_fly(self, action: Action) -> bool:
+        """Whether ``action`` may be sent while the submissions in flight are: a plain
+        batch submission waiting for none of them."""
+        flying = {flight.run for flight in self._flying}
+        return (
+            action.target_kind == "run"
+            and action.kind in (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE)
+            and action.allocation_job is None
+            and self.desired.runs[action.target].member is None
+            and not flying.intersection(action.after)
+        )
+
+    def _pool_for(self, action: Action) -> ThreadPoolExecutor | None:
+        """Where ``action``'s sbatch goes when it may overlap others: None to send it here."""
+        if not isinstance(self.scheduler, ConcurrentScheduler) or not self._may_fly(action):
+            return None
+        if self.scheduler.submissions_at_once < 2:
+            return None
+        if self._pool is None:
+            self._width = self.scheduler.submissions_at_once
+            self._pool = ThreadPoolExecutor(self._width, thread_name_prefix="sbatch")
+        return self._pool
+
+    def _land(self, flight: _InFlight) -> None:
+        """Take one answer: the job id, or the scheduler's refusal. Its other errors (a
+        transient one stops the apply) are raised, as from a submission sent here."""
+        try:
+            job_id = flight.answer.result()
+        except PermanentSchedulerError as error:
+            self.journal.record_refused(flight.intent, str(error), self.clock())
+            self._refused(flight.run, str(error))
+            return
+        self._accepted(flight.run, flight.intent, job_id)
+
+    def _land_all(self) -> None:
+        while self._flying:
+            self._land(self._flying.popleft())
+
+    def _land_rest(self) -> None:
+        """After an error (or at the end): what is still in flight was sent, or may have
+        been; each job id that comes back is recorded, and the first error is the one the
+        apply stops with. The threads end here."""
+        try:
+            while self._flying:
+                flight = self._flying.popleft()
+                try:
+                    self._land(flight)
+                except Exception:  # the first error is already on its way out
+                    continue
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
 
     def _dependencies(self, action: Action) -> tuple[str, ...]:
         """The jobs ``action`` waits for; every task of an array this apply submitted is

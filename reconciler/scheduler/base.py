@@ -465,6 +465,14 @@ class Scheduler(Protocol):
 
 
 @runtime_checkable
+class ConcurrentScheduler(Protocol):
+    """A scheduler whose ``submit`` may be called from several threads at once (Slurm:
+    each call is an sbatch of its own): apply keeps this many submissions in flight."""
+
+    submissions_at_once: int
+
+
+@runtime_checkable
 class StepScheduler(Protocol):
     """A scheduler that can run steps inside held allocations (Slurm; not the local backend)."""
 

@@ -4,6 +4,7 @@ runs never sent are withdrawn."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,3 +135,86 @@ def test_an_apply_stopped_by_the_scheduler_keeps_the_intent_it_may_have_sent(
         "r0": ("submitted", "102"),
         "r1": ("intent", None),
     }
+
+
+@dataclass
+class ConcurrentSbatch(Sbatch):
+    """``Sbatch`` taking several submissions at once (as Slurm's adapter does): the first
+    ``together`` runs named in it must all be in flight at the same time to be answered."""
+
+    submissions_at_once: int = 3
+    together: tuple[str, ...] = ()
+    sent: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _barrier: threading.Barrier | None = None
+
+    def submit(self, request: SubmitRequest) -> str:
+        if request.tag.name in self.together:
+            if self._barrier is None:
+                raise AssertionError("no barrier")
+            self._barrier.wait(timeout=10)  # broken (and failing) unless all are in flight
+        with self._lock:
+            self.sent.append((request.tag.name, request.dependencies))
+            return super().submit(request)
+
+
+def concurrent(
+    tmp_path: Path,
+    together: tuple[str, ...] = (),
+    fail_at: str | None = None,
+    refuse: frozenset[str] = frozenset(),
+) -> ConcurrentSbatch:
+    scheduler = ConcurrentSbatch(
+        tmp_path / "journal.sqlite", set(refuse), fail_at, together=together
+    )
+    scheduler._barrier = threading.Barrier(max(1, len(together)))
+    return scheduler
+
+
+def test_independent_submissions_are_in_flight_together_and_wait_for_their_upstream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """r0, r1 and r2 are sent at once (each blocks until all three are in flight), only
+    once prep's job id is known: each names it in its dependency. Every intent was on disk
+    before the first sbatch, and the answers are reported in the plan's order."""
+    monkeypatch.setattr(apply_module, "CONFIRM_EVERY", 2)
+    state = sweep(tmp_path, 6)
+    scheduler = concurrent(tmp_path, together=("r0", "r1", "r2"))
+    with Journal(scheduler.journal_path) as journal:
+        applier = carry_out(state, scheduler, journal)
+        records = {r.name: (r.status.value, r.job_id) for r in journal.records(PROJECT)}
+    prep = applier.result.submitted["prep"]
+    assert scheduler.sent[0] == ("prep", ())
+    assert sorted(scheduler.sent[1:]) == [(f"r{i}", (prep,)) for i in range(6)]
+    first = scheduler.seen[0]
+    assert set(first) == set(state.runs) and set(first.values()) == {("intent", None)}
+    assert list(applier.result.submitted) == ["prep", *(f"r{i}" for i in range(6))]
+    assert records == {name: ("submitted", job) for name, job in applier.result.submitted.items()}
+
+
+def test_a_transient_error_in_flight_keeps_the_ids_of_the_others_sent_with_it(
+    tmp_path: Path,
+) -> None:
+    """r1's sbatch fails while r2 and r3 are in flight beside it (r3 went once r0's answer
+    came): their job ids are still written, r1's intent stays (it may have been made), and
+    nothing after is sent."""
+    state = sweep(tmp_path, 5)
+    scheduler = concurrent(tmp_path, together=("r0", "r1", "r2"), fail_at="r1")
+    with Journal(scheduler.journal_path) as journal:
+        with pytest.raises(TransientSchedulerError):
+            carry_out(state, scheduler, journal)
+        records = {r.name: (r.status.value, r.job_id) for r in journal.records(PROJECT)}
+    assert {name for name, _ in scheduler.sent} == {"prep", "r0", "r1", "r2", "r3"}
+    assert records["r1"] == ("intent", None)
+    assert {records[name][0] for name in ("prep", "r0", "r2", "r3")} == {"submitted"}
+    assert "r4" not in records  # never sent: withdrawn
+
+
+def test_a_refusal_in_flight_skips_only_what_waits_for_it(tmp_path: Path) -> None:
+    state = sweep(tmp_path, 3)
+    scheduler = concurrent(tmp_path, refuse=frozenset({"prep"}))
+    with Journal(scheduler.journal_path) as journal:
+        applier = carry_out(state, scheduler, journal)
+        records = journal.records(PROJECT)
+    assert set(applier.result.skipped) == {"r0", "r1", "r2"}
+    assert [(r.name, r.status) for r in records] == [("prep", SubmissionStatus.REFUSED)]

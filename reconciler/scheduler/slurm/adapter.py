@@ -77,6 +77,11 @@ STEP_ACCOUNTED_WAIT = 10.0
 # call asks for the window in full, as one call did before it was split.
 NAMED_JOBS_MAX = 1000
 
+# sbatch calls an apply keeps in flight (``ConcurrentScheduler``): each spends most of its
+# ~15 ms starting up and waiting for slurmctld's answer, so a few at once send the same
+# jobs in less time; slurmctld takes job submissions one at a time anyway.
+SUBMISSIONS_AT_ONCE = 4
+
 
 class SlurmScheduler:
     """Observe, submit to and cancel jobs on Slurm by running its client commands."""
@@ -96,10 +101,13 @@ class SlurmScheduler:
         launches: Callable[[], tuple[Launch, ...] | None] = running_launches,
         user: str | None = None,
         project: str | None = None,
+        submissions_at_once: int = SUBMISSIONS_AT_ONCE,
     ) -> None:
         """``tz`` is the zone Slurm prints times in: this machine's local time unless told;
         ``user`` whose jobs are observed: the user recon runs as unless told; ``project``
-        whose jobs are read from sacct's history (every recon job's when None)."""
+        whose jobs are read from sacct's history (every recon job's when None);
+        ``submissions_at_once``: how many ``submit`` calls an apply may make at once (1: one
+        after another, as a runner scripted in order needs)."""
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
         self._runner = runner
@@ -113,6 +121,7 @@ class SlurmScheduler:
         self._user = user or pwd.getpwuid(os.geteuid()).pw_name
         self._project = project
         self._max_array_size: int | None = None
+        self.submissions_at_once = submissions_at_once
 
     def observe(self, since: datetime) -> Observation:
         """One squeue and two sacct calls (``_history``), whatever the number of jobs, and
