@@ -23,7 +23,6 @@ It is a benchmark, not a test: it loads the shared cluster, hence the lock.
 from __future__ import annotations
 
 import argparse
-import getpass
 import math
 import statistics
 import subprocess
@@ -35,11 +34,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from reconciler.scheduler.base import ArrayRequest, Observation, SubmitRequest
+from reconciler.scheduler.base import ArrayRequest, Observation, ObservedJob, SubmitRequest
 from reconciler.scheduler.slurm import adapter
 from reconciler.scheduler.slurm.adapter import SlurmScheduler
-from reconciler.scheduler.slurm.argv import SACCT_STATES
 from reconciler.scheduler.slurm.runner import run
+from reconciler.scheduler.states import ENDED
 from reconciler.scheduler.tag import Tag
 
 ARRAY_MAX = 1000
@@ -108,27 +107,34 @@ class Shape:
         return SubmitRequest(script=SCRIPT, workdir=self.workdir, tag=tag, array=array)
 
     def _wait_ended(self, total: int) -> None:
-        marker = f"recon2:{self.project}:"
+        """Until every job or task of the project's is over, with its batch step ended
+        in sacct (accounting lags slurmctld by seconds): then nothing changes between the
+        passes timed, and their observations must be equal."""
         deadline = time.monotonic() + WAIT
         while time.monotonic() < deadline:
-            live = subprocess.run(
-                ["squeue", "--me", "-h", "-o", "%k"], capture_output=True, text=True, check=True
-            ).stdout
-            if marker not in live:
-                since = self.since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
-                ended = subprocess.run(
-                    ["sacct", "-n", "-P", "-X", "-o", "Comment", "-S", since, "-E", "now",
-                     f"--state={','.join(SACCT_STATES)}", f"--user={getpass.getuser()}"],
-                    capture_output=True, text=True, check=True,
-                ).stdout  # fmt: skip
-                if sum(marker in line for line in ended.splitlines()) >= total:
-                    return
+            observation = self.scheduler.observe(self.since)
+            units = [
+                unit
+                for job in observation.jobs
+                if job.tag.project == self.project
+                for unit in (job.tasks().values() or [job])
+            ]
+            if len(units) >= total and all(_accounted(unit) for unit in units):
+                return
             time.sleep(2)
         raise RuntimeError(f"{self.project}: {total} jobs not all ended in {WAIT} s")
 
     def cancel(self) -> None:
         for job_id in self.made:
             self.scheduler.cancel(job_id)
+
+
+def _accounted(job: ObservedJob) -> bool:
+    return (
+        job.finished
+        and all(row.source == "sacct" and row.exit_code is not None for row in job.components)
+        and any(step.step == "batch" and step.health in ENDED for step in job.steps)
+    )
 
 
 def observe(shape: Shape, limit: int) -> tuple[Observation, Timed]:
@@ -205,6 +211,11 @@ def main() -> None:
                         flush=True,
                     )
                 if not seen["named"] == seen["whole"] == seen["adapter"]:
+                    for form in ("whole", "adapter"):
+                        for job_id in sorted(seen["named"].keys() | seen[form].keys())[:2000]:
+                            if seen["named"].get(job_id) != seen[form].get(job_id):
+                                print(f"    {job_id} named: {seen['named'].get(job_id)}")
+                                print(f"    {job_id} {form}: {seen[form].get(job_id)}")
                     sys.exit(f"the named and whole passes differ at {size} {shape_name}")
             for form, times in totals.items():
                 steps = [
