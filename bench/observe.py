@@ -1,7 +1,7 @@
 """What one observation costs on the real dev cluster's slurmdbd: 500 to 2,000 ended jobs.
 
     flock /work/wt/notes/cluster.lock python bench/observe.py --live 500,1000,2000 \\
-        [--shape jobs,array] [--repeat 3]
+        [--shape jobs,array] [--repeat 3] [--others 0]
 
 For each shape, under a project of its own and a window that starts when it does, the
 benchmark submits jobs running ``true`` until the project holds N of them, waits until
@@ -16,7 +16,9 @@ window); ``array``, N array tasks in arrays of at most 1,000 (MaxArraySize is 1,
 here), so one id to name per 1,000 tasks. Each figure is a median, in wall seconds (most
 of it is slurmdbd's, in another process), per command and in all, with growth per
 doubling of N; the named and whole passes must observe the same jobs, rows and steps, or
-the benchmark stops. Everything it submits is cancelled at the end (it has ended by then).
+the benchmark stops. --others M adds M jobs of the same user's that are not recon's to
+each window first (the whole window lists them and their steps; naming skips them).
+Everything it submits is cancelled at the end (it has ended by then).
 It is a benchmark, not a test: it loads the shared cluster, hence the lock.
 """
 
@@ -96,6 +98,28 @@ class Shape:
                 self.count += size
         self._wait_ended(total)
 
+    def add_others(self, count: int) -> None:
+        """``count`` jobs of the same user's that are not recon's (no tag), in the window:
+        the whole window lists them and their steps, the named call does not."""
+        name = f"{self.project}-other"
+        for _ in range(count):
+            submitted = subprocess.run(
+                ["sbatch", "--parsable", "-p", "cpu", "-t", "1", "--mem=10M", "-o", "/dev/null",
+                 f"--job-name={name}", "--wrap=true"],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            self.made.append(submitted.stdout.strip())
+        deadline = time.monotonic() + WAIT
+        while (
+            name
+            in subprocess.run(
+                ["squeue", "--me", "-h", "-o", "%j"], capture_output=True, text=True, check=True
+            ).stdout
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{count} other jobs not all ended in {WAIT} s")
+            time.sleep(2)
+
     def _request(self, name: str, array: ArrayRequest | None = None) -> SubmitRequest:
         tag = Tag(
             project=self.project,
@@ -174,6 +198,9 @@ def main() -> None:
     parser.add_argument("--live", required=True, help="job counts, e.g. 500,1000,2000")
     parser.add_argument("--shape", default="jobs,array")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--others", type=int, default=0, help="other jobs of the user's in each window"
+    )
     options = parser.parse_args()
     sizes = [int(size) for size in options.live.split(",")]
     for shape_name in options.shape.split(","):
@@ -185,6 +212,11 @@ def main() -> None:
         )
         totals: dict[str, list[float]] = {form: [] for form in FORMS}
         try:
+            if options.others:
+                started = time.monotonic()
+                shape.add_others(options.others)
+                took = time.monotonic() - started
+                print(f"  {options.others} other jobs (not recon's) ended in {took:.0f} s")
             for size in sizes:
                 started = time.monotonic()
                 shape.grow_to(size)
