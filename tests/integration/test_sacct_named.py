@@ -23,7 +23,7 @@ from tests.integration.test_slurm_adapter import HEADER, HET, Harness, final
 pytestmark = pytest.mark.slurm
 
 TIMEOUT = 60.0
-TASKS = 6
+TASKS = 8
 # The last task sleeps: a running task under its own id, beside tasks that ended.
 TASK_BODY = (
     f'#SBATCH --partition=cpu\nif [ "$SLURM_ARRAY_TASK_ID" = {TASKS - 1} ]; then sleep 300; fi\n'
@@ -60,8 +60,11 @@ def test_naming_recons_jobs_and_the_whole_window_observe_the_same(
         ours = jobs_arg.removeprefix("--jobs=").split(",")
         assert set(made) <= set(ours)
         # A job array is named once, by its id, however many tasks it has (and a running
-        # task by the id squeue lists it under): the limit counts jobs, not tasks.
-        assert len(ours) <= len(made) + 1
+        # task by the id squeue lists it under): the limit counts jobs, not tasks, and an
+        # array of more tasks than the limit is still named.
+        assert len(ours) <= len(made) + 1 < TASKS
+        monkeypatch.setattr(adapter, "NAMED_JOBS_MAX", len(ours))
+        assert _observe(harness, recording).second_call == named.second_call
         lines = named.sacct.splitlines()
         assert len(lines) == len(set(lines)), "sacct listed a row twice"
         listed = {line.partition("|")[0] for line in lines}
