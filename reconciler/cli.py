@@ -16,7 +16,6 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
 from reconciler import __version__
 from reconciler.commands import apply, export, graph, plan, serve, specs, status, watch
@@ -90,15 +89,21 @@ def _run() -> None:
     except KeyboardInterrupt:  # typer maps one inside a command to 130 itself
         sys.exit(EXIT_INTERRUPTED)
     except LockedError as error:
+        from rich.text import Text  # rich only to fail: most commands write plain text
+
         err_console.print(Text(f"error: {error}"), soft_wrap=True)
         sys.exit(EXIT_LOCKED)
     except ReconError as error:
+        from rich.text import Text
+
         # The message may quote the user's text: never read it as rich markup.
         err_console.print(Text("error: ", style="red") + Text(str(error)), soft_wrap=True)
         sys.exit(EXIT_ERROR)
     except OSError as error:
         # A file or folder the user named (or recon.yaml names) that cannot be used: the
         # places recon knows of raise PathError with a hint; this is the net under the rest.
+        from rich.text import Text
+
         where = f"{error.filename}: " if error.filename else ""
         reason = error.strerror or str(error)
         err_console.print(Text("error: ", style="red") + Text(where + reason), soft_wrap=True)
@@ -110,6 +115,8 @@ def _run() -> None:
         if type(error).__name__ == "NoArgsIsHelpError":
             print(error.format_message())  # `recon` or `recon export` alone: the help
             sys.exit(0)
+        from rich.text import Text
+
         # Usage errors exit 1, not click's 2: 2 means "changes" under --detailed-exitcode.
         err_console.print(Text(f"error: {error.format_message()}"), soft_wrap=True)
         context = getattr(error, "ctx", None)

@@ -9,13 +9,10 @@ lists them together; any problem raises one SpecError holding them all.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler import graph
 from reconciler.desired import sweeps
@@ -56,6 +53,9 @@ from reconciler.desired.source import (
 from reconciler.desired.summary import DocumentSummary, raw_document, summarize
 from reconciler.desired.yamlsource import parse_documents
 from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
+
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
 
 
 def open_source(
@@ -248,6 +248,10 @@ def _parse_files(contents: dict[str, bytes], project: Project) -> Parsed:
     workers = min(os.cpu_count() or 1, 8)
     if len(contents) < _PARALLEL_FROM or workers < 2:
         return {path: (_parse_file(path, data, project), None) for path, data in contents.items()}
+    # Imported only for a pool: a warm load (most of them) never starts one.
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     items = list(contents.items())
     chunks = [items[start::workers] for start in range(workers)]
     try:
@@ -259,11 +263,13 @@ def _parse_files(contents: dict[str, bytes], project: Project) -> Parsed:
     return {path: (FileResult.from_plain(plain), plain) for part in parts for path, plain in part}
 
 
-def _pool_context() -> multiprocessing.context.BaseContext:
+def _pool_context() -> BaseContext:
     """Fork, the quickest start, unless another thread runs (a live plan observes the
     cluster while it loads): a fork copies the locks that thread holds and the files it
     has open (a local job's alive lock), so workers then come from a fork server, a
     clean process of one thread with this module loaded."""
+    import multiprocessing
+
     if threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     context = multiprocessing.get_context("forkserver")
