@@ -123,6 +123,7 @@ class DesiredRun:
     __slots__ = (
         "_build",
         "_hash",
+        "_resources",
         "_spec",
         "gathers",
         "location",
@@ -141,10 +142,13 @@ class DesiredRun:
         # input -> the sweep members whose output it gathers (an input reading one run: absent)
         gathers: Mapping[str, tuple[str, ...]] | None = None,
         shape: RunShape | None = None,  # required with a `spec` still to be built
+        # its effective resources before its model is built (default: the model's)
+        resources: RunResources | Callable[[], RunResources] | None = None,
     ) -> None:
         self._spec = spec if isinstance(spec, Run) else None
         self._build = None if isinstance(spec, Run) else spec
         self._hash = spec_hash
+        self._resources = resources
         if shape is None:
             assert isinstance(spec, Run), "a run built later needs its shape now"
             shape = RunShape.of(spec)
@@ -161,6 +165,17 @@ class DesiredRun:
             self._spec = self._build()
             self._build = None
         return self._spec
+
+    @property
+    def resources(self) -> RunResources:
+        """Its effective resources (``spec.resources``), known without building its model
+        where the loader can tell them: deciding whether 10,000 new runs fit the cluster
+        needs only the few distinct resources they ask for."""
+        if self._spec is not None or self._resources is None:
+            return self.spec.resources
+        if not isinstance(self._resources, RunResources):
+            self._resources = self._resources()
+        return self._resources
 
     @property
     def spec_hash(self) -> str:
@@ -284,14 +299,18 @@ def run_workdir(workdir: str | None, runs_dir: str, name: str) -> str:
 
 def effective_run(run: Run, project: Project) -> Run:
     """The run as it will be submitted: project defaults fill what the run leaves out."""
-    resources = _with_job_defaults(run.resources, project.defaults)
-    if resources.components:
-        components = tuple(_with_shape_defaults(c, project.defaults) for c in resources.components)
-        resources = resources.model_copy(update={"components": components})
-    else:
-        resources = _with_shape_defaults(resources, project.defaults)
+    resources = effective_resources(run.resources, project)
     workdir = run_workdir(run.workdir, project.runs_dir, run.name)
     return run.model_copy(update={"resources": resources, "workdir": workdir})
+
+
+def effective_resources(resources: RunResources, project: Project) -> RunResources:
+    """A run's resources as they will be asked for: project defaults fill what it leaves out."""
+    resources = _with_job_defaults(resources, project.defaults)
+    if resources.components:
+        components = tuple(_with_shape_defaults(c, project.defaults) for c in resources.components)
+        return resources.model_copy(update={"components": components})
+    return _with_shape_defaults(resources, project.defaults)
 
 
 def effective_allocation(allocation: Allocation, project: Project) -> Allocation:

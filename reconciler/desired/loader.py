@@ -9,8 +9,10 @@ lists them together; any problem raises one SpecError holding them all.
 
 from __future__ import annotations
 
+import marshal
 import os
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +37,7 @@ from reconciler.desired.desired import (
     RunShape,
     canonical_fields,
     effective_allocation,
+    effective_resources,
     effective_run,
     hash_of_fields,
     run_workdir,
@@ -42,7 +45,7 @@ from reconciler.desired.desired import (
 )
 from reconciler.desired.documents import validate_project, validate_spec
 from reconciler.desired.matrix import Member
-from reconciler.desired.models import KINDS, Allocation, Input, Project, Run
+from reconciler.desired.models import KINDS, Allocation, Input, Project, Run, RunResources
 from reconciler.desired.source import (
     PROJECT_FILE,
     CommitSource,
@@ -112,7 +115,7 @@ def load_desired(
         cache.save()  # parse results are kept whether or not the specs are valid
     upstreams = expansion.upstreams
     allocations = {s.name: s for s in summaries if s.kind == "Allocation"}
-    bases: dict[str, tuple[Run, dict[str, Any]]] = {}  # sweep -> its members' common part
+    made = _MadeOnce()
     warnings = () if summaries else (_nothing_declared(source, project, all_paths),)
     return Desired(
         project,
@@ -120,7 +123,7 @@ def load_desired(
         source.commit,
         LazyMapping(
             runs,
-            lambda name: _desired_run(runs[name], project, scripts, expansion, bases),
+            lambda name: _desired_run(runs[name], project, scripts, expansion, made),
             # Known without the model, except for a script run (its script joins the hash)
             # and a sweep's member (its hash is its own spec's, made when it is built).
             lambda name: None if name in expansion.members else runs[name].spec_hash,
@@ -167,6 +170,28 @@ def _checked(
     if key is not None:
         cache.note_passed_checks(key)
     return summaries, runs, expansion, scripts
+
+
+@dataclass
+class _MadeOnce:
+    """What the runs of one load share, made for the first run that needs it."""
+
+    # sweep -> its members' common part: the effective spec and its canonical fields
+    bases: dict[str, tuple[Run, dict[str, Any]]] = field(default_factory=dict)
+    # a run's `resources:` as written (marshalled) -> its effective resources
+    resources: dict[bytes, RunResources] = field(default_factory=dict)
+
+    def resources_of(self, summary: DocumentSummary, project: Project) -> RunResources:
+        """A run's effective resources from its document, without its model: the runs of
+        a sweep, or of 10,000 files written alike, ask for a few distinct resources."""
+        written = raw_document(summary.data).get("resources")
+        key = marshal.dumps(written)
+        if key not in self.resources:
+            # Validated with its document already (now or when cached): cannot fail. An
+            # absent block is the model's default.
+            asked = RunResources() if written is None else RunResources.model_validate(written)
+            self.resources[key] = effective_resources(asked, project)
+        return self.resources[key]
 
 
 def _plain_upstreams(summaries: list[DocumentSummary]) -> dict[str, tuple[str, ...]]:
@@ -385,13 +410,13 @@ def _desired_run(
     project: Project,
     scripts: dict[str, str],
     expansion: sweeps.Expansion,
-    bases: dict[str, tuple[Run, dict[str, Any]]],
+    made: _MadeOnce,
 ) -> DesiredRun:
     """A run whose model is built when first asked for: its shape comes from the summary,
     and so does its hash, unless a script's content joins it."""
     member = expansion.members.get(summary.name)
     if member is not None:
-        return _desired_member(summary, member, project, scripts, expansion, bases)
+        return _desired_member(summary, member, project, scripts, expansion, made)
     singles = expansion.singles.get(summary.name, {})
 
     def build() -> Run:
@@ -410,6 +435,7 @@ def _desired_run(
         None,
         expansion.gathers.get(summary.name, {}),
         _shape(summary, project.runs_dir, singles),
+        lambda: made.resources_of(summary, project),
     )
     return run
 
@@ -420,13 +446,15 @@ def _desired_member(
     project: Project,
     scripts: dict[str, str],
     expansion: sweeps.Expansion,
-    bases: dict[str, tuple[Run, dict[str, Any]]],
+    made: _MadeOnce,
 ) -> DesiredRun:
     """A member: its sweep's effective spec (built and put in canonical form once per
     sweep) under its own name and directory, inputs that read one member naming it. Its
     hash comes from the sweep's canonical form without building the member's model."""
     singles = expansion.singles.get(summary.name, {})
     script = scripts.get(member.sweep)
+
+    bases = made.bases
 
     def base_of() -> tuple[Run, dict[str, Any]]:
         if member.sweep not in bases:
@@ -458,6 +486,7 @@ def _desired_member(
         member,
         expansion.gathers.get(summary.name, {}),
         _shape(summary, project.runs_dir, singles),
+        lambda: made.resources_of(summary, project),  # its document is its sweep's
     )
     return run
 

@@ -209,10 +209,21 @@ class FitChecker:
         self._default = next((p.name for p in listed if p.default), None)
         self._kinds = _kinds(listed)
         self._judged: dict[_Need, tuple[str | None, tuple[int, ...]]] = {}
+        # id -> (the resources, their verdict): runs written alike share one resources
+        # object (``DesiredRun.resources``); kept, so that no id is reused while here.
+        self._verdicts: dict[int, tuple[Shapes, str | None]] = {}
 
     def why_not(self, resources: Shapes) -> str | None:
         """None when the run can be placed; else why not, naming the component (in a het
         job), the partition, and what is short."""
+        known = self._verdicts.get(id(resources))
+        if known is not None and known[0] is resources:
+            return known[1]
+        verdict = self._why_not(resources)
+        self._verdicts[id(resources)] = (resources, verdict)
+        return verdict
+
+    def _why_not(self, resources: Shapes) -> str | None:
         shapes = _shapes(resources)
         het = len(shapes) > 1
         needs: list[_Need] = []

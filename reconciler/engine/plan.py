@@ -134,7 +134,7 @@ def plan(
         actions.append(made.action)
         where = desired.runs[name].allocation
         if made.action.allocation_job is not None and where is not None:
-            share = plan_allocations.share_of(desired.runs[name].spec.resources)
+            share = plan_allocations.share_of(desired.runs[name].resources)
             in_use[where] = in_use[where].plus(name, share)
     actions.extend(
         plan_allocations.renewals(allocation_states, _renewals(decided), desired.allocations)

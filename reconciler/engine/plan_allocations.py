@@ -824,7 +824,7 @@ def _share_of_step(cluster: AllocationInputs, tag: Tag) -> Share | None:
     spec it was started with; None when neither is known."""
     run = cluster.runs.get(tag.name)
     if run is not None and run.spec_hash == tag.spec_hash:
-        return share_of(run.spec.resources)
+        return share_of(run.resources)
     recorded = cluster.run_specs.get((tag.name, tag.spec_hash))
     return _recorded_share(recorded) if recorded is not None else None
 

@@ -56,12 +56,12 @@ def submit(
         placed = plan_allocations.place(
             inputs.allocation_states[allocation],
             _time_limit(run),
-            run.spec.resources,
+            run.resources,
             (in_use or {}).get(allocation),
         )
         unfit = placed.blocked
     else:
-        unfit = inputs.fit.why_not(run.spec.resources) if inputs.fit is not None else None
+        unfit = inputs.fit.why_not(run.resources) if inputs.fit is not None else None
         unfit = None if unfit is None else f"does not fit the cluster: {unfit}"
     if unfit is not None:
         return _stays(run, RunOutcome.BLOCKED, ActionKind.BLOCKED, unfit)
@@ -146,14 +146,14 @@ def _held_originals(inputs: PlanInputs, run: DesiredRun) -> tuple[str, ...]:
 
 
 def _time_limit(run: DesiredRun) -> timedelta | None:
-    limit = run.spec.resources.time
+    limit = run.resources.time
     return timedelta(seconds=limit.seconds) if limit is not None else None
 
 
 def _component_lines(run: DesiredRun) -> tuple[str, ...]:
     """For a heterogeneous run, what each component asks for: they are scheduled
     together, so the plan shows them together."""
-    components = run.spec.resources.components
+    components = run.resources.components
     if not components:
         return ()
     lines = []

@@ -11,12 +11,13 @@ from __future__ import annotations
 from reconciler.desired.desired import Desired, DesiredRun, RunShape, spec_hash
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.actions import ActionKind
+from reconciler.engine.fit import FitChecker
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.plan_inputs import FileState
 from reconciler.engine.status import run_statuses
 from reconciler.scheduler.states import Health
 from tests.gitrepo import GitRepo
-from tests.planning import NOW, PROJECT, observed, record
+from tests.planning import DEV, NOW, PROJECT, observed, record
 
 SPECS = {
     "recon.yaml": f"project: {PROJECT}\nspecs:\n  - 'specs/*.yaml'\n",
@@ -130,8 +131,104 @@ def test_the_plan_and_status_of_current_runs_build_no_model(repo: GitRepo) -> No
     }
     built = [name for name in plain if desired.runs[name].built]
     assert built == [], "a current run's model was built by its plan or status"
-    # A run that is submitted is built: it needs its resources.
+    # The script run is built: its script's content joins its hash.
     assert kinds["best"] is ActionKind.SUBMIT and desired.runs["best"].built
+
+
+# Project defaults fill resources; a het run, a partition of its own and runs written
+# alike (which share one resources object) are among them.
+RESOURCES = {
+    "recon.yaml": f"""\
+project: {PROJECT}
+defaults:
+  time: "02:00:00"
+  partition: cpu
+  memory: 2GB
+specs:
+  - 'specs/*.yaml'
+""",
+    "specs/runs.yaml": """\
+kind: Run
+name: a
+command: a
+resources: {cpus: 2, memory: 4GB}
+---
+kind: Run
+name: b
+command: b
+resources: {cpus: 2, memory: 4GB}
+---
+kind: Run
+name: bare
+command: bare
+---
+kind: Run
+name: gpu
+command: gpu
+resources: {partition: gpu, gpus: "a100:2", time: "00:30:00", sbatch_extra: [--exclusive]}
+---
+kind: Run
+name: het
+command: het
+resources:
+  components:
+    - {cpus: 4}
+    - {partition: gpu, gpus: 1}
+---
+kind: Run
+name: sweep
+matrix: {seed: [0, 1, 2]}
+command: sweep {matrix.seed}
+resources: {cpus: 8+}
+""",
+}
+
+
+def test_a_runs_resources_are_known_without_its_model_and_match_it(repo: GitRepo) -> None:
+    repo.commit(RESOURCES)
+    desired = load_desired(open_source(repo.root))
+    names = list(desired.runs)
+    before = {name: desired.runs[name].resources for name in names}
+    assert not any(desired.runs[name].built for name in names)
+    assert before["a"] is before["b"], "runs written alike share their resources"
+    assert before["sweep[seed=0]"] is before["sweep[seed=2]"]
+    assert before["bare"].time is not None and before["bare"].partition == "cpu"
+    assert [c.partition for c in before["het"].components] == ["cpu", "gpu"]
+    for name in names:
+        model = desired.runs[name].spec.resources
+        assert before[name] == model, name
+        assert before[name].model_fields_set == model.model_fields_set, name
+        for ours, theirs in zip(before[name].components, model.components, strict=True):
+            assert ours.model_fields_set == theirs.model_fields_set, name
+        assert desired.runs[name].resources is model, "once built, the model's own"
+
+
+def test_a_plan_that_submits_every_run_builds_no_model(repo: GitRepo) -> None:
+    """Deciding whether 10,000 new runs fit the cluster, and showing a het run's
+    components, reads their resources, not their models (80 µs each)."""
+    repo.commit(RESOURCES)
+    desired = load_desired(open_source(repo.root))
+    made = make_plan(
+        desired, observed(), [], NOW, scheduler="slurm", files=FileState(), fit=FitChecker(DEV)
+    )
+    kinds = {action.target: action.kind for action in made.actions if action.target_kind == "run"}
+    assert set(kinds.values()) == {ActionKind.SUBMIT}, kinds
+    het = next(action for action in made.actions if action.target == "het")
+    assert het.details == (
+        "component 0: cpus 4, memory 2GB, partition cpu",
+        "component 1: memory 2GB, gpus 1, partition gpu",
+    )
+    assert [name for name in desired.runs if desired.runs[name].built] == []
+    unfit = RESOURCES | {
+        "specs/runs.yaml": RESOURCES["specs/runs.yaml"].replace("a100:2", "a100:8")
+    }
+    repo.commit(unfit)
+    desired = load_desired(open_source(repo.root))
+    made = make_plan(
+        desired, observed(), [], NOW, scheduler="slurm", files=FileState(), fit=FitChecker(DEV)
+    )
+    gpu = next(action for action in made.actions if action.target == "gpu")
+    assert gpu.kind is ActionKind.BLOCKED and "does not fit the cluster" in gpu.reason
 
 
 def test_a_run_built_eagerly_has_its_shape_from_its_model() -> None:
