@@ -18,6 +18,7 @@ import contextlib
 import marshal
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,15 +126,16 @@ class ParseCache:
         self.entries[(file, blob)] = plain
         self.dirty = True
 
-    def keep_only(self, live: set[tuple[str, str]]) -> None:
-        """Forget files no longer in the tree, so the cache does not grow forever.
+    def keep_only(self, live: Mapping[str, str]) -> None:
+        """Forget files no longer in the tree (`live`: its files' blobs), so the cache does
+        not grow forever.
 
         Two revisions are often loaded side by side (`plan --against`), so entries go only
         once they outnumber the live ones twice over.
         """
         if len(self.entries) <= 2 * len(live):
             return
-        stale = set(self.entries) - live
+        stale = set(self.entries) - set(live.items())
         for key in stale:
             del self.entries[key]
             self.decoded.pop(key, None)

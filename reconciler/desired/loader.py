@@ -267,7 +267,7 @@ def _load_files(
         else:
             cache.put_plain(path, blobs[path], plain)
         results[path] = fresh
-    cache.keep_only(set(blobs.items()))
+    cache.keep_only(blobs)
     summaries: list[DocumentSummary] = []
     issues: list[SpecIssue] = []
     for result in results.values():
