@@ -96,3 +96,23 @@ def test_the_spec_diff_imports_only_what_it_needs(tmp_path: Path) -> None:
     )  # fmt: skip
     assert "~ run a" in done.stdout, done.stdout + done.stderr
     assert json.loads(done.stderr.splitlines()[-1]) == []
+
+
+def test_a_command_named_first_is_built_alone_and_reads_the_same(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """typer builds every command it holds at each start, so `recon plan ...` builds plan
+    alone; its help (and so its options) is the whole command line's, word for word."""
+    from reconciler import cli
+    from tests.cli import recon
+
+    for name in [*cli.COMMANDS, *cli.GROUPS]:
+        alone = cli.assembled(name)
+        assert [c.name for c in alone.registered_commands] + [
+            g.name for g in alone.registered_groups
+        ] == [name]
+        capsys.readouterr()
+        with pytest.raises(SystemExit):
+            cli.app([name, "-h"], prog_name="recon")
+        whole = capsys.readouterr().out
+        assert recon(capsys, name, "-h").out == whole != ""
