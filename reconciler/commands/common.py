@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 class _ConsoleOnFirstUse:
     """A rich Console, made when something is first printed through it: importing rich
     cost about 4% of `recon plan --against` (whose diff goes to stdout as plain text),
-    and most commands write to stderr only to warn or fail. The console reads the
-    terminal's settings (COLUMNS, NO_COLOR) when it is made, as rich's does."""
+    and most commands write to stderr only to warn or fail. A console reads COLUMNS and
+    NO_COLOR when it is made: later, but from the same environment."""
 
     def __init__(self, **options: Any) -> None:
         self._options = options
