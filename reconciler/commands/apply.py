@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.live import Live
-from rich.text import Text
 
 from reconciler.commands.common import (
     EXIT_ERROR,
@@ -144,6 +142,9 @@ def apply(
 
 def _wait(request: Request, lock_timeout: float) -> int:
     """Follow the runs to the end with a live view; the exit code says how they ended."""
+    from rich.live import Live
+    from rich.text import Text
+
     from reconciler.engine.wait import wait_until_final
     from reconciler.report.progress import counts_line, live_view
 
@@ -183,10 +184,14 @@ def _error_log(desired: Desired, records: Sequence[SubmissionRecord], name: str)
 
 
 def _notify_failed(event: str, problem: str) -> None:
+    from rich.text import Text
+
     err_console.print(Text(f"notify {event}: {problem}"), soft_wrap=True)
 
 
 def _print_done(done: Done) -> None:
+    from rich.text import Text  # here, not at the top: `recon --help` needs no rich
+
     if done.problem:
         err_console.print(Text(done.line), soft_wrap=True)
     else:

@@ -4,19 +4,54 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from types import TracebackType
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from reconciler.desired.desired import Desired
     from reconciler.scheduler.select import Choice
 
+
+class _ConsoleOnFirstUse:
+    """A rich Console, made when something is first printed through it: importing rich
+    cost about 4% of `recon plan --against` (whose diff goes to stdout as plain text),
+    and most commands write to stderr only to warn or fail. A console reads COLUMNS and
+    NO_COLOR when it is made: later, but from the same environment."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def _made(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._made(), name)
+
+    # `with console:` (rich's Live does it) looks these up on the class, not the instance.
+    def __enter__(self) -> Console:
+        return self._made().__enter__()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._made().__exit__(kind, value, traceback)
+
+
 # soft_wrap: a line is never broken to the width (80 when piped): pipes and grep see it whole.
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = cast("Console", _ConsoleOnFirstUse(highlight=False, soft_wrap=True))
+err_console = cast("Console", _ConsoleOnFirstUse(stderr=True, highlight=False, soft_wrap=True))
 
 # Terraform's exit codes, for CI; see reconciler.cli.
 EXIT_ERROR = 1
@@ -92,6 +127,8 @@ FormatOption = Annotated[Format, typer.Option("--format", help="Output format.")
 
 def warn(desired: Desired) -> Desired:
     """Print what is valid but likely a mistake (a project with no runs) to stderr."""
+    from rich.text import Text
+
     for warning in desired.warnings:
         err_console.print(Text("warning: ", style="yellow") + Text(warning), soft_wrap=True)
     return desired
@@ -113,6 +150,8 @@ def note_uncommitted(desired: Desired, revision: str | None, command: str) -> No
     job runs the committed files, so an edit that is not committed is silently not used."""
     note = uncommitted_note(desired, command) if revision is None else None
     if note is not None:
+        from rich.text import Text
+
         err_console.print(Text(f"note: {note}"), soft_wrap=True)
 
 

@@ -5,6 +5,11 @@ strings and numbers (document summaries and raw documents, see `summary.py`), wh
 loads about ten times faster than pickled models. The cache is only ever a shortcut: a
 missing, stale or unreadable cache means a full parse, never an error. Its stamp holds
 recon's version and the project settings, since defaults go into every hash.
+
+It also remembers the last commits whose specs passed every project-wide check (unique
+names, inputs that resolve, no shared output file, no cycle): those checks depend on the
+commit's files alone, so a commit loaded again (both sides of `plan --against`, a plan
+after a plan) skips them, as an unchanged file skips its parse.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import contextlib
 import marshal
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,9 +28,12 @@ from reconciler.desired.models import Project
 from reconciler.desired.summary import DocumentSummary
 from reconciler.errors import SpecIssue
 
-# Bumped when what is stored changes, the wording of stored problems included.
-_FORMAT = 9
+# Bumped when what is stored changes, the wording of stored problems included, and when
+# a check comes to find what it did not: remembered files and commits would skip it.
+_FORMAT = 10
 _FILE_NAME = "spec-cache.marshal"
+# How many commits known to pass the project-wide checks are remembered, newest kept.
+_CHECKED_KEPT = 32
 
 
 @dataclass(frozen=True)
@@ -53,7 +62,11 @@ class ParseCache:
     def __init__(self, directory: Path | None, project: Project) -> None:
         self.stamp = _stamp(project)
         self.path = _path(directory)
-        self.entries: dict[tuple[str, str], tuple[Any, ...]] = self._read()
+        self.entries: dict[tuple[str, str], tuple[Any, ...]] = {}
+        # The commits (with the project folder) whose specs passed every project-wide
+        # check, oldest first.
+        self.checked: dict[str, None] = {}
+        self._read()
         self.dirty = False
         # Results decoded from `entries` in this process, by (file, blob): a second load
         # through the same cache (``SharedCache``) neither parses nor decodes them again.
@@ -63,14 +76,27 @@ class ParseCache:
         """Whether this is the cache a load of `project` from `directory` would open."""
         return self.path == _path(directory) and self.stamp == _stamp(project)
 
-    def _read(self) -> dict[tuple[str, str], tuple[Any, ...]]:
+    def _read(self) -> None:
         if self.path is None or not self.path.exists():
-            return {}
+            return
         try:
-            stamp, entries = marshal.loads(self.path.read_bytes())
+            stamp, entries, checked = marshal.loads(self.path.read_bytes())
         except Exception:  # any damage to a cache is a cache miss, nothing more
-            return {}
-        return entries if stamp == self.stamp and isinstance(entries, dict) else {}
+            return
+        if stamp == self.stamp and isinstance(entries, dict) and isinstance(checked, dict):
+            self.entries, self.checked = entries, checked
+
+    def passed_checks(self, key: str) -> bool:
+        """Whether the commit ``key`` names passed every project-wide check before."""
+        return key in self.checked
+
+    def note_passed_checks(self, key: str) -> None:
+        if key in self.checked:
+            return
+        self.checked[key] = None
+        while len(self.checked) > _CHECKED_KEPT:
+            del self.checked[next(iter(self.checked))]
+        self.dirty = True
 
     def get(self, file: str, blob: str) -> FileResult | None:
         # The path is part of the key: messages and locations name the file.
@@ -100,15 +126,16 @@ class ParseCache:
         self.entries[(file, blob)] = plain
         self.dirty = True
 
-    def keep_only(self, live: set[tuple[str, str]]) -> None:
-        """Forget files no longer in the tree, so the cache does not grow forever.
+    def keep_only(self, live: Mapping[str, str]) -> None:
+        """Forget files no longer in the tree (`live`: its files' blobs), so the cache does
+        not grow forever.
 
         Two revisions are often loaded side by side (`plan --against`), so entries go only
         once they outnumber the live ones twice over.
         """
         if len(self.entries) <= 2 * len(live):
             return
-        stale = set(self.entries) - live
+        stale = set(self.entries) - set(live.items())
         for key in stale:
             del self.entries[key]
             self.decoded.pop(key, None)
@@ -118,7 +145,7 @@ class ParseCache:
         if self.path is None or not self.dirty:
             return
         try:
-            data = marshal.dumps((self.stamp, self.entries))
+            data = marshal.dumps((self.stamp, self.entries, self.checked))
         except ValueError:  # an entry marshal cannot store: no cache this time
             self.dirty = False
             return

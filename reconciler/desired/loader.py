@@ -10,18 +10,15 @@ lists them together; any problem raises one SpecError holding them all.
 from __future__ import annotations
 
 import marshal
-import multiprocessing
 import os
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler import graph
 from reconciler.desired import sweeps
-from reconciler.desired.cache import FileResult, SharedCache
+from reconciler.desired.cache import FileResult, ParseCache, SharedCache
 from reconciler.desired.checks import (
     check_matrix,
     check_output_paths,
@@ -59,6 +56,9 @@ from reconciler.desired.source import (
 from reconciler.desired.summary import DocumentSummary, raw_document, summarize
 from reconciler.desired.yamlsource import parse_documents
 from reconciler.errors import NoProjectError, RepoError, SpecError, SpecIssue
+
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
 
 
 def open_source(
@@ -106,24 +106,14 @@ def load_desired(
     if isinstance(source, WorktreeSource):
         source = WorktreeSource(source.root, skip_dirs=(project.state_dir, project.runs_dir))
     all_paths = source.paths()
-    summaries, issues = _load_files(source, project, cache_dir, shared or SharedCache())
-    scripts, script_issues = _read_scripts(source, summaries, all_paths)
-    issues.extend(script_issues)
-    issues.extend(check_project(summaries))
-    if not issues:
-        expansion = sweeps.expand(summaries, project.runs_dir)
-        issues.extend(dict.fromkeys(expansion.issues))  # members of one sweep say it once
-    else:
-        expansion = sweeps.Expansion(summaries, upstreams=_plain_upstreams(summaries))
-    summaries = expansion.summaries
-    issues.extend(check_output_paths(summaries, project.runs_dir))
-    runs = {s.name: s for s in summaries if s.kind == "Run"}
+    cache = (shared or SharedCache()).open(
+        cache_dir if cache_dir is not None else source.root / project.state_dir, project
+    )
+    try:
+        summaries, runs, expansion, scripts = _checked(source, project, cache, all_paths)
+    finally:
+        cache.save()  # parse results are kept whether or not the specs are valid
     upstreams = expansion.upstreams
-    if graph.has_cycle(upstreams):
-        locations = {name: Location(s.file, s.line) for name, s in runs.items()}
-        issues.extend(graph.cycles(graph.build(upstreams), locations))
-    if issues:
-        raise SpecError(issues)
     allocations = {s.name: s for s in summaries if s.kind == "Allocation"}
     made = _MadeOnce()
     warnings = () if summaries else (_nothing_declared(source, project, all_paths),)
@@ -147,6 +137,39 @@ def load_desired(
         warnings,
         expansion.sweeps,
     )
+
+
+def _checked(
+    source: SpecSource, project: Project, cache: ParseCache, all_paths: list[str]
+) -> tuple[list[DocumentSummary], dict[str, DocumentSummary], sweeps.Expansion, dict[str, str]]:
+    """Every document (sweeps expanded), the runs among them, the expansion and the
+    scripts' texts; or a SpecError with every problem. A commit that passed the
+    project-wide checks before skips them: they depend on its files alone (the work tree
+    has no commit to name)."""
+    summaries, issues = _load_files(source, project, cache)
+    scripts, script_issues = _read_scripts(source, summaries, all_paths)
+    issues.extend(script_issues)
+    key = None if source.commit is None else f"{source.commit} {source.root}"
+    known = key is not None and not issues and cache.passed_checks(key)
+    if not known:
+        issues.extend(check_project(summaries))
+    if not issues:
+        expansion = sweeps.expand(summaries, project.runs_dir)
+        issues.extend(dict.fromkeys(expansion.issues))  # members of one sweep say it once
+    else:
+        expansion = sweeps.Expansion(summaries, upstreams=_plain_upstreams(summaries))
+    summaries = expansion.summaries
+    runs = {s.name: s for s in summaries if s.kind == "Run"}
+    if not known:
+        issues.extend(check_output_paths(summaries, project.runs_dir))
+        if graph.has_cycle(expansion.upstreams):
+            locations = {name: Location(s.file, s.line) for name, s in runs.items()}
+            issues.extend(graph.cycles(graph.build(expansion.upstreams), locations))
+    if issues:
+        raise SpecError(issues)
+    if key is not None:
+        cache.note_passed_checks(key)
+    return summaries, runs, expansion, scripts
 
 
 @dataclass
@@ -231,12 +254,9 @@ def _no_project_file(source: SpecSource) -> str:
 
 
 def _load_files(
-    source: SpecSource, project: Project, cache_dir: Path | None, shared: SharedCache
+    source: SpecSource, project: Project, cache: ParseCache
 ) -> tuple[list[DocumentSummary], list[SpecIssue]]:
     """Every spec file's documents and problems, parsing only files the cache lacks."""
-    cache = shared.open(
-        cache_dir if cache_dir is not None else source.root / project.state_dir, project
-    )
     paths = [path for path in matching(source.paths(), project.specs) if path != PROJECT_FILE]
     blobs = {path: source.blob_id(path) for path in paths}
     results = {path: cache.get(path, blobs[path]) for path in paths}
@@ -247,8 +267,7 @@ def _load_files(
         else:
             cache.put_plain(path, blobs[path], plain)
         results[path] = fresh
-    cache.keep_only(set(blobs.items()))
-    cache.save()
+    cache.keep_only(blobs)
     summaries: list[DocumentSummary] = []
     issues: list[SpecIssue] = []
     for result in results.values():
@@ -273,6 +292,10 @@ def _parse_files(contents: dict[str, bytes], project: Project) -> Parsed:
     workers = min(os.cpu_count() or 1, 8)
     if len(contents) < _PARALLEL_FROM or workers < 2:
         return {path: (_parse_file(path, data, project), None) for path, data in contents.items()}
+    # Imported only for a pool: a warm load (most of them) never starts one.
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     items = list(contents.items())
     chunks = [items[start::workers] for start in range(workers)]
     try:
@@ -284,11 +307,13 @@ def _parse_files(contents: dict[str, bytes], project: Project) -> Parsed:
     return {path: (FileResult.from_plain(plain), plain) for part in parts for path, plain in part}
 
 
-def _pool_context() -> multiprocessing.context.BaseContext:
+def _pool_context() -> BaseContext:
     """Fork, the quickest start, unless another thread runs (a live plan observes the
     cluster while it loads): a fork copies the locks that thread holds and the files it
     has open (a local job's alive lock), so workers then come from a fork server, a
     clean process of one thread with this module loaded."""
+    import multiprocessing
+
     if threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     context = multiprocessing.get_context("forkserver")

@@ -88,7 +88,10 @@ class _Packed(Mapping[str, Any]):
         return self._unpacked()[key]
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._unpacked().get(key, default) if self._may_hold(key) else default
+        # `_may_hold` written out: expanding sweeps asks each of 10,000 documents.
+        if self._data is None and key.encode("utf-8", "surrogatepass") not in self.packed:
+            return default
+        return self._unpacked().get(key, default)
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self._may_hold(key) and key in self._unpacked()

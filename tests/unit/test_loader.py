@@ -7,7 +7,7 @@ import pytest
 from reconciler.desired import loader
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.desired.models import Run
-from reconciler.errors import RepoError
+from reconciler.errors import RepoError, SpecError
 from tests.gitrepo import GitRepo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
@@ -162,6 +162,50 @@ def test_a_damaged_cache_is_only_a_miss(repo: GitRepo, tmp_path: Path) -> None:
     cache.mkdir()
     (cache / "spec-cache.marshal").write_bytes(b"\x80\x05garbage")
     assert set(load_desired(open_source(repo.root), cache_dir=cache).runs) == {"a"}
+
+
+def test_a_commit_that_passed_the_project_checks_is_not_checked_again(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The project-wide checks depend on a commit's files alone: the cache remembers
+    the commits that passed them (both sides of `plan --against`). Counted, not timed."""
+    checked: list[str] = []
+    for name in ("check_project", "check_output_paths"):
+        real = getattr(loader, name)
+        monkeypatch.setattr(
+            loader,
+            name,
+            lambda *args, _real=real, _name=name: checked.append(_name) or _real(*args),
+        )
+    upstream = "kind: Run\nname: a\ncommand: x\noutputs:\n  out: o\n"
+    reader = "kind: Run\nname: b\ncommand: x\ninputs:\n  i: a.out\n"
+    first = repo.commit({"specs/a.yaml": upstream, "specs/b.yaml": reader})
+    cache = tmp_path / "cache"
+    loaded = load_desired(open_source(repo.root), cache_dir=cache)
+    assert checked == ["check_project", "check_output_paths"]
+    checked.clear()
+    again = load_desired(open_source(repo.root), cache_dir=cache)
+    assert checked == []
+    assert dict(again.upstreams) == dict(loaded.upstreams) == {"a": (), "b": ("a",)}
+    assert again.runs["b"].spec_hash == loaded.runs["b"].spec_hash
+    repo.commit({"specs/c.yaml": "kind: Run\nname: c\ncommand: x\n"})
+    load_desired(open_source(repo.root), cache_dir=cache)  # another commit: checked
+    load_desired(open_source(repo.root, worktree=True), cache_dir=cache)  # no commit: checked
+    assert checked == ["check_project", "check_output_paths"] * 2
+    checked.clear()
+    load_desired(open_source(repo.root, first), cache_dir=cache)
+    assert checked == []
+
+
+def test_a_commit_that_failed_the_project_checks_fails_every_time(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    repo.commit({"specs/b.yaml": "kind: Run\nname: b\ncommand: x\ninputs:\n  i: a.out\n"})
+    cache = tmp_path / "cache"
+    for _ in range(2):
+        with pytest.raises(SpecError) as failed:
+            load_desired(open_source(repo.root), cache_dir=cache)
+        assert "names no run 'a'" in str(failed.value)
 
 
 def test_het_run_model() -> None:

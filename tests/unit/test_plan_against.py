@@ -88,6 +88,20 @@ def test_bad_specs_exit_1_with_file_and_line(
     assert "Traceback" not in result.err
 
 
+def test_a_base_with_project_wide_problems_fails_every_time(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The base passes the same checks as the head, warm cache or not: an input naming a
+    run that the base lacks fails the diff (the PR that adds the run included)."""
+    reader = "kind: Run\nname: b\ncommand: x\ninputs:\n  i: a.out\n"
+    base = repo.commit({"specs/b.yaml": reader})
+    repo.commit({"specs/a.yaml": "kind: Run\nname: a\ncommand: x\noutputs:\n  out: o\n"})
+    for _ in range(2):
+        result = recon(capsys, "plan", str(repo.root), "--against", base)
+        assert result.code == 1
+        assert "specs/b.yaml:5: inputs.i: 'a.out' names no run 'a'" in result.err
+
+
 def test_unknown_base_revision(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     repo.commit({"specs/train.yaml": RUN})
     result = recon(capsys, "plan", str(repo.root), "--against", "origin/main")

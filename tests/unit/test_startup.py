@@ -67,3 +67,52 @@ def test_plans_and_status_read_commits_without_gitpython(tmp_path: Path, args: l
     )  # fmt: skip
     assert done.stderr.splitlines()[-1] == "none", done.stderr
     assert "Plan:" in done.stdout or "RUN" in done.stdout.upper(), done.stdout
+
+
+def test_the_spec_diff_imports_only_what_it_needs(tmp_path: Path) -> None:
+    """`plan --against` reads two commits and prints a diff: no scheduler, journal or
+    graph library, no rich (its output is plain text), no worker pool for a warm load.
+    Each cost a share of its start-up, which is most of its time."""
+    repo = GitRepo(tmp_path / "repo")
+    run = "kind: Run\nname: a\ncommand: 'true'\noutputs:\n  out: o\n"
+    reader = "kind: Run\nname: b\ncommand: 'true'\ninputs:\n  i: a.out\n"
+    repo.commit({"recon.yaml": "project: lean\n", "specs/a.yaml": run, "specs/b.yaml": reader})
+    repo.commit({"specs/a.yaml": run.replace("true", "false")})
+    unwanted = (
+        "rich", "multiprocessing", "concurrent", "networkx", "git", "reconciler.scheduler",
+        "reconciler.state", "reconciler.engine.plan", "reconciler.engine.reconcile",
+    )  # fmt: skip
+    probe = (
+        "import json, sys; from reconciler.cli import main\n"
+        "sys.argv = ['recon', 'plan', sys.argv[1], '--against', 'HEAD~1']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"found = sorted(m for m in sys.modules if m.split('.')[0] in {unwanted!r}"
+        f" or m.startswith({unwanted!r}))\n"
+        "print(json.dumps(found), file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(repo.root)],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert "~ run a" in done.stdout, done.stdout + done.stderr
+    assert json.loads(done.stderr.splitlines()[-1]) == []
+
+
+def test_a_command_named_first_is_built_alone_and_reads_the_same(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """typer builds every command it holds at each start, so `recon plan ...` builds plan
+    alone; its help (and so its options) is the whole command line's, word for word."""
+    from reconciler import cli
+    from tests.cli import recon
+
+    for name in [*cli.COMMANDS, *cli.GROUPS]:
+        alone = cli.assembled(name)
+        assert [c.name for c in alone.registered_commands] + [
+            g.name for g in alone.registered_groups
+        ] == [name]
+        capsys.readouterr()
+        with pytest.raises(SystemExit):
+            cli.app([name, "-h"], prog_name="recon")
+        whole = capsys.readouterr().out
+        assert recon(capsys, name, "-h").out == whole != ""
