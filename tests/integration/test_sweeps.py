@@ -151,6 +151,12 @@ outputs:
 """
 
 
+def _lines(table: Path) -> int:
+    """The lines the aggregate has written so far: its two commands write the table one
+    after the other, so it exists with the first half before the job ends."""
+    return len(table.read_text().splitlines()) if table.exists() else 0
+
+
 def test_an_aggregate_waits_for_every_member_and_sees_every_path(project: Project) -> None:
     project.repo.commit(
         {"specs/train.yaml": sweep(WRITES + "; sleep 5"), "specs/aggregate.yaml": AGGREGATE}
@@ -162,7 +168,7 @@ def test_an_aggregate_waits_for_every_member_and_sees_every_path(project: Projec
     ).stdout
     assert re.search(rf"Dependency=afterok:{array}(_\*)?\(", shown), shown
     table = project.root / "runs" / "aggregate" / "table.txt"
-    project.wait_for("the aggregate", table.exists)
+    project.wait_for("the aggregate's table", lambda: _lines(table) == 12)
     lines = table.read_text().splitlines()
     assert sorted(lines[:6]) == [f"lr={lr} seed={seed}" for lr in (0.1, 0.2) for seed in range(3)]
     paths = [Path(line) for line in lines[6:]]
@@ -197,5 +203,4 @@ def test_an_aggregate_added_while_the_array_runs_waits_for_it_by_its_id(
     ).stdout
     assert re.search(rf"Dependency=afterok:{array}(_\*)?\(", shown), shown
     table = project.root / "runs" / "aggregate" / "table.txt"
-    project.wait_for("the aggregate", table.exists)
-    assert len(table.read_text().splitlines()) == 12
+    project.wait_for("the aggregate's table", lambda: _lines(table) == 12)
