@@ -11,6 +11,8 @@ import shutil
 import signal
 import subprocess
 import sys
+from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -42,20 +44,29 @@ def test_example_repo_queues_the_whole_dag_then_plans_nothing(tmp_path: Path) ->
         every = {"prepare", "train", "evaluate", "actor-learner", "interactive", "seeds", "compare"}
         # A job that ends within seconds (prepare) leaves squeue before slurmctld's
         # accounting pass (every ~5 s) puts it in sacct's window: for those seconds
-        # neither lists it (docs/specs.md, "Runs inside an allocation").
-        example.wait_for(
-            "Slurm to list every run's job", lambda: {job["run"] for job in example.jobs()} == every
-        )
-        jobs = {job["run"]: job["id"] for job in example.jobs()}
-        assert set(jobs) == every
+        # neither lists it (docs/specs.md, "Runs inside an allocation"). The listing that
+        # shows every run is the one compared.
+        listed: dict[str, str] = {}
+
+        def every_run_listed() -> bool:
+            listed.clear()
+            listed.update((job["run"], job["id"]) for job in example.jobs())
+            return set(listed) == every
+
+        example.wait_for("Slurm to list every run's job", every_run_listed)
+        jobs = dict(listed)
         dependencies = _dependencies(jobs["evaluate"])
+        looked = datetime.now().replace(microsecond=0)  # sacct prints local time, in seconds
         # Slurm drops a dependency from the field once it is fulfilled: prepare may have
-        # completed already (it takes a second); it then counts as chained.
+        # completed already (it takes a second); it then counts as chained, if it ended
+        # before the field was read. Its end reaches sacct some seconds later.
         for upstream in ("train", "prepare"):
-            assert jobs[upstream] in dependencies or _completed(jobs[upstream]), (
-                upstream,
-                dependencies,
-            )
+            if jobs[upstream] in dependencies:
+                continue
+            job = jobs[upstream]
+            example.wait_for(f"{upstream}'s end in sacct", partial(_has_ended, job))
+            ended = _ended(job)
+            assert ended is not None and ended <= looked, (upstream, dependencies, ended, looked)
 
         setup = example.apply()  # the allocation's setup, once it holds its node
         assert "> setup     interactive" in setup.stdout, setup.stdout
@@ -75,12 +86,20 @@ def test_example_repo_queues_the_whole_dag_then_plans_nothing(tmp_path: Path) ->
         example.cancel_all()
 
 
-def _completed(job_id: str) -> bool:
+def _has_ended(job_id: str) -> bool:
+    return _ended(job_id) is not None
+
+
+def _ended(job_id: str) -> datetime | None:
+    """When the job completed, as sacct tells it; None until it has, or while sacct does
+    not know it yet."""
     shown = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State"],
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,End"],
         capture_output=True, text=True, check=False,
     ).stdout.split()  # fmt: skip
-    return shown == ["COMPLETED"]
+    if len(shown) != 1 or not shown[0].startswith("COMPLETED|"):
+        return None
+    return datetime.fromisoformat(shown[0].partition("|")[2])
 
 
 def _dependencies(job_id: str) -> list[str]:
