@@ -86,6 +86,19 @@ class Project:
     def job_of(self, run: str) -> list[dict[str, str]]:
         return [job for job in self.jobs() if job["run"] == run]
 
+    def listed_job_of(self, run: str) -> dict[str, str]:
+        """The run's one job, once Slurm lists it: a job that ends within seconds leaves
+        squeue before slurmctld's accounting pass (every ~5 s) puts it in sacct's window,
+        and for those seconds neither lists it."""
+        listed: list[dict[str, str]] = []
+
+        def one_listed() -> bool:
+            listed[:] = self.job_of(run)
+            return len(listed) == 1
+
+        self.wait_for(f"Slurm to list {run}'s job", one_listed)
+        return listed[0]
+
     def wait_for(self, what: str, condition: Callable[[], bool]) -> None:
         deadline = time.monotonic() + TIMEOUT
         while not condition():

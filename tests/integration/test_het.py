@@ -48,7 +48,7 @@ def test_example_het_run_holds_both_components_at_once(project: Project) -> None
     spec = (EXAMPLE / "specs" / "actor-learner.yaml").read_text().split("\n---\n")[0]
     project.repo.commit({"specs/het.yaml": spec})
     project.apply()
-    (job,) = project.job_of("actor-learner")
+    job = project.listed_job_of("actor-learner")
     seen: dict[str, str] = {}
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
