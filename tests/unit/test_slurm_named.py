@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+from reconciler.scheduler.base import Observation
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.testing import Result, ScriptedRunner, ok
 from reconciler.scheduler.states import Health
@@ -53,18 +54,24 @@ NAMED = f"""\
 """
 
 
-def test_an_array_is_named_by_its_id_and_its_tasks_own_ids_and_every_task_is_observed() -> None:
+def _observed(squeue: str, named_rows: str) -> tuple[Observation, list[str], ScriptedRunner]:
+    """One observation over the captured window: squeue's text, the first sacct call's
+    ALLOCATIONS, and ``named_rows`` for the second; with the ``--jobs=`` it named."""
     named: list[str] = []
 
     def second(argv: Sequence[str], stdin: str | None) -> Result:
         named.extend(arg for arg in argv if arg.startswith("--jobs="))
-        return ok(NAMED)
+        return ok(named_rows)
 
-    runner = ScriptedRunner(squeue=[ok(SQUEUE)], sacct=[ok(ALLOCATIONS), second])
+    runner = ScriptedRunner(squeue=[ok(squeue)], sacct=[ok(ALLOCATIONS), second])
     scheduler = SlurmScheduler(
         runner, clock=lambda: NOW, tz=UTC, user="root", project="capture", launches=lambda: ()
     )
-    observation = scheduler.observe(NOW - timedelta(minutes=5))
+    return scheduler.observe(NOW - timedelta(minutes=5)), named, runner
+
+
+def test_an_array_is_named_by_its_id_and_its_tasks_own_ids_and_every_task_is_observed() -> None:
+    observation, named, runner = _observed(SQUEUE, NAMED)
     assert runner.commands() == ["squeue", "sacct", "sacct"]
     # The array's id (squeue's pending range holds it), the ended tasks' own ids (the
     # first call's tagged rows), the running tasks' own ids (squeue's %A); not ktt2's.
@@ -92,17 +99,7 @@ def test_tasks_the_first_call_shows_only_under_their_own_ids_are_named_by_them()
     lists a task named by its own id as the array's (``--jobs=29502`` printed
     ``29489_1|29502|...`` and its batch step on the dev cluster), so both are observed,
     as tasks of the array."""
-    named: list[str] = []
-
-    def second(argv: Sequence[str], stdin: str | None) -> Result:
-        named.extend(arg for arg in argv if arg.startswith("--jobs="))
-        return ok("".join(NAMED.splitlines(keepends=True)[:4]))
-
-    runner = ScriptedRunner(squeue=[ok()], sacct=[ok(ALLOCATIONS), second])
-    scheduler = SlurmScheduler(
-        runner, clock=lambda: NOW, tz=UTC, user="root", project="capture", launches=lambda: ()
-    )
-    observation = scheduler.observe(NOW - timedelta(minutes=5))
+    observation, named, _runner = _observed("", "".join(NAMED.splitlines(keepends=True)[:4]))
     assert named == ["--jobs=61835,61836"]
     assert observation.complete, observation.problems
     (job,) = observation.find("capture", "sweep")
