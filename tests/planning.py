@@ -43,9 +43,14 @@ def run(name: str, *upstreams: str, **fields: Any) -> Run:
 
 
 def desired(
-    *runs: Run, prune: bool = True, allocations: tuple[DesiredAllocation, ...] = ()
+    *runs: Run,
+    prune: bool = True,
+    allocations: tuple[DesiredAllocation, ...] = (),
+    prune_limit: str | int = "50%",
 ) -> Desired:
-    project = Project.model_validate({"project": PROJECT, "prune": prune})
+    project = Project.model_validate(
+        {"project": PROJECT, "prune": prune, "prune_limit": prune_limit}
+    )
     entries = {}
     for index, spec in enumerate(runs):
         effective = effective_run(spec, project)

@@ -1,11 +1,26 @@
 """Prunes: cancel the live jobs of runs that left the repo (or members that left their
-sweep's matrix). Pure."""
+sweep's matrix), and the guard that holds back a prune that would empty the project.
+Pure.
+
+The guard: a commit whose `specs:` pattern went wrong, a folder moved out of the
+pattern, a bad merge or the wrong branch makes most runs "leave the repo" at once, and
+`recon watch` applies every commit. So a plan whose prunes (of runs and of allocations)
+would cancel every live job of the project, or more of them than recon.yaml's
+`prune_limit` allows, is held: apply carries out none of it, not even the submissions
+beside the prunes (a commit that trips the guard is suspect as a whole, and a renamed
+run's new job would run beside its old one, writing the same outputs), until a person
+confirms it with `--allow-prune-all` or fixes the commit.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.actions import Action, ActionKind, SyncStatus
+from reconciler.desired.models import prune_allowance
+from reconciler.engine.actions import Action, ActionKind, PruneCause, PruneGuard, SyncStatus
 from reconciler.engine.plan_inputs import PlanInputs, is_live
+from reconciler.scheduler.base import Observation
 
 
 def prunes(inputs: PlanInputs) -> list[Action]:
@@ -34,3 +49,64 @@ def prunes(inputs: PlanInputs) -> list[Action]:
 def _what_left(name: str) -> str:
     sweep = sweep_of(name)
     return "run left the repo" if sweep is None else f"member left the matrix of {sweep}"
+
+
+def guard(
+    observation: Observation,
+    project: str,
+    limit: str | int,
+    pruned: Sequence[Action],
+    *,
+    confirmed: bool,
+) -> PruneGuard | None:
+    """The guard over this plan's prunes (`pruned`: the cancels of runs and allocations
+    that left the specs), or None when they stay within the limit. The project's live
+    jobs are counted before the plan: the jobs of its runs and allocations still queued
+    or running."""
+    cancels = {job for action in pruned for job in action.job_ids}
+    if not cancels:
+        return None
+    live = cancels | {
+        job.job_id for job in observation.jobs if job.tag.project == project and is_live(job)
+    }
+    allowed = prune_allowance(limit, len(live))
+    if len(cancels) == len(live):
+        cause = PruneCause.EVERY
+    elif len(cancels) > allowed:
+        cause = PruneCause.OVER_LIMIT
+    else:
+        return None
+    return PruneGuard(
+        cause=cause,
+        cancels=len(cancels),
+        live=len(live),
+        limit=str(limit),
+        allowed=allowed,
+        runs=tuple(dict.fromkeys(action.target for action in pruned)),
+        confirmed=confirmed,
+    )
+
+
+def explain(guard: PruneGuard) -> str:
+    """Why the plan is held, and what to do: for plan, apply, watch and notifications."""
+    shown = ", ".join(guard.runs[:_NAMES_SHOWN])
+    more = len(guard.runs) - _NAMES_SHOWN
+    left = (f"{shown} and {more} more" if more > 0 else shown) + " left the specs"
+    jobs = f"{guard.cancels} job{'s' if guard.cancels != 1 else ''}"
+    if guard.cause is PruneCause.EVERY:
+        what = f"its prunes would cancel every live job of the project ({jobs}; {left})"
+    else:
+        what = (
+            f"its prunes would cancel {guard.cancels} of the project's {guard.live} live "
+            f"jobs ({left}), more than prune_limit {guard.limit} allows ({guard.allowed})"
+        )
+    if guard.confirmed:
+        return f"{what}; confirmed with --allow-prune-all"
+    return (
+        f"{what}, so nothing of this plan is carried out. If the specs are right, confirm "
+        "with `recon apply --allow-prune-all`; if not, fix the commit (does each `specs:` "
+        "pattern of recon.yaml match the spec files?)"
+    )
+
+
+_NAMES_SHOWN = 5
