@@ -94,18 +94,18 @@ def explain(guard: PruneGuard) -> str:
     left = (f"{shown} and {more} more" if more > 0 else shown) + " left the specs"
     jobs = f"{guard.cancels} job{'s' if guard.cancels != 1 else ''}"
     if guard.cause is PruneCause.EVERY:
-        what = f"its prunes would cancel every live job of the project ({jobs}; {left})"
+        what = f"the plan's prunes would cancel every live job of the project ({jobs}; {left})"
     else:
         what = (
-            f"its prunes would cancel {guard.cancels} of the project's {guard.live} live "
-            f"jobs ({left}), more than prune_limit {guard.limit} allows ({guard.allowed})"
+            f"the plan's prunes would cancel {guard.cancels} of the project's {guard.live} "
+            f"live jobs ({left}), more than prune_limit {guard.limit} allows ({guard.allowed})"
         )
     if guard.confirmed:
         return f"{what}; confirmed with --allow-prune-all"
     return (
-        f"{what}, so nothing of this plan is carried out. If the specs are right, confirm "
-        "with `recon apply --allow-prune-all`; if not, fix the commit (does each `specs:` "
-        "pattern of recon.yaml match the spec files?)"
+        f"{what}. Nothing of it is carried out, not even its submissions. If the specs are "
+        "right, confirm with `recon apply --allow-prune-all`; if not, fix the commit (does "
+        "each `specs:` pattern of recon.yaml match the spec files?)"
     )
 
 
