@@ -32,7 +32,8 @@ def prunes(inputs: PlanInputs) -> list[Action]:
         Action(
             kind=ActionKind.CANCEL,
             target=job.tag.name,
-            reason=f"{_what_left(job.tag.name)}; its job {job.job_id} is {job.health.value}",
+            reason=f"{_what_left(inputs, job.tag.name)}; its job {job.job_id} is "
+            f"{job.health.value}",
             spec_hash=job.tag.spec_hash,
             job_ids=(job.job_id,),
             sync=SyncStatus.ORPHAN,
@@ -46,9 +47,13 @@ def prunes(inputs: PlanInputs) -> list[Action]:
     ]
 
 
-def _what_left(name: str) -> str:
+def _what_left(inputs: PlanInputs, name: str) -> str:
     sweep = sweep_of(name)
-    return "run left the repo" if sweep is None else f"member left the matrix of {sweep}"
+    if sweep is None:
+        return "run left the repo"
+    if sweep not in inputs.desired.sweeps:
+        return f"sweep {sweep} left the repo"
+    return f"member left the matrix of {sweep}"
 
 
 def guard(
@@ -89,8 +94,9 @@ def guard(
 
 def explain(guard: PruneGuard) -> str:
     """Why the plan is held, and what to do: for plan, apply, watch and notifications."""
-    shown = ", ".join(guard.runs[:_NAMES_SHOWN])
-    more = len(guard.runs) - _NAMES_SHOWN
+    names = _named(guard.runs)
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    more = len(names) - _NAMES_SHOWN
     left = (f"{shown} and {more} more" if more > 0 else shown) + " left the specs"
     jobs = f"{guard.cancels} job{'s' if guard.cancels != 1 else ''}"
     if guard.cause is PruneCause.EVERY:
@@ -110,3 +116,14 @@ def explain(guard: PruneGuard) -> str:
 
 
 _NAMES_SHOWN = 5
+
+
+def _named(runs: Sequence[str]) -> list[str]:
+    """The runs with a sweep's members said once: `seeds (6 members)`."""
+    members: dict[str, int] = {}
+    for name in runs:
+        key = sweep_of(name) or name
+        members[key] = members.get(key, 0) + (key != name)
+    return [
+        f"{name} ({n} member{'s' if n != 1 else ''})" if n else name for name, n in members.items()
+    ]

@@ -36,7 +36,7 @@ _SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY})
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 # `current (job 123_4 succeeded)`: each member's job differs, its reason does not.
 _JOB_MENTION = re.compile(r" \(jobs? [0-9_., ]+[^)]*\)")
-_JOB_ID = re.compile(r"\bjob [0-9]+(?:_[0-9]+)?")
+_JOB_ID = re.compile(r"\b(?:its )?job [0-9]+(?:_[0-9]+)?")
 
 
 class Renderer(Protocol):

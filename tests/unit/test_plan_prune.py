@@ -81,8 +81,8 @@ def test_over_the_limit_says_the_numbers() -> None:
     result = planned(["keep"], gone(2))
     assert result.prune_guard is not None
     assert (
-        "its prunes would cancel 2 of the project's 3 live jobs (old0, old1 left the specs), "
-        "more than prune_limit 50% allows (1)"
+        "the plan's prunes would cancel 2 of the project's 3 live jobs (old0, old1 left the "
+        "specs), more than prune_limit 50% allows (1)"
     ) in explain(result.prune_guard)
 
 
@@ -131,3 +131,12 @@ def test_the_guard_survives_a_saved_plan() -> None:
     result = planned([], gone(2))
     again = Plan.model_validate_json(result.model_dump_json())
     assert again == result and again.held
+
+
+def test_a_sweep_that_left_is_named_once() -> None:
+    jobs = [job(f"seeds[lr={i}]", GONE, S.RUNNING, f"30{i}") for i in range(4)]
+    result = planned(["keep"], jobs)
+    assert result.prune_guard is not None
+    assert "(seeds (4 members) left the specs)" in explain(result.prune_guard)
+    reasons = {a.reason for a in result.actions if a.kind is ActionKind.CANCEL}
+    assert reasons == {f"sweep seeds left the repo; its job 30{i} is running" for i in range(4)}
