@@ -87,7 +87,7 @@ def guard(
         live=len(live),
         limit=str(limit),
         allowed=allowed,
-        runs=tuple(dict.fromkeys(action.target for action in pruned)),
+        runs=tuple(sorted({action.target for action in pruned})),
         confirmed=confirmed,
     )
 
