@@ -160,8 +160,9 @@ def plan(
     if not targets:
         pruned = [*prunes(inputs), *plan_allocations.prunes(cluster, set(desired.allocations))]
         actions.extend(pruned)
-        limit = desired.project.prune_limit
-        prune_guard = guard(observation, project, limit, pruned, confirmed=allow_prune_all)
+        if desired.project.prune:  # else only orphans the journal lost are released
+            limit = desired.project.prune_limit
+            prune_guard = guard(observation, project, limit, pruned, confirmed=allow_prune_all)
     notes = (
         *incomplete_notes(observation),
         *claimed_notes(observation),

@@ -64,11 +64,13 @@ def guard(
     *,
     confirmed: bool,
 ) -> PruneGuard | None:
-    """The guard over this plan's prunes (`pruned`: the cancels of runs and allocations
-    that left the specs), or None when they stay within the limit. The project's live
+    """The guard over this plan's prunes (`pruned`: what the prunes of runs and
+    allocations that left the specs decided; an allocation waiting for a step to end
+    is not cancelled yet), or None when they stay within the limit. The project's live
     jobs are counted before the plan: the jobs of its runs and allocations still queued
     or running."""
-    cancels = {job for action in pruned for job in action.job_ids}
+    cancelling = [action for action in pruned if action.kind is ActionKind.CANCEL]
+    cancels = {job for action in cancelling for job in action.job_ids}
     if not cancels:
         return None
     live = cancels | {
@@ -87,7 +89,7 @@ def guard(
         live=len(live),
         limit=str(limit),
         allowed=allowed,
-        runs=tuple(sorted({action.target for action in pruned})),
+        runs=tuple(sorted({action.target for action in cancelling})),
         confirmed=confirmed,
     )
 
