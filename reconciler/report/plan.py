@@ -326,7 +326,7 @@ def as_json(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str
     """
     document = plan.model_dump(mode="json")
     counts: dict[str, int | bool] = {kind.value: plan.count(kind) for kind in ActionKind}
-    document["summary"] = {**counts, "has_changes": plan.has_changes}
+    document["summary"] = {**counts, "has_changes": plan.has_changes, "held": plan.held}
     return json.dumps(document, indent=2) + "\n"
 
 

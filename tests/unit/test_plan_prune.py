@@ -3,11 +3,14 @@ held (engine/plan_prune.py). Pure planner tests, plain tables."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from reconciler.engine.actions import ActionKind, Plan, PruneCause
 from reconciler.engine.plan import plan
 from reconciler.engine.plan_prune import explain
+from reconciler.report.plan import as_json, as_markdown, as_text
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import SlurmState as S
 from tests.planning import NOW, desired, hash_of, job, observed, record, run
@@ -140,3 +143,18 @@ def test_a_sweep_that_left_is_named_once() -> None:
     assert "(seeds (4 members) left the specs)" in explain(result.prune_guard)
     reasons = {a.reason for a in result.actions if a.kind is ActionKind.CANCEL}
     assert reasons == {f"sweep seeds left the repo; its job 30{i} is running" for i in range(4)}
+
+
+def test_every_format_shows_the_hold() -> None:
+    result = planned([], gone(2))
+    text = as_text(result).splitlines()
+    assert text[-2] == "Plan: 0 to submit, 0 to replace, 2 to cancel."
+    assert text[-1].startswith("Held: the plan's prunes would cancel every live job")
+    assert "\n**Held: the plan's prunes would cancel every live job" in as_markdown(result)
+    document = json.loads(as_json(result))
+    assert document["summary"]["held"] is True
+    assert document["prune_guard"]["cause"] == "every"
+    confirmed = as_text(planned([], gone(2), allow=True)).splitlines()[-1]
+    assert confirmed.startswith("The plan's prunes would cancel every live job")
+    assert confirmed.endswith("; confirmed with --allow-prune-all.")
+    assert "Held" not in as_text(planned(["a", "b", "c"], gone(1)))
