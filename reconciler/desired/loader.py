@@ -51,6 +51,7 @@ from reconciler.desired.source import (
     CommitSource,
     SpecSource,
     WorktreeSource,
+    matches_some,
     matching,
 )
 from reconciler.desired.summary import DocumentSummary, raw_document, summarize
@@ -207,11 +208,11 @@ def _unmatched_patterns(
     not checked: a new project has no specs yet (and few write both .yaml and .yml)."""
     if "specs" not in project.model_fields_set:
         return []
-    files = [path for path in matching(all_paths, project.specs) if path != PROJECT_FILE]
+    files = [path for path in all_paths if path != PROJECT_FILE]
     unmatched = [
         (index, pattern)
         for index, pattern in enumerate(project.specs)
-        if not any(matching(files, (pattern,)))
+        if not matches_some(files, pattern)
     ]
     if not unmatched:
         return []
@@ -232,7 +233,7 @@ def _unmatched_patterns(
 
 
 def _but(pattern: str) -> str:
-    if matching([PROJECT_FILE], (pattern,)):
+    if matches_some([PROJECT_FILE], pattern):
         return f"file but {PROJECT_FILE} (never read as a spec) "
     return "file "
 
