@@ -129,7 +129,7 @@ def apply(
         downstream,
         chosen(scheduler),
         tuple(replace or ()),
-        allow_prune_all,
+        allow_prune_all=allow_prune_all,
     )
     started = datetime.now(UTC)
     # Each action is printed as it completes: an apply that stops part-way (the controller

@@ -92,7 +92,7 @@ def plan(
             downstream,
             chosen(scheduler),
             tuple(replace or ()),
-            allow_prune_all,
+            allow_prune_all=allow_prune_all,
         )
     )
     warn(seen.desired)
