@@ -164,6 +164,30 @@ class SweepShape(BaseModel):
     )
 
 
+class PruneCause(StrEnum):
+    """Why a plan's prunes are held back (engine/plan_prune.py)."""
+
+    EVERY = "every"  # they would cancel every live job of the project
+    OVER_LIMIT = "over-limit"  # more than recon.yaml's prune_limit allows
+
+
+class PruneGuard(BaseModel):
+    """A plan whose prunes would cancel every live job of the project, or more than its
+    `prune_limit` allows. Unless confirmed (`--allow-prune-all`), apply carries out
+    nothing of such a plan: like Argo CD's automated sync, which refuses to prune every
+    resource of an application unless `allowEmpty` is set."""
+
+    model_config = _FROZEN
+
+    cause: PruneCause
+    cancels: int = Field(description="the live jobs the prunes would cancel")
+    live: int = Field(description="the project's live jobs before the plan")
+    limit: str = Field(description="recon.yaml's prune_limit, as written")
+    allowed: int = Field(description="how many jobs the limit allows one pass to cancel")
+    runs: tuple[str, ...] = Field(description="the runs and allocations that left the specs")
+    confirmed: bool = Field(False, description="--allow-prune-all was given")
+
+
 class Plan(BaseModel):
     model_config = _FROZEN
 
@@ -183,6 +207,14 @@ class Plan(BaseModel):
     sweeps: dict[str, SweepShape] = Field(
         default_factory=dict, description="the sweeps the actions' members belong to"
     )
+    prune_guard: PruneGuard | None = Field(
+        None, description="set when the prunes would empty the project or pass prune_limit"
+    )
+
+    @property
+    def held(self) -> bool:
+        """Apply carries out nothing of this plan: its prunes are refused."""
+        return self.prune_guard is not None and not self.prune_guard.confirmed
 
     def count(self, kind: ActionKind) -> int:
         return sum(1 for action in self.actions if action.kind is kind)

@@ -21,6 +21,7 @@ from reconciler.engine.actions import (
     RunOutcome,
     SweepShape,
 )
+from reconciler.engine.plan_prune import explain
 from reconciler.report.words import plural
 
 _SYMBOL_WIDTH = 3
@@ -35,7 +36,7 @@ _SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY})
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 # `current (job 123_4 succeeded)`: each member's job differs, its reason does not.
 _JOB_MENTION = re.compile(r" \(jobs? [0-9_., ]+[^)]*\)")
-_JOB_ID = re.compile(r"\bjob [0-9]+(?:_[0-9]+)?")
+_JOB_ID = re.compile(r"\b(?:its )?job [0-9]+(?:_[0-9]+)?")
 
 
 class Renderer(Protocol):
@@ -156,6 +157,15 @@ def summary(plan: Plan) -> str:
     return "No changes. The cluster matches the specs."
 
 
+def guard_line(plan: Plan) -> list[str]:
+    """Under the summary: why apply would carry out nothing of the plan (its prunes would
+    empty the project), or that a person confirmed such prunes."""
+    if plan.prune_guard is None:
+        return []
+    said = explain(plan.prune_guard)
+    return [f"Held: {said}." if plan.held else f"{said[0].upper()}{said[1:]}."]
+
+
 def _notes(plan: Plan) -> list[str]:
     if plan.notes or plan.observation_complete:
         return list(plan.notes)
@@ -222,7 +232,7 @@ def as_text(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str
     lines = [header(plan), *_notes(plan), ""]
     if body:
         lines += [*body, ""]
-    lines.append(summary(plan))
+    lines += [summary(plan), *guard_line(plan)]
     return "\n".join(lines) + "\n"
 
 
@@ -303,6 +313,7 @@ def as_markdown(plan: Plan, *, show_noop: bool = True, members: bool = False) ->
     if unchanged := _unchanged_line(plan, show_noop):
         lines += [*unchanged, ""]
     lines.append(f"**{summary(plan)}**")
+    lines += [f"\n**{_cell(line)}**" for line in guard_line(plan)]
     return "\n".join(lines) + "\n"
 
 
@@ -315,7 +326,7 @@ def as_json(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str
     """
     document = plan.model_dump(mode="json")
     counts: dict[str, int | bool] = {kind.value: plan.count(kind) for kind in ActionKind}
-    document["summary"] = {**counts, "has_changes": plan.has_changes}
+    document["summary"] = {**counts, "has_changes": plan.has_changes, "held": plan.held}
     return json.dumps(document, indent=2) + "\n"
 
 

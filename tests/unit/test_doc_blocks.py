@@ -44,6 +44,9 @@ CHECKED = {
     "docs/cli.md: error: another recon apply (pid 20915 on vm, since 23:54:23)": (
         f"{STORIES}::test_the_lock_held_by_another_apply"
     ),
+    "docs/cli.md: recon plan for project cartpole at commit 5e1d0c000000 (sche": (
+        f"{UNIT}::test_a_held_plan"
+    ),
     "docs/cli.md: recon version": f"{UNIT}::test_the_synopsis_is_the_command_line",
     "docs/cli.md: recon dev-cluster up [--timeout SECONDS]": (
         f"{UNIT}::test_the_synopsis_is_the_command_line"

@@ -278,6 +278,7 @@ def test_json_reads_back_as_the_same_plan() -> None:
         "blocked": 1,
         "no-op": 1,
         "has_changes": True,
+        "held": False,
     }
 
 
