@@ -119,6 +119,7 @@ class Applier:
     result: ApplyResult = field(default_factory=ApplyResult)
     report: Callable[[Done], None] = lambda _done: None
     _intents: dict[str, int] = field(default_factory=dict)  # run -> intent not sent yet
+    _written: frozenset[int] = frozenset()  # every intent written ahead by this pass
     _confirmed: list[tuple[int, str]] = field(default_factory=list)  # not written yet
     _sweeps: dict[str, list[Action]] = field(default_factory=dict)  # members to submit
     _sent: set[int] = field(default_factory=set)  # member actions carried out in an array
@@ -159,6 +160,7 @@ class Applier:
         intents = [self._intent(run) for run in runs]
         ids = self.journal.record_intents(intents, self.clock()) if intents else []
         self._intents = {run.name: record_id for run, record_id in zip(runs, ids, strict=True)}
+        self._written = frozenset(ids)
 
     def _intent(self, run: DesiredRun) -> Intent:
         fields = flat_fields(run.spec, run.script_text)
@@ -262,7 +264,7 @@ class Applier:
         for job_id in action.job_ids:
             self.journal.record_adopted(
                 self.plan.project, action.target_kind, action.target, action.spec_hash,
-                job_id, self.clock(),
+                job_id, self.clock(), written_now=self._written,
             )  # fmt: skip
             self.result.adopted.append(job_id)
             self.report(Done(f"adopted job {job_id}"))

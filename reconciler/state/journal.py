@@ -30,7 +30,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -283,6 +283,8 @@ class Journal:
         spec_hash: str,
         job_id: str,
         now: datetime,
+        *,
+        written_now: Collection[int] = (),
     ) -> int:
         """Record a job found on the cluster by its tag; returns its record id.
 
@@ -291,8 +293,13 @@ class Journal:
         run and spec hash is filled in: that is a crash between sbatch and the journal
         write. Otherwise (a lost journal) a new ADOPTED record is made, with no commit and
         no spec fields. A job id known under another run is a recycled id, not this job.
+
+        ``written_now``: the intents the calling pass wrote ahead of its own submissions.
+        They are no crash's leftovers, and filling one would leave its submission's job
+        with no record (a pass that adopts a failed job and retries its run).
         """
         stamp = _stamp(now)
+        skipped = tuple(written_now)
         with self._transaction() as db:
             known = db.execute(
                 "SELECT id FROM submissions WHERE project = ? AND kind = ? AND name = ?"
@@ -303,8 +310,9 @@ class Journal:
                 return int(known["id"])
             intent = db.execute(
                 "SELECT id FROM submissions WHERE project = ? AND kind = ? AND name = ?"
-                " AND spec_hash = ? AND status = ? AND job_id IS NULL ORDER BY id DESC LIMIT 1",
-                (project, kind, name, spec_hash, SubmissionStatus.INTENT),
+                " AND spec_hash = ? AND status = ? AND job_id IS NULL"
+                f" AND id NOT IN ({', '.join('?' * len(skipped))}) ORDER BY id DESC LIMIT 1",
+                (project, kind, name, spec_hash, SubmissionStatus.INTENT, *skipped),
             ).fetchone()
             if intent is not None:
                 db.execute(
