@@ -482,8 +482,7 @@ class Applier:
         tasks = arrays.task_script(sweep_dir, members.digest, 0).parent
         tasks.mkdir(parents=True, exist_ok=True)
         checks = {
-            action.target: action.skip_check
-            for action in self._sweeps.get(runs[0].sweep or "", ())
+            action.target: action.skip_check for action in self._sweeps.get(runs[0].sweep or "", ())
         }
         for index, run in enumerate(runs):
             context = render_context(self.desired, run, self.code_dir)
