@@ -224,7 +224,9 @@ def succeeded(facts: RunFacts) -> Decision | None:
         return facts.submit(ActionKind.SUBMIT, facts.stale)
     changing = rerunning(facts.inputs, facts.run, facts.decided)
     if changing:
-        return may_rerun(facts, facts.success, changing)
+        # A job of it that may already be queued, not shown yet: never a second one.
+        held_back = not_seen_yet(facts) or fate_not_seen(facts)
+        return held_back or may_rerun(facts, facts.success, changing)
     return facts.stays(RunOutcome.DONE, f"current (job {facts.success.job_id} succeeded)")
 
 

@@ -190,3 +190,17 @@ def test_every_format_shows_it() -> None:
     assert train["skip_check"] == {"job_id": "11", "inputs": {"in_prep": "a" * 64}}
     del document["summary"]
     assert Plan.model_validate_json(json.dumps(document)) == result
+
+
+def test_its_job_submitted_but_not_shown_yet_is_waited_for() -> None:
+    """Slurm lists prepare's new job but not train's yet (its two views lag): train is
+    not submitted a second time."""
+    state, records, files = chain(command="echo prep v2")
+    prep, train = hash_of(state, "prep"), hash_of(state, "train")
+    jobs = observed(job("prep", prep, S.RUNNING, "20"))
+    records = [*records, record("prep", prep, "20"), record("train", train, "21")]
+    actions = by_target(plan(state, jobs, records, NOW, scheduler="slurm", files=files))
+    assert actions["train"].kind is ActionKind.NOOP
+    assert actions["train"].unseen_job == "21"
+    assert actions["train"].outcome is RunOutcome.WAITING
+    assert actions["eval"].kind is not ActionKind.MAY_RERUN  # it waits for train
