@@ -145,7 +145,7 @@ def array_unread(facts: RunFacts) -> Decision | None:
 def replace_on_request(facts: RunFacts) -> Decision | None:
     """`--replace RUN`: a new job although the spec did not change (a flaky node, a failed
     run with no retries left); a queued or running job of it is cancelled first. Its
-    downstream reruns once the new output is there, as after any changed output. Never
+    downstream may rerun after it, as after any run submitted again. Never
     on a partial picture: that could cancel or duplicate a job recon cannot see."""
     if facts.run.name not in facts.inputs.replace:
         return None
