@@ -240,8 +240,13 @@ def may_rerun(
     upstreams = sorted({sweep_of(name) or name for names in changing.values() for name in names})
     their = "its output changes" if len(upstreams) == 1 else "their outputs change"
     made = facts.submit(ActionKind.MAY_RERUN, f"after {', '.join(upstreams)} (if {their})")
+    if made.outcome is RunOutcome.BLOCKED:
+        # It fits nowhere now, but is current: judged again once its upstreams are done,
+        # as a current run that takes no scheduler resources.
+        why = f"current (job {success.job_id} succeeded); cannot rerun here: {made.action.reason}"
+        return facts.stays(RunOutcome.DONE, why)
     if made.action.kind is not ActionKind.MAY_RERUN:
-        return made  # it waits, or is blocked
+        return made  # it waits (for an upstream step, or its allocation)
     check, why_not = skip_check(facts.inputs, facts.run, success, changing)
     details = made.action.details if check else (*made.action.details, f"runs in full: {why_not}")
     action = made.action.model_copy(update={"skip_check": check, "details": details})

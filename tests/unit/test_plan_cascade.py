@@ -9,12 +9,14 @@ from dataclasses import replace
 from typing import Any
 
 from reconciler.engine.actions import Action, ActionKind, Plan, RunOutcome, SkipCheck
+from reconciler.engine.fit import FitChecker
 from reconciler.engine.plan import FileState, plan
 from reconciler.report.plan import as_json, as_markdown, as_text
+from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from reconciler.state.records import SubmissionRecord
-from tests.planning import NOW, desired, hash_of, job, observed, record, run
+from tests.planning import NOW, desired, hash_of, job, node, observed, record, run
 from tests.unit.test_allocations import allocation
 
 CONTENT = {"out": {"path": "out.txt", "hash": "content"}}
@@ -204,3 +206,20 @@ def test_its_job_submitted_but_not_shown_yet_is_waited_for() -> None:
     assert actions["train"].unseen_job == "21"
     assert actions["train"].outcome is RunOutcome.WAITING
     assert actions["eval"].kind is not ActionKind.MAY_RERUN  # it waits for train
+
+
+def test_a_current_run_that_fits_nowhere_stays_current_until_its_input_changes() -> None:
+
+    state = desired(
+        run("prep", outputs=CONTENT),
+        run("train", "prep", outputs=CONTENT, resources={"gpus": "a100:1"}),
+    )
+    records = [
+        ok("prep", hash_of(state, "prep"), "10"),
+        ok("train", hash_of(state, "train"), "11", {"in_prep": "a" * 64}),
+    ]
+    cpus = FitChecker((Partition(name="cpu", default=True, nodes=(node("cpu1"),)),))
+    result = plan(state, observed(), records, NOW, scheduler="slurm", replace=["prep"], fit=cpus)
+    train = by_target(result)["train"]
+    assert (train.kind, train.outcome) == (ActionKind.NOOP, RunOutcome.DONE)
+    assert train.reason.startswith("current (job 11 succeeded); cannot rerun here: does not fit")
