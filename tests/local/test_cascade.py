@@ -175,3 +175,61 @@ def test_a_changed_model_makes_evaluate_run(example: Path) -> None:
 
 def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp).timestamp()
+
+
+MAKER = """\
+kind: Run
+name: maker
+resources: {cpus: 1}
+command: printf same > {outputs.data.path}
+outputs:
+  data: {path: data.txt, hash: content}
+"""
+READERS = """\
+kind: Run
+name: reader
+matrix:
+  seed: [0, 1]
+resources: {cpus: 1}
+inputs:
+  data: maker.data
+command: cat {inputs.data.path} > {outputs.copy.path}; echo {matrix.seed} >> {outputs.copy.path}
+outputs:
+  copy: copy.txt
+"""
+
+
+def test_a_sweeps_array_tasks_skip_each_on_their_own(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    name = new_project_name("cascade")
+    repo.commit(
+        {
+            "recon.yaml": f"project: {name}\nscheduler: local\n",
+            "specs/a.yaml": MAKER + "---\n" + READERS,
+        }
+    )
+    root = repo.root
+    try:
+        ok(recon(root, "apply", ".", "--auto-approve", "--wait"))
+        applied = ok(recon(root, "apply", ".", "--auto-approve", "--replace", "maker"))
+        assert "~ may rerun  reader         2 of 2 members (1 array)" in applied, applied
+        tasks = {
+            run: job
+            for line in applied.splitlines()
+            if line.startswith("submitted reader[")
+            for run, _, job in [line.removeprefix("submitted ").rpartition(": job ")]
+        }
+        assert sorted(tasks) == ["reader[seed=0]", "reader[seed=1]"]
+        rows = wait_done(root)
+        assert {rows[run]["job_id"] for run in tasks} == set(tasks.values())
+        ok(recon(root, "apply", ".", "--auto-approve"))  # settles them
+        rows = statuses(root)
+        for run in tasks:
+            assert (rows[run]["sync"], rows[run]["how"]) == ("current", "skipped: inputs unchanged")
+        again = recon(root, "plan", ".", "--detailed-exitcode")
+        assert again.returncode == 0, again.stdout + again.stderr
+    finally:
+        backend = LocalScheduler(root / ".recon")
+        for job_id, job in jobs(root).items():
+            if "ended" not in job:
+                backend.cancel(str(job_id))
