@@ -99,11 +99,15 @@ def _undone(decision: Decision | None) -> bool:
 
 
 def rerunning(
-    inputs: PlanInputs, run: DesiredRun, decided: Mapping[str, Decision]
+    run: DesiredRun, success: Success, decided: Mapping[str, Decision]
 ) -> dict[str, tuple[str, ...]]:
     """input -> its upstream runs (or the members it gathers) that have a job in flight
     once this plan is carried out: submitted by it, or queued or running. Each may
-    rewrite the input, so a run current until now may have to rerun after them."""
+    rewrite the input, so a run current until now (its last ``success``) may have to
+    rerun after them. A job in flight older than that success is not counted: the run's
+    job came after it, chained to it (Slurm's two views can show a job ended in one and
+    running in the other for a while)."""
+    since = job_order(success.job_id)
     found: dict[str, tuple[str, ...]] = {}
     for name, spec_input in run.inputs.items():
         if spec_input.upstream is None:
@@ -112,7 +116,9 @@ def rerunning(
         flying = tuple(
             source
             for source in sources
-            if (made := decided.get(source)) is not None and made.outcome is RunOutcome.INFLIGHT
+            if (made := decided.get(source)) is not None
+            and made.outcome is RunOutcome.INFLIGHT
+            and (made.live_job is None or job_order(made.live_job) > since)
         )
         if flying:
             found[name] = flying

@@ -222,7 +222,7 @@ def succeeded(facts: RunFacts) -> Decision | None:
         return None
     if facts.stale is not None:
         return facts.submit(ActionKind.SUBMIT, facts.stale)
-    changing = rerunning(facts.inputs, facts.run, facts.decided)
+    changing = rerunning(facts.run, facts.success, facts.decided)
     if changing:
         # A job of it that may already be queued, not shown yet: never a second one.
         held_back = not_seen_yet(facts) or fate_not_seen(facts)

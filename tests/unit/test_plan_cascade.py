@@ -223,3 +223,17 @@ def test_a_current_run_that_fits_nowhere_stays_current_until_its_input_changes()
     train = by_target(result)["train"]
     assert (train.kind, train.outcome) == (ActionKind.NOOP, RunOutcome.DONE)
     assert train.reason.startswith("current (job 11 succeeded); cannot rerun here: does not fit")
+
+
+def test_an_upstream_job_older_than_the_last_success_is_not_waited_for() -> None:
+    """squeue can show prepare's job running for a while after sacct ended it; train's
+    success came after that job (chained to it): train stays current."""
+    state, records, files = chain()
+    prep = hash_of(state, "prep")
+    jobs = observed(job("prep", prep, S.RUNNING, "9"))
+    records = [*records, record("prep", prep, "9")]
+    actions = by_target(plan(state, jobs, records, NOW, scheduler="slurm", files=files))
+    assert (
+        actions["prep"].kind is ActionKind.NOOP and actions["prep"].outcome is RunOutcome.INFLIGHT
+    )
+    assert actions["train"].kind is ActionKind.NOOP and actions["train"].outcome is RunOutcome.DONE
