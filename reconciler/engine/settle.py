@@ -17,6 +17,7 @@ Outcomes are recorded once; a job the journal has already settled is not looked 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -35,7 +36,7 @@ from reconciler.state.outputs import (
     observe_inputs,
     observe_outputs,
 )
-from reconciler.state.paths import input_paths, run_dir
+from reconciler.state.paths import input_paths, run_dir, run_path
 from reconciler.state.provenance import local_identity, manifest_from, write_manifest
 from reconciler.state.records import NO_OUTPUTS, SetupRecord, SubmissionRecord
 
@@ -228,7 +229,8 @@ def _skipped(
         return ending
     job = ending.job
     run = desired.runs[job.tag.name]
-    if not skipped_marker(run_dir(desired, run), job.job_id).exists():
+    # The run's folder unresolved: one stat per success, as for its outputs.
+    if not os.path.exists(skipped_marker(run_path(desired, run), job.job_id)):
         return ending
     earlier = [
         record
