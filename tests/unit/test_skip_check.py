@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 from reconciler.desired.desired import DesiredRun
+from reconciler.engine import settle
 from reconciler.engine.actions import SkipCheck
 from reconciler.engine.skips import skip_check_files
 from reconciler.scheduler.render import (
@@ -17,9 +19,12 @@ from reconciler.scheduler.render import (
     skip_check_file,
     skipped_marker,
 )
+from reconciler.scheduler.states import Health
+from reconciler.scheduler.states import SlurmState as S
 from reconciler.scheduler.tag import Tag
 from reconciler.state.outputs import version_of
-from tests.planning import desired, run
+from tests import planning
+from tests.planning import desired, hash_of, observed, record, run
 
 
 def setup(tmp_path: Path, folder: bool = False) -> tuple[DesiredRun, RenderContext, Path]:
@@ -144,3 +149,33 @@ def test_an_array_task_leaves_its_marker_under_recons_id_of_it(tmp_path: Path) -
     }
     subprocess.run(["bash", "-c", script], check=True, env=env, capture_output=True)
     assert skipped_marker(context.run_dir, "40_4").exists()
+
+
+def test_settle_records_a_skipped_job_as_having_read_what_its_last_success_read(
+    tmp_path: Path,
+) -> None:
+    """A skip is a success of the current spec that read what the success it matched
+    read (an input that changed meanwhile is not taken as read), said in its reason,
+    and its marker is looked for by recon's id of the job."""
+    state = replace(desired(run("prep"), run("train", "prep")), root=tmp_path)
+    for name in ("prep", "train"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "out.txt").write_text(name)
+    train = hash_of(state, "train")
+    before = replace(
+        record("train", train, "11", final=Health.SUCCEEDED), input_versions={"in_prep": "a" * 64}
+    )
+    records = [before, record("train", train, "12")]
+    seen = observed(planning.job("train", train, S.COMPLETED, "12", exit_code=0))
+
+    (ran,) = settle.judge(state, seen, records)
+    assert ran.reason is None and ran.read() != before.input_versions  # read now: prep's
+
+    marker = skipped_marker(tmp_path / "runs" / "train", "12")
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+    (skipped,) = settle.judge(state, seen, records)
+    assert (skipped.health, skipped.reason) == (Health.SUCCEEDED, "skipped: inputs unchanged")
+    assert skipped.read() == {"in_prep": "a" * 64}
+    (recorded,) = [r for r in settle.as_recorded(records, [skipped]) if r.job_id == "12"]
+    assert recorded.input_versions == {"in_prep": "a" * 64}
