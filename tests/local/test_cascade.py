@@ -5,6 +5,10 @@ rerun `train` that writes the same model leaves `evaluate`'s job skipping its co
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -14,7 +18,7 @@ import pytest
 
 from reconciler.scheduler.local import LocalScheduler
 from tests.gitrepo import GitRepo
-from tests.local.serving import example_project, recon
+from tests.local.serving import environment, example_project, recon
 from tests.projects import new_project_name
 
 TIMEOUT = 90.0
@@ -233,3 +237,34 @@ def test_a_sweeps_array_tasks_skip_each_on_their_own(tmp_path: Path) -> None:
         for job_id, job in jobs(root).items():
             if "ended" not in job:
                 backend.cancel(str(job_id))
+
+
+def test_a_crash_after_its_sbatch_is_healed_by_adoption_not_a_second_job(example: Path) -> None:
+    """train is queued alone (a target), then the pass that queues evaluate behind it is
+    killed right after evaluate's sbatch, before the journal has its job id."""
+    slow = "  python3 scripts/train.py\n"
+    edit(example, slow, slow.replace("python3", "sleep 5; python3"))
+    ids = submitted(ok(recon(example, "apply", ".", "train", "--auto-approve")))
+    assert set(ids) == {"train"}
+    crashed = subprocess.run(
+        [sys.executable, "-m", "reconciler", "apply", ".", "--auto-approve"],
+        cwd=example,
+        env=environment(example, RECON_FAULT_INJECT="after-sbatch"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
+    healed = ok(recon(example, "apply", ".", "--auto-approve"))
+    assert "Apply complete: 0 submitted, 0 cancelled, 1 adopted" in healed, healed
+    evaluate = [job for job in jobs(example).values() if job["name"] == f"{name(example)}.evaluate"]
+    assert len(evaluate) == 2  # its first job, and the one queued behind train
+    rows = wait_done(example)
+    assert (rows["evaluate"]["health"], rows["train"]["health"]) == ("succeeded", "succeeded")
+    ok(recon(example, "apply", ".", "--auto-approve"))
+    assert statuses(example)["evaluate"]["how"] == "skipped: inputs unchanged"
+
+
+def name(root: Path) -> str:
+    (found,) = re.findall(r"^project: (\S+)$", (root / "recon.yaml").read_text(), re.M)
+    return str(found)
