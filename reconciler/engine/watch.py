@@ -155,7 +155,8 @@ def counts(outcome: Outcome) -> dict[str, int]:
     """What a pass planned and did, as numbers for a log line or a notification."""
     planned: dict[str, int] = {}
     for action in outcome.plan.actions:
-        planned[action.kind.value] = planned.get(action.kind.value, 0) + 1
+        kind = action.kind.value.replace(" ", "_")  # one word in a log line: may_rerun
+        planned[kind] = planned.get(kind, 0) + 1
     result = outcome.applied
     done = {
         "submitted": len(result.submitted) if result else 0,

@@ -25,14 +25,16 @@ from reconciler.engine.plan_prune import explain
 from reconciler.report.words import plural
 
 _SYMBOL_WIDTH = 3
-_KIND_WIDTH = max(len(kind.value) for kind in ActionKind)
+# The kind column fits every kind but `may rerun`, which widens it only in a plan that
+# has one: other plans keep the columns they always had.
+_KIND_WIDTH = max(len(kind.value) for kind in ActionKind if kind is not ActionKind.MAY_RERUN)
 # Targets get at least this many columns, so plans of short names look the same from one
 # run to the next and the reason column does not jump about.
 _MIN_TARGET_WIDTH = 13
 _GAP = "  "
 _CANCELLING = frozenset({ActionKind.REPLACE, ActionKind.CANCEL, ActionKind.TEARDOWN})
 # A run submitted again cancels its job held in the queue first (SpecialExit), if any.
-_SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY})
+_SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.MAY_RERUN})
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 # `current (job 123_4 succeeded)`: each member's job differs, its reason does not.
 _JOB_MENTION = re.compile(r" \(jobs? [0-9_., ]+[^)]*\)")
@@ -176,7 +178,7 @@ def _notes(plan: Plan) -> list[str]:
 def _context(action: Action) -> str:
     """What follows the reason in every format: the runs awaited, the jobs cancelled."""
     text = ""
-    if action.after:
+    if action.after and action.kind is not ActionKind.MAY_RERUN:  # its reason names them
         text += f"; after {', '.join(_runs(action.after))}"
     resubmitting = action.target_kind == "run" and action.kind in _SUBMITTING
     if (action.kind in _CANCELLING or resubmitting) and action.job_ids:
@@ -216,18 +218,21 @@ def as_text(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str
         for action in item.actions
     ]
     width = max([_MIN_TARGET_WIDTH, *(len(target) for target in targets)])
+    kinds = max([_KIND_WIDTH, *(len(item.kind.value) for item in items)])
     body: list[str] = []
     for item in items:
         if isinstance(item, Action):
-            body.extend(_text_lines(item, width))
+            body.extend(_text_lines(item, width, kinds))
             continue
         lead = (
-            f"{item.symbol:>{_SYMBOL_WIDTH}} {item.kind.value:<{_KIND_WIDTH}}{_GAP}"
+            f"{item.symbol:>{_SYMBOL_WIDTH}} {item.kind.value:<{kinds}}{_GAP}"
             f"{item.sweep:<{width}}{_GAP}"
         )
         body.append(_one_line(lead + item.what(plan)).rstrip())
         if members:
-            body.extend(line for action in item.actions for line in _text_lines(action, width))
+            body.extend(
+                line for action in item.actions for line in _text_lines(action, width, kinds)
+            )
     body += _unchanged_line(plan, show_noop)
     lines = [header(plan), *_notes(plan), ""]
     if body:
@@ -236,13 +241,13 @@ def as_text(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str
     return "\n".join(lines) + "\n"
 
 
-def _text_lines(action: Action, target_width: int) -> list[str]:
+def _text_lines(action: Action, target_width: int, kind_width: int = _KIND_WIDTH) -> list[str]:
     reason = action.reason
     several = len(action.changes) > 1
     if len(action.changes) == 1:
         reason += f": {action.changes[0]}"
     lead = (
-        f"{action.symbol:>{_SYMBOL_WIDTH}} {action.kind.value:<{_KIND_WIDTH}}{_GAP}"
+        f"{action.symbol:>{_SYMBOL_WIDTH}} {action.kind.value:<{kind_width}}{_GAP}"
         f"{action.target:<{target_width}}{_GAP}"
     )
     first = _one_line(lead + reason + _context(action)).rstrip()

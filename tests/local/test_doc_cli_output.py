@@ -122,7 +122,7 @@ REPRODUCED: list[tuple[tuple[str, int], list[Step], int]] = [
         [run_recon("apply", "--auto-approve", "--wait"), remove("runs/prepare/data/episodes.csv")],
         0,
     ),
-    (("recon plan", 2), [succeeded("prepare")], 0),
+    (("recon plan", 2), [succeeded("compare"), succeeded("evaluate")], 0),
     (("recon export ro-crate", 0), [run_recon("apply", "--auto-approve", "--wait")], 0),
     (("recon plan --against HEAD~1", 0), [commit("specs/pipeline.yaml", TWO_GPUS)], 0),
     (("recon plan --against HEAD~1 --format markdown", 0), [], 0),

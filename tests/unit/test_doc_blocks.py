@@ -106,6 +106,9 @@ CHECKED = {
         f"{UNIT}::test_a_prefix_of_a_refused_flag"
     ),
     "docs/specs.md: #!/bin/bash": f"{UNIT}::test_the_whole_batch_script",
+    "docs/specs.md: recon plan for project cartpole at commit dfb3ee034c2a (sche": (
+        f"{UNIT}::test_a_cascade_in_a_plan"
+    ),
     "docs/specs.md: {": f"{STORIES}::test_the_provenance_manifest",
     "docs/specs.md: salloc --no-shell --job-name=<project>.<name> --comment=<tag": (
         f"{UNIT}::test_the_salloc_command_line"

@@ -252,6 +252,30 @@ def rendered(desired: Desired, name: str) -> str:
     return script.replace(str(desired.root), DOC_FOLDER)
 
 
+def test_a_cascade_in_a_plan(tmp_path: Path) -> None:
+    """docs/specs.md's plan of a change to prepare, every run having succeeded before."""
+    before = example_desired(tmp_path / "before")
+    now = example_desired(tmp_path / "now", PIPELINE.replace("--episodes 200", "--episodes 300"))
+    records = [
+        dataclasses.replace(
+            journal_record(before, name, str(4200 + index), Health.SUCCEEDED),
+            input_versions=dict.fromkeys(before.runs[name].inputs, "9f" * 32),
+        )
+        for index, name in enumerate(before.runs)
+    ]
+    observation = Observation(taken_at=NOW, jobs=(), complete=True)
+    made = plan(
+        now, observation, records, NOW, scheduler="slurm", targets=["prepare"], downstream=True
+    )
+    printed = as_text(made)
+    shown = shown_block(
+        "docs/specs.md: recon plan for project cartpole at commit dfb3ee034c2a (sche"
+    )
+    assert but_commits(printed) == but_commits(shown.body), (
+        f"{shown.where}: the planner prints\n{printed}"
+    )
+
+
 def test_the_whole_batch_script(tmp_path: Path) -> None:
     shown = shown_block("docs/specs.md: #!/bin/bash")
     printed = rendered(example_desired(tmp_path), "train")

@@ -270,6 +270,7 @@ def test_json_reads_back_as_the_same_plan() -> None:
         "submit": 2,
         "retry": 1,
         "replace": 2,
+        "may rerun": 0,
         "cancel": 1,
         "teardown": 0,
         "adopt": 1,
