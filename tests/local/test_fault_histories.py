@@ -1,0 +1,409 @@
+"""Generated fault histories: the real engine (load, observe, settle, plan, apply) with a
+real journal and git repository, against a scripted cluster (tests/simcluster.py), through
+random sequences of commits, passes and faults. After every step:
+
+- at most one live job per (deployment, run, spec hash), sweep members included;
+- no job outside the deployment is ever cancelled or taken into the journal;
+- recon never deletes or rewrites an output (only jobs write them);
+- a saved plan is carried out only while it is still true;
+
+and at the end, once faults stop and jobs are let finish, the project converges within a
+bounded number of passes and then plans nothing.
+
+Histories: `RECON_HISTORIES` (default 150 in the suite; e.g. 5000 by hand), each up to
+`RECON_HISTORY_STEPS` steps (default 25). A failing history is printed by Hypothesis as a
+readable script of rule calls, shrunk to the fewest steps that still fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from reconciler.engine import faults as fault_points
+from reconciler.engine.actions import Plan
+from reconciler.engine.arrays import ArrayMap, map_file
+from reconciler.engine.reconcile import Request, look_once, reconcile_once
+from reconciler.errors import ReconError
+from reconciler.scheduler.states import SlurmState
+from reconciler.scheduler.tag import Tag
+from reconciler.state.journal import Journal
+from reconciler.state.paths import JOURNAL_FILE
+from tests.gitrepo import GitRepo
+from tests.simcluster import ALIVE, ENDINGS, Faults, SimCluster, SimJob, SimTask
+
+HISTORIES = int(os.environ.get("RECON_HISTORIES", "150"))
+STEPS = int(os.environ.get("RECON_HISTORY_STEPS", "25"))
+PROJECT = "hist"
+START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+RUNS = ("a", "b", "c", "d")  # b reads a's output, c reads b's; d stands alone
+SWEEP_VALUES = (1, 2, 3)
+CONVERGE_WITHIN = 12  # passes once the faults stop, three minutes apart
+
+# Counted over every history of a session, printed by the last test.
+TALLY: Counter[str] = Counter()
+
+
+def run_spec(name: str, version: int, present: set[str]) -> str:
+    upstream = {"b": "a", "c": "b"}.get(name)
+    reads = upstream is not None and upstream in present
+    inputs = f"inputs:\n  up: {upstream}.out\n" if reads else ""
+    source = " $(cat {inputs.up.path})" if reads else ""
+    return (
+        f"kind: Run\nname: {name}\n"
+        f"command: 'echo {name}{version}{source} > {{outputs.out.path}}'\n"
+        f"retries: 1\nresources: {{cpus: 1}}\n{inputs}outputs:\n  out: out.txt\n"
+    )
+
+
+def sweep_spec(values: tuple[int, ...], version: int) -> str:
+    listed = ", ".join(str(value) for value in values)
+    return (
+        "kind: Run\nname: s\n"
+        f"command: 'echo s{version}-{{matrix.x}} > {{outputs.out.path}}'\n"
+        f"matrix:\n  x: [{listed}]\nresources: {{cpus: 1}}\noutputs:\n  out: out.txt\n"
+    )
+
+
+class History(RuleBasedStateMachine):
+    """One project, one cluster, one journal, and what the history did to them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = START
+        self.cluster = SimCluster(clock=lambda: self.now)
+        self.versions: dict[str, int] = {}
+        self.sweep: tuple[int, ...] = ()
+        self.sweep_version = 0
+        self.saved: Plan | None = None
+        self.foreign: list[str] = []
+        self.root: Path | None = None
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    @initialize(
+        runs=st.sets(st.sampled_from(RUNS), min_size=1),
+        sweep=st.sets(st.sampled_from(SWEEP_VALUES)),
+    )
+    def project(self, runs: set[str], sweep: set[int]) -> None:
+        self.root = Path(_scratch.make())
+        self.repo = GitRepo(self.root)
+        self.repo.write({"recon.yaml": f"project: {PROJECT}\nscheduler: slurm\n"})
+        self.versions = dict.fromkeys(runs, 1)
+        self.sweep = tuple(sorted(sweep))
+        self._commit()
+        others = [
+            Tag(project=PROJECT, deployment="0123456789ab", kind="run", name="a",
+                spec_hash="feedfacefeedface"),  # another clone's job of the same run
+            Tag(project="other", deployment="0123456789ab", kind="run", name="a",
+                spec_hash="feedfacefeedface"),
+            None,  # this user's job with no recon tag at all
+        ]  # fmt: skip
+        self.foreign = [self.cluster.add_foreign(tag) for tag in others]
+        TALLY["histories"] += 1
+
+    def teardown(self) -> None:
+        try:
+            if self.root is not None:
+                self._converges()
+        finally:
+            if self.root is not None:
+                shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- what a lab does ------------------------------------------------------------------
+
+    @rule(name=st.sampled_from(RUNS), how=st.sampled_from(["add", "remove", "change"]))
+    def commit(self, name: str, how: str) -> None:
+        if how == "remove":
+            self.versions.pop(name, None)
+        else:
+            self.versions[name] = self.versions.get(name, 0) + (1 if how == "change" else 0) or 1
+        self._commit()
+
+    @rule(values=st.sets(st.sampled_from(SWEEP_VALUES)), change=st.booleans())
+    def commit_sweep(self, values: set[int], change: bool) -> None:
+        self.sweep = tuple(sorted(values))
+        self.sweep_version += int(change)
+        self._commit()
+
+    @rule(minutes=st.integers(1, 3), confirmed=st.booleans())
+    def apply(self, minutes: int, confirmed: bool) -> None:
+        """`recon apply`, now and then with `--allow-prune-all`."""
+        self._pass(minutes, confirmed=confirmed)
+
+    @rule()
+    def apply_killed_after_sbatch(self) -> None:
+        """sbatch returned a job id and the journal never heard of it."""
+        fault_points._reached.clear()
+        os.environ[fault_points.ENV] = "after-sbatch:raise:1"
+        try:
+            self._pass(1)
+        finally:
+            del os.environ[fault_points.ENV]
+            fault_points._reached.clear()
+
+    @rule()
+    def two_applies_at_once(self) -> None:
+        """Two passes at the same moment (cron and watch); the lock makes them take turns."""
+        before = self._outputs()
+        threads = [threading.Thread(target=self._quiet_pass, args=(30,)) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self._outputs_kept(before)
+        TALLY["passes"] += 2
+
+    @rule()
+    def save_a_plan(self) -> None:
+        try:
+            self.saved = self._look().plan
+        except ReconError:
+            self.saved = None  # `recon plan -out` failed: nothing saved
+
+    @precondition(lambda self: self.saved is not None)
+    @rule()
+    def apply_the_saved_plan(self) -> None:
+        saved, self.saved = self.saved, None
+        assert saved is not None
+        outcome = self._pass(1, saved=saved)
+        if outcome is not None:  # carried out: the world still called for exactly that
+            assert _moves(saved) == _moves(outcome.plan), "a stale saved plan was carried out"
+            TALLY["saved plans carried out"] += 1
+
+    @rule()
+    def lose_the_journal(self) -> None:
+        assert self.root is not None
+        for path in (self.root / ".recon").glob(f"{JOURNAL_FILE}*"):
+            path.unlink()
+        TALLY["journals lost"] += 1
+
+    # -- what the cluster does ------------------------------------------------------------
+
+    @rule(endings=st.lists(st.sampled_from((None, *ENDINGS)), min_size=1, max_size=8))
+    def jobs_move_on(self, endings: list[SlurmState | None]) -> None:
+        picks = iter(endings * 50)
+        self.cluster.step(lambda job, task: next(picks, None))
+        TALLY["job steps"] += 1
+
+    @rule(
+        faults=st.builds(
+            Faults,
+            observe_fails=st.booleans(),
+            partial=st.booleans(),
+            submit_fails=st.booleans(),
+            reply_lost=st.booleans(),
+            lag=st.integers(0, 2),
+        )
+    )
+    def faults_change(self, faults: Faults) -> None:
+        self.cluster.faults = faults
+        TALLY["fault sets"] += 1
+
+    @rule()
+    def faults_stop(self) -> None:
+        self.cluster.faults = Faults()
+
+    @precondition(lambda self: any(j.tag and j.tag.project == PROJECT for j in self.cluster.live()))
+    @rule(data=st.data())
+    def slurmctld_forgets_a_job(self, data: st.DataObject) -> None:
+        """slurmctld killed and restarted lost a job it had just accepted; its id goes to
+        the next submission."""
+        mine = [j for j in self.cluster.live() if j.job_id not in self.foreign]
+        if mine:
+            self.cluster.forget(data.draw(st.sampled_from(mine)).job_id)
+            TALLY["jobs forgotten"] += 1
+
+    # -- what must always hold ------------------------------------------------------------
+
+    @invariant()
+    def one_live_job_per_run_and_spec(self) -> None:
+        if self.root is None:
+            return
+        keys: Counter[tuple[str, str]] = Counter()
+        for job in self.cluster.live():
+            if job.job_id in self.foreign or job.tag is None:
+                continue
+            for task in job.tasks:
+                if task.state in ALIVE:
+                    keys[_key(job, task)] += 1
+        twice = {key: count for key, count in keys.items() if count > 1}
+        assert not twice, f"more than one live job for {twice}"
+
+    @invariant()
+    def others_jobs_are_never_touched(self) -> None:
+        if self.root is None:
+            return
+        cancelled = set(self.cluster.cancels) & set(self.foreign)
+        assert not cancelled, f"cancelled jobs that are not this deployment's: {cancelled}"
+        journal = self.root / ".recon" / JOURNAL_FILE
+        if journal.exists():
+            with Journal(journal) as opened:
+                taken = {r.job_id for r in opened.records(PROJECT)} | {
+                    r.job_id for r in opened.records("other")
+                }
+            assert not taken & set(self.foreign), "took another's job into the journal"
+
+    # -- inside ---------------------------------------------------------------------------
+
+    def _commit(self) -> None:
+        present = set(self.versions)
+        files = {
+            f"specs/{name}.yaml": run_spec(name, version, present)
+            for name, version in self.versions.items()
+        }
+        if self.sweep:
+            files["specs/s.yaml"] = sweep_spec(self.sweep, self.sweep_version)
+        specs = self.repo.root / "specs"
+        for old in specs.glob("*.yaml") if specs.exists() else ():
+            if f"specs/{old.name}" not in files:
+                old.unlink()
+        self.repo.commit(files)
+        TALLY["commits"] += 1
+
+    def _look(self):  # type: ignore[no-untyped-def]
+        assert self.root is not None
+        return look_once(Request(self.root), scheduler=_Quiet(self.cluster))
+
+    def _pass(  # type: ignore[no-untyped-def]
+        self, minutes: int, saved: Plan | None = None, *, confirmed: bool = False
+    ):
+        assert self.root is not None
+        self.now += timedelta(minutes=minutes)
+        before = self._outputs()
+        try:
+            outcome = reconcile_once(
+                Request(self.root, allow_prune_all=confirmed), scheduler=self.cluster, saved=saved,
+                clock=lambda: self.now, lock_timeout=30,
+            )  # fmt: skip
+        except (ReconError, fault_points.InjectedFault):
+            TALLY["passes failed (as they may)"] += 1
+            outcome = None
+        finally:
+            self._outputs_kept(before)
+        TALLY["passes"] += 1
+        return outcome
+
+    def _quiet_pass(self, seconds: int) -> None:
+        try:
+            reconcile_once(
+                Request(self.root), scheduler=self.cluster, clock=lambda: self.now,  # type: ignore[arg-type]
+                lock_timeout=30,
+            )  # fmt: skip
+        except (ReconError, fault_points.InjectedFault):
+            TALLY["passes failed (as they may)"] += 1
+
+    def _outputs(self) -> dict[Path, tuple[int, int, bytes]]:
+        assert self.root is not None
+        found = {}
+        for path in (self.root / "runs").rglob("out.txt") if (self.root / "runs").exists() else ():
+            info = path.stat()
+            found[path] = (info.st_ino, info.st_mtime_ns, path.read_bytes())
+        return found
+
+    def _outputs_kept(self, before: dict[Path, tuple[int, int, bytes]]) -> None:
+        after = self._outputs()
+        for path, was in before.items():
+            assert after.get(path) == was, f"recon deleted or rewrote the output {path}"
+
+    def _converges(self) -> None:
+        """Faults stop and every job that runs succeeds: within CONVERGE_WITHIN passes the
+        plan has nothing left to do."""
+        self.cluster.faults = Faults()
+        for _ in range(CONVERGE_WITHIN):
+            # Three minutes a pass: a job lost without a trace is waited for UNSEEN_GRACE
+            # (Slurm's two views lag) before its run is sent again; a person confirms
+            # what the prune guard holds.
+            self._pass(3, confirmed=True)
+            for _ in range(4):  # a chain's jobs start and end in turn
+                self.cluster.step(lambda job, task: SlurmState.COMPLETED)
+            plan = self._look().plan
+            if not plan.has_changes and not any(a.unseen_job for a in plan.actions):
+                TALLY["converged"] += 1
+                return
+        shown = [f"{a.kind.value} {a.target}: {a.reason}" for a in plan.actions]
+        raise AssertionError(f"no convergence within {CONVERGE_WITHIN} passes: {shown}")
+
+
+class _Quiet:
+    """The cluster as `recon plan` sees it: looking never acts, and never moves lag on."""
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self.name = cluster.name
+
+    def observe(self, since: datetime):  # type: ignore[no-untyped-def]
+        hidden = {job_id: job.hidden_for for job_id, job in self.cluster.jobs.items()}
+        try:
+            return self.cluster.observe(since)
+        finally:
+            for job_id, count in hidden.items():
+                if job_id in self.cluster.jobs:
+                    self.cluster.jobs[job_id].hidden_for = count
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        if name in {"submit", "cancel", "allocate", "release", "start_step"}:
+            raise AssertionError(f"recon plan called {name}")
+        return getattr(self.cluster, name)
+
+
+def _key(job: SimJob, task: SimTask) -> tuple[str, str]:
+    """The run and spec hash a live task works for; a sweep's task, its member's."""
+    assert job.tag is not None
+    if task.index is None:
+        return (job.tag.name, job.tag.spec_hash)
+    mapped = ArrayMap.from_json(map_file(job.workdir, job.tag.spec_hash).read_text())
+    return mapped.members[task.index]
+
+
+def _moves(plan: Plan) -> list[tuple[str, str, str | None]]:
+    return [(a.kind.value, a.target, a.spec_hash) for a in plan.actions if a.changes_cluster]
+
+
+class _Scratch:
+    """Folders for histories, under pytest's temporary root."""
+
+    base: Path | None = None
+    count = 0
+
+    def make(self) -> str:
+        assert self.base is not None
+        self.count += 1
+        path = self.base / f"h{self.count}"
+        path.mkdir()
+        return str(path)
+
+
+_scratch = _Scratch()
+
+History.TestCase.settings = settings(
+    max_examples=HISTORIES,
+    stateful_step_count=STEPS,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=os.environ.get("RECON_HISTORY_SEED") is None,
+    database=None,
+)
+
+
+def test_generated_fault_histories(tmp_path_factory: pytest.TempPathFactory) -> None:
+    _scratch.base = tmp_path_factory.mktemp("histories")
+    TALLY.clear()
+    History.TestCase().runTest()
+    print("\n" + ", ".join(f"{name}: {count}" for name, count in sorted(TALLY.items())))
+    assert TALLY["histories"] >= HISTORIES // 2 and TALLY["converged"] == TALLY["histories"]

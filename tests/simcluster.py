@@ -1,0 +1,298 @@
+"""A scripted cluster for generated fault histories: a Scheduler whose jobs the test moves
+on by hand, and whose answers it can make lag, fail, forget jobs or hand out reused ids.
+
+It keeps Slurm's shape where recon reads it: one row per job (per task for an array), ids
+given out in order, dependencies that must complete first (a failed one cancels the
+dependent with reason `DependencyNeverSatisfied`), a job ended by `scancel` shown
+CANCELLED. A job that completes runs its batch script with bash in its working directory,
+as slurmd would, so its outputs are on disk as a real job's are; one that fails leaves
+what it wrote so far and exits non-zero.
+
+Not a stand-in for the adapters (they are tested on the real dev cluster); the engine is
+what the histories drive, and this is what they drive it against.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from reconciler.errors import ObservationError, PermanentSchedulerError, TransientSchedulerError
+from reconciler.scheduler.base import (
+    AllocateRequest,
+    JobRecord,
+    Observation,
+    ObservedJob,
+    SubmitRequest,
+    UntaggedJob,
+)
+from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.states import SlurmState
+from reconciler.scheduler.tag import Tag
+
+ALIVE = frozenset({SlurmState.PENDING, SlurmState.RUNNING})
+# How a job can end, as the histories pick them.
+ENDINGS = (
+    SlurmState.COMPLETED,
+    SlurmState.FAILED,
+    SlurmState.CANCELLED,
+    SlurmState.TIMEOUT,
+    SlurmState.NODE_FAIL,
+    SlurmState.OUT_OF_MEMORY,
+)
+
+
+@dataclass
+class SimTask:
+    index: int | None  # None: a plain job
+    state: SlurmState = SlurmState.PENDING
+    exit_code: int | None = None
+    reason: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+@dataclass
+class SimJob:
+    job_id: str
+    tag: Tag | None  # None: a job of this user's without a recon tag
+    submit: datetime
+    script: str
+    workdir: str
+    dependencies: tuple[str, ...]
+    tasks: list[SimTask]
+    hidden_for: int = 0  # observations that do not show its end yet (accounting lag)
+    foreign: bool = False  # not recon's: the test never moves it on
+
+    @property
+    def alive(self) -> bool:
+        return any(task.state in ALIVE for task in self.tasks)
+
+
+@dataclass
+class Faults:
+    """What the cluster does wrong now; the histories switch these on and off."""
+
+    observe_fails: bool = False  # squeue/sacct unreachable: ObservationError
+    partial: bool = False  # sacct failed, squeue answered: complete=False, ended jobs left out
+    submit_fails: bool = False  # sbatch refused for now (TransientSchedulerError), no job
+    reply_lost: bool = False  # sbatch made the job, but its answer never came back
+    # A job that ends is in neither squeue nor sacct for this many observations: it left
+    # squeue, and slurmctld's accounting pass has not put it in sacct's window yet. A
+    # live job is always shown (squeue is the authority for those).
+    lag: int = 0
+
+
+@dataclass
+class SimCluster:
+    """The cluster: a Scheduler (``observe``, ``submit``, ``cancel``, ...) and the test's
+    levers (``start``, ``end``, ``forget``, ``faults``)."""
+
+    clock: Callable[[], datetime]
+    name: str = "slurm"
+    jobs: dict[str, SimJob] = field(default_factory=dict)
+    faults: Faults = field(default_factory=Faults)
+    cancels: list[str] = field(default_factory=list)  # every id scancel was given, in order
+    submissions: int = 0
+    _next: int = 1000
+    _free_ids: list[str] = field(default_factory=list)  # lost by a crash, handed out again
+    _mutex: threading.RLock = field(default_factory=threading.RLock)
+
+    # -- the Scheduler protocol ----------------------------------------------------------
+
+    def observe(self, since: datetime) -> Observation:
+        with self._mutex:
+            if self.faults.observe_fails:
+                raise ObservationError("squeue: slurm_load_jobs error: Socket timed out")
+            tagged: list[ObservedJob] = []
+            untagged: list[UntaggedJob] = []
+            for job in self.jobs.values():
+                if job.hidden_for > 0 and not job.alive:
+                    job.hidden_for -= 1
+                    continue
+                if self.faults.partial and not job.alive:
+                    continue  # only squeue answered: it lists live jobs alone
+                if not job.alive and job.submit < since:
+                    continue  # outside sacct's window
+                rows = tuple(self._rows(job))
+                if job.tag is None:
+                    untagged.append(UntaggedJob(job_id=job.job_id, rows=rows))
+                else:
+                    tagged.append(ObservedJob(job_id=job.job_id, tag=job.tag, rows=rows))
+            return Observation(
+                taken_at=self.clock(),
+                jobs=tuple(tagged),
+                untagged=tuple(untagged),
+                complete=not self.faults.partial,
+                problems=("sacct: Connection refused",) if self.faults.partial else (),
+            )
+
+    def submit(self, request: SubmitRequest) -> str:
+        with self._mutex:
+            if self.faults.submit_fails:
+                raise TransientSchedulerError("sbatch: error: Slurm temporarily unable")
+            for dependency in request.dependencies:
+                if dependency.split("_")[0] not in self.jobs:
+                    raise PermanentSchedulerError(
+                        "sbatch: error: Batch job submission failed: Job dependency problem"
+                    )
+            job_id = self._free_ids.pop(0) if self._free_ids else self._new_id()
+            indices = request.array.indices if request.array is not None else (None,)
+            self.jobs[job_id] = SimJob(
+                job_id=job_id,
+                tag=request.tag,
+                submit=self.clock(),
+                script=request.script,
+                workdir=str(request.workdir),
+                dependencies=request.dependencies,
+                tasks=[SimTask(index) for index in indices],
+            )
+            self.submissions += 1
+            if self.faults.reply_lost:
+                raise TransientSchedulerError("sbatch: error: Socket timed out on send/recv")
+            return job_id
+
+    def cancel(self, job_id: str) -> None:
+        with self._mutex:
+            self.cancels.append(job_id)
+            top, _, task = job_id.partition("_")
+            job = self.jobs.get(top)
+            if job is None:
+                return
+            for each in job.tasks:
+                if each.state in ALIVE and (not task or str(each.index) == task):
+                    each.state, each.end = SlurmState.CANCELLED, self.clock()
+            if not job.alive:
+                job.hidden_for = self.faults.lag
+
+    def max_array_size(self) -> int:
+        return 1001
+
+    def allocate(self, request: AllocateRequest) -> str:
+        raise PermanentSchedulerError("salloc: allocations are not simulated")
+
+    def release(self, job_id: str) -> None:
+        self.cancel(job_id)
+
+    def partitions(self) -> tuple[Partition, ...]:
+        raise ObservationError("sinfo: not simulated: fit unknown")
+
+    # -- the test's levers ---------------------------------------------------------------
+
+    def add_foreign(self, tag: Tag | None) -> str:
+        """A live job recon must never touch: another deployment's, another project's, or
+        one without a tag."""
+        with self._mutex:
+            job_id = self._new_id()
+            self.jobs[job_id] = SimJob(
+                job_id, tag, self.clock(), "#!/bin/bash\nsleep 1000\n", "/", (),
+                [SimTask(None, SlurmState.RUNNING, start=self.clock())], foreign=True,
+            )  # fmt: skip
+            return job_id
+
+    def live(self) -> list[SimJob]:
+        with self._mutex:
+            return [job for job in self.jobs.values() if job.alive]
+
+    def step(self, ending_for: Callable[[SimJob, SimTask], SlurmState | None]) -> None:
+        """Move every job on once: a pending one whose dependencies completed starts (one
+        whose dependency ended badly is cancelled, as `--kill-on-invalid-dep` does), and a
+        running one ends as ``ending_for`` says (None: it keeps running)."""
+        with self._mutex:
+            for job in list(self.jobs.values()):
+                was_alive = job.alive
+                for task in job.tasks:
+                    if task.state is SlurmState.PENDING:
+                        self._maybe_start(job, task)
+                    elif task.state is SlurmState.RUNNING and not job.foreign:
+                        ending = ending_for(job, task)
+                        if ending is not None:
+                            self._end(job, task, ending)
+                if was_alive and not job.alive:
+                    job.hidden_for = self.faults.lag  # just ended: accounting lags
+
+    def forget(self, job_id: str) -> None:
+        """slurmctld killed and restarted lost this job; its id is handed out again."""
+        with self._mutex:
+            if self.jobs.pop(job_id, None) is not None:
+                self._free_ids.append(job_id)
+
+    # -- inside --------------------------------------------------------------------------
+
+    def _new_id(self) -> str:
+        self._next += 1
+        while str(self._next) in self.jobs:
+            self._next += 1
+        return str(self._next)
+
+    def _maybe_start(self, job: SimJob, task: SimTask) -> None:
+        states = [self._state_of(dependency) for dependency in job.dependencies]
+        if any(state is None or state not in (SlurmState.COMPLETED, *ALIVE) for state in states):
+            task.state, task.reason, task.end = (
+                SlurmState.CANCELLED, "DependencyNeverSatisfied", self.clock()
+            )  # fmt: skip
+        elif all(state is SlurmState.COMPLETED for state in states):
+            task.state, task.start = SlurmState.RUNNING, self.clock()
+
+    def _state_of(self, dependency: str) -> SlurmState | None:
+        top, _, index = dependency.partition("_")
+        job = self.jobs.get(top)
+        if job is None:
+            return None
+        tasks = [t for t in job.tasks if not index or str(t.index) == index]
+        if any(t.state in ALIVE for t in tasks):
+            return SlurmState.PENDING
+        if all(t.state is SlurmState.COMPLETED for t in tasks):
+            return SlurmState.COMPLETED
+        return SlurmState.FAILED
+
+    def _end(self, job: SimJob, task: SimTask, ending: SlurmState) -> None:
+        code = self._run(job, task, fail=ending is not SlurmState.COMPLETED)
+        if ending is SlurmState.COMPLETED and code != 0:
+            ending = SlurmState.FAILED
+        task.state, task.end = ending, self.clock()
+        task.exit_code = code if ending in (SlurmState.COMPLETED, SlurmState.FAILED) else None
+
+    def _run(self, job: SimJob, task: SimTask, *, fail: bool) -> int:
+        """The batch script, run as slurmd would; a job that fails stops after its
+        command with status 1, its output as far as it got."""
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", "/root"),
+            "SLURM_JOB_ID": job.job_id,
+        }
+        if task.index is not None:
+            env |= {"SLURM_ARRAY_JOB_ID": job.job_id, "SLURM_ARRAY_TASK_ID": str(task.index)}
+        script = job.script + ("\nexit 1\n" if fail else "")
+        done = subprocess.run(
+            ["bash", "-s"], input=script, cwd=job.workdir, env=env, text=True,
+            capture_output=True, timeout=60,
+        )  # fmt: skip
+        return 1 if fail else done.returncode
+
+    def _rows(self, job: SimJob) -> list[JobRecord]:
+        rows = []
+        for task in job.tasks:
+            job_id = job.job_id if task.index is None else f"{job.job_id}_{task.index}"
+            rows.append(
+                JobRecord(
+                    job_id=job_id,
+                    top_id=job.job_id,
+                    array_task=None if task.index is None else str(task.index),
+                    tag=job.tag,
+                    state=task.state,
+                    exit_code=task.exit_code,
+                    reason=task.reason,
+                    submit=job.submit,
+                    start=task.start,
+                    end=task.end,
+                    time_left=timedelta(minutes=10) if task.state in ALIVE else None,
+                    workdir=job.workdir,
+                    source="squeue" if task.state in ALIVE else "sacct",
+                )
+            )
+        return rows
