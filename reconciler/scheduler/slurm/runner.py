@@ -20,13 +20,21 @@ TIMED_OUT = 124
 
 class Runner(Protocol):
     def __call__(
-        self, argv: Sequence[str], stdin: str | None = None
+        self, argv: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]: ...
 
 
-def run(argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` and return what it did; never raises for the command's own failures."""
-    env = {**_own_environment(os.environ), "SLURM_TIME_FORMAT": "standard"}
+def run(
+    argv: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` and return what it did; never raises for the command's own failures.
+
+    ``env``: the command's whole environment (sbatch's is the job's: ``scheduler/jobenv``);
+    by default the caller's, less what would change a command behind recon's back."""
+    env = {
+        **(_own_environment(os.environ) if env is None else env),
+        "SLURM_TIME_FORMAT": "standard",
+    }
     try:
         process = subprocess.Popen(
             list(argv),
