@@ -12,6 +12,7 @@ Values are hashed in canonical form, so `32GiB` and `32768MiB` are the same spec
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -91,6 +92,22 @@ class DeclaredInput(NamedTuple):
         return upstream_of(self.from_)
 
 
+class EnvironmentKind(enum.Enum):
+    """How a run's job gets its environment (``scheduler/jobenv``)."""
+
+    NONE = "none"  # nothing declared: the clean base alone
+    DECLARED = "declared"  # the clean base and what it declares
+    INHERIT = "inherit"  # whoever applies: `environment: {inherit: true}`
+
+    @classmethod
+    def of(cls, environment: Environment | None) -> EnvironmentKind:
+        if environment is None:
+            return cls.NONE
+        if environment.inherit:
+            return cls.INHERIT
+        return cls.DECLARED
+
+
 @dataclass(frozen=True, slots=True)
 class RunShape:
     """What a pass reads of every run, current or not: where it runs and writes, what it
@@ -103,6 +120,8 @@ class RunShape:
     coupled_with: tuple[str, ...]
     outputs: Mapping[str, DeclaredOutput]
     inputs: Mapping[str, DeclaredInput]
+    # Its effective environment's kind: what a plan warns of, read for every run.
+    environment: EnvironmentKind = EnvironmentKind.NONE
 
     @classmethod
     def of(cls, run: Run) -> RunShape:
@@ -113,7 +132,15 @@ class RunShape:
             for name, output in run.outputs.items()
         }
         inputs = {name: DeclaredInput(item.from_, item.path) for name, item in run.inputs.items()}
-        return cls(run.name, run.workdir, run.allocation, run.coupled_with, outputs, inputs)
+        return cls(
+            run.name,
+            run.workdir,
+            run.allocation,
+            run.coupled_with,
+            outputs,
+            inputs,
+            EnvironmentKind.of(run.environment),
+        )
 
 
 class DesiredRun:

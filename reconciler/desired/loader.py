@@ -32,11 +32,13 @@ from reconciler.desired.desired import (
     Desired,
     DesiredAllocation,
     DesiredRun,
+    EnvironmentKind,
     LazyMapping,
     Location,
     RunShape,
     canonical_fields,
     effective_allocation,
+    effective_environment,
     effective_resources,
     effective_run,
     hash_of_fields,
@@ -45,7 +47,15 @@ from reconciler.desired.desired import (
 )
 from reconciler.desired.documents import validate_project, validate_spec
 from reconciler.desired.matrix import Member
-from reconciler.desired.models import KINDS, Allocation, Input, Project, Run, RunResources
+from reconciler.desired.models import (
+    KINDS,
+    Allocation,
+    Environment,
+    Input,
+    Project,
+    Run,
+    RunResources,
+)
 from reconciler.desired.source import (
     PROJECT_FILE,
     CommitSource,
@@ -220,6 +230,20 @@ class _MadeOnce:
     bases: dict[str, tuple[Run, dict[str, Any]]] = field(default_factory=dict)
     # a run's `resources:` as written (marshalled) -> its effective resources
     resources: dict[bytes, RunResources] = field(default_factory=dict)
+    # a run's `environment:` as written (marshalled) -> its effective kind
+    environments: dict[bytes, EnvironmentKind] = field(default_factory=dict)
+
+    def environment_of(self, summary: DocumentSummary, project: Project) -> EnvironmentKind:
+        """A run's environment kind from its document, without its model: most runs
+        write none (told without unpacking the document), the rest a few alike."""
+        written = summary.data.get("environment")
+        if written is None:
+            return EnvironmentKind.of(project.defaults.environment)
+        key = marshal.dumps(written)
+        if key not in self.environments:
+            own = Environment.model_validate(written)  # validated with its document already
+            self.environments[key] = EnvironmentKind.of(effective_environment(own, project))
+        return self.environments[key]
 
     def resources_of(self, summary: DocumentSummary, project: Project) -> RunResources:
         """A run's effective resources from its document, without its model: the runs of
@@ -490,7 +514,7 @@ def _desired_run(
         script,
         None,
         expansion.gathers.get(summary.name, {}),
-        _shape(summary, project.runs_dir, singles),
+        _shape(summary, project, singles, made),
         lambda: made.resources_of(summary, project),
         blobs,
     )
@@ -543,14 +567,16 @@ def _desired_member(
         script,
         member,
         expansion.gathers.get(summary.name, {}),
-        _shape(summary, project.runs_dir, singles),
+        _shape(summary, project, singles, made),
         lambda: made.resources_of(summary, project),  # its document is its sweep's
         blobs,
     )
     return run
 
 
-def _shape(summary: DocumentSummary, runs_dir: str, singles: dict[str, str]) -> RunShape:
+def _shape(
+    summary: DocumentSummary, project: Project, singles: dict[str, str], made: _MadeOnce
+) -> RunShape:
     """The run's shape from its summary, as its model would give it (`_inputs` included)."""
     external = dict(summary.external_inputs)
     inputs = {
@@ -565,11 +591,12 @@ def _shape(summary: DocumentSummary, runs_dir: str, singles: dict[str, str]) -> 
     }
     return RunShape(
         summary.name,
-        run_workdir(summary.workdir, runs_dir, summary.name),
+        run_workdir(summary.workdir, project.runs_dir, summary.name),
         summary.allocation,
         summary.coupled_with,
         outputs,
         inputs,
+        made.environment_of(summary, project),
     )
 
 
