@@ -9,9 +9,17 @@ silently means "use the default".
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 from reconciler.desired.fields import EnvKey, Name, SafeText, SbatchFlag, env_suffix
@@ -223,7 +231,21 @@ def upstream_of(reference: str | None) -> tuple[str, str] | None:
 
 # A module as `module load` takes it: `gcc/12.2`, `cuda/12.1`, `python/3.11-foss-2023a`.
 MODULE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.+/@:-]*$"
-ModuleName = Annotated[str, Field(pattern=MODULE_PATTERN)]
+_MODULE = re.compile(MODULE_PATTERN)
+
+
+def _check_module(value: str) -> str:
+    if not _MODULE.match(value):
+        raise ValueError(
+            f"{value!r} is not a module name as `module load` takes it: letters, digits "
+            "and _ . + / @ : - (no spaces or shell characters); one module an entry"
+        )
+    return value
+
+
+ModuleName = Annotated[
+    str, AfterValidator(_check_module), Field(json_schema_extra={"pattern": MODULE_PATTERN})
+]
 # A path as written in a batch script: no shell character needs quoting beyond shlex's,
 # but a line break or NUL could not be carried through `set -u` exports and logs.
 _PLAIN_PATH = r"^[^\x00-\x1f\x7f]+$"

@@ -112,7 +112,7 @@ def environment_lines(environment: Environment | None, context: RenderContext) -
             "  done",
             "fi",
             "if ! command -v module >/dev/null 2>&1; then",
-            _fail("environment.modules: no `module` command (Lmod or Environment Modules)"),
+            _fail("environment.modules: no module command (Lmod or Environment Modules)"),
             "fi",
             f"module load {shlex.join(environment.modules)}",
             "set -u",
@@ -138,7 +138,7 @@ def environment_lines(environment: Environment | None, context: RenderContext) -
             "  done",
             "fi",
             "if ! command -v conda >/dev/null 2>&1; then",
-            _fail("environment.conda: no `conda` command (load a module that has it)"),
+            _fail("environment.conda: no conda command (load a module that has it)"),
             "fi",
             'eval "$(conda shell.bash hook)"',
             f"conda activate {shlex.quote(environment.conda)}",
@@ -166,6 +166,7 @@ _CONDA_BASES = (
 
 
 def _fail(message: str) -> str:
+    """A line that ends the job with ``message`` (plain text: it is inside double quotes)."""
     return f'  echo "recon: {message} on $(hostname)" >&2; exit 1'
 
 

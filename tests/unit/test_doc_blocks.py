@@ -103,6 +103,9 @@ CHECKED = {
         f"{UNIT}::test_a_prefix_of_a_refused_flag"
     ),
     "docs/specs.md: #!/bin/bash": f"{UNIT}::test_the_whole_batch_script",
+    "docs/specs.md: No environment declared for runs actor-learner, prepare, see": (
+        "tests/unit/test_environment.py::test_a_plan_that_submits_runs_declaring_nothing_says_so"
+    ),
     "docs/specs.md: {": f"{STORIES}::test_the_provenance_manifest",
     "docs/specs.md: salloc --no-shell --job-name=<project>.<name> --comment=<tag": (
         f"{UNIT}::test_the_salloc_command_line"
