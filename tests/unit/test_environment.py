@@ -279,3 +279,41 @@ def test_the_manifest_section_names_no_passed_value(tmp_path: Path) -> None:
     data = json.loads(used.model_dump_json())
     assert data["passed"] == ["TOKEN"] and list(data["files"]) == ["uv.lock"]
     assert data["kind"] == "declared" and data["had"] == {"python": "Python 3.11.2"}
+
+
+# The example's hashes as recon computed them before `environment:` existed (commit
+# f03e355), with a `script:` run beside them: a project upgraded without declaring an
+# environment, or declaring an empty one or only `inherit`, resubmits nothing.
+HASHES_BEFORE = {
+    "actor-learner": "c554d02f649ea644",
+    "compare": "d53ebb116e495763",
+    "evaluate": "a28603f8cf563114",
+    "hello": "06756f0ff92b9924",
+    "prepare": "ca927ea4f4b2a575",
+    "seeds[lr=0.1,seed=0]": "fcffca26593e7d74",
+    "seeds[lr=0.1,seed=1]": "baa011c9b4afe5d5",
+    "seeds[lr=0.1,seed=2]": "940aef53bd1b0fc0",
+    "seeds[lr=0.5,seed=0]": "de0ede69dbf0634a",
+    "seeds[lr=0.5,seed=1]": "71f98e388a4638b5",
+    "seeds[lr=0.5,seed=2]": "829f5fd187f88663",
+    "train": "1093f897e193c0e4",
+}
+
+
+@pytest.mark.parametrize(
+    "declared", ["", "  environment: {}\n", "  environment:\n    inherit: true\n"]
+)
+def test_upgrading_keeps_every_hash_of_a_project_that_declares_nothing(
+    tmp_path: Path, declared: str
+) -> None:
+    root = example_without_environment(tmp_path)
+    text = (root / "recon.yaml").read_text()
+    (root / "recon.yaml").write_text(text.replace("defaults:\n", "defaults:\n" + declared))
+    (root / "scripts" / "hello.sh").write_text('#!/bin/bash\necho hi > "$RECON_OUTPUT_OUT"\n')
+    (root / "specs" / "hello.yaml").write_text(
+        'kind: Run\nname: hello\nscript: scripts/hello.sh\nenv:\n  A: "1"\n'
+        "outputs:\n  out: out.txt\n"
+    )
+    desired = load_desired(WorktreeSource(root), cache_dir=None)
+    assert {name: desired.runs[name].spec_hash for name in desired.runs} == HASHES_BEFORE
+    assert desired.allocations["interactive"].spec_hash == "7d2ba4655cc53acd"
