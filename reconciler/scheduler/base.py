@@ -132,6 +132,11 @@ class StepRequest(BaseModel):
         description="the allocation holds GPUs: a run's step that asks for none is given none",
     )
     tag: Tag = Field(description="the step's name: it is found by it, steps have no comment")
+    environment: dict[str, str] | None = Field(
+        default=None,
+        repr=False,  # it may hold a passed secret
+        description="the step's starting environment (``scheduler/jobenv``); None: recon's",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

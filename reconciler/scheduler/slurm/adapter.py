@@ -271,7 +271,9 @@ class SlurmScheduler:
         yet (srun holds it back until the allocation has room, or Slurm is slow)."""
         log = request.log_dir / f"srun-{request.tag.name}.log"
         try:
-            process = self._spawn(srun(request), log)
+            env = sbatch_environment(request.environment, os.environ)
+            argv = srun(request)
+            process = self._spawn(argv, log) if env is None else self._spawn(argv, log, env)
         except OSError as error:
             raise PermanentSchedulerError(f"srun could not be started: {error}") from error
         for _ in range(round(STEP_LISTED_WAIT / STEP_POLL)):
