@@ -317,3 +317,34 @@ def test_upgrading_keeps_every_hash_of_a_project_that_declares_nothing(
     desired = load_desired(WorktreeSource(root), cache_dir=None)
     assert {name: desired.runs[name].spec_hash for name in desired.runs} == HASHES_BEFORE
     assert desired.allocations["interactive"].spec_hash == "7d2ba4655cc53acd"
+
+
+def test_modules_are_loaded_in_order_when_module_is_defined(tmp_path: Path) -> None:
+    from reconciler.desired.models import Environment
+
+    lines = environment_lines(Environment(modules=("gcc/12", "cuda/12.1")), context())
+    # `module` as Lmod defines it for a shell: a function, exported by the environment.
+    module = {"BASH_FUNC_module%%": '() {  shift; export LOADEDMODULES="$*"; }'}
+    done = bash([*lines, 'echo "$LOADEDMODULES"'], {"PATH": BASE_PATH, **module}, tmp_path)
+    assert done.returncode == 0 and done.stdout == "gcc/12 cuda/12.1\n", done.stderr
+
+
+def test_a_conda_env_is_activated_through_condas_own_hook(tmp_path: Path) -> None:
+    from reconciler.desired.models import Environment
+
+    home = tmp_path / "home"
+    conda = home / "miniforge3" / "bin" / "conda"
+    conda.parent.mkdir(parents=True)
+    # What `conda shell.bash hook` prints, reduced to what activation does.
+    conda.write_text(
+        '#!/bin/sh\necho \'conda() { export CONDA_DEFAULT_ENV="$2"; '
+        'export PATH="/envs/$2/bin:$PATH"; }\'\n'
+    )
+    conda.chmod(0o755)
+    lines = environment_lines(Environment(conda="lab"), context())
+    env = {"PATH": BASE_PATH, "HOME": str(home)}
+    done = bash([*lines, 'echo "$CONDA_DEFAULT_ENV $PATH"'], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"lab /envs/lab/bin:{conda.parent}:{BASE_PATH}\n"
+    missing = bash([*lines, "echo ran"], {"PATH": BASE_PATH, "HOME": str(tmp_path)}, tmp_path)
+    assert missing.returncode == 1 and "no conda command" in missing.stderr
