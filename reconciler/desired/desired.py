@@ -348,14 +348,21 @@ def effective_run(run: Run, project: Project) -> Run:
 
 
 def effective_environment(own: Environment | None, project: Project) -> Environment | None:
-    """A run's environment: each field it sets, and `defaults.environment`'s for the rest."""
+    """A run's environment: each field it sets, and `defaults.environment`'s for the rest.
+    A run that names its venv or conda env takes neither from the defaults: a job
+    activates one."""
     default = project.defaults.environment
-    if own is None or default is None:
-        return own or default
+    if default is None:
+        return own
+    if own is None:
+        return default
+    taken = set(own.model_fields_set)
+    if taken & {"venv", "conda"}:
+        taken |= {"venv", "conda"}
     update = {
         name: getattr(default, name)
         for name in Environment.model_fields
-        if name not in own.model_fields_set and name in default.model_fields_set
+        if name not in taken and name in default.model_fields_set
     }
     return own.model_copy(update=update) if update else own
 

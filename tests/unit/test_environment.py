@@ -87,6 +87,15 @@ def test_defaults_fill_the_fields_a_run_leaves_out(tmp_path: Path) -> None:
     assert desired.runs["b"].shape.environment is EnvironmentKind.DECLARED
 
 
+def test_a_run_naming_its_venv_takes_no_conda_from_the_defaults(tmp_path: Path) -> None:
+    defaults = "defaults:\n  environment:\n    conda: lab\n    modules: [gcc/12]\n"
+    root = project(tmp_path, {"a": "environment:\n  venv: .venv\n", "b": ""}, defaults)
+    desired = load_desired(WorktreeSource(root), cache_dir=None)
+    a, b = desired.runs["a"].spec.environment, desired.runs["b"].spec.environment
+    assert a is not None and (a.venv, a.conda, a.modules) == (".venv", None, ("gcc/12",))
+    assert b is not None and (b.venv, b.conda) == (None, "lab")
+
+
 @pytest.mark.parametrize(
     ("block", "field", "words"),
     [
