@@ -149,12 +149,19 @@ def test_a_passed_secret_reaches_the_job_and_nothing_on_disk_outside_it(
 ) -> None:
     secret = f"tok-{uuid.uuid4().hex}"
     proof = 'printf %s "$ENVTEST_TOKEN" | sha256sum | cut -c1-64 > {outputs.env.path}'
-    project.repo.commit(
-        {"specs/secret.yaml": run("secret", proof, "environment:\n  pass: [ENVTEST_TOKEN]\n")}
-    )
-    done = apply(project, env=shell(ENVTEST_TOKEN=secret))
-    output = project.root / "runs" / "secret" / "env.txt"
-    assert output.read_text().strip() == hashlib.sha256(secret.encode()).hexdigest()
+    passes = "environment:\n  pass: [ENVTEST_TOKEN]\n"
+    # `later` waits for `secret`: on the local backend it is started by secret's job's
+    # supervisor, long after the apply that submitted it, and gets the value all the same.
+    later = run("later", proof, passes + "inputs:\n  first: secret.env\n")
+    project.repo.commit({"specs/secret.yaml": run("secret", proof, passes) + "---\n" + later})
+    done = project.recon("apply", ".", "--auto-approve", env=shell(ENVTEST_TOKEN=secret))
+    assert done.returncode == 0, done.stdout + done.stderr
+    # Waited for and settled from a shell without the value: only the jobs had it.
+    assert "ENVTEST_TOKEN" not in os.environ
+    apply(project, env=shell())
+    for name in ("secret", "later"):
+        output = project.root / "runs" / name / "env.txt"
+        assert output.read_text().strip() == hashlib.sha256(secret.encode()).hexdigest()
     assert secret not in done.stdout + done.stderr
     status = project.recon("status", ".", "--format", "json")
     assert secret not in status.stdout + status.stderr
