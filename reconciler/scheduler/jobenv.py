@@ -39,16 +39,16 @@ BASE_LANG = "C.UTF-8"
 SLURM_PASSED = ("SLURM_CONF",)
 
 
-def base_environment() -> dict[str, str]:
-    """What every job starts from, whoever applies."""
-    account = pwd.getpwuid(os.getuid())
-    return {
-        "HOME": account.pw_dir,
-        "LANG": BASE_LANG,
-        "LOGNAME": account.pw_name,
-        "PATH": BASE_PATH,
-        "USER": account.pw_name,
-    }
+def base_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What every job starts from, whoever applies. The account's home and name come
+    from the password database; only where it has no entry for this uid (a container)
+    from ``environ``."""
+    try:
+        account = pwd.getpwuid(os.getuid())
+        home, user = account.pw_dir, account.pw_name
+    except KeyError:
+        home, user = environ.get("HOME", "/"), environ.get("USER", str(os.getuid()))
+    return {"HOME": home, "LANG": BASE_LANG, "LOGNAME": user, "PATH": BASE_PATH, "USER": user}
 
 
 def submission_environment(
@@ -61,4 +61,4 @@ def submission_environment(
         return None
     names = environment.pass_ if environment is not None else ()
     passed = {name: environ[name] for name in names if name in environ}
-    return {**base_environment(), **passed}, tuple(sorted(passed))
+    return {**base_environment(environ), **passed}, tuple(sorted(passed))
