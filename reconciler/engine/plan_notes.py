@@ -9,6 +9,7 @@ from reconciler.desired.desired import DesiredRun, EnvironmentKind
 from reconciler.engine.actions import Action, ActionKind
 from reconciler.engine.plan_inputs import PlanInputs
 from reconciler.scheduler.base import Observation, ObservedJob
+from reconciler.scheduler.jobenv import BASE_LANG, BASE_PATH
 from reconciler.scheduler.states import Health
 
 
@@ -79,7 +80,7 @@ def _common_folder(workdirs: Sequence[str]) -> str:
 
 _SUBMITTING = (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE)
 # What a job that declares no environment starts from (``scheduler/jobenv``), in words.
-CLEAN_BASE = "PATH=/usr/local/bin:/usr/bin:/bin, HOME, USER, LOGNAME and LANG=C.UTF-8"
+CLEAN_BASE = f"PATH={BASE_PATH}, HOME, USER, LOGNAME and LANG={BASE_LANG}"
 
 
 def environment_notes(
@@ -96,7 +97,8 @@ def environment_notes(
     ]
     if inheriting:
         notes.append(
-            f"Results depend on who applies: {_some(inheriting)} take the environment of "
+            f"Results depend on who applies: {_some(inheriting)} "
+            f"{'takes' if len(set(inheriting)) == 1 else 'take'} the environment of "
             "the process that runs recon (environment: {inherit: true}), so a shell with "
             "a conda env, cron or recon watch give their jobs different PATH, PYTHONPATH "
             "and modules. Declare the environment instead (docs/specs.md, environment)."
@@ -120,7 +122,7 @@ def environment_notes(
 
 
 def _some(names: Sequence[str]) -> str:
-    """`prepare, train and 3 more runs`."""
+    """`run prepare`, `runs prepare, train, evaluate and 3 more` (a sweep named once)."""
     unique = list(dict.fromkeys(names))  # a sweep's members are named by their sweep
     if len(unique) == 1:
         return f"run {unique[0]}"
