@@ -181,3 +181,19 @@ def test_a_passed_secret_reaches_the_job_and_nothing_on_disk_outside_it(
         "plan", ".", "--detailed-exitcode", env=shell(ENVTEST_TOKEN=f"{secret}-rotated")
     )
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_inherit_gives_the_appliers_environment_and_every_plan_says_so(
+    project: Project,
+) -> None:
+    project.repo.commit({"specs/dump.yaml": run("dump", DUMP, "environment:\n  inherit: true\n")})
+    # PYTHONPATH: the local backend hands an inheriting job only what programs need to
+    # find their tools, as it always did (docs/specs.md, The local backend).
+    marker = f"/applier-{uuid.uuid4().hex[:8]}"
+    pythonpath = os.pathsep.join([os.environ.get("PYTHONPATH", ""), marker])
+    done = apply(project, env=shell(PYTHONPATH=pythonpath))
+    assert "Results depend on who applies: run dump takes" in done.stdout, done.stdout
+    assert f"PYTHONPATH={pythonpath}\n" in job_environment(project, "dump")
+    # Current now, and the plan still says it.
+    again = project.recon("plan", ".", "--detailed-exitcode")
+    assert again.returncode == 0 and "Results depend on who applies" in again.stdout
