@@ -11,6 +11,7 @@
     ├── ObservationError            the cluster could not be observed at all
     ├── LockedError                 another apply holds the project's lock (exit code 3)
     ├── StalePlanError              a saved plan no longer matches the commit or the cluster
+    ├── PruneRefusedError           a plan's prunes would empty the project: nothing was done
     ├── PlanFileError               a plan file cannot be written, or is not a plan to apply
     ├── JournalError                the journal database is unreadable, corrupt or too new
     ├── StateDirError               the state directory cannot be made, or is someone else's
@@ -91,6 +92,11 @@ class LockedError(ReconError):
 
 class StalePlanError(ReconError):
     """A saved plan was made against another commit or another observed state."""
+
+
+class PruneRefusedError(ReconError):
+    """A plan's prunes would cancel every live job of the project, or more than its
+    prune_limit allows, and no one confirmed them: nothing was carried out."""
 
 
 class PlanFileError(ReconError):

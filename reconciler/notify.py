@@ -7,6 +7,10 @@ Events (the payload's "event"):
     <action kind>    any other action a pass carried out that is not routine submitting,
                      cancelling or adopting, named by its kind: "teardown", and whatever
                      later kinds come (an allocation renewed...)
+    prune-refused    a pass carried out nothing: its prunes would cancel every live job of
+                     the project, or more than prune_limit allows; "message" says which
+                     runs and what to do. A watch tells it once, not every pass, until it
+                     changes (another commit, other jobs) or ends
     watch-failing    `recon watch` had several passes in a row raise something unforeseen
                      (a bug): it keeps trying, backing off; "message" is the last error
 
@@ -30,10 +34,11 @@ import os
 import signal
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
-from reconciler.engine.actions import ActionKind
+from reconciler.engine.actions import ActionKind, PruneGuard
+from reconciler.engine.plan_prune import explain
 from reconciler.engine.reconcile import Outcome
 from reconciler.engine.watch import counts
 from reconciler.errors import ReconError
@@ -46,7 +51,8 @@ TIMEOUT_SECONDS = 30.0
 # Action kinds every pass may carry out; the apply-finished counts cover them.
 ROUTINE = frozenset(
     {
-        ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE, ActionKind.CANCEL,
+        ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE, ActionKind.MAY_RERUN,
+        ActionKind.CANCEL,
         ActionKind.ADOPT, ActionKind.REUSE, ActionKind.SETUP, ActionKind.BLOCKED,
         ActionKind.NOOP,
     }
@@ -80,6 +86,8 @@ def notifications(
         return Notification(event, plan.project, plan.commit, run, job, message, stamp)
 
     found = [note("run-failed", r.name, r.job_id, _failure_message(r)) for r in failures]
+    if outcome.held is not None:
+        found.append(note("prune-refused", None, None, explain(outcome.held)))
     if outcome.applied is None:
         return found
     for action in plan.actions:
@@ -155,9 +163,15 @@ class Notifier:
     on_failure: Callable[[str, str], None]
     clock: Callable[[], datetime]
     timeout: float = TIMEOUT_SECONDS
+    # The held plan last told (commit, guard): told once, not every pass of a watch.
+    told_held: tuple[str | None, PruneGuard] | None = field(default=None, init=False)
 
     def after_pass(self, outcome: Outcome, started: datetime) -> None:
         plan = outcome.plan
+        held = None if outcome.held is None else (plan.commit, outcome.held)
+        if held is not None and held == self.told_held:
+            outcome = replace(outcome, held=None)
+        self.told_held = held
         try:
             path = journal_path(outcome.desired)
             journal = Journal(path) if path.exists() else None

@@ -17,7 +17,7 @@ from reconciler.desired.desired import (
 from reconciler.desired.desired import flat_fields as _flat_fields
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.desired.models import Project, Run
-from reconciler.engine.actions import Plan
+from reconciler.engine.actions import Plan, PruneCause, PruneGuard
 from reconciler.engine.apply import ApplyResult
 from reconciler.engine.reconcile import Look, Outcome
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
@@ -43,9 +43,14 @@ def run(name: str, *upstreams: str, **fields: Any) -> Run:
 
 
 def desired(
-    *runs: Run, prune: bool = True, allocations: tuple[DesiredAllocation, ...] = ()
+    *runs: Run,
+    prune: bool = True,
+    allocations: tuple[DesiredAllocation, ...] = (),
+    prune_limit: str | int = "50%",
 ) -> Desired:
-    project = Project.model_validate({"project": PROJECT, "prune": prune})
+    project = Project.model_validate(
+        {"project": PROJECT, "prune": prune, "prune_limit": prune_limit}
+    )
     entries = {}
     for index, spec in enumerate(runs):
         effective = effective_run(spec, project)
@@ -126,12 +131,27 @@ def record(
     )
 
 
-def outcome_of(plan: Plan, applied: ApplyResult | None = None, root: Path | None = None) -> Outcome:
+def outcome_of(
+    plan: Plan,
+    applied: ApplyResult | None = None,
+    root: Path | None = None,
+    held: PruneGuard | None = None,
+) -> Outcome:
     """A pass's outcome around ``plan``, for tests of what follows a pass (notify, watch):
-    the project at ``root`` (its recon.yaml read from the work tree), or a bare one."""
+    the project at ``root`` (its recon.yaml read from the work tree), or a bare one;
+    ``held``: the guard that held the plan (nothing carried out)."""
     state = load_desired(open_source(root, None, worktree=True)) if root else desired()
     seen = Look(state, observed(), (), (), (), (), (), plan)
-    return Outcome(seen, applied)
+    return Outcome(seen, applied, held)
+
+
+def guard(*runs: str, live: int | None = None) -> PruneGuard:
+    """The guard of a plan whose prunes would cancel one job of each run, of `live`."""
+    live = len(runs) if live is None else live
+    cause = PruneCause.EVERY if live == len(runs) else PruneCause.OVER_LIMIT
+    return PruneGuard(
+        cause=cause, cancels=len(runs), live=live, limit="50%", allowed=live // 2, runs=runs
+    )
 
 
 def node(

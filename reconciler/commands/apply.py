@@ -13,6 +13,7 @@ import typer
 
 from reconciler.commands.common import (
     EXIT_ERROR,
+    AllowPruneAllOption,
     DownstreamOption,
     ReplaceOption,
     RevisionOption,
@@ -47,6 +48,7 @@ def apply(
     scheduler: SchedulerOption = None,
     downstream: DownstreamOption = False,
     replace: ReplaceOption = None,
+    allow_prune_all: AllowPruneAllOption = False,
     auto_approve: Annotated[
         bool, typer.Option("--auto-approve", help="Apply without asking (cron, CI, scripts).")
     ] = False,
@@ -104,6 +106,9 @@ def apply(
         # Re-plan at HEAD (or the work tree) and compare: a commit since makes it stale.
         repo, rest, rev = Path(saved.root), list(saved.targets), None
         worktree, downstream, replace = saved.commit is None, saved.downstream, list(saved.replace)
+        # Confirmed when the plan was made (`recon plan --allow-prune-all -out FILE`), or now.
+        guard = saved.prune_guard
+        allow_prune_all = allow_prune_all or (guard is not None and guard.confirmed)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     if not auto_approve and not interactive:
         raise typer.BadParameter(
@@ -117,7 +122,14 @@ def apply(
         return auto_approve or typer.confirm("Apply this plan?", default=False)
 
     request = Request(
-        repo, rev, worktree, tuple(rest), downstream, chosen(scheduler), tuple(replace or ())
+        repo,
+        rev,
+        worktree,
+        tuple(rest),
+        downstream,
+        chosen(scheduler),
+        tuple(replace or ()),
+        allow_prune_all=allow_prune_all,
     )
     started = datetime.now(UTC)
     # Each action is printed as it completes: an apply that stops part-way (the controller
@@ -129,6 +141,8 @@ def apply(
     note_uncommitted(outcome.desired, rev, "apply")
     if notify:
         Notifier(notify, _notify_failed, lambda: datetime.now(UTC)).after_pass(outcome, started)
+    if outcome.held is not None:
+        _refuse(outcome, show_plan=saved is None and not quiet)
     if outcome.applied is not None:
         _report_applied(outcome.applied, each=False)
     elif not quiet:
@@ -138,6 +152,18 @@ def apply(
         raise typer.Exit(_wait(dataclasses.replace(request, replace=()), lock_timeout))
     if outcome.applied is not None and not outcome.applied.ok:
         raise typer.Exit(EXIT_ERROR)
+
+
+def _refuse(outcome: Outcome, show_plan: bool) -> None:
+    """A held plan: show it (as a prompt would have), then fail saying why."""
+    from reconciler.engine.plan_prune import explain
+    from reconciler.errors import PruneRefusedError
+    from reconciler.report import plan as plan_report
+
+    assert outcome.held is not None
+    if show_plan:
+        sys.stdout.write(plan_report.RENDERERS["text"](outcome.plan))
+    raise PruneRefusedError(f"refused to apply: {explain(outcome.held)}")
 
 
 def _wait(request: Request, lock_timeout: float) -> int:

@@ -112,6 +112,14 @@ TargetsArgument = Annotated[
 DownstreamOption = Annotated[
     bool, typer.Option("--downstream", help="Also take the runs that need the targets.")
 ]
+AllowPruneAllOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-prune-all",
+        help="Confirm prunes that would cancel every live job of the project, or more than "
+        "recon.yaml's prune_limit allows (without it such a plan is held: nothing is done).",
+    ),
+]
 ReplaceOption = Annotated[
     list[str] | None,
     typer.Option(

@@ -11,6 +11,7 @@ import typer
 
 from reconciler.commands.common import (
     EXIT_CHANGES,
+    AllowPruneAllOption,
     DownstreamOption,
     Format,
     FormatOption,
@@ -42,6 +43,7 @@ def plan(
     scheduler: SchedulerOption = None,
     downstream: DownstreamOption = False,
     replace: ReplaceOption = None,
+    allow_prune_all: AllowPruneAllOption = False,
     output_format: FormatOption = Format.text,
     out: Annotated[
         Path | None,
@@ -83,7 +85,14 @@ def plan(
 
     seen = look_once(
         Request(
-            repo, rev, worktree, tuple(targets), downstream, chosen(scheduler), tuple(replace or ())
+            repo,
+            rev,
+            worktree,
+            tuple(targets),
+            downstream,
+            chosen(scheduler),
+            tuple(replace or ()),
+            allow_prune_all=allow_prune_all,
         )
     )
     warn(seen.desired)

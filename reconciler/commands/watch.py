@@ -80,6 +80,15 @@ def watch(
         ),
     ] = None,
     scheduler: SchedulerOption = None,
+    allow_prune_all: Annotated[
+        bool,
+        typer.Option(
+            "--allow-prune-all",
+            help="Carry out, in every pass, prunes that would cancel every live job of the "
+            "project or more than prune_limit allows (without it such a pass does nothing, "
+            "logs why and notifies once; confirm one with `recon apply --allow-prune-all`).",
+        ),
+    ] = False,
 ) -> None:
     """Keep the cluster converged: apply each new commit within seconds.
 
@@ -120,7 +129,9 @@ def watch(
         # The resolved commit, not the branch name: the pass, its log lines and the
         # memory of a bad commit all name one commit even if the branch moves meanwhile.
         outcome = reconcile_once(
-            Request(repo, commit, scheduler=chosen(scheduler)), lock_timeout=0, clock=clock
+            Request(repo, commit, scheduler=chosen(scheduler), allow_prune_all=allow_prune_all),
+            lock_timeout=0,
+            clock=clock,
         )
         nonlocal noted_edits
         if not noted_edits:  # once: the folder's edits are the user's, not news each pass

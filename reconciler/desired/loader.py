@@ -61,6 +61,7 @@ from reconciler.desired.source import (
     CommitSource,
     SpecSource,
     WorktreeSource,
+    matches_some,
     matching,
 )
 from reconciler.desired.summary import DocumentSummary, raw_document, summarize
@@ -165,6 +166,7 @@ def _checked(
     project-wide checks before skips them: they depend on its files alone (the work tree
     has no commit to name)."""
     summaries, issues = _load_files(source, project, cache)
+    issues.extend(_unmatched_patterns(source, project, all_paths))
     scripts, script_issues = _read_scripts(source, summaries, all_paths)
     issues.extend(script_issues)
     blobs, file_issues = _environment_blobs(source, project, summaries, all_paths)
@@ -260,6 +262,51 @@ class _MadeOnce:
 
 def _plain_upstreams(summaries: list[DocumentSummary]) -> dict[str, tuple[str, ...]]:
     return {s.name: tuple(s.upstreams) for s in summaries if s.kind == "Run"}
+
+
+def _unmatched_patterns(
+    source: SpecSource, project: Project, all_paths: list[str]
+) -> list[SpecIssue]:
+    """A `specs:` pattern written in recon.yaml that matches no file: a typo there would
+    drop every run it held, and with them (prune) their jobs. The default patterns are
+    not checked: a new project has no specs yet (and few write both .yaml and .yml)."""
+    if "specs" not in project.model_fields_set:
+        return []
+    files = [path for path in all_paths if path != PROJECT_FILE]
+    unmatched = [
+        (index, pattern)
+        for index, pattern in enumerate(project.specs)
+        if not matches_some(files, pattern)
+    ]
+    if not unmatched:
+        return []
+    where = "in the work tree" if source.commit is None else f"at commit {source.commit[:12]}"
+    lines = _project_lines(source)
+    return [
+        SpecIssue(
+            PROJECT_FILE,
+            lines.get(("specs", index), lines.get(("specs",))),
+            "specs",
+            f"the pattern {pattern!r} matches no {_but(pattern)}{where}: fix it, remove "
+            "it, or commit "
+            "the spec files it should match (a pattern that matches nothing drops the runs "
+            "it held, and apply would cancel their jobs)",
+        )
+        for index, pattern in unmatched
+    ]
+
+
+def _but(pattern: str) -> str:
+    if matches_some([PROJECT_FILE], pattern):
+        return f"file but {PROJECT_FILE} (never read as a spec) "
+    return "file "
+
+
+def _project_lines(source: SpecSource) -> dict[tuple[str | int, ...], int]:
+    """The line of each key and item of recon.yaml (read and checked once already)."""
+    text = _decode(source.read(PROJECT_FILE), PROJECT_FILE)
+    documents, _ = parse_documents(text, PROJECT_FILE) if isinstance(text, str) else ([], [])
+    return documents[0].lines if documents else {}
 
 
 def _nothing_declared(source: SpecSource, project: Project, all_paths: list[str]) -> str:

@@ -530,6 +530,18 @@ class Defaults(JobSettings):
     )
 
 
+# `50%` (a share of the project's live jobs) or `20` (a number of jobs).
+PruneLimit = Annotated[str, Field(pattern=r"^(100|[1-9]?[0-9])%$")] | Annotated[int, Field(ge=0)]
+_PRUNE_SHARE = re.compile(r"^(100|[1-9]?[0-9])%$")
+
+
+def prune_allowance(limit: str | int, live: int) -> int:
+    """How many of `live` jobs one pass may cancel by pruning under `limit`."""
+    if isinstance(limit, int):
+        return limit
+    return live * int(limit.removesuffix("%")) // 100
+
+
 class Project(Model):
     """`recon.yaml` at the repo root."""
 
@@ -544,6 +556,24 @@ class Project(Model):
     prune: bool = Field(
         True, description="Cancel jobs of runs that left the repo (their outputs stay)."
     )
+    prune_limit: PruneLimit = Field(
+        "50%",
+        description="The most live jobs one pass may cancel by pruning without "
+        "`--allow-prune-all`: a share of the project's live jobs (`50%`) or a number of "
+        "jobs (`20`). A pass that would cancel every live job is refused whatever the limit.",
+    )
+
+    @field_validator("prune_limit", mode="before")
+    @classmethod
+    def _limit_form(cls, value: Any) -> Any:
+        share = isinstance(value, str) and _PRUNE_SHARE.match(value)
+        count = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        if not (share or count):
+            raise ValueError(
+                f"{value!r} is not a limit: write a share of the project's live jobs, "
+                "from 0% to 100% (`50%`), or a number of jobs (`20`)"
+            )
+        return value
 
 
 SpecDocument = Run | Allocation

@@ -285,6 +285,12 @@ def matching(paths: Iterable[str], patterns: Iterable[str]) -> list[str]:
     return sorted(filter(_globs_regex(tuple(patterns)).match, paths))
 
 
+def matches_some(paths: Iterable[str], pattern: str) -> bool:
+    """Whether the pattern matches any of the paths: stops at the first."""
+    match = _glob_regex(pattern).match
+    return any(match(path) for path in paths)
+
+
 @lru_cache(maxsize=64)
 def _globs_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
     """Any of the patterns, as one regex: one match per path, however many patterns."""

@@ -50,6 +50,9 @@ class ActionKind(StrEnum):
     SUBMIT = "submit"
     RETRY = "retry"
     REPLACE = "replace"
+    # submitted after an upstream this plan reruns; its job ends at once, as a success,
+    # when its inputs come out as they were (``SkipCheck``)
+    MAY_RERUN = "may rerun"
     CANCEL = "cancel"
     TEARDOWN = "teardown"
     ADOPT = "adopt"
@@ -64,6 +67,7 @@ SYMBOLS: dict[ActionKind, str] = {
     ActionKind.SUBMIT: "+",
     ActionKind.RETRY: "+",
     ActionKind.REPLACE: "-/+",
+    ActionKind.MAY_RERUN: "~",
     ActionKind.CANCEL: "-",
     ActionKind.TEARDOWN: "x",
     ActionKind.ADOPT: "=",
@@ -80,10 +84,16 @@ CHANGING = frozenset(
         ActionKind.SUBMIT,
         ActionKind.RETRY,
         ActionKind.REPLACE,
+        ActionKind.MAY_RERUN,
         ActionKind.CANCEL,
         ActionKind.TEARDOWN,
         ActionKind.SETUP,
     }
+)
+
+# Actions that submit a run's job.
+SUBMITTING = frozenset(
+    {ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE, ActionKind.MAY_RERUN}
 )
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -102,6 +112,18 @@ class FieldChange(BaseModel):
 
 def _show(value: Any) -> str:
     return "(unset)" if value is None else str(value)
+
+
+class SkipCheck(BaseModel):
+    """What a `may rerun` job compares before it runs its command: each input an upstream
+    rerun may rewrite, and the version its last success read (a `hash: content` version:
+    for a single file, its plain sha256). The same versions again: the job ends at once,
+    as a success that leaves the outputs as they are (scheduler/render.py)."""
+
+    model_config = _FROZEN
+
+    job_id: str = Field(description="the run's last success, whose inputs are compared")
+    inputs: dict[str, str] = Field(description="input -> the version that job read")
 
 
 class Action(BaseModel):
@@ -136,6 +158,11 @@ class Action(BaseModel):
         description="for a run waiting for a job recon submitted that the scheduler does not "
         "show yet: that job's id",
     )
+    skip_check: SkipCheck | None = Field(
+        None,
+        description="for a run that may rerun: the inputs its job compares with those of "
+        "its last success before running; None: it runs in full",
+    )
     outcome: RunOutcome | None = Field(
         None,
         description="for a run: where it stands once this plan is carried out: done "
@@ -164,6 +191,30 @@ class SweepShape(BaseModel):
     )
 
 
+class PruneCause(StrEnum):
+    """Why a plan's prunes are held back (engine/plan_prune.py)."""
+
+    EVERY = "every"  # they would cancel every live job of the project
+    OVER_LIMIT = "over-limit"  # more than recon.yaml's prune_limit allows
+
+
+class PruneGuard(BaseModel):
+    """A plan whose prunes would cancel every live job of the project, or more than its
+    `prune_limit` allows. Unless confirmed (`--allow-prune-all`), apply carries out
+    nothing of such a plan: like Argo CD's automated sync, which refuses to prune every
+    resource of an application unless `allowEmpty` is set."""
+
+    model_config = _FROZEN
+
+    cause: PruneCause
+    cancels: int = Field(description="the live jobs the prunes would cancel")
+    live: int = Field(description="the project's live jobs before the plan")
+    limit: str = Field(description="recon.yaml's prune_limit, as written")
+    allowed: int = Field(description="how many jobs the limit allows one pass to cancel")
+    runs: tuple[str, ...] = Field(description="the runs and allocations that left the specs")
+    confirmed: bool = Field(False, description="--allow-prune-all was given")
+
+
 class Plan(BaseModel):
     model_config = _FROZEN
 
@@ -183,6 +234,14 @@ class Plan(BaseModel):
     sweeps: dict[str, SweepShape] = Field(
         default_factory=dict, description="the sweeps the actions' members belong to"
     )
+    prune_guard: PruneGuard | None = Field(
+        None, description="set when the prunes would empty the project or pass prune_limit"
+    )
+
+    @property
+    def held(self) -> bool:
+        """Apply carries out nothing of this plan: its prunes are refused."""
+        return self.prune_guard is not None and not self.prune_guard.confirmed
 
     def count(self, kind: ActionKind) -> int:
         return sum(1 for action in self.actions if action.kind is kind)
@@ -200,7 +259,9 @@ class Plan(BaseModel):
     def summary(self) -> str:
         submit = self.count(ActionKind.SUBMIT) + self.count(ActionKind.RETRY)
         teardown = self.count(ActionKind.TEARDOWN)
+        may_rerun = self.count(ActionKind.MAY_RERUN)
         tail = f", {teardown} to tear down" if teardown else ""
+        tail += f", {may_rerun} may rerun" if may_rerun else ""
         return (
             f"Plan: {submit} to submit, {self.count(ActionKind.REPLACE)} to replace, "
             f"{self.count(ActionKind.CANCEL)} to cancel{tail}."

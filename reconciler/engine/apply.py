@@ -43,10 +43,11 @@ from typing import Any
 
 from reconciler.desired.desired import Desired, DesiredRun, flat_fields
 from reconciler.engine import apply_allocations, arrays
-from reconciler.engine.actions import Action, ActionKind, Plan
+from reconciler.engine.actions import SUBMITTING, Action, ActionKind, Plan, SkipCheck
 from reconciler.engine.faults import fault_point
 from reconciler.engine.identity import tag_for
 from reconciler.engine.scripts import render_context
+from reconciler.engine.skips import skip_check_files
 from reconciler.errors import RUNS_DIR_HINT, PermanentSchedulerError, cannot_create
 from reconciler.scheduler.base import ConcurrentScheduler, Scheduler, SubmitRequest
 from reconciler.scheduler.jobenv import submission_environment
@@ -121,6 +122,7 @@ class Applier:
     result: ApplyResult = field(default_factory=ApplyResult)
     report: Callable[[Done], None] = lambda _done: None
     _intents: dict[str, int] = field(default_factory=dict)  # run -> intent not sent yet
+    _written: frozenset[int] = frozenset()  # every intent written ahead by this pass
     _confirmed: list[tuple[int, str]] = field(default_factory=list)  # not written yet
     _sweeps: dict[str, list[Action]] = field(default_factory=dict)  # members to submit
     _sent: set[int] = field(default_factory=set)  # member actions carried out in an array
@@ -155,12 +157,13 @@ class Applier:
             self.desired.runs[action.target]
             for action in self.plan.actions
             if action.target_kind == "run"
-            and action.kind in (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE)
+            and action.kind in SUBMITTING
             and action.allocation_job is None
         ]
         intents = [self._intent(run) for run in runs]
         ids = self.journal.record_intents(intents, self.clock()) if intents else []
         self._intents = {run.name: record_id for run, record_id in zip(runs, ids, strict=True)}
+        self._written = frozenset(ids)
 
     def _intent(self, run: DesiredRun) -> Intent:
         fields = flat_fields(run.spec, run.script_text, run.environment_files)
@@ -174,7 +177,7 @@ class Applier:
     def _is_member_submit(self, action: Action) -> bool:
         return (
             action.target_kind == "run"
-            and action.kind in (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE)
+            and action.kind in SUBMITTING
             and action.allocation_job is None
             and self.desired.runs[action.target].member is not None
         )
@@ -202,7 +205,7 @@ class Applier:
         elif action.kind is ActionKind.REPLACE:
             self._cancel(action, f"replaced: {action.reason}")
             self._submit(action)
-        elif action.kind in (ActionKind.SUBMIT, ActionKind.RETRY):
+        elif action.kind in (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.MAY_RERUN):
             # A job of the run held in the queue (SpecialExit) is cancelled first, intent
             # journalled, so a release can never run it beside the new one.
             self._cancel(action, f"held original of a run submitted again: {action.reason}")
@@ -264,7 +267,7 @@ class Applier:
         for job_id in action.job_ids:
             self.journal.record_adopted(
                 self.plan.project, action.target_kind, action.target, action.spec_hash,
-                job_id, self.clock(),
+                job_id, self.clock(), written_now=self._written,
             )  # fmt: skip
             self.result.adopted.append(job_id)
             self.report(Done(f"adopted job {job_id}"))
@@ -297,7 +300,7 @@ class Applier:
         tag = context.tag
         script = render_batch_script(run, context)
         try:
-            _prepare(run, context)
+            _prepare(run, context, action.skip_check)
         except OSError as error:
             # Like a refusal by the scheduler: this run and what waits for it are skipped.
             where = Path(error.filename) if error.filename else Path(context.run_dir)
@@ -347,7 +350,7 @@ class Applier:
         flying = {flight.run for flight in self._flying}
         return (
             action.target_kind == "run"
-            and action.kind in (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE)
+            and action.kind in SUBMITTING
             and action.allocation_job is None
             and self.desired.runs[action.target].member is None
             and not flying.intersection(action.after)
@@ -487,10 +490,13 @@ class Applier:
         first = ""
         tasks = arrays.task_script(sweep_dir, members.digest, 0).parent
         tasks.mkdir(parents=True, exist_ok=True)
+        checks = {
+            action.target: action.skip_check for action in self._sweeps.get(runs[0].sweep or "", ())
+        }
         for index, run in enumerate(runs):
             context = render_context(self.desired, run, self.code_dir)
             script = render_batch_script(run, context)
-            _prepare(run, context)
+            _prepare(run, context, checks.get(run.name))
             arrays.task_script(sweep_dir, members.digest, index).write_text(script)
             logs = arrays.task_logs(sweep_dir, members.digest, index)
             logs.write_text(os.fspath(Path(context.run_dir, "logs")))
@@ -532,13 +538,21 @@ def _environment_of(run: DesiredRun) -> dict[str, Any]:
     return {"environment": environment, "passed": passed}
 
 
-def _prepare(run: DesiredRun, context: RenderContext) -> None:
-    """What must exist before sbatch: the run's directories and its inputs' list files."""
+def _prepare(run: DesiredRun, context: RenderContext, check: SkipCheck | None = None) -> None:
+    """What must exist before sbatch: the run's directories, its inputs' list files, and
+    the versions its job compares its inputs with (a run that may rerun); any left from an
+    earlier submission are removed, so no other job of the run ever skips."""
     for directory in required_directories(run, context):
         directory.mkdir(parents=True, exist_ok=True)
     for path, text in required_files(run, context).items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    for path, content in skip_check_files(run, context, check).items():
+        if content is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
 
 
 def _setup_line(name: str, step: str | None) -> str:

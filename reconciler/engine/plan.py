@@ -12,7 +12,8 @@ This module assembles a plan; each concept it asks about has a module of its own
     plan_changes    why a run is submitted anew: the fields of its spec that changed
     plan_sync       how a run's outputs stand (the SYNC column)
     plan_teardown   jobs that hold nodes for nothing (het components, coupled partners)
-    plan_prune      live jobs of runs that left the repo
+    plan_prune      live jobs of runs that left the repo, and the guard that holds a
+                    plan whose prunes would empty the project
     plan_notes      what the plan saw and does not act on
     plan_allocations  allocations, and where runs inside them start
 
@@ -30,7 +31,9 @@ kept with its decision so its downstream can decide too:
 Safety rules that hold whatever the inputs:
 - a job whose spec hash matches the desired one is never cancelled or replaced;
 - with an incomplete observation (sacct down) nothing is cancelled, replaced or pruned,
-  and a run whose last job's fate is unknown is not submitted again.
+  and a run whose last job's fate is unknown is not submitted again;
+- prunes that would cancel every live job of the project, or more than its prune_limit
+  allows, hold the whole plan (``Plan.prune_guard``) until a person confirms them.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from reconciler.engine.plan_notes import (
     environment_notes,
     incomplete_notes,
 )
-from reconciler.engine.plan_prune import prunes
+from reconciler.engine.plan_prune import guard, prunes
 from reconciler.engine.plan_runs import decide
 from reconciler.engine.plan_teardown import teardowns
 from reconciler.scheduler.base import Observation, ObservedJob
@@ -77,13 +80,16 @@ def plan(
     elsewhere: Sequence[ObservedJob] = (),
     replace: Sequence[str] = (),
     max_array_size: int | None = None,
+    allow_prune_all: bool = False,
 ) -> Plan:
     """`setups`: the journal's allocation setups; `containers`: what the cluster offers
-    containers (``Container.features``: pyxis), None when not looked at; `elsewhere`:
-    live jobs of the project that other deployments own (only named in a note, never
-    acted on); `replace`: runs to submit anew although nothing changed (Terraform's
-    -replace); `max_array_size`: the scheduler's, to say how many job arrays a sweep's
-    members take. A sweep's name among the targets or `replace` stands for its members."""
+        containers (``Container.features``: pyxis), None when not looked at; `elsewhere`:
+        live jobs of the project that other deployments own (only named in a note, never
+        acted on); `replace`: runs to submit anew although nothing changed (Terraform's
+        -replace); `max_array_size`: the scheduler's, to say how many job arrays a sweep's
+        members take; `allow_prune_all`: a person confirmed prunes that would empty the project
+    or pass its prune_limit (plan_prune.guard). A sweep's name among the targets or
+    `replace` stands for its members."""
     project = desired.project.project
     asked = tuple(targets)
     targets, replace = members_of(desired, targets), members_of(desired, replace)
@@ -151,9 +157,13 @@ def plan(
         else action
         for action in actions
     ]
+    prune_guard = None
     if not targets:
-        actions.extend(prunes(inputs))
-        actions.extend(plan_allocations.prunes(cluster, set(desired.allocations)))
+        pruned = [*prunes(inputs), *plan_allocations.prunes(cluster, set(desired.allocations))]
+        actions.extend(pruned)
+        if desired.project.prune:  # else only orphans the journal lost are released
+            limit = desired.project.prune_limit
+            prune_guard = guard(observation, project, limit, pruned, confirmed=allow_prune_all)
     notes = (
         *incomplete_notes(observation),
         *claimed_notes(observation),
@@ -182,6 +192,7 @@ def plan(
             )
             for name, sweep in desired.sweeps.items()
         },
+        prune_guard=prune_guard,
     )
 
 

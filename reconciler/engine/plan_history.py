@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.actions import RunOutcome
+from reconciler.engine.actions import RunOutcome, SkipCheck
 from reconciler.engine.plan_inputs import Decision, PlanInputs
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, ENDINGS, Health, ending
@@ -96,6 +96,61 @@ def _input_version(
 
 def _undone(decision: Decision | None) -> bool:
     return decision is None or decision.outcome is not RunOutcome.DONE
+
+
+def rerunning(
+    run: DesiredRun, success: Success, decided: Mapping[str, Decision]
+) -> dict[str, tuple[str, ...]]:
+    """input -> its upstream runs (or the members it gathers) that have a job in flight
+    once this plan is carried out: submitted by it, or queued or running. Each may
+    rewrite the input, so a run current until now (its last ``success``) may have to
+    rerun after them. A job in flight older than that success is not counted: the run's
+    job came after it, chained to it (Slurm's two views can show a job ended in one and
+    running in the other for a while)."""
+    since = job_order(success.job_id)
+    found: dict[str, tuple[str, ...]] = {}
+    for name, spec_input in run.inputs.items():
+        if spec_input.upstream is None:
+            continue
+        sources = run.gathers.get(name, (spec_input.upstream[0],))
+        flying = tuple(
+            source
+            for source in sources
+            if (made := decided.get(source)) is not None
+            and made.outcome is RunOutcome.INFLIGHT
+            and (made.live_job is None or job_order(made.live_job) > since)
+        )
+        if flying:
+            found[name] = flying
+    return found
+
+
+def skip_check(
+    inputs: PlanInputs, run: DesiredRun, success: Success, changing: Mapping[str, object]
+) -> tuple[SkipCheck | None, str | None]:
+    """What the job of a run that may rerun compares before running: the version its
+    last success read of each input in ``changing``. None, and why, when one of them
+    cannot be compared in the job: only a `hash: content` output of one run has a
+    version the job can check with sha256sum."""
+    if run.allocation is not None:
+        return None, "a step in an allocation is not checked"
+    if success.record is None:
+        return None, f"job {success.job_id}'s inputs are not recorded yet"
+    read: dict[str, str] = {}
+    for name in sorted(changing):
+        source = run.inputs[name].from_
+        upstream = run.inputs[name].upstream
+        assert upstream is not None  # only another run's output changes in a plan
+        if name in run.gathers:
+            return None, f"input {name} ({source}) gathers a sweep's outputs"
+        output = inputs.desired.runs[upstream[0]].outputs[upstream[1]]
+        if output.hash != "content":
+            return None, f"input {name} ({source}) is hash: {output.hash}"
+        version = success.record.input_versions.get(name)
+        if version is None:
+            return None, f"job {success.job_id} did not record input {name}"
+        read[name] = version
+    return SkipCheck(job_id=success.job_id, inputs=read), None
 
 
 def failed_attempts(

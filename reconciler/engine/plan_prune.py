@@ -1,11 +1,26 @@
 """Prunes: cancel the live jobs of runs that left the repo (or members that left their
-sweep's matrix). Pure."""
+sweep's matrix), and the guard that holds back a prune that would empty the project.
+Pure.
+
+The guard: a commit whose `specs:` pattern went wrong, a folder moved out of the
+pattern, a bad merge or the wrong branch makes most runs "leave the repo" at once, and
+`recon watch` applies every commit. So a plan whose prunes (of runs and of allocations)
+would cancel every live job of the project, or more of them than recon.yaml's
+`prune_limit` allows, is held: apply carries out none of it, not even the submissions
+beside the prunes (a commit that trips the guard is suspect as a whole, and a renamed
+run's new job would run beside its old one, writing the same outputs), until a person
+confirms it with `--allow-prune-all` or fixes the commit.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.actions import Action, ActionKind, SyncStatus
+from reconciler.desired.models import prune_allowance
+from reconciler.engine.actions import Action, ActionKind, PruneCause, PruneGuard, SyncStatus
 from reconciler.engine.plan_inputs import PlanInputs, is_live
+from reconciler.scheduler.base import Observation
 
 
 def prunes(inputs: PlanInputs) -> list[Action]:
@@ -17,7 +32,8 @@ def prunes(inputs: PlanInputs) -> list[Action]:
         Action(
             kind=ActionKind.CANCEL,
             target=job.tag.name,
-            reason=f"{_what_left(job.tag.name)}; its job {job.job_id} is {job.health.value}",
+            reason=f"{_what_left(inputs, job.tag.name)}; its job {job.job_id} is "
+            f"{job.health.value}",
             spec_hash=job.tag.spec_hash,
             job_ids=(job.job_id,),
             sync=SyncStatus.ORPHAN,
@@ -31,6 +47,85 @@ def prunes(inputs: PlanInputs) -> list[Action]:
     ]
 
 
-def _what_left(name: str) -> str:
+def _what_left(inputs: PlanInputs, name: str) -> str:
     sweep = sweep_of(name)
-    return "run left the repo" if sweep is None else f"member left the matrix of {sweep}"
+    if sweep is None:
+        return "run left the repo"
+    if sweep not in inputs.desired.sweeps:
+        return f"sweep {sweep} left the repo"
+    return f"member left the matrix of {sweep}"
+
+
+def guard(
+    observation: Observation,
+    project: str,
+    limit: str | int,
+    pruned: Sequence[Action],
+    *,
+    confirmed: bool,
+) -> PruneGuard | None:
+    """The guard over this plan's prunes (`pruned`: what the prunes of runs and
+    allocations that left the specs decided; an allocation waiting for a step to end
+    is not cancelled yet), or None when they stay within the limit. The project's live
+    jobs are counted before the plan: the jobs of its runs and allocations still queued
+    or running."""
+    cancelling = [action for action in pruned if action.kind is ActionKind.CANCEL]
+    cancels = {job for action in cancelling for job in action.job_ids}
+    if not cancels:
+        return None
+    live = cancels | {
+        job.job_id for job in observation.jobs if job.tag.project == project and is_live(job)
+    }
+    allowed = prune_allowance(limit, len(live))
+    if len(cancels) == len(live):
+        cause = PruneCause.EVERY
+    elif len(cancels) > allowed:
+        cause = PruneCause.OVER_LIMIT
+    else:
+        return None
+    return PruneGuard(
+        cause=cause,
+        cancels=len(cancels),
+        live=len(live),
+        limit=str(limit),
+        allowed=allowed,
+        runs=tuple(sorted({action.target for action in cancelling})),
+        confirmed=confirmed,
+    )
+
+
+def explain(guard: PruneGuard) -> str:
+    """Why the plan is held, and what to do: for plan, apply, watch and notifications."""
+    names = _named(guard.runs)
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    more = len(names) - _NAMES_SHOWN
+    left = (f"{shown} and {more} more" if more > 0 else shown) + " left the specs"
+    jobs = f"{guard.cancels} job{'s' if guard.cancels != 1 else ''}"
+    if guard.cause is PruneCause.EVERY:
+        what = f"the plan's prunes would cancel every live job of the project ({jobs}; {left})"
+    else:
+        what = (
+            f"the plan's prunes would cancel {guard.cancels} of the project's {guard.live} "
+            f"live jobs ({left}), more than prune_limit {guard.limit} allows ({guard.allowed})"
+        )
+    if guard.confirmed:
+        return f"{what}; confirmed with --allow-prune-all"
+    return (
+        f"{what}. Nothing of it is carried out, not even its submissions. If the specs are "
+        "right, confirm with `recon apply --allow-prune-all`; if not, fix the commit (does "
+        "each `specs:` pattern of recon.yaml match the spec files?)"
+    )
+
+
+_NAMES_SHOWN = 5
+
+
+def _named(runs: Sequence[str]) -> list[str]:
+    """The runs with a sweep's members said once: `seeds (6 members)`."""
+    members: dict[str, int] = {}
+    for name in runs:
+        key = sweep_of(name) or name
+        members[key] = members.get(key, 0) + (key != name)
+    return [
+        f"{name} ({n} member{'s' if n != 1 else ''})" if n else name for name, n in members.items()
+    ]

@@ -14,6 +14,7 @@ decides is submitted:
     outdated_still_live  only an older spec's job is alive             INFLIGHT (replace) or WAITING
     failed_before        attempts failed since its last success        INFLIGHT (retry) or FAILED
     succeeded            a job of its current spec succeeded           DONE, or INFLIGHT when stale
+                         or an upstream is in flight (may rerun)
     not_seen_yet         the journal's job is not shown yet            WAITING
     step_not_listed_yet  its step's id is not listed yet               WAITING
     fate_not_seen        partial observation, its last job's end unknown  WAITING
@@ -29,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from reconciler.desired.desired import DesiredRun
+from reconciler.desired.matrix import sweep_of
 from reconciler.engine.actions import Action, ActionKind, RunOutcome
 from reconciler.engine.plan_allocations import InUse
 from reconciler.engine.plan_changes import why_submit
@@ -38,6 +40,8 @@ from reconciler.engine.plan_history import (
     fate_unknown,
     last_success,
     lost_jobs,
+    rerunning,
+    skip_check,
     staleness,
     unlisted_step,
     unseen,
@@ -141,7 +145,7 @@ def array_unread(facts: RunFacts) -> Decision | None:
 def replace_on_request(facts: RunFacts) -> Decision | None:
     """`--replace RUN`: a new job although the spec did not change (a flaky node, a failed
     run with no retries left); a queued or running job of it is cancelled first. Its
-    downstream reruns once the new output is there, as after any changed output. Never
+    downstream may rerun after it, as after any run submitted again. Never
     on a partial picture: that could cancel or duplicate a job recon cannot see."""
     if facts.run.name not in facts.inputs.replace:
         return None
@@ -216,9 +220,37 @@ def failed_before(facts: RunFacts) -> Decision | None:
 def succeeded(facts: RunFacts) -> Decision | None:
     if facts.success is None:
         return None
-    if facts.stale is None:
-        return facts.stays(RunOutcome.DONE, f"current (job {facts.success.job_id} succeeded)")
-    return facts.submit(ActionKind.SUBMIT, facts.stale)
+    if facts.stale is not None:
+        return facts.submit(ActionKind.SUBMIT, facts.stale)
+    changing = rerunning(facts.run, facts.success, facts.decided)
+    if changing:
+        # A job of it that may already be queued, not shown yet: never a second one.
+        held_back = not_seen_yet(facts) or fate_not_seen(facts)
+        return held_back or may_rerun(facts, facts.success, changing)
+    return facts.stays(RunOutcome.DONE, f"current (job {facts.success.job_id} succeeded)")
+
+
+def may_rerun(
+    facts: RunFacts, success: Success, changing: Mapping[str, tuple[str, ...]]
+) -> Decision:
+    """Current, but an upstream has a job in flight that may rewrite an input: its job is
+    submitted now, chained to them with afterok, so one apply carries a change down the
+    whole DAG. With a skip check, the job ends at once as a success when its inputs come
+    out as its last success read them; without one it runs in full."""
+    upstreams = sorted({sweep_of(name) or name for names in changing.values() for name in names})
+    their = "its output changes" if len(upstreams) == 1 else "their outputs change"
+    made = facts.submit(ActionKind.MAY_RERUN, f"after {', '.join(upstreams)} (if {their})")
+    if made.outcome is RunOutcome.BLOCKED:
+        # It fits nowhere now, but is current: judged again once its upstreams are done,
+        # as a current run that takes no scheduler resources.
+        why = f"current (job {success.job_id} succeeded); cannot rerun here: {made.action.reason}"
+        return facts.stays(RunOutcome.DONE, why)
+    if made.action.kind is not ActionKind.MAY_RERUN:
+        return made  # it waits (for an upstream step, or its allocation)
+    check, why_not = skip_check(facts.inputs, facts.run, success, changing)
+    details = made.action.details if check else (*made.action.details, f"runs in full: {why_not}")
+    action = made.action.model_copy(update={"skip_check": check, "details": details})
+    return replace(made, action=action)
 
 
 def not_seen_yet(facts: RunFacts) -> Decision | None:

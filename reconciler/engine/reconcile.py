@@ -31,7 +31,7 @@ from reconciler.desired.desired import Desired
 from reconciler.desired.loader import load_desired, load_project, open_source
 from reconciler.desired.source import SpecSource
 from reconciler.engine import settle
-from reconciler.engine.actions import Plan
+from reconciler.engine.actions import Plan, PruneGuard
 from reconciler.engine.apply import Applier, ApplyResult, Done
 from reconciler.engine.arrays import read_maps
 from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
@@ -76,6 +76,7 @@ class Request:
     downstream: bool = False
     scheduler: Choice | None = None  # --scheduler or RECON_SCHEDULER: over recon.yaml's
     replace: Sequence[str] = ()  # runs to submit anew though nothing changed (--replace)
+    allow_prune_all: bool = False  # confirm prunes the guard holds (plan_prune.guard)
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class Outcome:
 
     look: Look
     applied: ApplyResult | None  # None when nothing was carried out (declined, or no-op)
+    held: PruneGuard | None = None  # the guard that held the plan: nothing was carried out
 
     @property
     def plan(self) -> Plan:
@@ -292,6 +294,7 @@ def look(
         elsewhere=share.elsewhere,
         replace=request.replace,
         max_array_size=array_size_for(scheduler, desired),
+        allow_prune_all=request.allow_prune_all,
     )
     return Look(desired, share.own, share.elsewhere, records, setups, endings, setup_changes, plan)
 
@@ -376,7 +379,8 @@ def reconcile_once(
     on_done: Callable[[Done], None] = lambda _done: None,
 ) -> Outcome:
     """Look (as plan does), record what the look judged, check a saved plan is still
-    true, and carry the plan out.
+    true, and carry the plan out, unless its prunes are held (``Outcome.held``:
+    nothing is carried out, see engine/plan_prune.py).
 
     `approve` sees the plan before anything is done and may decline it.
     `on_done` is told of each action as soon as it is carried out.
@@ -411,6 +415,8 @@ def reconcile_once(
             check_fresh(saved, current)
             current = saved
             seen = replace(seen, plan=saved)
+        if current.held and not request.allow_prune_all:
+            return Outcome(seen, None, held=current.prune_guard)
         if not any(a.changes_cluster or a.kind.value == "adopt" for a in current.actions):
             return Outcome(seen, None)
         if not approve(current):

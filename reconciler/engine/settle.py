@@ -5,13 +5,19 @@ command made it (``judge``, read-only); only apply writes it down (``record``):
 - a job that COMPLETED without its declared outputs (or markers) counts as failed, with
   that reason, whatever sacct says;
 - a successful job of the current spec gets its input and output versions recorded and
-  a provenance manifest written next to its outputs.
+  a provenance manifest written next to its outputs;
+- a job that skipped its command, its inputs being those of the run's last success
+  (its marker, scheduler/render.py ``skipped_marker``), is a success of the current spec
+  that read what that success read and left its outputs as they were: it is recorded
+  with that success's input versions, its reason says it skipped, and the manifest,
+  which describes how the outputs were made, is left as it is.
 
 Outcomes are recorded once; a job the journal has already settled is not looked at again.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -19,7 +25,8 @@ from pathlib import Path
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.scripts import script_sha256
-from reconciler.scheduler.base import Observation, ObservedJob
+from reconciler.scheduler.base import Observation, ObservedJob, job_order
+from reconciler.scheduler.render import SKIPPED, skipped_marker
 from reconciler.scheduler.states import ENDED, ENDINGS, Health, aggregate
 from reconciler.state.journal import Journal
 from reconciler.state.outputs import (
@@ -29,7 +36,7 @@ from reconciler.state.outputs import (
     observe_inputs,
     observe_outputs,
 )
-from reconciler.state.paths import input_paths, run_dir
+from reconciler.state.paths import input_paths, run_dir, run_path
 from reconciler.state.provenance import (
     environment_used,
     local_identity,
@@ -55,6 +62,14 @@ class Ending:
     reason: str | None
     inputs: Mapping[str, OutputVersion | None] | None = None
     outputs: Mapping[str, OutputVersion | None] | None = None
+    # a job that skipped its command: the input versions it matched (its run's last
+    # success's), recorded instead of ``inputs``
+    matched: Mapping[str, str | None] | None = None
+
+    def read(self) -> dict[str, str | None]:
+        """The input versions to record for a success."""
+        assert self.inputs is not None
+        return dict(self.matched) if self.matched is not None else _digests(self.inputs)
 
 
 def judge(
@@ -72,6 +87,7 @@ def judge(
     settled = {r.job_id for r in records if r.job_id is not None and r.final_health is not None}
     by_job = {r.job_id: r for r in records if r.job_id is not None}
     endings = []
+    successes = _successes(records)
     for job in observation.jobs:
         if job.tag.project != desired.project.project or not job.finished:
             continue
@@ -79,7 +95,8 @@ def judge(
             continue  # its parts disagree (accounting lags): never a non-final state as final
         if job.job_id in settled or job.job_id not in by_job:
             continue  # already settled, or not ours yet (adopted first, settled next pass)
-        endings.append(_judge_job(desired, job, by_job[job.job_id], outputs_seen))
+        ending = _judge_job(desired, job, by_job[job.job_id], outputs_seen)
+        endings.append(_skipped(desired, ending, successes))
     return endings
 
 
@@ -102,7 +119,7 @@ def _recorded(record: SubmissionRecord, ending: Ending | None) -> SubmissionReco
         return ended
     return replace(
         ended,
-        input_versions=_digests(ending.inputs),
+        input_versions=ending.read(),
         output_versions=_digests(ending.outputs),
     )
 
@@ -122,9 +139,12 @@ def record(
         journal.record_final(job_id, ending.health, ending.exit_code, ending.reason, now)
         if ending.inputs is None or ending.outputs is None:
             continue
-        journal.record_versions(job_id, _digests(ending.inputs), _digests(ending.outputs), now)
+        journal.record_versions(job_id, ending.read(), _digests(ending.outputs), now)
         run = desired.runs[ending.job.tag.name]
-        _write_manifest(desired, run, ending, now, code_dir, remote)
+        if ending.matched is None:
+            _write_manifest(desired, run, ending, now, code_dir, remote)
+        else:
+            skipped_marker(run_dir(desired, run), job_id).unlink(missing_ok=True)
 
 
 def judge_setups(observation: Observation, setups: Sequence[SetupRecord]) -> list[SetupRecord]:
@@ -190,6 +210,45 @@ def _judge_job(
         return Ending(job, record, Health.FAILED, exit_code, why)
     inputs = _input_versions(desired, run, outputs_seen)
     return Ending(job, record, Health.SUCCEEDED, exit_code, reason, inputs, outputs)
+
+
+def _successes(
+    records: Sequence[SubmissionRecord],
+) -> dict[tuple[str, str], list[SubmissionRecord]]:
+    """The journal's recorded successes of each run and spec."""
+    found: dict[tuple[str, str], list[SubmissionRecord]] = {}
+    for record in records:
+        if record.kind == "run" and record.final_health is Health.SUCCEEDED:
+            found.setdefault((record.name, record.spec_hash), []).append(record)
+    return found
+
+
+def _skipped(
+    desired: Desired,
+    ending: Ending,
+    successes: Mapping[tuple[str, str], list[SubmissionRecord]],
+) -> Ending:
+    """The ending as a skip, when the job left its marker and the success it matched is
+    in the journal; else as it is (recorded as if it had run: what it read is what is
+    there now)."""
+    if ending.health is not Health.SUCCEEDED or ending.inputs is None:
+        return ending
+    job = ending.job
+    run = desired.runs[job.tag.name]
+    # The run's folder unresolved: one stat per success, as for its outputs.
+    if not os.path.exists(skipped_marker(run_path(desired, run), job.job_id)):
+        return ending
+    earlier = [
+        record
+        for record in successes.get((run.name, run.spec_hash), ())
+        if record.job_id is not None and job_order(record.job_id) < job_order(job.job_id)
+    ]
+    if not earlier:
+        return ending
+    matched = max(earlier, key=lambda record: job_order(record.job_id or "")).input_versions
+    if not set(run.inputs) <= set(matched):
+        return ending  # what it matched is not known in full: judged as if it ran
+    return replace(ending, reason=SKIPPED, matched=matched)
 
 
 def _digests(versions: Mapping[str, OutputVersion | None]) -> dict[str, str | None]:

@@ -122,10 +122,13 @@ def _how(
     job: ObservedJob | None, history: list[SubmissionRecord], job_id: str | None
 ) -> str | None:
     """The latest job's state in words, from the cluster, or from the reason the journal
-    recorded when it ended ("timed out: TimeLimit")."""
+    recorded when it ended ("timed out: TimeLimit"); for a success, what recon recorded
+    beyond it ("skipped: inputs unchanged")."""
+    last = next((r for r in reversed(history) if r.job_id == job_id), None)
+    if last is not None and last.final_health is Health.SUCCEEDED and last.reason:
+        return last.reason
     if job is not None and job.job_id == job_id:
         return job.in_words
-    last = next((r for r in reversed(history) if r.job_id == job_id), None)
     if last is not None and last.reason and last.reason.startswith(tuple(ENDINGS)):
         return last.reason.split(":", 1)[0]
     return None

@@ -15,7 +15,9 @@ from datetime import UTC, datetime
 
 from reconciler.desired.desired import Desired
 from reconciler.engine.actions import FINAL, Action, Plan, RunOutcome
+from reconciler.engine.plan_prune import explain
 from reconciler.engine.reconcile import Outcome, Request, reconcile_once
+from reconciler.errors import PruneRefusedError
 from reconciler.scheduler.base import Scheduler
 from reconciler.state.records import SubmissionRecord
 
@@ -65,6 +67,8 @@ def wait_until_final(
             outcome.plan, clock() - started, passes, outcome.desired, outcome.look.records
         )
         on_pass(progress, outcome)
+        if outcome.held is not None:  # a commit made while waiting empties the project
+            raise PruneRefusedError(f"refused to apply: {explain(outcome.held)}")
         if progress.final and outcome.applied is None:
             return progress
         if timeout is not None and progress.elapsed >= timeout:

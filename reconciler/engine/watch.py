@@ -15,6 +15,9 @@ Split in two:
 Errors, by how the loop handles them:
 
     SpecError       the commit is bad: logged, then no pass until the tip moves
+    a held plan     its prunes would empty the project (engine/plan_prune.py): nothing is
+                    done; logged (and notified) once, and the passes go on, each held
+                    until a commit fixes it or `recon apply --allow-prune-all` confirms it
     other ReconError transient (scheduler down, sacct failing, the lock held by a cron
                     apply, a git hiccup): back off exponentially, capped, and try again
     anything else   a bug, or a fault nobody foresaw: logged with its traceback, counted,
@@ -27,11 +30,13 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
+from reconciler.engine.actions import PruneGuard
+from reconciler.engine.plan_prune import explain
 from reconciler.engine.reconcile import Outcome
 from reconciler.errors import ReconError, SpecError
 
@@ -150,7 +155,8 @@ def counts(outcome: Outcome) -> dict[str, int]:
     """What a pass planned and did, as numbers for a log line or a notification."""
     planned: dict[str, int] = {}
     for action in outcome.plan.actions:
-        planned[action.kind.value] = planned.get(action.kind.value, 0) + 1
+        kind = action.kind.value.replace(" ", "_")  # one word in a log line: may_rerun
+        planned[kind] = planned.get(kind, 0) + 1
     result = outcome.applied
     done = {
         "submitted": len(result.submitted) if result else 0,
@@ -182,6 +188,8 @@ class WatchLoop:
     on_crash_loop: Callable[[str | None, int, str], None] = lambda _commit, _n, _message: None
     on_pass: Callable[[PassReport], None] = lambda _report: None  # metrics; must not raise
     crash_loop_after: int = 3
+    # The held plan last logged (commit, guard): a refusal is logged once, not every pass.
+    told_held: tuple[str | None, PruneGuard] | None = field(default=None, init=False)
 
     def run(self) -> None:
         state = LoopState(due=self.clock())  # the first pass runs at once
@@ -273,6 +281,11 @@ class WatchLoop:
     def _log_outcome(self, outcome: Outcome, wake: Wake, started: datetime) -> None:
         commit = outcome.plan.commit
         result = outcome.applied
+        held = None if outcome.held is None else (commit, outcome.held)
+        if held is not None and held != self.told_held:
+            assert outcome.held is not None
+            self.log(Level.WARNING, "prune-refused", commit=commit, message=explain(outcome.held))
+        self.told_held = held
         if result is not None:
             for name, job_id in result.submitted.items():
                 self.log(Level.INFO, "submitted", commit=commit, run=name, job_id=job_id)

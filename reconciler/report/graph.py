@@ -30,6 +30,7 @@ _ACTION_COLOURS: Mapping[str, tuple[str, str]] = {
     "submit": ("#d4f7d4", "#2e7d32"),
     "retry": ("#d4f7d4", "#2e7d32"),
     "replace": ("#fff1c2", "#b7791f"),
+    "may rerun": ("#e6fffa", "#2c7a7b"),  # queued, and may end at once: paler than submit
     "cancel": ("#fbd5d5", "#c53030"),
     "teardown": ("#fbd5d5", "#c53030"),
     "adopt": ("#dbeafe", "#2b6cb0"),

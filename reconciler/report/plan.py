@@ -21,21 +21,24 @@ from reconciler.engine.actions import (
     RunOutcome,
     SweepShape,
 )
+from reconciler.engine.plan_prune import explain
 from reconciler.report.words import plural
 
 _SYMBOL_WIDTH = 3
-_KIND_WIDTH = max(len(kind.value) for kind in ActionKind)
+# The kind column fits every kind but `may rerun`, which widens it only in a plan that
+# has one: other plans keep the columns they always had.
+_KIND_WIDTH = max(len(kind.value) for kind in ActionKind if kind is not ActionKind.MAY_RERUN)
 # Targets get at least this many columns, so plans of short names look the same from one
 # run to the next and the reason column does not jump about.
 _MIN_TARGET_WIDTH = 13
 _GAP = "  "
 _CANCELLING = frozenset({ActionKind.REPLACE, ActionKind.CANCEL, ActionKind.TEARDOWN})
 # A run submitted again cancels its job held in the queue first (SpecialExit), if any.
-_SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY})
+_SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.MAY_RERUN})
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 # `current (job 123_4 succeeded)`: each member's job differs, its reason does not.
 _JOB_MENTION = re.compile(r" \(jobs? [0-9_., ]+[^)]*\)")
-_JOB_ID = re.compile(r"\bjob [0-9]+(?:_[0-9]+)?")
+_JOB_ID = re.compile(r"\b(?:its )?job [0-9]+(?:_[0-9]+)?")
 
 
 class Renderer(Protocol):
@@ -156,6 +159,15 @@ def summary(plan: Plan) -> str:
     return "No changes. The cluster matches the specs."
 
 
+def guard_line(plan: Plan) -> list[str]:
+    """Under the summary: why apply would carry out nothing of the plan (its prunes would
+    empty the project), or that a person confirmed such prunes."""
+    if plan.prune_guard is None:
+        return []
+    said = explain(plan.prune_guard)
+    return [f"Held: {said}." if plan.held else f"{said[0].upper()}{said[1:]}."]
+
+
 def _notes(plan: Plan) -> list[str]:
     if plan.notes or plan.observation_complete:
         return list(plan.notes)
@@ -166,7 +178,7 @@ def _notes(plan: Plan) -> list[str]:
 def _context(action: Action) -> str:
     """What follows the reason in every format: the runs awaited, the jobs cancelled."""
     text = ""
-    if action.after:
+    if action.after and action.kind is not ActionKind.MAY_RERUN:  # its reason names them
         text += f"; after {', '.join(_runs(action.after))}"
     resubmitting = action.target_kind == "run" and action.kind in _SUBMITTING
     if (action.kind in _CANCELLING or resubmitting) and action.job_ids:
@@ -206,33 +218,36 @@ def as_text(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str
         for action in item.actions
     ]
     width = max([_MIN_TARGET_WIDTH, *(len(target) for target in targets)])
+    kinds = max([_KIND_WIDTH, *(len(item.kind.value) for item in items)])
     body: list[str] = []
     for item in items:
         if isinstance(item, Action):
-            body.extend(_text_lines(item, width))
+            body.extend(_text_lines(item, width, kinds))
             continue
         lead = (
-            f"{item.symbol:>{_SYMBOL_WIDTH}} {item.kind.value:<{_KIND_WIDTH}}{_GAP}"
+            f"{item.symbol:>{_SYMBOL_WIDTH}} {item.kind.value:<{kinds}}{_GAP}"
             f"{item.sweep:<{width}}{_GAP}"
         )
         body.append(_one_line(lead + item.what(plan)).rstrip())
         if members:
-            body.extend(line for action in item.actions for line in _text_lines(action, width))
+            body.extend(
+                line for action in item.actions for line in _text_lines(action, width, kinds)
+            )
     body += _unchanged_line(plan, show_noop)
     lines = [header(plan), *_notes(plan), ""]
     if body:
         lines += [*body, ""]
-    lines.append(summary(plan))
+    lines += [summary(plan), *guard_line(plan)]
     return "\n".join(lines) + "\n"
 
 
-def _text_lines(action: Action, target_width: int) -> list[str]:
+def _text_lines(action: Action, target_width: int, kind_width: int = _KIND_WIDTH) -> list[str]:
     reason = action.reason
     several = len(action.changes) > 1
     if len(action.changes) == 1:
         reason += f": {action.changes[0]}"
     lead = (
-        f"{action.symbol:>{_SYMBOL_WIDTH}} {action.kind.value:<{_KIND_WIDTH}}{_GAP}"
+        f"{action.symbol:>{_SYMBOL_WIDTH}} {action.kind.value:<{kind_width}}{_GAP}"
         f"{action.target:<{target_width}}{_GAP}"
     )
     first = _one_line(lead + reason + _context(action)).rstrip()
@@ -303,6 +318,7 @@ def as_markdown(plan: Plan, *, show_noop: bool = True, members: bool = False) ->
     if unchanged := _unchanged_line(plan, show_noop):
         lines += [*unchanged, ""]
     lines.append(f"**{summary(plan)}**")
+    lines += [f"\n**{_cell(line)}**" for line in guard_line(plan)]
     return "\n".join(lines) + "\n"
 
 
@@ -315,7 +331,7 @@ def as_json(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str
     """
     document = plan.model_dump(mode="json")
     counts: dict[str, int | bool] = {kind.value: plan.count(kind) for kind in ActionKind}
-    document["summary"] = {**counts, "has_changes": plan.has_changes}
+    document["summary"] = {**counts, "has_changes": plan.has_changes, "held": plan.held}
     return json.dumps(document, indent=2) + "\n"
 
 

@@ -6,6 +6,7 @@ lines, and stops at the first command. So the script has two parts:
     #!/bin/bash
     #SBATCH ...                 recon's directives, built from allow-listed values only
     set -euo pipefail           the first command: sbatch reads no directive after it
+    if ... sha256sum ...        a run with inputs: the skip check (``skip_check_block``)
     <environment>               modules loaded, a venv or conda env activated (when declared)
     export RECON_...=...        everything below holds user text, every value shell-quoted
     export <env>=...
@@ -85,6 +86,7 @@ def render_batch_script(run: DesiredRun, context: RenderContext) -> str:
         "#!/bin/bash",
         *_directives(run, context),
         "set -euo pipefail",
+        *(skip_check_block(context.run_dir) if run.inputs else ()),
         *environment_lines(run.spec.environment, context),
         *_exports(run, context),
         f"cd {shlex.quote(os.fspath(context.code_dir))}",
@@ -211,6 +213,51 @@ def log_files(run_dir: StrPath, job_id: str) -> tuple[Path, Path]:
 def input_list_file(run_dir: StrPath, name: str) -> Path:
     """The file listing every path an input reads, one per line: ``{inputs.X.list}``."""
     return Path(run_dir, "inputs", f"{name}.list")
+
+
+# What a job that may rerun compares its inputs with, beside their lists in inputs/:
+# ``.sha256`` (sha256sum's --check format, absolute paths) for every file; for inputs
+# that are folders, ``.folders`` (their paths) and ``.entries`` (every entry below them,
+# as the block's find prints it, sorted bytewise). Written by apply only for a run that
+# may rerun, and removed before any other submission of the run.
+SKIP_CHECK_SUFFIXES = (".sha256", ".folders", ".entries")
+SKIPPED = "skipped: inputs unchanged"
+
+
+def skip_check_file(run_dir: StrPath, suffix: str) -> Path:
+    return Path(run_dir, "inputs", f"unchanged{suffix}")
+
+
+def skipped_marker(run_dir: StrPath, job_id: str) -> Path:
+    """The file a job leaves when it skipped its command, by recon's id of the job (an
+    array task's is ``<array id>_<index>``); settle reads and removes it."""
+    return Path(run_dir, ".recon", "skipped", job_id)
+
+
+def skip_check_block(run_dir: StrPath) -> list[str]:
+    """The skip check: when recon left the versions its inputs had at the run's last
+    success (a run that may rerun) and they are the same now, the job ends at once, a
+    success that leaves its outputs as they are, and says so in its log and a marker.
+
+    Shell and coreutils only (``sha256sum --check``, ``find``, ``sort``, ``cmp``): no Python
+    on the compute node. It runs before any variable of the spec's is exported. Any
+    failure (a file missing, unreadable, or other) means "changed": the command runs."""
+    check = shlex.quote(os.fspath(skip_check_file(run_dir, "")))
+    marker = shlex.quote(os.fspath(Path(run_dir, ".recon", "skipped")))
+    return [
+        "# recon skip check: the inputs as the last success read them? Then nothing to do.",
+        f"recon_check={check}",
+        'if [ -f "$recon_check.sha256" ] && sha256sum --check --status "$recon_check.sha256" \\',
+        '  && { [ ! -f "$recon_check.folders" ] || while IFS= read -r recon_folder; do',
+        "    find -H \"$recon_folder\" -mindepth 1 -name .recon -prune -o -printf '%y %p\\n'",
+        '  done < "$recon_check.folders" | LC_ALL=C sort | cmp -s - "$recon_check.entries"; }',
+        "then",
+        '  recon_job="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID:-}}"',
+        f'  {{ mkdir -p {marker} && : > {marker}/"${{recon_job:-${{SLURM_JOB_ID:-}}}}"; }} || true',
+        f'  echo "recon: {SKIPPED} (as its last success read them): not running the command"',
+        "  exit 0",
+        "fi",
+    ]
 
 
 def required_files(run: DesiredRun, context: RenderContext) -> dict[Path, str]:

@@ -4,7 +4,9 @@ It holds the journal, the lock, the commit snapshots jobs run in and the local b
 jobs (with the environment each runs in): nothing another user should read, and nothing
 for `git add -A` to pick up. So it is made mode 0700, a ``.gitignore`` holding ``*`` is
 put inside it (as pytest does with its cache), and one owned by another user is refused:
-writing there would hand that user recon's journal, or act on their project.
+writing there would hand that user recon's journal, or act on their project. One on a
+filesystem whose locks do not hold across the hosts that share it is refused too
+(``state.filesystem``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import stat
 from pathlib import Path
 
 from reconciler.errors import StateDirError
+from reconciler.state.filesystem import check_state_filesystem
 
 IGNORE_FILE = ".gitignore"
 IGNORE_ALL = "# recon's state (journal, lock, snapshots, local jobs): never committed.\n*\n"
@@ -23,6 +26,7 @@ IGNORE_ALL = "# recon's state (journal, lock, snapshots, local jobs): never comm
 def prepare_state_dir(directory: Path) -> None:
     """Make ``directory`` (0700) if needed, check that this user owns it, and keep it out
     of git. Raises StateDirError saying what to do."""
+    check_state_filesystem(directory)
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = directory.stat()

@@ -15,8 +15,9 @@ How it stays safe to use:
   ``BEGIN IMMEDIATE`` so that it waits (``busy_timeout``) for the write lock up front.
   A deferred transaction that reads first and then upgrades to a write gets SQLITE_BUSY at
   once in WAL mode, without waiting, which is the classic "database is locked".
-  WAL needs shared memory between the processes, so they must run on one host: a state
-  directory on NFS shared by several login nodes is not supported.
+  WAL needs shared memory between the processes, so they must run on one host: on a
+  filesystem several hosts share (NFS, Lustre, GPFS...) the journal uses SQLite's
+  rollback journal instead, whose locks the filesystem carries (``state.filesystem``).
 - No hidden clock: every write takes ``now``; times are stored as ISO-8601 UTC text (fixed
   width, so they sort as text) and read back timezone-aware.
 - Versioned: ``PRAGMA user_version`` is the schema version; migrations run on open.
@@ -29,7 +30,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +41,7 @@ from pydantic import BaseModel, ConfigDict
 
 from reconciler.errors import JournalError
 from reconciler.scheduler.states import ENDED, Health
+from reconciler.state.filesystem import JournalMode, state_filesystem
 from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 
 JOURNAL_FILE = "journal.sqlite"
@@ -281,6 +283,8 @@ class Journal:
         spec_hash: str,
         job_id: str,
         now: datetime,
+        *,
+        written_now: Collection[int] = (),
     ) -> int:
         """Record a job found on the cluster by its tag; returns its record id.
 
@@ -289,8 +293,13 @@ class Journal:
         run and spec hash is filled in: that is a crash between sbatch and the journal
         write. Otherwise (a lost journal) a new ADOPTED record is made, with no commit and
         no spec fields. A job id known under another run is a recycled id, not this job.
+
+        ``written_now``: the intents the calling pass wrote ahead of its own submissions.
+        They are no crash's leftovers, and filling one would leave its submission's job
+        with no record (a pass that adopts a failed job and retries its run).
         """
         stamp = _stamp(now)
+        skipped = tuple(written_now)
         with self._transaction() as db:
             known = db.execute(
                 "SELECT id FROM submissions WHERE project = ? AND kind = ? AND name = ?"
@@ -301,8 +310,9 @@ class Journal:
                 return int(known["id"])
             intent = db.execute(
                 "SELECT id FROM submissions WHERE project = ? AND kind = ? AND name = ?"
-                " AND spec_hash = ? AND status = ? AND job_id IS NULL ORDER BY id DESC LIMIT 1",
-                (project, kind, name, spec_hash, SubmissionStatus.INTENT),
+                " AND spec_hash = ? AND status = ? AND job_id IS NULL"
+                f" AND id NOT IN ({', '.join('?' * len(skipped))}) ORDER BY id DESC LIMIT 1",
+                (project, kind, name, spec_hash, SubmissionStatus.INTENT, *skipped),
             ).fetchone()
             if intent is not None:
                 db.execute(
@@ -566,7 +576,7 @@ def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     try:
         db.row_factory = sqlite3.Row
-        _use_wal(db, busy_timeout)
+        _use_mode(db, path, state_filesystem(path.parent).journal_mode, busy_timeout)
         db.execute("PRAGMA synchronous = FULL")
         _migrate(db, path)
     except BaseException:
@@ -575,23 +585,35 @@ def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     return db
 
 
-def _use_wal(db: sqlite3.Connection, busy_timeout: float) -> None:
-    """Switch a new journal to WAL (the mode is then kept in the file).
+def _use_mode(db: sqlite3.Connection, path: Path, mode: JournalMode, busy_timeout: float) -> None:
+    """Put the journal in ``mode``: WAL on a local disk (the mode is then kept in the
+    file), the rollback journal on a filesystem several hosts share
+    (``state.filesystem``), where a WAL journal an earlier recon left is switched back.
 
     The switch reads, then takes the write lock. SQLite does not call the busy handler for
     such an upgrade when another connection waits for the lock too (it could deadlock), so
     two processes opening a new journal at once get SQLITE_BUSY at once: retry it here
-    until the busy timeout.
+    until the busy timeout. Leaving WAL needs every other connection closed, and SQLite
+    answers the mode it kept rather than an error when one is open: that is retried too,
+    and a journal still in WAL at the end is refused rather than shared between hosts.
     """
     deadline = time.monotonic() + busy_timeout
     while True:
         try:
-            db.execute("PRAGMA journal_mode = WAL")
-            return
+            kept = str(db.execute(f"PRAGMA journal_mode = {mode.upper()}").fetchone()[0])
+            if mode == "wal" or kept.lower() == mode:
+                return
         except sqlite3.OperationalError as error:
-            if error.sqlite_errorname != "SQLITE_BUSY" or time.monotonic() >= deadline:
+            if error.sqlite_errorname != "SQLITE_BUSY":
                 raise
-            time.sleep(0.01)
+        if time.monotonic() >= deadline:
+            raise JournalError(
+                f"the journal {path} is in WAL mode, which is unsafe on a filesystem several "
+                f"hosts share, and another process kept it open for {busy_timeout:g}s, so it "
+                "could not be switched back; run recon again once the other recon command "
+                "(on this host) has finished"
+            )
+        time.sleep(0.01)
 
 
 def _migrate(db: sqlite3.Connection, path: Path) -> None:

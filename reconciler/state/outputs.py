@@ -114,6 +114,42 @@ def version_of(path: StrPath, how: HashKind, marker: StrPath | None = None) -> O
     )
 
 
+@dataclass(frozen=True)
+class Listing:
+    """A folder as a job can check it with coreutils: each file's sha256 (``file ->
+    digest``, absolute paths) and each entry below it as ``find -printf '%y %p'`` prints
+    it (``f path``, ``d path``)."""
+
+    files: dict[str, str]
+    entries: tuple[str, ...]
+
+
+def content_listing(folder: StrPath, version: str) -> Listing | None:
+    """The folder's listing, read in the same walk as its `content` version; None unless
+    that version is ``version`` (what was read before is what is listed) and every entry
+    is a file or folder whose path a checksum line can hold as it is (a symlink's target
+    and names with a line break or backslash cannot be checked that way)."""
+    top = os.fspath(folder)
+    records = hashlib.sha256()
+    files: dict[str, str] = {}
+    entries: list[str] = []
+    for entry in _walk(top, ""):
+        path = os.path.join(top, entry.relative)
+        if entry.kind not in "FD" or any(c in path for c in "\n\r\\"):
+            return None
+        try:
+            record = _record(entry, "content")
+        except _Gone:
+            return None
+        records.update(record)
+        if entry.st is not None:
+            files[path] = record.split(b"\0")[2].decode()
+        entries.append(f"{entry.kind.lower()} {path}")
+    if records.hexdigest() != version:
+        return None
+    return Listing(files, tuple(sorted(entries, key=os.fsencode)))
+
+
 # ``(run, output) -> version`` as one pass found them: its judgement of finished jobs and
 # its plan look at the same outputs (a sweep's shared dataset once per reader), and each
 # is looked at once per pass.

@@ -416,7 +416,9 @@ def test_an_allocation_that_left_the_repo_is_released(project: Project) -> None:
     (allocation,) = held(project)
     project.repo.remove("specs/warm.yaml")
     project.repo.commit(message="drop warm")
-    released = project.apply()
+    # The project's only live job: releasing it empties the project, which takes a
+    # confirmation (docs/cli.md, "When a prune would empty the project").
+    released = project.apply("--allow-prune-all")
     assert f"cancelled job {allocation['id']}" in released.stdout
     assert "allocation left the repo" in released.stdout
     project.wait_for("the release", lambda: held(project) == [])

@@ -166,7 +166,9 @@ def test_change_on_a_running_job_follows_the_update_policy(project: Project, pol
 
 def test_removed_run_is_cancelled_and_its_outputs_stay(project: Project) -> None:
     spec = run_spec("a", "echo made > {outputs.out.path}; sleep 120")
-    project.repo.commit({"specs/a.yaml": spec, "specs/b.yaml": run_spec("b", "true")})
+    # b runs too: a's job is then one of two live jobs, within the prune limit (the only
+    # live job would take --allow-prune-all, tests/integration/test_prune_guard.py).
+    project.repo.commit({"specs/a.yaml": spec, "specs/b.yaml": run_spec("b", "sleep 120")})
     project.apply()
     (job,) = project.job_of("a")
     output = project.root / "runs" / "a" / "out.txt"

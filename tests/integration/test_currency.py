@@ -1,6 +1,7 @@
 """Outputs stay current on the real dev cluster: missing outputs rerun, changed inputs
-make downstream outdated, content-identical reruns stop the cascade, and every success
-leaves a provenance manifest that exports as an RO-Crate."""
+make downstream outdated, content-identical reruns stop the cascade (the downstream's job
+skips its command), and every success leaves a provenance manifest that exports as an
+RO-Crate."""
 
 from __future__ import annotations
 
@@ -71,14 +72,18 @@ def test_missing_output_reruns_and_only_a_changed_output_cascades(project: Proje
     project.repo.commit({"specs/a.yaml": maker + "---\n" + user})
     settle(project)
     first_user_job = statuses(project)["user"]["job_id"]
+    copied = (project.root / "runs/user/copy.txt").stat().st_mtime_ns
 
     (project.root / "runs/maker/data.txt").unlink()
     assert statuses(project)["maker"]["sync"] == "missing"
     settle(project)
     rows = statuses(project)
     assert rows["maker"]["sync"] == "current" and rows["maker"]["job_id"] != first_user_job
-    # maker came out byte-identical: its downstream was not rerun.
-    assert rows["user"]["job_id"] == first_user_job and rows["user"]["sync"] == "current"
+    # maker came out byte-identical: its downstream, queued behind it in the same apply,
+    # skipped its command and left its output as it was.
+    assert rows["user"]["job_id"] != first_user_job and rows["user"]["sync"] == "current"
+    assert rows["user"]["how"] == "skipped: inputs unchanged"
+    assert (project.root / "runs/user/copy.txt").stat().st_mtime_ns == copied
 
     (project.root / "runs/maker/data.txt").write_text("different")
     assert statuses(project)["user"]["sync"] == "outdated"

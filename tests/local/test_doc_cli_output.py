@@ -81,6 +81,13 @@ def commit(name: str, text: str) -> Step:
     return ("commit", name, text)
 
 
+def edit(name: str, old: str, new: str) -> Step:
+    return ("edit", name, old, new)  # replace `old` in the file with `new`, and commit
+
+
+TYPO = ('"specs/**/*.yaml"', '"spec/**/*.yaml"')
+
+
 def succeeded(run: str) -> Step:
     return ("succeeded", run)  # wait until the run's latest job has succeeded
 
@@ -94,7 +101,9 @@ REPRODUCED: list[tuple[tuple[str, int], list[Step], int]] = [
     (("recon validate --worktree", 0), [write("specs/sweep.yaml", SWEEP_WITH_FOUR_PROBLEMS)], 1),
     (("recon validate --worktree", 1), [write("specs/sweep.yaml", SWEEP_WITH_A_BAD_TOKEN)], 1),
     (("recon validate --worktree", 2), [write("specs/sweep.yaml", SWEEP_WITH_A_BAD_INPUT)], 1),
-    (("recon plan", 0), [remove("specs/sweep.yaml")], 0),  # the plans show no sweep
+    # The pattern misspelt in a commit, then put back.
+    (("recon validate", 1), [remove("specs/sweep.yaml"), edit("recon.yaml", *TYPO)], 1),
+    (("recon plan", 0), [edit("recon.yaml", *reversed(TYPO))], 0),  # the plans show no sweep
     (("recon plan train", 0), [], 0),
     (("recon plan prepare --downstream", 0), [], 0),
     (("recon plan nosuch", 0), [], 1),
@@ -113,7 +122,7 @@ REPRODUCED: list[tuple[tuple[str, int], list[Step], int]] = [
         [run_recon("apply", "--auto-approve", "--wait"), remove("runs/prepare/data/episodes.csv")],
         0,
     ),
-    (("recon plan", 2), [succeeded("prepare")], 0),
+    (("recon plan", 2), [succeeded("compare"), succeeded("evaluate")], 0),
     (("recon export ro-crate", 0), [run_recon("apply", "--auto-approve", "--wait")], 0),
     (("recon plan --against HEAD~1", 0), [commit("specs/pipeline.yaml", TWO_GPUS)], 0),
     (("recon plan --against HEAD~1 --format markdown", 0), [], 0),
@@ -137,6 +146,10 @@ def take(step: Step, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
         (root / args[0]).unlink()
     elif kind == "commit":
         GitRepo(root).commit({args[0]: args[1]}, message="doc step")  # git init: a no-op
+    elif kind == "edit":
+        text = (root / args[0]).read_text()
+        assert args[1] in text, f"{args[0]} holds no {args[1]}"
+        GitRepo(root).commit({args[0]: text.replace(args[1], args[2])}, message="doc step")
     elif kind == "recon":
         ran = recon(capsys, *args)
         assert ran.code == 0, ran

@@ -18,7 +18,7 @@ from reconciler.scheduler.states import Health
 from reconciler.state.journal import Journal
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
 from tests.gitrepo import GitRepo
-from tests.planning import outcome_of
+from tests.planning import guard, outcome_of
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=1)
@@ -171,6 +171,28 @@ def test_after_a_pass_only_failures_journalled_during_it_are_sent(
     with Journal(repo.root / "state" / "journal.sqlite") as journal:
         said = [(e.kind, e.name, e.message) for e in journal.events("demo")]
     assert ("notify", "train", "run-failed sent") in said
+
+
+def test_a_held_plan_is_told_once_per_refusal(tmp_path: Path) -> None:
+    """A watch holds every pass while a commit would empty the project: it tells so once,
+    and again once the refusal changes or comes back."""
+    command, out = writer(tmp_path)
+    notifier = Notifier(command, lambda event, why: pytest.fail(why), lambda: T1)
+    held = guard("a", "b")
+    for commit, refusal in [("c1", held), ("c1", held), ("c2", held), ("c2", None),
+                            ("c2", held), ("c2", guard("a", "b", live=3))]:  # fmt: skip
+        outcome = outcome_of(make_plan(CANCEL, commit=commit), None, held=refusal)
+        notifier.after_pass(outcome, started=T1)
+    received = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(p["event"], p["commit"]) for p in received] == [
+        ("prune-refused", "c1"), ("prune-refused", "c2"), ("prune-refused", "c2"),
+        ("prune-refused", "c2"),
+    ]  # fmt: skip
+    assert received[0]["message"].startswith(
+        "the plan's prunes would cancel every live job of the project (2 jobs; a, b left the "
+        "specs). Nothing of it is carried out"
+    )
+    assert "more than prune_limit 50% allows (1)" in received[-1]["message"]
 
 
 def test_a_failing_notifier_never_breaks_the_pass(project: tuple[GitRepo, str]) -> None:

@@ -74,3 +74,27 @@ def test_a_state_dir_that_cannot_be_made_says_so(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(StateDirError, match="cannot make the state directory"):
         prepare_state_dir(blocker / "state")
+
+
+def test_a_state_dir_whose_lock_holds_on_one_host_only_is_refused_by_apply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sshfs (and Lustre without `flock`) keep a lock per host: two login nodes' applies
+    could both submit a run, so apply refuses before it makes anything; plan still reads."""
+    from reconciler.state import filesystem
+
+    repo = project(tmp_path / "repo")
+    sshfs = filesystem.Mount("/mnt/remote", "fuse.sshfs", "ana@login2:/home", frozenset({"rw"}))
+    monkeypatch.setattr(filesystem, "_mount", lambda path: sshfs)
+    result = recon(capsys, "apply", str(repo.root), "--auto-approve")
+    assert result.code == 1 and "Traceback" not in result.err + result.out
+    said = "is on fuse.sshfs (/mnt/remote), its locks are not shared between the hosts"
+    assert said in result.err
+    assert "RECON_STATE_FILESYSTEM=local" in result.err
+    state = repo.root / ".recon"  # the parse cache may be there: a plain file, no lock
+    assert not (state / "journal.sqlite").exists() and not (state / "local").exists()
+    planned = recon(capsys, "plan", str(repo.root))
+    assert planned.code == 0 and "hello" in planned.out
+    monkeypatch.setenv("RECON_STATE_FILESYSTEM", "local")
+    applied = recon(capsys, "apply", str(repo.root), "--auto-approve", "--wait")
+    assert applied.code == 0, applied.err

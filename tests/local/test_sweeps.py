@@ -85,7 +85,9 @@ def test_a_2x3_sweep_feeds_an_aggregate_then_one_seed_more_submits_only_its_memb
 
         project.commit({"specs/train.yaml": sweep(WRITES, seeds="[0, 1, 2, 3]")})
         plan = recon(project, "plan", ".").stdout
-        assert "+ submit    train          2 of 8 members (1 array): not yet run" in plan, plan
+        assert "+ submit     train          2 of 8 members (1 array): not yet run" in plan, plan
+        # The aggregate is queued behind them in the same apply, to read all eight.
+        assert "~ may rerun  aggregate      after train (if its output changes)" in plan, plan
         second = submitted(apply(project, "--wait"))
         new = sorted(run for run, _ in second if run.startswith("train["))
         assert new == ["train[lr=0.1,seed=3]", "train[lr=0.2,seed=3]"]

@@ -17,7 +17,7 @@ from reconciler.desired.desired import (
     spec_hash,
 )
 from reconciler.desired.models import Allocation, NodeShape, Project, Run, RunResources
-from reconciler.engine.actions import Action, ActionKind
+from reconciler.engine.actions import Action, ActionKind, PruneCause, PruneGuard
 from reconciler.engine.plan import plan
 from reconciler.engine.plan_allocations import (
     AllocationInputs,
@@ -457,6 +457,26 @@ def test_an_undeclared_allocation_with_a_running_step_waits_for_it() -> None:
     (action,) = prunes(cluster(held("12", steps=(RUN_STEP,))), declared=set())
     assert action.kind is ActionKind.NOOP
     assert "released once step 12.3 (run train) ends" in action.reason
+
+
+def _guard(state: Desired, *jobs: ObservedJob) -> PruneGuard | None:
+    observation = Observation(taken_at=NOW, jobs=jobs, complete=True)
+    records = [_known(job) for job in jobs]
+    return plan(state, observation, records, NOW, scheduler="slurm").prune_guard
+
+
+def test_an_allocation_that_left_counts_for_the_prune_guard() -> None:
+    """Releasing the project's only live job, an allocation, empties the project; one
+    waiting for its step to end is not released yet; an orphan released with prune off
+    is no prune."""
+    assert _guard(desired(allocations=()), held("12")) == PruneGuard(
+        cause=PruneCause.EVERY, cancels=1, live=1, limit="50%", allowed=0, runs=("warm",)
+    )
+    assert _guard(desired(allocations=()), held("12", steps=(RUN_STEP,))) is None
+    without_prune = planning.desired(prune=False)
+    observation = Observation(taken_at=NOW, jobs=(held("12"),), complete=True)
+    result = plan(without_prune, observation, [], NOW, scheduler="slurm")
+    assert result.count(ActionKind.CANCEL) == 1 and result.prune_guard is None
 
 
 def test_declared_and_ended_allocations_are_not_pruned() -> None:

@@ -100,6 +100,26 @@ def test_a_glob_that_matches_nothing_warns(
     assert "match no file at commit" in result.err
 
 
+def test_a_written_pattern_that_matches_nothing_fails_validate_plan_and_apply(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in recon.yaml's `specs:` would drop every run it held: with prune on, apply
+    would then cancel their jobs. Each pattern written there must match a file."""
+    project = "project: demo\nspecs:\n  - specs/*.yaml\n  - spec/**/*.yaml\n"
+    repo.commit({"recon.yaml": project, "specs/a.yaml": RUN})
+    for command in (["validate"], ["plan", "--scheduler", "local"],
+                    ["apply", "--auto-approve", "--scheduler", "local"]):  # fmt: skip
+        message = error(recon(capsys, *command, str(repo.root)))
+        assert "1 problem in the specs" in message, message
+        assert "recon.yaml:4: specs: the pattern 'spec/**/*.yaml' matches no file at commit" in (
+            message
+        )
+    assert not (repo.root / ".recon" / "journal.sqlite").exists()  # apply did nothing
+    repo.commit({"recon.yaml": "project: demo\nspecs: [spec/*.yaml]\n"})
+    message = error(recon(capsys, "validate", str(repo.root)))
+    assert "recon.yaml:2: specs: the pattern 'spec/*.yaml' matches no file" in message
+
+
 def test_an_empty_spec_file_warns(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     repo.commit({"specs/a.yaml": "# nothing yet\n"})
     result = recon(capsys, "plan", str(repo.root), "--scheduler", "local")

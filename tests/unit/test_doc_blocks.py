@@ -44,6 +44,9 @@ CHECKED = {
     "docs/cli.md: error: another recon apply (pid 20915 on vm, since 23:54:23)": (
         f"{STORIES}::test_the_lock_held_by_another_apply"
     ),
+    "docs/cli.md: recon plan for project cartpole at commit 5e1d0c000000 (sche": (
+        f"{UNIT}::test_a_held_plan"
+    ),
     "docs/cli.md: recon version": f"{UNIT}::test_the_synopsis_is_the_command_line",
     "docs/cli.md: recon dev-cluster up [--timeout SECONDS]": (
         f"{UNIT}::test_the_synopsis_is_the_command_line"
@@ -105,6 +108,9 @@ CHECKED = {
     "docs/specs.md: #!/bin/bash": f"{UNIT}::test_the_whole_batch_script",
     "docs/specs.md: No environment declared for runs actor-learner, prepare, see": (
         "tests/unit/test_environment.py::test_a_plan_that_submits_runs_declaring_nothing_says_so"
+    ),
+    "docs/specs.md: recon plan for project cartpole at commit dfb3ee034c2a (sche": (
+        f"{UNIT}::test_a_cascade_in_a_plan"
     ),
     "docs/specs.md: {": f"{STORIES}::test_the_provenance_manifest",
     "docs/specs.md: salloc --no-shell --job-name=<project>.<name> --comment=<tag": (

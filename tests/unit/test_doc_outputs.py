@@ -252,6 +252,30 @@ def rendered(desired: Desired, name: str) -> str:
     return script.replace(str(desired.root), DOC_FOLDER)
 
 
+def test_a_cascade_in_a_plan(tmp_path: Path) -> None:
+    """docs/specs.md's plan of a change to prepare, every run having succeeded before."""
+    before = example_desired(tmp_path / "before")
+    now = example_desired(tmp_path / "now", PIPELINE.replace("--episodes 200", "--episodes 300"))
+    records = [
+        dataclasses.replace(
+            journal_record(before, name, str(4200 + index), Health.SUCCEEDED),
+            input_versions=dict.fromkeys(before.runs[name].inputs, "9f" * 32),
+        )
+        for index, name in enumerate(before.runs)
+    ]
+    observation = Observation(taken_at=NOW, jobs=(), complete=True)
+    made = plan(
+        now, observation, records, NOW, scheduler="slurm", targets=["prepare"], downstream=True
+    )
+    printed = as_text(made)
+    shown = shown_block(
+        "docs/specs.md: recon plan for project cartpole at commit dfb3ee034c2a (sche"
+    )
+    assert but_commits(printed) == but_commits(shown.body), (
+        f"{shown.where}: the planner prints\n{printed}"
+    )
+
+
 def test_the_whole_batch_script(tmp_path: Path) -> None:
     shown = shown_block("docs/specs.md: #!/bin/bash")
     printed = rendered(example_desired(tmp_path), "train")
@@ -548,3 +572,57 @@ def test_the_synopsis_is_the_command_line(
         for option, values in re.findall(r"(--[a-z-]+) ([a-z]+(?:\|[a-z]+)+)", text):
             accepted = listed.get(option, "").split("|")
             assert set(values.split("|")) <= set(accepted), f"recon {name} {option}: {helped}"
+
+
+def task(name: str, spec_hash: str, array: str, index: int, state: SlurmState) -> ObservedJob:
+    """A sweep member's job: one task of the array job ``array``, as squeue shows it."""
+    tag = Tag(project="cartpole", deployment=DEPLOYMENT, kind="run", name=name, spec_hash=spec_hash)
+    row = JobRecord(
+        job_id=f"{array}_{index}", top_id=array, array_task=str(index), tag=tag, state=state,
+        source="squeue",
+    )  # fmt: skip
+    return ObservedJob(job_id=row.job_id, tag=tag, rows=(row,))
+
+
+def held_plan(tmp_path: Path) -> Plan:
+    """docs/cli.md's held plan: the example project at a commit that moved specs/seeds.yaml
+    out of the `specs:` pattern, on a Slurm cluster where the sweep's six members (four
+    running, two waiting for `max_parallel`), `compare`, `train` and `evaluate` are live."""
+    before = example_desired(tmp_path / "before")
+    root = tmp_path / "cartpole"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
+    (root / "specs" / "seeds.yaml").unlink()
+    now = dataclasses.replace(load_desired(WorktreeSource(root)), commit="5e1d0c" + "0" * 34)
+    members = sorted(name for name in before.runs if name.startswith("seeds["))
+    states = [SlurmState.RUNNING] * 4 + [SlurmState.PENDING] * 2
+    jobs = [
+        task(name, before.runs[name].spec_hash, "4203", index, state)
+        for index, (name, state) in enumerate(zip(members, states, strict=True))
+    ]
+    jobs += [
+        slurm_job("compare", before.runs["compare"].spec_hash, "4209", SlurmState.PENDING),
+        slurm_job("train", now.runs["train"].spec_hash, "4210", SlurmState.RUNNING),
+        slurm_job("evaluate", now.runs["evaluate"].spec_hash, "4211", SlurmState.PENDING),
+        slurm_job("prepare", now.runs["prepare"].spec_hash, "4202", SlurmState.COMPLETED, 0),
+        slurm_job("actor-learner", now.runs["actor-learner"].spec_hash, "4200",
+                  SlurmState.COMPLETED, 0, components=2),
+    ]  # fmt: skip
+    records = [
+        dataclasses.replace(
+            journal_record(before if job.tag.name in [*members, "compare"] else now,
+                           job.tag.name, job.job_id.partition("_")[0], None),
+            job_id=job.job_id,
+            final_health=Health.SUCCEEDED if job.health is Health.SUCCEEDED else None,
+        )
+        for job in jobs
+    ]  # fmt: skip
+    observation = Observation(taken_at=NOW, jobs=tuple(jobs), complete=True)
+    return plan(now, observation, records, NOW, scheduler="slurm")
+
+
+def test_a_held_plan(tmp_path: Path) -> None:
+    shown = shown_block("docs/cli.md: recon plan for project cartpole at commit 5e1d0c000000 (sche")
+    printed = as_text(held_plan(tmp_path))
+    assert but_commits(printed) == but_commits(shown.body), (
+        f"{shown.where}: the planner prints\n{printed}"
+    )

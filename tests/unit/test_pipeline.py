@@ -235,3 +235,31 @@ def test_the_scheduler_is_asked_back_to_the_oldest_job_the_journal_has_not_settl
     # Its end unknown, job 10 is looked for from its submission on; once the journal holds
     # its end, it is not asked about again (only the margin for clocks remains).
     assert scheduler.windows == [submitted - timedelta(hours=1), NOW - timedelta(hours=1)]
+
+
+def test_a_pass_that_adopts_a_failed_job_and_retries_its_run_records_both(
+    tmp_path: Path,
+) -> None:
+    """A crash after sbatch (or a lost journal) leaves a job the journal does not know; it
+    failed meanwhile, so one pass adopts it and submits the retry. The retry's intent is
+    written ahead of every call: the adoption must not take it for the intent a crash
+    left, or the retry's job id has no record to go to (found by generated histories:
+    `submission 1 is adopted with job 10; it cannot also be job 501`)."""
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit({"recon.yaml": "project: twice\n", "specs/b.yaml": RUN.format(name="b", retries=2)})
+    request = Request(repo.root)
+    desired = load(request)
+    failed = row(desired, "run", "b", "10", SlurmState.FAILED, exit_code=2, end=NOW)
+    scheduler = Recorder(jobs=(job_of(failed),))
+
+    outcome = reconcile_once(request, scheduler=scheduler, clock=lambda: NOW)
+
+    assert [(a.kind.value, a.target) for a in outcome.plan.actions] == [
+        ("adopt", "b"), ("retry", "b")
+    ]
+    assert scheduler.calls == [("submit", "b")]
+    with Journal(journal_path(desired)) as journal:
+        records = journal.records("twice")
+    assert sorted((r.job_id, r.status.value) for r in records) == [
+        ("10", "adopted"), ("501", "submitted")
+    ]

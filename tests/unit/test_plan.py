@@ -331,7 +331,9 @@ def test_a_missing_output_shows_no_diff_of_an_older_spec_change() -> None:
     assert action.changes == ()
 
 
-def test_while_an_upstream_reruns_its_downstream_is_judged_later() -> None:
+def test_while_an_upstream_reruns_its_downstream_may_rerun_after_it() -> None:
+    """Its input is judged once the upstream has rerun; until then it is queued behind
+    it (it used to be judged on a later pass, one level of the DAG per pass)."""
     from reconciler.engine.plan import FileState
 
     state = desired(run("prep"), run("train", "prep"))
@@ -342,7 +344,9 @@ def test_while_an_upstream_reruns_its_downstream_is_judged_later() -> None:
     files = FileState(outputs={("prep", "out"): None, ("train", "out"): "m1"})
     result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)  # type: ignore[arg-type]
     assert kinds(result)["prep"] == ("submit", "output out is missing")
-    assert kinds(result)["train"][0] == "no-op"
+    assert kinds(result)["train"] == ("may rerun", "after prep (if its output changes)")
+    (train,) = (a for a in result.actions if a.target == "train")
+    assert train.after == ("prep",) and train.skip_check is None  # prep.out: fingerprint
 
 
 def test_completed_without_outputs_counts_as_a_failed_attempt() -> None:

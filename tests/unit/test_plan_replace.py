@@ -33,9 +33,9 @@ def test_a_current_run_is_submitted_again_and_its_downstream_waits_for_it() -> N
     result = plan(state, jobs, records, NOW, scheduler="slurm", replace=["prep"])
     assert actions(result)["prep"] == ("submit", "replaced as asked (--replace)", ())
     assert result.replace == ("prep",)
-    # Judged again once the new output is there, as after any changed output.
-    assert actions(result)["train"][0] == "no-op"
-    assert result.summary == "Plan: 1 to submit, 0 to replace, 0 to cancel."
+    # Queued behind it, and judged again once the new output is there.
+    assert actions(result)["train"][0] == "may rerun"
+    assert result.summary == "Plan: 1 to submit, 0 to replace, 0 to cancel, 1 may rerun."
 
 
 def test_a_failed_run_with_no_retries_left_is_submitted_again() -> None:

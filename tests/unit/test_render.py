@@ -179,6 +179,20 @@ def test_plain_run_script_pinned() -> None:
         "#SBATCH --exclusive\n"
         "#SBATCH --mail-type=END\n"
         "set -euo pipefail\n"
+        "# recon skip check: the inputs as the last success read them? Then nothing to do.\n"
+        "recon_check=/srv/demo/runs/train/inputs/unchanged\n"
+        'if [ -f "$recon_check.sha256" ] && sha256sum --check --status "$recon_check.sha256" \\\n'
+        '  && { [ ! -f "$recon_check.folders" ] || while IFS= read -r recon_folder; do\n'
+        "    find -H \"$recon_folder\" -mindepth 1 -name .recon -prune -o -printf '%y %p\\n'\n"
+        '  done < "$recon_check.folders" | LC_ALL=C sort | cmp -s - "$recon_check.entries"; }\n'
+        "then\n"
+        '  recon_job="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID:-}}"\n'
+        "  { mkdir -p /srv/demo/runs/train/.recon/skipped && "
+        ': > /srv/demo/runs/train/.recon/skipped/"${recon_job:-${SLURM_JOB_ID:-}}"; } || true\n'
+        '  echo "recon: skipped: inputs unchanged (as its last success read them): '
+        'not running the command"\n'
+        "  exit 0\n"
+        "fi\n"
         "export RECON_PROJECT=demo\n"
         "export RECON_RUN=train\n"
         "export RECON_RUN_DIR=/srv/demo/runs/train\n"

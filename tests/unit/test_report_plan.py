@@ -270,6 +270,7 @@ def test_json_reads_back_as_the_same_plan() -> None:
         "submit": 2,
         "retry": 1,
         "replace": 2,
+        "may rerun": 0,
         "cancel": 1,
         "teardown": 0,
         "adopt": 1,
@@ -278,6 +279,7 @@ def test_json_reads_back_as_the_same_plan() -> None:
         "blocked": 1,
         "no-op": 1,
         "has_changes": True,
+        "held": False,
     }
 
 

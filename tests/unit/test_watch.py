@@ -29,7 +29,7 @@ from reconciler.engine.wakeups import RefWatcher, WakeQueue
 from reconciler.engine.watch import Level, LoopState, Schedule, Wake, WatchLoop
 from reconciler.errors import LockedError, ObservationError, RepoError, SpecError, SpecIssue
 from tests.gitrepo import GitRepo
-from tests.planning import outcome_of
+from tests.planning import guard, outcome_of
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 EVERY_30S = Schedule(timedelta(seconds=30))
@@ -221,6 +221,30 @@ def test_a_bad_commit_is_logged_once_and_waits_for_the_next(
     (error,) = recorder.events("spec-error")
     assert error["commit"] == "c0" and "specs/a.yaml:3" in error["message"]
     assert recorder.events("retry") == []
+
+
+def test_a_held_plan_is_logged_once_until_it_changes(frozen: FrozenDateTimeFactory) -> None:
+    """A commit that would empty the project holds every pass; the log says so once, and
+    again for another commit that is held too."""
+    recorder = Recorder()
+    held = guard("a", "b")
+
+    def reconcile(commit: str) -> Outcome:
+        recorder.passes.append((script.elapsed(), commit))
+        return outcome_of(outcome(commit).plan, held=held)
+
+    script = Script(frozen, until=100, commits=[(50, "c1")])
+    loop = WatchLoop(
+        EVERY_30S, script.tip, reconcile, script, recorder.log, lambda: datetime.now(UTC)
+    )
+    loop.run()
+    assert recorder.passes == [(0, "c0"), (30, "c0"), (50, "c1"), (80, "c1")]
+    refused = recorder.events("prune-refused")
+    assert [r["commit"] for r in refused] == ["c0", "c1"]
+    assert all(level is Level.WARNING for level, e, _ in recorder.lines if e == "prune-refused")
+    assert refused[0]["message"].startswith(
+        "the plan's prunes would cancel every live job of the project (2 jobs; a, b left"
+    )
 
 
 def test_stop_after_the_current_pass(frozen: FrozenDateTimeFactory) -> None:
