@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from reconciler.desired.desired import DesiredRun, EnvironmentKind
-from reconciler.engine.actions import Action, ActionKind
+from reconciler.engine.actions import SUBMITTING, Action
 from reconciler.engine.plan_inputs import PlanInputs
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.jobenv import BASE_LANG, BASE_PATH
@@ -78,7 +78,6 @@ def _common_folder(workdirs: Sequence[str]) -> str:
     return os.path.commonpath(known) if len(known) > 1 else known[0]
 
 
-_SUBMITTING = (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE)
 # What a job that declares no environment starts from (``scheduler/jobenv``), in words.
 CLEAN_BASE = f"PATH={BASE_PATH}, HOME, USER, LOGNAME and LANG={BASE_LANG}"
 
@@ -106,7 +105,7 @@ def environment_notes(
     bare = [
         runs[action.target].sweep or action.target
         for action in actions
-        if action.kind in _SUBMITTING
+        if action.kind in SUBMITTING
         and action.target_kind == "run"
         and action.target in runs
         and runs[action.target].shape.environment is EnvironmentKind.NONE
