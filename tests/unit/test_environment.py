@@ -243,7 +243,10 @@ def example_without_environment(tmp_path: Path) -> Path:
     root = tmp_path / "cartpole"
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
     text = (root / "recon.yaml").read_text()
-    (root / "recon.yaml").write_text(text.replace("  environment: {}\n", ""))
+    lines = text.splitlines(keepends=True)
+    kept = [line for line in lines if not line.startswith("  environment: {}")]
+    assert len(kept) == len(lines) - 1, "the example declares its environment in one line"
+    (root / "recon.yaml").write_text("".join(kept))
     return root
 
 
