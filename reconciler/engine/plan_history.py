@@ -7,7 +7,7 @@ and the jobs of its current spec whose fate recon has not seen yet.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.desired.desired import DesiredRun
@@ -267,11 +267,16 @@ def unlisted_step(inputs: PlanInputs, run: DesiredRun) -> str | None:
     return None
 
 
-def fate_unknown(history: Sequence[SubmissionRecord], run: DesiredRun) -> bool:
-    """The journal holds a job of the current spec whose end it never saw."""
+def fate_unknown(
+    history: Sequence[SubmissionRecord], run: DesiredRun, seen: Collection[str] = ()
+) -> bool:
+    """The journal holds a job of the current spec whose end it never saw, and that the
+    observation does not show (``seen``: the ids it shows; a job it shows has its fate
+    told there)."""
     return any(
         record.spec_hash == run.spec_hash
         and record.status is not SubmissionStatus.REFUSED
         and record.final_health is None
+        and record.job_id not in seen
         for record in history
     )

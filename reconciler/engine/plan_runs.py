@@ -11,13 +11,13 @@ decides is submitted:
     array_unread         its sweep has a job array no map tells apart  WAITING
     replace_on_request   `--replace` names it                          INFLIGHT (or WAITING)
     in_progress          a job of its current spec is queued/running   INFLIGHT
+    not_seen_yet         the journal's job is not shown yet            WAITING
+    step_not_listed_yet  its step's id is not listed yet               WAITING
+    fate_not_seen        partial observation, a job's end not shown    WAITING
     outdated_still_live  only an older spec's job is alive             INFLIGHT (replace) or WAITING
     failed_before        attempts failed since its last success        INFLIGHT (retry) or FAILED
     succeeded            a job of its current spec succeeded           DONE, or INFLIGHT when stale
                          or an upstream is in flight (may rerun)
-    not_seen_yet         the journal's job is not shown yet            WAITING
-    step_not_listed_yet  its step's id is not listed yet               WAITING
-    fate_not_seen        partial observation, its last job's end unknown  WAITING
     (no row)             not yet run, spec changed, or its job lost    INFLIGHT (submit)
 
 A submission may still wait or be blocked (engine/plan_submit.py). A new row is a
@@ -273,7 +273,8 @@ def step_not_listed_yet(facts: RunFacts) -> Decision | None:
 
 
 def fate_not_seen(facts: RunFacts) -> Decision | None:
-    if facts.inputs.observation.complete or not fate_unknown(facts.history, facts.run):
+    seen = {job.job_id for job in facts.jobs}
+    if facts.inputs.observation.complete or not fate_unknown(facts.history, facts.run, seen):
         return None
     return facts.stays(
         RunOutcome.WAITING,
@@ -298,10 +299,13 @@ DECISION_TABLE: tuple[Row, ...] = (
     array_unread,
     replace_on_request,
     in_progress,
-    outdated_still_live,
-    failed_before,
-    succeeded,
+    # A job of the current spec that may be alive but is not shown is waited for before
+    # anything is judged from the run's past: a retry, or a run sent again for a lost
+    # output, that Slurm's accounting lag hides is still that run's job.
     not_seen_yet,
     step_not_listed_yet,
     fate_not_seen,
+    outdated_still_live,
+    failed_before,
+    succeeded,
 )
