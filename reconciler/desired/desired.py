@@ -12,6 +12,7 @@ Values are hashed in canonical form, so `32GiB` and `32768MiB` are the same spec
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -25,6 +26,7 @@ from reconciler.desired.matrix import Member
 from reconciler.desired.models import (
     Allocation,
     Defaults,
+    Environment,
     HashKind,
     NodeShape,
     Project,
@@ -90,6 +92,22 @@ class DeclaredInput(NamedTuple):
         return upstream_of(self.from_)
 
 
+class EnvironmentKind(enum.Enum):
+    """How a run's job gets its environment (``scheduler/jobenv``)."""
+
+    NONE = "none"  # nothing declared: the clean base alone
+    DECLARED = "declared"  # the clean base and what it declares
+    INHERIT = "inherit"  # whoever applies: `environment: {inherit: true}`
+
+    @classmethod
+    def of(cls, environment: Environment | None) -> EnvironmentKind:
+        if environment is None:
+            return cls.NONE
+        if environment.inherit:
+            return cls.INHERIT
+        return cls.DECLARED
+
+
 @dataclass(frozen=True, slots=True)
 class RunShape:
     """What a pass reads of every run, current or not: where it runs and writes, what it
@@ -102,6 +120,8 @@ class RunShape:
     coupled_with: tuple[str, ...]
     outputs: Mapping[str, DeclaredOutput]
     inputs: Mapping[str, DeclaredInput]
+    # Its effective environment's kind: what a plan warns of, read for every run.
+    environment: EnvironmentKind = EnvironmentKind.NONE
 
     @classmethod
     def of(cls, run: Run) -> RunShape:
@@ -112,7 +132,15 @@ class RunShape:
             for name, output in run.outputs.items()
         }
         inputs = {name: DeclaredInput(item.from_, item.path) for name, item in run.inputs.items()}
-        return cls(run.name, run.workdir, run.allocation, run.coupled_with, outputs, inputs)
+        return cls(
+            run.name,
+            run.workdir,
+            run.allocation,
+            run.coupled_with,
+            outputs,
+            inputs,
+            EnvironmentKind.of(run.environment),
+        )
 
 
 class DesiredRun:
@@ -125,6 +153,7 @@ class DesiredRun:
         "_hash",
         "_resources",
         "_spec",
+        "environment_blobs",
         "gathers",
         "location",
         "member",
@@ -144,6 +173,8 @@ class DesiredRun:
         shape: RunShape | None = None,  # required with a `spec` still to be built
         # its effective resources before its model is built (default: the model's)
         resources: RunResources | Callable[[], RunResources] | None = None,
+        # every file an `environment:` of the load declares -> its blob id at the commit
+        environment_blobs: Mapping[str, str] | None = None,
     ) -> None:
         self._spec = spec if isinstance(spec, Run) else None
         self._build = None if isinstance(spec, Run) else spec
@@ -157,6 +188,7 @@ class DesiredRun:
         self.script_text = script_text
         self.member = member
         self.gathers: Mapping[str, tuple[str, ...]] = gathers or {}
+        self.environment_blobs: Mapping[str, str] = environment_blobs or {}
 
     @property
     def spec(self) -> Run:
@@ -182,6 +214,14 @@ class DesiredRun:
         if not isinstance(self._hash, str):
             self._hash = self._hash()
         return self._hash
+
+    @property
+    def environment_files(self) -> dict[str, str]:
+        """Each file its environment declares -> its blob id at the commit."""
+        environment = self.spec.environment
+        if environment is None:
+            return {}
+        return {path: self.environment_blobs[path] for path in environment.files}
 
     @property
     def built(self) -> bool:
@@ -301,7 +341,30 @@ def effective_run(run: Run, project: Project) -> Run:
     """The run as it will be submitted: project defaults fill what the run leaves out."""
     resources = effective_resources(run.resources, project)
     workdir = run_workdir(run.workdir, project.runs_dir, run.name)
-    return run.model_copy(update={"resources": resources, "workdir": workdir})
+    environment = effective_environment(run.environment, project)
+    return run.model_copy(
+        update={"resources": resources, "workdir": workdir, "environment": environment}
+    )
+
+
+def effective_environment(own: Environment | None, project: Project) -> Environment | None:
+    """A run's environment: each field it sets, and `defaults.environment`'s for the rest.
+    A run that names its venv or conda env takes neither from the defaults: a job
+    activates one."""
+    default = project.defaults.environment
+    if default is None:
+        return own
+    if own is None:
+        return default
+    taken = set(own.model_fields_set)
+    if taken & {"venv", "conda"}:
+        taken |= {"venv", "conda"}
+    update = {
+        name: getattr(default, name)
+        for name in Environment.model_fields
+        if name not in taken and name in default.model_fields_set
+    }
+    return own.model_copy(update=update) if update else own
 
 
 def effective_resources(resources: RunResources, project: Project) -> RunResources:
@@ -336,8 +399,11 @@ def _with_shape_defaults(shape: S, defaults: Defaults) -> S:
     return _with_defaults(shape, defaults, ("partition", "memory"))
 
 
-def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
-    """What the hash covers, as plain JSON data."""
+def canonical_fields(
+    spec: Run | Allocation, environment_files: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """What the hash covers, as plain JSON data. `environment_files`: the blob id of
+    each file the run's environment declares, at the commit."""
     data: dict[str, Any] = spec.model_dump(
         mode="json", by_alias=True, exclude=NOT_HASHED, context={"canonical": True}
     )
@@ -348,6 +414,10 @@ def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
     for name in added:
         if data["resources"][name] is None:
             del data["resources"][name]
+    if isinstance(spec, Run):  # nor an environment, unless one is declared
+        data["environment"] = _canonical_environment(spec.environment, environment_files or {})
+        if data["environment"] is None:
+            del data["environment"]
     container = data.get("container")
     if container is not None:  # nor container options
         for name, unset in (("writable", False), ("workdir", None)):
@@ -356,8 +426,35 @@ def canonical_fields(spec: Run | Allocation) -> dict[str, Any]:
     return data
 
 
-def spec_hash(spec: Run | Allocation, script_text: str | None = None) -> str:
-    return hash_of_fields(canonical_fields(spec), script_text)
+def _canonical_environment(
+    environment: Environment | None, files: Mapping[str, str]
+) -> dict[str, Any] | None:
+    """What a job's declared environment adds to its identity: modules in load order, the
+    venv or conda environment, the names passed (never their values), and each declared
+    file's content by blob id. `inherit` is not: the applier's environment has no version,
+    and declaring it must not rerun what ran with it."""
+    if environment is None or not environment.declared:
+        return None
+    data: dict[str, Any] = {}
+    if environment.modules:
+        data["modules"] = list(environment.modules)
+    if environment.venv is not None:
+        data["venv"] = environment.venv
+    if environment.conda is not None:
+        data["conda"] = environment.conda
+    if environment.pass_:
+        data["pass"] = sorted(environment.pass_)
+    if environment.files:
+        data["files"] = {path: files[path] for path in sorted(environment.files)}
+    return data
+
+
+def spec_hash(
+    spec: Run | Allocation,
+    script_text: str | None = None,
+    environment_files: Mapping[str, str] | None = None,
+) -> str:
+    return hash_of_fields(canonical_fields(spec, environment_files), script_text)
 
 
 def hash_of_fields(fields: dict[str, Any], script_text: str | None = None) -> str:
@@ -368,10 +465,20 @@ def hash_of_fields(fields: dict[str, Any], script_text: str | None = None) -> st
     return hashlib.sha256(encoded).hexdigest()[:16]
 
 
-def flat_fields(spec: Run | Allocation, script_text: str | None = None) -> dict[str, Any]:
+def flat_fields(
+    spec: Run | Allocation,
+    script_text: str | None = None,
+    environment_files: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """The hashed fields as `dotted.path -> value` in the user's notation, for showing
     what changed between two versions of a spec (`resources.gpus: A100:2 -> A100:4`)."""
     data = spec.model_dump(mode="json", by_alias=True, exclude=NOT_HASHED)
+    if isinstance(spec, Run):
+        data["environment"] = _canonical_environment(spec.environment, environment_files or {})
+        if data["environment"] is not None and "files" in data["environment"]:
+            # A file's content by its blob id, under its path as one key.
+            files = data["environment"].pop("files")
+            data["environment"].update({f"files[{p}] (content)": b[:12] for p, b in files.items()})
     flat: dict[str, Any] = {}
     _flatten(data, "", flat)
     if script_text is not None:

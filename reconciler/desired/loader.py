@@ -32,11 +32,13 @@ from reconciler.desired.desired import (
     Desired,
     DesiredAllocation,
     DesiredRun,
+    EnvironmentKind,
     LazyMapping,
     Location,
     RunShape,
     canonical_fields,
     effective_allocation,
+    effective_environment,
     effective_resources,
     effective_run,
     hash_of_fields,
@@ -45,7 +47,15 @@ from reconciler.desired.desired import (
 )
 from reconciler.desired.documents import validate_project, validate_spec
 from reconciler.desired.matrix import Member
-from reconciler.desired.models import KINDS, Allocation, Input, Project, Run, RunResources
+from reconciler.desired.models import (
+    KINDS,
+    Allocation,
+    Environment,
+    Input,
+    Project,
+    Run,
+    RunResources,
+)
 from reconciler.desired.source import (
     PROJECT_FILE,
     CommitSource,
@@ -111,7 +121,7 @@ def load_desired(
         cache_dir if cache_dir is not None else source.root / project.state_dir, project
     )
     try:
-        summaries, runs, expansion, scripts = _checked(source, project, cache, all_paths)
+        summaries, runs, expansion, scripts, blobs = _checked(source, project, cache, all_paths)
     finally:
         cache.save()  # parse results are kept whether or not the specs are valid
     upstreams = expansion.upstreams
@@ -124,9 +134,10 @@ def load_desired(
         source.commit,
         LazyMapping(
             runs,
-            lambda name: _desired_run(runs[name], project, scripts, expansion, made),
-            # Known without the model, except for a script run (its script joins the hash)
-            # and a sweep's member (its hash is its own spec's, made when it is built).
+            lambda name: _desired_run(runs[name], project, scripts, expansion, made, blobs),
+            # Known without the model, except for a script run (its script joins the hash),
+            # a run declaring environment files (their blob ids do) and a sweep's member
+            # (its hash is its own spec's, made when it is built).
             lambda name: None if name in expansion.members else runs[name].spec_hash,
         ),
         LazyMapping(
@@ -142,15 +153,24 @@ def load_desired(
 
 def _checked(
     source: SpecSource, project: Project, cache: ParseCache, all_paths: list[str]
-) -> tuple[list[DocumentSummary], dict[str, DocumentSummary], sweeps.Expansion, dict[str, str]]:
-    """Every document (sweeps expanded), the runs among them, the expansion and the
-    scripts' texts; or a SpecError with every problem. A commit that passed the
+) -> tuple[
+    list[DocumentSummary],
+    dict[str, DocumentSummary],
+    sweeps.Expansion,
+    dict[str, str],
+    dict[str, str],
+]:
+    """Every document (sweeps expanded), the runs among them, the expansion, the
+    scripts' texts and the blob id of every file an `environment:` declares; or a
+    SpecError with every problem. A commit that passed the
     project-wide checks before skips them: they depend on its files alone (the work tree
     has no commit to name)."""
     summaries, issues = _load_files(source, project, cache)
     issues.extend(_unmatched_patterns(source, project, all_paths))
     scripts, script_issues = _read_scripts(source, summaries, all_paths)
     issues.extend(script_issues)
+    blobs, file_issues = _environment_blobs(source, project, summaries, all_paths)
+    issues.extend(file_issues)
     key = None if source.commit is None else f"{source.commit} {source.root}"
     known = key is not None and not issues and cache.passed_checks(key)
     if not known:
@@ -171,7 +191,37 @@ def _checked(
         raise SpecError(issues)
     if key is not None:
         cache.note_passed_checks(key)
-    return summaries, runs, expansion, scripts
+    return summaries, runs, expansion, scripts, blobs
+
+
+def _environment_blobs(
+    source: SpecSource, project: Project, summaries: list[DocumentSummary], all_paths: list[str]
+) -> tuple[dict[str, str], list[SpecIssue]]:
+    """The blob id of every file an `environment:` declares (recon.yaml's defaults were
+    checked with recon.yaml): a declared file that is not in the commit is an issue."""
+    default = project.defaults.environment
+    wanted = {path: None for path in default.files} if default is not None else {}
+    issues: list[SpecIssue] = []
+    paths: set[str] = set()  # gathered at the first file: most projects declare none
+    for summary in summaries:
+        for path in summary.environment_files:
+            paths = paths or set(all_paths)
+            if path in paths:
+                wanted[path] = None
+            else:
+                message = _not_in_commit(source, path)
+                issues.append(
+                    SpecIssue(summary.file, summary.environment_line, "environment.files", message)
+                )
+    return {path: source.blob_id(path) for path in wanted}, issues
+
+
+def _not_in_commit(source: SpecSource, path: str) -> str:
+    where = "in the work tree" if source.commit is None else "at this commit (is it committed?)"
+    return (
+        f"{path!r} is not a file of the repo {where}: environment files are named from the "
+        "repo root, and their content joins the identity of the runs that declare them"
+    )
 
 
 @dataclass
@@ -182,6 +232,20 @@ class _MadeOnce:
     bases: dict[str, tuple[Run, dict[str, Any]]] = field(default_factory=dict)
     # a run's `resources:` as written (marshalled) -> its effective resources
     resources: dict[bytes, RunResources] = field(default_factory=dict)
+    # a run's `environment:` as written (marshalled) -> its effective kind
+    environments: dict[bytes, EnvironmentKind] = field(default_factory=dict)
+
+    def environment_of(self, summary: DocumentSummary, project: Project) -> EnvironmentKind:
+        """A run's environment kind from its document, without its model: most runs
+        write none (told without unpacking the document), the rest a few alike."""
+        written = summary.data.get("environment")
+        if written is None:
+            return EnvironmentKind.of(project.defaults.environment)
+        key = marshal.dumps(written)
+        if key not in self.environments:
+            own = Environment.model_validate(written)  # validated with its document already
+            self.environments[key] = EnvironmentKind.of(effective_environment(own, project))
+        return self.environments[key]
 
     def resources_of(self, summary: DocumentSummary, project: Project) -> RunResources:
         """A run's effective resources from its document, without its model: the runs of
@@ -276,6 +340,17 @@ def load_project(source: SpecSource) -> Project:
     project, issues = validate_project(documents[0])
     if project is None:
         raise SpecError(issues)
+    default = project.defaults.environment
+    if default is not None and default.files:
+        paths = set(source.paths())
+        line = documents[0].line_of(("defaults", "environment", "files"))
+        missing = [
+            SpecIssue(PROJECT_FILE, line, "defaults.environment.files", _not_in_commit(source, p))
+            for p in default.files
+            if p not in paths
+        ]
+        if missing:
+            raise SpecError(missing)
     return project
 
 
@@ -397,8 +472,12 @@ def _parse_file(path: str, content: bytes, project: Project) -> FileResult:
 
 def _hash_unless_script(spec: Run | Allocation, project: Project) -> str | None:
     if isinstance(spec, Run):
-        # A script file's content joins the hash; it is read once all files are known.
-        return None if spec.script is not None else spec_hash(effective_run(spec, project))
+        # A script file's content and declared environment files' blob ids join the hash;
+        # they are read once all files are known.
+        effective = effective_run(spec, project)
+        if spec.script is not None or (effective.environment and effective.environment.files):
+            return None
+        return spec_hash(effective)
     return spec_hash(effective_allocation(spec, project))
 
 
@@ -458,12 +537,13 @@ def _desired_run(
     scripts: dict[str, str],
     expansion: sweeps.Expansion,
     made: _MadeOnce,
+    blobs: dict[str, str],
 ) -> DesiredRun:
     """A run whose model is built when first asked for: its shape comes from the summary,
-    and so does its hash, unless a script's content joins it."""
+    and so does its hash, unless a script's content or environment files join it."""
     member = expansion.members.get(summary.name)
     if member is not None:
-        return _desired_member(summary, member, project, scripts, expansion, made)
+        return _desired_member(summary, member, project, scripts, expansion, made, blobs)
     singles = expansion.singles.get(summary.name, {})
 
     def build() -> Run:
@@ -477,12 +557,13 @@ def _desired_run(
     run = DesiredRun(
         build,
         Location(summary.file, summary.line),
-        summary.spec_hash or (lambda: spec_hash(run.spec, script)),
+        summary.spec_hash or (lambda: spec_hash(run.spec, script, blobs)),
         script,
         None,
         expansion.gathers.get(summary.name, {}),
-        _shape(summary, project.runs_dir, singles),
+        _shape(summary, project, singles, made),
         lambda: made.resources_of(summary, project),
+        blobs,
     )
     return run
 
@@ -494,6 +575,7 @@ def _desired_member(
     scripts: dict[str, str],
     expansion: sweeps.Expansion,
     made: _MadeOnce,
+    blobs: dict[str, str],
 ) -> DesiredRun:
     """A member: its sweep's effective spec (built and put in canonical form once per
     sweep) under its own name and directory, inputs that read one member naming it. Its
@@ -508,7 +590,7 @@ def _desired_member(
             sweep = _model(summary)
             assert isinstance(sweep, Run)
             base = effective_run(sweep.model_copy(update={"matrix": None}), project)
-            bases[member.sweep] = (base, canonical_fields(base))
+            bases[member.sweep] = (base, canonical_fields(base, blobs))
         return bases[member.sweep]
 
     def build() -> Run:
@@ -522,7 +604,7 @@ def _desired_member(
         _base, fields = base_of()
         fields = {**fields, "name": member.name, "workdir": summary.workdir}
         if singles:
-            fields["inputs"] = canonical_fields(run.spec)["inputs"]
+            fields["inputs"] = canonical_fields(run.spec, blobs)["inputs"]
         return hash_of_fields(fields, script)
 
     run = DesiredRun(
@@ -532,13 +614,16 @@ def _desired_member(
         script,
         member,
         expansion.gathers.get(summary.name, {}),
-        _shape(summary, project.runs_dir, singles),
+        _shape(summary, project, singles, made),
         lambda: made.resources_of(summary, project),  # its document is its sweep's
+        blobs,
     )
     return run
 
 
-def _shape(summary: DocumentSummary, runs_dir: str, singles: dict[str, str]) -> RunShape:
+def _shape(
+    summary: DocumentSummary, project: Project, singles: dict[str, str], made: _MadeOnce
+) -> RunShape:
     """The run's shape from its summary, as its model would give it (`_inputs` included)."""
     external = dict(summary.external_inputs)
     inputs = {
@@ -553,11 +638,12 @@ def _shape(summary: DocumentSummary, runs_dir: str, singles: dict[str, str]) -> 
     }
     return RunShape(
         summary.name,
-        run_workdir(summary.workdir, runs_dir, summary.name),
+        run_workdir(summary.workdir, project.runs_dir, summary.name),
         summary.allocation,
         summary.coupled_with,
         outputs,
         inputs,
+        made.environment_of(summary, project),
     )
 
 

@@ -12,7 +12,14 @@ import posixpath
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 from reconciler.desired.fields import EnvKey, Name, SafeText, SbatchFlag, env_suffix
@@ -222,6 +229,94 @@ def upstream_of(reference: str | None) -> tuple[str, str] | None:
     return run, output
 
 
+# A module as `module load` takes it: `gcc/12.2`, `cuda/12.1`, `python/3.11-foss-2023a`.
+MODULE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.+/@:-]*$"
+_MODULE = re.compile(MODULE_PATTERN)
+
+
+def _check_module(value: str) -> str:
+    if not _MODULE.match(value):
+        raise ValueError(
+            f"{value!r} is not a module name as `module load` takes it: letters, digits "
+            "and _ . + / @ : - (no spaces or shell characters); one module an entry"
+        )
+    return value
+
+
+ModuleName = Annotated[
+    str, AfterValidator(_check_module), Field(json_schema_extra={"pattern": MODULE_PATTERN})
+]
+# A path as written in a batch script: no shell character needs quoting beyond shlex's,
+# but a line break or NUL could not be carried through `set -u` exports and logs.
+_PLAIN_PATH = r"^[^\x00-\x1f\x7f]+$"
+
+
+class Environment(Model):
+    """What a job starts from: a clean base, then these modules, this venv or conda
+    environment, and these variables passed by name from whoever applies."""
+
+    modules: tuple[ModuleName, ...] = Field(
+        (), description="Modules to `module load`, in this order, before the command."
+    )
+    venv: Annotated[str, Field(pattern=_PLAIN_PATH)] | None = Field(
+        None,
+        description="A Python virtual environment to activate: an absolute path, or one "
+        "relative to the project folder.",
+    )
+    conda: Annotated[str, Field(pattern=_PLAIN_PATH)] | None = Field(
+        None,
+        description="A conda environment to activate: its name, or the absolute path of "
+        "its prefix.",
+    )
+    files: tuple[Annotated[str, Field(pattern=_PLAIN_PATH)], ...] = Field(
+        (),
+        description="Files of the commit that define the environment (`environment.yml`, "
+        "`requirements.lock`, `uv.lock`), from the repo root: a change to their content "
+        "reruns the runs that declare them.",
+    )
+    pass_: tuple[EnvKey, ...] = Field(
+        (),
+        alias="pass",
+        description="Variables passed to the job by name from the environment of whoever "
+        "applies (an API token): their values are never written to a spec, hash, log, "
+        "manifest or the journal.",
+    )
+    inherit: bool = Field(
+        False,
+        description="Pass the whole environment of whoever applies, as sbatch does by "
+        "default: results then depend on who applies. Not part of the spec hash.",
+    )
+
+    @model_validator(mode="after")
+    def _one_python(self) -> Environment:
+        if self.venv is not None and self.conda is not None:
+            raise ValueError(
+                "takes a venv or a conda environment, not both: a job activates one; "
+                "keep the one its command runs in"
+            )
+        for field, names in (
+            ("files", self.files),
+            ("pass", self.pass_),
+            ("modules", self.modules),
+        ):
+            repeated = sorted({name for name in names if names.count(name) > 1})
+            if repeated:
+                raise ValueError(f"{field} names {repeated[0]!r} twice; name it once")
+        for path in self.files:
+            normal = posixpath.normpath(path)
+            if posixpath.isabs(path) or normal == ".." or normal.startswith("../"):
+                raise ValueError(
+                    f"files: {path!r} is not inside the repo: name a file of the commit, "
+                    "from the repo root (environment.yml, requirements.lock, uv.lock)"
+                )
+        return self
+
+    @property
+    def declared(self) -> bool:
+        """Whether it says more than `inherit`: what the spec hash covers."""
+        return bool(self.modules or self.venv or self.conda or self.files or self.pass_)
+
+
 class Document(Model):
     """Fields every kind of document shares."""
 
@@ -245,6 +340,12 @@ class Run(Document):
         None, description="The run's directory; default <runs_dir>/<name>."
     )
     env: dict[EnvKey, SafeText] = Field(default_factory=dict)
+    environment: Environment | None = Field(
+        None,
+        description="What the job starts from: modules, a venv or conda environment, "
+        "variables passed by name. Unset: recon.yaml's defaults.environment, else a clean "
+        "base environment.",
+    )
     resources: RunResources = Field(default_factory=lambda: RunResources())
     inputs: dict[Name, Input] = Field(default_factory=dict)
     outputs: dict[Name, Output] = Field(default_factory=dict)
@@ -421,6 +522,9 @@ class Allocation(Document):
 
 class Defaults(JobSettings):
     partition: Name | None = None
+    environment: Environment | None = Field(
+        None, description="The environment of every run that declares none of its own."
+    )
     memory: Memory | None = Field(
         None, description="Memory per node for runs that set none (else the cluster default)."
     )

@@ -45,6 +45,9 @@ class DocumentSummary(NamedTuple):
     # output's name, path, marker and hash kind; each `path:` input's name and path.
     outputs_declared: tuple[tuple[str, str, str | None, HashKind], ...] = ()
     external_inputs: tuple[tuple[str, str], ...] = ()
+    # The files its own `environment:` declares, and their line.
+    environment_files: tuple[str, ...] = ()
+    environment_line: int = 0
 
     @property
     def upstreams(self) -> list[str]:
@@ -135,7 +138,10 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
     output_paths: tuple[tuple[str, int], ...] = ()
     outputs_declared: tuple[tuple[str, str, str | None, HashKind], ...] = ()
     external_inputs: tuple[tuple[str, str], ...] = ()
+    environment_files: tuple[str, ...] = ()
     if isinstance(spec, Run):
+        if spec.environment is not None:
+            environment_files = spec.environment.files
         coupled = spec.coupled_with
         allocation = spec.allocation
         inputs = tuple(
@@ -175,4 +181,6 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
         output_paths,
         outputs_declared,
         external_inputs,
+        environment_files,
+        document.line_of("environment", "files"),
     )

@@ -39,6 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from reconciler.desired.desired import Desired, DesiredRun, flat_fields
 from reconciler.engine import apply_allocations, arrays
@@ -49,6 +50,7 @@ from reconciler.engine.scripts import render_context
 from reconciler.engine.skips import skip_check_files
 from reconciler.errors import RUNS_DIR_HINT, PermanentSchedulerError, cannot_create
 from reconciler.scheduler.base import ConcurrentScheduler, Scheduler, SubmitRequest
+from reconciler.scheduler.jobenv import submission_environment
 from reconciler.scheduler.render import (
     RenderContext,
     render_batch_script,
@@ -164,7 +166,7 @@ class Applier:
         self._written = frozenset(ids)
 
     def _intent(self, run: DesiredRun) -> Intent:
-        fields = flat_fields(run.spec, run.script_text)
+        fields = flat_fields(run.spec, run.script_text, run.environment_files)
         return Intent(self.plan.project, "run", run.name, run.spec_hash, self.plan.commit, fields)
 
     def _confirm(self) -> None:
@@ -314,7 +316,11 @@ class Applier:
         else:  # not written ahead: a plan that names a run twice
             (intent,) = self.journal.record_intents([self._intent(run)], self.clock())
         request = SubmitRequest(
-            script=script, workdir=Path(context.run_dir), dependencies=dependencies, tag=tag
+            script=script,
+            workdir=Path(context.run_dir),
+            dependencies=dependencies,
+            tag=tag,
+            **_environment_of(run),
         )
         pool = self._pool_for(action)
         if pool is not None:
@@ -458,6 +464,7 @@ class Applier:
             array=arrays.request_for(
                 range(len(runs)), sweep_spec.max_parallel if sweep_spec else None
             ),
+            **_environment_of(runs[0]),  # a sweep's members share their environment
         )
         try:
             top = self.scheduler.submit(request)
@@ -519,6 +526,16 @@ class Applier:
         else:
             # The intent stays open: the step is found by its name once Slurm lists it.
             self._submitted(run.name, f"{action.allocation_job} (step not listed yet)")
+
+
+def _environment_of(run: DesiredRun) -> dict[str, Any]:
+    """The request fields that give a job the environment its run declares (a clean base
+    and what it passes by name, ``scheduler/jobenv``), or none when it inherits."""
+    made = submission_environment(run.spec.environment, os.environ)
+    if made is None:
+        return {}
+    environment, passed = made
+    return {"environment": environment, "passed": passed}
 
 
 def _prepare(run: DesiredRun, context: RenderContext, check: SkipCheck | None = None) -> None:

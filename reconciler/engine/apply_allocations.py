@@ -8,6 +8,7 @@ steps (the local one) never gets here: the planner blocks allocations there.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +25,7 @@ from reconciler.scheduler.base import (
     StepRequest,
     StepScheduler,
 )
+from reconciler.scheduler.jobenv import submission_environment
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.state.journal import Journal
@@ -128,6 +130,7 @@ def start_run(
         container_name=allocation.name,
         allocation_gpus=holds_gpus(allocation.spec.resources),
         tag=tag,
+        environment=_environment_of(run),
     )
     try:
         return Started(_steps(scheduler).start_step(request))
@@ -145,3 +148,10 @@ def _steps(scheduler: Scheduler) -> StepScheduler:
             f"the {scheduler.name} backend cannot run steps inside an allocation"
         )
     return scheduler
+
+
+def _environment_of(run: DesiredRun) -> dict[str, str] | None:
+    """A run's step environment: the clean base and what it passes (``scheduler/jobenv``);
+    None when it inherits recon's. A passed value stays in memory: srun hands it on."""
+    made = submission_environment(run.spec.environment, os.environ)
+    return None if made is None else made[0]

@@ -52,6 +52,7 @@ from reconciler.engine.plan_notes import (
     claimed_notes,
     coupled_waits,
     elsewhere_note,
+    environment_notes,
     incomplete_notes,
 )
 from reconciler.engine.plan_prune import guard, prunes
@@ -168,6 +169,7 @@ def plan(
         *claimed_notes(observation),
         *coupled_waits(inputs, chosen),
         *elsewhere_note(project, elsewhere),
+        *environment_notes(desired.runs, chosen, actions),
     )
     return Plan(
         project=project,

@@ -32,7 +32,7 @@ def field_changes(history: Sequence[SubmissionRecord], run: DesiredRun) -> tuple
     earlier = [r for r in history if r.spec_hash != run.spec_hash]
     if not earlier[-1].spec_fields:
         return ()
-    new = flat_fields(run.spec, run.script_text)
+    new = flat_fields(run.spec, run.script_text, run.environment_files)
     return tuple(
         FieldChange(field=f, old=o, new=n)
         for f, o, n in changed_fields(earlier[-1].spec_fields, new)

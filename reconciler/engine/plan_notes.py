@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from reconciler.desired.desired import DesiredRun, EnvironmentKind
+from reconciler.engine.actions import SUBMITTING, Action
 from reconciler.engine.plan_inputs import PlanInputs
 from reconciler.scheduler.base import Observation, ObservedJob
+from reconciler.scheduler.jobenv import BASE_LANG, BASE_PATH
 from reconciler.scheduler.states import Health
 
 
@@ -73,3 +76,55 @@ def _common_folder(workdirs: Sequence[str]) -> str:
     if not known:
         return "an unknown folder"
     return os.path.commonpath(known) if len(known) > 1 else known[0]
+
+
+# What a job that declares no environment starts from (``scheduler/jobenv``), in words.
+CLEAN_BASE = f"PATH={BASE_PATH}, HOME, USER, LOGNAME and LANG={BASE_LANG}"
+
+
+def environment_notes(
+    runs: Mapping[str, DesiredRun], chosen: Sequence[str], actions: Sequence[Action]
+) -> tuple[str, ...]:
+    """What a plan says of its runs' environments: in every plan, the runs that take the
+    environment of whoever applies; in a plan that submits runs declaring none, that
+    their jobs start from the clean base (before this release, they took the applier's)."""
+    notes = []
+    inheriting = [
+        runs[name].sweep or name
+        for name in chosen
+        if runs[name].shape.environment is EnvironmentKind.INHERIT
+    ]
+    if inheriting:
+        notes.append(
+            f"Results depend on who applies: {_some(inheriting)} "
+            f"{'takes' if len(set(inheriting)) == 1 else 'take'} the environment of "
+            "the process that runs recon (environment: {inherit: true}), so a shell with "
+            "a conda env, cron or recon watch give their jobs different PATH, PYTHONPATH "
+            "and modules. Declare the environment instead (docs/specs.md, environment)."
+        )
+    bare = [
+        runs[action.target].sweep or action.target
+        for action in actions
+        if action.kind in SUBMITTING
+        and action.target_kind == "run"
+        and action.target in runs
+        and runs[action.target].shape.environment is EnvironmentKind.NONE
+    ]
+    if bare:
+        notes.append(
+            f"No environment declared for {_some(bare)}: their jobs start from a clean "
+            f"one ({CLEAN_BASE}), not from the environment of whoever applies. Declare "
+            "what they need (environment: in recon.yaml's defaults or the run), or "
+            "environment: {inherit: true} to keep the applier's (docs/specs.md, environment)."
+        )
+    return tuple(notes)
+
+
+def _some(names: Sequence[str]) -> str:
+    """`run prepare`, `runs prepare, train, evaluate and 3 more` (a sweep named once)."""
+    unique = list(dict.fromkeys(names))  # a sweep's members are named by their sweep
+    if len(unique) == 1:
+        return f"run {unique[0]}"
+    shown = ", ".join(unique[:3])
+    more = len(unique) - 3
+    return f"runs {shown}" + (f" and {more} more" if more > 0 else "")

@@ -26,6 +26,7 @@ def render_context(desired: Desired, run: DesiredRun, code_dir: Path) -> RenderC
         tag=tag_for(desired, "run", run.name, run.spec_hash),
         input_paths=input_paths(desired, run),
         input_lists=input_lists(desired, run),
+        project_dir=desired.root.absolute(),
     )
 
 

@@ -37,7 +37,13 @@ from reconciler.state.outputs import (
     observe_outputs,
 )
 from reconciler.state.paths import input_paths, run_dir, run_path
-from reconciler.state.provenance import local_identity, manifest_from, write_manifest
+from reconciler.state.provenance import (
+    environment_used,
+    local_identity,
+    manifest_from,
+    read_environment_record,
+    write_manifest,
+)
 from reconciler.state.records import NO_OUTPUTS, SetupRecord, SubmissionRecord
 
 CodeDir = Callable[[str | None], Path]
@@ -273,6 +279,7 @@ def _write_manifest(
         now=now,
         user=user,
         host=host,
+        environment=environment_used(run, read_environment_record(directory, ending.job.job_id)),
     )
     write_manifest(manifest, directory)
 

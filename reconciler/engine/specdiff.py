@@ -165,5 +165,6 @@ def field_changes(before: Entry, after: Entry) -> tuple[FieldChange, ...]:
 
 
 def _flat(entry: Entry) -> dict[str, Any]:
-    script = entry.script_text if isinstance(entry, DesiredRun) else None
-    return flat_fields(entry.spec, script)
+    if isinstance(entry, DesiredRun):
+        return flat_fields(entry.spec, entry.script_text, entry.environment_files)
+    return flat_fields(entry.spec)

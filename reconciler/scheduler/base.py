@@ -90,6 +90,17 @@ class SubmitRequest(BaseModel):
     array: ArrayRequest | None = Field(
         default=None, description="submit a job array of these indices, not a single job"
     )
+    environment: dict[str, str] | None = Field(
+        default=None,
+        repr=False,  # it may hold a passed secret
+        description="the job's starting environment (``scheduler/jobenv``); None: the "
+        "submitter's, as sbatch gives by default",
+    )
+    passed: tuple[str, ...] = Field(
+        default=(),
+        description="names in ``environment`` passed from the submitter: their values are "
+        "never written to disk",
+    )
 
 
 class AllocateRequest(BaseModel):
@@ -121,6 +132,11 @@ class StepRequest(BaseModel):
         description="the allocation holds GPUs: a run's step that asks for none is given none",
     )
     tag: Tag = Field(description="the step's name: it is found by it, steps have no comment")
+    environment: dict[str, str] | None = Field(
+        default=None,
+        repr=False,  # it may hold a passed secret
+        description="the step's starting environment (``scheduler/jobenv``); None: recon's",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

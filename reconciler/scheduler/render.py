@@ -7,9 +7,11 @@ lines, and stops at the first command. So the script has two parts:
     #SBATCH ...                 recon's directives, built from allow-listed values only
     set -euo pipefail           the first command: sbatch reads no directive after it
     if ... sha256sum ...        a run with inputs: the skip check (``skip_check_block``)
+    <environment>               modules loaded, a venv or conda env activated (when declared)
     export RECON_...=...        everything below holds user text, every value shell-quoted
     export <env>=...
     cd <code_dir>
+    <environment record>        what the job had, for its provenance manifest
     <command, or the script file's text>
 
 Nothing a spec says can add a directive: names, partitions, constraints and sbatch_extra
@@ -37,7 +39,7 @@ from pathlib import Path
 from reconciler.desired import matrix, templates
 from reconciler.desired.desired import DesiredRun
 from reconciler.desired.fields import env_suffix
-from reconciler.desired.models import Allocation, Billing, NodeShape, RunResources
+from reconciler.desired.models import Allocation, Billing, Environment, NodeShape, RunResources
 from reconciler.errors import SpecError, SpecIssue
 from reconciler.scheduler.tag import Tag
 
@@ -65,9 +67,12 @@ class RenderContext:
     input_paths: Mapping[str, StrPath] = field(default_factory=dict)  # input name -> absolute
     # input name -> every path it reads: a gathered input's members' outputs; else its one
     input_lists: Mapping[str, tuple[StrPath, ...]] = field(default_factory=dict)
+    # absolute: the project folder, which a relative `environment.venv` is relative to
+    project_dir: StrPath = "/"
 
     def __post_init__(self) -> None:
         paths = {"code_dir": self.code_dir, "run_dir": self.run_dir}
+        paths["project_dir"] = self.project_dir
         paths.update({f"input {name!r}": path for name, path in self.input_paths.items()})
         for what, path in paths.items():
             if not posixpath.isabs(os.fspath(path)):
@@ -82,11 +87,109 @@ def render_batch_script(run: DesiredRun, context: RenderContext) -> str:
         *_directives(run, context),
         "set -euo pipefail",
         *(skip_check_block(context.run_dir) if run.inputs else ()),
+        *environment_lines(run.spec.environment, context),
         *_exports(run, context),
         f"cd {shlex.quote(os.fspath(context.code_dir))}",
+        *ENVIRONMENT_RECORD,
         _body(run, context),
     ]
     return "\n".join(lines) + "\n"
+
+
+def environment_lines(environment: Environment | None, context: RenderContext) -> list[str]:
+    """The job's declared environment, made in the script: modules loaded, then a venv or
+    conda environment activated. Nothing when none is declared: the job then runs in the
+    environment it was submitted with (``scheduler/jobenv``). Module and conda scripts are
+    not written for ``set -u``, so they run without it."""
+    if environment is None:
+        return []
+    lines: list[str] = []
+    if environment.modules:
+        lines += [
+            "# environment: modules",
+            "set +u",
+            "if ! command -v module >/dev/null 2>&1; then",
+            f"  for init in {' '.join(_MODULE_INITS)}; do",
+            '    if [ -r "$init" ]; then . "$init"; break; fi',
+            "  done",
+            "fi",
+            "if ! command -v module >/dev/null 2>&1; then",
+            _fail("environment.modules: no module command (Lmod or Environment Modules)"),
+            "fi",
+            f"module load {shlex.join(environment.modules)}",
+            "set -u",
+        ]
+    if environment.venv is not None:
+        venv = posixpath.join(os.fspath(context.project_dir), environment.venv)
+        lines += [
+            "# environment: venv",
+            f"export VIRTUAL_ENV={shlex.quote(posixpath.normpath(venv))}",
+            'if [ ! -x "$VIRTUAL_ENV/bin/python" ]; then',
+            _fail("environment.venv: no $VIRTUAL_ENV/bin/python"),
+            "fi",
+            'export PATH="$VIRTUAL_ENV/bin:$PATH"',
+            "unset PYTHONHOME",
+        ]
+    if environment.conda is not None:
+        lines += [
+            "# environment: conda",
+            "set +u",
+            "if ! command -v conda >/dev/null 2>&1; then",
+            f"  for base in {' '.join(_CONDA_BASES)}; do",
+            '    if [ -x "$base/bin/conda" ]; then export PATH="$base/bin:$PATH"; break; fi',
+            "  done",
+            "fi",
+            "if ! command -v conda >/dev/null 2>&1; then",
+            _fail("environment.conda: no conda command (load a module that has it)"),
+            "fi",
+            'eval "$(conda shell.bash hook)"',
+            f"conda activate {shlex.quote(environment.conda)}",
+            "set -u",
+        ]
+    return lines
+
+
+# Where Lmod and Environment Modules keep the shell code that defines `module`: a login
+# shell reads it from /etc/profile.d, a batch script must read it itself.
+_MODULE_INITS = (
+    "/etc/profile.d/lmod.sh",
+    "/etc/profile.d/modules.sh",
+    "/usr/share/lmod/lmod/init/bash",
+    "/usr/share/modules/init/bash",
+)
+# Where conda is installed when no module puts it on the PATH.
+_CONDA_BASES = (
+    '"$HOME/miniforge3"',
+    '"$HOME/mambaforge"',
+    '"$HOME/miniconda3"',
+    '"$HOME/anaconda3"',
+    "/opt/conda",
+)
+
+
+def _fail(message: str) -> str:
+    """A line that ends the job with ``message`` (plain text: it is inside double quotes)."""
+    return f'  echo "recon: {message} on $(hostname)" >&2; exit 1'
+
+
+# What the job had, written where settle reads it into the provenance manifest
+# (``environment_record``): the interpreter, the modules, the venv or conda environment,
+# the PATH. Names and versions only, never a variable's value beyond these. It must never
+# fail the job.
+ENVIRONMENT_RECORD = (
+    'recon_job="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID:-}}"',
+    '{ mkdir -p "$RECON_RUN_DIR/.recon/environment" && printf '
+    "'python=%s\\nmodules=%s\\nvenv=%s\\nconda=%s\\npath=%s\\n' "
+    '"$(command -v python3 >/dev/null && python3 -V 2>&1 </dev/null)" "${LOADEDMODULES:-}" '
+    '"${VIRTUAL_ENV:-}" "${CONDA_DEFAULT_ENV:-}" "$PATH" '
+    '>"$RECON_RUN_DIR/.recon/environment/${recon_job:-${SLURM_JOB_ID:-job}}"; } '
+    "2>/dev/null || true",
+)
+
+
+def environment_record(run_dir: StrPath, job_id: str) -> Path:
+    """Where a job's environment record is (``ENVIRONMENT_RECORD`` writes it)."""
+    return Path(run_dir, ".recon", "environment", job_id)
 
 
 def log_paths(run_dir: StrPath, *, array: bool = False) -> tuple[str, str]:

@@ -35,9 +35,10 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from reconciler import __version__
-from reconciler.desired.desired import DesiredRun
+from reconciler.desired.desired import DesiredRun, EnvironmentKind
 from reconciler.errors import ManifestError
 from reconciler.scheduler.base import JobRecord, ObservedJob
+from reconciler.scheduler.render import environment_record
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.state.outputs import BOOKKEEPING, OutputVersion
 
@@ -83,6 +84,47 @@ class ComponentRun(BaseModel):
     end: AwareDatetime | None = None
 
 
+class EnvironmentUsed(BaseModel):
+    """The environment the job had: what its run declared, and what the job itself
+    recorded having (``render.ENVIRONMENT_RECORD``). Names and versions, never a passed
+    variable's value."""
+
+    model_config = _FROZEN
+
+    kind: EnvironmentKind = Field(
+        description="none: the clean base alone; declared: the base and what the run "
+        "declares; inherit: the environment of whoever applied"
+    )
+    modules: tuple[str, ...] = ()
+    venv: str | None = None
+    conda: str | None = None
+    files: dict[str, str] = Field(
+        default_factory=dict, description="each declared file's git blob id at the commit"
+    )
+    passed: tuple[str, ...] = Field((), description="the names passed from the applier")
+    had: dict[str, str] | None = Field(
+        None,
+        description="what the job recorded: python (its version), modules (loaded), venv, "
+        "conda, path; None when it recorded nothing",
+    )
+
+
+def environment_used(run: DesiredRun, had: Mapping[str, str] | None) -> EnvironmentUsed:
+    """The environment section of a manifest of ``run``'s current spec."""
+    declared = run.spec.environment
+    if declared is None:
+        return EnvironmentUsed(kind=EnvironmentKind.NONE, had=dict(had) if had else None)
+    return EnvironmentUsed(
+        kind=EnvironmentKind.of(declared),
+        modules=declared.modules,
+        venv=declared.venv,
+        conda=declared.conda,
+        files=run.environment_files,
+        passed=tuple(sorted(declared.pass_)),
+        had=dict(had) if had else None,
+    )
+
+
 class Manifest(BaseModel):
     """How one run's outputs were made. Times are UTC."""
 
@@ -110,6 +152,9 @@ class Manifest(BaseModel):
     host: str = Field(description="where the recon process that wrote this ran")
     recon_version: str
     created_at: AwareDatetime
+    environment: EnvironmentUsed | None = Field(
+        None, description="the job's environment; None in manifests of older releases"
+    )
 
 
 def manifest_from(
@@ -127,6 +172,7 @@ def manifest_from(
     user: str,
     host: str,
     recon_version: str = __version__,
+    environment: EnvironmentUsed | None = None,
 ) -> Manifest:
     """The manifest of ``job``, a job of ``run``'s current spec. Pure: every observation
     and the clock are arguments. Refuses (ValueError) a job of another run or spec hash,
@@ -171,6 +217,7 @@ def manifest_from(
         host=host,
         recon_version=recon_version,
         created_at=_utc(now),
+        environment=environment,
     )
 
 
@@ -209,6 +256,22 @@ def read_manifest(run_dir: Path) -> Manifest | None:
         return Manifest.model_validate_json(manifest_path(run_dir).read_bytes())
     except (OSError, ValueError):  # ValueError: bad JSON, bad UTF-8, failed validation
         return None
+
+
+# What a job's environment record may say (``render.ENVIRONMENT_RECORD``); nothing else
+# it holds is read.
+RECORDED = ("python", "modules", "venv", "conda", "path")
+
+
+def read_environment_record(run_dir: Path, job_id: str) -> dict[str, str] | None:
+    """What job ``job_id`` recorded of its environment; None when it recorded nothing
+    (a job of an older release, or one that could not write it). Never raises."""
+    try:
+        text = environment_record(run_dir, job_id).read_text(errors="replace")
+    except OSError:
+        return None
+    found = dict(line.partition("=")[::2] for line in text.splitlines() if "=" in line)
+    return {key: found[key] for key in RECORDED if key in found}
 
 
 def local_identity() -> tuple[str, str]:

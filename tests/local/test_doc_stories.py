@@ -192,7 +192,7 @@ def json_as_shown(data: Any, root: Path) -> str:
     """JSON recon wrote, as the docs show it: indented by 2, the project folder the doc's,
     and masked (besides commits and times): job ids, the user and host, the digest of a
     file version taken from its size and time (`fingerprint`), and the script's sha256,
-    which depends on the folder, and how long a watch's pass took."""
+    which depends on the folder, how long a watch's pass took, and the Python a job found."""
     text = json.dumps(data, indent=2).replace(str(root), DOC_FOLDER)
     text = text.replace(f"#user-{USER}", "#user-USER").replace(
         f'"user": "{USER}"', '"user": "USER"'
@@ -204,6 +204,7 @@ def json_as_shown(data: Any, root: Path) -> str:
         (re.compile(r'("kind": "fingerprint",\s+"digest": )"[0-9a-f]+"'), r'\1"DIGEST"'),
         (re.compile(r'"script_sha256": "[0-9a-f]+"'), '"script_sha256": "SHA"'),
         (re.compile(r'"seconds": [0-9.]+'), '"seconds": S'),
+        (re.compile(r'"python": "Python [0-9.]+"'), '"python": "Python 3.X"'),
     )
     for pattern, mask in masks:
         text = pattern.sub(mask, text)

@@ -106,6 +106,9 @@ CHECKED = {
         f"{UNIT}::test_a_prefix_of_a_refused_flag"
     ),
     "docs/specs.md: #!/bin/bash": f"{UNIT}::test_the_whole_batch_script",
+    "docs/specs.md: No environment declared for runs actor-learner, prepare, see": (
+        "tests/unit/test_environment.py::test_a_plan_that_submits_runs_declaring_nothing_says_so"
+    ),
     "docs/specs.md: recon plan for project cartpole at commit dfb3ee034c2a (sche": (
         f"{UNIT}::test_a_cascade_in_a_plan"
     ),

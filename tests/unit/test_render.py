@@ -22,6 +22,7 @@ from reconciler.desired.desired import DesiredRun, Location, effective_run
 from reconciler.desired.models import Defaults, NodeShape, Project, Run
 from reconciler.errors import SpecError
 from reconciler.scheduler.render import (
+    ENVIRONMENT_RECORD,
     RenderContext,
     log_files,
     log_paths,
@@ -34,6 +35,7 @@ HASH = "0123456789abcdef"
 LOCATION = Location("specs/train.yaml", 3)
 RUN_DIR = "/srv/demo/runs/train"
 CODE_DIR = "/srv/demo/code"
+RECORD = "".join(line + "\n" for line in ENVIRONMENT_RECORD)
 
 
 def desired(spec: dict[str, Any], script_text: str | None = None, **defaults: Any) -> DesiredRun:
@@ -201,6 +203,7 @@ def test_plain_run_script_pinned() -> None:
         "export GREETING='hello world'\n"
         "export SEED=42\n"
         "cd /srv/demo/code\n"
+        f"{RECORD}"
         "python3 train.py --data /srv/demo/runs/prepare/data/episodes.csv \\\n"
         "  --out /srv/demo/runs/train/model/policy.json --name train --dir /srv/demo/runs/train\n"
     )
@@ -248,6 +251,7 @@ def test_het_run_script_pinned() -> None:
         "export RECON_SPEC_HASH=0123456789abcdef\n"
         "export RECON_OUTPUT_POLICY=/srv/demo/runs/train/policy.json\n"
         "cd /srv/demo/code\n"
+        f"{RECORD}"
         "srun --het-group=1 learner --out /srv/demo/runs/train/policy.json\n"
     )
 
@@ -269,6 +273,7 @@ def test_script_file_run_pinned() -> None:
         "export RECON_SPEC_HASH=0123456789abcdef\n"
         "export RECON_OUTPUT_METRICS=/srv/demo/runs/train/m.json\n"
         "cd '/srv/demo/my code'\n"
+        f"{RECORD}"
         "/usr/bin/env python3 /dev/fd/3 3<<'RECON_SCRIPT_EOF'\n"
         "#!/usr/bin/env python3\n"
         "import os\n"
@@ -487,7 +492,7 @@ def script_run(text: str) -> DesiredRun:
 def test_script_without_shebang_runs_like_a_command(tmp_path: Path) -> None:
     text = "echo $RECON_RUN\nfalse\necho no\n"
     script = render_batch_script(script_run(text), context(code_dir=tmp_path))
-    assert script.endswith(f"\ncd {tmp_path}\n{text}")
+    assert script.endswith(f"\ncd {tmp_path}\n{RECORD}{text}")
     result = execute(script, tmp_path)
     assert (result.returncode, result.stdout) == (1, b"train\n")
 

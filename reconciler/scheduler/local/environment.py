@@ -1,9 +1,11 @@
 """The environment a local job runs in, and the ``srun`` it finds on its PATH. Pure.
 
-A job gets the variables of the submitter's environment that programs need to find their
-tools and speak the user's language (``PASSED``, ``PASSED_PREFIXES``), as they were at
-submit time (it may start long after, from another process), plus the ``SLURM_*``
-variables batch scripts commonly read. Not the whole environment, as sbatch's default
+A job gets the environment its request declares (``scheduler/jobenv``: a clean base and
+the variables the run passes by name), whole; a run that inherits the submitter's gets
+the variables of the submitter's environment that programs need to find their tools and
+speak the user's language (``PASSED``, ``PASSED_PREFIXES``), as they were at submit time
+(it may start long after, from another process). Both get the ``SLURM_*`` variables
+batch scripts commonly read. Not the whole environment, as sbatch's default
 ``--export=ALL`` hands over: the local backend has to keep it on disk until the job
 starts, and tokens and keys in a shell's environment do not belong in a file. A run
 passes anything else through its own ``env:``. Every het component runs on this host, so
@@ -63,6 +65,7 @@ exec "$@"
 def job_environment(
     submitter: Mapping[str, str],
     *,
+    whole: bool = False,
     job_id: str,
     job_name: str,
     components: Sequence[Component],
@@ -73,7 +76,7 @@ def job_environment(
     env = {
         key: value
         for key, value in submitter.items()
-        if key in PASSED or key.startswith(PASSED_PREFIXES)
+        if whole or key in PASSED or key.startswith(PASSED_PREFIXES)
     }
     path = env.get("PATH", "/usr/local/bin:/usr/bin:/bin")
     cpus = sum(component.cpus for component in components)

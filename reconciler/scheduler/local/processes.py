@@ -39,7 +39,10 @@ def spawn_supervisor(store_root: Path, job_id: int, alive_fd: int, log: Path) ->
             stderr=log_stream,
             pass_fds=(alive_fd,),
             start_new_session=True,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            # The spawner's environment, in memory only: a job's variables passed by name
+            # come from it (``Store.environment``), and it is handed on to the supervisors
+            # this one starts. The script itself gets only its job's environment.
+            env=dict(os.environ),
             check=True,
         )
 

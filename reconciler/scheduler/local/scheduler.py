@@ -164,7 +164,10 @@ class LocalScheduler:
 
     def _enqueue(self, request: SubmitRequest, directives: Directives) -> str:
         workdir = Path(request.workdir).absolute()
-        submitter = dict(os.environ)
+        # The job's declared environment, whole; else the submitter's, as sbatch gives it
+        # (of which ``job_environment`` keeps what programs need).
+        declared = request.environment is not None
+        submitter = dict(os.environ) if request.environment is None else dict(request.environment)
         submit_dir = os.getcwd()
         array = request.array
         self._store.prepare()
@@ -180,6 +183,7 @@ class LocalScheduler:
                 spec = self._spec(job_id, request.tag, directives, workdir, dependencies, task)
                 env = job_environment(
                     submitter,
+                    whole=declared,
                     job_id=str(job_id),
                     job_name=spec.name,
                     components=spec.components,
@@ -192,7 +196,7 @@ class LocalScheduler:
                 return spec, env
 
             count = 1 if array is None else len(array.indices)
-            first, *_ = self._store.create(build, request.script, count)
+            first, *_ = self._store.create(build, request.script, count, request.passed)
             dispatch_locked(self._store)
         return str(first.job_id)
 

@@ -13,7 +13,13 @@
                             log files, time limit, submit time, and for an array's task
                             its array id, index, the array's size and cap
             script          the batch script, run as it is (its shebang picks the shell)
-            env.json        the environment it runs in (mode 0600: it is the submitter's)
+            env.json        the environment it runs in (mode 0600: it may be the submitter's),
+                            less the variables passed by name (``passed``)
+            passed.json     the names of the variables passed from the submitter: their
+                            values are never written here; the supervisor takes them from
+                            its own environment, which is that of the process starting it
+                            (the recon that submitted the job, or the supervisor of the job
+                            it waited for, and so on back to a recon)
             alive           flocked by the job's supervisor for as long as it lives
             started.json    when the dispatcher started it
             pid.json        the supervisor's pid and the script's process group
@@ -33,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -216,6 +222,7 @@ class Store:
         build: Callable[[int, int], tuple[JobSpec, dict[str, str]]],
         script: str,
         count: int = 1,
+        passed: tuple[str, ...] = (),
     ) -> list[JobSpec]:
         """``count`` new jobs with consecutive ids (an array's tasks; one job otherwise):
         ``build(first id, id)`` makes each one's spec and environment.
@@ -235,7 +242,10 @@ class Store:
             draft = self.jobs_dir / f".new-{job_id}"
             draft.mkdir()
             write_atomic(draft / "script", script, 0o700)
-            write_json(draft / "env.json", env, 0o600)
+            kept = {key: value for key, value in env.items() if key not in passed}
+            write_json(draft / "env.json", kept, 0o600)
+            if passed:
+                write_json(draft / "passed.json", {"names": list(passed)})
             write_json(draft / "job.json", spec.to_json())
             (self.active_dir / str(job_id)).touch()
             os.rename(draft, self.job_dir(job_id))
@@ -390,9 +400,14 @@ class Store:
             self._read_final.clear()
         return Snapshot(specs, facts, tuple(problems))
 
-    def environment(self, job_id: int) -> dict[str, str]:
+    def environment(self, job_id: int, passed_from: Mapping[str, str]) -> dict[str, str]:
+        """The job's environment: what was written at submit, and each variable passed by
+        name with its value in ``passed_from`` (the starting process's environment)."""
         data = read_json(self.job_dir(job_id) / "env.json") or {}
-        return {str(key): str(value) for key, value in data.items()}
+        env = {str(key): str(value) for key, value in data.items()}
+        names = (read_json(self.job_dir(job_id) / "passed.json") or {}).get("names", [])
+        env.update({name: passed_from[name] for name in names if name in passed_from})
+        return env
 
     def is_cancelled(self, job_id: int) -> bool:
         return (self.job_dir(job_id) / "cancelled.json").exists()

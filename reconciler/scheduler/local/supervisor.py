@@ -76,7 +76,7 @@ def supervise(store: Store, spec: JobSpec) -> Ending:
         process = start_script(
             store.job_dir(spec.job_id) / "script",
             spec.workdir,
-            store.environment(spec.job_id),
+            store.environment(spec.job_id, os.environ),
             stdout,
             stderr,
         )

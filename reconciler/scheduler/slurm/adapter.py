@@ -11,7 +11,7 @@ import os
 import pwd
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TypeVar
@@ -30,6 +30,7 @@ from reconciler.scheduler.base import (
     StepRequest,
     SubmitRequest,
 )
+from reconciler.scheduler.jobenv import SLURM_PASSED
 from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.slurm import argv
 from reconciler.scheduler.slurm.combine import combine
@@ -213,7 +214,11 @@ class SlurmScheduler:
     def submit(self, request: SubmitRequest) -> str:
         """``sbatch --parsable`` with the script on stdin; returns the job id."""
         return self._create(
-            argv.sbatch(request), request.script, request.tag, lambda r: parse_submitted(r.stdout)
+            argv.sbatch(request),
+            request.script,
+            request.tag,
+            lambda r: parse_submitted(r.stdout),
+            env=sbatch_environment(request.environment, os.environ),
         )
 
     def allocate(self, request: AllocateRequest) -> str:
@@ -266,7 +271,9 @@ class SlurmScheduler:
         yet (srun holds it back until the allocation has room, or Slurm is slow)."""
         log = request.log_dir / f"srun-{request.tag.name}.log"
         try:
-            process = self._spawn(srun(request), log)
+            env = sbatch_environment(request.environment, os.environ)
+            argv = srun(request)
+            process = self._spawn(argv, log) if env is None else self._spawn(argv, log, env)
         except OSError as error:
             raise PermanentSchedulerError(f"srun could not be started: {error}") from error
         for _ in range(round(STEP_LISTED_WAIT / STEP_POLL)):
@@ -301,6 +308,7 @@ class SlurmScheduler:
         stdin: str | None,
         tag: Tag,
         job_id_of: Callable[[Result], str | None],
+        env: Mapping[str, str] | None = None,
     ) -> str:
         """Run a command that makes a job, retrying transient failures without doubling it.
 
@@ -326,6 +334,7 @@ class SlurmScheduler:
             stdin,
             outcome=accepted,
             before_retry=lambda: self._job_made_since(tag, first_try),
+            env=env,
         )
 
     def _with_retries(
@@ -335,6 +344,7 @@ class SlurmScheduler:
         *,
         outcome: Callable[[Result], T | None],
         before_retry: Callable[[], T | None],
+        env: Mapping[str, str] | None = None,
     ) -> T:
         """Run ``command`` until ``outcome`` accepts its result, it fails for good, or the
         attempts run out, sleeping ``first_delay``, then twice that, and so on, in between.
@@ -346,7 +356,11 @@ class SlurmScheduler:
                 settled = before_retry()
                 if settled is not None:
                     return settled
-            result = self._runner(command, stdin)
+            # A runner is called with an environment only when one is asked for, so a
+            # runner written for commands without one serves every other command.
+            result = (
+                self._runner(command, stdin) if env is None else self._runner(command, stdin, env)
+            )
             answer = outcome(result)
             if answer is not None:
                 return answer
@@ -366,3 +380,15 @@ class SlurmScheduler:
             if record.tag == tag and record.submit is not None and record.submit >= since:
                 return record.top_id
         return None
+
+
+def sbatch_environment(
+    environment: Mapping[str, str] | None, environ: Mapping[str, str]
+) -> dict[str, str] | None:
+    """What sbatch runs with, and so what the job starts from (``scheduler/jobenv``): the
+    request's environment and the variables sbatch needs to find the cluster; None: the
+    submitter's own (the runner's default)."""
+    if environment is None:
+        return None
+    found = {name: environ[name] for name in SLURM_PASSED if name in environ}
+    return {**environment, **found}

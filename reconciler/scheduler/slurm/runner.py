@@ -6,6 +6,7 @@ import locale
 import os
 import select
 import selectors
+import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -20,13 +21,24 @@ TIMED_OUT = 124
 
 class Runner(Protocol):
     def __call__(
-        self, argv: Sequence[str], stdin: str | None = None
+        self, argv: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]: ...
 
 
-def run(argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` and return what it did; never raises for the command's own failures."""
-    env = {**_own_environment(os.environ), "SLURM_TIME_FORMAT": "standard"}
+def run(
+    argv: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` and return what it did; never raises for the command's own failures.
+
+    ``env``: the command's whole environment (sbatch's is the job's: ``scheduler/jobenv``);
+    by default the caller's, less what would change a command behind recon's back."""
+    if env is not None:
+        # Found on recon's own PATH: the command's (the job's clean one) may not hold it.
+        argv = [shutil.which(argv[0]) or argv[0], *argv[1:]]
+    env = {
+        **(_own_environment(os.environ) if env is None else env),
+        "SLURM_TIME_FORMAT": "standard",
+    }
     try:
         process = subprocess.Popen(
             list(argv),
@@ -132,14 +144,21 @@ class Process(Protocol):
 
 
 class Spawner(Protocol):
-    def __call__(self, argv: Sequence[str], log: Path) -> Process: ...
+    def __call__(
+        self, argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None
+    ) -> Process: ...
 
 
-def spawn_detached(argv: Sequence[str], log: Path) -> Process:
+def spawn_detached(argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> Process:
     """Start ``argv`` in a session of its own, output appended to ``log``, and return at
     once: it outlives recon, its terminal and its process group (a step's srun must live
-    as long as the step). Raises OSError when it cannot be started."""
+    as long as the step). Raises OSError when it cannot be started.
+
+    ``env``: the step's environment (``scheduler/jobenv``), which srun hands the step;
+    by default recon's own, less Slurm's input variables."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    if env is not None:
+        argv = [shutil.which(argv[0]) or argv[0], *argv[1:]]
     with log.open("ab") as out:
         return subprocess.Popen(
             list(argv),
@@ -147,7 +166,7 @@ def spawn_detached(argv: Sequence[str], log: Path) -> Process:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=_step_environment(os.environ),
+            env=_step_environment(os.environ) if env is None else dict(env),
         )
 
 

@@ -11,7 +11,7 @@ object with the runner's signature instead of patching ``subprocess``.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from reconciler.scheduler.slurm.runner import Runner, run
 
@@ -37,9 +37,13 @@ class ScriptedRunner:
     def __init__(self, **answers: list[Answer]) -> None:
         self.answers = answers
         self.calls: list[tuple[list[str], str | None]] = []
+        self.environments: list[Mapping[str, str] | None] = []  # each call's env
 
-    def __call__(self, argv: Sequence[str], stdin: str | None = None) -> Result:
+    def __call__(
+        self, argv: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
+    ) -> Result:
         self.calls.append((list(argv), stdin))
+        self.environments.append(env)
         queue = self.answers.get(argv[0])
         if not queue:
             raise AssertionError(f"{argv[0]} must not be called here: {list(argv)}")
@@ -64,11 +68,13 @@ class RecordingRunner:
         self.calls: list[list[str]] = []
         self.stdout: dict[str, str] = {}
 
-    def __call__(self, argv: Sequence[str], stdin: str | None = None) -> Result:
+    def __call__(
+        self, argv: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
+    ) -> Result:
         self.calls.append(list(argv))
         if argv[0] in self.fail:
             return subprocess.CompletedProcess(list(argv), 1, "", self.fail[argv[0]])
-        result = self.inner(argv, stdin)
+        result = self.inner(argv, stdin) if env is None else self.inner(argv, stdin, env)
         self.stdout[argv[0]] = result.stdout
         return result
 
