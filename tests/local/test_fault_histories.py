@@ -10,8 +10,9 @@ random sequences of commits, passes and faults. After every step:
 and at the end, once faults stop and jobs are let finish, the project converges within a
 bounded number of passes and then plans nothing.
 
-Histories: `RECON_HISTORIES` (default 150 in the suite; e.g. 5000 by hand), each up to
-`RECON_HISTORY_STEPS` steps (default 25). A failing history is printed by Hypothesis as a
+Histories: `RECON_HISTORIES` (default 200 in the suite; thousands by hand), each up to
+`RECON_HISTORY_STEPS` steps (default 25); `RECON_HISTORY_SEED` set draws new ones each
+run instead of the suite's fixed set. A failing history is printed by Hypothesis as a
 readable script of rule calls, shrunk to the fewest steps that still fail.
 """
 
@@ -47,7 +48,7 @@ from reconciler.state.paths import JOURNAL_FILE
 from tests.gitrepo import GitRepo
 from tests.simcluster import ALIVE, ENDINGS, Faults, SimCluster, SimJob, SimTask
 
-HISTORIES = int(os.environ.get("RECON_HISTORIES", "150"))
+HISTORIES = int(os.environ.get("RECON_HISTORIES", "200"))
 STEPS = int(os.environ.get("RECON_HISTORY_STEPS", "25"))
 PROJECT = "hist"
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
