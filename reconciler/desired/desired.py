@@ -51,6 +51,9 @@ NOT_HASHED = {
     "teardown",
     "coupled_with",
     "allocation",
+    # Which files are the run's code: their versions are compared job by job instead
+    # (``DesiredRun.code``), so adding a glob reruns only what changed.
+    "code",
     "min_remaining",
     "setup_retries",
     "idle_release",
@@ -125,6 +128,7 @@ class DesiredRun:
         "_hash",
         "_resources",
         "_spec",
+        "code",
         "gathers",
         "location",
         "member",
@@ -144,6 +148,8 @@ class DesiredRun:
         shape: RunShape | None = None,  # required with a `spec` still to be built
         # its effective resources before its model is built (default: the model's)
         resources: RunResources | Callable[[], RunResources] | None = None,
+        # its code: each committed file its command names or `code:` lists -> git blob id
+        code: Mapping[str, str] | None = None,
     ) -> None:
         self._spec = spec if isinstance(spec, Run) else None
         self._build = None if isinstance(spec, Run) else spec
@@ -157,6 +163,7 @@ class DesiredRun:
         self.script_text = script_text
         self.member = member
         self.gathers: Mapping[str, tuple[str, ...]] = gathers or {}
+        self.code: Mapping[str, str] = code or {}
 
     @property
     def spec(self) -> Run:

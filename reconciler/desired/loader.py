@@ -109,13 +109,14 @@ def load_desired(
     cache = (shared or SharedCache()).open(
         cache_dir if cache_dir is not None else source.root / project.state_dir, project
     )
+    code = CodeFiles(source, all_paths)
     try:
-        summaries, runs, expansion, scripts = _checked(source, project, cache, all_paths)
+        summaries, runs, expansion, scripts = _checked(source, project, cache, code)
     finally:
         cache.save()  # parse results are kept whether or not the specs are valid
     upstreams = expansion.upstreams
     allocations = {s.name: s for s in summaries if s.kind == "Allocation"}
-    made = _MadeOnce()
+    made = _MadeOnce(code=code)
     warnings = () if summaries else (_nothing_declared(source, project, all_paths),)
     return Desired(
         project,
@@ -140,15 +141,16 @@ def load_desired(
 
 
 def _checked(
-    source: SpecSource, project: Project, cache: ParseCache, all_paths: list[str]
+    source: SpecSource, project: Project, cache: ParseCache, code: CodeFiles
 ) -> tuple[list[DocumentSummary], dict[str, DocumentSummary], sweeps.Expansion, dict[str, str]]:
     """Every document (sweeps expanded), the runs among them, the expansion and the
     scripts' texts; or a SpecError with every problem. A commit that passed the
     project-wide checks before skips them: they depend on its files alone (the work tree
     has no commit to name)."""
     summaries, issues = _load_files(source, project, cache)
-    scripts, script_issues = _read_scripts(source, summaries, all_paths)
+    scripts, script_issues = _read_scripts(source, summaries, code.all_paths)
     issues.extend(script_issues)
+    issues.extend(code.issues(summaries))
     key = None if source.commit is None else f"{source.commit} {source.root}"
     known = key is not None and not issues and cache.passed_checks(key)
     if not known:
@@ -172,10 +174,69 @@ def _checked(
     return summaries, runs, expansion, scripts
 
 
+class CodeFiles:
+    """Each run's code at the commit: the committed files its command names, and those
+    its `code:` globs match, with their git blob ids, from the listing the load made
+    already (no file is read; a committed symbolic link counts by the file it leads to).
+    Worked out once per distinct command words and globs."""
+
+    def __init__(self, source: SpecSource, all_paths: list[str]) -> None:
+        self.source = source
+        self.all_paths = all_paths
+        self._paths: set[str] | None = None
+        self._made: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, str]] = {}
+        self._globbed: dict[tuple[str, ...], list[str]] = {}
+
+    @property
+    def paths(self) -> set[str]:
+        if self._paths is None:
+            self._paths = set(self.all_paths)
+        return self._paths
+
+    def of(self, summary: DocumentSummary) -> dict[str, str]:
+        """The run's code files -> blob id."""
+        key = (summary.code_words, summary.code_globs)
+        found = self._made.get(key)
+        if found is None:
+            paths = self.paths
+            named = [word for word in summary.code_words if word in paths]
+            files = sorted({*named, *self._globbed_by(summary.code_globs)})
+            found = self._made[key] = {path: self._blob(path) for path in files}
+        return found
+
+    def _globbed_by(self, globs: tuple[str, ...]) -> list[str]:
+        if not globs:
+            return []
+        if globs not in self._globbed:
+            self._globbed[globs] = matching(self.all_paths, globs)
+        return self._globbed[globs]
+
+    def _blob(self, path: str) -> str:
+        return self.source.blob_id(self.source.target(path) or path)
+
+    def issues(self, summaries: list[DocumentSummary]) -> list[SpecIssue]:
+        """A `code:` glob that matches no file: a typo would silently track nothing."""
+        issues = []
+        told: set[tuple[str, str]] = set()
+        where = "in the work tree" if self.source.commit is None else "at this commit"
+        for summary in summaries:
+            for glob in summary.code_globs:
+                if (summary.file, glob) in told or self._globbed_by((glob,)):
+                    continue
+                told.add((summary.file, glob))
+                message = (
+                    f"{glob!r} matches no file {where}: write globs relative to the project "
+                    "folder (the one holding recon.yaml), and commit the files they name"
+                )
+                issues.append(SpecIssue(summary.file, summary.code_line, "code", message))
+        return issues
+
+
 @dataclass
 class _MadeOnce:
     """What the runs of one load share, made for the first run that needs it."""
 
+    code: CodeFiles
     # sweep -> its members' common part: the effective spec and its canonical fields
     bases: dict[str, tuple[Run, dict[str, Any]]] = field(default_factory=dict)
     # a run's `resources:` as written (marshalled) -> its effective resources
@@ -436,6 +497,7 @@ def _desired_run(
         expansion.gathers.get(summary.name, {}),
         _shape(summary, project.runs_dir, singles),
         lambda: made.resources_of(summary, project),
+        made.code.of(summary),
     )
     return run
 
@@ -487,6 +549,7 @@ def _desired_member(
         expansion.gathers.get(summary.name, {}),
         _shape(summary, project.runs_dir, singles),
         lambda: made.resources_of(summary, project),  # its document is its sweep's
+        made.code.of(summary),
     )
     return run
 

@@ -179,6 +179,21 @@ class CommitSource:
         return contents
 
 
+@lru_cache(maxsize=64)
+def committed_blobs(root: Path, commit: str) -> dict[str, str | None] | None:
+    """Every file of the project folder `root` at `commit` (relative to `root`) -> its git
+    blob id, from one `git ls-tree`; None for a symbolic link (its blob is the link's
+    text, not its target's content). None when git cannot list the commit (gone after a
+    rebase and a gc). Cached: a commit never changes."""
+    listed = _git(root, "ls-tree", "-r", "-z", commit)
+    if listed.returncode != 0:
+        return None
+    return {
+        path: None if mode == _LINK_MODE else blob
+        for mode, blob, path in _LS_TREE_BLOB.findall(listed.stdout)
+    }
+
+
 class WorktreeSource:
     """The files on disk, uncommitted changes included (`--worktree`)."""
 

@@ -8,6 +8,8 @@ models are rebuilt from the raw data only for the runs someone actually looks at
 from __future__ import annotations
 
 import marshal
+import posixpath
+import re
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -45,6 +47,12 @@ class DocumentSummary(NamedTuple):
     # output's name, path, marker and hash kind; each `path:` input's name and path.
     outputs_declared: tuple[tuple[str, str, str | None, HashKind], ...] = ()
     external_inputs: tuple[tuple[str, str], ...] = ()
+    # The run's code as written (``code_files``): the words of its command that may be a
+    # path (those that name a committed file are its code) and its `code:` globs; both
+    # empty with `code: none`.
+    code_words: tuple[str, ...] = ()
+    code_globs: tuple[str, ...] = ()
+    code_line: int = 0
 
     @property
     def upstreams(self) -> list[str]:
@@ -124,6 +132,28 @@ def _split(upstream: tuple[str, str] | None) -> tuple[str | None, str | None]:
     return upstream if upstream is not None else (None, None)
 
 
+# A word of a command that may name a file: what lies between blanks, quotes, shell
+# operators, `=` (`--config=conf/model.yaml`) and template tokens' braces.
+_WORD = re.compile(r"[^\s'\"`;|&()<>{}=$\\]+")
+
+
+def command_words(command: str | None) -> tuple[str, ...]:
+    """The words of a command that could be paths inside the project, normalized
+    (`./run.sh` is `run.sh`), each once: the loader keeps those that are committed files.
+    An absolute path, one leaving the project (`..`) or one built from a template token
+    (`conf/{matrix.model}.yaml`) names no file of the commit."""
+    if command is None:
+        return ()
+    words: dict[str, None] = {}
+    for word in _WORD.findall(command):
+        if word.startswith(("/", "-")):
+            continue  # an absolute path, or an option
+        path = posixpath.normpath(word)
+        if path != ".." and not path.startswith("../"):
+            words[path] = None
+    return tuple(words)
+
+
 def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummary:
     spec = document.spec
     inputs: tuple[InputRef, ...] = ()
@@ -135,7 +165,12 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
     output_paths: tuple[tuple[str, int], ...] = ()
     outputs_declared: tuple[tuple[str, str, str | None, HashKind], ...] = ()
     external_inputs: tuple[tuple[str, str], ...] = ()
+    code_words: tuple[str, ...] = ()
+    code_globs: tuple[str, ...] = ()
     if isinstance(spec, Run):
+        if spec.code != "none":
+            code_words = command_words(spec.command)
+            code_globs = spec.code or ()
         coupled = spec.coupled_with
         allocation = spec.allocation
         inputs = tuple(
@@ -175,4 +210,7 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
         output_paths,
         outputs_declared,
         external_inputs,
+        code_words,
+        code_globs,
+        document.line_of("code"),
     )
