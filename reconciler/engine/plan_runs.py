@@ -13,6 +13,8 @@ decides is submitted:
     in_progress          a job of its current spec is queued/running   INFLIGHT
     outdated_still_live  only an older spec's job is alive             INFLIGHT (replace) or WAITING
     failed_before        attempts failed since its last success        INFLIGHT (retry) or FAILED
+                         (or its last failure's code or inputs changed,  INFLIGHT (submit)
+                         or recon cancelled it)
     succeeded            a job of its current spec succeeded           DONE, or INFLIGHT when stale
     not_seen_yet         the journal's job is not shown yet            WAITING
     step_not_listed_yet  its step's id is not listed yet               WAITING
@@ -33,6 +35,7 @@ from reconciler.engine.actions import Action, ActionKind, RunOutcome
 from reconciler.engine.plan_allocations import InUse
 from reconciler.engine.plan_changes import why_submit
 from reconciler.engine.plan_history import (
+    Stale,
     Success,
     failed_attempts,
     fate_unknown,
@@ -61,7 +64,7 @@ class RunFacts:
     jobs: tuple[ObservedJob, ...]  # all its observed jobs, oldest first
     current: tuple[ObservedJob, ...]  # those of its current spec
     success: Success | None  # its last success of the current spec
-    stale: str | None  # why that success is no longer current; None when it is
+    stale: Stale | None  # why that success is no longer current; None when it is
     # what GPU steps hold in each ready allocation job, this plan's starts included
     in_use: Mapping[str, InUse] = field(default_factory=dict)
 
@@ -197,7 +200,12 @@ def outdated_still_live(facts: RunFacts) -> Decision | None:
 
 def failed_before(facts: RunFacts) -> Decision | None:
     run = facts.run
-    attempts = failed_attempts(facts.history, run, facts.current, facts.success)
+    found = failed_attempts(facts.inputs, run, facts.current, facts.success, facts.decided)
+    attempts = found.counted
+    if found.again is not None:
+        # Its last failure is no attempt at the run as it is now: tried again (a stale
+        # success says why itself).
+        return facts.submit(ActionKind.SUBMIT, facts.stale.reason if facts.stale else found.again)
     if not attempts:
         return None
     job_id, how = attempts[-1]
@@ -209,7 +217,7 @@ def failed_before(facts: RunFacts) -> Decision | None:
     return facts.stays(
         RunOutcome.FAILED,
         f"failed: job {job_id} {how}; no retries left (retries: {run.spec.retries}). "
-        "Fix it and commit, which changes its spec",
+        f"{FAILED_FIXES.format(name=run.name)}",
     )
 
 
@@ -218,7 +226,7 @@ def succeeded(facts: RunFacts) -> Decision | None:
         return None
     if facts.stale is None:
         return facts.stays(RunOutcome.DONE, f"current (job {facts.success.job_id} succeeded)")
-    return facts.submit(ActionKind.SUBMIT, facts.stale)
+    return facts.submit(ActionKind.SUBMIT, facts.stale.reason)
 
 
 def not_seen_yet(facts: RunFacts) -> Decision | None:
@@ -257,6 +265,10 @@ def _submit_anew(facts: RunFacts) -> Decision:
         why += f"; {lost[-1][0]} was lost: Slurm now shows that id as {lost[-1][1]}"
     return facts.submit(ActionKind.SUBMIT, why)
 
+
+# What makes a failed run with no retries left run again: a new spec or code (an attempt
+# counts only at the spec, code and inputs it ran with), or asking for it.
+FAILED_FIXES = "Change its spec or code and commit, or `recon apply --replace {name}`"
 
 Row = Callable[[RunFacts], Decision | None]
 
