@@ -262,14 +262,16 @@ class LazyMapping(Mapping[str, T]):
         keys: Iterable[str],
         build: Callable[[str], T],
         known_hash: Callable[[str], str | None] = lambda _key: None,
+        known_code: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         """`known_hash`: a value's spec hash when it is known without building the value
-        (``spec_hash_of``)."""
+        (``spec_hash_of``); `known_code`: a run's code files, likewise (``code_of``)."""
         self._keys = list(keys)
         self._known = set(self._keys)
         self._build = build
         self._built: dict[str, T] = {}
         self.known_hash = known_hash
+        self.known_code = known_code
 
     def __getitem__(self, key: str) -> T:
         if key not in self._built:
@@ -296,6 +298,15 @@ def spec_hash_of(
     if isinstance(entries, LazyMapping) and (known := entries.known_hash(name)) is not None:
         return known
     return entries[name].spec_hash
+
+
+def code_of(runs: Mapping[str, DesiredRun], name: str) -> Mapping[str, str]:
+    """A run's code files -> blob id (``DesiredRun.code``), without building the run where
+    the loader knows them: comparing two commits of 10,000 runs builds only those that
+    differ."""
+    if isinstance(runs, LazyMapping) and runs.known_code is not None:
+        return runs.known_code(name)
+    return runs[name].code
 
 
 def run_workdir(workdir: str | None, runs_dir: str, name: str) -> str:

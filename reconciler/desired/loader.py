@@ -128,6 +128,7 @@ def load_desired(
             # Known without the model, except for a script run (its script joins the hash)
             # and a sweep's member (its hash is its own spec's, made when it is built).
             lambda name: None if name in expansion.members else runs[name].spec_hash,
+            lambda name: code.of(runs[name]),
         ),
         LazyMapping(
             allocations,

@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from reconciler.desired.desired import DesiredRun
 from reconciler.engine.actions import RunOutcome
-from reconciler.engine.plan_inputs import Decision, PlanInputs
+from reconciler.engine.plan_inputs import Decision, PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, ENDINGS, Health, ending
 from reconciler.state.records import (
@@ -107,7 +107,7 @@ def code_changes(inputs: PlanInputs, run: DesiredRun, record: SubmissionRecord |
         return []
     return [
         path
-        for path, blob in run.code.items()
+        for path, blob in sorted(run.code.items())
         if (ran := _code_ran(inputs, run, record, path)) is not None and ran != blob
     ]
 
@@ -160,14 +160,24 @@ def _undone(decision: Decision | None) -> bool:
     return decision is None or decision.outcome is not RunOutcome.DONE
 
 
+class NoAttempt(StrEnum):
+    """Why a failed job of the current spec is no attempt at the run as it is now."""
+
+    CODE = "code changed"
+    INPUT = "input changed"
+    CANCELLED_BY_RECON = "cancelled by recon"
+
+
 @dataclass(frozen=True)
 class Attempts:
     """The failed attempts at the current spec since its last success, as (job id, how it
     ended), oldest first; and, when the newest failed job of the spec is not one (its
-    cause has changed since, or recon cancelled it), why it is tried again."""
+    cause has changed since, or recon cancelled it), why not (`again`, in words, and
+    `why_not`)."""
 
     counted: list[tuple[str, str]]
     again: str | None = None
+    why_not: NoAttempt | None = None
 
 
 def failed_attempts(
@@ -187,7 +197,7 @@ def failed_attempts(
     ending it was recon's doing (a job that failed on its own first stays a failure).
     """
     attempts: dict[str, str] = {}
-    not_attempts: dict[str, str] = {}  # job id -> why it is no attempt now
+    not_attempts: dict[str, tuple[NoAttempt, str]] = {}  # job id -> why it is no attempt
     for record in inputs.history(run.name):
         if (
             record.spec_hash != run.spec_hash
@@ -196,9 +206,9 @@ def failed_attempts(
             or _dependency_cancel(record.reason)
         ):
             continue
-        why_not = _no_attempt(inputs, run, record, decided)
-        if why_not is not None:
-            not_attempts[record.job_id] = why_not
+        excluded = _no_attempt(inputs, run, record, decided)
+        if excluded is not None:
+            not_attempts[record.job_id] = excluded
             continue
         attempts[record.job_id] = (
             record.reason
@@ -227,12 +237,13 @@ def failed_attempts(
     newest = max(later, key=job_order, default=None)
     if newest is None or (counted and job_order(counted[-1][0]) > job_order(newest)):
         return Attempts(counted)
-    return Attempts(counted, not_attempts[newest])
+    kind, again = not_attempts[newest]
+    return Attempts(counted, again, kind)
 
 
 def _no_attempt(
     inputs: PlanInputs, run: DesiredRun, record: SubmissionRecord, decided: Mapping[str, Decision]
-) -> str | None:
+) -> tuple[NoAttempt, str] | None:
     """Why a failed job of the current spec is no attempt at what the run is now; None
     when it is one."""
     assert record.job_id is not None
@@ -240,16 +251,37 @@ def _no_attempt(
         return _recon_cancelled(record.job_id)
     changed = code_changes(inputs, run, record)
     if changed:
-        return _changed_code(changed, f"since job {record.job_id} failed with")
+        return NoAttempt.CODE, _changed_code(changed, f"since job {record.job_id} failed with")
     for name, spec_input in run.inputs.items():
         if _input_changed(inputs, run, record, name, decided):
             source = spec_input.from_ or spec_input.path
-            return f"input {name} ({source}) changed since job {record.job_id} failed"
+            why = f"input {name} ({source}) changed since job {record.job_id} failed"
+            return NoAttempt.INPUT, why
     return None
 
 
-def _recon_cancelled(job_id: str) -> str:
-    return f"job {job_id} was cancelled by recon, which is no attempt of the run's"
+def _recon_cancelled(job_id: str) -> tuple[NoAttempt, str]:
+    why = f"job {job_id} was cancelled by recon, which is no attempt of the run's"
+    return NoAttempt.CANCELLED_BY_RECON, why
+
+
+def partner_failed(
+    inputs: PlanInputs, run: DesiredRun, decided: Mapping[str, Decision]
+) -> str | None:
+    """A coupled partner that ended badly and is not run again (in this plan, as decided
+    already, or by a job queued or running): the run, torn down with it, waits for it
+    rather than run alone. The partner's run then submits both."""
+    for partner in inputs.partners(run.name):
+        before = decided.get(partner)
+        if before is not None and before.outcome in (RunOutcome.INFLIGHT, RunOutcome.DONE):
+            continue
+        if any(is_live(job) for job in inputs.jobs(partner)):
+            continue
+        ended = [r for r in inputs.history(partner) if r.job_id is not None]
+        last = ended[-1] if ended else None
+        if last is not None and last.final_health in ENDED_BADLY:
+            return f"coupled run {partner} ended {last.final_health.value} (job {last.job_id})"
+    return None
 
 
 def _input_changed(

@@ -35,12 +35,14 @@ from reconciler.engine.actions import Action, ActionKind, RunOutcome
 from reconciler.engine.plan_allocations import InUse
 from reconciler.engine.plan_changes import why_submit
 from reconciler.engine.plan_history import (
+    NoAttempt,
     Stale,
     Success,
     failed_attempts,
     fate_unknown,
     last_success,
     lost_jobs,
+    partner_failed,
     staleness,
     unlisted_step,
     unseen,
@@ -204,7 +206,16 @@ def failed_before(facts: RunFacts) -> Decision | None:
     attempts = found.counted
     if found.again is not None:
         # Its last failure is no attempt at the run as it is now: tried again (a stale
-        # success says why itself).
+        # success says why itself), except beside a coupled partner that stays down.
+        partner = partner_failed(facts.inputs, run, facts.decided)
+        if found.why_not is NoAttempt.CANCELLED_BY_RECON and partner is not None:
+            action = Action(
+                kind=ActionKind.BLOCKED,
+                target=run.name,
+                reason=f"{partner}; {found.again}: waits to run with it",
+                spec_hash=run.spec_hash,
+            )
+            return Decision(action, RunOutcome.BLOCKED)
         return facts.submit(ActionKind.SUBMIT, facts.stale.reason if facts.stale else found.again)
     if not attempts:
         return None
