@@ -280,7 +280,8 @@ def partner_failed(
         ended = [r for r in inputs.history(partner) if r.job_id is not None]
         last = ended[-1] if ended else None
         if last is not None and last.final_health in ENDED_BADLY:
-            return f"coupled run {partner} ended {last.final_health.value} (job {last.job_id})"
+            how = last.final_health.value
+            return f"waits for coupled run {partner}, which ended {how} (job {last.job_id})"
     return None
 
 

@@ -212,7 +212,7 @@ def failed_before(facts: RunFacts) -> Decision | None:
             action = Action(
                 kind=ActionKind.BLOCKED,
                 target=run.name,
-                reason=f"{partner}; {found.again}: waits to run with it",
+                reason=f"{partner}; {found.again}",
                 spec_hash=run.spec_hash,
             )
             return Decision(action, RunOutcome.BLOCKED)

@@ -240,8 +240,8 @@ def test_a_run_torn_down_with_its_coupled_partner_waits_for_the_partner_to_run_a
     assert decided(result, "monitor")[0] == "no-op"
     assert decided(result, "simulator")[:2] == (
         "blocked",
-        "coupled run monitor ended failed (job 12); job 13 was cancelled by recon, which is "
-        "no attempt of the run's: waits to run with it",
+        "waits for coupled run monitor, which ended failed (job 12); job 13 was cancelled by "
+        "recon, which is no attempt of the run's",
     )
     fixed = desired(
         run("simulator"), run("monitor", coupled_with=["simulator"], command="echo fixed")
