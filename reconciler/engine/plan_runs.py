@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.actions import Action, ActionKind, RunOutcome
+from reconciler.engine.actions import FAILED_FIXES, Action, ActionKind, RunOutcome
 from reconciler.engine.plan_allocations import InUse
 from reconciler.engine.plan_changes import why_submit
 from reconciler.engine.plan_history import (
@@ -276,10 +276,6 @@ def _submit_anew(facts: RunFacts) -> Decision:
         why += f"; {lost[-1][0]} was lost: Slurm now shows that id as {lost[-1][1]}"
     return facts.submit(ActionKind.SUBMIT, why)
 
-
-# What makes a failed run with no retries left run again: a new spec or code (an attempt
-# counts only at the spec, code and inputs it ran with), or asking for it.
-FAILED_FIXES = "Change its spec or code and commit, or `recon apply --replace {name}`"
 
 Row = Callable[[RunFacts], Decision | None]
 
