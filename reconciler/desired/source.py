@@ -148,6 +148,16 @@ class CommitSource:
     def paths(self) -> list[str]:
         return list(self._blobs)
 
+    @property
+    def has_links(self) -> bool:
+        return bool(self._links)
+
+    def plain_files(self) -> dict[str, str]:
+        """Every committed file that is no symbolic link -> its blob id."""
+        if not self._links:
+            return self._blobs
+        return {path: blob for path, blob in self._blobs.items() if path not in self._links}
+
     def blob_id(self, path: str) -> str:
         return self._blobs[path]
 
