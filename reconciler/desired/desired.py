@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
@@ -62,6 +63,9 @@ NOT_HASHED = {
     "matrix",
     "max_parallel",
 }
+
+
+_NO_CODE: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,7 @@ class DesiredRun:
         self.script_text = script_text
         self.member = member
         self.gathers: Mapping[str, tuple[str, ...]] = gathers or {}
-        self.code: Mapping[str, str] = code or {}
+        self.code: Mapping[str, str] = code or _NO_CODE
 
     @property
     def spec(self) -> Run:

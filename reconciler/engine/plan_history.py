@@ -105,11 +105,12 @@ def code_changes(inputs: PlanInputs, run: DesiredRun, record: SubmissionRecord |
     commit, a commit git no longer has) counts as unchanged: nothing is rerun on a guess."""
     if record is None or not run.code:
         return []
-    return [
+    changed = [
         path
-        for path, blob in sorted(run.code.items())
+        for path, blob in run.code.items()
         if (ran := _code_ran(inputs, run, record, path)) is not None and ran != blob
     ]
+    return sorted(changed) if len(changed) > 1 else changed
 
 
 def _code_ran(
@@ -233,6 +234,8 @@ def failed_attempts(
         ((job_id, how) for job_id, how in attempts.items() if job_order(job_id) > since),
         key=lambda item: job_order(item[0]),
     )
+    if not not_attempts:
+        return Attempts(counted)
     later = [job_id for job_id in not_attempts if job_order(job_id) > since]
     newest = max(later, key=job_order, default=None)
     if newest is None or (counted and job_order(counted[-1][0]) > job_order(newest)):

@@ -692,13 +692,19 @@ def _record(row: sqlite3.Row) -> SubmissionRecord:
         final_health=None if health is None else Health(health),
         exit_code=row["exit_code"],
         reason=row["reason"],
-        spec_fields=json.loads(row["spec_fields"]),
-        input_versions=json.loads(row["input_versions"]),
-        output_versions=json.loads(row["output_versions"]),
-        code_versions=json.loads(row["code_versions"]),
+        spec_fields=_mapping(row["spec_fields"]),
+        input_versions=_mapping(row["input_versions"]),
+        output_versions=_mapping(row["output_versions"]),
+        code_versions=_mapping(row["code_versions"]),
         created_at=datetime.fromisoformat(row["created_at"]),
         updated_at=datetime.fromisoformat(row["updated_at"]),
     )
+
+
+def _mapping(text: str) -> dict[str, Any]:
+    """A JSON object column; the empty one (most of them in some columns) without the
+    parser: a pass reads four per record, 10,000 records a pass."""
+    return {} if text == "{}" else json.loads(text)
 
 
 def _rowid(cursor: sqlite3.Cursor) -> int:
