@@ -180,7 +180,7 @@ class CodeFiles:
     """Each run's code at the commit: the committed files its command names, and those
     its `code:` globs match, with their git blob ids, from the listing the load made
     already (no file is read; a committed symbolic link counts by the file it leads to).
-    Worked out once per distinct command words and globs."""
+    Runs with globs are worked out once per distinct words and globs."""
 
     def __init__(self, source: SpecSource, all_paths: list[str]) -> None:
         self.source = source
@@ -201,10 +201,13 @@ class CodeFiles:
     def of(self, summary: DocumentSummary) -> dict[str, str]:
         """The run's code files -> blob id, in the order the command names them, then
         those of its globs."""
-        key = (summary.code_words, summary.code_globs)
+        words, globs = summary.code_words, summary.code_globs
+        if not globs:  # a lookup per word: cheaper than remembering 10,000 answers
+            return self._find(words, globs)
+        key = (words, globs)
         found = self._made.get(key)
         if found is None:
-            found = self._made[key] = self._find(*key)
+            found = self._made[key] = self._find(words, globs)
         return found
 
     def _find(self, words: tuple[str, ...], globs: tuple[str, ...]) -> dict[str, str]:
