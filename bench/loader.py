@@ -1,6 +1,9 @@
 """Loader speed at sweep scale: 10,000 small run documents, cold and after one file changed.
 
-    python bench/loader.py [--runs 10000] [--per-file 1] [--keep DIR]
+    python bench/loader.py [--runs 10000] [--per-file 1] [--scripts] [--keep DIR]
+
+With --scripts, each run's command names a committed script of its own
+(`python3 scripts/point-N.py ...`): its code, found from the commit's listing.
 
 Targets (on a 2-core machine): cold validation within 4 s; re-validation after one file
 changed within 0.5 s. Each load runs in a fresh process, as `recon validate` would; the
@@ -48,14 +51,23 @@ def git(root: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
 
 
-def make_repo(root: Path, runs: int, per_file: int) -> None:
+def make_repo(root: Path, runs: int, per_file: int, scripts: bool = False) -> None:
     (root / "specs").mkdir(parents=True)
+    if scripts:
+        (root / "scripts").mkdir()
+        for i in range(runs):
+            (root / "scripts" / f"point-{i}.py").write_text(f"print({i})\n")
     (root / "recon.yaml").write_text("project: sweep\n")
     (root / "specs" / "prepare.yaml").write_text(PREPARE)
     for start in range(0, runs, per_file):
         docs = [
             DOC.format(i=i, lr=0.001 * (i + 1)) for i in range(start, min(runs, start + per_file))
         ]
+        if scripts:
+            docs = [
+                doc.replace("python train.py", f"python3 scripts/point-{i}.py")
+                for i, doc in zip(range(start, runs), docs, strict=False)
+            ]
         (root / "specs" / f"sweep-{start:05d}.yaml").write_text("---\n".join(docs))
     git(root, "init", "-q")
     git(root, "add", "-A")
@@ -93,13 +105,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--per-file", type=int, default=1)
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--scripts", action="store_true", help="each run names a script")
     args = parser.parse_args()
 
     base = args.keep or Path(tempfile.mkdtemp(prefix="recon-bench-"))
     root = base / "repo"
     if root.exists():
         shutil.rmtree(root)
-    make_repo(root, args.runs, args.per_file)
+    make_repo(root, args.runs, args.per_file, args.scripts)
     files = len(list((root / "specs").iterdir()))
     print(f"repo: {args.runs} runs in {files} files ({args.per_file} per file)")
 

@@ -2,7 +2,7 @@
 
     python bench/plan.py [--sizes 1000,2000,5000,10000] [--backends local,slurm]
                          [--scenarios none,completed,unsettled,mixed] [--repeat 3]
-                         [--keep DIR]
+                         [--scripts] [--keep DIR]
 
 Each figure is the wall time, CPU time (user + system: steadier on a shared machine) and
 peak RSS of the whole command in a fresh process, as a user runs it (interpreter
@@ -18,6 +18,11 @@ then the growth per doubling of runs between sizes ((t2/t1) ** (1 / log2(n2/n1))
 - mixed:     as completed, with every tenth pair of runs coupled (`coupled_with`) and every
              tenth run heterogeneous (two components).
 
+With --scripts, each sweep point's command names a committed script of its own
+(`python3 scripts/point-N.py ...`), so every run has a code file to compare; the journal
+records of the completed scenarios then carry the code versions the jobs ran with (as
+recon records them with each intent), when the journal has the column.
+
 Backends: `local` is measured for real (the ended jobs are written into the local
 backend's store as its supervisors would). `slurm` runs the real squeue and sinfo on the
 dev cluster, and where jobs are meant to be there (completed, mixed) sacct's text is
@@ -32,6 +37,7 @@ one file changed. It is a benchmark, not a test.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -112,7 +118,7 @@ def git(root: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
 
 
-def make_repo(root: Path, runs: int, scenario: str, backend: str) -> None:
+def make_repo(root: Path, runs: int, scenario: str, backend: str, scripts: bool = False) -> None:
     (root / "specs").mkdir(parents=True)
     (root / "recon.yaml").write_text(
         f'project: {PROJECT}\nscheduler: {backend}\nspecs:\n  - "specs/**/*.yaml"\n'
@@ -128,6 +134,10 @@ def make_repo(root: Path, runs: int, scenario: str, backend: str) -> None:
             resources=HET if het else PLAIN,
             extra=f"coupled_with: [sweep-{i - 1}]\n" if coupled else "",
         )
+        if scripts:
+            text = text.replace("python train.py", f"python3 scripts/point-{i}.py")
+            (root / "scripts").mkdir(exist_ok=True)
+            (root / "scripts" / f"point-{i}.py").write_text(f"print({i})\n")
         (root / "specs" / f"sweep-{i:05d}.yaml").write_text(text)
     (root / ".gitignore").write_text(".recon/\nruns/\n")
     git(root, "init", "-q")
@@ -176,6 +186,12 @@ def seed_completed(root: Path, backend: str, sacct_file: Path, settled: bool = T
                 for name in names
             ],
         )  # fmt: skip
+        columns = {row[1] for row in db.execute("PRAGMA table_info(submissions)")}
+        if "code_versions" in columns:  # as recon records them with each intent
+            db.executemany(
+                "UPDATE submissions SET code_versions = ? WHERE name = ?",
+                [(json.dumps(dict(getattr(desired.runs[n], "code", {}))), n) for n in names],
+            )
         db.commit()
 
 
@@ -319,6 +335,7 @@ def main() -> None:
     parser.add_argument("--scenarios", default="none,completed,unsettled,mixed")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="build the repos here and leave them")
+    parser.add_argument("--scripts", action="store_true", help="each run names a script")
     options = parser.parse_args()
     sizes = [int(size) for size in options.sizes.split(",")]
     backends = options.backends.split(",")
@@ -334,7 +351,7 @@ def main() -> None:
                     root = work / f"{backend}-{scenario}-{size}"
                     sacct = work / f"{backend}-{scenario}-{size}.sacct"
                     if not root.exists():
-                        make_repo(root, size, scenario, backend)
+                        make_repo(root, size, scenario, backend, options.scripts)
                         if scenario != "none":
                             seed_completed(root, backend, sacct, scenario != "unsettled")
                     generated = sacct if backend == "slurm" and scenario != "none" else None

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
-from reconciler.engine.actions import ActionKind, PruneGuard
+from reconciler.engine.actions import FAILED_FIXES, ActionKind, PruneGuard, RunOutcome
 from reconciler.engine.plan_prune import explain
 from reconciler.engine.reconcile import Outcome
 from reconciler.engine.watch import counts
@@ -85,7 +85,15 @@ def notifications(
     def note(event: str, run: str | None, job: str | None, message: str) -> Notification:
         return Notification(event, plan.project, plan.commit, run, job, message, stamp)
 
-    found = [note("run-failed", r.name, r.job_id, _failure_message(r)) for r in failures]
+    # A run the pass found failed with no retries left: its failure says what fixes it.
+    spent = {
+        action.target: action.reason
+        for action in plan.actions
+        if action.target_kind == "run" and action.outcome is RunOutcome.FAILED
+    }
+    found = [
+        note("run-failed", r.name, r.job_id, _failure_message(r, r.name in spent)) for r in failures
+    ]
     if outcome.held is not None:
         found.append(note("prune-refused", None, None, explain(outcome.held)))
     if outcome.applied is None:
@@ -102,13 +110,16 @@ def notifications(
     return found
 
 
-def _failure_message(record: SubmissionRecord) -> str:
+def _failure_message(record: SubmissionRecord, no_retries_left: bool = False) -> str:
     parts = [f"job {record.job_id} of {record.kind} {record.name} failed"]
     if record.exit_code is not None:
         parts.append(f"exit code {record.exit_code}")
     if record.reason:
         parts.append(record.reason)
-    return ", ".join(parts)
+    told = ", ".join(parts)
+    if no_retries_left:
+        told += f"; no retries left. {FAILED_FIXES.format(name=record.name)}"
+    return told
 
 
 def failures_since(journal: Journal, project: str, since: datetime) -> list[SubmissionRecord]:

@@ -42,12 +42,18 @@ def run(name: str, *upstreams: str, **fields: Any) -> Run:
     return Run.model_validate(data)
 
 
+# The commit `desired` is at.
+COMMIT = "c0ffee" * 6 + "abcd"
+
+
 def desired(
     *runs: Run,
     prune: bool = True,
     allocations: tuple[DesiredAllocation, ...] = (),
     prune_limit: str | int = "50%",
+    code: dict[str, dict[str, str]] | None = None,
 ) -> Desired:
+    """`code`: run -> its code files -> blob id (``DesiredRun.code``)."""
     project = Project.model_validate(
         {"project": PROJECT, "prune": prune, "prune_limit": prune_limit}
     )
@@ -55,13 +61,17 @@ def desired(
     for index, spec in enumerate(runs):
         effective = effective_run(spec, project)
         entries[spec.name] = DesiredRun(
-            effective, Location("specs/a.yaml", index + 1), spec_hash(effective), None
+            effective,
+            Location("specs/a.yaml", index + 1),
+            spec_hash(effective),
+            None,
+            code=(code or {}).get(spec.name),
         )
     upstreams = {
         spec.name: tuple(i.upstream[0] for i in spec.inputs.values() if i.upstream) for spec in runs
     }
     held = {allocation.name: allocation for allocation in allocations}
-    return Desired(project, Path("/repo"), "c0ffee" * 6 + "abcd", entries, held, upstreams)
+    return Desired(project, Path("/repo"), COMMIT, entries, held, upstreams)
 
 
 def hash_of(state: Desired, name: str) -> str:
@@ -111,6 +121,9 @@ def record(
     reason: str | None = None,
     exit_code: int | None = None,
     created_at: datetime = NOW,
+    commit: str | None = None,
+    code_versions: dict[str, str] | None = None,
+    input_versions: dict[str, str | None] | None = None,
 ) -> SubmissionRecord:
     project = Project.model_validate({"project": PROJECT})
     fields = _flat_fields(effective_run(spec, project)) if spec is not None else {}
@@ -119,13 +132,15 @@ def record(
         project=PROJECT,
         name=name,
         spec_hash=spec_hash,
-        commit=None,
+        commit=commit,
         job_id=job_id,
         status=status,
         final_health=final,
         exit_code=exit_code,
         reason=reason,
         spec_fields=fields,
+        input_versions=input_versions or {},
+        code_versions=code_versions or {},
         created_at=created_at,
         updated_at=created_at,
     )

@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
@@ -53,6 +54,9 @@ NOT_HASHED = {
     "teardown",
     "coupled_with",
     "allocation",
+    # Which files are the run's code: their versions are compared job by job instead
+    # (``DesiredRun.code``), so adding a glob reruns only what changed.
+    "code",
     "min_remaining",
     "setup_retries",
     "idle_release",
@@ -61,6 +65,9 @@ NOT_HASHED = {
     "matrix",
     "max_parallel",
 }
+
+
+_NO_CODE: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,7 @@ class DesiredRun:
         "_hash",
         "_resources",
         "_spec",
+        "code",
         "environment_blobs",
         "gathers",
         "location",
@@ -175,6 +183,8 @@ class DesiredRun:
         resources: RunResources | Callable[[], RunResources] | None = None,
         # every file an `environment:` of the load declares -> its blob id at the commit
         environment_blobs: Mapping[str, str] | None = None,
+        # its code: each committed file its command names or `code:` lists -> git blob id
+        code: Mapping[str, str] | None = None,
     ) -> None:
         self._spec = spec if isinstance(spec, Run) else None
         self._build = None if isinstance(spec, Run) else spec
@@ -189,6 +199,7 @@ class DesiredRun:
         self.member = member
         self.gathers: Mapping[str, tuple[str, ...]] = gathers or {}
         self.environment_blobs: Mapping[str, str] = environment_blobs or {}
+        self.code: Mapping[str, str] = code or _NO_CODE
 
     @property
     def spec(self) -> Run:
@@ -295,14 +306,16 @@ class LazyMapping(Mapping[str, T]):
         keys: Iterable[str],
         build: Callable[[str], T],
         known_hash: Callable[[str], str | None] = lambda _key: None,
+        known_code: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         """`known_hash`: a value's spec hash when it is known without building the value
-        (``spec_hash_of``)."""
+        (``spec_hash_of``); `known_code`: a run's code files, likewise (``code_of``)."""
         self._keys = list(keys)
         self._known = set(self._keys)
         self._build = build
         self._built: dict[str, T] = {}
         self.known_hash = known_hash
+        self.known_code = known_code
 
     def __getitem__(self, key: str) -> T:
         if key not in self._built:
@@ -329,6 +342,15 @@ def spec_hash_of(
     if isinstance(entries, LazyMapping) and (known := entries.known_hash(name)) is not None:
         return known
     return entries[name].spec_hash
+
+
+def code_of(runs: Mapping[str, DesiredRun], name: str) -> Mapping[str, str]:
+    """A run's code files -> blob id (``DesiredRun.code``), without building the run where
+    the loader knows them: comparing two commits of 10,000 runs builds only those that
+    differ."""
+    if isinstance(runs, LazyMapping) and runs.known_code is not None:
+        return runs.known_code(name)
+    return runs[name].code
 
 
 def run_workdir(workdir: str | None, runs_dir: str, name: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import marshal
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,13 +121,14 @@ def load_desired(
     cache = (shared or SharedCache()).open(
         cache_dir if cache_dir is not None else source.root / project.state_dir, project
     )
+    code = CodeFiles(source, all_paths)
     try:
-        summaries, runs, expansion, scripts, blobs = _checked(source, project, cache, all_paths)
+        summaries, runs, expansion, scripts, blobs = _checked(source, project, cache, code)
     finally:
         cache.save()  # parse results are kept whether or not the specs are valid
     upstreams = expansion.upstreams
     allocations = {s.name: s for s in summaries if s.kind == "Allocation"}
-    made = _MadeOnce()
+    made = _MadeOnce(code=code)
     warnings = () if summaries else (_nothing_declared(source, project, all_paths),)
     return Desired(
         project,
@@ -139,6 +141,7 @@ def load_desired(
             # a run declaring environment files (their blob ids do) and a sweep's member
             # (its hash is its own spec's, made when it is built).
             lambda name: None if name in expansion.members else runs[name].spec_hash,
+            lambda name: code.of(runs[name]),
         ),
         LazyMapping(
             allocations,
@@ -152,7 +155,7 @@ def load_desired(
 
 
 def _checked(
-    source: SpecSource, project: Project, cache: ParseCache, all_paths: list[str]
+    source: SpecSource, project: Project, cache: ParseCache, code: CodeFiles
 ) -> tuple[
     list[DocumentSummary],
     dict[str, DocumentSummary],
@@ -166,14 +169,15 @@ def _checked(
     project-wide checks before skips them: they depend on its files alone (the work tree
     has no commit to name)."""
     summaries, issues = _load_files(source, project, cache)
-    issues.extend(_unmatched_patterns(source, project, all_paths))
-    scripts, script_issues = _read_scripts(source, summaries, all_paths)
+    issues.extend(_unmatched_patterns(source, project, code.all_paths))
+    scripts, script_issues = _read_scripts(source, summaries, code.all_paths)
     issues.extend(script_issues)
-    blobs, file_issues = _environment_blobs(source, project, summaries, all_paths)
+    blobs, file_issues = _environment_blobs(source, project, summaries, code.all_paths)
     issues.extend(file_issues)
     key = None if source.commit is None else f"{source.commit} {source.root}"
     known = key is not None and not issues and cache.passed_checks(key)
     if not known:
+        issues.extend(code.issues(summaries))
         issues.extend(check_project(summaries))
     if not issues:
         expansion = sweeps.expand(summaries, project.runs_dir)
@@ -224,10 +228,88 @@ def _not_in_commit(source: SpecSource, path: str) -> str:
     )
 
 
+class CodeFiles:
+    """Each run's code at the commit: the committed files its command names, and those
+    its `code:` globs match, with their git blob ids, from the listing the load made
+    already (no file is read; a committed symbolic link counts by the file it leads to).
+    Runs with globs are worked out once per distinct words and globs."""
+
+    def __init__(self, source: SpecSource, all_paths: list[str]) -> None:
+        self.source = source
+        self.all_paths = all_paths
+        # path -> blob id of every committed file that is no link, when the source lists
+        # them (a commit): the common case, a dict lookup per word
+        self._plain: Mapping[str, str] | None = None
+        self._paths: set[str] | None = None
+        self._made: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, str]] = {}
+        self._globbed: dict[tuple[str, ...], list[str]] = {}
+
+    @property
+    def paths(self) -> set[str]:
+        if self._paths is None:
+            self._paths = set(self.all_paths)
+        return self._paths
+
+    def of(self, summary: DocumentSummary) -> dict[str, str]:
+        """The run's code files -> blob id, in the order the command names them, then
+        those of its globs."""
+        words, globs = summary.code_words, summary.code_globs
+        if not globs:  # a lookup per word: cheaper than remembering 10,000 answers
+            return self._find(words, globs)
+        key = (words, globs)
+        found = self._made.get(key)
+        if found is None:
+            found = self._made[key] = self._find(words, globs)
+        return found
+
+    def _find(self, words: tuple[str, ...], globs: tuple[str, ...]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        if isinstance(self.source, CommitSource):
+            if self._plain is None:
+                self._plain = self.source.plain_files()
+            plain = self._plain
+            for word in words:  # a plain loop: 10,000 runs each ask once
+                blob = plain.get(word)
+                if blob is not None:
+                    found[word] = blob
+            if not globs and not self.source.has_links:
+                return found
+        paths = self.paths
+        for path in (*words, *self._globbed_by(globs)):
+            if path not in found and path in paths:
+                found[path] = self.source.blob_id(self.source.target(path) or path)
+        return found
+
+    def _globbed_by(self, globs: tuple[str, ...]) -> list[str]:
+        if not globs:
+            return []
+        if globs not in self._globbed:
+            self._globbed[globs] = matching(self.all_paths, globs)
+        return self._globbed[globs]
+
+    def issues(self, summaries: list[DocumentSummary]) -> list[SpecIssue]:
+        """A `code:` glob that matches no file: a typo would silently track nothing."""
+        issues = []
+        told: set[tuple[str, str]] = set()
+        where = "in the work tree" if self.source.commit is None else "at this commit"
+        for summary in summaries:
+            for glob in summary.code_globs:
+                if (summary.file, glob) in told or self._globbed_by((glob,)):
+                    continue
+                told.add((summary.file, glob))
+                message = (
+                    f"{glob!r} matches no file {where}: write globs relative to the project "
+                    "folder (the one holding recon.yaml), and commit the files they name"
+                )
+                issues.append(SpecIssue(summary.file, summary.code_line, "code", message))
+        return issues
+
+
 @dataclass
 class _MadeOnce:
     """What the runs of one load share, made for the first run that needs it."""
 
+    code: CodeFiles
     # sweep -> its members' common part: the effective spec and its canonical fields
     bases: dict[str, tuple[Run, dict[str, Any]]] = field(default_factory=dict)
     # a run's `resources:` as written (marshalled) -> its effective resources
@@ -564,6 +646,7 @@ def _desired_run(
         _shape(summary, project, singles, made),
         lambda: made.resources_of(summary, project),
         blobs,
+        made.code.of(summary),
     )
     return run
 
@@ -617,6 +700,7 @@ def _desired_member(
         _shape(summary, project, singles, made),
         lambda: made.resources_of(summary, project),  # its document is its sweep's
         blobs,
+        made.code.of(summary),
     )
     return run
 

@@ -371,6 +371,14 @@ class Run(Document):
         description="Run as a step inside this Allocation of the project instead of as a "
         "batch job of its own. Where it runs, not what: not part of the spec hash.",
     )
+    code: tuple[SafeText, ...] | Literal["none"] | None = Field(
+        None,
+        description="More of the run's code besides the committed files its command names "
+        "(found by themselves): globs over the project's committed files, e.g. "
+        "`[src/**/*.py, pyproject.toml]`. A change to any of these files reruns the run. "
+        "`none` turns the detection off. Not part of the spec hash: code is compared file "
+        "by file with what each job ran.",
+    )
     matrix: dict[str, Any] | None = Field(
         None,
         description="Makes the run a sweep: axes (`seed: [0, 1, 2]`), each a list of "
@@ -390,6 +398,28 @@ class Run(Document):
         if (self.command is None) == (self.script is None):
             raise ValueError("a run takes exactly one of `command` or `script`")
         return self
+
+    @field_validator("code", mode="before")
+    @classmethod
+    def _code_globs(cls, value: object) -> object:
+        # Checked here in full, so a bad value gets one message, not one per union branch.
+        if value is None or value == "none":
+            return value
+        if not isinstance(value, (list, tuple)):
+            shown = f"[{value}]" if isinstance(value, str) else "[src/**/*.py]"
+            raise ValueError(
+                f"takes a list of globs over the project's committed files ({shown}) or "
+                "`none` (no code detection)"
+            )
+        for glob in value:
+            if not isinstance(glob, str):
+                raise ValueError(f"expected text for each glob, got {glob!r}: quote it")
+            if not glob.strip() or glob.startswith("/") or ".." in glob.split("/"):
+                raise ValueError(
+                    f"{glob!r} is not a glob inside the project: write it relative to the "
+                    "project folder (the one holding recon.yaml), with no leading / or .."
+                )
+        return value
 
     @model_validator(mode="after")
     def _fits_a_step(self) -> Run:

@@ -148,6 +148,16 @@ class CommitSource:
     def paths(self) -> list[str]:
         return list(self._blobs)
 
+    @property
+    def has_links(self) -> bool:
+        return bool(self._links)
+
+    def plain_files(self) -> dict[str, str]:
+        """Every committed file that is no symbolic link -> its blob id."""
+        if not self._links:
+            return self._blobs
+        return {path: blob for path, blob in self._blobs.items() if path not in self._links}
+
     def blob_id(self, path: str) -> str:
         return self._blobs[path]
 
@@ -177,6 +187,21 @@ class CommitSource:
             contents[path] = data[header_end + 1 : header_end + 1 + size]
             offset = header_end + 1 + size + 1  # the content is followed by a newline
         return contents
+
+
+@lru_cache(maxsize=64)
+def committed_blobs(root: Path, commit: str) -> dict[str, str | None] | None:
+    """Every file of the project folder `root` at `commit` (relative to `root`) -> its git
+    blob id, from one `git ls-tree`; None for a symbolic link (its blob is the link's
+    text, not its target's content). None when git cannot list the commit (gone after a
+    rebase and a gc). Cached: a commit never changes."""
+    listed = _git(root, "ls-tree", "-r", "-z", commit)
+    if listed.returncode != 0:
+        return None
+    return {
+        path: None if mode == _LINK_MODE else blob
+        for mode, blob, path in _LS_TREE_BLOB.findall(listed.stdout)
+    }
 
 
 class WorktreeSource:

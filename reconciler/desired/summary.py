@@ -8,6 +8,8 @@ models are rebuilt from the raw data only for the runs someone actually looks at
 from __future__ import annotations
 
 import marshal
+import posixpath
+import re
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -48,6 +50,12 @@ class DocumentSummary(NamedTuple):
     # The files its own `environment:` declares, and their line.
     environment_files: tuple[str, ...] = ()
     environment_line: int = 0
+    # The run's code as written (``code_files``): the words of its command that may be a
+    # path (those that name a committed file are its code) and its `code:` globs; both
+    # empty with `code: none`.
+    code_words: tuple[str, ...] = ()
+    code_globs: tuple[str, ...] = ()
+    code_line: int = 0
 
     @property
     def upstreams(self) -> list[str]:
@@ -127,6 +135,28 @@ def _split(upstream: tuple[str, str] | None) -> tuple[str | None, str | None]:
     return upstream if upstream is not None else (None, None)
 
 
+# A word of a command that may name a file: what lies between blanks, quotes, shell
+# operators, `=` (`--config=conf/model.yaml`) and template tokens' braces.
+_WORD = re.compile(r"[^\s'\"`;|&()<>{}=$\\]+")
+
+
+def command_words(command: str | None) -> tuple[str, ...]:
+    """The words of a command that could be paths inside the project, normalized
+    (`./run.sh` is `run.sh`), each once: the loader keeps those that are committed files.
+    An absolute path, one leaving the project (`..`) or one built from a template token
+    (`conf/{matrix.model}.yaml`) names no file of the commit."""
+    if command is None:
+        return ()
+    words: dict[str, None] = {}
+    for word in _WORD.findall(command):
+        if word.startswith(("/", "-")):
+            continue  # an absolute path, or an option
+        path = posixpath.normpath(word)
+        if path != ".." and not path.startswith("../"):
+            words[path] = None
+    return tuple(words)
+
+
 def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummary:
     spec = document.spec
     inputs: tuple[InputRef, ...] = ()
@@ -139,9 +169,14 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
     outputs_declared: tuple[tuple[str, str, str | None, HashKind], ...] = ()
     external_inputs: tuple[tuple[str, str], ...] = ()
     environment_files: tuple[str, ...] = ()
+    code_words: tuple[str, ...] = ()
+    code_globs: tuple[str, ...] = ()
     if isinstance(spec, Run):
         if spec.environment is not None:
             environment_files = spec.environment.files
+        if spec.code != "none":
+            code_words = command_words(spec.command)
+            code_globs = spec.code or ()
         coupled = spec.coupled_with
         allocation = spec.allocation
         inputs = tuple(
@@ -183,4 +218,7 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
         external_inputs,
         environment_files,
         document.line_of("environment", "files"),
+        code_words,
+        code_globs,
+        document.line_of("code"),
     )

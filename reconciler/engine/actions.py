@@ -14,6 +14,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# What makes a failed run with no retries left run again, told wherever it is failed: a
+# new spec or code (an attempt counts only at the spec, code and inputs it ran with), or
+# asking for it.
+FAILED_FIXES = "Change its spec or code and commit, or `recon apply --replace {name}`"
+
 
 class SyncStatus(StrEnum):
     """How a run's last success stands against what the repo asks for now."""

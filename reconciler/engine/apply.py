@@ -167,7 +167,9 @@ class Applier:
 
     def _intent(self, run: DesiredRun) -> Intent:
         fields = flat_fields(run.spec, run.script_text, run.environment_files)
-        return Intent(self.plan.project, "run", run.name, run.spec_hash, self.plan.commit, fields)
+        return Intent(
+            self.plan.project, "run", run.name, run.spec_hash, self.plan.commit, fields, run.code
+        )
 
     def _confirm(self) -> None:
         if self._confirmed:

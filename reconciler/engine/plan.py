@@ -39,7 +39,7 @@ Safety rules that hold whatever the inputs:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from reconciler import graph
@@ -81,15 +81,19 @@ def plan(
     replace: Sequence[str] = (),
     max_array_size: int | None = None,
     allow_prune_all: bool = False,
+    code_at: Mapping[str, Mapping[str, str | None]] | None = None,
+    cancelled: frozenset[str] = frozenset(),
 ) -> Plan:
     """`setups`: the journal's allocation setups; `containers`: what the cluster offers
-        containers (``Container.features``: pyxis), None when not looked at; `elsewhere`:
-        live jobs of the project that other deployments own (only named in a note, never
-        acted on); `replace`: runs to submit anew although nothing changed (Terraform's
-        -replace); `max_array_size`: the scheduler's, to say how many job arrays a sweep's
-        members take; `allow_prune_all`: a person confirmed prunes that would empty the project
-    or pass its prune_limit (plan_prune.guard). A sweep's name among the targets or
-    `replace` stands for its members."""
+    containers (``Container.features``: pyxis), None when not looked at; `elsewhere`:
+    live jobs of the project that other deployments own (only named in a note, never
+    acted on); `replace`: runs to submit anew although nothing changed (Terraform's
+    -replace); `max_array_size`: the scheduler's, to say how many job arrays a sweep's
+    members take; `allow_prune_all`: a person confirmed prunes that would empty the
+    project or pass its prune_limit (plan_prune.guard). A sweep's name among the targets
+    or `replace` stands for its members. `code_at`: the committed files' blob ids at the
+    commits of journal records that carry no code versions (``PlanInputs.code_at``);
+    `cancelled`: the jobs recon itself cancelled, none of them a failed attempt."""
     project = desired.project.project
     asked = tuple(targets)
     targets, replace = members_of(desired, targets), members_of(desired, replace)
@@ -127,6 +131,8 @@ def plan(
         fit=fit,
         replace=frozenset(replace),
         allocation_states=allocation_states,
+        code_at=code_at,
+        cancelled=cancelled,
     )
     actions: list[Action] = [*_adoptions(inputs), *held]
     if observation.complete:  # a teardown is a cancel: never on half a picture

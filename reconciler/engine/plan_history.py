@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from reconciler.desired.desired import DesiredRun
 from reconciler.engine.actions import RunOutcome, SkipCheck
-from reconciler.engine.plan_inputs import Decision, PlanInputs
+from reconciler.engine.plan_inputs import Decision, PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, ENDINGS, Health, ending
 from reconciler.state.records import (
@@ -55,23 +56,85 @@ def last_success(
     return Success(newest, candidates[newest])
 
 
+class StaleKind(StrEnum):
+    """What made a run's last success no longer current."""
+
+    OUTPUT = "output missing"
+    CODE = "code changed"
+    INPUT = "input changed"
+
+
+@dataclass(frozen=True)
+class Stale:
+    kind: StaleKind
+    reason: str
+
+
 def staleness(
     inputs: PlanInputs, run: DesiredRun, success: Success, decided: Mapping[str, Decision]
-) -> str | None:
-    """Why a succeeded run is no longer current: an output gone, or an input changed
-    since the job read it. None when it is current. `decided`: the runs decided so far,
-    its upstreams among them."""
+) -> Stale | None:
+    """Why a succeeded run is no longer current: an output gone, a code file changed
+    since the job ran it, or an input changed since the job read it. None when it is
+    current. `decided`: the runs decided so far, its upstreams among them."""
     for name in run.outputs:
         if inputs.files.outputs.get((run.name, name), "present") is None:
-            return f"output {name} is missing"
+            return Stale(StaleKind.OUTPUT, f"output {name} is missing")
+    changed = code_changes(inputs, run, success.record)
+    if changed:
+        return Stale(StaleKind.CODE, _changed_code(changed, f"since job {success.job_id} ran"))
     used = success.record.input_versions if success.record is not None else {}
     for name, spec_input in run.inputs.items():
         before = used.get(name)
         now = _input_version(inputs, run, name, decided)
         if before is not None and now is not None and now != before:
             source = spec_input.from_ or spec_input.path
-            return f"input {name} ({source}) changed since job {success.job_id} read it"
+            return Stale(
+                StaleKind.INPUT,
+                f"input {name} ({source}) changed since job {success.job_id} read it",
+            )
     return None
+
+
+# The blob id of a file that was not in a job's commit: unlike any file's.
+_ABSENT = ""
+
+
+def code_changes(inputs: PlanInputs, run: DesiredRun, record: SubmissionRecord | None) -> list[str]:
+    """The run's code files whose git blob id differs from the one the record's job ran
+    with, in path order. A file whose version for that job is unknown (no record, no
+    commit, a commit git no longer has) counts as unchanged: nothing is rerun on a guess."""
+    if record is None or not run.code:
+        return []
+    changed = [
+        path
+        for path, blob in run.code.items()
+        if (ran := _code_ran(inputs, run, record, path)) is not None and ran != blob
+    ]
+    return sorted(changed) if len(changed) > 1 else changed
+
+
+def _code_ran(
+    inputs: PlanInputs, run: DesiredRun, record: SubmissionRecord, path: str
+) -> str | None:
+    """The blob id of `path` the record's job ran: recorded with its intent, else the
+    file at the commit the job was submitted from (a record of an older recon's, or a
+    file that joined the run's code since)."""
+    if path in record.code_versions:
+        return record.code_versions[path]
+    if record.commit is None:
+        return None
+    if record.commit == inputs.desired.commit:
+        return run.code[path]
+    listing = inputs.code_at.get(record.commit)
+    if listing is None:
+        return None
+    return listing.get(path, _ABSENT)
+
+
+def _changed_code(paths: Sequence[str], since: str) -> str:
+    if len(paths) == 1:
+        return f"code {paths[0]} changed {since} it"
+    return f"code {', '.join(paths)} changed {since} them"
 
 
 def _input_version(
@@ -153,40 +216,156 @@ def skip_check(
     return SkipCheck(job_id=success.job_id, inputs=read), None
 
 
+class NoAttempt(StrEnum):
+    """Why a failed job of the current spec is no attempt at the run as it is now."""
+
+    CODE = "code changed"
+    INPUT = "input changed"
+    CANCELLED_BY_RECON = "cancelled by recon"
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """The failed attempts at the current spec since its last success, as (job id, how it
+    ended), oldest first; and, when the newest failed job of the spec is not one (its
+    cause has changed since, or recon cancelled it), why not (`again`, in words, and
+    `why_not`)."""
+
+    counted: list[tuple[str, str]]
+    again: str | None = None
+    why_not: NoAttempt | None = None
+
+
 def failed_attempts(
-    history: Sequence[SubmissionRecord],
+    inputs: PlanInputs,
     run: DesiredRun,
     current: Sequence[ObservedJob],
     success: Success | None,
-) -> list[tuple[str, str]]:
-    """(job id, how it ended) for each failed attempt at the current spec since its last
-    success.
+    decided: Mapping[str, Decision],
+) -> Attempts:
+    """A failed job of the current spec counts against `retries` only while what it ran
+    with is what the run has now: its code files' versions and its inputs' versions.
+    Once an upstream's output or the run's code changes, the run is tried again.
 
     A job Slurm cancelled because its dependency can never be met never ran: it is no
-    attempt of its own (its upstream's failure is what counts).
+    attempt of its own (its upstream's failure is what counts). Nor is a job recon itself
+    cancelled (prune, teardown, replace, a held job's cleanup) and that ended cancelled:
+    ending it was recon's doing (a job that failed on its own first stays a failure).
     """
     attempts: dict[str, str] = {}
-    for record in history:
+    not_attempts: dict[str, tuple[NoAttempt, str]] = {}  # job id -> why it is no attempt
+    for record in inputs.history(run.name):
         if (
-            record.spec_hash == run.spec_hash
-            and record.job_id is not None
-            and record.final_health in ENDED_BADLY
-            and not _dependency_cancel(record.reason)
+            record.spec_hash != run.spec_hash
+            or record.job_id is None
+            or record.final_health not in ENDED_BADLY
+            or _dependency_cancel(record.reason)
         ):
-            attempts[record.job_id] = (
-                record.reason
-                if record.reason and record.reason.startswith((NO_OUTPUTS, *ENDINGS))
-                else ending(record.final_health, record.exit_code)
-            )
+            continue
+        excluded = _no_attempt(inputs, run, record, decided)
+        if excluded is not None:
+            not_attempts[record.job_id] = excluded
+            continue
+        attempts[record.job_id] = (
+            record.reason
+            if record.reason and record.reason.startswith((NO_OUTPUTS, *ENDINGS))
+            else ending(record.final_health, record.exit_code)
+        )
     for job in current:
         reason = next((row.reason for row in job.components if row.reason), None)
-        if job.finished and job.health in ENDED_BADLY and not _dependency_cancel(reason):
+        if (
+            job.finished
+            and job.health in ENDED_BADLY
+            and not _dependency_cancel(reason)
+            and job.job_id not in not_attempts
+        ):
+            if job.job_id in inputs.cancelled and job.health is Health.CANCELLED:
+                not_attempts[job.job_id] = _recon_cancelled(job.job_id)
+                continue
             exit_code = next((r.exit_code for r in job.components if r.exit_code), None)
             attempts[job.job_id] = ending(job.health, exit_code, job.in_words)
     since = job_order(success.job_id) if success is not None else (-1, -1)
-    return sorted(
+    counted = sorted(
         ((job_id, how) for job_id, how in attempts.items() if job_order(job_id) > since),
         key=lambda item: job_order(item[0]),
+    )
+    if not not_attempts:
+        return Attempts(counted)
+    later = [job_id for job_id in not_attempts if job_order(job_id) > since]
+    newest = max(later, key=job_order, default=None)
+    if newest is None or (counted and job_order(counted[-1][0]) > job_order(newest)):
+        return Attempts(counted)
+    kind, again = not_attempts[newest]
+    return Attempts(counted, again, kind)
+
+
+def _no_attempt(
+    inputs: PlanInputs, run: DesiredRun, record: SubmissionRecord, decided: Mapping[str, Decision]
+) -> tuple[NoAttempt, str] | None:
+    """Why a failed job of the current spec is no attempt at what the run is now; None
+    when it is one."""
+    assert record.job_id is not None
+    if record.job_id in inputs.cancelled and record.final_health is Health.CANCELLED:
+        return _recon_cancelled(record.job_id)
+    changed = code_changes(inputs, run, record)
+    if changed:
+        return NoAttempt.CODE, _changed_code(changed, f"since job {record.job_id} failed with")
+    for name, spec_input in run.inputs.items():
+        if _input_changed(inputs, run, record, name, decided):
+            source = spec_input.from_ or spec_input.path
+            why = f"input {name} ({source}) changed since job {record.job_id} failed"
+            return NoAttempt.INPUT, why
+    return None
+
+
+def _recon_cancelled(job_id: str) -> tuple[NoAttempt, str]:
+    why = f"job {job_id} was cancelled by recon, which is no attempt of the run's"
+    return NoAttempt.CANCELLED_BY_RECON, why
+
+
+def partner_failed(
+    inputs: PlanInputs, run: DesiredRun, decided: Mapping[str, Decision]
+) -> str | None:
+    """A coupled partner that ended badly and is not run again (in this plan, as decided
+    already, or by a job queued or running): the run, torn down with it, waits for it
+    rather than run alone. The partner's run then submits both."""
+    for partner in inputs.partners(run.name):
+        before = decided.get(partner)
+        if before is not None and before.outcome in (RunOutcome.INFLIGHT, RunOutcome.DONE):
+            continue
+        if any(is_live(job) for job in inputs.jobs(partner)):
+            continue
+        ended = [r for r in inputs.history(partner) if r.job_id is not None]
+        last = ended[-1] if ended else None
+        if last is not None and last.final_health in ENDED_BADLY:
+            how = last.final_health.value
+            return f"waits for coupled run {partner}, which ended {how} (job {last.job_id})"
+    return None
+
+
+def _input_changed(
+    inputs: PlanInputs,
+    run: DesiredRun,
+    record: SubmissionRecord,
+    name: str,
+    decided: Mapping[str, Decision],
+) -> bool:
+    """Whether input `name` has changed since the record's failed job read it. A record
+    with the version (recorded when the job was settled) is compared with the version
+    now; one without (settled by an older recon) counts as changed once an upstream it
+    reads has a success submitted after it and is done. An external `path:` input of
+    such a record counts as unchanged: nothing tells what the job read."""
+    now = _input_version(inputs, run, name, decided)
+    if name in record.input_versions:
+        return now is not None and now != record.input_versions[name]
+    spec_input = run.inputs[name]
+    if spec_input.upstream is None or now is None:
+        return False
+    sources = run.gathers.get(name) or (spec_input.upstream[0],)
+    return any(
+        later.id > record.id and later.final_health is Health.SUCCEEDED
+        for source in sources
+        for later in inputs.history(source)
     )
 
 

@@ -51,6 +51,12 @@ class PlanInputs:
     partners_by_run: Mapping[str, Sequence[str]]
     # a job array's id -> its tasks, each a sweep member's job (engine/identity.split_arrays)
     tasks_by_array: Mapping[str, tuple[ObservedJob, ...]] = field(default_factory=dict)
+    # commit -> each committed file's git blob id (None: a link, not compared), for the
+    # commits of journal records that do not carry the code versions their job ran with
+    # (written by an older recon); read before planning (``engine/code.code_at``)
+    code_at: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
+    # the jobs recon itself cancelled (the journal's cancels): never an attempt of a run
+    cancelled: frozenset[str] = frozenset()
 
     @classmethod
     def of(
@@ -64,6 +70,8 @@ class PlanInputs:
         fit: Fit | None,
         replace: frozenset[str],
         allocation_states: Mapping[str, plan_allocations.AllocationState],
+        code_at: Mapping[str, Mapping[str, str | None]] | None = None,
+        cancelled: frozenset[str] = frozenset(),
     ) -> PlanInputs:
         project = desired.project.project
         jobs: dict[str, list[ObservedJob]] = {}
@@ -91,6 +99,8 @@ class PlanInputs:
             history,
             coupled_partners(desired),
             {array: tuple(group) for array, group in tasks.items()},
+            code_at or {},
+            cancelled,
         )
 
     @property

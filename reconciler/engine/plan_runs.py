@@ -16,6 +16,8 @@ decides is submitted:
     fate_not_seen        partial observation, a job's end not shown    WAITING
     outdated_still_live  only an older spec's job is alive             INFLIGHT (replace) or WAITING
     failed_before        attempts failed since its last success        INFLIGHT (retry) or FAILED
+                         (or its last failure's code or inputs changed,  INFLIGHT (submit)
+                         or recon cancelled it)
     succeeded            a job of its current spec succeeded           DONE, or INFLIGHT when stale
                          or an upstream is in flight (may rerun)
     (no row)             not yet run, spec changed, or its job lost    INFLIGHT (submit)
@@ -31,15 +33,18 @@ from dataclasses import dataclass, field, replace
 
 from reconciler.desired.desired import DesiredRun
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.actions import Action, ActionKind, RunOutcome
+from reconciler.engine.actions import FAILED_FIXES, Action, ActionKind, RunOutcome
 from reconciler.engine.plan_allocations import InUse
 from reconciler.engine.plan_changes import why_submit
 from reconciler.engine.plan_history import (
+    NoAttempt,
+    Stale,
     Success,
     failed_attempts,
     fate_unknown,
     last_success,
     lost_jobs,
+    partner_failed,
     rerunning,
     skip_check,
     staleness,
@@ -65,7 +70,7 @@ class RunFacts:
     jobs: tuple[ObservedJob, ...]  # all its observed jobs, oldest first
     current: tuple[ObservedJob, ...]  # those of its current spec
     success: Success | None  # its last success of the current spec
-    stale: str | None  # why that success is no longer current; None when it is
+    stale: Stale | None  # why that success is no longer current; None when it is
     # what GPU steps hold in each ready allocation job, this plan's starts included
     in_use: Mapping[str, InUse] = field(default_factory=dict)
 
@@ -201,7 +206,21 @@ def outdated_still_live(facts: RunFacts) -> Decision | None:
 
 def failed_before(facts: RunFacts) -> Decision | None:
     run = facts.run
-    attempts = failed_attempts(facts.history, run, facts.current, facts.success)
+    found = failed_attempts(facts.inputs, run, facts.current, facts.success, facts.decided)
+    attempts = found.counted
+    if found.again is not None:
+        # Its last failure is no attempt at the run as it is now: tried again (a stale
+        # success says why itself), except beside a coupled partner that stays down.
+        partner = partner_failed(facts.inputs, run, facts.decided)
+        if found.why_not is NoAttempt.CANCELLED_BY_RECON and partner is not None:
+            action = Action(
+                kind=ActionKind.BLOCKED,
+                target=run.name,
+                reason=f"{partner}; {found.again}",
+                spec_hash=run.spec_hash,
+            )
+            return Decision(action, RunOutcome.BLOCKED)
+        return facts.submit(ActionKind.SUBMIT, facts.stale.reason if facts.stale else found.again)
     if not attempts:
         return None
     job_id, how = attempts[-1]
@@ -213,7 +232,7 @@ def failed_before(facts: RunFacts) -> Decision | None:
     return facts.stays(
         RunOutcome.FAILED,
         f"failed: job {job_id} {how}; no retries left (retries: {run.spec.retries}). "
-        "Fix it and commit, which changes its spec",
+        f"{FAILED_FIXES.format(name=run.name)}",
     )
 
 
@@ -221,7 +240,7 @@ def succeeded(facts: RunFacts) -> Decision | None:
     if facts.success is None:
         return None
     if facts.stale is not None:
-        return facts.submit(ActionKind.SUBMIT, facts.stale)
+        return facts.submit(ActionKind.SUBMIT, facts.stale.reason)
     changing = rerunning(facts.run, facts.success, facts.decided)
     if changing:
         # A job of it that may already be queued, not shown yet: never a second one.

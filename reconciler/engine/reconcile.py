@@ -29,7 +29,7 @@ from pathlib import Path
 
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import load_desired, load_project, open_source
-from reconciler.desired.source import SpecSource
+from reconciler.desired.source import SpecSource, committed_blobs
 from reconciler.engine import settle
 from reconciler.engine.actions import Plan, PruneGuard
 from reconciler.engine.apply import Applier, ApplyResult, Done
@@ -85,6 +85,7 @@ class JournalState:
 
     records: Sequence[SubmissionRecord] = ()
     setups: Sequence[SetupRecord] = ()
+    cancelled: frozenset[str] = frozenset()  # the jobs recon itself cancelled
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,9 @@ def read_journal(desired: Desired) -> JournalState:
         return JournalState()
     with Journal(path) as journal:
         project = desired.project.project
-        return JournalState(journal.records(project), journal.setups(project))
+        return JournalState(
+            journal.records(project), journal.setups(project), journal.cancelled_jobs(project)
+        )
 
 
 def read_events(desired: Desired, limit: int = 1000) -> list[JournalEvent]:
@@ -295,8 +298,37 @@ def look(
         replace=request.replace,
         max_array_size=array_size_for(scheduler, desired),
         allow_prune_all=request.allow_prune_all,
+        code_at=code_at(desired, records),
+        cancelled=journal.cancelled,
     )
     return Look(desired, share.own, share.elsewhere, records, setups, endings, setup_changes, plan)
+
+
+def code_at(
+    desired: Desired, records: Sequence[SubmissionRecord]
+) -> dict[str, dict[str, str | None]]:
+    """The committed files' blob ids at each commit the planner needs them for: that of
+    a job of a run's current spec whose record does not carry the versions of every code
+    file the run has now (a record an older recon wrote), so the files are compared with
+    what that job ran. One `git ls-tree` per such commit, each commit once per process."""
+    needed: set[str] = set()
+    for record in records:
+        if (
+            record.kind != "run"
+            or record.commit is None
+            or record.commit == desired.commit
+            or record.commit in needed
+            or record.job_id is None
+            or record.name not in desired.runs
+        ):
+            continue
+        run = desired.runs[record.name]
+        if record.spec_hash == run.spec_hash and any(
+            path not in record.code_versions for path in run.code
+        ):
+            needed.add(record.commit)
+    listed = {commit: committed_blobs(desired.root, commit) for commit in sorted(needed)}
+    return {commit: files for commit, files in listed.items() if files is not None}
 
 
 def look_once(request: Request, *, scheduler: Scheduler | None = None) -> Look:

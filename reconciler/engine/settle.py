@@ -52,8 +52,8 @@ CodeDir = Callable[[str | None], Path]
 @dataclass(frozen=True)
 class Ending:
     """How one finished job of the project ended, as recon judges it: Slurm's word, except
-    that a job which COMPLETED without its outputs failed. For a success of the current
-    spec, the versions its inputs had and its outputs came out with."""
+    that a job which COMPLETED without its outputs failed. For a job of the current spec,
+    the versions its inputs had, and for a success the versions its outputs came out with."""
 
     job: ObservedJob
     record: SubmissionRecord
@@ -115,8 +115,10 @@ def _recorded(record: SubmissionRecord, ending: Ending | None) -> SubmissionReco
     ended = replace(
         record, final_health=ending.health, exit_code=ending.exit_code, reason=ending.reason
     )
-    if ending.inputs is None or ending.outputs is None:
+    if ending.inputs is None:
         return ended
+    if ending.outputs is None:
+        return replace(ended, input_versions=_digests(ending.inputs))
     return replace(
         ended,
         input_versions=ending.read(),
@@ -137,7 +139,10 @@ def record(
     for ending in endings:
         job_id = ending.job.job_id
         journal.record_final(job_id, ending.health, ending.exit_code, ending.reason, now)
-        if ending.inputs is None or ending.outputs is None:
+        if ending.inputs is None:
+            continue
+        if ending.outputs is None:  # a failure: what it read, no outputs
+            journal.record_inputs(job_id, _digests(ending.inputs), now)
             continue
         journal.record_versions(job_id, ending.read(), _digests(ending.outputs), now)
         run = desired.runs[ending.job.tag.name]
@@ -201,14 +206,18 @@ def _judge_job(
     if job.tag.kind == "alloc":
         # An allocation's own end: a run that failed inside it is the run's failure.
         return Ending(job, record, aggregate(row.health for row in rows), exit_code, reason)
-    if job.health is not Health.SUCCEEDED or run is None or not current:
+    if run is None or not current:
         return Ending(job, record, job.health, exit_code, reason)
+    # What it read, success or not: a failure counts against retries only while its
+    # inputs keep these versions (engine/plan_history.failed_attempts).
+    inputs = _input_versions(desired, run, outputs_seen)
+    if job.health is not Health.SUCCEEDED:
+        return Ending(job, record, job.health, exit_code, reason, inputs)
     outputs = _versions(observe_outputs(desired, [run.name], outputs_seen), run.name)
     missing = sorted(name for name, version in outputs.items() if version is None)
     if missing:
         why = f"{NO_OUTPUTS}: {', '.join(missing)}"
-        return Ending(job, record, Health.FAILED, exit_code, why)
-    inputs = _input_versions(desired, run, outputs_seen)
+        return Ending(job, record, Health.FAILED, exit_code, why, inputs)
     return Ending(job, record, Health.SUCCEEDED, exit_code, reason, inputs, outputs)
 
 

@@ -1,8 +1,10 @@
 """The spec-level diff between two commits: what a PR would change, with no cluster at all.
 
 Pure: two `Desired` in, a `SpecDiff` out. A run or allocation counts as changed only when
-its spec hash changed, so comments, key order, formatting and descriptions never show;
-the changed fields are listed in the user's own notation.
+its spec hash changed or, for a run, one of its code files (``DesiredRun.code``) did, so
+comments, key order, formatting and descriptions never show; the changed fields are
+listed in the user's own notation, and each changed code file as `code PATH` with its
+blob ids.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from reconciler.desired.desired import (
     DesiredRun,
     Location,
     changed_fields,
+    code_of,
     flat_fields,
     spec_hash_of,
 )
@@ -94,10 +97,14 @@ def diff(base: Desired, head: Desired) -> SpecDiff:
                 continue
             if name not in after:
                 entries.append(EntryDiff(kind, name, Change.REMOVE, before[name].location))
-            elif spec_hash_of(before, name) != spec_hash_of(after, name):
+                continue
+            code = _code_changes(before, after, name) if kind == "Run" else ()
+            if spec_hash_of(before, name) != spec_hash_of(after, name):
                 was, now = before[name], after[name]
-                changes = field_changes(was, now)
+                changes = field_changes(was, now) + code
                 entries.append(EntryDiff(kind, name, Change.CHANGE, now.location, changes))
+            elif code:
+                entries.append(EntryDiff(kind, name, Change.CHANGE, after[name].location, code))
         for name in after:
             if name not in before and name not in swept:
                 entries.append(EntryDiff(kind, name, Change.ADD, after[name].location))
@@ -119,7 +126,11 @@ def _sweeps(
         changed = [
             name
             for name in now
-            if name in was and spec_hash_of(was[name], name) != spec_hash_of(now[name], name)
+            if name in was
+            and (
+                spec_hash_of(was[name], name) != spec_hash_of(now[name], name)
+                or _code_changes(was[name], now[name], name)
+            )
         ]
         members = Members(
             added=tuple(name for name in now if name not in was),
@@ -134,11 +145,11 @@ def _sweeps(
         fields: tuple[FieldChange, ...] = ()
         if changed:
             name = changed[0]
-            fields = tuple(
-                field
-                for field in field_changes(was[name][name], now[name][name])
-                if field.field not in ("name", "workdir")
-            )
+            old, new = was[name][name], now[name][name]
+            fields = _code_changes(was[name], now[name], name)
+            if spec_hash_of(was[name], name) != spec_hash_of(now[name], name):
+                spec_fields = field_changes(old, new)
+                fields = (*(f for f in spec_fields if f.field not in ("name", "workdir")), *fields)
         location = holder[first].location
         entries.append(EntryDiff("Sweep", sweep, change, location, fields, members))
     return entries
@@ -162,6 +173,18 @@ def field_changes(before: Entry, after: Entry) -> tuple[FieldChange, ...]:
         # Same text, different hash: values that read alike but render differently.
         changes.append(FieldChange("spec", before.spec_hash, after.spec_hash))
     return tuple(changes)
+
+
+def _code_changes(before: Entries, after: Entries, name: str) -> tuple[FieldChange, ...]:
+    """A run's code files (in both commits' code) whose blob ids differ, as `code PATH`
+    with the first 12 characters of each blob id; known without building the run."""
+    was = code_of(before, name)  # type: ignore[arg-type]  # runs: the caller's kind
+    now = code_of(after, name)  # type: ignore[arg-type]
+    return tuple(
+        FieldChange(f"code {path}", was[path][:12], blob[:12])
+        for path, blob in sorted(now.items())
+        if path in was and was[path] != blob
+    )
 
 
 def _flat(entry: Entry) -> dict[str, Any]:

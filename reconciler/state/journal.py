@@ -34,7 +34,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, Literal, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict
@@ -115,10 +115,14 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX setups_by_project ON setups (project, name)",
     ),
+    # 4: the run's code each job was submitted with (committed file -> git blob id), so a
+    # changed file reruns the run; '{}' on older records: their commit tells it.
+    ("ALTER TABLE submissions ADD COLUMN code_versions TEXT NOT NULL DEFAULT '{}'",),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+_NO_CODE: Mapping[str, str] = MappingProxyType({})
 
 
 class Intent(NamedTuple):
@@ -130,6 +134,7 @@ class Intent(NamedTuple):
     spec_hash: str
     commit: str | None
     spec_fields: dict[str, Any]
+    code_versions: Mapping[str, str] = _NO_CODE
 
 
 class CancelRecord(BaseModel):
@@ -212,8 +217,8 @@ class Journal:
             for intent in intents:
                 cursor = db.execute(
                     "INSERT INTO submissions (project, kind, name, spec_hash, git_commit,"
-                    " status, spec_fields, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " status, spec_fields, code_versions, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         intent.project,
                         intent.kind,
@@ -222,6 +227,7 @@ class Journal:
                         intent.commit,
                         SubmissionStatus.INTENT,
                         json.dumps(intent.spec_fields, sort_keys=True),
+                        json.dumps(dict(intent.code_versions), sort_keys=True),
                         stamp,
                         stamp,
                     ),
@@ -376,6 +382,18 @@ class Journal:
             )
             return cursor.rowcount > 0
 
+    def record_inputs(self, job_id: str, inputs: Mapping[str, str | None], now: datetime) -> bool:
+        """Record the versions a failed job's inputs had, so that a failure counts against
+        its retries only while they stay the same. Applies to the newest record of the id."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE submissions SET input_versions = ?, updated_at = ?"
+                " WHERE id = (SELECT id FROM submissions WHERE job_id = ? ORDER BY id DESC"
+                " LIMIT 1)",
+                (json.dumps(dict(inputs)), _stamp(now), job_id),
+            )
+            return cursor.rowcount > 0
+
     def records(self, project: str) -> list[SubmissionRecord]:
         """Every submission record of the project, oldest first."""
         return self._submissions("WHERE project = ? ORDER BY id", (project,))
@@ -405,6 +423,15 @@ class Journal:
             )
             if cursor.rowcount == 0:
                 raise KeyError(f"no cancel {cancel_id} in the journal {self.path}")
+
+    def cancelled_jobs(self, project: str) -> frozenset[str]:
+        """The ids of every job recon itself meant to cancel (prune, teardown, replace,
+        a held job's cleanup): such a job's end is recon's doing, not the run's."""
+        with self._sqlite_errors():
+            rows = self._db.execute(
+                "SELECT DISTINCT job_id FROM cancels WHERE project = ?", (project,)
+            ).fetchall()
+        return frozenset(row["job_id"] for row in rows)
 
     def pending_cancels(self, project: str) -> list[CancelRecord]:
         """Cancels whose outcome was never recorded (a crash mid-cancel), oldest first."""
@@ -687,12 +714,19 @@ def _record(row: sqlite3.Row) -> SubmissionRecord:
         final_health=None if health is None else Health(health),
         exit_code=row["exit_code"],
         reason=row["reason"],
-        spec_fields=json.loads(row["spec_fields"]),
-        input_versions=json.loads(row["input_versions"]),
-        output_versions=json.loads(row["output_versions"]),
+        spec_fields=_mapping(row["spec_fields"]),
+        input_versions=_mapping(row["input_versions"]),
+        output_versions=_mapping(row["output_versions"]),
+        code_versions=_mapping(row["code_versions"]),
         created_at=datetime.fromisoformat(row["created_at"]),
         updated_at=datetime.fromisoformat(row["updated_at"]),
     )
+
+
+def _mapping(text: str) -> dict[str, Any]:
+    """A JSON object column; the empty one (most of them in some columns) without the
+    parser: a pass reads four per record, 10,000 records a pass."""
+    return {} if text == "{}" else json.loads(text)
 
 
 def _rowid(cursor: sqlite3.Cursor) -> int:

@@ -49,10 +49,15 @@ class SubmissionRecord:
     reason: str | None = None
     # the spec as flat field -> value, for 'what changed'
     spec_fields: dict[str, Any] = field(default_factory=dict)
-    # input -> the version it had when the job succeeded
+    # input -> the version it had when the job ended (succeeded, or failed: a failure
+    # counts against retries only while its inputs stay the same); {} on records of
+    # failures from before recon recorded them
     input_versions: dict[str, str | None] = field(default_factory=dict)
     # output -> the version the job left behind
     output_versions: dict[str, str | None] = field(default_factory=dict)
+    # the run's code files -> the git blob ids it was submitted with; {} on records from
+    # before recon recorded them (the files at `commit` are what such a job ran)
+    code_versions: dict[str, str] = field(default_factory=dict)
     created_at: datetime
     updated_at: datetime
 

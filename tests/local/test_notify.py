@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reconciler import notify
-from reconciler.engine.actions import Action, ActionKind, Plan
+from reconciler.engine.actions import Action, ActionKind, Plan, RunOutcome
 from reconciler.engine.apply import ApplyResult
 from reconciler.notify import Notification, Notifier, notifications, send
 from reconciler.scheduler.states import Health
@@ -58,6 +58,17 @@ def test_a_failed_run_is_told_even_when_nothing_was_applied() -> None:
         message="job 42 of run train failed, exit code 1, NonZeroExitCode",
         time="2025-03-01T12:01:00+00:00",
     )  # fmt: skip
+
+
+def test_a_failed_run_with_no_retries_left_is_told_with_the_fixes_that_work() -> None:
+    spent = Action(
+        kind=ActionKind.NOOP, target="train", reason="failed: ...", outcome=RunOutcome.FAILED
+    )
+    (note,) = notifications(outcome_of(make_plan(spent), None), [failed("train", "42")], T1)
+    assert note.message == (
+        "job 42 of run train failed, exit code 1, NonZeroExitCode; no retries left. Change its "
+        "spec or code and commit, or `recon apply --replace train`"
+    )
 
 
 def test_an_apply_tells_its_counts_and_commit() -> None:

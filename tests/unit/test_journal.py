@@ -432,3 +432,45 @@ def test_a_version_2_journal_gains_the_setups_table(tmp_path: Path) -> None:
 
 def job_ids_of(journal: Journal, project: str) -> set[str]:
     return {r.job_id for r in journal.records(project) if r.job_id is not None}
+
+
+def test_a_version_3_journal_gains_code_versions(tmp_path: Path) -> None:
+    """A journal of the release before code versions: its records read with none, and
+    new intents carry theirs."""
+    from reconciler.state import journal as journal_module
+    from reconciler.state.journal import Intent
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statements in journal_module._MIGRATIONS[:3]:
+        for statement in statements:
+            db.execute(statement)
+    db.execute(
+        "INSERT INTO submissions (project, kind, name, spec_hash, git_commit, job_id, status,"
+        " created_at, updated_at) VALUES ('p', 'run', 'a', ?, 'c0ffee', '7', 'submitted', ?, ?)",
+        ("b" * 16, "2026-11-29T12:00:00+00:00", "2026-11-29T12:00:00+00:00"),
+    )
+    db.execute("PRAGMA user_version = 3")
+    db.close()
+    with journal_module.Journal(path) as journal:
+        code = {"scripts/train.py": "a" * 40}
+        journal.record_intents([Intent("p", "run", "a", "b" * 16, "c1", {}, code)], T0)
+        old, new = journal.records("p")
+    assert (old.job_id, old.code_versions) == ("7", {})
+    assert new.code_versions == code
+
+
+def test_the_inputs_a_failed_job_read_and_the_jobs_recon_cancelled(journal: Journal) -> None:
+    record_id = intent(journal)
+    journal.record_submitted(record_id, "42", T0)
+    journal.record_final("42", Health.FAILED, 1, None, T1)
+    assert journal.record_inputs("42", {"data": "d1", "gone": None}, T1)
+    assert not journal.record_inputs("43", {}, T1)
+    (record,) = journal.records("demo")
+    assert record.input_versions == {"data": "d1", "gone": None}
+    assert record.output_versions == {}
+    cancel = journal.record_cancel_intent("demo", "train", "42", "replaced: as asked", T1)
+    journal.record_cancel_intent("other", "train", "44", "prune", T1)
+    assert journal.cancelled_jobs("demo") == frozenset({"42"})
+    journal.record_cancel_done(cancel, T2)
+    assert journal.cancelled_jobs("demo") == frozenset({"42"})

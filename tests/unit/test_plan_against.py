@@ -183,3 +183,25 @@ def test_one_changed_file_among_many_builds_and_decodes_only_what_differs(
     assert "~ run r7" in shown.out and "1 to change" in shown.out
     assert built == ["r7", "r7"]  # the old and the new r7, nothing else
     assert len(decoded) == 60 + 1  # the head's 60 files, then only the base's old r007
+
+
+def test_a_changed_code_file_is_listed_with_the_file(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The spec is the same; the script its command names is not."""
+    root = str(repo.root)
+    base = repo.commit({"specs/train.yaml": RUN, "train.py": "print(1)\n", "x.md": "a"}, "add")
+    head = repo.commit({"train.py": "print(2)\n"}, "fix the trainer")
+    found = recon(capsys, "plan", root, "--against", base, "--rev", head, "--detailed-exitcode")
+    assert found.code == 2, found.err
+    old, new = (repo.git("rev-parse", f"{c}:train.py")[:12] for c in (base, head))
+    assert "~ run train" in found.out
+    assert f'code train.py: "{old}" -> "{new}"' in found.out
+    assert "Plan: 0 to add, 1 to change, 0 to remove." in found.out
+    shown = json.loads(
+        recon(capsys, "plan", root, "--against", base, "--rev", head, "--format", "json").out
+    )
+    assert shown["changes"][0]["fields"] == [{"field": "code train.py", "old": old, "new": new}]
+    # A file no run names changes nothing.
+    other = repo.commit({"x.md": "b"}, "docs")
+    assert recon(capsys, "plan", root, "--against", head, "--rev", other).out.count("No changes")
