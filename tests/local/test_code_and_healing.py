@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,23 @@ def plan_lines(repo: GitRepo) -> dict[str, tuple[str, str]]:
     return {m[2]: (m[1], m[3]) for line in lines if (m := PLAN_LINE.match(line))}
 
 
+def web_view(repo: GitRepo, name: str) -> str:
+    """The run's page as `recon serve`'s web view gives it (/api/runs/NAME), as text."""
+    from reconciler.engine.reconcile import Request, look_once
+    from reconciler.web.app import create_app
+    from reconciler.web.poller import Poller
+    from tests.local.serving import app_served
+
+    poller = Poller(lambda: look_once(Request(repo.root)), 60, graph_limit=200)
+    with app_served(create_app(poller, hosts=["127.0.0.1"])) as served:
+        deadline = time.monotonic() + 30
+        while (response := served.get(f"/api/runs/{name}"))[0] == 503:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    assert response[0] == 200, response
+    return response[2].decode()
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> GitRepo:
     repo = GitRepo(tmp_path / "repo")
@@ -119,6 +137,7 @@ def test_editing_a_script_the_command_calls_reruns_the_run(project: GitRepo) -> 
     job = before["shell"]["job_id"]
     assert plan_lines(project)["shell"] == ("submit", f"code run.sh changed since job {job} ran it")
     assert status(project)["shell"]["sync"] == "outdated"
+    assert f"code run.sh changed since job {job} ran it" in web_view(project, "shell")
     assert plan_lines(project)["prep"][0] == "no-op"  # nothing else is touched
     applied = ok(recon(project, "apply", "--auto-approve", "--wait"))
     assert "submitted shell" in applied and "submitted prep" not in applied
