@@ -100,6 +100,7 @@ class SimCluster:
     submissions: int = 0
     _next: int = 1000
     _free_ids: list[str] = field(default_factory=list)  # lost by a crash, handed out again
+    reuse_ids: bool = True  # hand the ids of forgotten jobs out again
     _mutex: threading.RLock = field(default_factory=threading.RLock)
 
     # -- the Scheduler protocol ----------------------------------------------------------
@@ -140,7 +141,8 @@ class SimCluster:
                     raise PermanentSchedulerError(
                         "sbatch: error: Batch job submission failed: Job dependency problem"
                     )
-            job_id = self._free_ids.pop(0) if self._free_ids else self._new_id()
+            reused = self._free_ids and self.reuse_ids
+            job_id = self._free_ids.pop(0) if reused else self._new_id()
             indices = request.array.indices if request.array is not None else (None,)
             self.jobs[job_id] = SimJob(
                 job_id=job_id,

@@ -109,7 +109,8 @@ def test_a_run_whose_jobs_recon_replaced_and_pruned_is_not_failed(project: Proje
     )
     (project.root / "specs/l.yaml").unlink()
     project.repo.commit(message="long leaves the repo")
-    assert "cancelled job" in project.apply().stdout
+    # Its job is the project's only live one: the prune guard asks for a confirmation.
+    assert "cancelled job" in project.apply("--allow-prune-all").stdout
     project.wait_for(
         "both jobs to end cancelled",
         lambda: all(job["state"].startswith("CANCELLED") for job in project.job_of("long")),

@@ -182,14 +182,15 @@ def test_a_run_whose_jobs_recon_replaced_and_pruned_is_not_failed(project: GitRe
         ok(recon(project, "apply", "--auto-approve", "--replace", "long"))
         (project.root / "specs/l.yaml").unlink()
         project.commit(message="long leaves the repo")
-        assert "cancelled job" in ok(recon(project, "apply", "--auto-approve"))
+        # Its job is the project's only live one: the prune guard asks for a confirmation.
+        assert "cancelled job" in ok(recon(project, "apply", "--auto-approve", "--allow-prune-all"))
         project.commit({"specs/l.yaml": long}, "long comes back")
         action, reason = plan_lines(project)["long"]
         assert action == "submit" and "was cancelled by recon" in reason, reason
     finally:
         (project.root / "specs/l.yaml").unlink(missing_ok=True)
         project.commit(message="no long run")
-        recon(project, "apply", "--auto-approve")
+        recon(project, "apply", "--auto-approve", "--allow-prune-all")
 
 
 def _old_release(tmp_path: Path) -> Path:

@@ -149,14 +149,20 @@ class History(RuleBasedStateMachine):
 
     @rule()
     def apply_killed_after_sbatch(self) -> None:
-        """sbatch returned a job id and the journal never heard of it."""
+        """sbatch returned a job id and the journal never heard of it.
+
+        The id is a new one, never a forgotten job's handed out again: that pairing is a
+        known open finding (`test_a_lost_id_handed_to_a_killed_submission_...` below),
+        kept out of the histories until it is fixed so that they go on finding others."""
         fault_points._reached.clear()
         os.environ[fault_points.ENV] = "after-sbatch:raise:1"
+        self.cluster.reuse_ids = False
         try:
             self._pass(1)
         finally:
             del os.environ[fault_points.ENV]
             fault_points._reached.clear()
+            self.cluster.reuse_ids = True
 
     @rule()
     def two_applies_at_once(self) -> None:
@@ -408,3 +414,42 @@ def test_generated_fault_histories(tmp_path_factory: pytest.TempPathFactory) -> 
     History.TestCase().runTest()
     print("\n" + ", ".join(f"{name}: {count}" for name, count in sorted(TALLY.items())))
     assert TALLY["histories"] >= HISTORIES // 2 and TALLY["converged"] == TALLY["histories"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known open: slurmctld loses run a's job and hands its id to run c's next "
+    "submission, whose apply is killed right after sbatch; the journal then holds the id "
+    "under a's record, settle records c's success on it, and `recon plan` says `submit c: "
+    "not yet run` for ever while `recon apply` sees c current (found by these histories)",
+)
+def test_a_lost_id_handed_to_a_killed_submission_plans_as_apply_sees_it(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    _scratch.base = tmp_path_factory.mktemp("reused")
+    history = History()
+    history.project(runs={"a"}, sweep={1, 2})
+    try:
+        history.apply_killed_after_sbatch()
+        history.apply_killed_after_sbatch()
+        history.commit(how="add", name="c")
+        lost = next(job for job in history.cluster.live() if job.tag and job.tag.name == "a"
+                    and job.job_id not in history.foreign)  # fmt: skip
+        history.cluster.forget(lost.job_id)  # its id goes to the next submission: c's
+        fault_points._reached.clear()
+        os.environ[fault_points.ENV] = "after-sbatch:raise:1"
+        try:
+            history._pass(1)
+        finally:
+            del os.environ[fault_points.ENV]
+            fault_points._reached.clear()
+        assert history.cluster.jobs[lost.job_id].tag.name == "c"  # type: ignore[union-attr]
+        for _ in range(3):
+            history._pass(3, confirmed=True)
+            history.cluster.step(lambda job, task: SlurmState.COMPLETED)
+        applied = history._pass(3, confirmed=True)
+        planned = history._look().plan
+        assert applied is not None
+        assert _moves(planned) == _moves(applied.plan)
+    finally:
+        shutil.rmtree(history.root or "", ignore_errors=True)
