@@ -53,6 +53,25 @@ def env_suffix(name: str) -> str:
     return name.upper().replace("-", "_")
 
 
+# A module as `module load` takes it: `gcc/12.2`, `cuda/12.1`, `python/3.11-foss-2023a`.
+MODULE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.+/@:-]*$"
+_MODULE = re.compile(MODULE_PATTERN)
+
+
+def _check_module(value: str) -> str:
+    if not _MODULE.match(value):
+        raise ValueError(
+            f"{value!r} is not a module name as `module load` takes it: letters, digits "
+            "and _ . + / @ : - (no spaces or shell characters); one module an entry"
+        )
+    return value
+
+
+ModuleName = Annotated[
+    str, AfterValidator(_check_module), Field(json_schema_extra={"pattern": MODULE_PATTERN})
+]
+
+
 def _check_no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain a NUL character")

@@ -13,7 +13,6 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -22,7 +21,7 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
-from reconciler.desired.fields import EnvKey, Name, SafeText, SbatchFlag, env_suffix
+from reconciler.desired.fields import EnvKey, ModuleName, Name, SafeText, SbatchFlag, env_suffix
 from reconciler.desired.matrix import parse_reference
 from reconciler.desired.resources import CpuCount, Duration, Gpus, Memory
 
@@ -229,23 +228,6 @@ def upstream_of(reference: str | None) -> tuple[str, str] | None:
     return run, output
 
 
-# A module as `module load` takes it: `gcc/12.2`, `cuda/12.1`, `python/3.11-foss-2023a`.
-MODULE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.+/@:-]*$"
-_MODULE = re.compile(MODULE_PATTERN)
-
-
-def _check_module(value: str) -> str:
-    if not _MODULE.match(value):
-        raise ValueError(
-            f"{value!r} is not a module name as `module load` takes it: letters, digits "
-            "and _ . + / @ : - (no spaces or shell characters); one module an entry"
-        )
-    return value
-
-
-ModuleName = Annotated[
-    str, AfterValidator(_check_module), Field(json_schema_extra={"pattern": MODULE_PATTERN})
-]
 # A path as written in a batch script: no shell character needs quoting beyond shlex's,
 # but a line break or NUL could not be carried through `set -u` exports and logs.
 _PLAIN_PATH = r"^[^\x00-\x1f\x7f]+$"

@@ -105,12 +105,11 @@ def code_changes(inputs: PlanInputs, run: DesiredRun, record: SubmissionRecord |
     commit, a commit git no longer has) counts as unchanged: nothing is rerun on a guess."""
     if record is None or not run.code:
         return []
-    changed = [
+    return sorted(
         path
         for path, blob in run.code.items()
         if (ran := _code_ran(inputs, run, record, path)) is not None and ran != blob
-    ]
-    return sorted(changed) if len(changed) > 1 else changed
+    )
 
 
 def _code_ran(

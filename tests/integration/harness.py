@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -11,8 +12,10 @@ from pathlib import Path
 
 from reconciler.scheduler.tag import Tag
 from tests.gitrepo import GitRepo
+from tests.projects import new_project_name
 
 TIMEOUT = 90.0
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
 
 
 class Project:
@@ -116,3 +119,16 @@ def run_spec(name: str, command: str, *, extra: str = "", inputs: str = "") -> s
         f"kind: Run\nname: {name}\ncommand: '{command}'\nresources:\n  cpus: 1\n  memory: 100MiB\n"
         f"{extra}{inputs}outputs:\n  out: out.txt\n"
     )
+
+
+def example_project(where: Path, prefix: str) -> Project:
+    """The example project, committed in a repo of its own under `where/example`, its
+    project named afresh (``new_project_name(prefix)``) so its jobs are its own."""
+    name = new_project_name(prefix)
+    root = where / "example"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
+    text = (root / "recon.yaml").read_text().replace("project: cartpole", f"project: {name}")
+    (root / "recon.yaml").write_text(text)
+    repo = GitRepo(root)
+    repo.commit(message="example")
+    return Project(repo, name)

@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.gitrepo import GitRepo
-from tests.integration.harness import Project
-from tests.projects import new_project_name
+from tests.integration.harness import Project, example_project
 
 pytestmark = pytest.mark.slurm
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
 DOWNSTREAM = {"train", "evaluate", "seeds", "compare"}
 
 
@@ -28,14 +24,7 @@ DOWNSTREAM = {"train", "evaluate", "seeds", "compare"}
 def example(tmp_path: Path) -> Iterator[Project]:
     """The example project under a name of its own, every run current; its jobs (the
     allocation's among them) are cancelled when the test ends."""
-    name = new_project_name("cascade")
-    root = tmp_path / "example"
-    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
-    text = (root / "recon.yaml").read_text().replace("project: cartpole", f"project: {name}")
-    (root / "recon.yaml").write_text(text)
-    repo = GitRepo(root)
-    repo.commit(message="example")
-    project = Project(repo, name)
+    project = example_project(tmp_path, "cascade")
     try:
         project.apply("--wait")
         yield project

@@ -7,7 +7,6 @@ own; the fixture cancels whatever is left when the test ends.
 from __future__ import annotations
 
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,25 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.gitrepo import GitRepo
-from tests.integration.harness import Project, run_spec
-from tests.projects import new_project_name
+from tests.integration.harness import Project, example_project, run_spec
 
 pytestmark = pytest.mark.slurm
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
 TIMEOUT = 90.0
 
 
 def test_example_repo_queues_the_whole_dag_then_plans_nothing(tmp_path: Path) -> None:
-    name = new_project_name("ex")
-    root = tmp_path / "example"
-    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
-    text = (root / "recon.yaml").read_text().replace("project: cartpole", f"project: {name}")
-    (root / "recon.yaml").write_text(text)
-    repo = GitRepo(root)
-    repo.commit(message="example")
-    example = Project(repo, name)
+    example = example_project(tmp_path, "ex")
     try:
         first = example.apply()
         # The five runs, the sweep's six members (one array), and the allocation
@@ -80,7 +69,7 @@ def test_example_repo_queues_the_whole_dag_then_plans_nothing(tmp_path: Path) ->
                 {j["state"] for j in example.jobs() if j["run"] != "interactive"} == {"COMPLETED"}
             ),
         )
-        assert (root / "runs" / "evaluate" / "metrics.json").exists()
+        assert (example.root / "runs" / "evaluate" / "metrics.json").exists()
         assert example.recon("plan", ".", "--detailed-exitcode").returncode == 0
     finally:
         example.cancel_all()

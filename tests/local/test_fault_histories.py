@@ -18,10 +18,12 @@ readable script of rule calls, shrunk to the fewest steps that still fail.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -154,21 +156,18 @@ class History(RuleBasedStateMachine):
         The id is a new one, never a forgotten job's handed out again: that pairing is a
         known open finding (`test_a_lost_id_handed_to_a_killed_submission_...` below),
         kept out of the histories until it is fixed so that they go on finding others."""
-        fault_points._reached.clear()
-        os.environ[fault_points.ENV] = "after-sbatch:raise:1"
         self.cluster.reuse_ids = False
         try:
-            self._pass(1)
+            with killed_after_sbatch():
+                self._pass(1)
         finally:
-            del os.environ[fault_points.ENV]
-            fault_points._reached.clear()
             self.cluster.reuse_ids = True
 
     @rule()
     def two_applies_at_once(self) -> None:
         """Two passes at the same moment (cron and watch); the lock makes them take turns."""
         before = self._outputs()
-        threads = [threading.Thread(target=self._quiet_pass, args=(30,)) for _ in range(2)]
+        threads = [threading.Thread(target=self._quiet_pass) for _ in range(2)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -306,7 +305,7 @@ class History(RuleBasedStateMachine):
         TALLY["passes"] += 1
         return outcome
 
-    def _quiet_pass(self, seconds: int) -> None:
+    def _quiet_pass(self) -> None:
         try:
             reconcile_once(
                 Request(self.root), scheduler=self.cluster, clock=lambda: self.now,  # type: ignore[arg-type]
@@ -345,6 +344,19 @@ class History(RuleBasedStateMachine):
                 return
         shown = [f"{a.kind.value} {a.target}: {a.reason}" for a in plan.actions]
         raise AssertionError(f"no convergence within {CONVERGE_WITHIN} passes: {shown}")
+
+
+@contextlib.contextmanager
+def killed_after_sbatch() -> Iterator[None]:
+    """A pass inside stops right after its first sbatch returned (the `after-sbatch` fault
+    point, raised once), as a SIGKILL there would leave it: the journal without the id."""
+    fault_points._reached.clear()
+    os.environ[fault_points.ENV] = "after-sbatch:raise:1"
+    try:
+        yield
+    finally:
+        del os.environ[fault_points.ENV]
+        fault_points._reached.clear()
 
 
 class _Quiet:
@@ -436,13 +448,8 @@ def test_a_lost_id_handed_to_a_killed_submission_plans_as_apply_sees_it(
         lost = next(job for job in history.cluster.live() if job.tag and job.tag.name == "a"
                     and job.job_id not in history.foreign)  # fmt: skip
         history.cluster.forget(lost.job_id)  # its id goes to the next submission: c's
-        fault_points._reached.clear()
-        os.environ[fault_points.ENV] = "after-sbatch:raise:1"
-        try:
+        with killed_after_sbatch():
             history._pass(1)
-        finally:
-            del os.environ[fault_points.ENV]
-            fault_points._reached.clear()
         assert history.cluster.jobs[lost.job_id].tag.name == "c"  # type: ignore[union-attr]
         for _ in range(3):
             history._pass(3, confirmed=True)

@@ -333,7 +333,9 @@ def _write_many(path: Path, tag: str, start: Barrier, errors: multiprocessing.Qu
         raise
 
 
-def test_two_processes_writing_at_once_lose_nothing(path: Path) -> None:
+def two_writers(path: Path) -> None:
+    """Two spawned processes (they inherit the environment) write PER_PROCESS records
+    each at once; both must end cleanly."""
     context = multiprocessing.get_context("spawn")
     start = context.Barrier(2)
     errors: multiprocessing.Queue[str] = context.Queue()
@@ -342,9 +344,12 @@ def test_two_processes_writing_at_once_lose_nothing(path: Path) -> None:
         worker.start()
     for worker in workers:
         worker.join(timeout=60)
-
     assert errors.empty(), errors.get()
     assert [worker.exitcode for worker in workers] == [0, 0]
+
+
+def test_two_processes_writing_at_once_lose_nothing(path: Path) -> None:
+    two_writers(path)
     with Journal(path) as journal:
         records = journal.records("demo")
         job_ids = job_ids_of(journal, "demo")

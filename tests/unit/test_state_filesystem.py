@@ -3,7 +3,6 @@ and the lock (state/filesystem.py)."""
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from reconciler.state.filesystem import (
     state_filesystem,
 )
 from reconciler.state.journal import Journal
-from tests.unit.test_journal import PER_PROCESS, _write_many, job_ids_of
+from tests.unit.test_journal import PER_PROCESS, job_ids_of, two_writers
 
 # Lines as /proc/self/mountinfo gives them for each kind (fields as in proc(5)).
 MOUNTINFO = """\
@@ -178,16 +177,7 @@ def test_two_processes_writing_a_rollback_journal_at_once_lose_nothing(
 ) -> None:
     monkeypatch.setenv("RECON_STATE_FILESYSTEM", "shared")  # spawned workers inherit it
     path = tmp_path / "state" / "journal.sqlite"
-    context = multiprocessing.get_context("spawn")
-    start = context.Barrier(2)
-    errors: multiprocessing.Queue[str] = context.Queue()
-    workers = [context.Process(target=_write_many, args=(path, tag, start, errors)) for tag in "ab"]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=60)
-    assert errors.empty(), errors.get()
-    assert [worker.exitcode for worker in workers] == [0, 0]
+    two_writers(path)
     with Journal(path) as journal:
         assert len(job_ids_of(journal, "demo")) == 2 * PER_PROCESS
     assert journal_mode(path) == "delete"
