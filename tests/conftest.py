@@ -28,6 +28,8 @@ from reconciler.devcluster.spec import ClusterSpec
 from reconciler.errors import DevClusterError
 from reconciler.scheduler.tag import Tag
 from tests.gitrepo import GitRepo
+from tests.plan_record import ENV as PLAN_RECORD_ENV
+from tests.plan_record import Recorder
 from tests.projects import MADE
 
 PROJECT = "project: demo\ndefaults:\n  partition: cpu\n  time: 1h\n"
@@ -40,6 +42,21 @@ def repo(tmp_path: Path) -> GitRepo:
     git_repo = GitRepo(tmp_path / "repo")
     git_repo.write({"recon.yaml": PROJECT})
     return git_repo
+
+
+_RECORDER = Recorder(Path(os.environ[PLAN_RECORD_ENV])) if os.environ.get(PLAN_RECORD_ENV) else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With RECON_PLAN_RECORD set, every plan the tests make is recorded
+    (tests/plan_record.py)."""
+    if _RECORDER is not None:
+        _RECORDER.install()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _RECORDER is not None:
+        _RECORDER.rebind()
 
 
 def slurm_required() -> bool:
