@@ -39,10 +39,10 @@ sys.path.insert(0, str(HERE))
 from reconciler.desired.desired import Desired  # noqa: E402
 from reconciler.desired.loader import load_desired, open_source  # noqa: E402
 from reconciler.engine import settle  # noqa: E402
-from reconciler.engine.apply import Applier  # noqa: E402
-from reconciler.engine.arrays import read_maps  # noqa: E402
-from reconciler.engine.identity import share_of  # noqa: E402
+from reconciler.engine.apply.applier import Applier  # noqa: E402
+from reconciler.engine.apply.arrays import read_maps  # noqa: E402
 from reconciler.engine.plan import plan as make_plan  # noqa: E402
+from reconciler.engine.plan.identity import share_of  # noqa: E402
 from reconciler.engine.reconcile import file_state  # noqa: E402
 from reconciler.scheduler.base import Observation, SubmitRequest  # noqa: E402
 from reconciler.scheduler.slurm.adapter import SlurmScheduler  # noqa: E402

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from reconciler.engine.status import run_statuses
+from reconciler.engine.plan.status import run_statuses
 from reconciler.engine.watch import PassReport, PassResult
 from reconciler.errors import ObservationError
 

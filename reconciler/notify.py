@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
-from reconciler.engine.actions import FAILED_FIXES, ActionKind, PruneGuard, RunOutcome
-from reconciler.engine.plan_prune import explain
+from reconciler.engine.plan.actions import FAILED_FIXES, ActionKind, PruneGuard, RunOutcome
+from reconciler.engine.plan.prune import explain
 from reconciler.engine.reconcile import Outcome
 from reconciler.engine.watch import counts
 from reconciler.errors import ReconError

@@ -17,8 +17,8 @@ from reconciler.desired.desired import (
 from reconciler.desired.desired import flat_fields as _flat_fields
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.desired.models import Project, Run
-from reconciler.engine.actions import Plan, PruneCause, PruneGuard
-from reconciler.engine.apply import ApplyResult
+from reconciler.engine.apply.applier import ApplyResult
+from reconciler.engine.plan.actions import Plan, PruneCause, PruneGuard
 from reconciler.engine.reconcile import Look, Outcome
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.partitions import Gres, Node, Partition

@@ -30,8 +30,8 @@ from reconciler.report.words import plural
 
 if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` stays quick
     from reconciler.desired.desired import Desired
-    from reconciler.engine.actions import Plan
-    from reconciler.engine.apply import ApplyResult, Done
+    from reconciler.engine.apply.applier import ApplyResult, Done
+    from reconciler.engine.plan.actions import Plan
     from reconciler.engine.reconcile import Outcome, Request
     from reconciler.engine.wait import Progress
     from reconciler.state.records import SubmissionRecord
@@ -93,7 +93,7 @@ def apply(
       recon apply . --auto-approve --quiet --lock-timeout 30     from cron
       recon apply eval.plan              carry out a plan saved by `recon plan --out`
     """
-    from reconciler.engine import planfile
+    from reconciler.engine.apply import planfile
     from reconciler.engine.reconcile import Request, reconcile_once
     from reconciler.notify import Notifier
     from reconciler.report import plan as plan_report
@@ -156,7 +156,7 @@ def apply(
 
 def _refuse(outcome: Outcome, show_plan: bool) -> None:
     """A held plan: show it (as a prompt would have), then fail saying why."""
-    from reconciler.engine.plan_prune import explain
+    from reconciler.engine.plan.prune import explain
     from reconciler.errors import PruneRefusedError
     from reconciler.report import plan as plan_report
 

@@ -40,7 +40,7 @@ def ro_crate(
       recon export ro-crate . train --out /tmp/crate
     """
     # rocrate and the engine are imported when the command runs: `recon --help` stays quick.
-    from reconciler.engine.plan import members_of
+    from reconciler.engine.plan.assemble import members_of
     from reconciler.engine.reconcile import Request, load
     from reconciler.errors import UnknownTarget
     from reconciler.export.rocrate import export_ro_crate

@@ -79,7 +79,7 @@ def plan(
         return
     # The engine is imported when a command runs, and only the one it needs: `recon
     # --help` and the diff of --against (PR CI, no cluster) stay quick.
-    from reconciler.engine import planfile
+    from reconciler.engine.apply import planfile
     from reconciler.engine.reconcile import Request, look_once
     from reconciler.report import plan as plan_report
 
@@ -129,9 +129,9 @@ def _plan_against(
 ) -> None:
     from reconciler.desired.cache import SharedCache
     from reconciler.desired.loader import load_desired, open_source
-    from reconciler.engine.specdiff import diff
     from reconciler.errors import NoProjectError
     from reconciler.report import specdiff as specdiff_report
+    from reconciler.repository.specdiff import diff
 
     shared = SharedCache()  # the base commit's unchanged files are not parsed again
     head = load_desired(open_source(repo, rev, worktree), shared=shared)

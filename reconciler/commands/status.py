@@ -25,7 +25,7 @@ from reconciler.commands.common import (
 
 if TYPE_CHECKING:
     from reconciler.desired.desired import Desired
-    from reconciler.engine.status import RunStatus
+    from reconciler.engine.plan.status import RunStatus
 
 
 def status(
@@ -68,8 +68,8 @@ def status(
       recon status --format json --allocations
     """
     # The engine is imported when a command runs: `recon --help` stays quick.
+    from reconciler.engine.plan.status import allocation_statuses, run_statuses
     from reconciler.engine.reconcile import Request, look_once, read_events
-    from reconciler.engine.status import allocation_statuses, run_statuses
     from reconciler.report import status as status_report
 
     repo, targets = split_arguments(arguments)
@@ -109,7 +109,7 @@ def status(
 def _with_manifest_commits(desired: Desired, rows: list[RunStatus]) -> list[RunStatus]:
     """A run the journal knows no commit of its success for (adopted after a lost journal)
     takes it from the provenance manifest its last success wrote beside its outputs."""
-    from reconciler.engine.actions import SyncStatus
+    from reconciler.engine.plan.actions import SyncStatus
     from reconciler.state.paths import run_dir
     from reconciler.state.provenance import read_manifest
 

@@ -103,11 +103,11 @@ def watch(
       recon watch . --metrics-addr 127.0.0.1:9464               with Prometheus metrics
     """
     from reconciler.commands.watchlog import LineLog, Puller
-    from reconciler.engine.gitrefs import BranchRefs
     from reconciler.engine.reconcile import Request, reconcile_once
     from reconciler.engine.wakeups import RefWatcher, WakeQueue
     from reconciler.engine.watch import Level, Schedule, WatchLoop
     from reconciler.notify import Notifier
+    from reconciler.repository.refs import BranchRefs
 
     schedule = Schedule(parse_duration(interval))
     listen = parse_address(metrics_addr) if metrics_addr is not None else None

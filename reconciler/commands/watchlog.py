@@ -9,9 +9,9 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from reconciler.commands.watch import LogFormat
-from reconciler.engine.gitrefs import BranchRefs
 from reconciler.engine.watch import Level
 from reconciler.errors import ReconError
+from reconciler.repository.refs import BranchRefs
 
 
 @dataclass

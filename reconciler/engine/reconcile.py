@@ -30,18 +30,18 @@ from pathlib import Path
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import load_desired, load_project, open_source
 from reconciler.desired.source import SpecSource, committed_blobs
-from reconciler.engine import settle
-from reconciler.engine.actions import Plan, PruneGuard
-from reconciler.engine.apply import Applier, ApplyResult, Done
-from reconciler.engine.arrays import read_maps
-from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
-from reconciler.engine.faults import fault_point
-from reconciler.engine.fit import Fit, FitChecker, MachineFit
-from reconciler.engine.identity import share_of
+from reconciler.engine.apply import settle
+from reconciler.engine.apply.applier import Applier, ApplyResult, Done
+from reconciler.engine.apply.arrays import read_maps
+from reconciler.engine.apply.faults import fault_point
+from reconciler.engine.apply.planfile import check_fresh
 from reconciler.engine.plan import plan as make_plan
-from reconciler.engine.plan_inputs import FileState
-from reconciler.engine.planfile import check_fresh
+from reconciler.engine.plan.actions import Plan, PruneGuard
+from reconciler.engine.plan.fit import Fit, FitChecker, MachineFit
+from reconciler.engine.plan.identity import share_of
+from reconciler.engine.plan.inputs import FileState
 from reconciler.errors import ObservationError
+from reconciler.repository.checkout import code_dir, remote_url, snapshot_path
 from reconciler.scheduler.base import Observation, ObservedJob, Scheduler, StepScheduler
 from reconciler.scheduler.select import Choice, select_scheduler
 from reconciler.scheduler.states import Health

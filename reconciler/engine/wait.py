@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.actions import FINAL, Action, Plan, RunOutcome
-from reconciler.engine.plan_prune import explain
+from reconciler.engine.plan.actions import FINAL, Action, Plan, RunOutcome
+from reconciler.engine.plan.prune import explain
 from reconciler.engine.reconcile import Outcome, Request, reconcile_once
 from reconciler.errors import PruneRefusedError
 from reconciler.scheduler.base import Scheduler

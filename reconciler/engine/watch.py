@@ -35,8 +35,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from reconciler.engine.actions import PruneGuard
-from reconciler.engine.plan_prune import explain
+from reconciler.engine.plan.actions import PruneGuard
+from reconciler.engine.plan.prune import explain
 from reconciler.engine.reconcile import Outcome
 from reconciler.errors import ReconError, SpecError
 

@@ -19,8 +19,8 @@ from typing import Literal
 
 from reconciler.desired.desired import Desired
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.actions import Plan
-from reconciler.engine.status import RunStatus
+from reconciler.engine.plan.actions import Plan
+from reconciler.engine.plan.status import RunStatus
 from reconciler.graph import build, order
 
 NodeKind = Literal["run", "alloc"]

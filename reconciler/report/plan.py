@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.actions import (
+from reconciler.engine.plan.actions import (
     Action,
     ActionKind,
     FieldChange,
@@ -21,7 +21,7 @@ from reconciler.engine.actions import (
     RunOutcome,
     SweepShape,
 )
-from reconciler.engine.plan_prune import explain
+from reconciler.engine.plan.prune import explain
 from reconciler.report.words import plural
 
 _SYMBOL_WIDTH = 3

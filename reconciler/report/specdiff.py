@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler.engine.specdiff import Change, EntryDiff, SpecDiff
+from reconciler.repository.specdiff import Change, EntryDiff, SpecDiff
 
 SYMBOLS = {Change.ADD: "+", Change.CHANGE: "~", Change.REMOVE: "-"}
 

@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from rich.text import Text
 
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.actions import Plan
-from reconciler.engine.status import AllocationStatus, RunStatus
+from reconciler.engine.plan.actions import Plan
+from reconciler.engine.plan.status import AllocationStatus, RunStatus
 from reconciler.report.words import plural
 from reconciler.scheduler.states import Health
 

@@ -23,13 +23,13 @@ from ruamel.yaml import YAML
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.desired.loader import open_source
-from reconciler.engine.reconcile import Look
-from reconciler.engine.status import (
+from reconciler.engine.plan.status import (
     AllocationStatus,
     RunStatus,
     allocation_statuses,
     run_statuses,
 )
+from reconciler.engine.reconcile import Look
 from reconciler.report.graph import as_svg, graph_of
 from reconciler.report.plan import as_text
 from reconciler.scheduler.render import log_files

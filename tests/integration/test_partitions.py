@@ -8,7 +8,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from reconciler.desired.models import RunResources
-from reconciler.engine.fit import FitChecker
+from reconciler.engine.plan.fit import FitChecker
 from reconciler.scheduler.partitions import Gres
 from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.slurm.testing import RecordingRunner

@@ -38,9 +38,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from reconciler.engine import faults as fault_points
-from reconciler.engine.actions import Plan
-from reconciler.engine.arrays import ArrayMap, map_file
+from reconciler.engine.apply import faults as fault_points
+from reconciler.engine.apply.arrays import map_file
+from reconciler.engine.plan.actions import Plan
+from reconciler.engine.plan.arrays import ArrayMap
 from reconciler.engine.reconcile import Request, look_once, reconcile_once
 from reconciler.errors import ReconError
 from reconciler.scheduler.states import SlurmState

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from reconciler import notify
-from reconciler.engine.actions import Action, ActionKind, Plan, RunOutcome
-from reconciler.engine.apply import ApplyResult
+from reconciler.engine.apply.applier import ApplyResult
+from reconciler.engine.plan.actions import Action, ActionKind, Plan, RunOutcome
 from reconciler.notify import Notification, Notifier, notifications, send
 from reconciler.scheduler.states import Health
 from reconciler.state.journal import Journal

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.desired.loader import load_desired, open_source
-from reconciler.engine.checkout import code_dir
 from reconciler.engine.reconcile import Request, reconcile_once
 from reconciler.errors import SpecError
+from reconciler.repository.checkout import code_dir
 from reconciler.scheduler.local import LocalScheduler
 from reconciler.state.paths import run_dir
 from tests.gitrepo import GitRepo

@@ -19,9 +19,9 @@ from reconciler.desired.desired import (
     spec_hash,
 )
 from reconciler.desired.models import Allocation, Project, Run
-from reconciler.engine.actions import Action, ActionKind, Plan
-from reconciler.engine.apply import Applier
-from reconciler.engine.settle import judge_setups, record_setups
+from reconciler.engine.apply.applier import Applier
+from reconciler.engine.apply.settle import judge_setups, record_setups
+from reconciler.engine.plan.actions import Action, ActionKind, Plan
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import (
     AllocateRequest,

@@ -17,9 +17,9 @@ from reconciler.desired.desired import (
     spec_hash,
 )
 from reconciler.desired.models import Allocation, NodeShape, Project, Run, RunResources
-from reconciler.engine.actions import Action, ActionKind, PruneCause, PruneGuard
 from reconciler.engine.plan import plan
-from reconciler.engine.plan_allocations import (
+from reconciler.engine.plan.actions import Action, ActionKind, PruneCause, PruneGuard
+from reconciler.engine.plan.allocations import (
     AllocationInputs,
     AllocationState,
     Placement,
@@ -30,7 +30,7 @@ from reconciler.engine.plan_allocations import (
     prunes,
     renewals,
 )
-from reconciler.engine.status import allocation_statuses
+from reconciler.engine.plan.status import allocation_statuses
 from reconciler.scheduler.base import JobRecord, Launch, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag

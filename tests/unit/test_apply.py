@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engine.actions import Action, ActionKind, Plan
-from reconciler.engine.apply import Applier, Done
+from reconciler.engine.apply.applier import Applier, Done
+from reconciler.engine.plan.actions import Action, ActionKind, Plan
 from reconciler.errors import TransientSchedulerError
 from reconciler.scheduler.base import Observation, SubmitRequest
 from reconciler.scheduler.partitions import Partition

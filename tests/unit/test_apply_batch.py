@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.desired.desired import Desired
-from reconciler.engine import apply as apply_module
-from reconciler.engine.actions import Action, ActionKind, Plan
-from reconciler.engine.apply import Applier
+from reconciler.engine.apply import applier as apply_module
+from reconciler.engine.apply.applier import Applier
+from reconciler.engine.plan.actions import Action, ActionKind, Plan
 from reconciler.errors import PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import AllocateRequest, Observation, SubmitRequest
 from reconciler.scheduler.partitions import Partition

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.engine.checkout import code_dir, remote_url, snapshot_path
+from reconciler.repository.checkout import code_dir, remote_url, snapshot_path
 from tests.gitrepo import GitRepo
 
 

@@ -28,11 +28,11 @@ from reconciler.desired.desired import Desired, flat_fields
 from reconciler.desired.loader import load_desired
 from reconciler.desired.models import Allocation, RunResources
 from reconciler.desired.source import WorktreeSource
-from reconciler.engine.actions import Action, ActionKind, Plan
-from reconciler.engine.apply import Applier, Done
-from reconciler.engine.fit import FitChecker
+from reconciler.engine.apply.applier import Applier, Done
+from reconciler.engine.apply.scripts import render_context
 from reconciler.engine.plan import plan
-from reconciler.engine.scripts import render_context
+from reconciler.engine.plan.actions import Action, ActionKind, Plan
+from reconciler.engine.plan.fit import FitChecker
 from reconciler.errors import PermanentSchedulerError, SpecError
 from reconciler.report.plan import as_text
 from reconciler.scheduler.base import (

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.desired.models import NodeShape, RunResources
-from reconciler.engine.fit import FitChecker, why_not_fit
+from reconciler.engine.plan.fit import FitChecker, why_not_fit
 from reconciler.scheduler.partitions import Node, Partition
 from tests.planning import DEV, node
 
@@ -391,7 +391,7 @@ def test_the_holder_that_can_move_is_the_one_moved() -> None:
 
 def test_the_local_machine_fit_adds_up_cpus_and_ignores_partitions() -> None:
     from reconciler.desired.models import RunResources
-    from reconciler.engine.fit import MachineFit
+    from reconciler.engine.plan.fit import MachineFit
 
     machine = MachineFit(cpus=2)
     assert machine.why_not(RunResources.model_validate({"cpus": 2, "partition": "gpu"})) is None

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from reconciler.engine.identity import share_of
 from reconciler.engine.plan import plan
+from reconciler.engine.plan.identity import share_of
 from reconciler.scheduler.base import JobRecord, Observation, UntaggedJob
 from reconciler.scheduler.states import Health, SlurmState
 from tests.planning import NOW, PROJECT, desired, hash_of, job, observed, record, run

@@ -13,8 +13,8 @@ from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
 from reconciler.commands.watch import parse_address
-from reconciler.engine.actions import Action, ActionKind, Plan, SyncStatus
-from reconciler.engine.apply import ApplyResult
+from reconciler.engine.apply.applier import ApplyResult
+from reconciler.engine.plan.actions import Action, ActionKind, Plan, SyncStatus
 from reconciler.engine.watch import PassReport, PassResult
 from reconciler.errors import LockedError, ObservationError
 from reconciler.metrics import WatchMetrics

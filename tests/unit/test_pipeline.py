@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.actions import Plan
-from reconciler.engine.identity import tag_for
+from reconciler.engine.plan.actions import Plan
+from reconciler.engine.plan.identity import tag_for
 from reconciler.engine.reconcile import Request, load, look_once, reconcile_once
 from reconciler.errors import ObservationError
 from reconciler.scheduler.base import (
@@ -255,11 +255,13 @@ def test_a_pass_that_adopts_a_failed_job_and_retries_its_run_records_both(
     outcome = reconcile_once(request, scheduler=scheduler, clock=lambda: NOW)
 
     assert [(a.kind.value, a.target) for a in outcome.plan.actions] == [
-        ("adopt", "b"), ("retry", "b")
+        ("adopt", "b"),
+        ("retry", "b"),
     ]
     assert scheduler.calls == [("submit", "b")]
     with Journal(journal_path(desired)) as journal:
         records = journal.records("twice")
     assert sorted((r.job_id, r.status.value) for r in records) == [
-        ("10", "adopted"), ("501", "submitted")
+        ("10", "adopted"),
+        ("501", "submitted"),
     ]

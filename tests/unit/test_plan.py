@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from reconciler.engine.actions import ActionKind
 from reconciler.engine.plan import plan
+from reconciler.engine.plan.actions import ActionKind
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from reconciler.state.records import SubmissionStatus
@@ -376,8 +376,8 @@ def test_retries_count_only_since_the_last_success() -> None:
 
 
 def test_sync_status_per_run() -> None:
-    from reconciler.engine.actions import SyncStatus
     from reconciler.engine.plan import FileState
+    from reconciler.engine.plan.actions import SyncStatus
 
     before = desired(run("changed", command="v1"))
     state = desired(run("fresh"), run("done"), run("gone-output"), run("changed", command="v2"))
@@ -569,7 +569,7 @@ def test_a_partner_that_died_before_the_job_was_submitted_does_not_tear_it_down(
 
 
 def test_completed_without_outputs_is_never_run_not_outdated() -> None:
-    from reconciler.engine.actions import SyncStatus
+    from reconciler.engine.plan.actions import SyncStatus
 
     state = desired(run("liar"))
     digest = hash_of(state, "liar")

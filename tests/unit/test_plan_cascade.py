@@ -8,9 +8,9 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from reconciler.engine.actions import Action, ActionKind, Plan, RunOutcome, SkipCheck
-from reconciler.engine.fit import FitChecker
 from reconciler.engine.plan import FileState, plan
+from reconciler.engine.plan.actions import Action, ActionKind, Plan, RunOutcome, SkipCheck
+from reconciler.engine.plan.fit import FitChecker
 from reconciler.report.plan import as_json, as_markdown, as_text
 from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import Health

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.engine.actions import SyncStatus
 from reconciler.engine.plan import FileState, plan
-from reconciler.engine.plan_inputs import FileState as _FileState
+from reconciler.engine.plan.actions import SyncStatus
+from reconciler.engine.plan.inputs import FileState as _FileState
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from tests.planning import COMMIT, NOW, desired, hash_of, job, observed, record, run

@@ -21,9 +21,9 @@ from reconciler.desired.desired import (
     spec_hash,
 )
 from reconciler.desired.models import Allocation, Project
+from reconciler.engine.apply.settle import as_recorded, judge
 from reconciler.engine.plan import plan
-from reconciler.engine.settle import as_recorded, judge
-from reconciler.engine.status import allocation_statuses, run_statuses
+from reconciler.engine.plan.status import allocation_statuses, run_statuses
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S

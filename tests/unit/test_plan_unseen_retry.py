@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from reconciler.engine.plan import plan
-from reconciler.engine.plan_inputs import FileState
+from reconciler.engine.plan.inputs import FileState
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from tests.planning import NOW, desired, hash_of, job, observed, record, run

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan
-from reconciler.engine.planfile import check_fresh, load, save
+from reconciler.engine.apply.planfile import check_fresh, load, save
+from reconciler.engine.plan.actions import Action, ActionKind, FieldChange, Plan
 from reconciler.errors import PlanFileError, ReconError, StalePlanError
 
 SAVED = Plan(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engine.actions import Action, ActionKind, Plan, SyncStatus
-from reconciler.engine.status import RunStatus
+from reconciler.engine.plan.actions import Action, ActionKind, Plan, SyncStatus
+from reconciler.engine.plan.status import RunStatus
 from reconciler.report.graph import Graph, Node, as_dot, as_json, as_mermaid, graph_of
 from reconciler.scheduler.states import Health
 from tests.cli import recon

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reconciler.engine.actions import Action, ActionKind, FieldChange, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, FieldChange, Plan
 from reconciler.report.plan import RENDERERS, as_json, as_markdown, as_text
 
 GPUS = FieldChange(field="resources.gpus", old="a100:2", new="a100:4")

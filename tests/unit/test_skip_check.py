@@ -10,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine import settle
-from reconciler.engine.actions import SkipCheck
-from reconciler.engine.skips import skip_check_files
+from reconciler.engine.apply import settle
+from reconciler.engine.apply.skips import skip_check_files
+from reconciler.engine.plan.actions import SkipCheck
 from reconciler.scheduler.render import (
     RenderContext,
     skip_check_block,

@@ -9,14 +9,15 @@ from pathlib import Path
 
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import load_desired, open_source
-from reconciler.engine.actions import ActionKind
-from reconciler.engine.apply import Applier
-from reconciler.engine.arrays import ArrayMap, map_file
-from reconciler.engine.identity import share_of, tag_for
+from reconciler.engine.apply.applier import Applier
+from reconciler.engine.apply.arrays import map_file
 from reconciler.engine.plan import plan as make_plan
-from reconciler.engine.specdiff import diff
+from reconciler.engine.plan.actions import ActionKind
+from reconciler.engine.plan.arrays import ArrayMap
+from reconciler.engine.plan.identity import share_of, tag_for
 from reconciler.report import plan as plan_report
 from reconciler.report import specdiff as specdiff_report
+from reconciler.repository.specdiff import diff
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob, SubmitRequest
 from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import SlurmState

@@ -22,12 +22,12 @@ from freezegun.api import FrozenDateTimeFactory
 
 from reconciler.commands.watch import LogFormat, parse_duration
 from reconciler.commands.watchlog import LineLog, Puller
-from reconciler.engine.actions import Plan
-from reconciler.engine.gitrefs import BranchRefs
+from reconciler.engine.plan.actions import Plan
 from reconciler.engine.reconcile import Outcome
 from reconciler.engine.wakeups import RefWatcher, WakeQueue
 from reconciler.engine.watch import Level, LoopState, Schedule, Wake, WatchLoop
 from reconciler.errors import LockedError, ObservationError, RepoError, SpecError, SpecIssue
+from reconciler.repository.refs import BranchRefs
 from tests.gitrepo import GitRepo
 from tests.planning import guard, outcome_of
 

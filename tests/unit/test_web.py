@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engine.actions import SyncStatus
+from reconciler.engine.plan.actions import SyncStatus
 from reconciler.errors import ObservationError
 from reconciler.report.graph import Graph, Node, as_svg, graph_of, layers
 from reconciler.scheduler.states import Health

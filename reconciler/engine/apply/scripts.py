@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 
 from reconciler.desired.desired import Desired, DesiredRun
-from reconciler.engine.identity import tag_for
+from reconciler.engine.plan.identity import tag_for
 from reconciler.scheduler.render import RenderContext, render_batch_script
 from reconciler.state.paths import input_lists, input_paths, run_dir
 

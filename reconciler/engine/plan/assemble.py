@@ -44,20 +44,20 @@ from datetime import datetime, timedelta
 
 from reconciler import graph
 from reconciler.desired.desired import Desired, DesiredAllocation
-from reconciler.engine import plan_allocations
-from reconciler.engine.actions import Action, ActionKind, Plan, SweepShape
-from reconciler.engine.fit import Fit
-from reconciler.engine.plan_inputs import Decision, FileState, PlanInputs
-from reconciler.engine.plan_notes import (
+from reconciler.engine.plan import allocations as plan_allocations
+from reconciler.engine.plan.actions import Action, ActionKind, Plan, SweepShape
+from reconciler.engine.plan.fit import Fit
+from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs
+from reconciler.engine.plan.notes import (
     claimed_notes,
     coupled_waits,
     elsewhere_note,
     environment_notes,
     incomplete_notes,
 )
-from reconciler.engine.plan_prune import guard, prunes
-from reconciler.engine.plan_runs import decide
-from reconciler.engine.plan_teardown import teardowns
+from reconciler.engine.plan.prune import guard, prunes
+from reconciler.engine.plan.runs import decide
+from reconciler.engine.plan.teardown import teardowns
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.state.records import SetupRecord, SubmissionRecord
 

@@ -42,12 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.desired.desired import Desired, DesiredRun, flat_fields
-from reconciler.engine import apply_allocations, arrays
-from reconciler.engine.actions import SUBMITTING, Action, ActionKind, Plan, SkipCheck
-from reconciler.engine.faults import fault_point
-from reconciler.engine.identity import tag_for
-from reconciler.engine.scripts import render_context
-from reconciler.engine.skips import skip_check_files
+from reconciler.engine.apply import allocations as apply_allocations
+from reconciler.engine.apply import arrays
+from reconciler.engine.apply.faults import fault_point
+from reconciler.engine.apply.scripts import render_context
+from reconciler.engine.apply.skips import skip_check_files
+from reconciler.engine.plan import arrays as plan_arrays
+from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan, SkipCheck
+from reconciler.engine.plan.identity import tag_for
 from reconciler.errors import RUNS_DIR_HINT, PermanentSchedulerError, cannot_create
 from reconciler.scheduler.base import ConcurrentScheduler, Scheduler, SubmitRequest
 from reconciler.scheduler.jobenv import submission_environment
@@ -436,7 +438,7 @@ class Applier:
             self._max_array_size = self.scheduler.max_array_size()
         for dependencies, actions in groups.items():
             names = [action.target for action in actions]
-            for chunk in arrays.chunks(names, self._max_array_size):
+            for chunk in plan_arrays.chunks(names, self._max_array_size):
                 self._submit_array(sweep, chunk, dependencies)
 
     def _submit_array(self, sweep: str, names: list[str], dependencies: tuple[str, ...]) -> None:
@@ -444,7 +446,7 @@ class Applier:
         first, then one sbatch."""
         runs = [self.desired.runs[name] for name in names]
         sweep_dir = run_dir(self.desired, runs[0]).parent
-        members = arrays.ArrayMap(
+        members = plan_arrays.ArrayMap(
             sweep, {i: (run.name, run.spec_hash) for i, run in enumerate(runs)}
         )
         tag = tag_for(self.desired, "run", sweep, members.digest)
@@ -463,7 +465,7 @@ class Applier:
             workdir=sweep_dir,
             dependencies=dependencies,
             tag=tag,
-            array=arrays.request_for(
+            array=plan_arrays.request_for(
                 range(len(runs)), sweep_spec.max_parallel if sweep_spec else None
             ),
             **_environment_of(runs[0]),  # a sweep's members share their environment
@@ -485,7 +487,7 @@ class Applier:
             self._confirm()
 
     def _write_tasks(
-        self, runs: list[DesiredRun], sweep_dir: Path, members: arrays.ArrayMap
+        self, runs: list[DesiredRun], sweep_dir: Path, members: plan_arrays.ArrayMap
     ) -> str:
         """Each member's directories, input lists and task script, then the array's map;
         returns the first member's batch script (the array takes its directives)."""

@@ -15,9 +15,9 @@ from datetime import datetime
 from pathlib import Path
 
 from reconciler.desired.desired import Desired, DesiredAllocation, DesiredRun, flat_fields
-from reconciler.engine.actions import Action
-from reconciler.engine.identity import tag_for
-from reconciler.engine.plan_allocations import holds_gpus
+from reconciler.engine.plan.actions import Action
+from reconciler.engine.plan.allocations import holds_gpus
+from reconciler.engine.plan.identity import tag_for
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import (
     AllocateRequest,

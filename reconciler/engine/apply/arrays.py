@@ -18,43 +18,15 @@ the journal leaves an array that is adopted member by member, never submitted ag
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Sequence
 from pathlib import Path
 
-from reconciler.scheduler.base import ArrayRequest, Observation, ObservedJob
+from reconciler.engine.plan.arrays import MAPS, ArrayMap, is_array
+from reconciler.scheduler.base import Observation
 from reconciler.scheduler.render import log_paths
 from reconciler.scheduler.tag import Tag
-
-MAPS = ".recon/arrays"  # beside the manifests: output versions skip .recon
-
-
-@dataclass(frozen=True)
-class ArrayMap:
-    """Which member each index of one job array runs: index -> (member name, spec hash)."""
-
-    sweep: str
-    members: Mapping[int, tuple[str, str]]
-
-    @cached_property
-    def digest(self) -> str:
-        """The array's tag hash: the same members at the same indices, the same digest."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
-
-    def to_json(self) -> str:
-        rows = [[index, *self.members[index]] for index in sorted(self.members)]
-        return json.dumps({"sweep": self.sweep, "members": rows}, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> ArrayMap:
-        data = json.loads(text)
-        members = {int(index): (str(name), str(digest)) for index, name, digest in data["members"]}
-        return cls(str(data["sweep"]), members)
 
 
 def map_file(sweep_dir: Path | str, digest: str) -> Path:
@@ -63,11 +35,6 @@ def map_file(sweep_dir: Path | str, digest: str) -> Path:
 
 def task_script(sweep_dir: Path | str, digest: str, index: int) -> Path:
     return Path(sweep_dir, MAPS, digest, f"{index}.sh")
-
-
-def chunks(members: Sequence[str], size: int) -> list[list[str]]:
-    """Members in arrays of at most ``size`` (indices 0..size-1 each)."""
-    return [list(members[start : start + size]) for start in range(0, len(members), size)]
 
 
 def task_logs(sweep_dir: Path | str, digest: str, index: int) -> Path:
@@ -114,10 +81,6 @@ def array_directives(member_script: str, tag: Tag, sweep_dir: Path) -> list[str]
     return lines
 
 
-def request_for(indices: Sequence[int], max_parallel: int | None) -> ArrayRequest:
-    return ArrayRequest(indices=tuple(indices), max_parallel=max_parallel)
-
-
 def read_maps(observation: Observation, project: str, deployment: str) -> dict[str, ArrayMap]:
     """The map of every job array of the deployment's that the observation shows, read
     from the directory it runs in (the sweep's). An array whose map cannot be read is
@@ -134,7 +97,3 @@ def read_maps(observation: Observation, project: str, deployment: str) -> dict[s
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return maps
-
-
-def is_array(job: ObservedJob) -> bool:
-    return any(row.array_task is not None for row in job.rows)

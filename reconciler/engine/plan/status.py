@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.actions import ActionKind, Plan, SyncStatus
-from reconciler.engine.plan_allocations import held_back, idle_for
+from reconciler.engine.plan.actions import ActionKind, Plan, SyncStatus
+from reconciler.engine.plan.allocations import held_back, idle_for
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import ENDINGS, Health, aggregate
 from reconciler.state.records import SubmissionRecord

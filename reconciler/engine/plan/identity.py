@@ -28,7 +28,7 @@ from datetime import timedelta
 from types import MappingProxyType
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.arrays import MAPS, ArrayMap, is_array
+from reconciler.engine.plan.arrays import MAPS, ArrayMap, is_array
 from reconciler.scheduler.base import Observation, ObservedJob, UntaggedJob, job_order
 from reconciler.scheduler.tag import Tag, TagKind
 from reconciler.state.paths import deployment

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from reconciler.desired.desired import Desired
-from reconciler.engine import plan_allocations
-from reconciler.engine.actions import Action, RunOutcome
-from reconciler.engine.fit import Fit
+from reconciler.engine.plan import allocations as plan_allocations
+from reconciler.engine.plan.actions import Action, RunOutcome
+from reconciler.engine.plan.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import ALIVE
 from reconciler.state.records import SubmissionRecord

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reconciler.engine.actions import SyncStatus
-from reconciler.engine.plan_history import Stale, StaleKind, Success
+from reconciler.engine.plan.actions import SyncStatus
+from reconciler.engine.plan.history import Stale, StaleKind, Success
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord

@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from reconciler.desired.resources import span
-from reconciler.engine.actions import Plan
+from reconciler.engine.plan.actions import Plan
 from reconciler.errors import PlanFileError, StalePlanError
 
 FORMAT_VERSION: int = Plan.model_fields["format_version"].default

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field, replace
 
 from reconciler.desired.desired import DesiredRun
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.actions import FAILED_FIXES, Action, ActionKind, RunOutcome
-from reconciler.engine.plan_allocations import InUse
-from reconciler.engine.plan_changes import why_submit
-from reconciler.engine.plan_history import (
+from reconciler.engine.plan.actions import FAILED_FIXES, Action, ActionKind, RunOutcome
+from reconciler.engine.plan.allocations import InUse
+from reconciler.engine.plan.changes import why_submit
+from reconciler.engine.plan.history import (
     NoAttempt,
     Stale,
     Success,
@@ -51,9 +51,9 @@ from reconciler.engine.plan_history import (
     unlisted_step,
     unseen,
 )
-from reconciler.engine.plan_inputs import Decision, PlanInputs, is_live
-from reconciler.engine.plan_submit import submit
-from reconciler.engine.plan_sync import sync_status
+from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
+from reconciler.engine.plan.submit import submit
+from reconciler.engine.plan.sync import sync_status
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 from reconciler.desired.desired import Desired, DesiredRun
-from reconciler.engine.scripts import script_sha256
+from reconciler.engine.apply.scripts import script_sha256
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.render import SKIPPED, skipped_marker
 from reconciler.scheduler.states import ENDED, ENDINGS, Health, aggregate

@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping, Sequence
 
 from reconciler.desired.desired import DesiredRun, EnvironmentKind
-from reconciler.engine.actions import SUBMITTING, Action
-from reconciler.engine.plan_inputs import PlanInputs
+from reconciler.engine.plan.actions import SUBMITTING, Action
+from reconciler.engine.plan.inputs import PlanInputs
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.jobenv import BASE_LANG, BASE_PATH
 from reconciler.scheduler.states import Health

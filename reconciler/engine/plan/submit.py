@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine import plan_allocations
-from reconciler.engine.actions import Action, ActionKind, RunOutcome
-from reconciler.engine.plan_changes import field_changes
-from reconciler.engine.plan_inputs import Decision, PlanInputs
+from reconciler.engine.plan import allocations as plan_allocations
+from reconciler.engine.plan.actions import Action, ActionKind, RunOutcome
+from reconciler.engine.plan.changes import field_changes
+from reconciler.engine.plan.inputs import Decision, PlanInputs
 from reconciler.scheduler.states import Health, SlurmState
 
 

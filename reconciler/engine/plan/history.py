@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.actions import RunOutcome, SkipCheck
-from reconciler.engine.plan_inputs import Decision, PlanInputs, is_live
+from reconciler.engine.plan.actions import RunOutcome, SkipCheck
+from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, ENDINGS, Health, ending
 from reconciler.state.records import (

@@ -48,8 +48,8 @@ from functools import cached_property
 from reconciler.desired.desired import DesiredAllocation, DesiredRun
 from reconciler.desired.models import NodeShape, RunResources
 from reconciler.desired.resources import Gpus, Memory, span
-from reconciler.engine.actions import Action, ActionKind
-from reconciler.engine.fit import Fit
+from reconciler.engine.plan.actions import Action, ActionKind
+from reconciler.engine.plan.fit import Fit
 from reconciler.scheduler.base import OWN_STEPS, JobRecord, Launch, ObservedJob, job_order
 from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate, ending
 from reconciler.scheduler.tag import Tag

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.actions import SkipCheck
+from reconciler.engine.plan.actions import SkipCheck
 from reconciler.scheduler.render import SKIP_CHECK_SUFFIXES, RenderContext, skip_check_file
 from reconciler.state.outputs import content_listing
 

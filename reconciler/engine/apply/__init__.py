@@ -1,0 +1,1 @@
+"""Carrying a plan out: the code that submits, cancels, writes and journals."""
