@@ -27,7 +27,7 @@ from pathlib import Path
 
 from reconciler.scheduler.base import SubmitRequest
 from reconciler.scheduler.local import LocalScheduler
-from reconciler.scheduler.local.scheduler import CLOCK_SLACK
+from reconciler.scheduler.local.scheduler import CLOCK_STEP_BACK
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 
@@ -117,7 +117,7 @@ def observe_costs(root: Path, jobs: int) -> None:
         timed(lambda: scheduler.observe(SINCE), 10),
     )
     # A window that starts after every job (and the backend's allowance for clock steps).
-    later = datetime.now(UTC) + CLOCK_SLACK + timedelta(minutes=1)
+    later = datetime.now(UTC) + CLOCK_STEP_BACK + timedelta(minutes=1)
     report(
         f"observe() after {jobs} ended jobs, fresh scheduler",
         timed(lambda: LocalScheduler(state, cpus=64).observe(later), 10),

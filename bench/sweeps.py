@@ -42,7 +42,7 @@ from reconciler.engine import settle  # noqa: E402
 from reconciler.engine.apply.applier import Applier  # noqa: E402
 from reconciler.engine.apply.arrays import read_maps  # noqa: E402
 from reconciler.engine.plan import plan as make_plan  # noqa: E402
-from reconciler.engine.plan.identity import share_of  # noqa: E402
+from reconciler.engine.plan.identity import split_by_owner  # noqa: E402
 from reconciler.engine.reconcile import file_state  # noqa: E402
 from reconciler.scheduler.base import Observation, SubmitRequest  # noqa: E402
 from reconciler.scheduler.slurm.adapter import SlurmScheduler  # noqa: E402
@@ -178,7 +178,7 @@ def one_size(members: int, size: int, work: Path) -> dict[str, float]:
     def observe() -> Any:
         found = adapter.observe(now - timedelta(days=2))
         project, place = desired.project.project, deployment(desired)
-        return share_of(found, project, place, records, read_maps(found, project, place)).own
+        return split_by_owner(found, project, place, records, read_maps(found, project, place)).own
 
     figures["observe"], own = cpu(observe)
     assert own.complete and len(own.jobs) == members, (own.problems[:3], len(own.jobs))

@@ -39,7 +39,7 @@ from datetime import datetime
 
 from reconciler.engine.plan.actions import FAILED_FIXES, ActionKind, PruneGuard, RunOutcome
 from reconciler.engine.plan.prune import explain
-from reconciler.engine.reconcile import Outcome
+from reconciler.engine.reconcile import PassOutcome
 from reconciler.engine.watch import counts
 from reconciler.errors import ReconError
 from reconciler.scheduler.states import Health
@@ -76,7 +76,7 @@ class Notification:
 
 
 def notifications(
-    outcome: Outcome, failures: Sequence[SubmissionRecord], now: datetime
+    outcome: PassOutcome, failures: Sequence[SubmissionRecord], now: datetime
 ) -> list[Notification]:
     """What to tell about one pass. Pure: the failures are read by the caller."""
     plan = outcome.plan
@@ -177,7 +177,7 @@ class Notifier:
     # The held plan last told (commit, guard): told once, not every pass of a watch.
     told_held: tuple[str | None, PruneGuard] | None = field(default=None, init=False)
 
-    def after_pass(self, outcome: Outcome, started: datetime) -> None:
+    def after_pass(self, outcome: PassOutcome, started: datetime) -> None:
         plan = outcome.plan
         held = None if outcome.held is None else (plan.commit, outcome.held)
         if held is not None and held == self.told_held:

@@ -19,7 +19,7 @@ from reconciler.desired.loader import load_desired, open_source
 from reconciler.desired.models import Project, Run
 from reconciler.engine.apply.applier import ApplyResult
 from reconciler.engine.plan.actions import Plan, PruneCause, PruneGuard
-from reconciler.engine.reconcile import Look, Outcome
+from reconciler.engine.reconcile import Look, PassOutcome
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.partitions import Gres, Node, Partition
 from reconciler.scheduler.states import Health, SlurmState
@@ -151,13 +151,13 @@ def outcome_of(
     applied: ApplyResult | None = None,
     root: Path | None = None,
     held: PruneGuard | None = None,
-) -> Outcome:
+) -> PassOutcome:
     """A pass's outcome around ``plan``, for tests of what follows a pass (notify, watch):
     the project at ``root`` (its recon.yaml read from the work tree), or a bare one;
     ``held``: the guard that held the plan (nothing carried out)."""
     state = load_desired(open_source(root, None, worktree=True)) if root else desired()
     seen = Look(state, observed(), (), (), (), (), (), plan)
-    return Outcome(seen, applied, held)
+    return PassOutcome(seen, applied, held)
 
 
 def guard(*runs: str, live: int | None = None) -> PruneGuard:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` 
     from reconciler.desired.desired import Desired
     from reconciler.engine.apply.applier import ApplyResult, Done
     from reconciler.engine.plan.actions import Plan
-    from reconciler.engine.reconcile import Outcome, Request
+    from reconciler.engine.reconcile import PassOutcome, Request
     from reconciler.engine.wait import Progress
     from reconciler.state.records import SubmissionRecord
 
@@ -154,7 +154,7 @@ def apply(
         raise typer.Exit(EXIT_ERROR)
 
 
-def _refuse(outcome: Outcome, show_plan: bool) -> None:
+def _refuse(outcome: PassOutcome, show_plan: bool) -> None:
     """A held plan: show it (as a prompt would have), then fail saying why."""
     from reconciler.engine.plan.prune import explain
     from reconciler.errors import PruneRefusedError
@@ -174,7 +174,7 @@ def _wait(request: Request, lock_timeout: float) -> int:
     from reconciler.engine.wait import wait_until_final
     from reconciler.report.progress import counts_line, live_view
 
-    def show(progress: Progress, outcome: Outcome) -> None:
+    def show(progress: Progress, outcome: PassOutcome) -> None:
         if outcome.applied is not None and (outcome.applied.submitted or outcome.applied.cancelled):
             live.console.print(counts_line(progress))
             _report_applied(outcome.applied)

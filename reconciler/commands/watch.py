@@ -17,7 +17,7 @@ from reconciler.commands.common import RepoArgument, SchedulerOption, chosen, un
 from reconciler.errors import ReconError
 
 if TYPE_CHECKING:  # the engine is imported when watch runs: `recon --help` stays quick
-    from reconciler.engine.reconcile import Outcome
+    from reconciler.engine.reconcile import PassOutcome
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -125,7 +125,7 @@ def watch(
 
     noted_edits = False
 
-    def reconcile(commit: str) -> Outcome:
+    def reconcile(commit: str) -> PassOutcome:
         # The resolved commit, not the branch name: the pass, its log lines and the
         # memory of a bad commit all name one commit even if the branch moves meanwhile.
         outcome = reconcile_once(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from reconciler.devcluster.health import Health
+    from reconciler.devcluster.health import ClusterHealth
     from reconciler.devcluster.spec import ClusterSpec
 
 # The bring-up (lifecycle, health, rendering) is imported when a dev-cluster command
@@ -62,7 +62,7 @@ def status() -> None:
         raise typer.Exit(code=1)
 
 
-def render_health(health: Health) -> str:
+def render_health(health: ClusterHealth) -> str:
     lines = [
         f"{daemon.name:<12} {'up' if daemon.up else 'down':<5}"
         + (f" pid {','.join(map(str, daemon.pids))}" if daemon.up else "")

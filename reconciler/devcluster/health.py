@@ -72,7 +72,7 @@ class DaemonStatus:
 
 
 @dataclass(frozen=True)
-class Health:
+class ClusterHealth:
     daemons: tuple[DaemonStatus, ...]
     nodes: tuple[NodeState, ...]
     problems: tuple[str, ...]
@@ -98,7 +98,7 @@ def find_problems(
     return tuple(problems)
 
 
-def check_health(cluster: ClusterSpec) -> Health:
+def check_health(cluster: ClusterSpec) -> ClusterHealth:
     daemons = tuple(DaemonStatus(d.name, pids_of(d)) for d in all_daemons(cluster))
     up = {d.name for d in daemons if d.up}
     errors: list[str] = []
@@ -119,7 +119,7 @@ def check_health(cluster: ClusterSpec) -> Health:
         if error:
             errors.append(error)
     problems = find_problems(cluster, daemons, nodes, tuple(errors))
-    return Health(daemons, nodes or (), problems)
+    return ClusterHealth(daemons, nodes or (), problems)
 
 
 def sacct_error() -> str | None:

@@ -38,7 +38,7 @@ from reconciler.engine.apply.planfile import check_fresh
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.plan.actions import Plan, PruneGuard
 from reconciler.engine.plan.fit import Fit, FitChecker, MachineFit
-from reconciler.engine.plan.identity import share_of
+from reconciler.engine.plan.identity import split_by_owner
 from reconciler.engine.plan.inputs import FileState
 from reconciler.errors import ObservationError
 from reconciler.repository.checkout import code_dir, remote_url, snapshot_path
@@ -107,7 +107,7 @@ class Look:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class PassOutcome:
     """What a pass saw and did."""
 
     look: Look
@@ -276,7 +276,7 @@ def look(
     observed = observed or observe(scheduler, journal, now)
     found = observed.jobs
     project, place = desired.project.project, deployment(desired)
-    share = share_of(found, project, place, journal.records, read_maps(found, project, place))
+    share = split_by_owner(found, project, place, journal.records, read_maps(found, project, place))
     outputs_seen: OutputsSeen = {}  # each output looked at once in this pass
     endings = settle.judge(desired, share.own, journal.records, outputs_seen)
     records = settle.as_recorded(journal.records, endings)
@@ -409,9 +409,9 @@ def reconcile_once(
     lock_timeout: float = 0.0,
     clock: Clock = lambda: datetime.now(UTC),
     on_done: Callable[[Done], None] = lambda _done: None,
-) -> Outcome:
+) -> PassOutcome:
     """Look (as plan does), record what the look judged, check a saved plan is still
-    true, and carry the plan out, unless its prunes are held (``Outcome.held``:
+    true, and carry the plan out, unless its prunes are held (``PassOutcome.held``:
     nothing is carried out, see engine/plan_prune.py).
 
     `approve` sees the plan before anything is done and may decline it.
@@ -448,14 +448,14 @@ def reconcile_once(
             current = saved
             seen = replace(seen, plan=saved)
         if current.held and not request.allow_prune_all:
-            return Outcome(seen, None, held=current.prune_guard)
+            return PassOutcome(seen, None, held=current.prune_guard)
         if not any(a.changes_cluster or a.kind.value == "adopt" for a in current.actions):
-            return Outcome(seen, None)
+            return PassOutcome(seen, None)
         if not approve(current):
-            return Outcome(seen, None)
+            return PassOutcome(seen, None)
         code = code_dir(desired.root, desired.commit, directory)
         applier = Applier(current, desired, scheduler, journal, code, clock, report=on_done)
-        return Outcome(seen, applier.run())
+        return PassOutcome(seen, applier.run())
 
 
 def _open_journal(desired: Desired) -> Journal:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from reconciler.desired.desired import Desired
 from reconciler.engine.plan.actions import FINAL, Action, Plan, RunOutcome
 from reconciler.engine.plan.prune import explain
-from reconciler.engine.reconcile import Outcome, Request, reconcile_once
+from reconciler.engine.reconcile import PassOutcome, Request, reconcile_once
 from reconciler.errors import PruneRefusedError
 from reconciler.scheduler.base import Scheduler
 from reconciler.state.records import SubmissionRecord
@@ -48,7 +48,7 @@ def wait_until_final(
     request: Request,
     *,
     scheduler: Scheduler | None = None,
-    on_pass: Callable[[Progress, Outcome], None] = lambda _progress, _outcome: None,
+    on_pass: Callable[[Progress, PassOutcome], None] = lambda _progress, _outcome: None,
     poll: float = 2.0,
     lock_timeout: float = 60.0,
     timeout: float | None = None,

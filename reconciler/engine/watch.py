@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from reconciler.engine.plan.actions import PruneGuard
 from reconciler.engine.plan.prune import explain
-from reconciler.engine.reconcile import Outcome
+from reconciler.engine.reconcile import PassOutcome
 from reconciler.errors import ReconError, SpecError
 
 Clock = Callable[[], datetime]
@@ -147,11 +147,11 @@ class PassReport:
 
     result: PassResult
     seconds: float
-    outcome: Outcome | None = None
+    outcome: PassOutcome | None = None
     error: Exception | None = None
 
 
-def counts(outcome: Outcome) -> dict[str, int]:
+def counts(outcome: PassOutcome) -> dict[str, int]:
     """What a pass planned and did, as numbers for a log line or a notification."""
     planned: dict[str, int] = {}
     for action in outcome.plan.actions:
@@ -179,12 +179,12 @@ class WatchLoop:
 
     schedule: Schedule
     tip: Callable[[], str]
-    reconcile: Callable[[str], Outcome]
+    reconcile: Callable[[str], PassOutcome]
     wakeups: Wakeups
     log: Log
     clock: Clock
     pull: Callable[[], None] | None = None
-    after_pass: Callable[[Outcome, datetime], None] = lambda _outcome, _started: None
+    after_pass: Callable[[PassOutcome, datetime], None] = lambda _outcome, _started: None
     on_crash_loop: Callable[[str | None, int, str], None] = lambda _commit, _n, _message: None
     on_pass: Callable[[PassReport], None] = lambda _report: None  # metrics; must not raise
     crash_loop_after: int = 3
@@ -278,7 +278,7 @@ class WatchLoop:
             self.on_crash_loop(tip, after.crashes, message)
         return after
 
-    def _log_outcome(self, outcome: Outcome, wake: Wake, started: datetime) -> None:
+    def _log_outcome(self, outcome: PassOutcome, wake: Wake, started: datetime) -> None:
         commit = outcome.plan.commit
         result = outcome.applied
         held = None if outcome.held is None else (commit, outcome.held)

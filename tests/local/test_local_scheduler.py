@@ -20,7 +20,7 @@ from reconciler.desired.models import Allocation
 from reconciler.errors import PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import AllocateRequest, ArrayRequest, JobRecord, SubmitRequest
 from reconciler.scheduler.local import LocalScheduler
-from reconciler.scheduler.local.scheduler import CLOCK_SLACK
+from reconciler.scheduler.local.scheduler import CLOCK_STEP_BACK
 from reconciler.scheduler.states import Health, SlurmState
 from tests.contract.harness import Harness, final, has, quoted
 
@@ -357,6 +357,6 @@ def test_an_array_is_reported_whole_while_any_task_is_in_the_window(harness: Har
     harness.wait("sweep", lambda job: final(job.tasks()[0]))
     # A window that starts long after the submit: task 0 is neither in it nor still
     # alive, task 1 runs on; the array is read and reported with both.
-    later = harness.observe().taken_at + 2 * CLOCK_SLACK
+    later = harness.observe().taken_at + 2 * CLOCK_STEP_BACK
     (job,) = harness.scheduler.observe(later).jobs
     assert list(job.tasks()) == [0, 1]

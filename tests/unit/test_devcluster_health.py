@@ -8,8 +8,8 @@ from reconciler.devcluster import host
 from reconciler.devcluster.cli import render_health
 from reconciler.devcluster.daemons import all_daemons, mariadb, slurmds
 from reconciler.devcluster.health import (
+    ClusterHealth,
     DaemonStatus,
-    Health,
     NodeState,
     find_problems,
     parse_sinfo,
@@ -82,12 +82,12 @@ def test_nodes_not_asked_are_not_reported_missing() -> None:
 
 def test_render_health_lists_daemons_nodes_and_what_to_do() -> None:
     daemons = all_up()
-    health = Health(daemons, (NodeState("cpu1", "cpu", "down*"),), ("node cpu1 is down*",))
+    health = ClusterHealth(daemons, (NodeState("cpu1", "cpu", "down*"),), ("node cpu1 is down*",))
     text = render_health(health)
     assert "slurmctld    up    pid 103" in text
     assert "cpu1     cpu        down*" in text
     assert text.endswith("start it with: sudo recon dev-cluster up")
-    assert "problems" not in render_health(Health(daemons, IDLE, ()))
+    assert "problems" not in render_health(ClusterHealth(daemons, IDLE, ()))
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.identity import share_of
+from reconciler.engine.plan.identity import split_by_owner
 from reconciler.scheduler.base import JobRecord, Observation, UntaggedJob
 from reconciler.scheduler.states import Health, SlurmState
 from tests.planning import NOW, PROJECT, desired, hash_of, job, observed, record, run
@@ -33,7 +33,7 @@ def seen(*jobs: UntaggedJob, tagged: Observation | None = None) -> Observation:
 def test_an_untagged_job_the_journal_knows_is_the_runs_job_and_not_submitted_again() -> None:
     state = desired(run("a"))
     records = [record("a", hash_of(state, "a"), "40")]
-    own = share_of(seen(untagged("40"), untagged("41")), PROJECT, HERE, records).own
+    own = split_by_owner(seen(untagged("40"), untagged("41")), PROJECT, HERE, records).own
     (claimed,) = own.jobs
     assert (claimed.job_id, claimed.tag.name, claimed.tag.deployment) == ("40", "a", HERE)
     result = plan(state, own, records, NOW + timedelta(hours=1), scheduler="slurm")
@@ -53,13 +53,13 @@ def test_settled_other_projects_and_later_submitted_jobs_are_not_claimed() -> No
     other = replace(record("a", digest, "41"), project="other")
     reused = record("a", digest, "42")  # sbatch returned 42 at NOW; this 42 came 2 minutes later
     observation = seen(untagged("40"), untagged("41"), untagged("42", submit_after=120))
-    assert share_of(observation, PROJECT, HERE, [settled, other, reused]).own.jobs == ()
+    assert split_by_owner(observation, PROJECT, HERE, [settled, other, reused]).own.jobs == ()
 
 
 def test_the_newest_record_of_an_id_is_the_one_claimed() -> None:
     state = desired(run("a"), run("b"))
     records = [record("a", hash_of(state, "a"), "40"), record("b", hash_of(state, "b"), "40")]
-    (claimed,) = share_of(seen(untagged("40")), PROJECT, HERE, records).own.jobs
+    (claimed,) = split_by_owner(seen(untagged("40")), PROJECT, HERE, records).own.jobs
     assert claimed.tag.name == "b"
 
 
@@ -70,7 +70,7 @@ def test_a_journaled_id_under_another_deployments_tag_is_reused_not_ours() -> No
         update={"tag": theirs.tag.model_copy(update={"deployment": "f" * 12})}
     )
     records = [record("a", hash_of(state, "a"), "3127")]
-    share = share_of(observed(theirs), PROJECT, HERE, records)
+    share = split_by_owner(observed(theirs), PROJECT, HERE, records)
     assert share.own.jobs == ()
     assert share.own.reused_ids == {"3127": theirs.tag.format()}
     result = plan(state, share.own, records, NOW, scheduler="slurm")

@@ -14,7 +14,7 @@ from reconciler.engine.apply.arrays import map_file
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.plan.actions import ActionKind
 from reconciler.engine.plan.arrays import ArrayMap
-from reconciler.engine.plan.identity import share_of, tag_for
+from reconciler.engine.plan.identity import split_by_owner, tag_for
 from reconciler.report import plan as plan_report
 from reconciler.report import specdiff as specdiff_report
 from reconciler.repository.specdiff import diff
@@ -144,7 +144,7 @@ def test_an_observed_array_is_one_job_per_member(repo: GitRepo) -> None:
     members = ArrayMap("train", {i: (run.name, run.spec_hash) for i, run in enumerate(runs)})
     found = Observation(taken_at=NOW, jobs=(array_job(desired, members, "55"),), complete=True)
     project = desired.project.project
-    own = share_of(found, project, deployment(desired), (), {"55": members}).own
+    own = split_by_owner(found, project, deployment(desired), (), {"55": members}).own
     assert [(job.job_id, job.tag.name) for job in own.jobs] == [
         (f"55_{i}", run.name) for i, run in enumerate(runs)
     ]
@@ -158,7 +158,7 @@ def test_an_array_whose_map_is_missing_makes_the_observation_incomplete(repo: Gi
     desired = load(repo)
     members = ArrayMap("train", {0: ("train[lr=0.1,seed=0]", "0" * 16)})
     found = Observation(taken_at=NOW, jobs=(array_job(desired, members, "55"),), complete=True)
-    own = share_of(found, desired.project.project, deployment(desired), (), {}).own
+    own = split_by_owner(found, desired.project.project, deployment(desired), (), {}).own
     assert not own.complete and [job.job_id for job in own.jobs] == ["55"]
     assert "member map" in own.problems[0]
     plan = make_plan(desired, own, [], NOW, scheduler="slurm")
@@ -205,7 +205,9 @@ def test_an_aggregate_waits_for_an_array_in_flight_by_its_id(repo: GitRepo) -> N
     runs = [desired.runs[name] for name in desired.sweeps["train"].members]
     members = ArrayMap("train", {i: (run.name, run.spec_hash) for i, run in enumerate(runs)})
     found = Observation(taken_at=NOW, jobs=(array_job(desired, members, "55"),), complete=True)
-    own = share_of(found, desired.project.project, deployment(desired), (), {"55": members}).own
+    own = split_by_owner(
+        found, desired.project.project, deployment(desired), (), {"55": members}
+    ).own
     plan = make_plan(desired, own, [], NOW, scheduler="slurm")
     (action,) = [a for a in plan.actions if a.target == "aggregate"]
     # Two tasks succeeded, four are pending: afterok on the array waits for the same.

@@ -23,7 +23,7 @@ from freezegun.api import FrozenDateTimeFactory
 from reconciler.commands.watch import LogFormat, parse_duration
 from reconciler.commands.watchlog import LineLog, Puller
 from reconciler.engine.plan.actions import Plan
-from reconciler.engine.reconcile import Outcome
+from reconciler.engine.reconcile import PassOutcome
 from reconciler.engine.wakeups import RefWatcher, WakeQueue
 from reconciler.engine.watch import Level, LoopState, Schedule, Wake, WatchLoop
 from reconciler.errors import LockedError, ObservationError, RepoError, SpecError, SpecIssue
@@ -79,7 +79,7 @@ def test_state_after_a_failure_a_success_and_a_bad_commit() -> None:
 # -- the loop, on a frozen clock ---------------------------------------------------------
 
 
-def outcome(commit: str) -> Outcome:
+def outcome(commit: str) -> PassOutcome:
     plan = Plan(
         project="demo", root="/nowhere", commit=commit, scheduler="fake", created_at=T0,
         observation_complete=True, fingerprint="f", actions=(),
@@ -136,7 +136,7 @@ class Recorder:
     passes: list[tuple[float, str]] = field(default_factory=list)
     lines: list[tuple[Level, str, dict[str, Any]]] = field(default_factory=list)
 
-    def reconcile(self, commit: str) -> Outcome:
+    def reconcile(self, commit: str) -> PassOutcome:
         now = (datetime.now(UTC) - T0).total_seconds()
         for at in sorted(self.failures):
             if at <= now:
@@ -229,7 +229,7 @@ def test_a_held_plan_is_logged_once_until_it_changes(frozen: FrozenDateTimeFacto
     recorder = Recorder()
     held = guard("a", "b")
 
-    def reconcile(commit: str) -> Outcome:
+    def reconcile(commit: str) -> PassOutcome:
         recorder.passes.append((script.elapsed(), commit))
         return outcome_of(outcome(commit).plan, held=held)
 

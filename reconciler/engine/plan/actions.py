@@ -36,7 +36,7 @@ class RunOutcome(StrEnum):
     (an upstream failed, or it fits nowhere). The planner decides it run by run
     (engine/plan_runs.py); `apply --wait` stops once every run's outcome is final:
     done, failed or blocked.
-    Not `reconcile.Outcome`, which is what a whole pass saw and did."""
+    Not `reconcile.PassOutcome`, which is what a whole pass saw and did."""
 
     DONE = "done"
     INFLIGHT = "inflight"

@@ -35,7 +35,7 @@ from reconciler.state.paths import deployment
 from reconciler.state.records import SubmissionRecord
 
 # Slurm's submit time and the journal's clock may differ a little (another host).
-CLOCK_SLACK = timedelta(minutes=1)
+SUBMIT_CLOCK_SKEW = timedelta(minutes=1)
 
 
 def tag_for(desired: Desired, kind: TagKind, name: str, spec_hash: str) -> Tag:
@@ -50,7 +50,7 @@ def tag_for(desired: Desired, kind: TagKind, name: str, spec_hash: str) -> Tag:
 
 
 @dataclass(frozen=True)
-class Share:
+class Ownership:
     """An observation split by owner: this deployment's jobs, and the live jobs of the
     same project that other deployments (other clones, other folders) own."""
 
@@ -58,13 +58,13 @@ class Share:
     elsewhere: tuple[ObservedJob, ...]
 
 
-def share_of(
+def split_by_owner(
     observation: Observation,
     project: str,
     deployment_id: str,
     records: Sequence[SubmissionRecord] = (),
     arrays: Mapping[str, ArrayMap] = MappingProxyType({}),
-) -> Share:
+) -> Ownership:
     """``records``: the journal's, whose ids make jobs the deployment's too (``by_id``);
     ``arrays``: the map of each of its job arrays, by the array's id (``split_arrays``)."""
     observation = split_arrays(observation, project, deployment_id, arrays)
@@ -75,7 +75,7 @@ def share_of(
         if job.tag.project == project and job.tag.deployment != deployment_id and not job.finished
     )
     mine = observation.model_copy(update={"jobs": own})
-    return Share(by_id(mine, observation, records, project, deployment_id), elsewhere)
+    return Ownership(by_id(mine, observation, records, project, deployment_id), elsewhere)
 
 
 def split_arrays(
@@ -157,4 +157,4 @@ def _submitted_by(job: UntaggedJob, record: SubmissionRecord) -> bool:
     """Whether the job could be the one recon submitted: not submitted after sbatch
     returned its id to recon (then Slurm handed the id out again)."""
     submits = [row.submit for row in job.rows if row.submit is not None and not row.is_step]
-    return not submits or min(submits) <= record.updated_at + CLOCK_SLACK
+    return not submits or min(submits) <= record.updated_at + SUBMIT_CLOCK_SKEW

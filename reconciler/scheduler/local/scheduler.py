@@ -42,7 +42,7 @@ from reconciler.scheduler.tag import Tag
 DEFAULT_OUTPUT = "slurm-%j.out"  # sbatch's, relative to the working directory
 DEFAULT_ARRAY_OUTPUT = "slurm-%A_%a.out"  # sbatch's for an array's tasks
 ALLOCATE_WAIT = 10.0  # seconds allocate waits for the hold to start before returning
-CLOCK_SLACK = timedelta(minutes=5)  # how far the clock may step back between submits
+CLOCK_STEP_BACK = timedelta(minutes=5)  # how far the clock may step back between submits
 # One more than the highest array index, as Slurm's MaxArraySize: its default, so that an
 # array split for one backend fits the other.
 MAX_ARRAY_SIZE = 1001
@@ -98,7 +98,7 @@ class LocalScheduler:
         # Every job not final yet, and every one submitted in the window (less a margin
         # for the clock stepping back between submits: ids follow submit order), and
         # every task of an array one of those is a task of: an array is reported whole.
-        recent = self._store.submitted_since(since - CLOCK_SLACK)
+        recent = self._store.submitted_since(since - CLOCK_STEP_BACK)
         active = self._store.active_ids()
         snapshot = self._store.snapshot([*active, *recent], gathered=True)
         siblings = {
