@@ -15,6 +15,7 @@ from reconciler.commands.common import (
     EXIT_ERROR,
     AllowPruneAllOption,
     DownstreamOption,
+    NotifyOption,
     ReplaceOption,
     RevisionOption,
     SchedulerOption,
@@ -64,12 +65,7 @@ def apply(
             "--quiet", help="Print only what changed: nothing when nothing did (for cron)."
         ),
     ] = False,
-    notify: Annotated[
-        str | None,
-        typer.Option(
-            "--notify", metavar="COMMAND", help="Run this shell command with a JSON event on stdin."
-        ),
-    ] = None,
+    notify: NotifyOption = None,
     wait: Annotated[
         bool,
         typer.Option(

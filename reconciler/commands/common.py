@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -196,3 +198,36 @@ def split_arguments(arguments: list[str] | None) -> tuple[Path, list[str]]:
     if arguments and Path(arguments[0]).is_dir():
         return Path(arguments[0]), arguments[1:]
     return Path("."), arguments
+
+
+NotifyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--notify", metavar="COMMAND", help="Run this shell command with a JSON event on stdin."
+    ),
+]
+
+
+class LogFormat(StrEnum):
+    """How `recon watch` writes its log: lines for people, or one JSON object per line."""
+
+    text = "text"
+    json = "json"
+
+
+LogFormatOption = Annotated[
+    LogFormat, typer.Option("--log-format", help="text, or json: one object per line.")
+]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> timedelta:
+    """`30s`, `2m`, `1h`, `500ms`, or plain seconds (`45`)."""
+    match = _DURATION.match(text)
+    if match is None or float(match.group(1)) <= 0:
+        raise typer.BadParameter(
+            f"{text!r} is not a duration: write e.g. 30s, 5m, 1h or 500ms", param_hint="--interval"
+        )
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"])

@@ -17,10 +17,10 @@ from reconciler.commands.common import (
     chosen,
     console,
     note_uncommitted,
+    parse_duration,
     warn,
 )
 from reconciler.commands.graph import DEFAULT_LIMIT
-from reconciler.commands.watch import parse_duration
 from reconciler.errors import ReconError
 
 TOKEN_VARIABLE = "RECON_SERVE_TOKEN"

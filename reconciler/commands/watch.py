@@ -2,40 +2,29 @@
 
 from __future__ import annotations
 
-import re
 import signal
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from reconciler.commands.common import RepoArgument, SchedulerOption, chosen, uncommitted_note
+from reconciler.commands.common import (
+    LogFormat,
+    LogFormatOption,
+    NotifyOption,
+    RepoArgument,
+    SchedulerOption,
+    chosen,
+    parse_duration,
+    uncommitted_note,
+)
 from reconciler.errors import ReconError
 
 if TYPE_CHECKING:  # the engine is imported when watch runs: `recon --help` stays quick
     from reconciler.engine.reconcile import PassOutcome
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-class LogFormat(StrEnum):
-    text = "text"
-    json = "json"
-
-
-def parse_duration(text: str) -> timedelta:
-    """`30s`, `2m`, `1h`, `500ms`, or plain seconds (`45`)."""
-    match = _DURATION.match(text)
-    if match is None or float(match.group(1)) <= 0:
-        raise typer.BadParameter(
-            f"{text!r} is not a duration: write e.g. 30s, 5m, 1h or 500ms", param_hint="--interval"
-        )
-    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"])
 
 
 def watch(
@@ -62,15 +51,8 @@ def watch(
             "(never a merge; never a work tree with changes).",
         ),
     ] = False,
-    log_format: Annotated[
-        LogFormat, typer.Option("--log-format", help="text, or json: one object per line.")
-    ] = LogFormat.text,
-    notify: Annotated[
-        str | None,
-        typer.Option(
-            "--notify", metavar="COMMAND", help="Run this shell command with a JSON event on stdin."
-        ),
-    ] = None,
+    log_format: LogFormatOption = LogFormat.text,
+    notify: NotifyOption = None,
     metrics_addr: Annotated[
         str | None,
         typer.Option(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
-from reconciler.commands.watch import LogFormat
+from reconciler.commands.common import LogFormat
 from reconciler.engine.watch import Level
 from reconciler.errors import ReconError
 from reconciler.repository.refs import BranchRefs

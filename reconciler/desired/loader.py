@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reconciler import graph
-from reconciler.desired import sweeps
+from reconciler.desired import graph, sweeps
 from reconciler.desired.cache import FileResult, ParseCache, SharedCache
 from reconciler.desired.checks import (
     check_matrix,

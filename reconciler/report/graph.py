@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from reconciler.desired.desired import Desired
+from reconciler.desired.graph import build, order
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.status import RunStatus
-from reconciler.graph import build, order
 
 NodeKind = Literal["run", "alloc"]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 
-from reconciler import graph
+from reconciler.desired import graph
 from reconciler.desired.desired import Location
 from reconciler.desired.models import Run
 from reconciler.errors import UnknownTarget

@@ -142,7 +142,7 @@ def test_the_commit_that_adds_recon_diffs_against_nothing(
 
 
 def test_an_unknown_target_is_a_recon_error_not_a_traceback() -> None:
-    from reconciler import graph
+    from reconciler.desired import graph
     from reconciler.errors import ReconError
 
     with pytest.raises(ReconError, match="no run named ghost"):

@@ -20,7 +20,7 @@ import typer
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
-from reconciler.commands.watch import LogFormat, parse_duration
+from reconciler.commands.common import LogFormat, parse_duration
 from reconciler.commands.watchlog import LineLog, Puller
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.reconcile import PassOutcome

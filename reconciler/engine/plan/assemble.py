@@ -42,7 +42,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from reconciler import graph
+from reconciler.desired import graph
 from reconciler.desired.desired import Desired, DesiredAllocation
 from reconciler.engine.plan import allocations as plan_allocations
 from reconciler.engine.plan.actions import Action, ActionKind, Plan, SweepShape

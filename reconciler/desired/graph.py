@@ -15,7 +15,8 @@ from reconciler.errors import SpecIssue, UnknownTarget
 
 if TYPE_CHECKING:
     import networkx as nx
-from reconciler.desired.desired import Location
+
+    from reconciler.desired.desired import Location
 
 
 def build(upstreams: Mapping[str, Iterable[str]]) -> nx.DiGraph[str]:
