@@ -36,7 +36,7 @@ def make_desired(root: Path, runs: int, how: HashKind) -> Desired:
         )
         effective = effective_run(spec, project)
         entries[spec.name] = DesiredRun(
-            effective, Location("s.yaml", i), spec_hash(effective), None
+            effective, location=Location("s.yaml", i), spec_hash=spec_hash(effective)
         )
         directory = root / "runs" / spec.name
         directory.mkdir(parents=True)

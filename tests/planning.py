@@ -62,9 +62,8 @@ def desired(
         effective = effective_run(spec, project)
         entries[spec.name] = DesiredRun(
             effective,
-            Location("specs/a.yaml", index + 1),
-            spec_hash(effective),
-            None,
+            location=Location("specs/a.yaml", index + 1),
+            spec_hash=spec_hash(effective),
             code=(code or {}).get(spec.name),
         )
     upstreams = {

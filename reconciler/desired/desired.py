@@ -172,9 +172,10 @@ class DesiredRun:
     def __init__(
         self,
         spec: Run | Callable[[], Run],
+        *,  # a wide record: every other field by name
         location: Location,
         spec_hash: str | Callable[[], str],
-        script_text: str | None,  # the content of `script:` at the same commit
+        script_text: str | None = None,  # the content of `script:` at the same commit
         member: Member | None = None,  # for a sweep's member: its sweep and values
         # input -> the sweep members whose output it gathers (an input reading one run: absent)
         gathers: Mapping[str, tuple[str, ...]] | None = None,

@@ -637,15 +637,14 @@ def _desired_run(
     script = scripts.get(summary.name)
     run = DesiredRun(
         build,
-        Location(summary.file, summary.line),
-        summary.spec_hash or (lambda: spec_hash(run.spec, script, blobs)),
-        script,
-        None,
-        expansion.gathers.get(summary.name, {}),
-        _shape(summary, project, singles, made),
-        lambda: made.resources_of(summary, project),
-        blobs,
-        made.code.of(summary),
+        location=Location(summary.file, summary.line),
+        spec_hash=summary.spec_hash or (lambda: spec_hash(run.spec, script, blobs)),
+        script_text=script,
+        gathers=expansion.gathers.get(summary.name, {}),
+        shape=_shape(summary, project, singles, made),
+        resources=lambda: made.resources_of(summary, project),
+        environment_blobs=blobs,
+        code=made.code.of(summary),
     )
     return run
 
@@ -691,15 +690,15 @@ def _desired_member(
 
     run = DesiredRun(
         build,
-        Location(summary.file, summary.line),
-        digest,
-        script,
-        member,
-        expansion.gathers.get(summary.name, {}),
-        _shape(summary, project, singles, made),
-        lambda: made.resources_of(summary, project),  # its document is its sweep's
-        blobs,
-        made.code.of(summary),
+        location=Location(summary.file, summary.line),
+        spec_hash=digest,
+        script_text=script,
+        member=member,
+        gathers=expansion.gathers.get(summary.name, {}),
+        shape=_shape(summary, project, singles, made),
+        resources=lambda: made.resources_of(summary, project),  # its document is its sweep's
+        environment_blobs=blobs,
+        code=made.code.of(summary),
     )
     return run
 

@@ -36,7 +36,9 @@ def rendered(spec: dict[str, Any], run_dir: Path, code_dir: Path) -> tuple[Tag, 
     run = Run.model_validate({"kind": "Run", "name": "job", **spec})
     spec_hash = uuid.uuid4().hex[:16]
     desired = DesiredRun(
-        effective_run(run, Project(project=project)), Location("specs/a.yaml", 1), spec_hash, None
+        effective_run(run, Project(project=project)),
+        location=Location("specs/a.yaml", 1),
+        spec_hash=spec_hash,
     )
     tag = Tag(
         project=project, deployment="0123456789ab", kind="run", name="job", spec_hash=spec_hash

@@ -113,7 +113,7 @@ def desired(root: Path) -> Desired:
         project,
         root,
         "c0ffee" * 6 + "abcd",
-        {"a": DesiredRun(run, Location("specs/a.yaml", 1), spec_hash(run), None)},
+        {"a": DesiredRun(run, location=Location("specs/a.yaml", 1), spec_hash=spec_hash(run))},
         {"warm": DesiredAllocation(alloc, Location("specs/w.yaml", 1), spec_hash(alloc))},
         {"a": ()},
     )

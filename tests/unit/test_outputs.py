@@ -266,7 +266,9 @@ def make_desired(root: Path, *specs: dict[str, Any]) -> Desired:
         spec = effective_run(
             Run.model_validate({"kind": "Run", "command": "true", **fields}), project
         )
-        runs[spec.name] = DesiredRun(spec, Location("specs/a.yaml", index), spec_hash(spec), None)
+        runs[spec.name] = DesiredRun(
+            spec, location=Location("specs/a.yaml", index), spec_hash=spec_hash(spec)
+        )
     return Desired(project, root, None, runs, {}, {})
 
 

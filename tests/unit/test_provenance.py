@@ -43,7 +43,9 @@ def train() -> DesiredRun:
         }
     )
     effective = effective_run(spec, Project(project="demo"))
-    return DesiredRun(effective, Location("specs/train.yaml", 1), spec_hash(effective), None)
+    return DesiredRun(
+        effective, location=Location("specs/train.yaml", 1), spec_hash=spec_hash(effective)
+    )
 
 
 def row(job_id: str, state: SlurmState, tag: Tag | None, **fields: Any) -> JobRecord:

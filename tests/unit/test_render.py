@@ -42,7 +42,9 @@ def desired(spec: dict[str, Any], script_text: str | None = None, **defaults: An
     """A run named `train` in project `demo`, project defaults applied, with a fixed hash."""
     project = Project(project="demo", defaults=Defaults.model_validate(defaults))
     run = Run.model_validate({"kind": "Run", "name": "train", **spec})
-    return DesiredRun(effective_run(run, project), LOCATION, HASH, script_text)
+    return DesiredRun(
+        effective_run(run, project), location=LOCATION, spec_hash=HASH, script_text=script_text
+    )
 
 
 def context(
