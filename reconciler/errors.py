@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from reconciler.words import plural
+
 
 class ReconError(Exception):
     """Base of every error recon reports to the user as a message, not a traceback."""
@@ -54,7 +56,7 @@ class SpecError(ReconError):
     def __init__(self, issues: list[SpecIssue]) -> None:
         self.issues = sorted(issues, key=lambda i: (i.file, i.line or 0, i.field, i.message))
         count = len(self.issues)
-        head = f"{count} problem{'s' if count != 1 else ''} in the specs"
+        head = f"{plural(count, 'problem')} in the specs"
         super().__init__("\n".join([head, *(f"  {issue}" for issue in self.issues)]))
 
 

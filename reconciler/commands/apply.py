@@ -27,7 +27,7 @@ from reconciler.commands.common import (
     split_arguments,
     warn,
 )
-from reconciler.report.words import plural
+from reconciler.words import plural
 
 if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` stays quick
     from reconciler.desired.desired import Desired

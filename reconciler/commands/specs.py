@@ -17,7 +17,7 @@ from reconciler.commands.common import (
     output_folder,
     warn,
 )
-from reconciler.report.words import plural
+from reconciler.words import plural
 
 
 def version() -> None:

@@ -22,7 +22,7 @@ from reconciler.engine.plan.actions import (
     SweepShape,
 )
 from reconciler.engine.plan.prune import explain
-from reconciler.report.words import plural
+from reconciler.words import plural
 
 _SYMBOL_WIDTH = 3
 # The kind column fits every kind but `may rerun`, which widens it only in a plan that

@@ -19,8 +19,8 @@ from rich.text import Text
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.status import AllocationStatus, RunStatus
-from reconciler.report.words import plural
 from reconciler.scheduler.states import Health
+from reconciler.words import plural
 
 GAP = "  "
 # Health words in colour on a terminal; sync words too, where they call for an apply.

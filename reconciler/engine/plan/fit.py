@@ -31,6 +31,7 @@ from typing import Protocol
 
 from reconciler.desired.models import NodeShape, RunResources
 from reconciler.scheduler.partitions import Node, Partition
+from reconciler.words import listed, plural
 
 Shapes = RunResources | NodeShape | Sequence[NodeShape]
 
@@ -288,7 +289,7 @@ class FitChecker:
         partitions = sorted({needs[c].partition for c in group})
         where = f"partition{'s' if len(partitions) > 1 else ''} {', '.join(partitions)}"
         return (
-            f"components {_and([str(c) for c in group])} ({where}) need {wanted} distinct "
+            f"components {listed([str(c) for c in group])} ({where}) need {wanted} distinct "
             f"nodes between them, and only {nodes} can take them; "
             "het components do not share a node"
         )
@@ -361,13 +362,9 @@ def _kinds(partitions: Sequence[Partition]) -> list[_Kind]:
     return list(alike.values())
 
 
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-
 def _gpus(count: int, gpu_type: str | None) -> str:
-    noun = "GPU" if count == 1 else "GPUs"
-    return f"{count} {noun} of type {gpu_type}" if gpu_type else f"{count} {noun}"
+    gpus = plural(count, "GPU")
+    return f"{gpus} of type {gpu_type}" if gpu_type else gpus
 
 
 def _shapes(resources: Shapes) -> Sequence[NodeShape]:

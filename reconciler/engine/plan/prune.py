@@ -21,6 +21,7 @@ from reconciler.desired.models import prune_allowance
 from reconciler.engine.plan.actions import Action, ActionKind, PruneCause, PruneGuard, SyncStatus
 from reconciler.engine.plan.inputs import PlanInputs, is_live
 from reconciler.scheduler.base import Observation
+from reconciler.words import plural
 
 
 def prunes(inputs: PlanInputs) -> list[Action]:
@@ -100,7 +101,7 @@ def explain(guard: PruneGuard) -> str:
     shown = ", ".join(names[:_NAMES_SHOWN])
     more = len(names) - _NAMES_SHOWN
     left = (f"{shown} and {more} more" if more > 0 else shown) + " left the specs"
-    jobs = f"{guard.cancels} job{'s' if guard.cancels != 1 else ''}"
+    jobs = plural(guard.cancels, "job")
     if guard.cause is PruneCause.EVERY:
         what = f"the plan's prunes would cancel every live job of the project ({jobs}; {left})"
     else:
@@ -126,6 +127,4 @@ def _named(runs: Sequence[str]) -> list[str]:
     for name in runs:
         key = sweep_of(name) or name
         members[key] = members.get(key, 0) + (key != name)
-    return [
-        f"{name} ({n} member{'s' if n != 1 else ''})" if n else name for name, n in members.items()
-    ]
+    return [f"{name} ({plural(n, 'member')})" if n else name for name, n in members.items()]

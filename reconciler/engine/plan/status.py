@@ -19,6 +19,7 @@ from reconciler.engine.plan.allocations import held_back, idle_for
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import ENDINGS, Health, aggregate
 from reconciler.state.records import SubmissionRecord
+from reconciler.words import plural
 
 
 class RunStatus(BaseModel):
@@ -169,7 +170,7 @@ class AllocationJob(BaseModel):
         made = self.created_at.strftime("%Y-%m-%d %H:%M")
         return (
             f"job {self.job_id} (spec {self.spec_hash[:8]}) {self.status} {made}, "
-            f"{self.runs} run{'' if self.runs == 1 else 's'}, {self.health.value}"
+            f"{plural(self.runs, 'run')}, {self.health.value}"
         )
 
 
