@@ -19,17 +19,19 @@ from reconciler.desired.desired import (
 from reconciler.desired.models import Allocation, NodeShape, Project, Run, RunResources
 from reconciler.engine.plan import plan
 from reconciler.engine.plan.actions import Action, ActionKind, PruneCause, PruneGuard
-from reconciler.engine.plan.allocations import (
-    AllocationInputs,
-    AllocationState,
+from reconciler.engine.plan.allocations.placement import (
     Placement,
-    Ready,
     beyond_allocation,
     place,
-    plan_allocations,
-    prunes,
     renewals,
 )
+from reconciler.engine.plan.allocations.state import (
+    AllocationState,
+    Ready,
+    plan_allocations,
+    prunes,
+)
+from reconciler.engine.plan.inputs import FileState, PlanInputs
 from reconciler.engine.plan.status import allocation_statuses
 from reconciler.scheduler.base import JobRecord, Launch, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
@@ -144,17 +146,40 @@ def alloc_record(job_id: str, of: DesiredAllocation = WARM, **fields: Any) -> Su
     return SubmissionRecord(**data)
 
 
-def cluster(*jobs: ObservedJob, **fields: Any) -> AllocationInputs:
-    base = AllocationInputs(
-        project=PROJECT,
-        jobs=jobs,
-        complete=True,
-        records=(),
-        setups=(),
-        now=NOW,
-        backend="slurm",
-    )
-    return replace(base, **fields)
+@dataclass(frozen=True)
+class Cluster:
+    """What a case observes and the journal holds, made into the planner's inputs by
+    ``inputs``."""
+
+    jobs: tuple[ObservedJob, ...] = ()
+    complete: bool = True
+    records: tuple[SubmissionRecord, ...] = ()
+    setups: tuple[SetupRecord, ...] = ()
+    backend: str = "slurm"
+    containers: frozenset[str] | None = None
+    prune: bool = True
+
+    def inputs(self) -> PlanInputs:
+        problems = () if self.complete else ("sacct failed",)
+        observation = Observation(
+            taken_at=NOW, jobs=self.jobs, complete=self.complete, problems=problems
+        )
+        return PlanInputs.of(
+            planning.desired(prune=self.prune),
+            observation,
+            self.records,
+            NOW,
+            files=FileState(),
+            fit=None,
+            replace=frozenset(),
+            scheduler=self.backend,
+            setups=self.setups,
+            containers=self.containers,
+        )
+
+
+def cluster(*jobs: ObservedJob, **fields: Any) -> Cluster:
+    return Cluster(jobs, **fields)
 
 
 def decided(actions: list[Action]) -> list[tuple[str, tuple[str, ...], str]]:
@@ -164,7 +189,7 @@ def decided(actions: list[Action]) -> list[tuple[str, tuple[str, ...], str]]:
 @dataclass(frozen=True)
 class Case:
     name: str
-    cluster: AllocationInputs
+    cluster: Cluster
     expected: list[tuple[str, tuple[str, ...], str]]  # kind, job ids, part of the reason
     of: DesiredAllocation = WARM
     ready: str | None = None  # the job runs start in
@@ -408,7 +433,7 @@ def test_allocation_decisions(case: Case) -> None:
         job if job.tag.name != "warm" or case.of is WARM else _as(job, case.of)
         for job in case.cluster.jobs
     )
-    actions, states = plan_allocations(replace(case.cluster, jobs=jobs), [case.of])
+    actions, states = plan_allocations(replace(case.cluster, jobs=jobs).inputs(), [case.of])
     got = decided(actions)
     assert [(kind, ids) for kind, ids, _ in got] == [(k, i) for k, i, _ in case.expected], got
     for (_, _, reason), (_, _, part) in zip(got, case.expected, strict=True):
@@ -444,9 +469,8 @@ def test_undeclared_allocations_are_released(
     known: bool, prune: bool, complete: bool, expected: list[tuple[str, tuple[str, ...], str]]
 ) -> None:
     records = (alloc_record("12"),) if known else ()
-    found = prunes(
-        cluster(held("12"), records=records, prune=prune, complete=complete), declared=set()
-    )
+    seen = cluster(held("12"), records=records, prune=prune, complete=complete)
+    found = prunes(seen.inputs(), declared=set())
     got = decided(found)
     assert [(k, i) for k, i, _ in got] == [(k, i) for k, i, _ in expected]
     for (_, _, reason), (_, _, part) in zip(got, expected, strict=True):
@@ -454,7 +478,7 @@ def test_undeclared_allocations_are_released(
 
 
 def test_an_undeclared_allocation_with_a_running_step_waits_for_it() -> None:
-    (action,) = prunes(cluster(held("12", steps=(RUN_STEP,))), declared=set())
+    (action,) = prunes(cluster(held("12", steps=(RUN_STEP,))).inputs(), declared=set())
     assert action.kind is ActionKind.NOOP
     assert "released once step 12.3 (run train) ends" in action.reason
 
@@ -481,14 +505,14 @@ def test_an_allocation_that_left_counts_for_the_prune_guard() -> None:
 
 def test_declared_and_ended_allocations_are_not_pruned() -> None:
     ended = held("13", SlurmState.TIMEOUT)
-    assert prunes(cluster(held("12"), ended), declared={"warm"}) == []
-    assert prunes(cluster(ended), declared=set()) == []
+    assert prunes(cluster(held("12"), ended).inputs(), declared={"warm"}) == []
+    assert prunes(cluster(ended).inputs(), declared=set()) == []
 
 
 # -- where a run starts ------------------------------------------------------------------
 
 HOUR = timedelta(hours=1)
-READY = AllocationState("warm", HOUR, Ready("12", timedelta(minutes=12)))
+READY = AllocationState(name="warm", time_limit=HOUR, ready=Ready("12", timedelta(minutes=12)))
 
 
 @pytest.mark.parametrize(
@@ -515,12 +539,12 @@ READY = AllocationState("warm", HOUR, Ready("12", timedelta(minutes=12)))
             Placement(blocked="needs 2h, but allocation warm lives 1h (time_limit)"),
         ),
         (
-            AllocationState("warm", HOUR, waiting="allocation job 13 is queued"),
+            AllocationState(name="warm", time_limit=HOUR, waiting="allocation job 13 is queued"),
             None,
             Placement(wait="waits for allocation warm: allocation job 13 is queued"),
         ),
         (
-            AllocationState("warm", HOUR, blocked="setup failed"),
+            AllocationState(name="warm", time_limit=HOUR, blocked="setup failed"),
             None,
             Placement(blocked="allocation warm is blocked: setup failed"),
         ),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from reconciler.desired.desired import Desired, DesiredAllocation, DesiredRun, flat_fields
 from reconciler.engine.plan.actions import Action
-from reconciler.engine.plan.allocations import holds_gpus
+from reconciler.engine.plan.allocations.placement import holds_gpus
 from reconciler.engine.plan.identity import tag_for
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import (

@@ -15,7 +15,8 @@ This module assembles a plan; each concept it asks about has a module of its own
     plan_prune      live jobs of runs that left the repo, and the guard that holds a
                     plan whose prunes would empty the project
     plan_notes      what the plan saw and does not act on
-    plan_allocations  allocations, and where runs inside them start
+    allocations/    allocations, and where runs inside them start (judging, state,
+                    gpus, placement)
 
 Each run is decided in DAG order, upstreams first, and its *outcome* for this plan is
 kept with its decision so its downstream can decide too:
@@ -44,8 +45,11 @@ from datetime import datetime, timedelta
 
 from reconciler.desired import graph
 from reconciler.desired.desired import Desired, DesiredAllocation
-from reconciler.engine.plan import allocations as plan_allocations
 from reconciler.engine.plan.actions import Action, ActionKind, Plan, SweepShape
+from reconciler.engine.plan.allocations.gpus import gpu_share
+from reconciler.engine.plan.allocations.placement import on_demand, renewals
+from reconciler.engine.plan.allocations.state import idle_releases, plan_allocations
+from reconciler.engine.plan.allocations.state import prunes as allocation_prunes
 from reconciler.engine.plan.fit import Fit
 from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs
 from reconciler.engine.plan.notes import (
@@ -105,23 +109,6 @@ def plan(
         chosen = graph.select(dag, [*targets, *replace], downstream)
     else:
         chosen = graph.in_order(desired.upstreams)
-    cluster = plan_allocations.AllocationInputs(
-        project,
-        observation.jobs,
-        observation.complete,
-        records,
-        setups,
-        now,
-        scheduler,
-        containers,
-        fit,
-        desired.project.prune,
-        observation.launches,
-        desired.runs,
-    )
-    held, allocation_states = plan_allocations.plan_allocations(
-        cluster, _allocations_of(desired, chosen, bool(targets))
-    )
     inputs = PlanInputs.of(
         desired,
         observation,
@@ -130,10 +117,16 @@ def plan(
         files=files or FileState(),
         fit=fit,
         replace=frozenset(replace),
-        allocation_states=allocation_states,
+        scheduler=scheduler,
+        setups=setups,
+        containers=containers,
         code_at=code_at,
         cancelled=cancelled,
     )
+    held, allocation_states = plan_allocations(
+        inputs, _allocations_of(desired, chosen, bool(targets))
+    )
+    inputs = inputs.with_allocations(allocation_states)
     actions: list[Action] = [*_adoptions(inputs), *held]
     if observation.complete:  # a teardown is a cancel: never on half a picture
         actions.extend(teardowns(inputs, chosen))
@@ -147,16 +140,12 @@ def plan(
         actions.append(made.action)
         where = desired.runs[name].allocation
         if made.action.allocation_job is not None and where is not None:
-            share = plan_allocations.share_of(desired.runs[name].resources)
+            share = gpu_share(desired.runs[name].resources)
             in_use[where] = in_use[where].plus(name, share)
-    actions.extend(
-        plan_allocations.renewals(allocation_states, _renewals(decided), desired.allocations)
-    )
-    actions.extend(
-        plan_allocations.on_demand(allocation_states, _demands(decided), desired.allocations)
-    )
+    actions.extend(renewals(allocation_states, _renewals(decided), desired.allocations))
+    actions.extend(on_demand(allocation_states, _demands(decided), desired.allocations))
     used = {made.uses for made in decided.values() if made.uses is not None}
-    released = plan_allocations.idle_releases(allocation_states, used, desired.allocations)
+    released = idle_releases(allocation_states, used, desired.allocations)
     actions = [  # an idle job released takes the place of its reuse
         released.get(action.target, action)
         if action.target_kind == "alloc" and action.kind is ActionKind.REUSE
@@ -165,7 +154,7 @@ def plan(
     ]
     prune_guard = None
     if not targets:
-        pruned = [*prunes(inputs), *plan_allocations.prunes(cluster, set(desired.allocations))]
+        pruned = [*prunes(inputs), *allocation_prunes(inputs, set(desired.allocations))]
         actions.extend(pruned)
         if desired.project.prune:  # else only orphans the journal lost are released
             limit = desired.project.prune_limit

@@ -404,7 +404,7 @@ def lost_jobs(inputs: PlanInputs, run: DesiredRun) -> list[tuple[str, str]]:
 def unlisted_step(inputs: PlanInputs, run: DesiredRun) -> str | None:
     """A step of the current spec started whose id Slurm has not told yet: srun holds it
     back until the allocation has room (for what the planner does not count before it
-    starts a step, engine/plan_allocations.py ``short_of``: CPUs, a step of unknown
+    starts a step, engine/plan/allocations/gpus.py ``short_of``: CPUs, a step of unknown
     share), or Slurm is slow to list it. It is found by its name once listed (and
     adopted); starting it again meanwhile would run it twice. While its srun runs here it
     waits, however long; with no srun seen, for ``UNSEEN_GRACE``; and when the processes

@@ -7,17 +7,21 @@ collects, and later runs read the earlier ones' decisions from that collection.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.plan import allocations as plan_allocations
 from reconciler.engine.plan.actions import Action, RunOutcome
 from reconciler.engine.plan.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import ALIVE
-from reconciler.state.records import SubmissionRecord
+from reconciler.state.records import SetupRecord, SubmissionRecord
+
+if TYPE_CHECKING:  # the allocation planner reads PlanInputs, and fills allocation_states
+    from reconciler.engine.plan.allocations.state import AllocationState
 
 
 @dataclass(frozen=True)
@@ -32,11 +36,12 @@ class FileState:
     inputs: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlanInputs:
     """Everything one plan is made from. Jobs, journal records and coupled partners are
-    grouped by run once (``PlanInputs.of``), then looked up by name: a scan of every job,
-    record or run for each run made a plan of 10,000 runs take minutes."""
+    grouped by run and by allocation once (``PlanInputs.of``), then looked up by name: a
+    scan of every job, record or run for each run made a plan of 10,000 runs take
+    minutes. Built by keyword, like every wide record."""
 
     desired: Desired
     observation: Observation
@@ -45,18 +50,36 @@ class PlanInputs:
     files: FileState
     fit: Fit | None
     replace: frozenset[str]  # runs to submit anew on request (--replace)
-    allocation_states: Mapping[str, plan_allocations.AllocationState]
-    jobs_by_run: Mapping[str, tuple[ObservedJob, ...]]
-    history_by_run: Mapping[str, Sequence[SubmissionRecord]]
-    partners_by_run: Mapping[str, Sequence[str]]
-    # a job array's id -> its tasks, each a sweep member's job (engine/identity.split_arrays)
-    tasks_by_array: Mapping[str, tuple[ObservedJob, ...]] = field(default_factory=dict)
+    scheduler: str  # the backend's name: "slurm", "local"
+    setups: Sequence[SetupRecord] = ()  # the journal's allocation setups
+    # Container.features the cluster offers; None: not looked at (no allocation has one)
+    containers: frozenset[str] | None = None
     # commit -> each committed file's git blob id (None: a link, not compared), for the
     # commits of journal records that do not carry the code versions their job ran with
     # (written by an older recon); read before planning (``engine/code.code_at``)
     code_at: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
     # the jobs recon itself cancelled (the journal's cancels): never an attempt of a run
     cancelled: frozenset[str] = frozenset()
+
+    # The indexes, built by ``of``:
+    jobs_by_run: Mapping[str, tuple[ObservedJob, ...]]
+    history_by_run: Mapping[str, Sequence[SubmissionRecord]]
+    partners_by_run: Mapping[str, Sequence[str]]
+    # a job array's id -> its tasks, each a sweep member's job (engine/identity.split_arrays)
+    tasks_by_array: Mapping[str, tuple[ObservedJob, ...]]
+    # the project's allocation jobs (observed order) and the journal's records of them
+    # (oldest first), by allocation
+    jobs_by_allocation: Mapping[str, tuple[ObservedJob, ...]]
+    history_by_allocation: Mapping[str, Sequence[SubmissionRecord]]
+    # the journal's records of runs started as steps (12.3), by allocation job id (12)
+    steps_by_job: Mapping[str, Sequence[SubmissionRecord]]
+    # (run, spec hash) -> the spec its first record of that hash was started with (flat
+    # fields); an adopted job's record holds none and is left out
+    specs_by_run: Mapping[tuple[str, str], Mapping[str, object]]
+
+    # Each allocation's state in this plan (allocations/state.py), for the runs inside it:
+    # planned from the inputs above, then added (``with_allocations``).
+    allocation_states: Mapping[str, AllocationState] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -69,39 +92,67 @@ class PlanInputs:
         files: FileState,
         fit: Fit | None,
         replace: frozenset[str],
-        allocation_states: Mapping[str, plan_allocations.AllocationState],
+        scheduler: str,
+        setups: Sequence[SetupRecord] = (),
+        containers: frozenset[str] | None = None,
         code_at: Mapping[str, Mapping[str, str | None]] | None = None,
         cancelled: frozenset[str] = frozenset(),
     ) -> PlanInputs:
         project = desired.project.project
         jobs: dict[str, list[ObservedJob]] = {}
         tasks: dict[str, list[ObservedJob]] = {}
+        allocation_jobs: dict[str, list[ObservedJob]] = {}
         for job in observation.jobs:
-            if job.tag.project == project and job.tag.kind == "run":
+            if job.tag.project != project:
+                continue
+            if job.tag.kind == "run":
                 jobs.setdefault(job.tag.name, []).append(job)
                 array, task, _ = job.job_id.partition("_")
                 if task:
                     tasks.setdefault(array, []).append(job)
+            elif job.tag.kind == "alloc":
+                allocation_jobs.setdefault(job.tag.name, []).append(job)
         history: dict[str, list[SubmissionRecord]] = {}
+        allocation_history: dict[str, list[SubmissionRecord]] = {}
+        steps: dict[str, list[SubmissionRecord]] = {}
+        specs: dict[tuple[str, str], Mapping[str, object]] = {}
         for record in records:
-            if record.kind == "run":
-                history.setdefault(record.name, []).append(record)
+            if record.kind == "alloc":
+                allocation_history.setdefault(record.name, []).append(record)
+            if record.kind != "run":
+                continue
+            history.setdefault(record.name, []).append(record)
+            if record.spec_fields:
+                specs.setdefault((record.name, record.spec_hash), record.spec_fields)
+            if record.job_id is not None and "." in record.job_id:
+                steps.setdefault(record.job_id.split(".", 1)[0], []).append(record)
         return cls(
-            desired,
-            observation,
-            records,
-            now,
-            files,
-            fit,
-            replace,
-            allocation_states,
-            {name: tuple(group) for name, group in jobs.items()},
-            history,
-            coupled_partners(desired),
-            {array: tuple(group) for array, group in tasks.items()},
-            code_at or {},
-            cancelled,
+            desired=desired,
+            observation=observation,
+            records=records,
+            now=now,
+            files=files,
+            fit=fit,
+            replace=replace,
+            scheduler=scheduler,
+            setups=setups,
+            containers=containers,
+            jobs_by_run={name: tuple(group) for name, group in jobs.items()},
+            history_by_run=history,
+            partners_by_run=coupled_partners(desired),
+            tasks_by_array={array: tuple(group) for array, group in tasks.items()},
+            jobs_by_allocation={name: tuple(group) for name, group in allocation_jobs.items()},
+            history_by_allocation=allocation_history,
+            steps_by_job=steps,
+            specs_by_run=specs,
+            code_at=code_at or {},
+            cancelled=cancelled,
         )
+
+    def with_allocations(self, states: Mapping[str, AllocationState]) -> PlanInputs:
+        """These inputs with the allocations' states planned from them (the indexes are
+        kept, not built again)."""
+        return dataclasses.replace(self, allocation_states=states)
 
     @property
     def project(self) -> str:
@@ -118,6 +169,23 @@ class PlanInputs:
     def partners(self, name: str) -> Sequence[str]:
         """The runs coupled with this one, sorted."""
         return self.partners_by_run.get(name, ())
+
+    def allocation_jobs(self, name: str) -> tuple[ObservedJob, ...]:
+        """The allocation's observed jobs, in observed order."""
+        return self.jobs_by_allocation.get(name, ())
+
+    def allocation_history(self, name: str) -> Sequence[SubmissionRecord]:
+        """The journal's records of the allocation's jobs, oldest first."""
+        return self.history_by_allocation.get(name, ())
+
+    def step_records(self, job_id: str) -> Sequence[SubmissionRecord]:
+        """The journal's records of runs started as steps in the allocation job."""
+        return self.steps_by_job.get(job_id, ())
+
+    def recorded_spec(self, name: str, spec_hash: str) -> Mapping[str, object] | None:
+        """The spec (flat fields) the journal recorded the run started with at that hash;
+        None when no record of it holds one."""
+        return self.specs_by_run.get((name, spec_hash))
 
 
 def coupled_partners(desired: Desired) -> dict[str, list[str]]:

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 
 from reconciler.desired.desired import Desired
 from reconciler.engine.plan.actions import ActionKind, Plan, SyncStatus
-from reconciler.engine.plan.allocations import held_back, idle_for
+from reconciler.engine.plan.allocations.judging import held_back, idle_for, judged_health
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
-from reconciler.scheduler.states import ENDINGS, Health, aggregate
+from reconciler.scheduler.states import ENDINGS, Health
 from reconciler.state.records import SubmissionRecord
 from reconciler.words import plural
 
@@ -248,7 +248,7 @@ def _allocation_status(
     return AllocationStatus(
         name=name,
         job_id=job.job_id if job is not None else None,
-        health=aggregate(r.health for r in job.components) if job is not None else None,
+        health=judged_health(job) if job is not None else None,
         nodes=row.nodes if row is not None else None,
         time_left=row.time_left if row is not None else None,
         idle=_idle(job, observation) if job is not None else None,
@@ -270,7 +270,7 @@ def _allocation_history(
     """Each job of the allocation, newest first: when it was made, how many runs it
     served (its reuses), and how it ended (by the journal, or by the cluster before the
     journal has settled it)."""
-    seen = {job.job_id: aggregate(r.health for r in job.components) for job in jobs}
+    seen = {job.job_id: judged_health(job) for job in jobs}
     return tuple(
         AllocationJob(
             job_id=record.job_id,

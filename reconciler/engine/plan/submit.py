@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.plan import allocations as plan_allocations
 from reconciler.engine.plan.actions import Action, ActionKind, RunOutcome
+from reconciler.engine.plan.allocations.gpus import InUse
+from reconciler.engine.plan.allocations.placement import place
 from reconciler.engine.plan.changes import field_changes
 from reconciler.engine.plan.inputs import Decision, PlanInputs
 from reconciler.scheduler.states import Health, SlurmState
@@ -26,7 +27,7 @@ def submit(
     kind: ActionKind,
     reason: str,
     cancels: tuple[str, ...] = (),
-    in_use: Mapping[str, plan_allocations.InUse] | None = None,
+    in_use: Mapping[str, InUse] | None = None,
 ) -> Decision:
     """Submit now; upstreams still in flight are waited for through Slurm's afterok.
 
@@ -34,7 +35,7 @@ def submit(
     submitted, with the reason (only runs about to be submitted are checked: a current
     run takes no scheduler resources, so a CPU-only cluster still serves it).
 
-    A run inside an allocation starts as a step in its ready job (``plan_allocations.place``)
+    A run inside an allocation starts as a step in its ready job (``allocations/placement.place``)
     or waits for one; a GPU run also for its GPUs there to be free (``in_use``: what GPU
     steps hold in each ready job, this plan's starts included; default: as observed). A
     step cannot wait through afterok, nor a job for a step: where either side is a step,
@@ -53,7 +54,7 @@ def submit(
     allocation = run.allocation
     placed = None
     if allocation is not None:
-        placed = plan_allocations.place(
+        placed = place(
             inputs.allocation_states[allocation],
             _time_limit(run),
             run.resources,
