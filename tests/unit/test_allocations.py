@@ -509,6 +509,26 @@ def test_declared_and_ended_allocations_are_not_pruned() -> None:
     assert prunes(cluster(ended).inputs(), declared=set()) == []
 
 
+def test_the_inputs_index_allocations_once_and_keep_the_indexes_with_their_states() -> None:
+    """The project's allocation jobs and the journal's records are grouped once per plan,
+    beside the runs' (another project's job and a run's record stay out); adding the
+    allocations' states builds nothing again."""
+    others = Tag(project="q", deployment="0123456789ab", kind="alloc", name="warm",
+                 spec_hash=WARM.spec_hash)  # fmt: skip
+    theirs = ObservedJob(job_id="14", tag=others, rows=(replace(held("14").rows[0], tag=others),))
+    step_record = replace(alloc_record("12"), id=99, kind="run", name="train", job_id="12.3")
+    seen = cluster(held("12"), held("13"), theirs, records=(alloc_record("12"), step_record))
+    planned = seen.inputs()
+    assert [job.job_id for job in planned.allocation_jobs("warm")] == ["12", "13"]
+    assert [r.job_id for r in planned.allocation_history("warm")] == ["12"]
+    assert [r.name for r in planned.step_records("12")] == ["train"]
+    _, states = plan_allocations(planned, [WARM])
+    with_states = planned.with_allocations(states)
+    assert with_states.allocation_states == states
+    assert with_states.jobs_by_allocation is planned.jobs_by_allocation
+    assert with_states.history_by_run is planned.history_by_run
+
+
 # -- where a run starts ------------------------------------------------------------------
 
 HOUR = timedelta(hours=1)
