@@ -24,6 +24,7 @@ from reconciler.engine.plan.inputs import PlanInputs
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.tag import Tag
 from reconciler.state.records import UNSEEN_GRACE, SubmissionRecord, SubmissionStatus
+from reconciler.words import plural
 
 if TYPE_CHECKING:
     from reconciler.engine.plan.allocations.state import AllocationState
@@ -89,7 +90,7 @@ def short_of(state: AllocationState, asks: RunResources, in_use: InUse) -> str |
     total = holds.gpus.count * nodes
     if share.gpus > total - in_use.gpus:
         return (
-            f"waits for {_count(share.gpus, 'free GPU')} in {where}: {in_use.gpus} of "
+            f"waits for {plural(share.gpus, 'free GPU')} in {where}: {in_use.gpus} of "
             f"{total} in use by {_by(in_use.runs)}"
         )
     if share.memory_mb and holds.memory is not None:
@@ -100,10 +101,6 @@ def short_of(state: AllocationState, asks: RunResources, in_use: InUse) -> str |
                 f"{in_use.memory_mb} of {memory} MiB reserved by GPU {_by(in_use.runs)}"
             )
     return None
-
-
-def _count(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _by(runs: Sequence[str], shown: int = 5) -> str:

@@ -24,6 +24,7 @@ from reconciler.engine.plan.inputs import PlanInputs
 from reconciler.scheduler.base import OWN_STEPS, JobRecord, Launch, ObservedJob, job_order
 from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate, ending
 from reconciler.state.records import UNSEEN_GRACE
+from reconciler.words import plural
 
 
 class Stage(Enum):
@@ -126,7 +127,7 @@ def tries_left(allocation: DesiredAllocation, failed: Mapping[str, str]) -> str:
         return ""
     left = allocation.spec.setup_retries + 1 - len(failed)
     last = max(failed, key=job_order)
-    return f"; setup failed in job {last}, {left} {'try' if left == 1 else 'tries'} left"
+    return f"; setup failed in job {last}, {plural(left, 'try', 'tries')} left"
 
 
 def idle_for(job: ObservedJob, now: datetime, busy: bool = False) -> timedelta | None:

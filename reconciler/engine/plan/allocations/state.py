@@ -33,6 +33,7 @@ from reconciler.engine.plan.allocations.judging import Stage
 from reconciler.engine.plan.inputs import PlanInputs
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.state.records import unseen_job
+from reconciler.words import plural
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,8 @@ def _decide(
         job = coming[-1]
         stage = stages[job.job_id]
         if stage is Stage.NEEDS_SETUP:
-            why = f"setup starts in allocation job {job.job_id} ({_plural(len(spec.setup))})"
+            commands = plural(len(spec.setup), "command")
+            why = f"setup starts in allocation job {job.job_id} ({commands})"
             why += judging.tries_left(allocation, failed)
             main.append(_action(ActionKind.SETUP, allocation, why, (job.job_id,)))
         else:
@@ -290,10 +292,6 @@ def _action(
         spec_hash=allocation.spec_hash,
         job_ids=job_ids,
     )
-
-
-def _plural(count: int) -> str:
-    return f"{count} command{'' if count == 1 else 's'}"
 
 
 def prunes(inputs: PlanInputs, declared: set[str]) -> list[Action]:
