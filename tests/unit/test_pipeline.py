@@ -10,9 +10,10 @@ tested is the engine's one path, not an adapter (the adapters have their own sui
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal, TypedDict, Unpack
 
 import pytest
 
@@ -28,9 +29,9 @@ from reconciler.scheduler.base import (
     ObservedJob,
     SubmitRequest,
 )
-from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import SlurmState
-from reconciler.scheduler.tag import TagKind
+from reconciler.scheduler.tag import Tag, TagKind
+from reconciler.scheduler.testing import ScriptedScheduler, job_ids
 from reconciler.state.journal import Journal
 from reconciler.state.paths import journal_path
 from tests.gitrepo import GitRepo
@@ -54,56 +55,61 @@ outputs:
 ALLOCATION = "kind: Allocation\nname: warm\ntime_limit: 1h\nmin_remaining: 10m\n"
 
 
-@dataclass
-class Recorder:
-    """A Scheduler reporting jobs the test describes, recording every call made to it."""
+def scheduler_reporting(*jobs: ObservedJob) -> ScriptedScheduler:
+    """A Scheduler reporting jobs the test describes; no sinfo (fit unknown), job ids
+    from 501 for what apply submits or allocates, cancels and releases taken."""
+    ids = job_ids(501)
+    return ScriptedScheduler(
+        observe=Observation(taken_at=NOW, jobs=jobs, complete=True),
+        partitions=ObservationError("no sinfo here: fit unknown"),
+        submit=ids,
+        allocate=ids,
+        cancel=None,
+        release=None,
+    )
 
-    jobs: tuple[ObservedJob, ...] = ()
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    name: str = "slurm"
-    windows: list[datetime] = field(default_factory=list)  # each observe's `since`
-    _next: int = 500
 
-    def observe(self, since: datetime) -> Observation:
-        self.windows.append(since)
-        return Observation(taken_at=NOW, jobs=self.jobs, complete=True)
+def acts(scheduler: ScriptedScheduler) -> list[tuple[str, str]]:
+    """What the scheduler was asked to change: submissions and allocations by their
+    run's name, cancels and releases by job id."""
+    return [
+        (method, argument.tag.name if isinstance(argument, SubmitRequest | AllocateRequest)
+         else str(argument))
+        for method, argument in scheduler.calls_to("submit", "allocate", "cancel", "release")
+    ]  # fmt: skip
 
-    def submit(self, request: SubmitRequest) -> str:
-        return self._made("submit", request.tag.name)
 
-    def allocate(self, request: AllocateRequest) -> str:
-        return self._made("allocate", request.tag.name)
+class RowFields(TypedDict, total=False):
+    """What a test says of a row beyond its job, run and state."""
 
-    def cancel(self, job_id: str) -> None:
-        self.calls.append(("cancel", job_id))
-
-    def release(self, job_id: str) -> None:
-        self.calls.append(("release", job_id))
-
-    def partitions(self) -> tuple[Partition, ...]:
-        raise ObservationError("no sinfo here: fit unknown")
-
-    def _made(self, kind: str, name: str) -> str:
-        self._next += 1
-        self.calls.append((kind, name))
-        return str(self._next)
+    het_offset: int
+    step: str
+    exit_code: int
+    start: datetime
+    end: datetime
+    time_left: timedelta
+    tag: Tag | None
+    source: Literal["sacct", "squeue"]
 
 
 def row(
-    desired: Desired, kind: TagKind, name: str, job_id: str, state: SlurmState, **more: object
+    desired: Desired,
+    kind: TagKind,
+    name: str,
+    job_id: str,
+    state: SlurmState,
+    **more: Unpack[RowFields],
 ) -> JobRecord:
     spec_hash = (desired.runs[name] if kind == "run" else desired.allocations[name]).spec_hash
-    return JobRecord(
-        **{
-            "job_id": job_id,
-            "top_id": job_id.split("+")[0].split(".")[0],
-            "tag": tag_for(desired, kind, name, spec_hash),
-            "state": state,
-            "submit": NOW - timedelta(minutes=30),
-            "source": "sacct",
-            **more,
-        }
+    record = JobRecord(
+        job_id=job_id,
+        top_id=job_id.split("+")[0].split(".")[0],
+        tag=tag_for(desired, kind, name, spec_hash),
+        state=state,
+        submit=NOW - timedelta(minutes=30),
+        source="sacct",
     )
+    return replace(record, **more)
 
 
 def job_of(*rows: JobRecord) -> ObservedJob:
@@ -175,17 +181,16 @@ def test_plan_shows_exactly_what_apply_then_does(tmp_path: Path, situation: str)
     repo = GitRepo(tmp_path / "repo")
     repo.commit({"recon.yaml": "project: same\n", **files})
     request = Request(repo.root)
-    scheduler = Recorder()
-    scheduler.jobs = jobs_of(load(request))
+    scheduler = scheduler_reporting(*jobs_of(load(request)))
 
     planned = look_once(request, scheduler=scheduler).plan
-    assert scheduler.calls == []  # plan acts on nothing
+    assert acts(scheduler) == []  # plan acts on nothing
     outcome = reconcile_once(request, scheduler=scheduler)
 
     assert shown(planned) == shown(outcome.plan)
     changing, calls = EXPECTED[situation]
     assert [(a.kind.value, a.target) for a in planned.actions if a.changes_cluster] == changing
-    assert scheduler.calls == calls
+    assert acts(scheduler) == calls
 
 
 def shown(plan: Plan) -> list[tuple[str, str, str]]:
@@ -227,14 +232,14 @@ def test_the_scheduler_is_asked_back_to_the_oldest_job_the_journal_has_not_settl
     ended = row(
         desired, "run", "a", "10", SlurmState.COMPLETED, exit_code=0, end=NOW - timedelta(days=2)
     )
-    scheduler = Recorder(jobs=(job_of(ended),))
+    scheduler = scheduler_reporting(job_of(ended))
 
     reconcile_once(request, scheduler=scheduler, clock=lambda: NOW)  # settles job 10
     reconcile_once(request, scheduler=scheduler, clock=lambda: NOW)
 
     # Its end unknown, job 10 is looked for from its submission on; once the journal holds
     # its end, it is not asked about again (only the margin for clocks remains).
-    assert scheduler.windows == [submitted - timedelta(hours=1), NOW - timedelta(hours=1)]
+    assert scheduler.observed_since == [submitted - timedelta(hours=1), NOW - timedelta(hours=1)]
 
 
 def test_a_pass_that_adopts_a_failed_job_and_retries_its_run_records_both(
@@ -250,7 +255,7 @@ def test_a_pass_that_adopts_a_failed_job_and_retries_its_run_records_both(
     request = Request(repo.root)
     desired = load(request)
     failed = row(desired, "run", "b", "10", SlurmState.FAILED, exit_code=2, end=NOW)
-    scheduler = Recorder(jobs=(job_of(failed),))
+    scheduler = scheduler_reporting(job_of(failed))
 
     outcome = reconcile_once(request, scheduler=scheduler, clock=lambda: NOW)
 
@@ -258,7 +263,7 @@ def test_a_pass_that_adopts_a_failed_job_and_retries_its_run_records_both(
         ("adopt", "b"),
         ("retry", "b"),
     ]
-    assert scheduler.calls == [("submit", "b")]
+    assert acts(scheduler) == [("submit", "b")]
     with Journal(journal_path(desired)) as journal:
         records = journal.records("twice")
     assert sorted((r.job_id, r.status.value) for r in records) == [
