@@ -4,8 +4,6 @@ as it completes, and a job id handed out twice in one apply is warned of at once
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -13,44 +11,12 @@ import pytest
 from reconciler.engine.apply.applier import Applier, Done
 from reconciler.engine.plan.actions import Action, ActionKind, Plan
 from reconciler.errors import TransientSchedulerError
-from reconciler.scheduler.base import Observation, SubmitRequest
-from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.testing import ScriptedScheduler
 from reconciler.state.journal import Journal
 from tests.planning import NOW, PROJECT, desired, hash_of, run
 
 
-@dataclass
-class Scripted:
-    """sbatch answers in order: a job id, or an error to raise."""
-
-    answers: list[str | Exception]
-    name: str = "slurm"
-    submitted: list[str] = field(default_factory=list)
-
-    def observe(self, since: datetime) -> Observation:
-        raise AssertionError("apply does not observe")
-
-    def submit(self, request: SubmitRequest) -> str:
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        self.submitted.append(request.tag.name)
-        return answer
-
-    def cancel(self, job_id: str) -> None:
-        raise AssertionError("nothing to cancel here")
-
-    def allocate(self, request: object) -> str:
-        raise AssertionError("no allocations here")
-
-    def release(self, job_id: str) -> None:
-        raise AssertionError("no allocations here")
-
-    def partitions(self) -> tuple[Partition, ...]:
-        return ()
-
-
-def applier(tmp_path: Path, scheduler: Scripted, told: list[Done], *names: str) -> Applier:
+def applier(tmp_path: Path, scheduler: ScriptedScheduler, told: list[Done], *names: str) -> Applier:
     state = dataclasses.replace(desired(*(run(name) for name in names)), root=tmp_path)
     actions = tuple(
         Action(kind=ActionKind.SUBMIT, target=name, reason="not yet run",
@@ -71,7 +37,7 @@ def test_each_submission_is_told_as_it_completes_before_an_error_stops_the_apply
 ) -> None:
     told: list[Done] = []
     down = TransientSchedulerError("sbatch: error: Unable to contact slurm controller")
-    scheduler = Scripted(["11", "12", down])
+    scheduler = ScriptedScheduler(submit=["11", "12", down])
     with pytest.raises(TransientSchedulerError):
         applier(tmp_path, scheduler, told, "a", "b", "c").run()
     assert told == [Done("submitted a: job 11"), Done("submitted b: job 12")]
@@ -79,7 +45,9 @@ def test_each_submission_is_told_as_it_completes_before_an_error_stops_the_apply
 
 def test_one_job_id_given_to_two_runs_in_one_apply_is_warned_of_at_once(tmp_path: Path) -> None:
     told: list[Done] = []
-    done = applier(tmp_path, Scripted(["3127", "3127", "3128"]), told, "a", "b", "c")
+    done = applier(
+        tmp_path, ScriptedScheduler(submit=["3127", "3127", "3128"]), told, "a", "b", "c"
+    )
     result = done.run()
     warning = (
         "job 3127 was given to a, b in this apply: the scheduler lost the earlier job "
@@ -99,15 +67,14 @@ def test_one_job_id_given_to_two_runs_in_one_apply_is_warned_of_at_once(tmp_path
 
 def test_a_retry_cancels_the_runs_held_original_first_intent_journalled(tmp_path: Path) -> None:
     told: list[Done] = []
-    done = applier(tmp_path, Scripted(["12"]), told, "a")
-    retry = done.plan.actions[0].model_copy(update={"kind": ActionKind.RETRY, "job_ids": ("10",)})
-    done.plan = done.plan.model_copy(update={"actions": (retry,)})
     journalled_first: list[list[str]] = []
 
     def cancel(job_id: str) -> None:
         journalled_first.append([c.job_id for c in done.journal.pending_cancels(PROJECT)])
 
-    done.scheduler.cancel = cancel  # type: ignore[method-assign]
+    done = applier(tmp_path, ScriptedScheduler(submit=["12"], cancel=cancel), told, "a")
+    retry = done.plan.actions[0].model_copy(update={"kind": ActionKind.RETRY, "job_ids": ("10",)})
+    done.plan = done.plan.model_copy(update={"actions": (retry,)})
     done.run()
     assert told == [Done("cancelled job 10"), Done("submitted a: job 12")]
     assert journalled_first == [["10"]]  # the intent was there when scancel ran
