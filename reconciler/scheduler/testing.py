@@ -145,9 +145,9 @@ class ScriptedScheduler:
 
     # -- what it was asked ---------------------------------------------------------------
 
-    def methods(self) -> list[Method]:
-        """The names of the methods called, in order."""
-        return [call.method for call in self.calls]
+    def methods(self, *only: Method) -> list[Method]:
+        """The names of the methods called, in order (of these alone, when named)."""
+        return [call.method for call in self.calls if not only or call.method in only]
 
     def calls_to(self, *methods: Method) -> list[Call]:
         """The calls to these methods, in order."""

@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
+from reconciler.desired import loader
 from reconciler.desired.desired import Desired
 from reconciler.engine import reconcile
 from reconciler.engine.reconcile import Request, look_once, reconcile_once
 from reconciler.errors import LockedError, ObservationError, SpecError
 from reconciler.scheduler.base import Observation
-from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.testing import ScriptedScheduler
 from reconciler.state.lock import project_lock
 from reconciler.state.paths import JOURNAL_FILE
 from tests.cli import recon
@@ -45,43 +46,35 @@ class Meeting:
     observed: threading.Event = field(default_factory=threading.Event)  # observe returned
     locked_while_loading: bool = False  # whether the project lock was held then
     patience: float = PATIENCE
-
-
-@dataclass
-class MeetingScheduler:
-    """A scheduler whose observation waits until the load has started."""
-
-    meeting: Meeting
-    error: Exception | None = None
-    name: str = "slurm"
     observed_in: list[str] = field(default_factory=list)  # the thread of each observe
-    calls: list[str] = field(default_factory=list)
 
-    def observe(self, since: datetime) -> Observation:
-        self.observed_in.append(threading.current_thread().name)
-        self.meeting.observing.set()
-        self.meeting.observe_met_load = self.meeting.loading.wait(self.meeting.patience)
-        self.meeting.observed.set()
-        if self.error is not None:
-            raise self.error
+
+def meeting_scheduler(meeting: Meeting, error: Exception | None = None) -> ScriptedScheduler:
+    """A scheduler whose observation waits until the load has started (then raises
+    ``error``, if any); it has no sinfo, answers a submission with job 1, takes cancels."""
+
+    def observe(since: datetime) -> Observation:
+        meeting.observed_in.append(threading.current_thread().name)
+        meeting.observing.set()
+        meeting.observe_met_load = meeting.loading.wait(meeting.patience)
+        meeting.observed.set()
+        if error is not None:
+            raise error
         return Observation(taken_at=datetime.now(UTC), jobs=(), complete=True)
 
-    def partitions(self) -> tuple[Partition, ...]:
-        raise ObservationError("no sinfo here: fit unknown")
-
-    def submit(self, request: object) -> str:
-        self.calls.append("submit")
-        return "1"
-
-    def cancel(self, job_id: str) -> None:
-        self.calls.append("cancel")
+    return ScriptedScheduler(
+        observe=observe,
+        partitions=ObservationError("no sinfo here: fit unknown"),
+        submit="1",
+        cancel=None,
+    )
 
 
 @pytest.fixture
 def meeting(monkeypatch: pytest.MonkeyPatch) -> Meeting:
     """The load, made to say it started and to wait for the observation to start."""
     met = Meeting()
-    real: Callable[..., Desired] = reconcile.load_desired
+    real: Callable[..., Desired] = loader.load_desired  # what reconcile imported
 
     def load_desired(*args: Any, **kwargs: Any) -> Desired:
         try:
@@ -110,14 +103,14 @@ def observing_threads() -> list[threading.Thread]:
 
 
 def test_plan_observes_while_the_specs_load(tmp_path: Path, meeting: Meeting) -> None:
-    scheduler = MeetingScheduler(meeting)
+    scheduler = meeting_scheduler(meeting)
 
     seen = look_once(Request(project(tmp_path)), scheduler=scheduler)
 
     assert meeting.observe_met_load and meeting.load_met_observe
-    assert scheduler.observed_in[0] != threading.current_thread().name
+    assert meeting.observed_in[0] != threading.current_thread().name
     assert [a.target for a in seen.plan.actions if a.changes_cluster] == ["a"]
-    assert scheduler.calls == []  # a plan acts on nothing
+    assert scheduler.methods("submit", "cancel") == []  # a plan acts on nothing
     assert not meeting.locked_while_loading  # and takes no lock
     assert observing_threads() == []
 
@@ -125,13 +118,13 @@ def test_plan_observes_while_the_specs_load(tmp_path: Path, meeting: Meeting) ->
 def test_apply_observes_while_the_specs_load_under_the_lock(
     tmp_path: Path, meeting: Meeting
 ) -> None:
-    scheduler = MeetingScheduler(meeting)
+    scheduler = meeting_scheduler(meeting)
 
     outcome = reconcile_once(Request(project(tmp_path)), scheduler=scheduler)
 
     assert meeting.observe_met_load and meeting.load_met_observe
     assert meeting.locked_while_loading
-    assert scheduler.calls == ["submit"]
+    assert scheduler.methods("submit", "cancel") == ["submit"]
     assert [a.target for a in outcome.plan.actions if a.changes_cluster] == ["a"]
 
 
@@ -140,7 +133,7 @@ def test_the_probe_fails_a_pass_that_loads_then_observes(tmp_path: Path, meeting
     reports that it waited for the observation in vain."""
     meeting.patience = 0.05
     root = project(tmp_path)
-    scheduler = MeetingScheduler(meeting)
+    scheduler = meeting_scheduler(meeting)
 
     reconcile.load(Request(root))
     scheduler.observe(datetime.now(UTC))
@@ -153,10 +146,11 @@ def test_an_observation_error_reads_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = project(tmp_path)
-    failing = MeetingScheduler(
-        Meeting(), ObservationError("squeue failed: Unable to contact slurm controller")
+    met = Meeting()
+    met.loading.set()  # not waiting: this test is about the error
+    failing = meeting_scheduler(
+        met, ObservationError("squeue failed: Unable to contact slurm controller")
     )
-    failing.meeting.loading.set()  # not waiting: this test is about the error
     monkeypatch.setattr(reconcile, "scheduler_for", lambda *_args: failing)
 
     result = recon(capsys, "plan", str(root))
@@ -173,7 +167,7 @@ def test_a_spec_error_is_told_first_and_once_the_observation_is_over(
     tmp_path: Path, meeting: Meeting
 ) -> None:
     broken = {"specs/a.yaml": RUN.format(name="a"), "specs/b.yaml": "kind: Run\nname: b\n"}
-    scheduler = MeetingScheduler(meeting, ObservationError("sacct failed"))
+    scheduler = meeting_scheduler(meeting, ObservationError("sacct failed"))
 
     with pytest.raises(SpecError) as raised:
         look_once(Request(project(tmp_path, broken)), scheduler=scheduler)
@@ -201,10 +195,10 @@ def test_apply_tells_a_spec_error_before_a_held_lock_and_makes_no_journal(
 ) -> None:
     broken = {"specs/b.yaml": "kind: Run\nname: b\n"}
     root = project(tmp_path, broken)
-    scheduler = MeetingScheduler(meeting)
+    scheduler = meeting_scheduler(meeting)
     with pytest.raises(SpecError):
         reconcile_once(Request(root), scheduler=scheduler)
     assert not (root / ".recon" / JOURNAL_FILE).exists()
     with project_lock(root / ".recon", 0.0), pytest.raises(SpecError):  # another apply runs
         reconcile_once(Request(root), scheduler=scheduler)
-    assert scheduler.calls == []
+    assert scheduler.methods("submit", "cancel") == []

@@ -86,6 +86,7 @@ def test_values_exceptions_callables_and_lists_answer_as_scripted() -> None:
     assert scheduler.observed_since == [NOW, NOW]
     assert scheduler.cancelled == ["12"] and scheduler.released == ["13", "14"]
     assert scheduler.methods()[:3] == ["observe", "observe", "submit"]
+    assert scheduler.methods("cancel", "release") == ["cancel", "release", "release"]
     assert scheduler.calls_to("cancel", "max_array_size") == [
         ("cancel", "12"),
         ("max_array_size", None),
