@@ -15,10 +15,9 @@ import dataclasses
 import itertools
 import re
 import shutil
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import typer
@@ -41,9 +40,7 @@ from reconciler.scheduler.base import (
     Observation,
     ObservedJob,
     StepRequest,
-    SubmitRequest,
 )
-from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.render import render_batch_script
 from reconciler.scheduler.slurm.argv import salloc
 from reconciler.scheduler.slurm.combine import combine
@@ -51,6 +48,7 @@ from reconciler.scheduler.slurm.parse import Parsed
 from reconciler.scheduler.slurm.steps import srun
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
+from reconciler.scheduler.testing import ScriptedScheduler
 from reconciler.state.journal import Journal
 from reconciler.state.paths import state_dir
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
@@ -92,7 +90,9 @@ def slurm_job(
     """A job of the example project as squeue (alive) or sacct (ended) shows it; a het
     job has one row per component."""
     tag = Tag(project="cartpole", deployment=DEPLOYMENT, kind="run", name=name, spec_hash=spec_hash)
-    source = "squeue" if state in (SlurmState.PENDING, SlurmState.RUNNING) else "sacct"
+    source: Literal["sacct", "squeue"] = (
+        "squeue" if state in (SlurmState.PENDING, SlurmState.RUNNING) else "sacct"
+    )
     rows = tuple(
         JobRecord(
             job_id=f"{job_id}+{offset}" if components > 1 else job_id,
@@ -347,7 +347,7 @@ def test_the_srun_command_line() -> None:
     )
     form = template(shown.body)
     run_tag = TAG.model_copy(update={"kind": "run", "name": "evaluate-quick"})
-    shapes = (
+    shapes: tuple[dict[str, int | str], ...] = (
         {},
         {"cpus": 1, "memory": "200MiB"},
         {"nodes": 2, "ntasks": 4, "ntasks_per_node": 2, "cpus": 1},
@@ -460,7 +460,8 @@ def test_the_other_lines_apply_prints(tmp_path: Path) -> None:
         actions=actions,
     )
     told: list[Done] = []
-    refusing = Refusing(PermanentSchedulerError("<Slurm's message>"))
+    # A Slurm that cancels and refuses every submission with its message.
+    refusing = ScriptedScheduler(submit=PermanentSchedulerError("<Slurm's message>"), cancel=None)
     journal = Journal(tmp_path / "journal.sqlite")
     Applier(
         made, state, refusing, journal, tmp_path / "code", lambda: NOW, report=told.append
@@ -470,33 +471,6 @@ def test_the_other_lines_apply_prints(tmp_path: Path) -> None:
     assert printed == shown.body.strip(), f"{shown.where}: apply prints\n{printed}"
     on_stderr = [done.line.split()[0] for done in told if done.problem]
     assert on_stderr == ["refused", "skipped"]  # as the doc says under the block
-
-
-@dataclass
-class Refusing:
-    """A Slurm that cancels and refuses every submission with ``error``."""
-
-    error: Exception
-    name: str = "slurm"
-    cancelled: list[str] = field(default_factory=list)
-
-    def observe(self, since: datetime) -> Observation:
-        raise AssertionError("apply does not observe")
-
-    def submit(self, request: SubmitRequest) -> str:
-        raise self.error
-
-    def cancel(self, job_id: str) -> None:
-        self.cancelled.append(job_id)
-
-    def allocate(self, request: object) -> str:
-        raise AssertionError("no allocations here")
-
-    def release(self, job_id: str) -> None:
-        raise AssertionError("no allocations here")
-
-    def partitions(self) -> tuple[Partition, ...]:
-        return ()
 
 
 def test_the_lines_the_examples_hold() -> None:
