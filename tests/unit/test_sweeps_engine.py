@@ -3,8 +3,6 @@ sweep, and apply grouping members into job arrays (one sbatch per MaxArraySize).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 from reconciler.desired.desired import Desired
@@ -18,9 +16,9 @@ from reconciler.engine.plan.identity import split_by_owner, tag_for
 from reconciler.report import plan as plan_report
 from reconciler.report import specdiff as specdiff_report
 from reconciler.repository.specdiff import diff
-from reconciler.scheduler.base import JobRecord, Observation, ObservedJob, SubmitRequest
-from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.states import SlurmState
+from reconciler.scheduler.testing import ScriptedScheduler, job_ids
 from reconciler.state.journal import Journal
 from reconciler.state.paths import deployment
 from tests.gitrepo import GitRepo
@@ -44,55 +42,26 @@ def load(repo: GitRepo, text: str = TRAIN) -> Desired:
     return load_desired(open_source(repo.root))
 
 
-@dataclass
-class Arrays:
-    """A scheduler that takes job arrays: each submit gets the next id."""
-
-    size: int = 1001
-    name: str = "slurm"
-    requests: list[SubmitRequest] = field(default_factory=list)
-    size_reads: int = 0
-
-    def observe(self, since: datetime) -> Observation:
-        raise AssertionError("apply does not observe")
-
-    def submit(self, request: SubmitRequest) -> str:
-        self.requests.append(request)
-        return str(100 + len(self.requests))
-
-    def cancel(self, job_id: str) -> None:
-        raise AssertionError("nothing to cancel")
-
-    def max_array_size(self) -> int:
-        self.size_reads += 1
-        return self.size
-
-    def allocate(self, request: object) -> str:
-        raise AssertionError("no allocations")
-
-    def release(self, job_id: str) -> None:
-        raise AssertionError("no allocations")
-
-    def partitions(self) -> tuple[Partition, ...]:
-        return ()
-
-
-def apply_fresh(desired: Desired, scheduler: Arrays, tmp_path: Path) -> dict[str, str]:
+def apply_fresh(
+    desired: Desired, tmp_path: Path, size: int = 1001
+) -> tuple[ScriptedScheduler, dict[str, str]]:
+    """Plan and apply on a scheduler that takes job arrays of ``size`` tasks at most, each
+    submission given the next id from 101; the scheduler, and what apply submitted."""
+    scheduler = ScriptedScheduler(submit=job_ids(101), max_array_size=size)
     plan = make_plan(desired, Observation(taken_at=NOW, jobs=(), complete=True), [], NOW,
-                     scheduler="slurm", max_array_size=scheduler.size)  # fmt: skip
+                     scheduler="slurm", max_array_size=size)  # fmt: skip
     journal = Journal(tmp_path / "journal.sqlite")
     code = tmp_path / "code"
-    applier = Applier(plan, desired, scheduler, journal, code, lambda: NOW)  # type: ignore[arg-type]
-    return applier.run().submitted
+    applier = Applier(plan, desired, scheduler, journal, code, lambda: NOW)
+    return scheduler, applier.run().submitted
 
 
 def test_members_a_pass_submits_go_in_one_array_with_its_map_written_first(
     repo: GitRepo, tmp_path: Path
 ) -> None:
     desired = load(repo)
-    scheduler = Arrays()
-    submitted = apply_fresh(desired, scheduler, tmp_path)
-    (request,) = scheduler.requests
+    scheduler, submitted = apply_fresh(desired, tmp_path)
+    (request,) = scheduler.submitted
     assert request.array is not None
     assert request.array.indices == tuple(range(6)) and request.array.max_parallel == 4
     assert sorted(submitted.values()) == [f"101_{index}" for index in range(6)]
@@ -105,11 +74,10 @@ def test_members_a_pass_submits_go_in_one_array_with_its_map_written_first(
 
 def test_an_array_larger_than_max_array_size_is_split(repo: GitRepo, tmp_path: Path) -> None:
     text = TRAIN.replace("seed: [0, 1, 2]", f"seed: {list(range(10))}")
-    scheduler = Arrays(size=7)
-    submitted = apply_fresh(load(repo, text), scheduler, tmp_path)
+    scheduler, submitted = apply_fresh(load(repo, text), tmp_path, size=7)
     assert len(submitted) == 20
-    assert [len(r.array.indices) for r in scheduler.requests if r.array] == [7, 7, 6]
-    assert scheduler.size_reads == 1  # read once per pass
+    assert [len(r.array.indices) for r in scheduler.submitted if r.array] == [7, 7, 6]
+    assert scheduler.methods("max_array_size") == ["max_array_size"]  # read once per pass
 
 
 def test_a_downstream_waits_for_the_whole_array_by_its_id(repo: GitRepo, tmp_path: Path) -> None:
@@ -118,9 +86,8 @@ def test_a_downstream_waits_for_the_whole_array_by_its_id(repo: GitRepo, tmp_pat
         "command: cat {inputs.models.paths}\n"
     )
     repo.write({"specs/aggregate.yaml": aggregate})
-    scheduler = Arrays()
-    apply_fresh(load(repo), scheduler, tmp_path)
-    assert scheduler.requests[1].dependencies == ("101",)
+    scheduler, _ = apply_fresh(load(repo), tmp_path)
+    assert scheduler.submitted[1].dependencies == ("101",)
     listed = (repo.root / "runs" / "aggregate" / "inputs" / "models.list").read_text()
     assert len(listed.splitlines()) == 6 and "lr=0.1,seed=0/model.txt" in listed
 
