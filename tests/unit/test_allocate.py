@@ -3,7 +3,6 @@ first, then the call; what each call is asked; what is recorded of its answer.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,55 +29,23 @@ from reconciler.scheduler.base import (
     ObservedJob,
     StepRequest,
     StepScheduler,
-    SubmitRequest,
 )
-from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.slurm.argv import salloc
 from reconciler.scheduler.slurm.steps import srun
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
+from reconciler.scheduler.testing import Answer, ScriptedScheduler, ScriptedStepScheduler
 from reconciler.state.journal import Journal
 from reconciler.state.paths import deployment
 from reconciler.state.records import SubmissionStatus
 from tests.planning import NOW, PROJECT
 
 
-@dataclass
-class Recorder:
-    """A scheduler that can hold allocations and run steps, recording every request."""
-
-    name: str = "slurm"
-    calls: list[tuple[str, object]] = field(default_factory=list)
-    steps: list[str | Exception | None] = field(default_factory=list)  # start_step's answers
-
-    def observe(self, since: object) -> Observation:
-        raise AssertionError("apply does not observe")
-
-    def submit(self, request: SubmitRequest) -> str:
-        raise AssertionError("a run inside an allocation is not a batch job")
-
-    def cancel(self, job_id: str) -> None:
-        self.calls.append(("cancel", job_id))
-
-    def allocate(self, request: AllocateRequest) -> str:
-        self.calls.append(("allocate", request))
-        return "12"
-
-    def release(self, job_id: str) -> None:
-        self.calls.append(("release", job_id))
-
-    def partitions(self) -> tuple[Partition, ...]:
-        return ()
-
-    def containers(self) -> frozenset[str]:
-        return frozenset()
-
-    def start_step(self, request: StepRequest) -> str | None:
-        self.calls.append(("start_step", request))
-        answer = self.steps.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+def recorder(steps: Answer[[StepRequest], str | None]) -> ScriptedStepScheduler:
+    """A scheduler that can hold allocations (job 12) and run steps (``start_step``
+    answering ``steps``), recording every request; a run inside an allocation is no batch
+    job, so nothing may be submitted."""
+    return ScriptedStepScheduler(allocate="12", cancel=None, release=None, start_step=steps)
 
 
 def desired(root: Path) -> Desired:
@@ -119,7 +86,9 @@ def desired(root: Path) -> Desired:
     )
 
 
-def apply(state: Desired, scheduler: Recorder, journal: Journal, *actions: Action) -> Applier:
+def apply(
+    state: Desired, scheduler: ScriptedScheduler, journal: Journal, *actions: Action
+) -> Applier:
     plan = Plan(
         project=PROJECT,
         root=str(state.root),
@@ -154,7 +123,7 @@ def journal(tmp_path: Path) -> Journal:
 def test_allocate_setup_release_and_a_step_in_plan_order(tmp_path: Path, journal: Journal) -> None:
     state = desired(tmp_path)
     warm = state.allocations["warm"]
-    scheduler = Recorder(steps=["12.0", "12.1"])
+    scheduler = recorder(["12.0", "12.1"])
     run_action = Action(
         kind=ActionKind.SUBMIT,
         target="a",
@@ -227,7 +196,7 @@ def test_a_pass_that_only_starts_a_setup_says_so(
 
     state = desired(tmp_path)
     applier = apply(
-        state, Recorder(steps=["12.0"]), journal, alloc_action(state, ActionKind.SETUP, ("12",))
+        state, recorder(["12.0"]), journal, alloc_action(state, ActionKind.SETUP, ("12",))
     )
     _report_applied(applier.result)
     assert capsys.readouterr().out.splitlines() == [
@@ -242,7 +211,7 @@ def test_a_step_not_listed_yet_leaves_its_intent_open(tmp_path: Path, journal: J
         kind=ActionKind.SUBMIT, target="a", reason="x",
         spec_hash=state.runs["a"].spec_hash, allocation_job="12",
     )  # fmt: skip
-    applier = apply(state, Recorder(steps=[None]), journal, action)
+    applier = apply(state, recorder([None]), journal, action)
     (record,) = journal.records(PROJECT)
     assert (record.status, record.job_id) == (SubmissionStatus.INTENT, None)
     assert applier.result.submitted == {"a": "12 (step not listed yet)"}
@@ -257,7 +226,7 @@ def test_refused_steps_and_setups_are_recorded_as_such(tmp_path: Path, journal: 
     )  # fmt: skip
     applier = apply(
         state,
-        Recorder(steps=[no_room, no_room]),
+        recorder([no_room, no_room]),
         journal,
         alloc_action(state, ActionKind.SETUP, ("12",)),
         action,
@@ -271,7 +240,7 @@ def test_refused_steps_and_setups_are_recorded_as_such(tmp_path: Path, journal: 
 
 
 def test_the_recorder_is_a_step_scheduler() -> None:
-    assert isinstance(Recorder(), StepScheduler)
+    assert isinstance(recorder([]), StepScheduler)
 
 
 def test_settle_setups_records_the_step_and_its_end(tmp_path: Path, journal: Journal) -> None:
