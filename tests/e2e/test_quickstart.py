@@ -22,7 +22,7 @@ SLURM_COMMANDS = {"sbatch", "squeue", "sacct", "salloc", "srun", "scancel", "sin
 def main_command() -> str:
     """The first command of the README's set-up section: install, then run the example."""
     readme = (ROOT / "README.md").read_text()
-    commands = re.findall(r"```sh\n(.+?)\n```", readme, re.DOTALL)
+    commands: list[str] = re.findall(r"```sh\n(.+?)\n```", readme, re.DOTALL)
     command = commands[0].strip()
     assert command.startswith("pip install -e . && recon apply examples/repo"), command
     return command.split("&&", 1)[1].strip()

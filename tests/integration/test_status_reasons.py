@@ -25,7 +25,8 @@ def test_a_held_job_shows_why_it_waits(project: Project) -> None:
         assert shown.returncode == 0, shown.stderr
         (row,) = json.loads(shown.stdout)
         assert row["health"] == "pending"
-        return row["waiting_for"]
+        waiting: str | None = row["waiting_for"]
+        return waiting
 
     project.wait_for("squeue to show the hold", lambda: reason() in ("JobHeldAdmin", "JobHeldUser"))
     text = project.recon("status", ".", env={"COLUMNS": "100"})

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,9 +42,9 @@ def example(tmp_path: Path) -> Iterator[Path]:
             backend.cancel(str(job_id))
 
 
-def ok(result: object) -> str:
-    assert result.returncode == 0, result.stdout + result.stderr  # type: ignore[attr-defined]
-    return str(result.stdout)  # type: ignore[attr-defined]
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
 
 
 def commit(root: Path, files: dict[str, str], message: str) -> None:
@@ -57,13 +58,14 @@ def edit(root: Path, old: str, new: str) -> None:
     commit(root, {"specs/pipeline.yaml": text.replace(old, new)}, f"{old} -> {new}")
 
 
-def jobs(root: Path) -> dict[int, dict[str, object]]:
-    """The local store's jobs: what was submitted, and when each started and ended."""
-    found: dict[int, dict[str, object]] = {}
+def jobs(root: Path) -> dict[int, dict[str, Any]]:
+    """The local store's jobs (as their JSON reads): what was submitted, and when each
+    started and ended."""
+    found: dict[int, dict[str, Any]] = {}
     for folder in (root / ".recon" / "local" / "jobs").iterdir():
         if not folder.name.isdigit():
             continue
-        job: dict[str, object] = json.loads((folder / "job.json").read_text())
+        job: dict[str, Any] = json.loads((folder / "job.json").read_text())
         for fact in ("started", "ended"):
             if (folder / f"{fact}.json").exists():
                 job[fact] = json.loads((folder / f"{fact}.json").read_text())["at"]
@@ -111,8 +113,8 @@ def test_one_apply_queues_the_whole_cascade_with_afterok(example: Path) -> None:
     # Each waits for its upstreams' new jobs through afterok.
     assert store[ids["train"]]["dependencies"] == [ids["prepare"]]
     assert store[ids["evaluate"]]["dependencies"] == sorted([ids["prepare"], ids["train"]])
-    assert ids["prepare"] in store[ids["compare"]]["dependencies"]  # type: ignore[operator]
-    assert set(store[ids["compare"]]["dependencies"]) >= {ids[m] for m in MEMBERS}  # type: ignore[arg-type]
+    assert ids["prepare"] in store[ids["compare"]]["dependencies"]
+    assert set(store[ids["compare"]]["dependencies"]) >= {ids[m] for m in MEMBERS}
     assert store[ids[MEMBERS[0]]]["dependencies"] == [ids["prepare"]]
 
     rows = wait_done(example)

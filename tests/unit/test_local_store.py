@@ -127,6 +127,7 @@ def test_an_array_is_made_of_consecutive_jobs_that_read_back_as_its_tasks(store:
 def test_final_jobs_are_read_from_one_gathered_file_and_live_ones_from_their_own(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from reconciler.scheduler.local import files
     from reconciler.scheduler.local import store as store_module
 
     ended, cancelled, running = add(store, 0), add(store, 1), add(store, 2)
@@ -138,7 +139,7 @@ def test_final_jobs_are_read_from_one_gathered_file_and_live_ones_from_their_own
     assert (store.root / "final.marshal").exists()
 
     opened: list[str] = []
-    real_read = store_module.read_json
+    real_read = files.read_json  # what the store imported
 
     def counting(path: str | Path) -> dict[str, object] | None:
         opened.append(Path(path).parent.name)

@@ -4,6 +4,7 @@ and the lock (state/filesystem.py)."""
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -183,7 +184,5 @@ def test_two_processes_writing_a_rollback_journal_at_once_lose_nothing(
     assert journal_mode(path) == "delete"
 
 
-def _now():  # type: ignore[no-untyped-def]
-    from datetime import UTC, datetime
-
+def _now() -> datetime:
     return datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
