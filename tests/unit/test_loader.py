@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from reconciler.desired import loader
+from reconciler.desired import loader, yamlsource
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.desired.models import Run
 from reconciler.errors import RepoError, SpecError
@@ -135,7 +136,7 @@ def test_parse_cache_serves_unchanged_files(
     repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     parsed: list[str] = []
-    real_parse = loader.parse_documents
+    real_parse = yamlsource.parse_documents  # what the loader imported
 
     def counting_parse(text: str, file: str) -> object:
         parsed.append(file)
@@ -170,13 +171,16 @@ def test_a_commit_that_passed_the_project_checks_is_not_checked_again(
     """The project-wide checks depend on a commit's files alone: the cache remembers
     the commits that passed them (both sides of `plan --against`). Counted, not timed."""
     checked: list[str] = []
+
+    def counted(name: str, real: Callable[..., object]) -> Callable[..., object]:
+        def check(*args: object) -> object:
+            checked.append(name)
+            return real(*args)
+
+        return check
+
     for name in ("check_project", "check_output_paths"):
-        real = getattr(loader, name)
-        monkeypatch.setattr(
-            loader,
-            name,
-            lambda *args, _real=real, _name=name: checked.append(_name) or _real(*args),
-        )
+        monkeypatch.setattr(loader, name, counted(name, getattr(loader, name)))
     upstream = "kind: Run\nname: a\ncommand: x\noutputs:\n  out: o\n"
     reader = "kind: Run\nname: b\ncommand: x\ninputs:\n  i: a.out\n"
     first = repo.commit({"specs/a.yaml": upstream, "specs/b.yaml": reader})

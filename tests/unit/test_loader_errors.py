@@ -303,7 +303,7 @@ def test_a_run_in_an_allocation_may_span_nodes_and_tasks(repo: GitRepo) -> None:
 def test_a_step_layout_that_cannot_be(repo: GitRepo, lines: str, field: str, message: str) -> None:
     issue = only(repo, {"specs/a.yaml": GOOD_PREPARE + lines, "specs/w.yaml": WARM})
     assert (issue.file, issue.field) == ("specs/a.yaml", field)
-    assert issue.line > 1 and message in issue.message
+    assert issue.line is not None and issue.line > 1 and message in issue.message
 
 
 def test_min_remaining_must_be_shorter_than_the_time_limit(repo: GitRepo) -> None:

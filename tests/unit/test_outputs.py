@@ -11,9 +11,9 @@ import pytest
 
 from reconciler.desired.desired import Desired, DesiredRun, Location, effective_run, spec_hash
 from reconciler.desired.models import Project, Run
+from reconciler.errors import OutputError
 from reconciler.state import outputs
 from reconciler.state.outputs import (
-    OutputError,
     OutputVersion,
     observe_inputs,
     observe_outputs,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -156,6 +157,7 @@ def test_one_changed_file_among_many_builds_and_decodes_only_what_differs(
     the one changed run of each side, and the base commit reuses the head's parse cache
     (no file of the base is parsed or decoded again). Counted, not timed."""
     from reconciler.desired import cache, loader
+    from reconciler.desired.summary import DocumentSummary
 
     runs = {
         f"specs/r{i:03d}.yaml": f"kind: Run\nname: r{i}\ncommand: echo {i}\n" for i in range(60)
@@ -168,9 +170,9 @@ def test_one_changed_file_among_many_builds_and_decodes_only_what_differs(
     decoded: list[int] = []
     real_build, real_decode = loader._desired_run, cache.FileResult.from_plain
 
-    def counting_build(summary: loader.DocumentSummary, *more: object) -> object:
+    def counting_build(summary: DocumentSummary, *more: Any) -> object:
         built.append(summary.name)
-        return real_build(summary, *more)  # type: ignore[arg-type]
+        return real_build(summary, *more)
 
     def counting_decode(plain: tuple[object, ...]) -> cache.FileResult:
         decoded.append(1)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.desired.graph import UnknownTarget
 from reconciler.engine.plan import plan
+from reconciler.errors import UnknownTarget
 from reconciler.scheduler.states import SlurmState as S
 from tests.cli import recon
 from tests.gitrepo import GitRepo

@@ -10,13 +10,13 @@ import pytest
 
 from reconciler.desired.desired import DesiredRun, Location, effective_run, spec_hash
 from reconciler.desired.models import Project, Run
+from reconciler.errors import ManifestError
 from reconciler.scheduler.base import JobRecord, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.state.outputs import OutputVersion
 from reconciler.state.provenance import (
     Manifest,
-    ManifestError,
     local_identity,
     manifest_from,
     manifest_path,
