@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import networkx as nx
 import pytest
 
@@ -21,13 +23,18 @@ def run(name: str, *upstreams: str) -> Run:
     )
 
 
-def build(runs: dict[str, Run]) -> nx.DiGraph:
+def build(runs: dict[str, Run]) -> nx.DiGraph[str]:
     return graph.build(
         {
             name: [item.upstream[0] for item in spec.inputs.values() if item.upstream]
             for name, spec in runs.items()
         }
     )
+
+
+def successors(edges: dict[str, Iterable[str]]) -> nx.DiGraph[str]:
+    """A graph from each node's successors, as networkx reads a dict."""
+    return nx.DiGraph(edges)
 
 
 def test_edges_point_from_upstream_to_downstream() -> None:
@@ -47,7 +54,7 @@ def test_edges_point_from_upstream_to_downstream() -> None:
     ],
 )
 def test_select(targets: list[str], downstream: bool, expected: list[str]) -> None:
-    dag = nx.DiGraph({"prep": ["train", "other"], "train": ["eval"], "other": [], "eval": []})
+    dag = successors({"prep": ["train", "other"], "train": ["eval"], "other": [], "eval": []})
     chosen = graph.select(dag, targets, downstream=downstream)
     assert sorted(chosen) == sorted(expected)
     for upstream, downstream_name in dag.edges:
@@ -57,7 +64,7 @@ def test_select(targets: list[str], downstream: bool, expected: list[str]) -> No
 
 def test_select_unknown_target() -> None:
     with pytest.raises(UnknownTarget, match="ghost"):
-        graph.select(nx.DiGraph({"a": []}), ["ghost"])
+        graph.select(successors({"a": []}), ["ghost"])
 
 
 def test_self_cycle_is_reported() -> None:
@@ -75,7 +82,7 @@ def test_two_separate_cycles_are_two_issues() -> None:
 
 
 def test_order_is_stable_and_topological() -> None:
-    dag = nx.DiGraph({"z": ["b"], "a": ["b"], "b": []})
+    dag = successors({"z": ["b"], "a": ["b"], "b": []})
     assert graph.order(dag) == ["a", "z", "b"]
 
 
