@@ -5,7 +5,7 @@ runner and a fake srun process."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -213,7 +213,7 @@ def test_salloc_options_from_an_allocation_spec() -> None:
 
 
 def test_an_allocation_is_charged_to_its_account_and_qos_or_the_projects_defaults() -> None:
-    def held(resources: dict[str, object], defaults: dict[str, object]) -> tuple[str, ...]:
+    def held(resources: Mapping[str, object], defaults: Mapping[str, object]) -> tuple[str, ...]:
         spec = Allocation.model_validate(
             {"kind": "Allocation", "name": "warm", "time_limit": "1h", "resources": resources}
         )
@@ -466,7 +466,9 @@ class FakeSrun:
         self.argv: list[str] = []
         self.log: Path | None = None
 
-    def __call__(self, argv: Sequence[str], log: Path) -> FakeSrun:
+    def __call__(
+        self, argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None
+    ) -> FakeSrun:
         self.argv, self.log = list(argv), log
         return self
 
@@ -535,7 +537,7 @@ def test_a_step_still_waiting_for_room_is_left_to_be_found_by_name(tmp_path: Pat
 
 
 def test_srun_that_cannot_be_started_is_refused(tmp_path: Path) -> None:
-    def missing(argv: Sequence[str], log: Path) -> FakeSrun:
+    def missing(argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> FakeSrun:
         raise FileNotFoundError(2, "No such file or directory", "srun")
 
     scheduler = SlurmScheduler(ScriptedRunner(), sleep=lambda _s: None, tz=UTC, spawn=missing)
