@@ -9,7 +9,7 @@ from __future__ import annotations
 import getpass
 import json
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -55,9 +55,9 @@ class LaggingAccounting:
         self.steps_while_running = [line for line in listing if ".batch|" in line]
 
     def __call__(
-        self, argv: Sequence[str], stdin: str | None = None
+        self, argv: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        result = run(argv, stdin)
+        result = run(argv, stdin, env)
         if argv[0] != "sacct" or result.returncode != 0:
             return result
         stale = {line.split("|", 1)[0]: line for line in self.steps_while_running}
@@ -82,12 +82,12 @@ def test_a_finished_job_whose_batch_step_accounting_still_shows_running_is_not_s
     (job,) = project.job_of("a")
     lagging = LaggingAccounting()
     batch = f"{job['id']}.batch|{job['id']}.batch|RUNNING|"  # this job's, not another's
-    project.wait_for(
-        "the batch step to run",
-        lambda: (lagging.capture(), any(s.startswith(batch) for s in lagging.steps_while_running))[
-            1
-        ],
-    )
+
+    def batch_step_running() -> bool:
+        lagging.capture()
+        return any(s.startswith(batch) for s in lagging.steps_while_running)
+
+    project.wait_for("the batch step to run", batch_step_running)
     project.wait_for("the job to end", lambda: _state_of(project, "a") == "COMPLETED")
 
     scheduler = SlurmScheduler(lagging)
