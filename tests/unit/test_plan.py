@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import ActionKind
+from reconciler.engine.plan.actions import ActionKind, Plan
+from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
-from reconciler.state.records import SubmissionStatus
+from reconciler.state.records import SubmissionRecord, SubmissionStatus
 from tests.planning import NOW, desired, hash_of, job, observed, record, run
 
 
-def kinds(result: object) -> dict[str, tuple[str, str]]:
-    return {a.target: (a.kind.value, a.reason) for a in result.actions}  # type: ignore[attr-defined]
+def kinds(result: Plan) -> dict[str, tuple[str, str]]:
+    return {a.target: (a.kind.value, a.reason) for a in result.actions}
 
 
 def test_a_fresh_dag_is_queued_whole_with_afterok() -> None:
@@ -280,7 +282,9 @@ def test_a_journaled_id_slurm_shows_with_another_tag_is_lost_at_once() -> None:
     assert kinds(result)["b"][0] == "no-op" and result.waiting_unseen == 0
 
 
-def _ok(name: str, digest: str, job_id: str, inputs: dict[str, str | None] | None = None) -> object:
+def _ok(
+    name: str, digest: str, job_id: str, inputs: dict[str, str | None] | None = None
+) -> SubmissionRecord:
     base = record(name, digest, job_id, final=Health.SUCCEEDED)
     return replace(base, input_versions=inputs or {})
 
@@ -291,7 +295,7 @@ def test_a_missing_output_makes_the_run_resubmit() -> None:
     state = desired(run("prep"))
     records = [_ok("prep", hash_of(state, "prep"), "10")]
     files = FileState(outputs={("prep", "out"): None})
-    result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)  # type: ignore[arg-type]
+    result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)
     assert kinds(result)["prep"] == ("submit", "output out is missing")
 
 
@@ -304,11 +308,11 @@ def test_changed_input_makes_downstream_outdated_and_identical_one_does_not() ->
         _ok("train", hash_of(state, "train"), "11", {"in_prep": "v1"}),
     ]
     same = FileState(outputs={("prep", "out"): "v1", ("train", "out"): "m1"})
-    result = plan(state, observed(), records, NOW, scheduler="slurm", files=same)  # type: ignore[arg-type]
+    result = plan(state, observed(), records, NOW, scheduler="slurm", files=same)
     assert not result.has_changes
 
     changed = FileState(outputs={("prep", "out"): "v2", ("train", "out"): "m1"})
-    result = plan(state, observed(), records, NOW, scheduler="slurm", files=changed)  # type: ignore[arg-type]
+    result = plan(state, observed(), records, NOW, scheduler="slurm", files=changed)
     assert kinds(result)["train"][0] == "submit"
     assert kinds(result)["train"][1] == "input in_prep (prep.out) changed since job 11 read it"
 
@@ -326,7 +330,7 @@ def test_a_missing_output_shows_no_diff_of_an_older_spec_change() -> None:
         _ok("prep", hash_of(state, "prep"), "10"),
     ]
     files = FileState(outputs={("prep", "out"): None})
-    (action,) = plan(state, observed(), records, NOW, scheduler="slurm", files=files).actions  # type: ignore[arg-type]
+    (action,) = plan(state, observed(), records, NOW, scheduler="slurm", files=files).actions
     assert (action.kind.value, action.reason) == ("submit", "output out is missing")
     assert action.changes == ()
 
@@ -342,7 +346,7 @@ def test_while_an_upstream_reruns_its_downstream_may_rerun_after_it() -> None:
         _ok("train", hash_of(state, "train"), "11", {"in_prep": "v1"}),
     ]
     files = FileState(outputs={("prep", "out"): None, ("train", "out"): "m1"})
-    result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)  # type: ignore[arg-type]
+    result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)
     assert kinds(result)["prep"] == ("submit", "output out is missing")
     assert kinds(result)["train"] == ("may rerun", "after prep (if its output changes)")
     (train,) = (a for a in result.actions if a.target == "train")
@@ -371,7 +375,7 @@ def test_retries_count_only_since_the_last_success() -> None:
         record("prep", digest, "7", final=Health.FAILED, exit_code=1),
     ]
     files = FileState(outputs={("prep", "out"): None})
-    result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)  # type: ignore[arg-type]
+    result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)
     assert kinds(result)["prep"] == ("retry", "attempt 2 of 2: job 7 failed (exit 1)")
 
 
@@ -395,7 +399,7 @@ def test_sync_status_per_run() -> None:
         NOW,
         scheduler="slurm",
         files=files,
-    )  # type: ignore[list-item]
+    )
     sync = {a.target: a.sync for a in result.actions}
     assert sync == {
         "fresh": SyncStatus.NEVER_RUN,
@@ -406,8 +410,10 @@ def test_sync_status_per_run() -> None:
     }
 
 
-def _het_job(digest: str, job_id: str, rows: list[tuple[str, int | None, str | None, S]]) -> object:
-    from reconciler.scheduler.base import JobRecord, ObservedJob
+def _het_job(
+    digest: str, job_id: str, rows: Sequence[tuple[str, int | None, str | None, S]]
+) -> ObservedJob:
+    from reconciler.scheduler.base import JobRecord
     from reconciler.scheduler.tag import Tag
 
     tag = Tag(project="p", deployment="0123456789ab", kind="run", name="het", spec_hash=digest)
@@ -443,7 +449,7 @@ def test_a_failed_step_of_one_component_tears_the_het_job_down() -> None:
             ("40+1.0", 1, "0", S.FAILED),
         ],
     )
-    result = plan(state, observed(broken), [record("het", digest, "40")], NOW, scheduler="slurm")  # type: ignore[arg-type]
+    result = plan(state, observed(broken), [record("het", digest, "40")], NOW, scheduler="slurm")
     teardown, decision = result.actions
     assert (teardown.kind, teardown.job_ids) == (ActionKind.TEARDOWN, ("40",))
     assert (
@@ -468,7 +474,7 @@ def test_a_step_that_ended_well_or_teardown_none_leaves_the_job_alone() -> None:
         [record("het", hash_of(state, "het"), "41")],
         NOW,
         scheduler="slurm",
-    )  # type: ignore[arg-type]
+    )
     assert not result.has_changes
 
     opted_out = desired(run("het", teardown="none", **HET))
@@ -479,7 +485,7 @@ def test_a_step_that_ended_well_or_teardown_none_leaves_the_job_alone() -> None:
         [record("het", hash_of(opted_out, "het"), "42")],
         NOW,
         scheduler="slurm",
-    )  # type: ignore[arg-type]
+    )
     assert not result.has_changes
 
 
@@ -540,7 +546,7 @@ def test_a_run_that_fits_nowhere_is_refused_and_blocks_its_downstream() -> None:
 def test_a_current_run_is_not_fit_checked() -> None:
     state = desired(run("train", resources={"gpus": "A100:8"}))
     records = [_ok("train", hash_of(state, "train"), "10")]
-    result = plan(state, observed(), records, NOW, scheduler="slurm", fit=_NoGpus())  # type: ignore[list-item]
+    result = plan(state, observed(), records, NOW, scheduler="slurm", fit=_NoGpus())
     assert kinds(result)["train"][0] == "no-op"
 
 
