@@ -161,7 +161,9 @@ def take(step: Step, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def _health(capsys: pytest.CaptureFixture[str], run: str) -> str | None:
-    rows = json.loads(recon(capsys, "status", run, "--format", "json").out)
+    rows: list[dict[str, str | None]] = json.loads(
+        recon(capsys, "status", run, "--format", "json").out
+    )
     return next(row["health"] for row in rows if row["name"] == run)
 
 

@@ -157,14 +157,14 @@ def test_a_port_in_use_is_a_plain_error_and_sigterm_ends_open_streams_at_once(
 def test_many_clients_share_one_look_per_interval_and_no_journal_is_made(
     tmp_path: Path,
 ) -> None:
-    from reconciler.engine.reconcile import Request, look_once
+    from reconciler.engine.reconcile import Look, Request, look_once
     from reconciler.web.app import create_app
     from reconciler.web.poller import Poller
 
     root = example_project(tmp_path)
     looks = 0
 
-    def look():  # type: ignore[no-untyped-def]
+    def look() -> Look:
         nonlocal looks
         looks += 1
         return look_once(Request(root, scheduler="local"))

@@ -23,6 +23,15 @@ from tests.unit.test_report_graph import status
 SVG = "{http://www.w3.org/2000/svg}"
 
 
+def drawn_as(node: ET.Element, shape: str, attribute: str) -> str:
+    """An attribute of the node's first ``shape``, which must be drawn and have it."""
+    found = node.find(f"{SVG}{shape}")
+    assert found is not None, f"no {shape} drawn"
+    value = found.get(attribute)
+    assert value is not None, f"the {shape} has no {attribute}"
+    return value
+
+
 def test_the_svg_draws_each_node_with_its_state_left_to_right_by_depth() -> None:
     state = desired(run("prep"), run("train", "prep"), run("eval", "prep", "train"))
     rows = [
@@ -39,10 +48,10 @@ def test_the_svg_draws_each_node_with_its_state_left_to_right_by_depth() -> None
         "train": ("outdated", "failed"),
         "eval": ("never run", ""),
     }
-    x = {name: float(g.find(f"{SVG}rect").get("x")) for name, g in nodes.items()}  # type: ignore[union-attr]
+    x = {name: float(drawn_as(g, "rect", "x")) for name, g in nodes.items()}
     assert x["prep"] < x["train"] < x["eval"]
-    assert nodes["train"].find(f"{SVG}rect").get("fill") == "#fff1c2"  # type: ignore[union-attr]
-    assert nodes["train"].find(f"{SVG}circle").get("fill") == "#c53030"  # type: ignore[union-attr]
+    assert drawn_as(nodes["train"], "rect", "fill") == "#fff1c2"
+    assert drawn_as(nodes["train"], "circle", "fill") == "#c53030"
     assert nodes["eval"].find(f"{SVG}circle") is None  # no job: no health dot
     assert len([p for p in root.iter(f"{SVG}path") if p.get("class") == "edge"]) == 3
 
@@ -104,13 +113,13 @@ def test_only_files_that_resolve_inside_a_root_are_read(tmp_path: Path) -> None:
 def test_the_poller_keeps_the_last_good_look_and_moves_its_version_only_on_change(
     tmp_path: Path,
 ) -> None:
-    from reconciler.engine.reconcile import Request, look_once
+    from reconciler.engine.reconcile import Look, Request, look_once
     from tests.local.serving import example_project
 
     root = example_project(tmp_path)
     answers: list[object] = ["look", "look", ObservationError("sacct: timed out"), "look"]
 
-    def look():  # type: ignore[no-untyped-def]
+    def look() -> Look:
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
