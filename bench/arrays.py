@@ -22,7 +22,7 @@ import argparse
 import math
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from reconciler.scheduler.base import ObservedJob
@@ -82,7 +82,9 @@ def best(repeat: int, work: Callable[[], object]) -> float:
 def measure(tasks: int, repeat: int) -> tuple[float, float, int]:
     squeue, sacct = generate(tasks)
 
-    def runner(argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def runner(
+        argv: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         text = sacct if argv[0] == "sacct" else squeue
         return subprocess.CompletedProcess(list(argv), 0, text, "")
 

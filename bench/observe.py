@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -60,10 +60,10 @@ class Timed:
         self.wall = 0.0
 
     def __call__(
-        self, argv: Sequence[str], stdin: str | None = None
+        self, argv: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         start = time.perf_counter()
-        result = run(argv, stdin)
+        result = run(argv, stdin, env)
         named = any(arg.startswith("--jobs=") for arg in argv)
         self.calls.append((argv[0], time.perf_counter() - start, result.stdout.count("\n"), named))
         return result

@@ -48,6 +48,10 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported at run time once sys.path holds this checkout
+    from reconciler.scheduler.tag import Tag
 
 PROJECT = "benchplan"
 HERE = Path(__file__).resolve().parent.parent
@@ -196,7 +200,7 @@ def seed_completed(root: Path, backend: str, sacct_file: Path, settled: bool = T
 
 
 def _local_jobs(
-    state: Path, names: list[str], tags: dict[str, object], ended: datetime
+    state: Path, names: list[str], tags: dict[str, Tag], ended: datetime
 ) -> dict[str, str]:
     from reconciler.scheduler.local.decide import Ending
     from reconciler.scheduler.local.directives import Component
@@ -208,11 +212,11 @@ def _local_jobs(
     for name in names:
         tag = tags[name]
 
-        def build(_first: int, job_id: int, tag: object = tag) -> tuple[JobSpec, dict[str, str]]:
+        def build(_first: int, job_id: int, tag: Tag = tag) -> tuple[JobSpec, dict[str, str]]:
             spec = JobSpec(
                 job_id=job_id,
-                name=tag.job_name,  # type: ignore[attr-defined]
-                comment=tag.format(),  # type: ignore[attr-defined]
+                name=tag.job_name,
+                comment=tag.format(),
                 workdir=str(state),
                 dependencies=(),
                 components=(Component(),),
@@ -231,7 +235,7 @@ def _local_jobs(
 
 
 def _sacct_text(
-    names: list[str], tags: dict[str, object], ids: dict[str, str], ended: datetime
+    names: list[str], tags: dict[str, Tag], ids: dict[str, str], ended: datetime
 ) -> str:
     local = ended.astimezone()
     end = local.strftime("%Y-%m-%dT%H:%M:%S")
@@ -241,7 +245,7 @@ def _sacct_text(
     for name in names:
         job, tag = ids[name], tags[name]
         common = f"COMPLETED|0:0||{submit}|{start}|{end}|cpu1"
-        lines.append(f"{job}|{job}|{common}|cpu||{tag.job_name}|{tag.format()}")  # type: ignore[attr-defined]
+        lines.append(f"{job}|{job}|{common}|cpu||{tag.job_name}|{tag.format()}")
         lines.append(f"{job}.batch|{job}.batch|{common}|||batch|")
         lines.append(f"{job}.extern|{job}.extern|{common}|||extern|")
     return "\n".join(lines) + "\n"

@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,11 @@ def main() -> None:
             plan_bench.seed_completed(root, "local", root / "sacct.txt")
             request = Request(root, scheduler="local")
             look_once(request)  # the parse cache warm, as a running server's is
-            look_cpu, look = cpu_seconds(lambda request=request: look_once(request), args.repeat)
+            look_cpu, look = cpu_seconds(partial(look_once, request), args.repeat)
             now = datetime.now(UTC)
-            view_cpu, view = cpu_seconds(
-                lambda look=look, now=now: snapshot_of(look, now, 200), args.repeat
-            )
+            view_cpu, view = cpu_seconds(partial(snapshot_of, look, now, 200), args.repeat)
             body = json.dumps(view.summary()).encode()
-            one_cpu, one = cpu_seconds(lambda view=view: run_details(view, "sweep-7"), args.repeat)
+            one_cpu, one = cpu_seconds(partial(run_details, view, "sweep-7"), args.repeat)
             assert one is not None and one["status"]["sync"] == "current", one
             looks.append(look_cpu)
             views.append(view_cpu)

@@ -27,8 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ sys.path.insert(0, str(HERE))
 
 from reconciler.desired.desired import Desired  # noqa: E402
 from reconciler.desired.loader import load_desired, open_source  # noqa: E402
-from reconciler.engine import settle  # noqa: E402
+from reconciler.engine.apply import settle  # noqa: E402
 from reconciler.engine.apply.applier import Applier  # noqa: E402
 from reconciler.engine.apply.arrays import read_maps  # noqa: E402
 from reconciler.engine.plan import plan as make_plan  # noqa: E402
@@ -46,6 +45,7 @@ from reconciler.engine.plan.identity import split_by_owner  # noqa: E402
 from reconciler.engine.reconcile import file_state  # noqa: E402
 from reconciler.scheduler.base import Observation, SubmitRequest  # noqa: E402
 from reconciler.scheduler.slurm.adapter import SlurmScheduler  # noqa: E402
+from reconciler.scheduler.testing import ScriptedScheduler, job_ids  # noqa: E402
 from reconciler.state.journal import Journal  # noqa: E402
 from reconciler.state.paths import deployment  # noqa: E402
 
@@ -85,25 +85,6 @@ def make_repo(root: Path, members: int) -> None:
     git(root, "init", "-q")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "sweep")
-
-
-@dataclass
-class Counting:
-    """sbatch answered at once, each call counted; MaxArraySize as given."""
-
-    size: int
-    name: str = "slurm"
-    requests: list[SubmitRequest] = field(default_factory=list)
-
-    def submit(self, request: SubmitRequest) -> str:
-        self.requests.append(request)
-        return str(5000 + len(self.requests))
-
-    def max_array_size(self) -> int:
-        return self.size
-
-    def __getattr__(self, name: str) -> Any:
-        raise AttributeError(name)
 
 
 def validate(root: Path) -> float:
@@ -157,18 +138,21 @@ def one_size(members: int, size: int, work: Path) -> dict[str, float]:
         return desired, make_plan(desired, empty, [], now, scheduler="slurm", max_array_size=size)
 
     figures["plan"], (desired, plan) = cpu(plan_fresh)
-    scheduler = Counting(size)
+    # sbatch answered at once, each call recorded; MaxArraySize as given.
+    scheduler = ScriptedScheduler(submit=job_ids(5001), max_array_size=size)
     journal = Journal(root / ".recon" / "journal.sqlite")
-    applier = Applier(plan, desired, scheduler, journal, root, lambda: now)  # type: ignore[arg-type]
+    applier = Applier(plan, desired, scheduler, journal, root, lambda: now)
     figures["apply"], result = cpu(applier.run)
     assert len(result.submitted) == members, result.skipped or result.refused
-    figures["sbatch calls"] = len(scheduler.requests)
+    figures["sbatch calls"] = len(scheduler.submitted)
     for name in desired.sweeps["train"].members:  # every member left its output
         Path(root, desired.runs[name].spec.workdir or "", "model.pt").write_text("m")
 
-    text = sacct_text(desired, scheduler.requests, 5000)
+    text = sacct_text(desired, scheduler.submitted, 5000)
 
-    def runner(argv: Any, stdin: Any = None) -> subprocess.CompletedProcess[str]:
+    def runner(
+        argv: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         out = text if argv[0] == "sacct" else ""
         return subprocess.CompletedProcess(list(argv), 0, out, "")
 

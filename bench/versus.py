@@ -31,11 +31,11 @@ def main() -> None:
     parser.add_argument("pairs", nargs=2, metavar="TREE=REPO")
     parser.add_argument("--repeat", type=int, default=8)
     parser.add_argument("--cold", action="store_true")
-    own, _, args = " ".join(sys.argv[1:]).partition(" -- ")  # ARGS follow the --
-    if not args:
+    own, _, after = " ".join(sys.argv[1:]).partition(" -- ")  # ARGS follow the --
+    if not after:
         parser.error("give the recon command after --")
     options = parser.parse_args(own.split())
-    args = args.split()
+    args = after.split()
     pairs = [tuple(pair.split("=", 1)) for pair in options.pairs]
     walls: dict[str, list[float]] = {tree: [] for tree, _ in pairs}
     cpus: dict[str, list[float]] = {tree: [] for tree, _ in pairs}
