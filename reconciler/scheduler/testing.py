@@ -14,7 +14,8 @@ Each method answers as the test scripts it, by keyword:
 A method nothing was scripted for must not be called: a call raises AssertionError
 naming it, as kopf's tests guard their mocks with ``side_effect=Exception('Must not be
 called!')``. Every call is recorded before it is answered, in order (``calls``), with a
-typed view per method (``submitted``, ``cancelled``, ...)::
+typed view per method (``submitted``, ``cancelled``, ...), so a call shows even where the
+caller swallowed its error (a watch loop goes on after any)::
 
     scheduler = ScriptedScheduler(submit=job_ids(101), cancel=None)
     Applier(plan, desired, scheduler, journal, code, clock).run()

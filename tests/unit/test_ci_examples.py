@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import typer
+import typer.core
 import typer.main
 from ruamel.yaml import YAML
 
@@ -92,9 +93,10 @@ def _arguments(tokens: list[str]) -> list[str]:
 def parse(args: list[str]) -> dict[str, Any]:
     """Parse `recon ARGS` the way the real command line does; raise on a bad flag."""
     group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
     name, *rest = args
     with group.make_context("recon", [name], resilient_parsing=True) as context:
-        command = group.get_command(context, name)  # type: ignore[attr-defined]
+        command = group.get_command(context, name)
         if command is None:
             raise LookupError(f"recon has no command {name!r}")
         with command.make_context(name, list(rest), parent=context) as sub:

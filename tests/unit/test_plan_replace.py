@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.engine.plan import plan
+from reconciler.engine.plan.actions import Plan
 from reconciler.errors import UnknownTarget
 from reconciler.scheduler.states import SlurmState as S
 from tests.cli import recon
@@ -12,11 +13,8 @@ from tests.gitrepo import GitRepo
 from tests.planning import NOW, desired, hash_of, job, observed, record, run
 
 
-def actions(result: object) -> dict[str, tuple[str, str, tuple[str, ...]]]:
-    return {
-        a.target: (a.kind.value, a.reason, a.job_ids)
-        for a in result.actions  # type: ignore[attr-defined]
-    }
+def actions(result: Plan) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+    return {a.target: (a.kind.value, a.reason, a.job_ids) for a in result.actions}
 
 
 def test_a_current_run_is_submitted_again_and_its_downstream_waits_for_it() -> None:

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import ObservationError
-from reconciler.scheduler.base import ArrayRequest, Observation, ObservedJob, SubmitRequest
+from reconciler.scheduler.base import (
+    ArrayRequest,
+    JobRecord,
+    Observation,
+    ObservedJob,
+    SubmitRequest,
+)
 from reconciler.scheduler.slurm import SlurmScheduler, combine
 from reconciler.scheduler.slurm.parse import parse_sacct, parse_squeue
 from reconciler.scheduler.slurm.testing import ScriptedRunner, failed, ok
@@ -156,10 +162,10 @@ def test_each_step_is_matched_to_its_task_once_not_against_every_task() -> None:
     calls = 0
     owner = combine._owner
 
-    def counting(step: object) -> str:
+    def counting(step: JobRecord) -> str:
         nonlocal calls
         calls += 1
-        return owner(step)  # type: ignore[arg-type]
+        return owner(step)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(combine, "_owner", counting)

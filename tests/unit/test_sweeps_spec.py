@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.desired import matrix
-from reconciler.desired.desired import spec_hash
+from reconciler.desired.desired import Desired, spec_hash
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.errors import SpecError
 from tests.gitrepo import GitRepo
@@ -32,7 +32,7 @@ outputs:
 """
 
 
-def load(repo: GitRepo, files: dict[str, str]):  # type: ignore[no-untyped-def]
+def load(repo: GitRepo, files: dict[str, str]) -> Desired:
     repo.commit(files)
     return load_desired(open_source(repo.root))
 
