@@ -15,6 +15,7 @@ from reconciler.scheduler.base import (
     ConcurrentScheduler,
     Observation,
     Scheduler,
+    StepRequest,
     StepScheduler,
     SubmitRequest,
 )
@@ -99,3 +100,16 @@ def test_job_ids_count_on_across_the_methods_they_answer() -> None:
     assert scheduler.submit(request("a")) == "501"
     assert scheduler.submit(request("b")) == "502"
     assert scheduler.allocated == []
+
+
+def test_the_step_double_records_the_steps_it_started(tmp_path: Path) -> None:
+    step = StepRequest(
+        allocation_id="12", script=tmp_path / "s.sh", workdir=tmp_path, log_dir=tmp_path,
+        shape=None, tag=request("a").tag,
+    )  # fmt: skip
+    scheduler = ScriptedStepScheduler(start_step=[None, lambda r: f"{r.allocation_id}.1"])
+    assert scheduler.start_step(step) is None  # started, not listed yet
+    assert scheduler.start_step(step) == "12.1"
+    assert scheduler.started == [step, step]
+    with pytest.raises(AssertionError, match="containers must not be called"):
+        scheduler.containers()
