@@ -42,7 +42,7 @@ from reconciler.engine.apply import faults as fault_points
 from reconciler.engine.apply.arrays import map_file
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.arrays import ArrayMap
-from reconciler.engine.reconcile import Look, Outcome, Request, look_once, reconcile_once
+from reconciler.engine.reconcile import Look, PassOutcome, Request, look_once, reconcile_once
 from reconciler.errors import ReconError
 from reconciler.scheduler.base import Observation
 from reconciler.scheduler.states import SlurmState
@@ -291,7 +291,7 @@ class History(RuleBasedStateMachine):
 
     def _pass(
         self, minutes: int, saved: Plan | None = None, *, confirmed: bool = False
-    ) -> Outcome | None:
+    ) -> PassOutcome | None:
         assert self.root is not None
         self.now += timedelta(minutes=minutes)
         before = self._outputs()
