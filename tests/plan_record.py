@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 ENV = "RECON_PLAN_RECORD"
+CHECKOUT = Path(__file__).resolve().parents[1]  # two checkouts compare equal
 
 # Values that change from run to run: temporary paths, commit ids and other hex
 # digests, ISO times, and numbers that are job ids in JSON ("job_id": "123").
@@ -98,7 +99,8 @@ class Recorder:
         test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
         index = self.counts[test]
         self.counts[test] += 1
-        line = json.dumps({"test": test, "index": index, "plan": as_json(plan)})
+        entry = {"test": test, "index": index, "plan": as_json(plan), "checkout": str(CHECKOUT)}
+        line = json.dumps(entry)
         with self.path.open("a") as out:
             out.write(line + "\n")
 
@@ -109,7 +111,10 @@ def load(path: Path, ignore: tuple[str, ...] = ()) -> dict[str, list[str]]:
     plans: dict[str, list[str]] = defaultdict(list)
     for line in path.read_text().splitlines():
         entry = json.loads(line)
-        document = json.loads(entry["plan"])
+        text = entry["plan"]
+        if entry.get("checkout"):
+            text = text.replace(entry["checkout"], "<checkout>")
+        document = json.loads(text)
         for action in document.get("actions", []):
             for key in ignore:
                 action.pop(key, None)
