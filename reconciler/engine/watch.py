@@ -1,8 +1,16 @@
 """`recon watch`: call reconcile_once again and again, on new commits and on a timer.
 
-Level-based like every pass: a wake-up (a ref changed, the interval elapsed) is only a
-hint to look again. Each pass resolves the branch's tip itself, so a missed or spurious
-file event costs at most one interval, never a wrong decision.
+Level-based like every pass: a wake-up (a ref changed, the interval elapsed, the plan's
+next look came) is only a hint to look again. Each pass resolves the branch's tip itself,
+so a missed or spurious file event costs at most one interval, never a wrong decision.
+
+A pass that ends well returns when it next needs to look, as controller-runtime's
+``Result{RequeueAfter}``: its plan's ``next_look`` (an allocation's renewal or idle
+release, a grace ending, a job's time limit: engine/plan/requeue.py). The next timer pass
+runs then or after the interval, whichever comes first, and never sooner than
+``Schedule.look_floor`` (a look already due means soon, not a busy loop). A pass that
+fails has no plan to ask: it backs off instead, as controller-runtime ignores the Result
+of a Reconcile that returned an error.
 
 Split in two:
 
@@ -35,7 +43,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from reconciler.engine.plan.actions import PruneGuard
+from reconciler.engine.plan.actions import NextLook, PruneGuard
 from reconciler.engine.plan.prune import explain
 from reconciler.engine.reconcile import PassOutcome
 from reconciler.errors import ReconError, SpecError
@@ -47,7 +55,7 @@ class Wake(StrEnum):
     """Why the loop woke up."""
 
     REFS = "refs"  # a watched git ref changed (maybe a new commit)
-    TIMER = "timer"  # the wait timed out: the next timer pass is due
+    TIMER = "timer"  # the wait timed out: the next timer pass (or the plan's look) is due
     STOP = "stop"  # SIGINT/SIGTERM: finish up and leave
 
 
@@ -69,11 +77,26 @@ class Log(Protocol):
 
 @dataclass(frozen=True)
 class Schedule:
-    """How often to pass, and how to back off after transient errors."""
+    """How often to pass, how soon a plan's next look may bring a pass forward, and how
+    to back off after transient errors."""
 
     interval: timedelta
     backoff_first: timedelta = timedelta(seconds=1)
     backoff_cap: timedelta = timedelta(minutes=5)
+    # The shortest wait a plan's next look sets: one already due (or due in a moment)
+    # is looked at soon, never in a loop that asks the scheduler without pause.
+    look_floor: timedelta = timedelta(seconds=5)
+
+    def next_pass(self, now: datetime, look: NextLook | None) -> tuple[datetime, NextLook | None]:
+        """When the timer pass after a good one at ``now`` runs: at the plan's next look or
+        after the interval, whichever comes first; and the look, when it decided."""
+        interval = now + self.interval
+        if look is None:
+            return interval, None
+        at = max(look.at, now + self.look_floor)
+        if at >= interval:
+            return interval, None
+        return at, look
 
     def backoff(self, failures: int) -> timedelta:
         """The wait after `failures` transient errors in a row: 1 s, 2 s, 4 s... capped.
@@ -92,6 +115,7 @@ class LoopState:
     last_tip: str | None = None  # the commit the last pass (or attempt) was for
     bad_commit: str | None = None  # its specs failed to load: wait for another commit
     crashes: int = 0  # passes in a row that raised something unforeseen
+    looking: NextLook | None = None  # the plan's next look, when it set `due`
 
     def wants_pass(self, wake: Wake, tip: str) -> bool:
         """Whether this wake-up, with the branch at `tip`, calls for a pass."""
@@ -104,8 +128,12 @@ class LoopState:
             return tip != self.last_tip
         return True
 
-    def succeeded(self, tip: str, now: datetime, schedule: Schedule) -> LoopState:
-        return LoopState(due=now + schedule.interval, last_tip=tip)
+    def succeeded(
+        self, tip: str, now: datetime, schedule: Schedule, look: NextLook | None = None
+    ) -> LoopState:
+        """A good pass, whose plan next needs a look at ``look`` (None: nothing is due)."""
+        due, looking = schedule.next_pass(now, look)
+        return LoopState(due=due, last_tip=tip, looking=looking)
 
     def failed(self, tip: str | None, now: datetime, schedule: Schedule) -> LoopState:
         """A transient error; `tip` is None when it came before the tip was known."""
@@ -115,6 +143,7 @@ class LoopState:
             due=now + schedule.backoff(failures),
             failures=failures,
             last_tip=self.last_tip if tip is None else tip,
+            looking=None,
         )
 
     def crashed(self, tip: str | None, now: datetime, schedule: Schedule) -> LoopState:
@@ -125,7 +154,7 @@ class LoopState:
         return LoopState(due=now + schedule.interval, last_tip=tip, bad_commit=tip)
 
     def skipped(self, now: datetime, schedule: Schedule) -> LoopState:
-        return replace(self, due=now + schedule.interval)
+        return replace(self, due=now + schedule.interval, looking=None)
 
     def wait_seconds(self, now: datetime) -> float:
         return max(0.0, (self.due - now).total_seconds())
@@ -190,6 +219,8 @@ class WatchLoop:
     crash_loop_after: int = 3
     # The held plan last logged (commit, guard): a refusal is logged once, not every pass.
     told_held: tuple[str | None, PruneGuard] | None = field(default=None, init=False)
+    # The next look last logged: logged when it sets the wait, once, not every pass.
+    told_look: NextLook | None = field(default=None, init=False)
 
     def run(self) -> None:
         state = LoopState(due=self.clock())  # the first pass runs at once
@@ -244,9 +275,29 @@ class WatchLoop:
         report(PassResult.OK, outcome=outcome)
         if state.crashes:
             self.log(Level.INFO, "recovered", commit=tip, failures=state.crashes)
-        self._log_outcome(outcome, wake, started)
+        trigger = "look" if wake is Wake.TIMER and state.looking is not None else wake.value
+        self._log_outcome(outcome, trigger, started)
         self.after_pass(outcome, started)
-        return state.succeeded(tip, self.clock(), self.schedule)
+        now = self.clock()
+        after = state.succeeded(tip, now, self.schedule, outcome.plan.next_look)
+        self._log_look(after, tip, now)
+        return after
+
+    def _log_look(self, state: LoopState, tip: str, now: datetime) -> None:
+        """Say when the plan's next look brings the next pass forward, and why."""
+        look = state.looking
+        if look is not None and look != self.told_look:
+            self.log(
+                Level.INFO,
+                "next-look",
+                commit=tip,
+                kind=look.kind.value,
+                target=look.target,
+                at=look.at.isoformat(timespec="seconds"),
+                delay=round(state.wait_seconds(now), 3),
+                message=look.reason,
+            )
+        self.told_look = look
 
     def _transient(self, state: LoopState, tip: str | None, error: ReconError) -> LoopState:
         after = state.failed(tip, self.clock(), self.schedule)
@@ -278,7 +329,7 @@ class WatchLoop:
             self.on_crash_loop(tip, after.crashes, message)
         return after
 
-    def _log_outcome(self, outcome: PassOutcome, wake: Wake, started: datetime) -> None:
+    def _log_outcome(self, outcome: PassOutcome, trigger: str, started: datetime) -> None:
         commit = outcome.plan.commit
         result = outcome.applied
         held = None if outcome.held is None else (commit, outcome.held)
@@ -302,7 +353,7 @@ class WatchLoop:
             Level.INFO,
             "pass",
             commit=commit,
-            trigger=wake.value,
+            trigger=trigger,
             counts=counts(outcome),
             seconds=round(seconds, 3),
         )

@@ -220,6 +220,28 @@ class PruneGuard(BaseModel):
     confirmed: bool = Field(False, description="--allow-prune-all was given")
 
 
+class LookKind(StrEnum):
+    """What changes at a plan's next look without a new observation (engine/plan/requeue.py)."""
+
+    RENEWAL = "renewal"  # an allocation's ready job reaches min_remaining: renewed
+    IDLE_RELEASE = "idle-release"  # an idle allocation job reaches idle_release: released
+    GRACE = "grace"  # a job or step the journal holds and Slurm does not show: taken as lost
+    TIME_LIMIT = "time-limit"  # a running job reaches its time limit
+
+
+class NextLook(BaseModel):
+    """When a plan made now stops being the plan the same observation would give, and why:
+    like controller-runtime's ``Result{RequeueAfter}``, the time a watch should look again
+    even if nothing else wakes it."""
+
+    model_config = _FROZEN
+
+    at: datetime
+    kind: LookKind
+    target: str = Field(description="the run or allocation it concerns")
+    reason: str
+
+
 class Plan(BaseModel):
     model_config = _FROZEN
 
@@ -241,6 +263,12 @@ class Plan(BaseModel):
     )
     prune_guard: PruneGuard | None = Field(
         None, description="set when the prunes would empty the project or pass prune_limit"
+    )
+    next_look: NextLook | None = Field(
+        None,
+        description="the earliest time the plan changes with no new observation (an "
+        "allocation's renewal or idle release, a grace ending, a job's time limit); None: "
+        "nothing is due",
     )
 
     @property

@@ -17,6 +17,7 @@ This module assembles a plan; each concept it asks about has a module of its own
     plan_notes      what the plan saw and does not act on
     allocations/    allocations, and where runs inside them start (judging, state,
                     gpus, placement)
+    requeue         when the plan next changes with no new observation (``next_look``)
 
 Each run is decided in DAG order, upstreams first, and its *outcome* for this plan is
 kept with its decision so its downstream can decide too:
@@ -60,6 +61,7 @@ from reconciler.engine.plan.notes import (
     incomplete_notes,
 )
 from reconciler.engine.plan.prune import guard, prunes
+from reconciler.engine.plan.requeue import next_look
 from reconciler.engine.plan.runs import decide
 from reconciler.engine.plan.teardown import teardowns
 from reconciler.scheduler.base import Observation, ObservedJob
@@ -188,6 +190,7 @@ def plan(
             for name, sweep in desired.sweeps.items()
         },
         prune_guard=prune_guard,
+        next_look=next_look(inputs, decided, setups, used=used, released=released.keys()),
     )
 
 
