@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +22,7 @@ from freezegun.api import FrozenDateTimeFactory
 
 from reconciler.commands.common import LogFormat, parse_duration
 from reconciler.commands.watchlog import LineLog, Puller
-from reconciler.engine.plan.actions import Plan
+from reconciler.engine.plan.actions import LookKind, NextLook, Plan
 from reconciler.engine.reconcile import PassOutcome
 from reconciler.engine.wakeups import RefWatcher, WakeQueue
 from reconciler.engine.watch import Level, LoopState, Schedule, Wake, WatchLoop
@@ -76,15 +76,46 @@ def test_state_after_a_failure_a_success_and_a_bad_commit() -> None:
     assert LoopState(T0, last_tip="a").failed(None, T0, EVERY_30S).last_tip == "a"
 
 
+def test_the_next_pass_is_at_the_plans_look_or_the_interval_whichever_first() -> None:
+    assert EVERY_30S.next_pass(T0, None) == (T0 + timedelta(seconds=30), None)
+    soon = renewal_at(12)
+    assert EVERY_30S.next_pass(T0, soon) == (T0 + timedelta(seconds=12), soon)
+    assert EVERY_30S.next_pass(T0, renewal_at(30)) == (T0 + timedelta(seconds=30), None)
+    assert EVERY_30S.next_pass(T0, renewal_at(90)) == (T0 + timedelta(seconds=30), None)
+
+
+def test_a_look_due_now_or_past_waits_the_floor() -> None:
+    for past in (renewal_at(-60), renewal_at(0), renewal_at(2)):
+        assert EVERY_30S.next_pass(T0, past) == (T0 + timedelta(seconds=5), past)
+    fast = Schedule(timedelta(seconds=2))  # an interval under the floor still holds
+    assert fast.next_pass(T0, renewal_at(-60)) == (T0 + timedelta(seconds=2), None)
+
+
+def test_a_failure_or_a_skip_forgets_the_look() -> None:
+    looking = LoopState(T0).succeeded("a", T0, EVERY_30S, renewal_at(12))
+    assert (looking.due, looking.looking) == (T0 + timedelta(seconds=12), renewal_at(12))
+    failed = looking.failed("a", T0, EVERY_30S)
+    assert (failed.due, failed.looking) == (T0 + timedelta(seconds=1), None)
+    assert looking.skipped(T0, EVERY_30S).looking is None
+
+
 # -- the loop, on a frozen clock ---------------------------------------------------------
 
 
-def outcome(commit: str) -> PassOutcome:
+def outcome(commit: str, look: NextLook | None = None) -> PassOutcome:
     plan = Plan(
         project="demo", root="/nowhere", commit=commit, scheduler="fake", created_at=T0,
-        observation_complete=True, fingerprint="f", actions=(),
+        observation_complete=True, fingerprint="f", actions=(), next_look=look,
     )  # fmt: skip
     return outcome_of(plan)
+
+
+def renewal_at(seconds: float) -> NextLook:
+    """A plan's next look `seconds` after T0: an allocation's renewal."""
+    return NextLook(
+        at=T0 + timedelta(seconds=seconds), kind=LookKind.RENEWAL, target="warm",
+        reason="allocation job 12 of warm is down to 5m (min_remaining): renewed",
+    )  # fmt: skip
 
 
 @dataclass
@@ -133,6 +164,8 @@ class Recorder:
     """The pass and the log, recording when (seconds since T0) each happened."""
 
     failures: dict[float, Exception] = field(default_factory=dict)  # at or after: raise once
+    # the next look the plan of a pass at this many seconds after T0 says (None: none)
+    looks: Callable[[float], NextLook | None] = lambda _now: None
     passes: list[tuple[float, str]] = field(default_factory=list)
     lines: list[tuple[Level, str, dict[str, Any]]] = field(default_factory=list)
 
@@ -142,7 +175,7 @@ class Recorder:
             if at <= now:
                 raise self.failures.pop(at)
         self.passes.append((now, commit))
-        return outcome(commit)
+        return outcome(commit, self.looks(now))
 
     def log(self, level: Level, event: str, **fields: Any) -> None:
         self.lines.append((level, event, fields))
@@ -538,3 +571,66 @@ def test_pull_logs_a_move_and_says_why_not_once_per_upstream_commit(
         ("not-pulled", "warning"),
     ]
     assert said[0]["commit"] == new and "diverged" in said[1]["message"]
+
+
+# -- a pass returns when its plan next needs a look ------------------------------------
+
+
+def test_a_pass_returns_when_its_plan_next_needs_a_look(frozen: FrozenDateTimeFactory) -> None:
+    script = Script(frozen, until=70)
+    recorder = Recorder(looks=lambda now: renewal_at(12) if now < 12 else None)
+    run_loop(script, recorder)
+    assert recorder.passes == [(0, "c0"), (12, "c0"), (42, "c0")]
+    assert [f["trigger"] for f in recorder.events("pass")] == ["timer", "look", "timer"]
+    assert script.waits[:3] == [12, 30, 30]
+    (told,) = recorder.events("next-look")
+    assert told == {
+        "commit": "c0", "kind": "renewal", "target": "warm",
+        "at": "2025-03-01T12:00:12+00:00", "delay": 12,
+        "message": "allocation job 12 of warm is down to 5m (min_remaining): renewed",
+    }  # fmt: skip
+
+
+def test_a_look_after_the_interval_leaves_the_interval(frozen: FrozenDateTimeFactory) -> None:
+    script, recorder = Script(frozen, until=95), Recorder(looks=lambda _now: renewal_at(100))
+    run_loop(script, recorder)
+    assert recorder.passes == [(0, "c0"), (30, "c0"), (60, "c0"), (90, "c0")]
+    # said only once it brings a pass forward: the pass at 90 looks again at 100
+    assert [(f["at"], f["delay"]) for f in recorder.events("next-look")] == [
+        ("2025-03-01T12:01:40+00:00", 10)
+    ]
+
+
+def test_a_look_already_due_is_looked_at_soon_never_in_a_busy_loop(
+    frozen: FrozenDateTimeFactory,
+) -> None:
+    """A plan that keeps saying a time just past (say the job at its renewal is a second
+    slow to count as expiring): passes every floor, logged once."""
+    script, recorder = Script(frozen, until=16), Recorder(looks=lambda _now: renewal_at(1))
+    run_loop(script, recorder)
+    assert recorder.passes == [(0, "c0"), (5, "c0"), (10, "c0"), (15, "c0")]
+    assert script.waits[:3] == [5, 5, 5]
+    assert len(recorder.events("next-look")) == 1
+
+
+def test_commits_still_wake_a_watch_waiting_for_a_look(frozen: FrozenDateTimeFactory) -> None:
+    script = Script(frozen, until=60, commits=[(8, "c1")])
+    recorder = Recorder(looks=lambda now: renewal_at(20) if now < 20 else None)
+    run_loop(script, recorder)
+    assert recorder.passes == [(0, "c0"), (8, "c1"), (20, "c1"), (50, "c1")]
+    triggers = [f["trigger"] for f in recorder.events("pass")]
+    assert triggers == ["timer", "refs", "look", "timer"]
+    assert len(recorder.events("next-look")) == 1  # the same look, said once
+
+
+def test_a_failed_look_backs_off_as_any_failed_pass(frozen: FrozenDateTimeFactory) -> None:
+    """The error decides the wait, as controller-runtime ignores the Result of a failed
+    Reconcile: the plan of the last good pass is not asked again."""
+    locked = LockedError("another recon apply holds the lock")
+    recorder = Recorder(
+        failures={20: locked}, looks=lambda now: renewal_at(20) if now < 20 else None
+    )
+    run_loop(Script(frozen, until=60), recorder)
+    assert recorder.passes == [(0, "c0"), (21, "c0"), (51, "c0")]
+    assert [f["trigger"] for f in recorder.events("pass")] == ["timer", "timer", "timer"]
+    assert [r["delay"] for r in recorder.events("retry")] == [1]

@@ -35,7 +35,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from reconciler.desired.resources import span
-from reconciler.engine.plan.actions import LookKind, NextLook, RunOutcome
+from reconciler.engine.plan.actions import Action, ActionKind, LookKind, NextLook, RunOutcome
 from reconciler.engine.plan.inputs import Decision, PlanInputs
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import SlurmState
@@ -51,32 +51,38 @@ from reconciler.state.records import (
 def next_look(
     inputs: PlanInputs,
     decided: Mapping[str, Decision],
+    actions: Sequence[Action],
     setups: Sequence[SetupRecord] = (),
     *,
     used: Collection[str] = (),
-    released: Collection[str] = (),
 ) -> NextLook | None:
     """The earliest moment after ``inputs.now`` at which the same observation would be
     planned otherwise, or None when nothing is due. ``decided``: each chosen run's
-    decision; ``setups``: the journal's allocation setups; ``used``: the allocations a
-    run starts a step in (or waits to be listed in) in this plan; ``released``: those
-    whose idle ready job this plan releases."""
+    decision; ``actions``: the plan's (a job it cancels or releases has nothing more to
+    wait for); ``setups``: the journal's allocation setups; ``used``: the allocations a
+    run starts a step in (or waits to be listed in) in this plan."""
+    ending = frozenset(job for action in actions if action.kind in _ENDS for job in action.job_ids)
     found = [
-        *renewals(inputs, released),
-        *idle_releases(inputs, used, released),
+        *renewals(inputs, ending),
+        *idle_releases(inputs, used, ending),
         *grace_ends(inputs, decided, setups),
-        *time_limits(inputs, decided),
+        *time_limits(inputs, decided, ending),
     ]
     due = [look for look in found if look.at > inputs.now]
     return min(due, key=lambda look: (look.at, look.kind, look.target), default=None)
 
 
-def renewals(inputs: PlanInputs, released: Collection[str] = ()) -> Iterator[NextLook]:
-    """Each ready allocation job, when it gets down to its min_remaining."""
+# Actions that end the jobs they name: nothing is waited for of those any more.
+_ENDS = frozenset({ActionKind.CANCEL, ActionKind.REPLACE, ActionKind.TEARDOWN})
+
+
+def renewals(inputs: PlanInputs, ending: Collection[str] = ()) -> Iterator[NextLook]:
+    """Each ready allocation job, when it gets down to its min_remaining (unless this plan
+    releases it: ``ending`` holds the jobs it cancels)."""
     taken = inputs.observation.taken_at
     for name, state in inputs.allocation_states.items():
         ready = state.ready
-        if ready is None or ready.time_left is None or name in released:
+        if ready is None or ready.time_left is None or ready.job_id in ending:
             continue
         margin = timedelta(seconds=inputs.desired.allocations[name].spec.min_remaining.seconds)
         yield NextLook(
@@ -89,16 +95,17 @@ def renewals(inputs: PlanInputs, released: Collection[str] = ()) -> Iterator[Nex
 
 
 def idle_releases(
-    inputs: PlanInputs, used: Collection[str] = (), released: Collection[str] = ()
+    inputs: PlanInputs, used: Collection[str] = (), ending: Collection[str] = ()
 ) -> Iterator[NextLook]:
     """Each ready allocation job that no step runs in, when it has been idle for its
-    allocation's idle_release (unless a run starts in it first)."""
+    allocation's idle_release (unless a run starts in it first, or this plan releases it
+    already)."""
     for name, state in inputs.allocation_states.items():
         limit = inputs.desired.allocations[name].spec.idle_release
         ready = state.ready
         if ready is None or state.idle is None or limit is None:
             continue
-        if name in used or name in released:
+        if name in used or ready.job_id in ending:
             continue
         after = timedelta(seconds=limit.seconds)
         yield NextLook(
@@ -150,19 +157,21 @@ def grace_ends(
             yield _grace(setup.created_at, setup.name, why)
 
 
-def time_limits(inputs: PlanInputs, decided: Mapping[str, Decision]) -> Iterator[NextLook]:
+def time_limits(
+    inputs: PlanInputs, decided: Mapping[str, Decision], ending: Collection[str] = ()
+) -> Iterator[NextLook]:
     """Each running job of a chosen run or a planned allocation, when it reaches its time
-    limit (as the time left the scheduler showed)."""
+    limit (as the time left the scheduler showed), but those this plan cancels."""
     taken = inputs.observation.taken_at
     for name in decided:
         for job in inputs.jobs(name):
-            left = _time_left(job)
+            left = _time_left(job) if job.job_id not in ending else None
             if left is not None:
                 why = f"job {job.job_id} of run {name} reaches its time limit"
                 yield NextLook(at=taken + left, kind=LookKind.TIME_LIMIT, target=name, reason=why)
     for name in inputs.allocation_states:
         for job in inputs.observation.find(inputs.project, name):
-            left = _time_left(job) if job.tag.kind == "alloc" else None
+            left = _time_left(job) if job.tag.kind == "alloc" and job.job_id not in ending else None
             if left is not None:
                 why = f"allocation job {job.job_id} of {name} reaches its time limit"
                 yield NextLook(at=taken + left, kind=LookKind.TIME_LIMIT, target=name, reason=why)
