@@ -106,8 +106,8 @@ class Recorder:
 
 
 def load(path: Path, ignore: tuple[str, ...] = ()) -> dict[str, list[str]]:
-    """Each test's plans, in order, normalised; keys named in ``ignore`` dropped from
-    every action (fields a change adds on purpose)."""
+    """Each test's plans, in order, normalised; keys named in ``ignore`` dropped from the
+    plan and from every action (fields a change adds on purpose)."""
     plans: dict[str, list[str]] = defaultdict(list)
     for line in path.read_text().splitlines():
         entry = json.loads(line)
@@ -115,6 +115,8 @@ def load(path: Path, ignore: tuple[str, ...] = ()) -> dict[str, list[str]]:
         if entry.get("checkout"):
             text = text.replace(entry["checkout"], "<checkout>")
         document = json.loads(text)
+        for key in ignore:
+            document.pop(key, None)
         for action in document.get("actions", []):
             for key in ignore:
                 action.pop(key, None)
