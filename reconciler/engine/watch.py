@@ -293,7 +293,7 @@ class WatchLoop:
                 commit=tip,
                 kind=look.kind.value,
                 target=look.target,
-                at=look.at.isoformat(timespec="seconds"),
+                at=look.at.isoformat(timespec="milliseconds"),
                 delay=round(state.wait_seconds(now), 3),
                 message=look.reason,
             )

@@ -87,6 +87,10 @@ CHECKED = {
     'docs/operations.md: {"commit": "516ff603b522e18e1e7a24fb54b4ec26b0927a1e", "coun': (
         f"{STORIES}::test_a_watch_in_json_and_its_notifications"
     ),
+    "docs/operations.md: 2026-12-02T13:54:40.664+00:00 INFO    started commit=4a1e83c": (
+        "tests/local/test_watch_look.py::"
+        "test_a_watch_looks_again_when_a_running_job_reaches_its_time_limit"
+    ),
     "docs/operations.md: recon watch . --branch main --interval 30s --pull --log-form": (
         f"{UNIT}::test_the_lines_the_examples_hold"
     ),

@@ -586,7 +586,7 @@ def test_a_pass_returns_when_its_plan_next_needs_a_look(frozen: FrozenDateTimeFa
     (told,) = recorder.events("next-look")
     assert told == {
         "commit": "c0", "kind": "renewal", "target": "warm",
-        "at": "2025-03-01T12:00:12+00:00", "delay": 12,
+        "at": "2025-03-01T12:00:12.000+00:00", "delay": 12,
         "message": "allocation job 12 of warm is down to 5m (min_remaining): renewed",
     }  # fmt: skip
 
@@ -597,7 +597,7 @@ def test_a_look_after_the_interval_leaves_the_interval(frozen: FrozenDateTimeFac
     assert recorder.passes == [(0, "c0"), (30, "c0"), (60, "c0"), (90, "c0")]
     # said only once it brings a pass forward: the pass at 90 looks again at 100
     assert [(f["at"], f["delay"]) for f in recorder.events("next-look")] == [
-        ("2025-03-01T12:01:40+00:00", 10)
+        ("2025-03-01T12:01:40.000+00:00", 10)
     ]
 
 
