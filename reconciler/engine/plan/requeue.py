@@ -32,6 +32,7 @@ loop (engine/watch.Schedule.backoff), which then has no plan to ask.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.desired.resources import span
@@ -69,14 +70,28 @@ def next_look(
         *time_limits(inputs, decided, ending),
     ]
     due = [look for look in found if look.at > inputs.now]
-    return min(due, key=lambda look: (look.at, look.kind, look.target), default=None)
+    first = min(due, key=lambda look: (look.at, look.kind, look.target), default=None)
+    if first is None:
+        return None
+    return NextLook(at=first.at, kind=first.kind, target=first.target, reason=first.reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """One moment a source names; the earliest becomes the plan's ``NextLook`` (a plain
+    record: a plan of 10,000 running jobs names 10,000 of them)."""
+
+    at: datetime
+    kind: LookKind
+    target: str
+    reason: str
 
 
 # Actions that end the jobs they name: nothing is waited for of those any more.
 _ENDS = frozenset({ActionKind.CANCEL, ActionKind.REPLACE, ActionKind.TEARDOWN})
 
 
-def renewals(inputs: PlanInputs, ending: Collection[str] = ()) -> Iterator[NextLook]:
+def renewals(inputs: PlanInputs, ending: Collection[str] = ()) -> Iterator[Due]:
     """Each ready allocation job, when it gets down to its min_remaining (unless this plan
     releases it: ``ending`` holds the jobs it cancels)."""
     taken = inputs.observation.taken_at
@@ -85,7 +100,7 @@ def renewals(inputs: PlanInputs, ending: Collection[str] = ()) -> Iterator[NextL
         if ready is None or ready.time_left is None or ready.job_id in ending:
             continue
         margin = timedelta(seconds=inputs.desired.allocations[name].spec.min_remaining.seconds)
-        yield NextLook(
+        yield Due(
             at=taken + ready.time_left - margin,
             kind=LookKind.RENEWAL,
             target=name,
@@ -96,7 +111,7 @@ def renewals(inputs: PlanInputs, ending: Collection[str] = ()) -> Iterator[NextL
 
 def idle_releases(
     inputs: PlanInputs, used: Collection[str] = (), ending: Collection[str] = ()
-) -> Iterator[NextLook]:
+) -> Iterator[Due]:
     """Each ready allocation job that no step runs in, when it has been idle for its
     allocation's idle_release (unless a run starts in it first, or this plan releases it
     already)."""
@@ -108,7 +123,7 @@ def idle_releases(
         if name in used or ready.job_id in ending:
             continue
         after = timedelta(seconds=limit.seconds)
-        yield NextLook(
+        yield Due(
             at=inputs.now + after - state.idle,
             kind=LookKind.IDLE_RELEASE,
             target=name,
@@ -119,7 +134,7 @@ def idle_releases(
 
 def grace_ends(
     inputs: PlanInputs, decided: Mapping[str, Decision], setups: Sequence[SetupRecord] = ()
-) -> Iterator[NextLook]:
+) -> Iterator[Due]:
     """When what the plan waits for because the scheduler does not show it yet counts as
     lost: a run's job, a run's step, an allocation's job, an allocation's setup."""
     lost = f"taken as lost if still not shown after {span(UNSEEN_GRACE)}"
@@ -159,22 +174,35 @@ def grace_ends(
 
 def time_limits(
     inputs: PlanInputs, decided: Mapping[str, Decision], ending: Collection[str] = ()
-) -> Iterator[NextLook]:
-    """Each running job of a chosen run or a planned allocation, when it reaches its time
-    limit (as the time left the scheduler showed), but those this plan cancels."""
+) -> Iterator[Due]:
+    """The first running job of a chosen run, and of a planned allocation, to reach its
+    time limit (as the time left the scheduler showed), those this plan cancels left out.
+    Only the first of each is named: a sweep running has thousands."""
+    runs = (
+        (left, name, job.job_id)
+        for name in decided
+        for job in inputs.jobs(name)
+        if job.job_id not in ending and (left := _time_left(job)) is not None
+    )
+    allocations = (
+        (left, name, job.job_id)
+        for name in inputs.allocation_states
+        for job in inputs.observation.find(inputs.project, name)
+        if job.tag.kind == "alloc"
+        and job.job_id not in ending
+        and (left := _time_left(job)) is not None
+    )
     taken = inputs.observation.taken_at
-    for name in decided:
-        for job in inputs.jobs(name):
-            left = _time_left(job) if job.job_id not in ending else None
-            if left is not None:
-                why = f"job {job.job_id} of run {name} reaches its time limit"
-                yield NextLook(at=taken + left, kind=LookKind.TIME_LIMIT, target=name, reason=why)
-    for name in inputs.allocation_states:
-        for job in inputs.observation.find(inputs.project, name):
-            left = _time_left(job) if job.tag.kind == "alloc" and job.job_id not in ending else None
-            if left is not None:
-                why = f"allocation job {job.job_id} of {name} reaches its time limit"
-                yield NextLook(at=taken + left, kind=LookKind.TIME_LIMIT, target=name, reason=why)
+    first = min(runs, default=None)
+    if first is not None:
+        left, name, job_id = first
+        why = f"job {job_id} of run {name} reaches its time limit"
+        yield Due(taken + left, LookKind.TIME_LIMIT, name, why)
+    first = min(allocations, default=None)
+    if first is not None:
+        left, name, job_id = first
+        why = f"allocation job {job_id} of {name} reaches its time limit"
+        yield Due(taken + left, LookKind.TIME_LIMIT, name, why)
 
 
 def _time_left(job: ObservedJob) -> timedelta | None:
@@ -191,8 +219,8 @@ def _time_left(job: ObservedJob) -> timedelta | None:
     return min(lefts, default=None)
 
 
-def _grace(since: datetime, target: str, reason: str) -> NextLook:
-    return NextLook(at=since + UNSEEN_GRACE, kind=LookKind.GRACE, target=target, reason=reason)
+def _grace(since: datetime, target: str, reason: str) -> Due:
+    return Due(since + UNSEEN_GRACE, LookKind.GRACE, target, reason)
 
 
 def _allocation_records(records: Sequence[SubmissionRecord]) -> dict[str, list[SubmissionRecord]]:
