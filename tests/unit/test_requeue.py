@@ -193,6 +193,9 @@ def test_a_setup_not_listed_yet_is_looked_at_when_its_grace_ends() -> None:
     )  # fmt: skip
     result = planned(state, alloc_job("12", of=SET_UP), setups=[setup])
     assert look(result) == (UNSEEN_GRACE - 4 * MINUTE, LookKind.GRACE, "warm")
+    # a setup in a job no longer there is not waited for
+    gone = planned(state, alloc_job("13", of=SET_UP), setups=[setup])
+    assert gone.next_look is not None and gone.next_look.kind is not LookKind.GRACE
 
 
 def test_a_running_job_is_looked_at_when_it_reaches_its_time_limit() -> None:

@@ -79,7 +79,7 @@ def next_look(
 @dataclass(frozen=True, slots=True)
 class Due:
     """One moment a source names; the earliest becomes the plan's ``NextLook`` (a plain
-    record: a plan of 10,000 running jobs names 10,000 of them)."""
+    record, not a model: only that one is validated)."""
 
     at: datetime
     kind: LookKind
@@ -162,9 +162,15 @@ def grace_ends(
         if job_id is not None and record is not None:
             why = f"allocation job {job_id} of {name} is {lost}"
             yield _grace(record.created_at, name, why)
-    last: dict[str, SetupRecord] = {}
+    live = {
+        job.job_id
+        for name in inputs.allocation_states
+        for job in inputs.observation.find(inputs.project, name)
+        if job.tag.kind == "alloc" and not job.finished
+    }
+    last: dict[str, SetupRecord] = {}  # the last setup started in each live job
     for setup in setups:
-        if setup.name in inputs.allocation_states:
+        if setup.allocation_job in live:
             last[setup.allocation_job] = setup
     for job_id, setup in last.items():
         if setup.final_health is None and setup.step_id is None:
