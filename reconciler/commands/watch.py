@@ -40,7 +40,8 @@ def watch(
         typer.Option(
             "--interval",
             metavar="DURATION",
-            help="Also pass this often, to follow job states (30s, 5m).",
+            help="Also pass this often, to follow job states (30s, 5m); sooner when the "
+            "plan knows something is due (an allocation's renewal, a job's time limit).",
         ),
     ] = "30s",
     pull: Annotated[
@@ -75,8 +76,9 @@ def watch(
     """Keep the cluster converged: apply each new commit within seconds.
 
     PROJECT is the folder holding recon.yaml (default: the current folder). Also passes
-    every --interval, to follow job states. Applies without asking. Ctrl-C
-    or SIGTERM stops it once the current pass is done (exit 0).
+    every --interval, to follow job states, or sooner when the last plan says something
+    is due then (its next look). Applies without asking. Ctrl-C or SIGTERM stops it once
+    the current pass is done (exit 0).
 
     \b
     Examples:
