@@ -190,7 +190,7 @@ def plan(
             for name, sweep in desired.sweeps.items()
         },
         prune_guard=prune_guard,
-        next_look=next_look(inputs, decided, actions, setups, used=used),
+        next_look=next_look(inputs, decided, actions, used=used),
     )
 
 

@@ -43,7 +43,6 @@ from reconciler.scheduler.states import SlurmState
 from reconciler.state.records import (
     UNSEEN_GRACE,
     SetupRecord,
-    SubmissionRecord,
     SubmissionStatus,
     unseen_job,
 )
@@ -53,20 +52,19 @@ def next_look(
     inputs: PlanInputs,
     decided: Mapping[str, Decision],
     actions: Sequence[Action],
-    setups: Sequence[SetupRecord] = (),
     *,
     used: Collection[str] = (),
 ) -> NextLook | None:
     """The earliest moment after ``inputs.now`` at which the same observation would be
-    planned otherwise, or None when nothing is due. ``decided``: each chosen run's
-    decision; ``actions``: the plan's (a job it cancels or releases has nothing more to
-    wait for); ``setups``: the journal's allocation setups; ``used``: the allocations a
-    run starts a step in (or waits to be listed in) in this plan."""
+    planned otherwise, or None when nothing is due. ``inputs``: with the allocations'
+    states; ``decided``: each chosen run's decision; ``actions``: the plan's (a job it
+    cancels or releases has nothing more to wait for); ``used``: the allocations a run
+    starts a step in (or waits to be listed in) in this plan."""
     ending = frozenset(job for action in actions if action.kind in _ENDS for job in action.job_ids)
     found = [
         *renewals(inputs, ending),
         *idle_releases(inputs, used, ending),
-        *grace_ends(inputs, decided, setups),
+        *grace_ends(inputs, decided),
         *time_limits(inputs, decided, ending),
     ]
     due = [look for look in found if look.at > inputs.now]
@@ -132,9 +130,7 @@ def idle_releases(
         )
 
 
-def grace_ends(
-    inputs: PlanInputs, decided: Mapping[str, Decision], setups: Sequence[SetupRecord] = ()
-) -> Iterator[Due]:
+def grace_ends(inputs: PlanInputs, decided: Mapping[str, Decision]) -> Iterator[Due]:
     """When what the plan waits for because the scheduler does not show it yet counts as
     lost: a run's job, a run's step, an allocation's job, an allocation's setup."""
     lost = f"taken as lost if still not shown after {span(UNSEEN_GRACE)}"
@@ -150,13 +146,12 @@ def grace_ends(
                 if record.spec_hash == spec and record.status is SubmissionStatus.INTENT:
                     why = f"the step of run {name} started in allocation {made.uses} is {lost}"
                     yield _grace(record.created_at, name, why)
-    by_allocation = _allocation_records(inputs.records) if inputs.allocation_states else {}
     for name, state in inputs.allocation_states.items():
         if state.ready is not None or state.coming:
             continue
         spec = inputs.desired.allocations[name].spec_hash
-        records = by_allocation.get(name, [])
-        seen = {job.job_id for job in inputs.observation.find(inputs.project, name)}
+        records = inputs.allocation_history(name)
+        seen = {job.job_id for job in inputs.allocation_jobs(name)}
         job_id = unseen_job(records, spec, seen, inputs.now)
         record = next((r for r in records if r.job_id == job_id), None)
         if job_id is not None and record is not None:
@@ -165,11 +160,11 @@ def grace_ends(
     live = {
         job.job_id
         for name in inputs.allocation_states
-        for job in inputs.observation.find(inputs.project, name)
-        if job.tag.kind == "alloc" and not job.finished
+        for job in inputs.allocation_jobs(name)
+        if not job.finished
     }
     last: dict[str, SetupRecord] = {}  # the last setup started in each live job
-    for setup in setups:
+    for setup in inputs.setups:
         if setup.allocation_job in live:
             last[setup.allocation_job] = setup
     for job_id, setup in last.items():
@@ -193,10 +188,8 @@ def time_limits(
     allocations = (
         (left, name, job.job_id)
         for name in inputs.allocation_states
-        for job in inputs.observation.find(inputs.project, name)
-        if job.tag.kind == "alloc"
-        and job.job_id not in ending
-        and (left := _time_left(job)) is not None
+        for job in inputs.allocation_jobs(name)
+        if job.job_id not in ending and (left := _time_left(job)) is not None
     )
     taken = inputs.observation.taken_at
     first = min(runs, default=None)
@@ -227,11 +220,3 @@ def _time_left(job: ObservedJob) -> timedelta | None:
 
 def _grace(since: datetime, target: str, reason: str) -> Due:
     return Due(since + UNSEEN_GRACE, LookKind.GRACE, target, reason)
-
-
-def _allocation_records(records: Sequence[SubmissionRecord]) -> dict[str, list[SubmissionRecord]]:
-    grouped: dict[str, list[SubmissionRecord]] = {}
-    for record in records:
-        if record.kind == "alloc":
-            grouped.setdefault(record.name, []).append(record)
-    return grouped
