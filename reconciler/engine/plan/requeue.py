@@ -8,13 +8,14 @@ first (engine/watch.py). Each source is a threshold one of the planner's rules c
 the clock alone:
 
     renewal       an allocation's ready job gets down to min_remaining: renewed
-                  (allocations: a job with min_remaining or less left is expiring)
+                  (allocations/judging.stage: min_remaining or less left is expiring)
     idle-release  an allocation's ready job has been idle for idle_release: released
-                  (allocations.idle_releases)
+                  (allocations/state.idle_releases)
     grace         a job the journal holds that the scheduler does not show yet (a run's,
                   an allocation's), a run's step not listed yet, an allocation's setup
                   started but not listed: each is waited for UNSEEN_GRACE, then taken as
-                  lost (records.unseen_job, history.unlisted_step, allocations' setup)
+                  lost (records.unseen_job, history.unlisted_step, allocations/judging's
+                  setup stage)
     time-limit    a running job reaches its time limit, and Slurm ends it
 
 A time the scheduler reports relative to its observation (a job's time left) counts from
