@@ -12,7 +12,7 @@ import pytest
 
 from reconciler import notify
 from reconciler.engine.apply.applier import ApplyResult
-from reconciler.engine.plan.actions import Action, ActionKind, Plan, RunOutcome
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan, RunOutcome
 from reconciler.notify import Notification, Notifier, notifications, send
 from reconciler.scheduler.states import Health
 from reconciler.state.journal import Journal
@@ -40,8 +40,20 @@ def failed(name: str, job_id: str, exit_code: int | None = 1) -> SubmissionRecor
     )  # fmt: skip
 
 
-SUBMIT = Action(kind=ActionKind.SUBMIT, target="train", reason="not yet run", spec_hash="h1")
-CANCEL = Action(kind=ActionKind.CANCEL, target="old", reason="run left the repo", job_ids=("7",))
+SUBMIT = Action(
+    kind=ActionKind.SUBMIT,
+    cause=Cause.NEVER_RUN,
+    target="train",
+    reason="not yet run",
+    spec_hash="h1",
+)
+CANCEL = Action(
+    kind=ActionKind.CANCEL,
+    cause=Cause.PRUNE,
+    target="old",
+    reason="run left the repo",
+    job_ids=("7",),
+)
 
 
 # -- which events ------------------------------------------------------------------------
@@ -62,7 +74,11 @@ def test_a_failed_run_is_told_even_when_nothing_was_applied() -> None:
 
 def test_a_failed_run_with_no_retries_left_is_told_with_the_fixes_that_work() -> None:
     spent = Action(
-        kind=ActionKind.NOOP, target="train", reason="failed: ...", outcome=RunOutcome.FAILED
+        kind=ActionKind.NOOP,
+        cause=Cause.CURRENT,
+        target="train",
+        reason="failed: ...",
+        outcome=RunOutcome.FAILED,
     )
     (note,) = notifications(outcome_of(make_plan(spent), None), [failed("train", "42")], T1)
     assert note.message == (
@@ -84,7 +100,13 @@ def test_an_apply_tells_its_counts_and_commit() -> None:
 
 def test_any_action_kind_that_is_not_routine_is_told_by_its_kind() -> None:
     why = "step 7.1 failed (exit 3) while the job still holds its other components"
-    teardown = Action(kind=ActionKind.TEARDOWN, target="het", reason=why, job_ids=("7", "8"))
+    teardown = Action(
+        kind=ActionKind.TEARDOWN,
+        cause=Cause.COMPONENT_FAILED,
+        target="het",
+        reason=why,
+        job_ids=("7", "8"),
+    )
     found = notifications(outcome_of(make_plan(SUBMIT, teardown), ApplyResult()), [], T1)
     assert [(n.event, n.run, n.job_id, n.message) for n in found] == [
         ("teardown", "het", "7", why),

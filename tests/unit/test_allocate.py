@@ -20,7 +20,7 @@ from reconciler.desired.desired import (
 from reconciler.desired.models import Allocation, Project, Run
 from reconciler.engine.apply.applier import Applier
 from reconciler.engine.apply.settle import judge_setups, record_setups
-from reconciler.engine.plan.actions import Action, ActionKind, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import (
     AllocateRequest,
@@ -109,6 +109,7 @@ def alloc_action(state: Desired, kind: ActionKind, job_ids: tuple[str, ...] = ()
         kind=kind,
         target="warm",
         target_kind="alloc",
+        cause=Cause.NONE_HELD,
         reason="test",
         spec_hash=state.allocations["warm"].spec_hash,
         job_ids=job_ids,
@@ -126,6 +127,7 @@ def test_allocate_setup_release_and_a_step_in_plan_order(tmp_path: Path, journal
     scheduler = recorder(["12.0", "12.1"])
     run_action = Action(
         kind=ActionKind.SUBMIT,
+        cause=Cause.NEVER_RUN,
         target="a",
         reason="not yet run",
         spec_hash=state.runs["a"].spec_hash,
@@ -208,7 +210,7 @@ def test_a_pass_that_only_starts_a_setup_says_so(
 def test_a_step_not_listed_yet_leaves_its_intent_open(tmp_path: Path, journal: Journal) -> None:
     state = desired(tmp_path)
     action = Action(
-        kind=ActionKind.SUBMIT, target="a", reason="x",
+        kind=ActionKind.SUBMIT, cause=Cause.NEVER_RUN, target="a", reason="x",
         spec_hash=state.runs["a"].spec_hash, allocation_job="12",
     )  # fmt: skip
     applier = apply(state, recorder([None]), journal, action)
@@ -221,7 +223,7 @@ def test_refused_steps_and_setups_are_recorded_as_such(tmp_path: Path, journal: 
     state = desired(tmp_path)
     no_room = PermanentSchedulerError("srun exited 1 and started no step in allocation 12")
     action = Action(
-        kind=ActionKind.SUBMIT, target="a", reason="x",
+        kind=ActionKind.SUBMIT, cause=Cause.NEVER_RUN, target="a", reason="x",
         spec_hash=state.runs["a"].spec_hash, allocation_job="12",
     )  # fmt: skip
     applier = apply(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.engine.apply.applier import Applier, Done
-from reconciler.engine.plan.actions import Action, ActionKind, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan
 from reconciler.errors import TransientSchedulerError
 from reconciler.scheduler.testing import ScriptedScheduler
 from reconciler.state.journal import Journal
@@ -19,7 +19,7 @@ from tests.planning import NOW, PROJECT, desired, hash_of, run
 def applier(tmp_path: Path, scheduler: ScriptedScheduler, told: list[Done], *names: str) -> Applier:
     state = dataclasses.replace(desired(*(run(name) for name in names)), root=tmp_path)
     actions = tuple(
-        Action(kind=ActionKind.SUBMIT, target=name, reason="not yet run",
+        Action(kind=ActionKind.SUBMIT, cause=Cause.NEVER_RUN, target=name, reason="not yet run",
                spec_hash=hash_of(state, name))
         for name in names
     )  # fmt: skip

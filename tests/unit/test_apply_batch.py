@@ -13,7 +13,7 @@ import pytest
 from reconciler.desired.desired import Desired
 from reconciler.engine.apply import applier as apply_module
 from reconciler.engine.apply.applier import Applier
-from reconciler.engine.plan.actions import Action, ActionKind, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan
 from reconciler.errors import PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import SubmitRequest
 from reconciler.scheduler.testing import ScriptedScheduler
@@ -76,6 +76,7 @@ def carry_out(state: Desired, scheduler: ScriptedScheduler, journal: Journal) ->
     actions = [
         Action(
             kind=ActionKind.SUBMIT,
+            cause=Cause.NEVER_RUN,
             target=name,
             reason="not yet run",
             spec_hash=state.runs[name].spec_hash,

@@ -30,7 +30,7 @@ from reconciler.desired.source import WorktreeSource
 from reconciler.engine.apply.applier import Applier, Done
 from reconciler.engine.apply.scripts import render_context
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Action, ActionKind, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan
 from reconciler.engine.plan.fit import FitChecker
 from reconciler.errors import PermanentSchedulerError, SpecError
 from reconciler.report.plan import as_text
@@ -427,9 +427,16 @@ def test_the_other_lines_apply_prints(tmp_path: Path) -> None:
         desired(run("evaluate"), run("report", "evaluate"), run("sweep")), root=tmp_path
     )
     actions = (
-        Action(kind=ActionKind.CANCEL, target="old-sweep", reason="left", job_ids=("4099",)),
+        Action(
+            kind=ActionKind.CANCEL,
+            cause=Cause.PRUNE,
+            target="old-sweep",
+            reason="left",
+            job_ids=("4099",),
+        ),
         Action(
             kind=ActionKind.ADOPT,
+            cause=Cause.ADOPT,
             target="sweep",
             reason="not in the journal",
             spec_hash=hash_of(state, "sweep"),
@@ -437,12 +444,14 @@ def test_the_other_lines_apply_prints(tmp_path: Path) -> None:
         ),
         Action(
             kind=ActionKind.SUBMIT,
+            cause=Cause.NEVER_RUN,
             target="evaluate",
             reason="not yet run",
             spec_hash=hash_of(state, "evaluate"),
         ),
         Action(
             kind=ActionKind.SUBMIT,
+            cause=Cause.NEVER_RUN,
             target="report",
             reason="not yet run",
             spec_hash=hash_of(state, "report"),

@@ -14,7 +14,7 @@ from freezegun.api import FrozenDateTimeFactory
 
 from reconciler.commands.watch import parse_address
 from reconciler.engine.apply.applier import ApplyResult
-from reconciler.engine.plan.actions import Action, ActionKind, Plan, SyncStatus
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan, SyncStatus
 from reconciler.engine.watch import PassReport, PassResult
 from reconciler.errors import LockedError, ObservationError
 from reconciler.metrics import WatchMetrics
@@ -79,9 +79,27 @@ def test_a_good_pass_counts_what_it_did_and_how_the_runs_stand() -> None:
     now = [1000.0]
     metrics = WatchMetrics(clock=lambda: now[0])
     actions = (
-        Action(kind=ActionKind.SUBMIT, target="a", reason="new", sync=SyncStatus.NEVER_RUN),
-        Action(kind=ActionKind.SUBMIT, target="b", reason="new", sync=SyncStatus.NEVER_RUN),
-        Action(kind=ActionKind.REPLACE, target="c", reason="changed", sync=SyncStatus.OUTDATED),
+        Action(
+            kind=ActionKind.SUBMIT,
+            cause=Cause.NEVER_RUN,
+            target="a",
+            reason="new",
+            sync=SyncStatus.NEVER_RUN,
+        ),
+        Action(
+            kind=ActionKind.SUBMIT,
+            cause=Cause.NEVER_RUN,
+            target="b",
+            reason="new",
+            sync=SyncStatus.NEVER_RUN,
+        ),
+        Action(
+            kind=ActionKind.REPLACE,
+            cause=Cause.SPEC_CHANGED,
+            target="c",
+            reason="changed",
+            sync=SyncStatus.OUTDATED,
+        ),
     )
     applied = ApplyResult(
         submitted={"a": "1", "b": "2", "c": "4"}, cancelled=["3", "5"], torn_down=["5"]

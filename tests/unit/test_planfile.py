@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from reconciler.engine.apply.planfile import check_fresh, load, save
-from reconciler.engine.plan.actions import Action, ActionKind, FieldChange, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, FieldChange, Plan
 from reconciler.errors import PlanFileError, ReconError, StalePlanError
 
 SAVED = Plan(
@@ -24,9 +24,16 @@ SAVED = Plan(
     observation_complete=True,
     fingerprint="5f0c1e",
     actions=(
-        Action(kind=ActionKind.SUBMIT, target="prepare", reason="not yet run", spec_hash="a1"),
+        Action(
+            kind=ActionKind.SUBMIT,
+            cause=Cause.NEVER_RUN,
+            target="prepare",
+            reason="not yet run",
+            spec_hash="a1",
+        ),
         Action(
             kind=ActionKind.REPLACE,
+            cause=Cause.SPEC_CHANGED,
             target="train",
             reason="spec changed",
             spec_hash="b2",
@@ -38,7 +45,13 @@ SAVED = Plan(
                 FieldChange(field="env.LR", old=0.5, new=[1, "two"]),
             ),
         ),
-        Action(kind=ActionKind.ADOPT, target="ws", target_kind="alloc", reason="tagged"),
+        Action(
+            kind=ActionKind.ADOPT,
+            cause=Cause.ADOPT,
+            target="ws",
+            target_kind="alloc",
+            reason="tagged",
+        ),
     ),
 )
 
@@ -138,7 +151,7 @@ def saved_document(**changes: Any) -> str:
         (
             saved_document(actions=[{"kind": "explode"}, {}]),
             r"is not a valid plan: actions\.0\.kind: Input should be 'submit'.*; "
-            r"actions\.0\.reason: Field required; and 3 more$",
+            r"actions\.0\.cause: Field required; and 5 more$",
         ),
     ],
     ids=["json", "binary", "list", "string", "spec", "version", "fields", "actions"],
@@ -219,12 +232,20 @@ def other_hash(action: Action) -> Action:
         (tuple(other_hash(a) for a in SAVED.actions), "train"),
         (SAVED.actions[:2], "allocation ws"),
         (
-            (*SAVED.actions, Action(kind=ActionKind.ADOPT, target="train", reason="tagged")),
+            (
+                *SAVED.actions,
+                Action(kind=ActionKind.ADOPT, cause=Cause.ADOPT, target="train", reason="tagged"),
+            ),
             "train",
         ),
         (
             tuple(
-                Action(kind=ActionKind.SUBMIT, target=f"run-{i}", reason="not yet run")
+                Action(
+                    kind=ActionKind.SUBMIT,
+                    cause=Cause.NEVER_RUN,
+                    target=f"run-{i}",
+                    reason="not yet run",
+                )
                 for i in range(7)
             ),
             "allocation ws, prepare, run-0, run-1, run-2 and 5 more",

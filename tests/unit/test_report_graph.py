@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engine.plan.actions import Action, ActionKind, Plan, SyncStatus
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan, SyncStatus
 from reconciler.engine.plan.status import RunStatus
 from reconciler.report.graph import Graph, Node, as_dot, as_json, as_mermaid, graph_of
 from reconciler.scheduler.states import Health
@@ -17,8 +17,10 @@ from tests.planning import NOW, desired, run
 
 
 def pipeline_plan() -> Plan:
-    submit = Action(kind=ActionKind.SUBMIT, target="train-v2", reason="spec changed")
-    noop = Action(kind=ActionKind.NOOP, target="prep", reason="current")
+    submit = Action(
+        kind=ActionKind.SUBMIT, cause=Cause.NEVER_RUN, target="train-v2", reason="spec changed"
+    )
+    noop = Action(kind=ActionKind.NOOP, cause=Cause.CURRENT, target="prep", reason="current")
     return Plan(
         project="p", root="/repo", commit=None, scheduler="local", created_at=NOW,
         observation_complete=True, fingerprint="f", actions=(noop, submit),

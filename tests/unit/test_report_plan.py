@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reconciler.engine.plan.actions import Action, ActionKind, FieldChange, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, FieldChange, Plan
 from reconciler.report.plan import RENDERERS, as_json, as_markdown, as_text
 
 GPUS = FieldChange(field="resources.gpus", old="a100:2", new="a100:4")
@@ -25,16 +25,30 @@ EVERY_KIND = Plan(
     ),
     fingerprint="5f0c1e",
     actions=(
-        Action(kind=ActionKind.SUBMIT, target="prepare", reason="not yet run", spec_hash="a1"),
-        Action(kind=ActionKind.SUBMIT, target="train", reason="not yet run", after=("prepare",)),
+        Action(
+            kind=ActionKind.SUBMIT,
+            cause=Cause.NEVER_RUN,
+            target="prepare",
+            reason="not yet run",
+            spec_hash="a1",
+        ),
+        Action(
+            kind=ActionKind.SUBMIT,
+            cause=Cause.NEVER_RUN,
+            target="train",
+            reason="not yet run",
+            after=("prepare",),
+        ),
         Action(
             kind=ActionKind.RETRY,
+            cause=Cause.RETRY,
             target="tune",
             reason="attempt 2 of 3: job 1250 failed (exit 1)",
             after=("prepare", "train"),
         ),
         Action(
             kind=ActionKind.REPLACE,
+            cause=Cause.SPEC_CHANGED,
             target="evaluate",
             reason="spec changed",
             job_ids=("1234",),
@@ -42,24 +56,36 @@ EVERY_KIND = Plan(
         ),
         Action(
             kind=ActionKind.REPLACE,
+            cause=Cause.SPEC_CHANGED,
             target="serve",
             reason="spec changed",
             job_ids=("1240", "1241"),
             changes=(GPUS, FieldChange(field="env.SEED", old=None, new=7)),
         ),
         Action(
-            kind=ActionKind.CANCEL, target="old-run", reason="run left the repo", job_ids=("1200",)
+            kind=ActionKind.CANCEL,
+            cause=Cause.PRUNE,
+            target="old-run",
+            reason="run left the repo",
+            job_ids=("1200",),
         ),
         Action(
             kind=ActionKind.ADOPT,
+            cause=Cause.ADOPT,
             target="sweep-3",
             target_kind="alloc",
             reason="tagged job 1300 not in the journal",
             job_ids=("1300",),
         ),
-        Action(kind=ActionKind.BLOCKED, target="report", reason="upstream evaluate failed"),
+        Action(
+            kind=ActionKind.BLOCKED,
+            cause=Cause.UPSTREAM_FAILED,
+            target="report",
+            reason="upstream evaluate failed",
+        ),
         Action(
             kind=ActionKind.NOOP,
+            cause=Cause.CURRENT,
             target="data",
             reason="current (job 1100 succeeded)",
             job_ids=("1100",),
@@ -75,7 +101,7 @@ def plan_of(*actions: Action, complete: bool = True, commit: str | None = "c0ffe
 
 
 def noop(target: str) -> Action:
-    return Action(kind=ActionKind.NOOP, target=target, reason="current")
+    return Action(kind=ActionKind.NOOP, cause=Cause.CURRENT, target=target, reason="current")
 
 
 def test_text_for_every_action_kind() -> None:
@@ -104,7 +130,7 @@ def test_text_for_every_action_kind() -> None:
 
 def test_compact_text_counts_the_runs_it_hides() -> None:
     plan = plan_of(
-        Action(kind=ActionKind.SUBMIT, target="train", reason="not yet run"),
+        Action(kind=ActionKind.SUBMIT, cause=Cause.NEVER_RUN, target="train", reason="not yet run"),
         noop("data"),
         noop("prepare"),
     )
@@ -123,7 +149,12 @@ def test_compact_text_counts_the_runs_it_hides() -> None:
 
 def test_long_target_names_widen_the_column_for_every_line() -> None:
     plan = plan_of(
-        Action(kind=ActionKind.SUBMIT, target="a-rather-long-run-name", reason="not yet run"),
+        Action(
+            kind=ActionKind.SUBMIT,
+            cause=Cause.NEVER_RUN,
+            target="a-rather-long-run-name",
+            reason="not yet run",
+        ),
         noop("data"),
     )
     lines = as_text(plan).splitlines()
@@ -136,11 +167,17 @@ def test_newlines_in_reasons_and_values_stay_on_their_line() -> None:
     plan = plan_of(
         Action(
             kind=ActionKind.REPLACE,
+            cause=Cause.SPEC_CHANGED,
             target="train",
             reason="spec changed",
             changes=(command,),
         ),
-        Action(kind=ActionKind.BLOCKED, target="eval", reason="upstream failed:\nexit 3"),
+        Action(
+            kind=ActionKind.BLOCKED,
+            cause=Cause.UPSTREAM_FAILED,
+            target="eval",
+            reason="upstream failed:\nexit 3",
+        ),
     )
     lines = as_text(plan).splitlines()
     assert lines[2] == (
@@ -158,23 +195,44 @@ def test_newlines_in_reasons_and_values_stay_on_their_line() -> None:
         (
             plan_of(
                 noop("data"),
-                Action(kind=ActionKind.ADOPT, target="a", reason="tagged job 1 not journaled"),
+                Action(
+                    kind=ActionKind.ADOPT,
+                    cause=Cause.ADOPT,
+                    target="a",
+                    reason="tagged job 1 not journaled",
+                ),
             ),
             "No changes to the cluster; 1 job to adopt into the journal.",
         ),
         (
             plan_of(
-                Action(kind=ActionKind.ADOPT, target="a", reason="tagged"),
-                Action(kind=ActionKind.ADOPT, target="b", reason="tagged"),
-                Action(kind=ActionKind.BLOCKED, target="c", reason="upstream a failed"),
+                Action(kind=ActionKind.ADOPT, cause=Cause.ADOPT, target="a", reason="tagged"),
+                Action(kind=ActionKind.ADOPT, cause=Cause.ADOPT, target="b", reason="tagged"),
+                Action(
+                    kind=ActionKind.BLOCKED,
+                    cause=Cause.UPSTREAM_FAILED,
+                    target="c",
+                    reason="upstream a failed",
+                ),
             ),
             "No changes to the cluster; 2 jobs to adopt into the journal, 1 run blocked.",
         ),
         (
             plan_of(
                 noop("data"),
-                Action(kind=ActionKind.NOOP, target="a", reason="failed", outcome="failed"),
-                Action(kind=ActionKind.BLOCKED, target="b", reason="upstream a failed"),
+                Action(
+                    kind=ActionKind.NOOP,
+                    cause=Cause.CURRENT,
+                    target="a",
+                    reason="failed",
+                    outcome="failed",
+                ),
+                Action(
+                    kind=ActionKind.BLOCKED,
+                    cause=Cause.UPSTREAM_FAILED,
+                    target="b",
+                    reason="upstream a failed",
+                ),
             ),
             "No changes to the cluster; 1 run failed with no retries left, 1 run blocked.",
         ),
@@ -231,6 +289,7 @@ def test_markdown_escapes_pipes_newlines_and_backticks_in_cells() -> None:
     plan = plan_of(
         Action(
             kind=ActionKind.REPLACE,
+            cause=Cause.SPEC_CHANGED,
             target="train",
             reason="spec changed | see\nlog",
             changes=(change,),

@@ -101,6 +101,56 @@ SUBMITTING = frozenset(
     {ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE, ActionKind.MAY_RERUN}
 )
 
+
+class Cause(StrEnum):
+    """Why the planner chose an action, as a value: what behaviour and tests key on,
+    while the action's ``reason`` says it in words for a person (and may be reworded).
+    Like kopf's cause detection, one word per case the planner tells apart."""
+
+    # a run submitted (submit, replace, retry, may rerun)
+    NEVER_RUN = "never_run"  # no job of any spec yet
+    SPEC_CHANGED = "spec_changed"  # its spec (fields, script, environment) changed
+    CODE_CHANGED = "code_changed"  # a committed file of its code changed since its job
+    INPUTS_CHANGED = "inputs_changed"  # an input's version changed since its job read it
+    OUTPUT_MISSING = "output_missing"  # it succeeded, but a declared output is gone
+    JOB_LOST = "job_lost"  # its job is gone: Slurm shows that id as another job
+    RETRY = "retry"  # its last attempt failed and retries are left
+    CANCELLED_BY_RECON = "cancelled_by_recon"  # its last job ended by recon's cancel
+    REPLACE_REQUESTED = "replace_requested"  # `--replace`
+    UPSTREAM_RERUN = "upstream_rerun"  # current, but an upstream in flight may change it
+    # a run left as it is
+    CURRENT = "current"
+    IN_PROGRESS = "in_progress"  # a job of its current spec (or allocation) queued/running
+    NOT_SEEN_YET = "not_seen_yet"  # a journalled job not listed yet, within its grace
+    STEP_NOT_LISTED = "step_not_listed"  # a step started in an allocation, not listed yet
+    OBSERVATION_INCOMPLETE = "observation_incomplete"  # not acted on a partial picture
+    ARRAY_UNREAD = "array_unread"  # a job array of its sweep no member map tells apart
+    UPDATE_DEFERRED = "update_deferred"  # an older spec's job runs on (update: defer)
+    RETRIES_EXHAUSTED = "retries_exhausted"  # failed with no retries left
+    WAITING_UPSTREAM = "waiting_upstream"  # an upstream must finish (or be decided) first
+    WAITING_ALLOCATION = "waiting_allocation"  # its allocation's job, time or room
+    # a run blocked
+    UPSTREAM_FAILED = "upstream_failed"  # an upstream failed or is blocked
+    PARTNER_FAILED = "partner_failed"  # a coupled partner ended badly (also a teardown's)
+    DOES_NOT_FIT = "does_not_fit"  # no partition of the cluster, or its allocation, holds it
+    # jobs found or cancelled
+    ADOPT = "adopt"  # a tagged job of the project's the journal does not know
+    COMPONENT_FAILED = "component_failed"  # a het job's component failed: torn down
+    PRUNE = "prune"  # its run or allocation left the repo
+    ORPHAN = "orphan"  # a tagged allocation no spec declares and the journal does not know
+    # allocations
+    NONE_HELD = "none_held"  # no job of the allocation is held
+    RENEW = "renew"  # its job runs out of time (or has too little for a run)
+    SETUP = "setup"  # its job is up and its setup commands are to start
+    SETUP_RETRY = "setup_retry"  # its setup failed and tries are left
+    SETUP_FAILED = "setup_failed"  # its setup failed in every try allowed
+    UNSUPPORTED = "unsupported"  # this backend or cluster cannot hold it
+    READY = "ready"  # a job of it is up and reused
+    ON_DEMAND = "on_demand"  # idle_release: allocated only once a run needs it
+    IDLE = "idle"  # no step has run in its job for idle_release
+    SUPERSEDED = "superseded"  # a newer job of it took the old one's place
+
+
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -137,6 +187,7 @@ class Action(BaseModel):
     kind: ActionKind
     target: str = Field(description="the run or allocation acted on")
     target_kind: Literal["run", "alloc"] = "run"
+    cause: Cause = Field(description="why, as a value (``reason`` says it in words)")
     reason: str
     spec_hash: str | None = Field(
         None, description="the spec version to submit, or of the job adopted"

@@ -46,7 +46,7 @@ from datetime import datetime, timedelta
 
 from reconciler.desired import graph
 from reconciler.desired.desired import Desired, DesiredAllocation
-from reconciler.engine.plan.actions import Action, ActionKind, Plan, SweepShape
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan, SweepShape
 from reconciler.engine.plan.allocations.gpus import gpu_share
 from reconciler.engine.plan.allocations.placement import on_demand, renewals
 from reconciler.engine.plan.allocations.state import idle_releases, plan_allocations
@@ -253,6 +253,7 @@ def _adoptions(inputs: PlanInputs) -> list[Action]:
             kind=ActionKind.ADOPT,
             target=job.tag.name,
             target_kind=job.tag.kind,
+            cause=Cause.ADOPT,
             reason=f"tagged job {job.job_id} ({job.health.value}) is not in the journal",
             spec_hash=job.tag.spec_hash,
             job_ids=(job.job_id,),

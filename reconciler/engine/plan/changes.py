@@ -5,23 +5,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reconciler.desired.desired import DesiredRun, changed_fields, flat_fields
-from reconciler.engine.plan.actions import FieldChange
+from reconciler.engine.plan.actions import Cause, FieldChange
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
 
 
-def why_submit(history: Sequence[SubmissionRecord], run: DesiredRun) -> str:
-    """A run with no job of its current spec: never run, or its spec changed."""
+def why_submit(history: Sequence[SubmissionRecord], run: DesiredRun) -> tuple[Cause, str]:
+    """A run with no job of its current spec: never run, or its spec changed (and that
+    in words)."""
     earlier = [
         r
         for r in history
         if r.spec_hash != run.spec_hash and r.status is not SubmissionStatus.REFUSED
     ]
     if not earlier:
-        return "not yet run"
+        return Cause.NEVER_RUN, "not yet run"
     last = earlier[-1]
     if not last.spec_fields:
-        return f"spec changed ({last.spec_hash[:8]} -> {run.spec_hash[:8]})"
-    return "spec changed"  # the fields that changed travel with the action
+        return Cause.SPEC_CHANGED, f"spec changed ({last.spec_hash[:8]} -> {run.spec_hash[:8]})"
+    return Cause.SPEC_CHANGED, "spec changed"  # the fields that changed travel with the action
 
 
 def field_changes(history: Sequence[SubmissionRecord], run: DesiredRun) -> tuple[FieldChange, ...]:

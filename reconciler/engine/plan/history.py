@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.plan.actions import RunOutcome, SkipCheck
+from reconciler.engine.plan.actions import Cause, RunOutcome, SkipCheck
 from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, ENDINGS, Health, ending
@@ -56,17 +55,12 @@ def last_success(
     return Success(newest, candidates[newest])
 
 
-class StaleKind(StrEnum):
-    """What made a run's last success no longer current."""
-
-    OUTPUT = "output missing"
-    CODE = "code changed"
-    INPUT = "input changed"
-
-
 @dataclass(frozen=True)
 class Stale:
-    kind: StaleKind
+    """What made a run's last success no longer current: an output missing, its code or
+    an input changed (``cause``), and that in words."""
+
+    cause: Cause
     reason: str
 
 
@@ -78,10 +72,10 @@ def staleness(
     current. `decided`: the runs decided so far, its upstreams among them."""
     for name in run.outputs:
         if inputs.files.outputs.get((run.name, name), "present") is None:
-            return Stale(StaleKind.OUTPUT, f"output {name} is missing")
+            return Stale(Cause.OUTPUT_MISSING, f"output {name} is missing")
     changed = code_changes(inputs, run, success.record)
     if changed:
-        return Stale(StaleKind.CODE, _changed_code(changed, f"since job {success.job_id} ran"))
+        return Stale(Cause.CODE_CHANGED, _changed_code(changed, f"since job {success.job_id} ran"))
     used = success.record.input_versions if success.record is not None else {}
     for name, spec_input in run.inputs.items():
         before = used.get(name)
@@ -89,7 +83,7 @@ def staleness(
         if before is not None and now is not None and now != before:
             source = spec_input.from_ or spec_input.path
             return Stale(
-                StaleKind.INPUT,
+                Cause.INPUTS_CHANGED,
                 f"input {name} ({source}) changed since job {success.job_id} read it",
             )
     return None
@@ -215,24 +209,16 @@ def skip_check(
     return SkipCheck(job_id=success.job_id, inputs=read), None
 
 
-class NoAttempt(StrEnum):
-    """Why a failed job of the current spec is no attempt at the run as it is now."""
-
-    CODE = "code changed"
-    INPUT = "input changed"
-    CANCELLED_BY_RECON = "cancelled by recon"
-
-
 @dataclass(frozen=True)
 class Attempts:
     """The failed attempts at the current spec since its last success, as (job id, how it
     ended), oldest first; and, when the newest failed job of the spec is not one (its
-    cause has changed since, or recon cancelled it), why not (`again`, in words, and
-    `why_not`)."""
+    code or inputs changed since, or recon cancelled it), why not (`why_not`: code
+    changed, inputs changed or cancelled by recon; `again`: that in words)."""
 
     counted: list[tuple[str, str]]
     again: str | None = None
-    why_not: NoAttempt | None = None
+    why_not: Cause | None = None
 
 
 def failed_attempts(
@@ -252,7 +238,7 @@ def failed_attempts(
     ending it was recon's doing (a job that failed on its own first stays a failure).
     """
     attempts: dict[str, str] = {}
-    not_attempts: dict[str, tuple[NoAttempt, str]] = {}  # job id -> why it is no attempt
+    not_attempts: dict[str, tuple[Cause, str]] = {}  # job id -> why it is no attempt
     for record in inputs.history(run.name):
         if (
             record.spec_hash != run.spec_hash
@@ -300,7 +286,7 @@ def failed_attempts(
 
 def _no_attempt(
     inputs: PlanInputs, run: DesiredRun, record: SubmissionRecord, decided: Mapping[str, Decision]
-) -> tuple[NoAttempt, str] | None:
+) -> tuple[Cause, str] | None:
     """Why a failed job of the current spec is no attempt at what the run is now; None
     when it is one."""
     assert record.job_id is not None
@@ -308,18 +294,18 @@ def _no_attempt(
         return _recon_cancelled(record.job_id)
     changed = code_changes(inputs, run, record)
     if changed:
-        return NoAttempt.CODE, _changed_code(changed, f"since job {record.job_id} failed with")
+        return Cause.CODE_CHANGED, _changed_code(changed, f"since job {record.job_id} failed with")
     for name, spec_input in run.inputs.items():
         if _input_changed(inputs, run, record, name, decided):
             source = spec_input.from_ or spec_input.path
             why = f"input {name} ({source}) changed since job {record.job_id} failed"
-            return NoAttempt.INPUT, why
+            return Cause.INPUTS_CHANGED, why
     return None
 
 
-def _recon_cancelled(job_id: str) -> tuple[NoAttempt, str]:
+def _recon_cancelled(job_id: str) -> tuple[Cause, str]:
     why = f"job {job_id} was cancelled by recon, which is no attempt of the run's"
-    return NoAttempt.CANCELLED_BY_RECON, why
+    return Cause.CANCELLED_BY_RECON, why
 
 
 def partner_failed(

@@ -18,7 +18,14 @@ from collections.abc import Sequence
 
 from reconciler.desired.matrix import sweep_of
 from reconciler.desired.models import prune_allowance
-from reconciler.engine.plan.actions import Action, ActionKind, PruneCause, PruneGuard, SyncStatus
+from reconciler.engine.plan.actions import (
+    Action,
+    ActionKind,
+    Cause,
+    PruneCause,
+    PruneGuard,
+    SyncStatus,
+)
 from reconciler.engine.plan.inputs import PlanInputs, is_live
 from reconciler.scheduler.base import Observation
 from reconciler.words import plural
@@ -33,6 +40,7 @@ def prunes(inputs: PlanInputs) -> list[Action]:
         Action(
             kind=ActionKind.CANCEL,
             target=job.tag.name,
+            cause=Cause.PRUNE,
             reason=f"{_what_left(inputs, job.tag.name)}; its job {job.job_id} is "
             f"{job.health.value}",
             spec_hash=job.tag.spec_hash,

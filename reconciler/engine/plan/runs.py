@@ -33,11 +33,10 @@ from dataclasses import dataclass, field, replace
 
 from reconciler.desired.desired import DesiredRun
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.plan.actions import FAILED_FIXES, Action, ActionKind, RunOutcome
+from reconciler.engine.plan.actions import FAILED_FIXES, Action, ActionKind, Cause, RunOutcome
 from reconciler.engine.plan.allocations.gpus import InUse
 from reconciler.engine.plan.changes import why_submit
 from reconciler.engine.plan.history import (
-    NoAttempt,
     Stale,
     Success,
     failed_attempts,
@@ -78,15 +77,25 @@ class RunFacts:
     def history(self) -> Sequence[SubmissionRecord]:
         return self.inputs.history(self.run.name)
 
-    def stays(self, outcome: RunOutcome, reason: str, *, live_job: str | None = None) -> Decision:
-        """Nothing to submit: the run stays as it is, for `reason`."""
+    def stays(
+        self, outcome: RunOutcome, cause: Cause, reason: str, *, live_job: str | None = None
+    ) -> Decision:
+        """Nothing to submit: the run stays as it is, for `cause` (`reason` in words)."""
         action = Action(
-            kind=ActionKind.NOOP, target=self.run.name, reason=reason, spec_hash=self.run.spec_hash
+            kind=ActionKind.NOOP,
+            target=self.run.name,
+            cause=cause,
+            reason=reason,
+            spec_hash=self.run.spec_hash,
         )
         return Decision(action, outcome, live_job=live_job)
 
-    def submit(self, kind: ActionKind, reason: str, cancels: tuple[str, ...] = ()) -> Decision:
-        return submit(self.inputs, self.run, self.decided, kind, reason, cancels, self.in_use)
+    def submit(
+        self, kind: ActionKind, cause: Cause, reason: str, cancels: tuple[str, ...] = ()
+    ) -> Decision:
+        return submit(
+            self.inputs, self.run, self.decided, kind, cause, reason, cancels, self.in_use
+        )
 
 
 def facts_of(
@@ -128,6 +137,7 @@ def blocked_upstream(facts: RunFacts) -> Decision | None:
             action = Action(
                 kind=ActionKind.BLOCKED,
                 target=facts.run.name,
+                cause=Cause.UPSTREAM_FAILED,
                 reason=f"upstream {upstream} {word}",
                 spec_hash=facts.run.spec_hash,
             )
@@ -144,7 +154,7 @@ def array_unread(facts: RunFacts) -> Decision | None:
     if not unread:
         return None
     why = f"job array {unread[-1].job_id} of {sweep} cannot be told apart: not submitting"
-    return facts.stays(RunOutcome.WAITING, why)
+    return facts.stays(RunOutcome.WAITING, Cause.ARRAY_UNREAD, why)
 
 
 def replace_on_request(facts: RunFacts) -> Decision | None:
@@ -156,10 +166,12 @@ def replace_on_request(facts: RunFacts) -> Decision | None:
         return None
     if not facts.inputs.observation.complete or unseen(facts.inputs, facts.run) is not None:
         why = "not replaced as asked: the cluster was not fully seen; try again"
-        return facts.stays(RunOutcome.WAITING, why)
+        return facts.stays(RunOutcome.WAITING, Cause.OBSERVATION_INCOMPLETE, why)
     live = tuple(job.job_id for job in facts.jobs if is_live(job))
     kind = ActionKind.REPLACE if live else ActionKind.SUBMIT
-    return facts.submit(kind, "replaced as asked (--replace)", cancels=live)
+    return facts.submit(
+        kind, Cause.REPLACE_REQUESTED, "replaced as asked (--replace)", cancels=live
+    )
 
 
 def in_progress(facts: RunFacts) -> Decision | None:
@@ -169,6 +181,7 @@ def in_progress(facts: RunFacts) -> Decision | None:
     job = live_current[-1]
     return facts.stays(
         RunOutcome.INFLIGHT,
+        Cause.IN_PROGRESS,
         f"in progress: job {job.job_id} {job.in_words or job.health.value}",
         live_job=job.job_id,
     )
@@ -187,18 +200,22 @@ def outdated_still_live(facts: RunFacts) -> Decision | None:
     if not facts.inputs.observation.complete:
         return facts.stays(
             RunOutcome.WAITING,
+            Cause.OBSERVATION_INCOMPLETE,
             f"outdated (job {job.job_id} {job.health.value}), but the observation is "
             "incomplete: not replacing",
         )
     if job.health is Health.PENDING or run.spec.update == "replace":
         why = "pending" if job.health is Health.PENDING else "running, update: replace"
+        cause, reason = why_submit(facts.history, run)
         return facts.submit(
             ActionKind.REPLACE,
-            f"{why_submit(facts.history, run)} (job {job.job_id} {why})",
+            cause,
+            f"{reason} (job {job.job_id} {why})",
             cancels=(job.job_id,),
         )
     return facts.stays(
         RunOutcome.WAITING,
+        Cause.UPDATE_DEFERRED,
         f"outdated; job {job.job_id} is running and update: defer lets it finish, "
         "then the new spec runs",
     )
@@ -212,25 +229,32 @@ def failed_before(facts: RunFacts) -> Decision | None:
         # Its last failure is no attempt at the run as it is now: tried again (a stale
         # success says why itself), except beside a coupled partner that stays down.
         partner = partner_failed(facts.inputs, run, facts.decided)
-        if found.why_not is NoAttempt.CANCELLED_BY_RECON and partner is not None:
+        if found.why_not is Cause.CANCELLED_BY_RECON and partner is not None:
             action = Action(
                 kind=ActionKind.BLOCKED,
                 target=run.name,
+                cause=Cause.PARTNER_FAILED,
                 reason=f"{partner}; {found.again}",
                 spec_hash=run.spec_hash,
             )
             return Decision(action, RunOutcome.BLOCKED)
-        return facts.submit(ActionKind.SUBMIT, facts.stale.reason if facts.stale else found.again)
+        if facts.stale is not None:
+            return facts.submit(ActionKind.SUBMIT, facts.stale.cause, facts.stale.reason)
+        assert found.why_not is not None  # set with `again`
+        return facts.submit(ActionKind.SUBMIT, found.why_not, found.again)
     if not attempts:
         return None
     job_id, how = attempts[-1]
     allowed = run.spec.retries + 1
     if len(attempts) < allowed:
         return facts.submit(
-            ActionKind.RETRY, f"attempt {len(attempts) + 1} of {allowed}: job {job_id} {how}"
+            ActionKind.RETRY,
+            Cause.RETRY,
+            f"attempt {len(attempts) + 1} of {allowed}: job {job_id} {how}",
         )
     return facts.stays(
         RunOutcome.FAILED,
+        Cause.RETRIES_EXHAUSTED,
         f"failed: job {job_id} {how}; no retries left (retries: {run.spec.retries}). "
         f"{FAILED_FIXES.format(name=run.name)}",
     )
@@ -240,13 +264,15 @@ def succeeded(facts: RunFacts) -> Decision | None:
     if facts.success is None:
         return None
     if facts.stale is not None:
-        return facts.submit(ActionKind.SUBMIT, facts.stale.reason)
+        return facts.submit(ActionKind.SUBMIT, facts.stale.cause, facts.stale.reason)
     changing = rerunning(facts.run, facts.success, facts.decided)
     if changing:
         # A job of it that may already be queued, not shown yet: never a second one.
         held_back = not_seen_yet(facts) or fate_not_seen(facts)
         return held_back or may_rerun(facts, facts.success, changing)
-    return facts.stays(RunOutcome.DONE, f"current (job {facts.success.job_id} succeeded)")
+    return facts.stays(
+        RunOutcome.DONE, Cause.CURRENT, f"current (job {facts.success.job_id} succeeded)"
+    )
 
 
 def may_rerun(
@@ -258,12 +284,14 @@ def may_rerun(
     out as its last success read them; without one it runs in full."""
     upstreams = sorted({sweep_of(name) or name for names in changing.values() for name in names})
     their = "its output changes" if len(upstreams) == 1 else "their outputs change"
-    made = facts.submit(ActionKind.MAY_RERUN, f"after {', '.join(upstreams)} (if {their})")
+    made = facts.submit(
+        ActionKind.MAY_RERUN, Cause.UPSTREAM_RERUN, f"after {', '.join(upstreams)} (if {their})"
+    )
     if made.outcome is RunOutcome.BLOCKED:
         # It fits nowhere now, but is current: judged again once its upstreams are done,
         # as a current run that takes no scheduler resources.
         why = f"current (job {success.job_id} succeeded); cannot rerun here: {made.action.reason}"
-        return facts.stays(RunOutcome.DONE, why)
+        return facts.stays(RunOutcome.DONE, Cause.CURRENT, why)
     if made.action.kind is not ActionKind.MAY_RERUN:
         return made  # it waits (for an upstream step, or its allocation)
     check, why_not = skip_check(facts.inputs, facts.run, success, changing)
@@ -278,6 +306,7 @@ def not_seen_yet(facts: RunFacts) -> Decision | None:
         return None
     waiting = facts.stays(
         RunOutcome.WAITING,
+        Cause.NOT_SEEN_YET,
         f"job {job} was submitted but the scheduler does not show it yet; not resubmitting",
     )
     action = waiting.action.model_copy(update={"unseen_job": job})
@@ -288,7 +317,8 @@ def step_not_listed_yet(facts: RunFacts) -> Decision | None:
     why = unlisted_step(facts.inputs, facts.run)
     if why is None:
         return None
-    return replace(facts.stays(RunOutcome.WAITING, why), uses=facts.run.allocation)
+    waits = facts.stays(RunOutcome.WAITING, Cause.STEP_NOT_LISTED, why)
+    return replace(waits, uses=facts.run.allocation)
 
 
 def fate_not_seen(facts: RunFacts) -> Decision | None:
@@ -297,6 +327,7 @@ def fate_not_seen(facts: RunFacts) -> Decision | None:
         return None
     return facts.stays(
         RunOutcome.WAITING,
+        Cause.OBSERVATION_INCOMPLETE,
         "state of its last job unknown (observation incomplete); not resubmitting",
     )
 
@@ -304,10 +335,11 @@ def fate_not_seen(facts: RunFacts) -> Decision | None:
 def _submit_anew(facts: RunFacts) -> Decision:
     """No row decided: the run has no job of its current spec to wait for."""
     lost = lost_jobs(facts.inputs, facts.run)
-    why = why_submit(facts.history, facts.run)
+    cause, why = why_submit(facts.history, facts.run)
     if lost:
+        cause = Cause.JOB_LOST
         why += f"; {lost[-1][0]} was lost: Slurm now shows that id as {lost[-1][1]}"
-    return facts.submit(ActionKind.SUBMIT, why)
+    return facts.submit(ActionKind.SUBMIT, cause, why)
 
 
 Row = Callable[[RunFacts], Decision | None]

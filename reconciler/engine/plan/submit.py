@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.plan.actions import Action, ActionKind, RunOutcome
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, RunOutcome
 from reconciler.engine.plan.allocations.gpus import InUse
 from reconciler.engine.plan.allocations.placement import place
 from reconciler.engine.plan.changes import field_changes
@@ -25,11 +25,13 @@ def submit(
     run: DesiredRun,
     decided: Mapping[str, Decision],
     kind: ActionKind,
+    cause: Cause,
     reason: str,
     cancels: tuple[str, ...] = (),
     in_use: Mapping[str, InUse] | None = None,
 ) -> Decision:
-    """Submit now; upstreams still in flight are waited for through Slurm's afterok.
+    """Submit now, for `cause` (`reason` in words); upstreams still in flight are waited
+    for through Slurm's afterok.
 
     Not if no partition of the cluster can hold it: refused here, before anything is
     submitted, with the reason (only runs about to be submitted are checked: a current
@@ -47,6 +49,7 @@ def submit(
             run,
             RunOutcome.WAITING,
             ActionKind.NOOP,
+            Cause.OBSERVATION_INCOMPLETE,
             f"job {held[-1]} is held in the queue (special exit); not cancelling it "
             "to run again while the observation is incomplete",
         )
@@ -65,12 +68,13 @@ def submit(
         unfit = inputs.fit.why_not(run.resources) if inputs.fit is not None else None
         unfit = None if unfit is None else f"does not fit the cluster: {unfit}"
     if unfit is not None:
-        return _stays(run, RunOutcome.BLOCKED, ActionKind.BLOCKED, unfit)
+        return _stays(run, RunOutcome.BLOCKED, ActionKind.BLOCKED, Cause.DOES_NOT_FIT, unfit)
     upstreams = sorted(set(inputs.desired.upstreams[run.name]))
     outcomes = {up: decided[up].outcome for up in upstreams if up in decided}
     pending_upstreams = [up for up in upstreams if outcomes.get(up) is RunOutcome.INFLIGHT]
     waiting = [up for up in upstreams if outcomes.get(up) is RunOutcome.WAITING]
     why = f"waiting for upstream {', '.join(waiting)}"
+    wait = Cause.WAITING_UPSTREAM
     steps = [up for up in pending_upstreams if inputs.desired.runs[up].allocation]
     renewal = None
     demand = None
@@ -86,9 +90,9 @@ def submit(
             assert needs is not None  # only a time limit makes a run wait for renewal
             renewal = (allocation, needs)
         demand = allocation if placed.allocate else None
-        waiting, why = [allocation or ""], placed.wait
+        waiting, why, wait = [allocation or ""], placed.wait, Cause.WAITING_ALLOCATION
     if waiting:
-        stays = _stays(run, RunOutcome.WAITING, ActionKind.NOOP, why)
+        stays = _stays(run, RunOutcome.WAITING, ActionKind.NOOP, wait, why)
         return Decision(stays.action, stays.outcome, renewal=renewal, demand=demand)
     live_jobs = {up: decided[up].live_job for up in pending_upstreams}
     after_jobs = whole_arrays(inputs, [job for job in live_jobs.values() if job is not None])
@@ -99,6 +103,7 @@ def submit(
     action = Action(
         kind=kind,
         target=run.name,
+        cause=cause,
         reason=reason,
         spec_hash=run.spec_hash,
         job_ids=cancels,
@@ -131,8 +136,10 @@ def whole_arrays(inputs: PlanInputs, jobs: list[str]) -> tuple[str, ...]:
     return (*kept, *sorted(whole, key=int))
 
 
-def _stays(run: DesiredRun, outcome: RunOutcome, kind: ActionKind, reason: str) -> Decision:
-    action = Action(kind=kind, target=run.name, reason=reason, spec_hash=run.spec_hash)
+def _stays(
+    run: DesiredRun, outcome: RunOutcome, kind: ActionKind, cause: Cause, reason: str
+) -> Decision:
+    action = Action(kind=kind, target=run.name, cause=cause, reason=reason, spec_hash=run.spec_hash)
     return Decision(action, outcome)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reconciler.engine.plan.actions import SyncStatus
-from reconciler.engine.plan.history import Stale, StaleKind, Success
+from reconciler.engine.plan.actions import Cause, SyncStatus
+from reconciler.engine.plan.history import Stale, Success
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord
@@ -24,7 +24,7 @@ def sync_status(
     if success is not None:
         if stale is None:
             return SyncStatus.CURRENT
-        return SyncStatus.MISSING if stale.kind is StaleKind.OUTPUT else SyncStatus.OUTDATED
+        return SyncStatus.MISSING if stale.cause is Cause.OUTPUT_MISSING else SyncStatus.OUTDATED
     judged = {r.job_id for r in history if r.final_health is not None}
     succeeded_before = any(r.final_health is Health.SUCCEEDED for r in history) or any(
         job.health is Health.SUCCEEDED and job.job_id not in judged for job in jobs

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.plan.actions import Action, ActionKind
+from reconciler.engine.plan.actions import Action, ActionKind, Cause
 from reconciler.engine.plan.inputs import PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, ending
@@ -27,12 +27,15 @@ def teardowns(inputs: PlanInputs, chosen: Sequence[str]) -> list[Action]:
             if job.finished:
                 continue
             why = _broken_component(job) if _coupled_het(run) else None
-            why = why or _partner_down(inputs, run, job)
+            cause = Cause.COMPONENT_FAILED
+            if why is None:
+                why, cause = _partner_down(inputs, run, job), Cause.PARTNER_FAILED
             if why is not None:
                 actions.append(
                     Action(
                         kind=ActionKind.TEARDOWN,
                         target=name,
+                        cause=cause,
                         reason=why,
                         spec_hash=job.tag.spec_hash,
                         job_ids=(job.job_id,),

@@ -16,7 +16,7 @@ from datetime import timedelta
 from reconciler.desired.desired import DesiredAllocation
 from reconciler.desired.models import NodeShape, RunResources
 from reconciler.desired.resources import span
-from reconciler.engine.plan.actions import Action, ActionKind
+from reconciler.engine.plan.actions import Action, ActionKind, Cause
 from reconciler.engine.plan.allocations.gpus import InUse, short_of
 from reconciler.engine.plan.allocations.state import AllocationState
 
@@ -133,6 +133,7 @@ def renewals(
                 kind=ActionKind.REPLACE,
                 target=name,
                 target_kind="alloc",
+                cause=Cause.RENEW,
                 reason=f"allocation renewed early: run {run} needs {span(longest)}, job "
                 f"{state.ready.job_id} has {span(left) if left else 'too little'} left",
                 spec_hash=allocations[name].spec_hash,
@@ -159,6 +160,7 @@ def on_demand(
                 kind=kind,
                 target=name,
                 target_kind="alloc",
+                cause=Cause.ON_DEMAND,
                 reason=f"{why}; run {runs[0]} needs it",
                 spec_hash=allocations[name].spec_hash,
             )

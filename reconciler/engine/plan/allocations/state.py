@@ -26,7 +26,7 @@ from datetime import timedelta
 from reconciler.desired.desired import DesiredAllocation
 from reconciler.desired.models import NodeShape, RunResources
 from reconciler.desired.resources import span
-from reconciler.engine.plan.actions import Action, ActionKind
+from reconciler.engine.plan.actions import Action, ActionKind, Cause
 from reconciler.engine.plan.allocations import judging
 from reconciler.engine.plan.allocations.gpus import InUse, in_use
 from reconciler.engine.plan.allocations.judging import Stage
@@ -94,14 +94,16 @@ def _decide(
     ]
     keep = {job.job_id for job in (chosen, coming[-1] if coming else None) if job is not None}
     retired = [
-        _release(inputs, job, _why_retired(job, allocation, stages, chosen, coming))
+        _release(inputs, job, *_why_retired(job, allocation, stages, chosen, coming))
         for job in live
         if job.job_id not in keep
     ]
     failed = judging.setup_failures(inputs, allocation, mine)
-    refusal = _refusal(inputs, allocation) or judging.setup_failure(allocation, failed)
+    refusal = _refusal(inputs, allocation)
+    cause = Cause.UNSUPPORTED if refusal is not None else Cause.SETUP_FAILED
+    refusal = refusal or judging.setup_failure(allocation, failed)
     if refusal is not None:
-        action = _action(ActionKind.BLOCKED, allocation, refusal)
+        action = _action(ActionKind.BLOCKED, allocation, cause, refusal)
         blocked = AllocationState(name=allocation.name, time_limit=limit, blocked=refusal)
         return [action, *retired], blocked
     main: list[Action] = []
@@ -122,6 +124,7 @@ def _decide(
             _action(
                 ActionKind.REUSE,
                 allocation,
+                Cause.READY,
                 f"allocation job {chosen.job_id} on {judging.nodes(chosen)}{shown} (reused "
                 f"while more than {span(timedelta(seconds=spec.min_remaining.seconds))} is "
                 "left)",
@@ -134,29 +137,31 @@ def _decide(
             commands = plural(len(spec.setup), "command")
             why = f"setup starts in allocation job {job.job_id} ({commands})"
             why += judging.tries_left(allocation, failed)
-            main.append(_action(ActionKind.SETUP, allocation, why, (job.job_id,)))
+            main.append(_action(ActionKind.SETUP, allocation, Cause.SETUP, why, (job.job_id,)))
         else:
             why = _coming_reason(job, stage)
             if chosen is None:
-                main.append(_action(ActionKind.NOOP, allocation, why))
+                main.append(_action(ActionKind.NOOP, allocation, Cause.IN_PROGRESS, why))
         state = _waiting(state, why)
     elif chosen is None:
         unseen = _unseen(inputs, allocation, mine)
         if unseen is not None:
             why = f"allocation job {unseen} was made but Slurm does not list it yet"
-            main.append(_action(ActionKind.NOOP, allocation, why))
+            main.append(_action(ActionKind.NOOP, allocation, Cause.NOT_SEEN_YET, why))
             state = _waiting(state, why)
         elif spec.idle_release is not None:
             # Held only while used: a job is made once a run needs it (``on_demand``).
-            kind, why = _allocate(live, stages)
+            kind, _, why = _allocate(live, stages)
             why += judging.tries_left(allocation, failed)
             release = span(timedelta(seconds=spec.idle_release.seconds))
             held = f"allocated when a run needs it (idle_release: {release})"
-            main.append(_action(ActionKind.NOOP, allocation, f"no job ready; {held}"))
+            ready_later = f"no job ready; {held}"
+            main.append(_action(ActionKind.NOOP, allocation, Cause.ON_DEMAND, ready_later))
             state = replace(_waiting(state, held), on_demand=(kind, why))
         else:
-            kind, why = _allocate(live, stages)
-            main.append(_action(kind, allocation, why + judging.tries_left(allocation, failed)))
+            kind, cause, why = _allocate(live, stages)
+            why += judging.tries_left(allocation, failed)
+            main.append(_action(kind, allocation, cause, why))
             state = _waiting(state, "being allocated in this apply")
     # Allocate (or set up) before releasing: the new job exists before the old one goes.
     return [*main, *retired], state
@@ -202,19 +207,20 @@ def _why_retired(
     stages: Mapping[str, Stage],
     chosen: ObservedJob | None,
     coming: Sequence[ObservedJob],
-) -> str:
+) -> tuple[Cause, str]:
     if job.tag.spec_hash != allocation.spec_hash:
-        return "allocation spec changed"
+        return Cause.SPEC_CHANGED, "allocation spec changed"
     stage = stages[job.job_id]
     if stage is Stage.EXPIRING:
-        return f"expiring ({span(judging.time_left(job))} left)"
+        return Cause.RENEW, f"expiring ({span(judging.time_left(job))} left)"
     if stage is Stage.BROKEN:
-        return "its setup failed"
+        return Cause.SETUP_FAILED, "its setup failed"
     newer = coming[-1] if coming else chosen
-    return f"superseded by job {newer.job_id}" if newer is not None else "superseded"
+    why = f"superseded by job {newer.job_id}" if newer is not None else "superseded"
+    return Cause.SUPERSEDED, why
 
 
-def _release(inputs: PlanInputs, job: ObservedJob, why: str) -> Action:
+def _release(inputs: PlanInputs, job: ObservedJob, cause: Cause, why: str) -> Action:
     """Release the job, or say which steps it waits for: those sacct shows running, and
     those recon started in it whose end neither sacct nor the journal has seen yet
     (accounting can lag behind a running step)."""
@@ -223,6 +229,7 @@ def _release(inputs: PlanInputs, job: ObservedJob, why: str) -> Action:
             kind=ActionKind.NOOP,
             target=job.tag.name,
             target_kind="alloc",
+            cause=cause,
             reason=f"old allocation {job.job_id} ({why}) is released once the cluster "
             "can be fully observed",
             spec_hash=job.tag.spec_hash,
@@ -235,6 +242,7 @@ def _release(inputs: PlanInputs, job: ObservedJob, why: str) -> Action:
             kind=ActionKind.NOOP,
             target=job.tag.name,
             target_kind="alloc",
+            cause=cause,
             reason=f"old allocation {job.job_id} ({why}) released once {word} {named} "
             f"{'ends' if len(steps) == 1 else 'end'}",
             spec_hash=job.tag.spec_hash,
@@ -243,6 +251,7 @@ def _release(inputs: PlanInputs, job: ObservedJob, why: str) -> Action:
         kind=ActionKind.CANCEL,
         target=job.tag.name,
         target_kind="alloc",
+        cause=cause,
         reason=f"release allocation job {job.job_id}: {why}, no step runs in it",
         spec_hash=job.tag.spec_hash,
         job_ids=(job.job_id,),
@@ -267,27 +276,36 @@ def _unseen(
     return unseen_job(records, allocation.spec_hash, seen, inputs.now)
 
 
-def _allocate(live: Sequence[ObservedJob], stages: Mapping[str, Stage]) -> tuple[ActionKind, str]:
+def _allocate(
+    live: Sequence[ObservedJob], stages: Mapping[str, Stage]
+) -> tuple[ActionKind, Cause, str]:
     if not live:
-        return ActionKind.SUBMIT, "allocation: none held"
+        return ActionKind.SUBMIT, Cause.NONE_HELD, "allocation: none held"
     expiring = [job for job in live if stages.get(job.job_id) is Stage.EXPIRING]
     if expiring:
         job = expiring[-1]
-        return ActionKind.REPLACE, (
-            f"allocation renewed: job {job.job_id} has {span(judging.time_left(job))} left"
+        return (
+            ActionKind.REPLACE,
+            Cause.RENEW,
+            (f"allocation renewed: job {job.job_id} has {span(judging.time_left(job))} left"),
         )
     if any(stages.get(job.job_id) is Stage.BROKEN for job in live):
-        return ActionKind.REPLACE, "allocation: setup is tried again"
-    return ActionKind.REPLACE, "allocation spec changed"
+        return ActionKind.REPLACE, Cause.SETUP_RETRY, "allocation: setup is tried again"
+    return ActionKind.REPLACE, Cause.SPEC_CHANGED, "allocation spec changed"
 
 
 def _action(
-    kind: ActionKind, allocation: DesiredAllocation, reason: str, job_ids: tuple[str, ...] = ()
+    kind: ActionKind,
+    allocation: DesiredAllocation,
+    cause: Cause,
+    reason: str,
+    job_ids: tuple[str, ...] = (),
 ) -> Action:
     return Action(
         kind=kind,
         target=allocation.name,
         target_kind="alloc",
+        cause=cause,
         reason=reason,
         spec_hash=allocation.spec_hash,
         job_ids=job_ids,
@@ -314,12 +332,11 @@ def prunes(inputs: PlanInputs, declared: set[str]) -> list[Action]:
             continue
         if job.job_id in known and not prune:
             continue
-        why = (
-            "allocation left the repo"
-            if job.job_id in known
-            else "tagged allocation that no spec declares and the journal does not know"
-        )
-        actions.append(_release(inputs, job, why))
+        if job.job_id in known:
+            actions.append(_release(inputs, job, Cause.PRUNE, "allocation left the repo"))
+        else:
+            why = "tagged allocation that no spec declares and the journal does not know"
+            actions.append(_release(inputs, job, Cause.ORPHAN, why))
     return actions
 
 
@@ -343,6 +360,7 @@ def idle_releases(
             kind=ActionKind.CANCEL,
             target=name,
             target_kind="alloc",
+            cause=Cause.IDLE,
             reason=f"release allocation job {job}: idle {span(state.idle)} (idle_release: "
             f"{span(timedelta(seconds=limit.seconds))}), no step runs in it; allocated "
             "again when a run needs it",
