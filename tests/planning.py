@@ -24,7 +24,7 @@ from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.partitions import Gres, Node, Partition
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
-from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from reconciler.state.records import EndingKind, SubmissionRecord, SubmissionStatus
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 PROJECT = "p"
@@ -120,6 +120,7 @@ def record(
     reason: str | None = None,
     exit_code: int | None = None,
     created_at: datetime = NOW,
+    ending: EndingKind | None = None,
     commit: str | None = None,
     code_versions: dict[str, str] | None = None,
     input_versions: dict[str, str | None] | None = None,
@@ -137,6 +138,7 @@ def record(
         final_health=final,
         exit_code=exit_code,
         reason=reason,
+        ending=ending,
         spec_fields=fields,
         input_versions=input_versions or {},
         code_versions=code_versions or {},

@@ -207,6 +207,13 @@ def aggregate(healths: Iterable[Health]) -> Health:
     return next(health for health in _RANK if health in present)
 
 
+def waited_for_dependency(reason: str | None) -> bool:
+    """Slurm's reason names the job's dependency (``Dependency``, or
+    ``DependencyNeverSatisfied`` for one that can never be met): a job that ended with it
+    ended while it waited, and never ran."""
+    return reason is not None and reason.startswith("Dependency")
+
+
 def ending(health: Health | None, exit_code: int | None, words: str | None = None) -> str:
     """How a job or step ended, as plans and status say it: "failed (exit 3)", or in
     Slurm's terms when they say more ("timed out", "node failed")."""

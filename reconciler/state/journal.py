@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict
 from reconciler.errors import JournalError
 from reconciler.scheduler.states import ENDED, Health
 from reconciler.state.filesystem import JournalMode, state_filesystem
-from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
+from reconciler.state.records import EndingKind, SetupRecord, SubmissionRecord, SubmissionStatus
 
 JOURNAL_FILE = "journal.sqlite"
 
@@ -118,6 +118,28 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 4: the run's code each job was submitted with (committed file -> git blob id), so a
     # changed file reruns the run; '{}' on older records: their commit tells it.
     ("ALTER TABLE submissions ADD COLUMN code_versions TEXT NOT NULL DEFAULT '{}'",),
+    # 5: how a job ended beyond its health (``EndingKind``), a column of its own: until
+    # then it was told by the words its reason began with. Filled here, once, from the
+    # reasons earlier releases wrote; nothing reads those words afterwards.
+    (
+        "ALTER TABLE submissions ADD COLUMN ending TEXT",
+        """UPDATE submissions SET ending = CASE
+            WHEN reason GLOB 'completed without its declared outputs*' THEN 'no_outputs'
+            WHEN reason = 'timed out' OR reason GLOB 'timed out: *' THEN 'timeout'
+            WHEN reason = 'node failed' OR reason GLOB 'node failed: *' THEN 'node_fail'
+            WHEN reason = 'node failed to boot' OR reason GLOB 'node failed to boot: *'
+                THEN 'boot_fail'
+            WHEN reason = 'out of memory' OR reason GLOB 'out of memory: *'
+                THEN 'out_of_memory'
+            WHEN reason = 'preempted' OR reason GLOB 'preempted: *' THEN 'preempted'
+            WHEN reason = 'deadline passed' OR reason GLOB 'deadline passed: *'
+                THEN 'deadline'
+            WHEN reason = 'held in special exit' OR reason GLOB 'held in special exit: *'
+                THEN 'special_exit'
+            WHEN reason GLOB 'Dependency*' THEN 'dependency'
+        END
+        WHERE final_health IN ('failed', 'cancelled') AND reason IS NOT NULL""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -334,9 +356,17 @@ class Journal:
         return _rowid(cursor)
 
     def record_final(
-        self, job_id: str, health: Health, exit_code: int | None, reason: str | None, now: datetime
+        self,
+        job_id: str,
+        health: Health,
+        exit_code: int | None,
+        reason: str | None,
+        now: datetime,
+        *,
+        ending: EndingKind | None = None,
     ) -> bool:
-        """Record how a job ended; False (and nothing written) if the job id is unknown.
+        """Record how a job ended (``ending``: beyond its health, as settle judged it;
+        ``reason``: in words); False (and nothing written) if the job id is unknown.
 
         Applies to the newest record with that job id (ids recycle). The same outcome twice
         changes nothing; a different one replaces it, since a requeued job keeps its id and
@@ -346,21 +376,22 @@ class Journal:
             raise ValueError(f"{health} is not a final state; expected one of {FINAL_HEALTHS}")
         with self._transaction() as db:
             row = db.execute(
-                "SELECT id, final_health, exit_code, reason FROM submissions WHERE job_id = ?"
-                " ORDER BY id DESC LIMIT 1",
+                "SELECT id, final_health, exit_code, reason, ending FROM submissions"
+                " WHERE job_id = ? ORDER BY id DESC LIMIT 1",
                 (job_id,),
             ).fetchone()
             if row is None:
                 return False
-            if (row["final_health"], row["exit_code"], row["reason"]) != (
+            if (row["final_health"], row["exit_code"], row["reason"], row["ending"]) != (
                 health,
                 exit_code,
                 reason,
+                ending,
             ):
                 db.execute(
                     "UPDATE submissions SET final_health = ?, exit_code = ?, reason = ?,"
-                    " updated_at = ? WHERE id = ?",
-                    (health, exit_code, reason, _stamp(now), row["id"]),
+                    " ending = ?, updated_at = ? WHERE id = ?",
+                    (health, exit_code, reason, ending, _stamp(now), row["id"]),
                 )
         return True
 
@@ -701,7 +732,7 @@ def _submission(db: sqlite3.Connection, record_id: int) -> sqlite3.Row:
 
 
 def _record(row: sqlite3.Row) -> SubmissionRecord:
-    health = row["final_health"]
+    health, ending = row["final_health"], row["ending"]
     return SubmissionRecord(
         id=row["id"],
         project=row["project"],
@@ -714,6 +745,7 @@ def _record(row: sqlite3.Row) -> SubmissionRecord:
         final_health=None if health is None else Health(health),
         exit_code=row["exit_code"],
         reason=row["reason"],
+        ending=None if ending is None else EndingKind(ending),
         spec_fields=_mapping(row["spec_fields"]),
         input_versions=_mapping(row["input_versions"]),
         output_versions=_mapping(row["output_versions"]),

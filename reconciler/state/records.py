@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from reconciler.scheduler.states import Health
+from reconciler.scheduler.states import Health, SlurmState, in_words
 
 # A job (or setup step) recon journalled and the scheduler does not show yet is waited
 # for this long before it counts as lost: Slurm's two sources lag behind each other.
@@ -19,6 +19,49 @@ UNSEEN_GRACE = timedelta(minutes=10)
 
 # The reason recon records for a job Slurm calls COMPLETED that left outputs missing.
 NO_OUTPUTS = "completed without its declared outputs"
+
+
+class EndingKind(StrEnum):
+    """How a job ended beyond its health, as settle judged it (engine/apply/settle.py):
+    a field of its journal record, which the planner and status read, while the
+    record's reason says it in words for a person. None: its health says it all."""
+
+    # Slurm's states that say more than "failed" (``states.ENDINGS`` in words)
+    TIMEOUT = "timeout"
+    NODE_FAIL = "node_fail"
+    BOOT_FAIL = "boot_fail"
+    OUT_OF_MEMORY = "out_of_memory"
+    PREEMPTED = "preempted"
+    DEADLINE = "deadline"
+    SPECIAL_EXIT = "special_exit"
+    # COMPLETED without its declared outputs (or markers): failed, by recon's judgement
+    NO_OUTPUTS = "no_outputs"
+    # ended while it waited for its dependency (Slurm cancels a job whose dependency can
+    # never be met): it never ran, so it is no attempt of its own
+    DEPENDENCY = "dependency"
+
+    @property
+    def in_words(self) -> str | None:
+        """A Slurm ending as plans and status say it ("timed out"); None for recon's own."""
+        state = _SLURM_STATES.get(self)
+        return in_words(state) if state is not None else None
+
+    @classmethod
+    def of_state(cls, state: SlurmState) -> EndingKind | None:
+        """The ending a Slurm state says more of than its health; None for the others."""
+        return _OF_STATE.get(state)
+
+
+_SLURM_STATES: dict[EndingKind, SlurmState] = {
+    EndingKind.TIMEOUT: SlurmState.TIMEOUT,
+    EndingKind.NODE_FAIL: SlurmState.NODE_FAIL,
+    EndingKind.BOOT_FAIL: SlurmState.BOOT_FAIL,
+    EndingKind.OUT_OF_MEMORY: SlurmState.OUT_OF_MEMORY,
+    EndingKind.PREEMPTED: SlurmState.PREEMPTED,
+    EndingKind.DEADLINE: SlurmState.DEADLINE,
+    EndingKind.SPECIAL_EXIT: SlurmState.SPECIAL_EXIT,
+}
+_OF_STATE = {state: kind for kind, state in _SLURM_STATES.items()}
 
 
 class SubmissionStatus(StrEnum):
@@ -47,6 +90,7 @@ class SubmissionRecord:
     final_health: Health | None = None  # once the job ended: succeeded, failed or cancelled
     exit_code: int | None = None
     reason: str | None = None
+    ending: EndingKind | None = None  # how it ended beyond its health, once it has
     # the spec as flat field -> value, for 'what changed'
     spec_fields: dict[str, Any] = field(default_factory=dict)
     # input -> the version it had when the job ended (succeeded, or failed: a failure

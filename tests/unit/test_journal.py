@@ -479,3 +479,66 @@ def test_the_inputs_a_failed_job_read_and_the_jobs_recon_cancelled(journal: Jour
     assert journal.cancelled_jobs("demo") == frozenset({"42"})
     journal.record_cancel_done(cancel, T2)
     assert journal.cancelled_jobs("demo") == frozenset({"42"})
+
+
+def test_a_version_4_journal_gains_each_jobs_ending_read_once_from_its_reason(
+    tmp_path: Path,
+) -> None:
+    """The release before endings wrote how a job ended at the start of its reason; the
+    migration fills the ending column from those words, and only for jobs that did not
+    succeed."""
+    from reconciler.state import journal as journal_module
+    from reconciler.state.records import EndingKind
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statements in journal_module._MIGRATIONS[:4]:
+        for statement in statements:
+            db.execute(statement)
+    rows = [
+        ("1", "failed", "completed without its declared outputs: model, log"),
+        ("2", "failed", "timed out: TimeLimit"),
+        ("3", "failed", "timed out"),
+        ("4", "failed", "node failed to boot: x"),
+        ("5", "failed", "node failed"),
+        ("6", "cancelled", "DependencyNeverSatisfied"),
+        ("7", "failed", "NonZeroExitCode"),
+        ("8", "succeeded", "skipped: inputs unchanged"),
+        ("9", "succeeded", "Dependency"),
+        ("10", "failed", None),
+        ("11", None, None),
+        ("12", "failed", "held in special exit (job requeued in held state)"),
+        ("13", "failed", "out of memory: OutOfMemory"),
+    ]
+    for job_id, health, reason in rows:
+        db.execute(
+            "INSERT INTO submissions (project, kind, name, spec_hash, job_id, status,"
+            " final_health, reason, created_at, updated_at)"
+            " VALUES ('p', 'run', 'a', 'h', ?, 'submitted', ?, ?, ?, ?)",
+            (job_id, health, reason, "2026-11-29T12:00:00+00:00", "2026-11-29T12:00:00+00:00"),
+        )
+    db.execute("PRAGMA user_version = 4")
+    db.close()
+    with journal_module.Journal(path) as journal:
+        endings = {r.job_id: r.ending for r in journal.records("p")}
+        reasons = {r.job_id: r.reason for r in journal.records("p")}
+    assert endings == {
+        "1": EndingKind.NO_OUTPUTS, "2": EndingKind.TIMEOUT, "3": EndingKind.TIMEOUT,
+        "4": EndingKind.BOOT_FAIL, "5": EndingKind.NODE_FAIL, "6": EndingKind.DEPENDENCY,
+        "7": None, "8": None, "9": None, "10": None, "11": None, "12": None,
+        "13": EndingKind.OUT_OF_MEMORY,
+    }  # fmt: skip
+    assert reasons["2"] == "timed out: TimeLimit"  # the words stay, for people
+
+
+def test_a_jobs_ending_is_recorded_beside_its_reason(journal: Journal) -> None:
+    from reconciler.state.records import EndingKind
+
+    journal.record_submitted(intent(journal), "101", T0)
+    journal.record_final("101", Health.FAILED, None, "timed out", T1, ending=EndingKind.TIMEOUT)
+    (record,) = journal.records("demo")
+    assert (record.ending, record.reason) == (EndingKind.TIMEOUT, "timed out")
+    # the same words with another ending is another outcome: written
+    journal.record_final("101", Health.FAILED, None, "timed out", T2)
+    (record,) = journal.records("demo")
+    assert (record.ending, record.updated_at) == (None, T2)

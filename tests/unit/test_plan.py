@@ -13,7 +13,7 @@ from reconciler.engine.plan.actions import ActionKind, Plan
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
-from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from reconciler.state.records import EndingKind, SubmissionRecord, SubmissionStatus
 from tests.planning import NOW, desired, hash_of, job, observed, record, run
 
 
@@ -586,6 +586,7 @@ def test_completed_without_outputs_is_never_run_not_outdated() -> None:
         "10",
         final=Health.FAILED,
         reason="completed without its declared outputs: out",
+        ending=EndingKind.NO_OUTPUTS,
     )
     (action,) = plan(state, jobs, [judged], NOW, scheduler="slurm").actions
     assert action.sync is SyncStatus.NEVER_RUN

@@ -15,7 +15,7 @@ from reconciler.report.plan import as_json, as_markdown, as_text
 from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
-from reconciler.state.records import SubmissionRecord
+from reconciler.state.records import EndingKind, SubmissionRecord
 from tests.planning import NOW, desired, hash_of, job, node, observed, record, run
 from tests.unit.test_allocations import allocation
 
@@ -137,7 +137,12 @@ def test_cancelled_by_afterok_is_no_attempt_and_a_failure_counts() -> None:
     prep, train = hash_of(state, "prep"), hash_of(state, "train")
     failed_prep = record("prep", prep, "20", final=Health.FAILED, exit_code=1)
     cancelled = record(
-        "train", train, "21", final=Health.CANCELLED, reason="DependencyNeverSatisfied"
+        "train",
+        train,
+        "21",
+        final=Health.CANCELLED,
+        reason="DependencyNeverSatisfied",
+        ending=EndingKind.DEPENDENCY,
     )
     result = plan(
         state, observed(), [*records, failed_prep, cancelled], NOW, scheduler="slurm", files=files

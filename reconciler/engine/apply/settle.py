@@ -27,7 +27,14 @@ from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.scripts import script_sha256
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.render import SKIPPED, skipped_marker
-from reconciler.scheduler.states import ENDED, ENDINGS, Health, aggregate
+from reconciler.scheduler.states import (
+    ENDED,
+    ENDED_BADLY,
+    ENDINGS,
+    Health,
+    aggregate,
+    waited_for_dependency,
+)
 from reconciler.state.journal import Journal
 from reconciler.state.outputs import (
     OutputsSeen,
@@ -44,7 +51,7 @@ from reconciler.state.provenance import (
     read_environment_record,
     write_manifest,
 )
-from reconciler.state.records import NO_OUTPUTS, SetupRecord, SubmissionRecord
+from reconciler.state.records import NO_OUTPUTS, EndingKind, SetupRecord, SubmissionRecord
 
 CodeDir = Callable[[str | None], Path]
 
@@ -52,8 +59,10 @@ CodeDir = Callable[[str | None], Path]
 @dataclass(frozen=True)
 class Ending:
     """How one finished job of the project ended, as recon judges it: Slurm's word, except
-    that a job which COMPLETED without its outputs failed. For a job of the current spec,
-    the versions its inputs had, and for a success the versions its outputs came out with."""
+    that a job which COMPLETED without its outputs failed. ``kind``: how it ended beyond
+    its health, as the journal records it (``reason`` says it in words). For a job of the
+    current spec, the versions its inputs had, and for a success the versions its outputs
+    came out with."""
 
     job: ObservedJob
     record: SubmissionRecord
@@ -65,6 +74,7 @@ class Ending:
     # a job that skipped its command: the input versions it matched (its run's last
     # success's), recorded instead of ``inputs``
     matched: Mapping[str, str | None] | None = None
+    kind: EndingKind | None = None
 
     def read(self) -> dict[str, str | None]:
         """The input versions to record for a success."""
@@ -113,7 +123,11 @@ def _recorded(record: SubmissionRecord, ending: Ending | None) -> SubmissionReco
     if ending is None:
         return record
     ended = replace(
-        record, final_health=ending.health, exit_code=ending.exit_code, reason=ending.reason
+        record,
+        final_health=ending.health,
+        exit_code=ending.exit_code,
+        reason=ending.reason,
+        ending=ending.kind,
     )
     if ending.inputs is None:
         return ended
@@ -138,7 +152,9 @@ def record(
     of each success of the current spec."""
     for ending in endings:
         job_id = ending.job.job_id
-        journal.record_final(job_id, ending.health, ending.exit_code, ending.reason, now)
+        journal.record_final(
+            job_id, ending.health, ending.exit_code, ending.reason, now, ending=ending.kind
+        )
         if ending.inputs is None:
             continue
         if ending.outputs is None:  # a failure: what it read, no outputs
@@ -199,25 +215,33 @@ def _judge_job(
     rows = job.components
     exit_code = next((row.exit_code for row in rows if row.exit_code), None)
     reason = next((row.reason for row in rows if row.reason), None)
+    kind = None
     if job.in_words in ENDINGS:  # "timed out", "node failed": more than "failed" says
         reason = f"{job.in_words}: {reason}" if reason else job.in_words
+        # the state of the component that says it (every state of ENDINGS has a kind)
+        kind = next(kind for row in rows if (kind := EndingKind.of_state(row.state)))
+    elif job.health in ENDED_BADLY and waited_for_dependency(reason):
+        kind = EndingKind.DEPENDENCY
     run = desired.runs.get(job.tag.name) if job.tag.kind == "run" else None
     current = run is not None and run.spec_hash == job.tag.spec_hash
     if job.tag.kind == "alloc":
         # An allocation's own end: a run that failed inside it is the run's failure.
-        return Ending(job, record, aggregate(row.health for row in rows), exit_code, reason)
+        health = aggregate(row.health for row in rows)
+        return Ending(job, record, health, exit_code, reason, kind=kind)
     if run is None or not current:
-        return Ending(job, record, job.health, exit_code, reason)
+        return Ending(job, record, job.health, exit_code, reason, kind=kind)
     # What it read, success or not: a failure counts against retries only while its
     # inputs keep these versions (engine/plan_history.failed_attempts).
     inputs = _input_versions(desired, run, outputs_seen)
     if job.health is not Health.SUCCEEDED:
-        return Ending(job, record, job.health, exit_code, reason, inputs)
+        return Ending(job, record, job.health, exit_code, reason, inputs, kind=kind)
     outputs = _versions(observe_outputs(desired, [run.name], outputs_seen), run.name)
     missing = sorted(name for name, version in outputs.items() if version is None)
     if missing:
         why = f"{NO_OUTPUTS}: {', '.join(missing)}"
-        return Ending(job, record, Health.FAILED, exit_code, why, inputs)
+        return Ending(
+            job, record, Health.FAILED, exit_code, why, inputs, kind=EndingKind.NO_OUTPUTS
+        )
     return Ending(job, record, Health.SUCCEEDED, exit_code, reason, inputs, outputs)
 
 

@@ -14,10 +14,10 @@ from reconciler.desired.desired import DesiredRun
 from reconciler.engine.plan.actions import Cause, RunOutcome, SkipCheck
 from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
-from reconciler.scheduler.states import ENDED_BADLY, ENDINGS, Health, ending
+from reconciler.scheduler.states import ENDED_BADLY, Health, ending, waited_for_dependency
 from reconciler.state.records import (
-    NO_OUTPUTS,
     UNSEEN_GRACE,
+    EndingKind,
     SubmissionRecord,
     SubmissionStatus,
     gathered_digest,
@@ -244,16 +244,18 @@ def failed_attempts(
             record.spec_hash != run.spec_hash
             or record.job_id is None
             or record.final_health not in ENDED_BADLY
-            or _dependency_cancel(record.reason)
+            or record.ending is EndingKind.DEPENDENCY
         ):
             continue
         excluded = _no_attempt(inputs, run, record, decided)
         if excluded is not None:
             not_attempts[record.job_id] = excluded
             continue
+        # How it ended, in words: the reason settle wrote when it says more than the
+        # health does (timed out, no outputs), else its health and exit code.
         attempts[record.job_id] = (
             record.reason
-            if record.reason and record.reason.startswith((NO_OUTPUTS, *ENDINGS))
+            if record.ending is not None and record.reason
             else ending(record.final_health, record.exit_code)
         )
     for job in current:
@@ -261,7 +263,7 @@ def failed_attempts(
         if (
             job.finished
             and job.health in ENDED_BADLY
-            and not _dependency_cancel(reason)
+            and not waited_for_dependency(reason)
             and job.job_id not in not_attempts
         ):
             if job.job_id in inputs.cancelled and job.health is Health.CANCELLED:
@@ -352,10 +354,6 @@ def _input_changed(
         for source in sources
         for later in inputs.history(source)
     )
-
-
-def _dependency_cancel(reason: str | None) -> bool:
-    return reason is not None and reason.startswith("Dependency")
 
 
 def unseen(inputs: PlanInputs, run: DesiredRun) -> str | None:

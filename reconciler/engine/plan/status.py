@@ -17,7 +17,7 @@ from reconciler.desired.desired import Desired
 from reconciler.engine.plan.actions import ActionKind, Plan, SyncStatus
 from reconciler.engine.plan.allocations.judging import held_back, idle_for, judged_health
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
-from reconciler.scheduler.states import ENDINGS, Health
+from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord
 from reconciler.words import plural
 
@@ -122,16 +122,16 @@ def _health(
 def _how(
     job: ObservedJob | None, history: list[SubmissionRecord], job_id: str | None
 ) -> str | None:
-    """The latest job's state in words, from the cluster, or from the reason the journal
-    recorded when it ended ("timed out: TimeLimit"); for a success, what recon recorded
-    beyond it ("skipped: inputs unchanged")."""
+    """The latest job's state in words, from the cluster, or from how the journal
+    recorded it ended ("timed out"); for a success, what recon recorded beyond it
+    ("skipped: inputs unchanged")."""
     last = next((r for r in reversed(history) if r.job_id == job_id), None)
     if last is not None and last.final_health is Health.SUCCEEDED and last.reason:
         return last.reason
     if job is not None and job.job_id == job_id:
         return job.in_words
-    if last is not None and last.reason and last.reason.startswith(tuple(ENDINGS)):
-        return last.reason.split(":", 1)[0]
+    if last is not None and last.ending is not None:
+        return last.ending.in_words
     return None
 
 

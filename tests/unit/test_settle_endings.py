@@ -1,0 +1,63 @@
+"""How a job ended is a field of its journal record (``EndingKind``), judged once by
+settle; the planner and status read the field, never the words of the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.engine.apply.settle import as_recorded, judge
+from reconciler.engine.plan import plan
+from reconciler.engine.plan.actions import Cause
+from reconciler.scheduler.states import ENDINGS, Health
+from reconciler.scheduler.states import SlurmState as S
+from reconciler.state.records import EndingKind
+from tests.planning import NOW, desired, hash_of, job, observed, record, run
+
+
+def test_every_slurm_ending_settle_words_has_a_kind_that_says_it_back() -> None:
+    said = {kind.in_words for kind in EndingKind if kind.in_words is not None}
+    assert said == ENDINGS
+    assert {EndingKind.of_state(state) for state in S} - {None} == {
+        kind for kind in EndingKind if kind.in_words is not None
+    }
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "health", "kind", "words"),
+    [
+        (S.TIMEOUT, "TimeLimit", Health.FAILED, EndingKind.TIMEOUT, "timed out: TimeLimit"),
+        (S.NODE_FAIL, None, Health.FAILED, EndingKind.NODE_FAIL, "node failed"),
+        (S.FAILED, "NonZeroExitCode", Health.FAILED, None, "NonZeroExitCode"),
+        (S.CANCELLED, "DependencyNeverSatisfied", Health.CANCELLED, EndingKind.DEPENDENCY,
+         "DependencyNeverSatisfied"),
+        # no output on disk: failed by recon's judgement, whatever Slurm says
+        (S.COMPLETED, None, Health.FAILED, EndingKind.NO_OUTPUTS,
+         "completed without its declared outputs: out"),
+    ],
+)  # fmt: skip
+def test_settle_records_how_a_job_ended_beside_its_reason(
+    state: S, reason: str | None, health: Health, kind: EndingKind | None, words: str
+) -> None:
+    wanted = desired(run("a", outputs={"out": "out.txt"}))
+    digest = hash_of(wanted, "a")
+    journalled = [record("a", digest, "10")]
+    (ended,) = judge(wanted, observed(job("a", digest, state, "10", reason=reason)), journalled)
+    assert (ended.health, ended.kind, ended.reason) == (health, kind, words)
+    (settled,) = as_recorded(journalled, [ended])
+    assert (settled.final_health, settled.ending, settled.reason) == (health, kind, words)
+
+
+def test_the_planner_reads_the_ending_not_the_words_of_the_reason() -> None:
+    """A reason reworded (or in another language) changes nothing the planner does."""
+    wanted = desired(run("a", retries=1))
+    digest = hash_of(wanted, "a")
+    failed = record("a", digest, "10", final=Health.FAILED, reason="Zeitlimit erreicht",
+                    ending=EndingKind.TIMEOUT)  # fmt: skip
+    (action,) = plan(wanted, observed(), [failed], NOW, scheduler="slurm").actions
+    assert action.cause is Cause.RETRY
+    assert action.reason == "attempt 2 of 2: job 10 Zeitlimit erreicht"
+    # A job that ended waiting for its dependency never ran: no attempt, whatever its words.
+    never_ran = record("a", digest, "10", final=Health.CANCELLED, reason="gone",
+                       ending=EndingKind.DEPENDENCY)  # fmt: skip
+    (action,) = plan(wanted, observed(), [never_ran], NOW, scheduler="slurm").actions
+    assert action.cause is Cause.NEVER_RUN
