@@ -17,6 +17,15 @@ from reconciler.scheduler.states import Health, SlurmState, in_words
 # for this long before it counts as lost: Slurm's two sources lag behind each other.
 UNSEEN_GRACE = timedelta(minutes=10)
 
+
+def within_grace(journalled_at: datetime, now: datetime) -> bool:
+    """Whether a job, step or setup recon journalled at ``journalled_at`` that the
+    scheduler does not list is still waited for: absence right after submission proves
+    nothing (squeue and sacct lag behind each other, a step behind its srun), so it
+    counts as lost only once ``UNSEEN_GRACE`` has passed. The one home of that rule."""
+    return now - journalled_at < UNSEEN_GRACE
+
+
 # The reason recon records for a job Slurm calls COMPLETED that left outputs missing.
 NO_OUTPUTS = "completed without its declared outputs"
 
@@ -138,7 +147,7 @@ def unseen_job(
             and record.job_id is not None
             and record.job_id not in seen
             and record.final_health is None
-            and now - record.created_at < UNSEEN_GRACE
+            and within_grace(record.created_at, now)
         ):
             return record.job_id
     return None

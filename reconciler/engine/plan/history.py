@@ -7,7 +7,7 @@ and the jobs of its current spec whose fate recon has not seen yet.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.desired.desired import DesiredRun
@@ -16,13 +16,32 @@ from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, Health, ending, waited_for_dependency
 from reconciler.state.records import (
-    UNSEEN_GRACE,
     EndingKind,
     SubmissionRecord,
     SubmissionStatus,
     gathered_digest,
     unseen_job,
+    within_grace,
 )
+
+
+def settled_healths(records: Iterable[SubmissionRecord]) -> dict[str, Health]:
+    """job id -> how the journal judged that job ended, for each job it has settled (the
+    newest record of an id Slurm recycled wins)."""
+    return {
+        record.job_id: record.final_health
+        for record in records
+        if record.job_id is not None and record.final_health is not None
+    }
+
+
+def settled_health(job: ObservedJob, judged: Mapping[str, Health]) -> Health:
+    """How the job stands as recon sees it. The journal's judgement beats the cluster's:
+    a job settle judged (``settled_healths``) has the health it recorded, such as failed for a
+    job Slurm calls COMPLETED that left its declared outputs missing; any other job has
+    the health the cluster shows. The one home of that rule: last success, sync status
+    and status's health all ask it."""
+    return judged.get(job.job_id, job.health)
 
 
 @dataclass(frozen=True)
@@ -35,12 +54,12 @@ def last_success(
     history: Sequence[SubmissionRecord], run: DesiredRun, current: Sequence[ObservedJob]
 ) -> Success | None:
     """The newest job of the current spec that succeeded: from the journal (which also
-    outlives sacct's window) or, before the journal has seen its end, from the cluster.
-    The journal wins for a job it judged failed (completed without its outputs)."""
-    judged = {r.job_id: r for r in history if r.final_health is not None}
+    outlives sacct's window) or, before the journal has seen its end, from the cluster
+    (``settled_health``: the journal wins for a job it judged failed)."""
+    judged = settled_healths(history)
     candidates: dict[str, SubmissionRecord | None] = {}
     for job in current:
-        if job.finished and job.health is Health.SUCCEEDED and job.job_id not in judged:
+        if job.finished and settled_health(job, judged) is Health.SUCCEEDED:
             candidates[job.job_id] = None
     for record in history:
         if (
@@ -421,7 +440,7 @@ def unlisted_step(inputs: PlanInputs, run: DesiredRun) -> str | None:
             f"started in allocation {run.allocation}, not listed yet, and its srun "
             "could not be looked for; not starting it again"
         )
-    if any(inputs.now - record.created_at < UNSEEN_GRACE for record in started):
+    if any(within_grace(record.created_at, inputs.now) for record in started):
         return (
             f"started in allocation {run.allocation}, but Slurm does not list "
             "its step yet; not starting it again"

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 from reconciler.desired.desired import Desired
 from reconciler.engine.plan.actions import ActionKind, Plan, SyncStatus
 from reconciler.engine.plan.allocations.judging import held_back, idle_for, judged_health
+from reconciler.engine.plan.history import settled_health, settled_healths
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord
@@ -105,13 +106,12 @@ def _latest_job(observation: Observation, project: str, name: str) -> ObservedJo
 def _health(
     job: ObservedJob | None, history: list[SubmissionRecord]
 ) -> tuple[Health | None, str | None, datetime | None]:
-    """The latest job's health: as the cluster shows it, or as the journal remembers it."""
+    """The latest job's health: as the cluster shows it unless the journal judged it
+    (``settled_health``), or as the journal remembers it."""
     last = next((r for r in reversed(history) if r.job_id is not None), None)
     if job is not None and (last is None or job_order(job.job_id) >= job_order(last.job_id or "")):
         ends = [row.end for row in job.components if row.end is not None]
-        health = job.health
-        if last is not None and last.job_id == job.job_id and last.final_health is not None:
-            health = last.final_health  # recon's judgement: COMPLETED without outputs failed
+        health = settled_health(job, settled_healths([last] if last is not None else []))
         return health, job.job_id, max(ends) if ends and job.finished else None
     if last is not None:
         finished = last.updated_at if last.final_health is not None else None

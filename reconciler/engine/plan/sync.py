@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reconciler.engine.plan.actions import Cause, SyncStatus
-from reconciler.engine.plan.history import Stale, Success
+from reconciler.engine.plan.history import Stale, Success, settled_health, settled_healths
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord
@@ -25,8 +25,8 @@ def sync_status(
         if stale is None:
             return SyncStatus.CURRENT
         return SyncStatus.MISSING if stale.cause is Cause.OUTPUT_MISSING else SyncStatus.OUTDATED
-    judged = {r.job_id for r in history if r.final_health is not None}
+    judged = settled_healths(history)
     succeeded_before = any(r.final_health is Health.SUCCEEDED for r in history) or any(
-        job.health is Health.SUCCEEDED and job.job_id not in judged for job in jobs
-    )  # the journal's judgement wins: COMPLETED without outputs never succeeded
+        settled_health(job, judged) is Health.SUCCEEDED for job in jobs
+    )  # COMPLETED without outputs never succeeded
     return SyncStatus.OUTDATED if succeeded_before else SyncStatus.NEVER_RUN

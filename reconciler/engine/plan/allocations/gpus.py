@@ -23,7 +23,7 @@ from reconciler.engine.plan.allocations.judging import held_back
 from reconciler.engine.plan.inputs import PlanInputs
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.tag import Tag
-from reconciler.state.records import UNSEEN_GRACE, SubmissionRecord, SubmissionStatus
+from reconciler.state.records import SubmissionRecord, SubmissionStatus, within_grace
 from reconciler.words import plural
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def in_use(inputs: PlanInputs, allocation: DesiredAllocation, job: ObservedJob) 
         tag = _run_tag(job, record)
         if tag in listed:
             continue
-        if tag in launched or launches is None or inputs.now - record.created_at < UNSEEN_GRACE:
+        if tag in launched or launches is None or within_grace(record.created_at, inputs.now):
             holding.setdefault(tag, record.name)
     used = InUse()
     for tag, name in sorted(holding.items(), key=lambda item: item[1]):

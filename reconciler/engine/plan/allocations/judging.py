@@ -23,7 +23,7 @@ from reconciler.desired.desired import DesiredAllocation
 from reconciler.engine.plan.inputs import PlanInputs
 from reconciler.scheduler.base import OWN_STEPS, JobRecord, Launch, ObservedJob, job_order
 from reconciler.scheduler.states import ENDED, ENDED_BADLY, Health, aggregate, ending
-from reconciler.state.records import UNSEEN_GRACE
+from reconciler.state.records import within_grace
 from reconciler.words import plural
 
 
@@ -77,7 +77,7 @@ def _setup_stage(inputs: PlanInputs, job: ObservedJob) -> Stage:
         return Stage.READY  # its step has left sacct's window
     if last.final_health in ENDED_BADLY:
         return Stage.BROKEN
-    if inputs.now - last.created_at < UNSEEN_GRACE:
+    if within_grace(last.created_at, inputs.now):
         return Stage.SETTING_UP
     return Stage.NEEDS_SETUP  # started long ago and never seen: lost, start it again
 
