@@ -22,7 +22,7 @@ def test_an_unseen_job_is_waited_for_within_its_grace_then_submitted_again() -> 
     digest = hash_of(state, "a")
     for age, kind, cause in [
         (UNSEEN_GRACE - timedelta(seconds=1), ActionKind.NOOP, Cause.NOT_SEEN_YET),
-        (UNSEEN_GRACE, ActionKind.SUBMIT, Cause.NEVER_RUN),
+        (UNSEEN_GRACE, ActionKind.SUBMIT, Cause.JOB_LOST),
     ]:
         records = [record("a", digest, "10", created_at=NOW - age)]
         (action,) = plan(state, observed(), records, NOW, scheduler="slurm").actions

@@ -113,7 +113,7 @@ class Cause(StrEnum):
     CODE_CHANGED = "code_changed"  # a committed file of its code changed since its job
     INPUTS_CHANGED = "inputs_changed"  # an input's version changed since its job read it
     OUTPUT_MISSING = "output_missing"  # it succeeded, but a declared output is gone
-    JOB_LOST = "job_lost"  # its job is gone: Slurm shows that id as another job
+    JOB_LOST = "job_lost"  # its job is gone: unseen past its grace, or its id reused
     RETRY = "retry"  # its last attempt failed and retries are left
     CANCELLED_BY_RECON = "cancelled_by_recon"  # its last job ended by recon's cancel
     REPLACE_REQUESTED = "replace_requested"  # `--replace`

@@ -404,6 +404,20 @@ def lost_jobs(inputs: PlanInputs, run: DesiredRun) -> list[tuple[str, str]]:
     ]
 
 
+def vanished(inputs: PlanInputs, run: DesiredRun) -> list[str]:
+    """The jobs of the run's current spec the journal holds, whose end it never saw, that
+    no observation shows: once past their grace (``unseen``), lost without a trace."""
+    seen = {job.job_id for job in inputs.jobs(run.name)}
+    return [
+        record.job_id
+        for record in inputs.history(run.name)
+        if record.spec_hash == run.spec_hash
+        and record.job_id is not None
+        and record.final_health is None
+        and record.job_id not in seen
+    ]
+
+
 def unlisted_step(inputs: PlanInputs, run: DesiredRun) -> str | None:
     """A step of the current spec started whose id Slurm has not told yet: srun holds it
     back until the allocation has room (for what the planner does not count before it

@@ -49,6 +49,7 @@ from reconciler.engine.plan.history import (
     staleness,
     unlisted_step,
     unseen,
+    vanished,
 )
 from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
 from reconciler.engine.plan.submit import submit
@@ -333,12 +334,15 @@ def fate_not_seen(facts: RunFacts) -> Decision | None:
 
 
 def _submit_anew(facts: RunFacts) -> Decision:
-    """No row decided: the run has no job of its current spec to wait for."""
+    """No row decided: the run has no job of its current spec to wait for (its journalled
+    job, if any, was lost: Slurm gave its id to another job, or it stayed unseen past its
+    grace)."""
     lost = lost_jobs(facts.inputs, facts.run)
     cause, why = why_submit(facts.history, facts.run)
     if lost:
-        cause = Cause.JOB_LOST
         why += f"; {lost[-1][0]} was lost: Slurm now shows that id as {lost[-1][1]}"
+    if lost or vanished(facts.inputs, facts.run):
+        cause = Cause.JOB_LOST
     return facts.submit(ActionKind.SUBMIT, cause, why)
 
 
