@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import ActionKind, Plan
+from reconciler.engine.plan.actions import ActionKind, Cause, Plan
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
@@ -18,7 +18,13 @@ from tests.planning import NOW, desired, hash_of, job, observed, record, run
 
 
 def kinds(result: Plan) -> dict[str, tuple[str, str]]:
+    """Each target's action kind and reason, for tests of what the plan says in words."""
     return {a.target: (a.kind.value, a.reason) for a in result.actions}
+
+
+def causes(result: Plan) -> dict[str, tuple[str, Cause]]:
+    """Each target's action kind and cause: what the planner decided, whatever its words."""
+    return {a.target: (a.kind.value, a.cause) for a in result.actions}
 
 
 def test_a_fresh_dag_is_queued_whole_with_afterok() -> None:
@@ -45,7 +51,7 @@ def test_everything_current_plans_nothing() -> None:
     ]
     result = plan(state, jobs, records, NOW, scheduler="slurm")
     assert not result.has_changes
-    assert kinds(result)["train"] == ("no-op", "current (job 11 succeeded)")
+    assert causes(result)["train"] == ("no-op", Cause.CURRENT)
 
 
 def test_success_remembered_by_the_journal_outlives_sacct() -> None:
@@ -74,7 +80,7 @@ def test_pending_outdated_job_is_replaced_with_the_changed_field() -> None:
     (action,) = plan(state, jobs, records, NOW, scheduler="slurm").actions
     assert action.kind is ActionKind.REPLACE
     assert action.job_ids == ("20",)
-    assert action.reason == "spec changed (job 20 pending)"
+    assert action.cause is Cause.SPEC_CHANGED
     assert [(c.field, c.old, c.new) for c in action.changes] == [
         ("resources.gpus", "A100:2", "A100:4")
     ]
@@ -97,7 +103,7 @@ def test_deferred_upstream_makes_downstream_wait() -> None:
     result = plan(
         state, jobs, [record("prep", hash_of(before, "prep"), "20")], NOW, scheduler="slurm"
     )
-    assert kinds(result)["train"] == ("no-op", "waiting for upstream prep")
+    assert causes(result)["train"] == ("no-op", Cause.WAITING_UPSTREAM)
     assert not result.has_changes
 
 
@@ -108,7 +114,7 @@ def test_a_job_with_the_desired_hash_is_never_touched() -> None:
         (action,) = plan(
             state, jobs, [record("train", hash_of(state, "train"), "30")], NOW, scheduler="slurm"
         ).actions
-        assert action.kind is ActionKind.NOOP and "in progress" in action.reason
+        assert (action.kind, action.cause) == (ActionKind.NOOP, Cause.IN_PROGRESS)
 
 
 def test_removed_run_is_pruned_and_finished_jobs_are_left_alone() -> None:
@@ -153,7 +159,7 @@ def test_failed_run_retries_then_gives_up_and_blocks_downstream() -> None:
     digest = hash_of(state, "train")
     first = observed(job("train", digest, S.FAILED, "60", exit_code=1))
     result = plan(state, first, [record("train", digest, "60")], NOW, scheduler="slurm")
-    assert kinds(result)["train"] == ("retry", "attempt 2 of 2: job 60 failed (exit 1)")
+    assert causes(result)["train"] == ("retry", Cause.RETRY)
     assert kinds(result)["eval"][0] == "submit"
 
     second = observed(
@@ -162,8 +168,8 @@ def test_failed_run_retries_then_gives_up_and_blocks_downstream() -> None:
     )
     records = [record("train", digest, "60"), record("train", digest, "61")]
     result = plan(state, second, records, NOW, scheduler="slurm")
-    assert kinds(result)["train"][0] == "no-op" and "no retries left" in kinds(result)["train"][1]
-    assert kinds(result)["eval"] == ("blocked", "upstream train failed")
+    assert causes(result)["train"] == ("no-op", Cause.RETRIES_EXHAUSTED)
+    assert causes(result)["eval"] == ("blocked", Cause.UPSTREAM_FAILED)
     assert not result.has_changes
 
 
@@ -178,15 +184,15 @@ def test_cancelled_for_a_dependency_is_not_an_attempt() -> None:
         record("train", hash_of(state, "train"), "71"),
     ]
     result = plan(state, jobs, records, NOW, scheduler="slurm")
-    assert kinds(result)["train"] == ("submit", "not yet run")
+    assert causes(result)["train"] == ("submit", Cause.NEVER_RUN)
 
 
 def test_blocked_propagates_down_the_chain() -> None:
     state = desired(run("a"), run("b", "a"), run("c", "b"))
     jobs = observed(job("a", hash_of(state, "a"), S.FAILED, "80", exit_code=2))
     result = plan(state, jobs, [record("a", hash_of(state, "a"), "80")], NOW, scheduler="slurm")
-    assert kinds(result)["b"] == ("blocked", "upstream a failed")
-    assert kinds(result)["c"] == ("blocked", "upstream b is blocked")
+    assert causes(result)["b"] == causes(result)["c"] == ("blocked", Cause.UPSTREAM_FAILED)
+    assert kinds(result)["c"] == ("blocked", "upstream b is blocked")  # in words
 
 
 def test_incomplete_observation_cancels_replaces_and_prunes_nothing() -> None:
@@ -201,7 +207,7 @@ def test_incomplete_observation_cancels_replaces_and_prunes_nothing() -> None:
     result = plan(state, jobs, records, NOW, scheduler="slurm")
     assert {a.kind for a in result.actions} <= {ActionKind.NOOP, ActionKind.SUBMIT}
     assert kinds(result)["fresh"][0] == "submit"  # never submitted: safe to submit
-    assert "incomplete" in kinds(result)["train"][1]
+    assert causes(result)["train"] == ("no-op", Cause.OBSERVATION_INCOMPLETE)
     assert result.notes and "slurmdbd is down" in result.notes[0]
 
 
@@ -210,8 +216,7 @@ def test_incomplete_observation_does_not_resubmit_a_job_of_unknown_fate() -> Non
     an_hour_ago = NOW - timedelta(hours=1)
     records = [record("train", hash_of(state, "train"), "95", created_at=an_hour_ago)]
     result = plan(state, observed(complete=False), records, NOW, scheduler="slurm")
-    assert kinds(result)["train"][0] == "no-op"
-    assert "unknown" in kinds(result)["train"][1]
+    assert causes(result)["train"] == ("no-op", Cause.OBSERVATION_INCOMPLETE)
 
 
 def test_refused_submission_is_retried_as_a_plain_submit() -> None:
@@ -248,9 +253,7 @@ def test_a_just_submitted_job_missing_from_both_views_is_not_resubmitted() -> No
     state = desired(run("train"))
     records = [record("train", hash_of(state, "train"), "99")]
     result = plan(state, observed(), records, NOW, scheduler="slurm")
-    assert (
-        kinds(result)["train"][0] == "no-op" and "does not show it yet" in kinds(result)["train"][1]
-    )
+    assert causes(result)["train"] == ("no-op", Cause.NOT_SEEN_YET)
     later = plan(state, observed(), records, NOW + timedelta(minutes=11), scheduler="slurm")
     assert kinds(later)["train"][0] == "submit"
 
@@ -275,10 +278,8 @@ def test_a_journaled_id_slurm_shows_with_another_tag_is_lost_at_once() -> None:
     b_job = job("b", hash_of(state, "b"), S.PENDING, "3127")
     jobs = observed(b_job).model_copy(update={"reused_ids": {"3127": b_job.tag.format()}})
     result = plan(state, jobs, records, NOW, scheduler="slurm")
-    assert kinds(result)["a"] == (
-        "submit",
-        f"not yet run; 3127 was lost: Slurm now shows that id as {b_job.tag.format()}",
-    )
+    assert causes(result)["a"] == ("submit", Cause.JOB_LOST)
+    assert kinds(result)["a"][1].endswith(f"Slurm now shows that id as {b_job.tag.format()}")
     assert kinds(result)["b"][0] == "no-op" and result.waiting_unseen == 0
 
 
@@ -296,7 +297,7 @@ def test_a_missing_output_makes_the_run_resubmit() -> None:
     records = [_ok("prep", hash_of(state, "prep"), "10")]
     files = FileState(outputs={("prep", "out"): None})
     result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)
-    assert kinds(result)["prep"] == ("submit", "output out is missing")
+    assert causes(result)["prep"] == ("submit", Cause.OUTPUT_MISSING)
 
 
 def test_changed_input_makes_downstream_outdated_and_identical_one_does_not() -> None:
@@ -313,7 +314,7 @@ def test_changed_input_makes_downstream_outdated_and_identical_one_does_not() ->
 
     changed = FileState(outputs={("prep", "out"): "v2", ("train", "out"): "m1"})
     result = plan(state, observed(), records, NOW, scheduler="slurm", files=changed)
-    assert kinds(result)["train"][0] == "submit"
+    assert causes(result)["train"] == ("submit", Cause.INPUTS_CHANGED)
     assert kinds(result)["train"][1] == "input in_prep (prep.out) changed since job 11 read it"
 
 
@@ -331,7 +332,7 @@ def test_a_missing_output_shows_no_diff_of_an_older_spec_change() -> None:
     ]
     files = FileState(outputs={("prep", "out"): None})
     (action,) = plan(state, observed(), records, NOW, scheduler="slurm", files=files).actions
-    assert (action.kind.value, action.reason) == ("submit", "output out is missing")
+    assert (action.kind, action.cause) == (ActionKind.SUBMIT, Cause.OUTPUT_MISSING)
     assert action.changes == ()
 
 
@@ -347,8 +348,9 @@ def test_while_an_upstream_reruns_its_downstream_may_rerun_after_it() -> None:
     ]
     files = FileState(outputs={("prep", "out"): None, ("train", "out"): "m1"})
     result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)
-    assert kinds(result)["prep"] == ("submit", "output out is missing")
-    assert kinds(result)["train"] == ("may rerun", "after prep (if its output changes)")
+    assert causes(result)["prep"] == ("submit", Cause.OUTPUT_MISSING)
+    assert causes(result)["train"] == ("may rerun", Cause.UPSTREAM_RERUN)
+    assert kinds(result)["train"][1] == "after prep (if its output changes)"
     (train,) = (a for a in result.actions if a.target == "train")
     assert train.after == ("prep",) and train.skip_check is None  # prep.out: fingerprint
 
@@ -361,7 +363,7 @@ def test_completed_without_outputs_counts_as_a_failed_attempt() -> None:
         "prep", digest, "10", final=Health.FAILED, reason="completed without outputs: out"
     )
     result = plan(state, jobs, [judged], NOW, scheduler="slurm")
-    assert kinds(result)["prep"][0] == "no-op" and "no retries left" in kinds(result)["prep"][1]
+    assert causes(result)["prep"] == ("no-op", Cause.RETRIES_EXHAUSTED)
 
 
 def test_retries_count_only_since_the_last_success() -> None:
@@ -376,7 +378,8 @@ def test_retries_count_only_since_the_last_success() -> None:
     ]
     files = FileState(outputs={("prep", "out"): None})
     result = plan(state, observed(), records, NOW, scheduler="slurm", files=files)
-    assert kinds(result)["prep"] == ("retry", "attempt 2 of 2: job 7 failed (exit 1)")
+    assert causes(result)["prep"] == ("retry", Cause.RETRY)
+    assert kinds(result)["prep"][1] == "attempt 2 of 2: job 7 failed (exit 1)"
 
 
 def test_sync_status_per_run() -> None:
@@ -452,6 +455,7 @@ def test_a_failed_step_of_one_component_tears_the_het_job_down() -> None:
     result = plan(state, observed(broken), [record("het", digest, "40")], NOW, scheduler="slurm")
     teardown, decision = result.actions
     assert (teardown.kind, teardown.job_ids) == (ActionKind.TEARDOWN, ("40",))
+    assert teardown.cause is Cause.COMPONENT_FAILED
     assert (
         teardown.reason
         == "step 40+1.0 failed (exit 1) while the job still holds its other components"
@@ -499,6 +503,7 @@ def test_coupled_runs_go_down_together_and_waiting_is_noted() -> None:
     result = plan(state, down, records, NOW, scheduler="slurm")
     (teardown,) = [a for a in result.actions if a.kind is ActionKind.TEARDOWN]
     assert (teardown.target, teardown.job_ids) == ("server", ("50",))
+    assert teardown.cause is Cause.PARTNER_FAILED
     assert teardown.reason == "coupled run client ended failed (job 51)"
 
     queued = observed(
@@ -538,8 +543,9 @@ class _NoGpus:
 def test_a_run_that_fits_nowhere_is_refused_and_blocks_its_downstream() -> None:
     state = desired(run("train", resources={"gpus": "A100:8"}), run("eval", "train"))
     result = plan(state, observed(), [], NOW, scheduler="slurm", fit=_NoGpus())
-    assert kinds(result)["train"] == ("blocked", "does not fit the cluster: no node has GPUs")
-    assert kinds(result)["eval"] == ("blocked", "upstream train is blocked")
+    assert causes(result)["train"] == ("blocked", Cause.DOES_NOT_FIT)
+    assert causes(result)["eval"] == ("blocked", Cause.UPSTREAM_FAILED)
+    assert kinds(result)["train"][1] == "does not fit the cluster: no node has GPUs"
     assert not result.has_changes
 
 
@@ -644,4 +650,4 @@ def test_retrying_a_job_held_in_special_exit_cancels_it_first() -> None:
     )
     assert "(cancels job 10)" in as_text(result)
     unsure = plan(state, observed(held, complete=False), records, NOW, scheduler="slurm")
-    assert kinds(unsure)["a"][0] == "no-op" and "not cancelling" in kinds(unsure)["a"][1]
+    assert causes(unsure)["a"] == ("no-op", Cause.OBSERVATION_INCOMPLETE)

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from reconciler.engine.plan import FileState, plan
-from reconciler.engine.plan.actions import Action, ActionKind, Plan, RunOutcome, SkipCheck
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan, RunOutcome, SkipCheck
 from reconciler.engine.plan.fit import FitChecker
 from reconciler.report.plan import as_json, as_markdown, as_text
 from reconciler.scheduler.partitions import Partition
@@ -114,9 +114,9 @@ def test_a_run_stale_for_its_own_reasons_is_submitted_not_forecast() -> None:
     state, records, files = chain(command="echo prep v2")
     gone = FileState(outputs={**files.outputs, ("eval", "out"): None})
     actions = by_target(plan(state, observed(), records, NOW, scheduler="slurm", files=gone))
-    assert (actions["eval"].kind, actions["eval"].reason) == (
+    assert (actions["eval"].kind, actions["eval"].cause) == (
         ActionKind.SUBMIT,
-        "output out is missing",
+        Cause.OUTPUT_MISSING,
     )
     assert actions["eval"].skip_check is None and actions["eval"].after == ("train",)
 
@@ -128,7 +128,7 @@ def test_its_job_in_flight_is_never_submitted_twice() -> None:
     records = [*records, record("prep", prep, "20"), record("train", train, "21")]
     actions = by_target(plan(state, jobs, records, NOW, scheduler="slurm", files=files))
     assert actions["train"].kind is ActionKind.NOOP
-    assert actions["train"].reason.startswith("in progress: job 21")
+    assert actions["train"].cause is Cause.IN_PROGRESS
     assert actions["eval"].kind is ActionKind.MAY_RERUN and actions["eval"].after_jobs == ("21",)
 
 
@@ -149,9 +149,9 @@ def test_cancelled_by_afterok_is_no_attempt_and_a_failure_counts() -> None:
     )
     actions = by_target(result)
     assert actions["prep"].outcome is RunOutcome.FAILED
-    assert (actions["train"].kind, actions["train"].reason) == (
+    assert (actions["train"].kind, actions["train"].cause) == (
         ActionKind.BLOCKED,
-        "upstream prep failed",
+        Cause.UPSTREAM_FAILED,
     )
     # Its own failure, once it ran: counted like any failure (retries: 0).
     ran = record("train", train, "21", final=Health.FAILED, exit_code=2)
@@ -226,7 +226,11 @@ def test_a_current_run_that_fits_nowhere_stays_current_until_its_input_changes()
     cpus = FitChecker((Partition(name="cpu", default=True, nodes=(node("cpu1"),)),))
     result = plan(state, observed(), records, NOW, scheduler="slurm", replace=["prep"], fit=cpus)
     train = by_target(result)["train"]
-    assert (train.kind, train.outcome) == (ActionKind.NOOP, RunOutcome.DONE)
+    assert (train.kind, train.cause, train.outcome) == (
+        ActionKind.NOOP,
+        Cause.CURRENT,
+        RunOutcome.DONE,
+    )
     assert train.reason.startswith("current (job 11 succeeded); cannot rerun here: does not fit")
 
 

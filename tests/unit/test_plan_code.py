@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.engine.plan import FileState, plan
-from reconciler.engine.plan.actions import SyncStatus
+from reconciler.engine.plan.actions import Cause, SyncStatus
 from reconciler.engine.plan.inputs import FileState as _FileState
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
@@ -16,9 +16,16 @@ OLD = "0ld" * 13 + "0"  # the commit an older recon submitted a job from
 TRAIN = {"train": {"scripts/train.py": "b2", "conf/model.yaml": "c1"}}
 
 
-def decided(result: Any, name: str) -> tuple[str, str, SyncStatus | None]:
+def decided(result: Any, name: str) -> tuple[str, Cause, SyncStatus | None]:
+    """What the planner decided for the run: its action's kind, cause and sync status."""
     (action,) = [a for a in result.actions if a.target == name and a.kind.value != "adopt"]
-    return action.kind.value, action.reason, action.sync
+    return action.kind.value, action.cause, action.sync
+
+
+def said(result: Any, name: str) -> str:
+    """Why, in words: for the tests of what a plan tells a person."""
+    (action,) = [a for a in result.actions if a.target == name and a.kind.value != "adopt"]
+    return str(action.reason)
 
 
 def test_a_changed_code_file_makes_the_run_outdated_naming_the_file() -> None:
@@ -26,16 +33,13 @@ def test_a_changed_code_file_makes_the_run_outdated_naming_the_file() -> None:
     ran = {"scripts/train.py": "b1", "conf/model.yaml": "c1"}
     success = record("train", hash_of(state, "train"), "812", Health.SUCCEEDED, code_versions=ran)
     result = plan(state, observed(), [success], NOW, scheduler="slurm")
-    assert decided(result, "train") == (
-        "submit",
-        "code scripts/train.py changed since job 812 ran it",
-        SyncStatus.OUTDATED,
-    )
+    assert decided(result, "train") == ("submit", Cause.CODE_CHANGED, SyncStatus.OUTDATED)
+    assert said(result, "train") == "code scripts/train.py changed since job 812 ran it"
     same = record(
         "train", hash_of(state, "train"), "812", Health.SUCCEEDED, code_versions=TRAIN["train"]
     )
     result = plan(state, observed(), [same], NOW, scheduler="slurm")
-    assert decided(result, "train") == ("no-op", "current (job 812 succeeded)", SyncStatus.CURRENT)
+    assert decided(result, "train") == ("no-op", Cause.CURRENT, SyncStatus.CURRENT)
 
 
 def test_several_changed_files_are_named_together() -> None:
@@ -43,7 +47,7 @@ def test_several_changed_files_are_named_together() -> None:
     ran = {"scripts/train.py": "b1", "conf/model.yaml": "c0"}
     success = record("train", hash_of(state, "train"), "8", Health.SUCCEEDED, code_versions=ran)
     result = plan(state, observed(), [success], NOW, scheduler="slurm")
-    assert decided(result, "train")[1] == (
+    assert said(result, "train") == (
         "code conf/model.yaml, scripts/train.py changed since job 8 ran them"
     )
 
@@ -55,17 +59,14 @@ def test_a_record_without_code_versions_is_compared_at_its_commit() -> None:
     old = record("train", digest, "5", Health.SUCCEEDED, commit=OLD)
     same_at_old = {OLD: {"scripts/train.py": "b2", "conf/model.yaml": "c1", "x": "y"}}
     result = plan(state, observed(), [old], NOW, scheduler="slurm", code_at=same_at_old)
-    assert decided(result, "train")[:2] == ("no-op", "current (job 5 succeeded)")
+    assert decided(result, "train")[:2] == ("no-op", Cause.CURRENT)
 
     changed_at_old = {OLD: {"scripts/train.py": "b1", "conf/model.yaml": "c1"}}
     result = plan(state, observed(), [old], NOW, scheduler="slurm", code_at=changed_at_old)
-    assert decided(result, "train")[:2] == (
-        "submit",
-        "code scripts/train.py changed since job 5 ran it",
-    )
+    assert decided(result, "train")[:2] == ("submit", Cause.CODE_CHANGED)
     # A file that was not in the job's commit is new code (a file `code:` came to match).
     result = plan(state, observed(), [old], NOW, scheduler="slurm", code_at={OLD: {}})
-    assert decided(result, "train")[0] == "submit"
+    assert decided(result, "train")[:2] == ("submit", Cause.CODE_CHANGED)
 
 
 def test_code_that_cannot_be_known_never_reruns_a_run() -> None:
@@ -91,7 +92,7 @@ def test_a_missing_output_is_told_before_changed_code() -> None:
     success = record("train", hash_of(state, "train"), "8", Health.SUCCEEDED, code_versions={})
     files = FileState(outputs={("train", "out"): None})
     result = plan(state, observed(), [success], NOW, scheduler="slurm", files=files, code_at={})
-    assert decided(result, "train") == ("submit", "output out is missing", SyncStatus.MISSING)
+    assert decided(result, "train") == ("submit", Cause.OUTPUT_MISSING, SyncStatus.MISSING)
 
 
 def test_a_failed_run_with_no_retries_left_names_the_fixes_that_work() -> None:
@@ -105,11 +106,10 @@ def test_a_failed_run_with_no_retries_left_names_the_fixes_that_work() -> None:
         code_versions=TRAIN["train"],
     )
     result = plan(state, observed(), [failed], NOW, scheduler="slurm")
-    assert decided(result, "train") == (
-        "no-op",
+    assert decided(result, "train") == ("no-op", Cause.RETRIES_EXHAUSTED, SyncStatus.NEVER_RUN)
+    assert said(result, "train") == (
         "failed: job 60 failed (exit 1); no retries left (retries: 0). Change its spec or "
-        "code and commit, or `recon apply --replace train`",
-        SyncStatus.NEVER_RUN,
+        "code and commit, or `recon apply --replace train`"
     )
 
 
@@ -120,15 +120,13 @@ def test_a_failed_run_whose_code_changed_is_tried_again() -> None:
         "train", hash_of(state, "train"), "60", Health.FAILED, exit_code=1, code_versions=ran
     )
     result = plan(state, observed(), [failed], NOW, scheduler="slurm")
-    assert decided(result, "train")[:2] == (
-        "submit",
-        "code scripts/train.py changed since job 60 failed with it",
-    )
+    assert decided(result, "train")[:2] == ("submit", Cause.CODE_CHANGED)
+    assert said(result, "train") == "code scripts/train.py changed since job 60 failed with it"
     assert decided(result, "eval")[0] == "submit"  # not blocked: chained with afterok
     # Observed only (sacct's view before the journal settled it): the same.
     jobs = observed(job("train", hash_of(state, "train"), S.FAILED, "60", exit_code=1))
     result = plan(state, jobs, [failed], NOW, scheduler="slurm")
-    assert decided(result, "train")[0] == "submit"
+    assert decided(result, "train")[:2] == ("submit", Cause.CODE_CHANGED)
 
 
 def _downstream_failed(inputs: dict[str, str | None] | None, upstream_job: str = "70") -> Any:
@@ -151,26 +149,23 @@ def _downstream_failed(inputs: dict[str, str | None] | None, upstream_job: str =
 def test_a_downstream_failed_on_bad_data_is_retried_once_its_upstream_is_fixed() -> None:
     result = _downstream_failed({"in_prep": "v1"})
     assert decided(result, "prep")[0] == "no-op"
-    assert decided(result, "train")[:2] == (
-        "submit",
-        "input in_prep (prep.out) changed since job 60 failed",
-    )
+    assert decided(result, "train")[:2] == ("submit", Cause.INPUTS_CHANGED)
+    assert said(result, "train") == "input in_prep (prep.out) changed since job 60 failed"
     # An upstream that wrote nothing (missing then) and is there now: changed too.
-    assert decided(_downstream_failed({"in_prep": None}), "train")[0] == "submit"
+    changed = _downstream_failed({"in_prep": None})
+    assert decided(changed, "train")[:2] == ("submit", Cause.INPUTS_CHANGED)
     # The same version as when it failed: still failed, no retries left.
-    kind, reason, _ = decided(_downstream_failed({"in_prep": "v2"}), "train")
-    assert kind == "no-op" and "no retries left" in reason
+    same = _downstream_failed({"in_prep": "v2"})
+    assert decided(same, "train")[:2] == ("no-op", Cause.RETRIES_EXHAUSTED)
 
 
 def test_a_failure_recorded_without_input_versions_heals_on_a_newer_upstream_success() -> None:
     """A failure an older recon recorded (no input versions): its inputs changed when an
     upstream succeeded in a job submitted after it; otherwise it still counts."""
-    assert decided(_downstream_failed(None, upstream_job="70"), "train")[:2] == (
-        "submit",
-        "input in_prep (prep.out) changed since job 60 failed",
-    )
-    kind, reason, _ = decided(_downstream_failed(None, upstream_job="50"), "train")
-    assert kind == "no-op" and "no retries left" in reason
+    healed = _downstream_failed(None, upstream_job="70")
+    assert decided(healed, "train")[:2] == ("submit", Cause.INPUTS_CHANGED)
+    older = _downstream_failed(None, upstream_job="50")
+    assert decided(older, "train")[:2] == ("no-op", Cause.RETRIES_EXHAUSTED)
 
 
 def test_an_upstream_still_rerunning_heals_nothing_yet() -> None:
@@ -198,18 +193,18 @@ def test_a_job_recon_cancelled_is_no_failed_attempt() -> None:
     result = plan(
         state, observed(), [cancelled], NOW, scheduler="slurm", cancelled=frozenset({"60"})
     )
-    assert decided(result, "train")[:2] == (
-        "submit",
-        "job 60 was cancelled by recon, which is no attempt of the run's",
+    assert decided(result, "train")[:2] == ("submit", Cause.CANCELLED_BY_RECON)
+    assert (
+        said(result, "train") == "job 60 was cancelled by recon, which is no attempt of the run's"
     )
     # Cancelled by someone else: an attempt, as before.
     result = plan(state, observed(), [cancelled], NOW, scheduler="slurm")
-    assert decided(result, "train")[0] == "no-op"
+    assert decided(result, "train")[:2] == ("no-op", Cause.RETRIES_EXHAUSTED)
     # A job that failed on its own before recon cleaned it up (held in SpecialExit) stays
     # a failure.
     held = record("train", digest, "60", Health.FAILED)
     result = plan(state, observed(), [held], NOW, scheduler="slurm", cancelled=frozenset({"60"}))
-    assert decided(result, "train")[0] == "no-op"
+    assert decided(result, "train")[:2] == ("no-op", Cause.RETRIES_EXHAUSTED)
 
 
 def test_a_recon_cancelled_job_seen_only_by_the_cluster_is_no_attempt_either() -> None:
@@ -221,10 +216,9 @@ def test_a_recon_cancelled_job_seen_only_by_the_cluster_is_no_attempt_either() -
     )
     records = [record("train", digest, "59"), record("train", digest, "60")]
     result = plan(state, jobs, records, NOW, scheduler="slurm", cancelled=frozenset({"60"}))
-    assert decided(result, "train")[0] == "submit"
+    assert decided(result, "train")[:2] == ("submit", Cause.CANCELLED_BY_RECON)
     result = plan(state, jobs, records, NOW, scheduler="slurm")
-    kind, reason, _ = decided(result, "train")
-    assert kind == "no-op" and "no retries left" in reason
+    assert decided(result, "train")[:2] == ("no-op", Cause.RETRIES_EXHAUSTED)
 
 
 def test_a_run_torn_down_with_its_coupled_partner_waits_for_the_partner_to_run_again() -> None:
@@ -238,10 +232,10 @@ def test_a_run_torn_down_with_its_coupled_partner_waits_for_the_partner_to_run_a
     ]
     result = plan(state, observed(), records, NOW, scheduler="slurm", cancelled=frozenset({"13"}))
     assert decided(result, "monitor")[0] == "no-op"
-    assert decided(result, "simulator")[:2] == (
-        "blocked",
+    assert decided(result, "simulator")[:2] == ("blocked", Cause.PARTNER_FAILED)
+    assert said(result, "simulator") == (
         "waits for coupled run monitor, which ended failed (job 12); job 13 was cancelled by "
-        "recon, which is no attempt of the run's",
+        "recon, which is no attempt of the run's"
     )
     fixed = desired(
         run("simulator"), run("monitor", coupled_with=["simulator"], command="echo fixed")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Plan
+from reconciler.engine.plan.actions import ActionKind, Cause, Plan
 from reconciler.errors import UnknownTarget
 from reconciler.scheduler.states import SlurmState as S
 from tests.cli import recon
@@ -54,6 +54,7 @@ def test_a_running_job_is_cancelled_and_replaced() -> None:
     result = plan(state, jobs, [record("train", hash_of(state, "train"), "70")], NOW,
                   scheduler="slurm", replace=["train"])  # fmt: skip
     assert actions(result)["train"] == ("replace", "replaced as asked (--replace)", ("70",))
+    assert result.actions[0].cause is Cause.REPLACE_REQUESTED
 
 
 def test_never_on_a_partial_picture() -> None:
@@ -61,8 +62,10 @@ def test_never_on_a_partial_picture() -> None:
     jobs = observed(job("train", hash_of(state, "train"), S.RUNNING, "70"), complete=False)
     result = plan(state, jobs, [record("train", hash_of(state, "train"), "70")], NOW,
                   scheduler="slurm", replace=["train"])  # fmt: skip
-    kind, reason, cancels = actions(result)["train"]
-    assert (kind, cancels) == ("no-op", ()) and "not fully seen" in reason
+    (action,) = result.actions
+    assert (action.kind, action.cause, action.job_ids) == (
+        ActionKind.NOOP, Cause.OBSERVATION_INCOMPLETE, ()
+    )  # fmt: skip
     assert not result.has_changes
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from reconciler.engine.plan import plan
+from reconciler.engine.plan.actions import ActionKind, Cause
 from reconciler.engine.plan.inputs import FileState
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from tests.planning import NOW, desired, hash_of, job, observed, record, run
-from tests.unit.test_plan import kinds
+from tests.unit.test_plan import causes, kinds
 
 EARLIER = NOW - timedelta(minutes=20)
 
@@ -26,8 +27,10 @@ def test_a_retry_slurm_does_not_show_yet_is_not_retried_again() -> None:
         record("train", digest, "61", created_at=NOW - timedelta(seconds=5)),  # the retry
     ]
     result = plan(state, observed(failed), records, NOW, scheduler="slurm")
-    kind, why = kinds(result)["train"]
-    assert kind == "no-op" and "job 61 was submitted but the scheduler does not show it" in why
+    (action,) = result.actions
+    assert (action.kind, action.cause, action.unseen_job) == (
+        ActionKind.NOOP, Cause.NOT_SEEN_YET, "61"
+    )  # fmt: skip
     assert not result.has_changes
 
 
@@ -40,8 +43,7 @@ def test_a_retry_whose_end_a_partial_observation_cannot_tell_is_not_retried_agai
     ]
     # sacct is down: squeue shows live jobs only, and job 61 is no longer one of them.
     result = plan(state, observed(complete=False), records, NOW, scheduler="slurm")
-    kind, why = kinds(result)["train"]
-    assert kind == "no-op" and "unknown" in why
+    assert causes(result)["train"] == ("no-op", Cause.OBSERVATION_INCOMPLETE)
     assert not result.has_changes
 
 
@@ -55,8 +57,7 @@ def test_a_resubmission_after_a_lost_output_is_not_sent_again_while_unseen() -> 
     ]
     gone = FileState(outputs={("train", "out"): None})  # why 61 was sent
     result = plan(state, observed(succeeded), records, NOW, scheduler="slurm", files=gone)
-    kind, why = kinds(result)["train"]
-    assert kind == "no-op" and "does not show it yet" in why
+    assert causes(result)["train"] == ("no-op", Cause.NOT_SEEN_YET)
 
 
 def test_a_retry_shown_and_failed_counts_as_an_attempt() -> None:

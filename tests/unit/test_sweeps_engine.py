@@ -10,7 +10,7 @@ from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.apply.applier import Applier
 from reconciler.engine.apply.arrays import map_file
 from reconciler.engine.plan import plan as make_plan
-from reconciler.engine.plan.actions import ActionKind
+from reconciler.engine.plan.actions import ActionKind, Cause
 from reconciler.engine.plan.arrays import ArrayMap
 from reconciler.engine.plan.identity import split_by_owner, tag_for
 from reconciler.report import plan as plan_report
@@ -130,7 +130,7 @@ def test_an_array_whose_map_is_missing_makes_the_observation_incomplete(repo: Gi
     assert "member map" in own.problems[0]
     plan = make_plan(desired, own, [], NOW, scheduler="slurm")
     assert {a.kind for a in plan.actions} == {ActionKind.NOOP}  # nothing on half a picture
-    assert "job array 55 of train cannot be told apart" in plan.actions[0].reason
+    assert plan.actions[0].cause is Cause.ARRAY_UNREAD
 
 
 def test_a_plan_shows_a_sweep_as_one_line_and_lists_members_on_request(repo: GitRepo) -> None:
