@@ -18,7 +18,7 @@ from reconciler.desired.desired import (
 )
 from reconciler.desired.models import Allocation, NodeShape, Project, Run, RunResources
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Action, ActionKind, PruneCause, PruneGuard
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, PruneCause, PruneGuard
 from reconciler.engine.plan.allocations.placement import (
     Placement,
     beyond_allocation,
@@ -182,15 +182,16 @@ def cluster(*jobs: ObservedJob, **fields: Any) -> Cluster:
     return Cluster(jobs, **fields)
 
 
-def decided(actions: list[Action]) -> list[tuple[str, tuple[str, ...], str]]:
-    return [(a.kind.value, a.job_ids, a.reason) for a in actions]
+def decided(actions: list[Action]) -> list[tuple[str, tuple[str, ...], Cause, str]]:
+    return [(a.kind.value, a.job_ids, a.cause, a.reason) for a in actions]
 
 
 @dataclass(frozen=True)
 class Case:
     name: str
     cluster: Cluster
-    expected: list[tuple[str, tuple[str, ...], str]]  # kind, job ids, part of the reason
+    # kind, job ids, cause, and part of the reason (what it tells: job ids, time left)
+    expected: list[tuple[str, tuple[str, ...], Cause, str]]
     of: DesiredAllocation = WARM
     ready: str | None = None  # the job runs start in
     blocked: bool = False
@@ -199,42 +200,56 @@ class Case:
 
 RUN_STEP = step("12.3", RUNNING, run_tag("train"))
 CASES = [
-    Case("none held", cluster(), [("submit", (), "none held")]),
+    Case("none held", cluster(), [("submit", (), Cause.NONE_HELD, "none held")]),
     Case(
         "running with time to spare is reused",
         cluster(held("12", left=50)),
-        [("reuse", (), "allocation job 12 on cpu1, 50m left")],
+        [("reuse", (), Cause.READY, "allocation job 12 on cpu1, 50m left")],
         ready="12",
     ),
     Case(
         "no time limit shown is reused",
         cluster(held("12", left=None)),
-        [("reuse", (), "allocation job 12 on cpu1 (reused while")],
+        [("reuse", (), Cause.READY, "allocation job 12 on cpu1 (reused while")],
         ready="12",
     ),
     Case(
         "expiring and idle: renewed, then released",
         cluster(held("12", left=4)),
-        [("replace", (), "renewed: job 12 has 4m left"), ("cancel", ("12",), "expiring")],
+        [
+            ("replace", (), Cause.RENEW, "renewed: job 12 has 4m left"),
+            ("cancel", ("12",), Cause.RENEW, "expiring"),
+        ],
     ),
     Case(
         "expiring with a run in it: renewed, released once its step ends",
         cluster(held("12", left=4, steps=(RUN_STEP,))),
         [
-            ("replace", (), "renewed"),
-            ("no-op", (), "(expiring (4m left)) released once step 12.3 (run train) ends"),
+            ("replace", (), Cause.RENEW, "renewed"),
+            (
+                "no-op",
+                (),
+                Cause.RENEW,
+                "(expiring (4m left)) released once step 12.3 (run train) ends",
+            ),
         ],
     ),
     Case(
         "spec changed, old one busy: the new one is used, the old one waits for its step",
         cluster(held("12", spec=OTHER_HASH, steps=(RUN_STEP,)), held("13")),
-        [("reuse", (), "job 13"), ("no-op", (), "(allocation spec changed) released once")],
+        [
+            ("reuse", (), Cause.READY, "job 13"),
+            ("no-op", (), Cause.SPEC_CHANGED, "(allocation spec changed) released once"),
+        ],
         ready="13",
     ),
     Case(
         "spec changed, old one idle: allocated anew, old one released",
         cluster(held("12", spec=OTHER_HASH)),
-        [("replace", (), "spec changed"), ("cancel", ("12",), "allocation spec changed")],
+        [
+            ("replace", (), Cause.SPEC_CHANGED, "spec changed"),
+            ("cancel", ("12",), Cause.SPEC_CHANGED, "allocation spec changed"),
+        ],
     ),
     Case(
         "a step the journal knows and sacct does not show yet keeps the old one",
@@ -248,50 +263,61 @@ CASES = [
             setups=(setup_record("12", of=WARM, step_id="12.0"),),
         ),
         [
-            ("reuse", (), "job 13"),
-            ("no-op", (), "released once steps 12.4 (run train), 12.0 (setup) end"),
+            ("reuse", (), Cause.READY, "job 13"),
+            (
+                "no-op",
+                (),
+                Cause.SPEC_CHANGED,
+                "released once steps 12.4 (run train), 12.0 (setup) end",
+            ),
         ],
         ready="13",
     ),
     Case(
         "a pending old spec is released at once",
         cluster(held("12", PENDING, spec=OTHER_HASH), held("13")),
-        [("reuse", (), "job 13"), ("cancel", ("12",), "spec changed")],
+        [
+            ("reuse", (), Cause.READY, "job 13"),
+            ("cancel", ("12",), Cause.SPEC_CHANGED, "spec changed"),
+        ],
         ready="13",
     ),
     Case(
         "queued: waited for",
         cluster(held("12", PENDING, reason="Resources")),
-        [("no-op", (), "allocation job 12 is queued (Resources)")],
+        [("no-op", (), Cause.IN_PROGRESS, "allocation job 12 is queued (Resources)")],
     ),
     Case(
         "two ready: the newest is used, the older released",
         cluster(held("12", left=40), held("13", left=59)),
-        [("reuse", (), "job 13"), ("cancel", ("12",), "superseded by job 13")],
+        [
+            ("reuse", (), Cause.READY, "job 13"),
+            ("cancel", ("12",), Cause.SUPERSEDED, "superseded by job 13"),
+        ],
         ready="13",
     ),
     Case(
         "a renewal on its way keeps the ready one in use",
         cluster(held("12", left=20), held("13", PENDING)),
-        [("reuse", (), "job 12")],
+        [("reuse", (), Cause.READY, "job 12")],
         ready="12",
     ),
     Case(
         "setup never started: started",
         cluster(held("12")),
-        [("setup", ("12",), "setup starts in allocation job 12 (1 command)")],
+        [("setup", ("12",), Cause.SETUP, "setup starts in allocation job 12 (1 command)")],
         of=SET_UP,
     ),
     Case(
         "setup running: waited for",
         cluster(held("12", of=SET_UP, steps=(step("12.0", RUNNING, tag(SET_UP)),))),
-        [("no-op", (), "setup runs in allocation job 12 (step 12.0)")],
+        [("no-op", (), Cause.IN_PROGRESS, "setup runs in allocation job 12 (step 12.0)")],
         of=SET_UP,
     ),
     Case(
         "setup started but not listed yet: waited for",
         cluster(held("12", of=SET_UP), setups=(setup_record("12"),)),
-        [("no-op", (), "setup runs in allocation job 12")],
+        [("no-op", (), Cause.IN_PROGRESS, "setup runs in allocation job 12")],
         of=SET_UP,
     ),
     Case(
@@ -300,13 +326,13 @@ CASES = [
             held("12", of=SET_UP),
             setups=(setup_record("12", created_at=NOW - timedelta(hours=1)),),
         ),
-        [("setup", ("12",), "setup starts")],
+        [("setup", ("12",), Cause.SETUP, "setup starts")],
         of=SET_UP,
     ),
     Case(
         "setup done: reused",
         cluster(held("12", of=SET_UP, steps=(step("12.0", SlurmState.COMPLETED, tag(SET_UP)),))),
-        [("reuse", (), "job 12")],
+        [("reuse", (), Cause.READY, "job 12")],
         of=SET_UP,
         ready="12",
     ),
@@ -314,8 +340,13 @@ CASES = [
         "setup failed: tried again in a new job, and the job released",
         cluster(held("12", of=SET_UP, steps=(step("12.0", SlurmState.FAILED, tag(SET_UP), 2),))),
         [
-            ("replace", (), "setup is tried again; setup failed in job 12, 1 try left"),
-            ("cancel", ("12",), "its setup failed"),
+            (
+                "replace",
+                (),
+                Cause.SETUP_RETRY,
+                "setup is tried again; setup failed in job 12, 1 try left",
+            ),
+            ("cancel", ("12",), Cause.SETUP_FAILED, "its setup failed"),
         ],
         of=SET_UP,
     ),
@@ -328,10 +359,11 @@ CASES = [
             (
                 "blocked",
                 (),
+                Cause.SETUP_FAILED,
                 "setup failed in allocation job 12: step 12.0 failed (exit 2), 1 of 1 tries "
                 "failed; fix",
             ),
-            ("cancel", ("12",), "its setup failed"),
+            ("cancel", ("12",), Cause.SETUP_FAILED, "its setup failed"),
         ],
         of=NO_RETRY,
         blocked=True,
@@ -342,13 +374,13 @@ CASES = [
             held("13", of=SET_UP),
             setups=(setup_record("9", final_health=Health.FAILED, exit_code=1),),
         ),
-        [("setup", ("13",), "(1 command); setup failed in job 9, 1 try left")],
+        [("setup", ("13",), Cause.SETUP, "(1 command); setup failed in job 9, 1 try left")],
         of=SET_UP,
     ),
     Case(
         "one setup failure the journal remembers: allocated again",
         cluster(setups=(setup_record("9", final_health=Health.FAILED, exit_code=1),)),
-        [("submit", (), "none held; setup failed in job 9, 1 try left")],
+        [("submit", (), Cause.NONE_HELD, "none held; setup failed in job 9, 1 try left")],
         of=SET_UP,
     ),
     Case(
@@ -359,26 +391,40 @@ CASES = [
                 setup_record("10", final_health=Health.FAILED, exit_code=1),
             )
         ),
-        [("blocked", (), "setup failed in allocation job 10: failed (exit 1), 2 of 2 tries")],
+        [
+            (
+                "blocked",
+                (),
+                Cause.SETUP_FAILED,
+                "setup failed in allocation job 10: failed (exit 1), 2 of 2 tries",
+            )
+        ],
         of=SET_UP,
         blocked=True,
     ),
     Case(
         "a setup cancelled with its allocation is no failure",
         cluster(setups=(setup_record("9", final_health=Health.CANCELLED),)),
-        [("submit", (), "none held")],
+        [("submit", (), Cause.NONE_HELD, "none held")],
         of=SET_UP,
     ),
     Case(
         "the local backend cannot hold one",
         cluster(backend="local"),
-        [("blocked", (), "the local backend cannot run steps inside an allocation")],
+        [
+            (
+                "blocked",
+                (),
+                Cause.UNSUPPORTED,
+                "the local backend cannot run steps inside an allocation",
+            )
+        ],
         blocked=True,
     ),
     Case(
         "a container without pyxis is refused",
         cluster(containers=frozenset()),
-        [("blocked", (), "container ubuntu:22.04 needs pyxis")],
+        [("blocked", (), Cause.UNSUPPORTED, "container ubuntu:22.04 needs pyxis")],
         of=allocation(container={"image": "ubuntu:22.04"}),
         blocked=True,
     ),
@@ -389,6 +435,7 @@ CASES = [
             (
                 "blocked",
                 (),
+                Cause.UNSUPPORTED,
                 "container writable needs pyxis's --container-writable, which "
                 "this cluster's srun does not offer (srun --help)",
             )
@@ -399,29 +446,39 @@ CASES = [
     Case(
         "container options this pyxis offers are allocated",
         cluster(containers=frozenset({"image", "writable", "workdir"})),
-        [("submit", (), "none held")],
+        [("submit", (), Cause.NONE_HELD, "none held")],
         of=allocation(container={"image": "ubuntu:22.04", "writable": True, "workdir": "/w"}),
     ),
     Case(
         "a container where pyxis is, or was not looked for, is allocated",
         cluster(containers=None),
-        [("submit", (), "none held")],
+        [("submit", (), Cause.NONE_HELD, "none held")],
         of=allocation(container={"image": "ubuntu:22.04"}),
     ),
     Case(
         "made a moment ago and not listed yet: not made again",
         cluster(records=(alloc_record("12"),)),
-        [("no-op", (), "allocation job 12 was made but Slurm does not list it yet")],
+        [
+            (
+                "no-op",
+                (),
+                Cause.NOT_SEEN_YET,
+                "allocation job 12 was made but Slurm does not list it yet",
+            )
+        ],
     ),
     Case(
         "made long ago and not listed: made again",
         cluster(records=(alloc_record("12", created_at=NOW - timedelta(hours=1)),)),
-        [("submit", (), "none held")],
+        [("submit", (), Cause.NONE_HELD, "none held")],
     ),
     Case(
         "an incomplete observation releases nothing",
         cluster(held("12", spec=OTHER_HASH), held("13"), complete=False),
-        [("reuse", (), "job 13"), ("no-op", (), "released once the cluster can be fully")],
+        [
+            ("reuse", (), Cause.READY, "job 13"),
+            ("no-op", (), Cause.SPEC_CHANGED, "released once the cluster can be fully"),
+        ],
         ready="13",
     ),
 ]
@@ -435,8 +492,8 @@ def test_allocation_decisions(case: Case) -> None:
     )
     actions, states = plan_allocations(replace(case.cluster, jobs=jobs).inputs(), [case.of])
     got = decided(actions)
-    assert [(kind, ids) for kind, ids, _ in got] == [(k, i) for k, i, _ in case.expected], got
-    for (_, _, reason), (_, _, part) in zip(got, case.expected, strict=True):
+    assert [what[:3] for what in got] == [what[:3] for what in case.expected], got
+    for (*_, reason), (*_, part) in zip(got, case.expected, strict=True):
         assert part in reason, (reason, part)
     assert all(a.target == case.of.name and a.target_kind == "alloc" for a in actions)
     state = states[case.of.name]
@@ -459,27 +516,24 @@ def _as(job: ObservedJob, of: DesiredAllocation) -> ObservedJob:
 @pytest.mark.parametrize(
     ("known", "prune", "complete", "expected"),
     [
-        (True, True, True, [("cancel", ("12",), "allocation left the repo")]),
+        (True, True, True, [("cancel", ("12",), Cause.PRUNE)]),
         (True, False, True, []),
-        (False, False, True, [("cancel", ("12",), "no spec declares and the journal does not")]),
+        (False, False, True, [("cancel", ("12",), Cause.ORPHAN)]),
         (False, True, False, []),
     ],
 )
 def test_undeclared_allocations_are_released(
-    known: bool, prune: bool, complete: bool, expected: list[tuple[str, tuple[str, ...], str]]
+    known: bool, prune: bool, complete: bool, expected: list[tuple[str, tuple[str, ...], Cause]]
 ) -> None:
     records = (alloc_record("12"),) if known else ()
     seen = cluster(held("12"), records=records, prune=prune, complete=complete)
     found = prunes(seen.inputs(), declared=set())
-    got = decided(found)
-    assert [(k, i) for k, i, _ in got] == [(k, i) for k, i, _ in expected]
-    for (_, _, reason), (_, _, part) in zip(got, expected, strict=True):
-        assert part in reason
+    assert [what[:3] for what in decided(found)] == expected
 
 
 def test_an_undeclared_allocation_with_a_running_step_waits_for_it() -> None:
     (action,) = prunes(cluster(held("12", steps=(RUN_STEP,))).inputs(), declared=set())
-    assert action.kind is ActionKind.NOOP
+    assert (action.kind, action.cause) == (ActionKind.NOOP, Cause.ORPHAN)
     assert "released once step 12.3 (run train) ends" in action.reason
 
 
@@ -658,15 +712,16 @@ def test_a_downstream_waits_for_a_step_to_finish() -> None:
     actions = planned(state, held("12"), step_job(state, "a", "12.3", RUNNING))
     (upstream,) = actions["a"]
     (downstream,) = actions["b"]
-    assert upstream.kind is ActionKind.NOOP and "job 12.3 running" in upstream.reason
-    assert downstream.kind is ActionKind.NOOP and downstream.outcome == "waiting"
+    assert (upstream.kind, upstream.cause) == (ActionKind.NOOP, Cause.IN_PROGRESS)
+    assert (downstream.kind, downstream.cause) == (ActionKind.NOOP, Cause.WAITING_UPSTREAM)
+    assert downstream.outcome == "waiting"
     assert "cannot wait through afterok" in downstream.reason
 
 
 def test_a_batch_run_waits_for_a_step_upstream_too() -> None:
     state = desired(run("a", allocation="warm"), run("b", "a"))
     (downstream,) = planned(state, held("12"), step_job(state, "a", "12.3", RUNNING))["b"]
-    assert downstream.kind is ActionKind.NOOP and "to finish" in downstream.reason
+    assert (downstream.kind, downstream.cause) == (ActionKind.NOOP, Cause.WAITING_UPSTREAM)
 
 
 def test_a_step_that_succeeded_makes_its_downstream_start_in_the_same_job() -> None:
@@ -693,6 +748,10 @@ def test_runs_in_an_allocation_the_local_backend_cannot_hold_are_blocked() -> No
     state = desired(run("a", allocation="warm"), run("b", "a"))
     actions = planned(state, scheduler="local")
     assert actions["warm"][0].kind is ActionKind.BLOCKED
+    assert (actions["warm"][0].cause, actions["a"][0].cause) == (
+        Cause.UNSUPPORTED,
+        Cause.DOES_NOT_FIT,
+    )
     assert actions["a"][0].kind is ActionKind.BLOCKED
     assert actions["a"][0].reason.startswith("allocation warm is blocked: the local backend")
     assert actions["b"][0].reason == "upstream a is blocked"
@@ -781,7 +840,7 @@ def _launch(state: Desired, name: str, allocation_id: str = "12") -> Launch:
 def test_a_step_started_but_not_listed_is_not_started_again() -> None:
     state = desired(run("a", allocation="warm"))
     (action,) = planned(state, held("12"), records=[_started(state, "a")])["a"]
-    assert action.kind is ActionKind.NOOP and "does not list its step yet" in action.reason
+    assert (action.kind, action.cause) == (ActionKind.NOOP, Cause.STEP_NOT_LISTED)
 
 
 @pytest.mark.parametrize(
@@ -815,7 +874,8 @@ def test_a_step_srun_holds_back_is_waited_for_while_its_srun_runs(
     if expected is None:
         assert (action.kind, action.allocation_job) == (ActionKind.SUBMIT, "12")
     else:
-        assert action.kind is ActionKind.NOOP and expected in action.reason
+        assert (action.kind, action.cause) == (ActionKind.NOOP, Cause.STEP_NOT_LISTED)
+        assert expected in action.reason  # which of the two it waits for, in words
         assert action.allocation_job is None
 
 
@@ -934,7 +994,7 @@ def test_an_idle_allocation_is_released_after_idle_release(
     (action,) = planned(state, job)["warm"]
     assert action.kind is kind and reason in action.reason, action.reason
     if kind is ActionKind.CANCEL:
-        assert action.job_ids == ("12",)
+        assert (action.cause, action.job_ids) == (Cause.IDLE, ("12",))
         assert action.reason.endswith("no step runs in it; allocated again when a run needs it")
 
 
@@ -1063,8 +1123,8 @@ def test_steps_started_or_held_back_but_not_listed_hold_their_gpus() -> None:
         launches=(_launch(state, "a"),),
         records=[_started(state, "a", ago=timedelta(hours=1)), _started(state, "b")],
     )
+    assert actions["a"].cause is actions["b"].cause is Cause.STEP_NOT_LISTED
     assert "srun holds its step back" in actions["a"].reason
-    assert "does not list its step yet" in actions["b"].reason
     assert actions["c"].reason.endswith("2 of 2 in use by runs a, b")
     assert actions["c"].allocation_job is None
 
