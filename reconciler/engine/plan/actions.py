@@ -1,9 +1,9 @@
 """A Plan and its Actions: what recon would do, why, and against which state.
 
-Like Terraform's plan: a small enum of actions with symbols, each carrying its reason,
-and the plan remembers the commit and the observed state it was made against, so a saved
-plan can be refused as stale. Pydantic models, so a plan saves to JSON and reads back
-equal.
+Like Terraform's plan: a small enum of actions with symbols, each carrying its cause (a
+value, ``Cause``) and its reason (the same in words), and the plan remembers the commit
+and the observed state it was made against, so a saved plan can be refused as stale.
+Pydantic models, so a plan saves to JSON and reads back equal.
 """
 
 from __future__ import annotations
@@ -132,7 +132,9 @@ class Cause(StrEnum):
     # a run blocked
     UPSTREAM_FAILED = "upstream_failed"  # an upstream failed or is blocked
     PARTNER_FAILED = "partner_failed"  # a coupled partner ended badly (also a teardown's)
-    DOES_NOT_FIT = "does_not_fit"  # no partition of the cluster, or its allocation, holds it
+    # no partition of the cluster holds it, or its allocation cannot (blocked, too small,
+    # too short-lived)
+    DOES_NOT_FIT = "does_not_fit"
     # jobs found or cancelled
     ADOPT = "adopt"  # a tagged job of the project's the journal does not know
     COMPONENT_FAILED = "component_failed"  # a het job's component failed: torn down
@@ -143,7 +145,8 @@ class Cause(StrEnum):
     RENEW = "renew"  # its job runs out of time (or has too little for a run)
     SETUP = "setup"  # its job is up and its setup commands are to start
     SETUP_RETRY = "setup_retry"  # its setup failed and tries are left
-    SETUP_FAILED = "setup_failed"  # its setup failed in every try allowed
+    # its setup failed: in every try allowed (blocked), or in the job now released
+    SETUP_FAILED = "setup_failed"
     UNSUPPORTED = "unsupported"  # this backend or cluster cannot hold it
     READY = "ready"  # a job of it is up and reused
     ON_DEMAND = "on_demand"  # idle_release: allocated only once a run needs it
