@@ -3,6 +3,8 @@ settle; the planner and status read the field, never the words of the reason."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from reconciler.engine.apply.settle import as_recorded, judge
@@ -61,3 +63,21 @@ def test_the_planner_reads_the_ending_not_the_words_of_the_reason() -> None:
                        ending=EndingKind.DEPENDENCY)  # fmt: skip
     (action,) = plan(wanted, observed(), [never_ran], NOW, scheduler="slurm").actions
     assert action.cause is Cause.NEVER_RUN
+
+
+def test_status_tells_how_a_job_the_cluster_forgot_ended_from_its_ending() -> None:
+    """Once the job has left sacct's window, status says how it ended from the journal's
+    ending field, in the words Slurm's state has, whatever the reason's words."""
+    from reconciler.engine.plan.status import run_statuses
+
+    wanted = desired(run("a"))
+    digest = hash_of(wanted, "a")
+    timed_out = record("a", digest, "10", final=Health.FAILED, reason="Zeitlimit erreicht",
+                       ending=EndingKind.TIMEOUT)  # fmt: skip
+    made = plan(wanted, observed(), [timed_out], NOW, scheduler="slurm")
+    (row,) = run_statuses(wanted, made, observed(), [timed_out])
+    assert (row.health, row.how) == (Health.FAILED, "timed out")
+    no_outputs = replace(timed_out, reason="completed without its declared outputs: out",
+                         ending=EndingKind.NO_OUTPUTS)  # fmt: skip
+    (row,) = run_statuses(wanted, made, observed(), [no_outputs])
+    assert row.how is None  # recon's own judgement: the reason column says it
