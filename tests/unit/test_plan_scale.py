@@ -23,6 +23,7 @@ from reconciler.desired.desired import (
 from reconciler.desired.models import Allocation, Project
 from reconciler.engine.apply.settle import as_recorded, judge
 from reconciler.engine.plan import plan
+from reconciler.engine.plan.actions import Cause
 from reconciler.engine.plan.status import allocation_statuses, run_statuses
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.states import Health
@@ -187,7 +188,7 @@ def test_gpu_runs_in_an_allocation_are_counted_without_a_scan_per_run() -> None:
     items = len(state.runs) + len(jobs) + len(records) + len(rows)
     Visits.count = 0
     result = plan(state, observation, CountedRecords(records), NOW, scheduler="slurm")
-    waits = [a for a in result.actions if a.reason.startswith("waits for 1 free GPU")]
+    waits = [a for a in result.actions if a.cause is Cause.WAITING_ALLOCATION]
     assert len(waits) == RUNS // 4
     holders = sorted(name for i, name in enumerate(state.runs) if i % 4 != 3)
     assert waits[0].reason.endswith(
