@@ -18,12 +18,17 @@ from reconciler.scheduler.states import Health, SlurmState, in_words
 UNSEEN_GRACE = timedelta(minutes=10)
 
 
+def lost_at(journalled_at: datetime) -> datetime:
+    """When a job, step or setup recon journalled at ``journalled_at`` and the scheduler
+    does not list counts as lost: absence right after submission proves nothing (squeue
+    and sacct lag behind each other, a step behind its srun), so it is waited for
+    ``UNSEEN_GRACE``. The one home of that rule, with ``within_grace``."""
+    return journalled_at + UNSEEN_GRACE
+
+
 def within_grace(journalled_at: datetime, now: datetime) -> bool:
-    """Whether a job, step or setup recon journalled at ``journalled_at`` that the
-    scheduler does not list is still waited for: absence right after submission proves
-    nothing (squeue and sacct lag behind each other, a step behind its srun), so it
-    counts as lost only once ``UNSEEN_GRACE`` has passed. The one home of that rule."""
-    return now - journalled_at < UNSEEN_GRACE
+    """Whether such a job, step or setup is still waited for at ``now``."""
+    return now < lost_at(journalled_at)
 
 
 # The reason recon records for a job Slurm calls COMPLETED that left outputs missing.

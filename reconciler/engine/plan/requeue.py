@@ -45,6 +45,7 @@ from reconciler.state.records import (
     UNSEEN_GRACE,
     SetupRecord,
     SubmissionStatus,
+    lost_at,
     unseen_job,
 )
 
@@ -220,4 +221,4 @@ def _time_left(job: ObservedJob) -> timedelta | None:
 
 
 def _grace(since: datetime, target: str, reason: str) -> Due:
-    return Due(since + UNSEEN_GRACE, LookKind.GRACE, target, reason)
+    return Due(lost_at(since), LookKind.GRACE, target, reason)
