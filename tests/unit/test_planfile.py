@@ -69,7 +69,7 @@ def test_save_then_load_reads_back_the_same_plan(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
     save(SAVED, path)
     assert load(path) == SAVED
-    assert json.loads(path.read_text())["format_version"] == 1
+    assert json.loads(path.read_text())["format_version"] == 2
     assert os.listdir(tmp_path) == ["plan.json"]  # no temporary file left behind
 
 
@@ -139,8 +139,8 @@ def saved_document(**changes: Any) -> str:
             r"it has no actions, fingerprint, format_version, project",
         ),
         (
-            saved_document(format_version=2),
-            r"is a plan of format version 2; this recon applies version 1 only\. "
+            saved_document(format_version=1),  # a plan an earlier recon saved: no causes
+            r"is a plan of format version 1; this recon applies version 2 only\. "
             r"Run `recon plan -out FILE` again with this recon\.",
         ),
         (

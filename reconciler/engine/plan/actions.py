@@ -299,7 +299,9 @@ class NextLook(BaseModel):
 class Plan(BaseModel):
     model_config = _FROZEN
 
-    format_version: Literal[1] = 1
+    # 2: every action has its `cause`, the plan its `next_look`; a plan saved by a recon
+    # of format 1 is refused with "make it again" (saved plans are minutes old, not kept)
+    format_version: Literal[2] = 2
     project: str
     root: str = Field(description="the project folder the plan was made for")
     commit: str | None = Field(description="None when made from the work tree")
