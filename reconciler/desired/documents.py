@@ -68,7 +68,9 @@ def validate_project(document: SourceDocument) -> tuple[Project | None, list[Spe
 def issues_from(error: ValidationError, document: SourceDocument) -> list[SpecIssue]:
     issues = []
     for detail in error.errors():
-        path = tuple(part for part in detail["loc"] if part != "[key]")
+        # pydantic marks an error in a mapping's key with "[key]"; a field a user named
+        # "[key]" is one too, and is all the path there is
+        path = tuple(part for part in detail["loc"] if part != "[key]") or tuple(detail["loc"])
         field = ".".join(str(part) for part in path)
         line = document.line_of(path)
         model = error.title if error.title in MODELS else None

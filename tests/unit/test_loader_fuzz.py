@@ -78,6 +78,7 @@ def test_random_text_parses_or_reports(text: str) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(keys, documents, max_size=8).map(lambda d: {"kind": "Run", **d}))
+@example({"kind": "Run", "[key]": None})  # found: pydantic's key marker as a field's name
 def test_random_documents_validate_or_report(data: dict[str, object]) -> None:
     from reconciler.desired.yamlsource import SourceDocument
 
