@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from rich.text import Text
 
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.plan.actions import Plan
+from reconciler.engine.plan.actions import ActionKind, Plan
 from reconciler.engine.plan.status import AllocationStatus, RunStatus
 from reconciler.scheduler.states import Health
 from reconciler.words import plural
@@ -35,7 +35,6 @@ STYLES = {
     "outdated": "yellow",
     "missing": "yellow",
 }
-_NOOP = "no-op: "
 _MIN_LAST, _MIN_FIRST = 20, 12  # what shortening leaves of the last and the first column
 
 
@@ -87,7 +86,7 @@ def _cells(row: RunStatus, layout: Layout, now: datetime) -> list[str]:
         _health(row),
         row.job_id or "-",
         *(wide if layout.wide else []),
-        _next(row.reason) if row.note is None else f"{_next(row.reason)} (last: {row.note})",
+        _next(row) if row.note is None else f"{_next(row)} (last: {row.note})",
     ]
 
 
@@ -117,7 +116,7 @@ def _sweep_cells(members: list[RunStatus], layout: Layout, now: datetime) -> lis
     syncs = Counter(row.sync.value for row in members)
     healths = Counter(row.health.value if row.health else "no job" for row in members)
     arrays = sorted({row.job_id.partition("_")[0] for row in members if row.job_id}, key=_number)
-    nexts = Counter(row.reason.partition(":")[0] for row in members)
+    nexts = Counter(row.next.value for row in members)
     finished = [row.finished_at for row in members if row.finished_at is not None]
     return [
         f"{sweep} ({plural(len(members), 'member')})",
@@ -170,7 +169,7 @@ def _allocations(rows: Sequence[AllocationStatus], layout: Layout) -> Text:
             ", ".join(map(str, row.steps_running))
             or (f"none for {_duration(row.idle)}" if row.idle is not None else "-"),
             *([", ".join(map(str, row.history)) or "-"] if layout.wide else []),
-            _next(row.reason),
+            _next(row),
         ]
         for row in rows
     ]
@@ -242,9 +241,9 @@ def _health(row: RunStatus) -> str:
     return f"{row.health.value}, {words}" if "(" in words else f"{row.health.value} ({words})"
 
 
-def _next(reason: str) -> str:
+def _next(row: RunStatus | AllocationStatus) -> str:
     # "no-op: current (job 1 succeeded)": the sync column already says it does nothing.
-    return reason.removeprefix(_NOOP)
+    return row.why if row.next is ActionKind.NOOP else row.reason
 
 
 def _when(moment: datetime | None, now: datetime) -> str:

@@ -30,7 +30,7 @@ def pipeline_plan() -> Plan:
 def status(name: str, sync: SyncStatus, health: Health | None) -> RunStatus:
     return RunStatus(
         name=name, sync=sync, health=health, job_id=None, finished_at=None,
-        last_success_commit=None, outputs={}, reason="",
+        last_success_commit=None, outputs={}, reason="", next=ActionKind.NOOP,
     )  # fmt: skip
 
 

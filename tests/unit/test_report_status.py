@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciler.engine.plan.actions import Plan, SyncStatus
+from reconciler.engine.plan.actions import ActionKind, Plan, SyncStatus
 from reconciler.engine.plan.status import AllocationJob, AllocationStatus, RunningStep, RunStatus
 from reconciler.report.status import Layout, render, summary
 from reconciler.scheduler.states import Health
@@ -42,6 +42,7 @@ def row(name: str, sync: SyncStatus, health: Health | None, reason: str) -> RunS
         last_success_commit="0123456789abcdef" if sync is SyncStatus.CURRENT else None,
         outputs={"model": "model/policy.json"},
         reason=reason,
+        next=ActionKind(reason.partition(": ")[0]),  # as run_statuses writes them: "<next>: <why>"
     )
 
 
@@ -71,6 +72,7 @@ HELD = [
             for job_id, runs, health in (("50", 1, Health.RUNNING), ("49", 2, Health.CANCELLED))
         ),
         reason="no-op: " + LONG,
+        next=ActionKind.NOOP,
     )
 ]
 

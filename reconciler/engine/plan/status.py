@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.plan.actions import ActionKind, Plan, SyncStatus
+from reconciler.engine.plan.actions import ActionKind, Cause, Plan, SyncStatus
 from reconciler.engine.plan.allocations.judging import held_back, idle_for, judged_health
 from reconciler.engine.plan.history import settled_health, settled_healths
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
@@ -37,6 +37,14 @@ class RunStatus(BaseModel):
     reason: str  # what the next apply would do about it, and why
     note: str | None = None  # the last thing recon did to it on its own, e.g. a teardown
     waiting_for: str | None = None  # why Slurm holds a pending job: Resources, JobHeldAdmin
+    # what the next apply would do, typed (``reason`` says it in words: "<next>: <why>")
+    next: ActionKind
+    cause: Cause | None = None
+
+    @property
+    def why(self) -> str:
+        """The reason without the action's name in front (the action is ``next``)."""
+        return self.reason.removeprefix(f"{self.next.value}: ")
 
 
 def run_statuses(
@@ -74,6 +82,8 @@ def run_statuses(
                 reason=f"{action.kind.value}: {action.reason}",
                 note=notes.get(action.target),
                 waiting_for=waiting,
+                next=action.kind,
+                cause=action.cause,
             )
         )
     return rows
@@ -186,6 +196,12 @@ class AllocationStatus(BaseModel):
     steps_running: tuple[RunningStep, ...]
     history: tuple[AllocationJob, ...]  # every job of it the journal knows, newest first
     reason: str  # what the next apply would do about it, and why
+    next: ActionKind | None = None  # the first thing the next apply would do about it
+
+    @property
+    def why(self) -> str:
+        """The reason without the first action's name in front (that action is ``next``)."""
+        return self.reason.removeprefix(f"{self.next.value}: ") if self.next else self.reason
 
     @field_serializer("time_left", "idle", when_used="json")
     def _seconds(self, span: timedelta | None) -> int | None:
@@ -204,13 +220,15 @@ def allocation_statuses(
     histories = _by_name(records, "alloc")
     served = _runs_served(records)
     reasons: dict[str, list[str]] = {}
+    kinds: dict[str, ActionKind] = {}
     for action in plan.actions:
         if action.target_kind == "alloc" and action.kind is not ActionKind.ADOPT:
             reasons.setdefault(action.target, []).append(f"{action.kind.value}: {action.reason}")
+            kinds.setdefault(action.target, action.kind)
     return [
         _allocation_status(
             name, plan, observation, histories.get(name, []), served, reasons.get(name, [])
-        )
+        ).model_copy(update={"next": kinds.get(name)})
         for name in names
     ]
 
