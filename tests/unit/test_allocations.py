@@ -347,7 +347,7 @@ CASES = [
     Case(
         "the local backend cannot hold one",
         cluster(backend="local"),
-        [("blocked", (), "the local backend cannot run steps inside an allocation")],
+        [("blocked", (), "skipped on the local backend, which holds no allocations")],
         blocked=True,
     ),
     Case(
@@ -650,7 +650,9 @@ def test_runs_in_an_allocation_the_local_backend_cannot_hold_are_blocked() -> No
     actions = planned(state, scheduler="local")
     assert actions["warm"][0].kind is ActionKind.BLOCKED
     assert actions["a"][0].kind is ActionKind.BLOCKED
-    assert actions["a"][0].reason.startswith("allocation warm is blocked: the local backend")
+    assert actions["a"][0].reason.startswith(
+        "allocation warm is blocked: skipped on the local backend"
+    )
     assert actions["b"][0].reason == "upstream a is blocked"
 
 

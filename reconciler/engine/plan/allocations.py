@@ -652,10 +652,10 @@ def _setup_failed(job_id: str, how: str) -> str:
 
 def _refusal(cluster: AllocationInputs, allocation: DesiredAllocation) -> str | None:
     spec = allocation.spec
-    if cluster.backend == "local":
+    if cluster.backend == "local":  # report/plan.py says it as skipped in the summary
         return (
-            "the local backend cannot run steps inside an allocation (srun --jobid has no "
-            "local meaning); use a Slurm cluster (scheduler: slurm)"
+            "skipped on the local backend, which holds no allocations (runs start steps in "
+            "one with srun --jobid, on Slurm only); --scheduler slurm allocates it"
         )
     if spec.container is not None and cluster.containers is not None:
         if "image" not in cluster.containers:
