@@ -182,7 +182,8 @@ def _wait(request: Request, lock_timeout: float) -> int:
     console.print(counts_line(last))
     if not last.failed:
         skipped = skipped_allocations(last.plan)
-        console.print("All runs done." + (f" {skipped[0].upper()}{skipped[1:]}." if skipped else ""))
+        tail = f" {skipped[0].upper()}{skipped[1:]}." if skipped else ""
+        console.print(f"All runs done.{tail}")
         return 0
     desired, records = last.desired, last.records
     for action in last.failed:

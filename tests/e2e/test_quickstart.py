@@ -38,9 +38,9 @@ def main_command() -> str:
 def slurm_command() -> str:
     """The README's next command: the same, sent to Slurm by one flag."""
     command = readme_commands()[1]
-    assert command == main_command().replace(
-        "examples/repo", "examples/repo --scheduler slurm"
-    ), command
+    assert command == main_command().replace("examples/repo", "examples/repo --scheduler slurm"), (
+        command
+    )
     return command
 
 
@@ -128,8 +128,8 @@ def test_the_readme_flag_sends_the_example_to_slurm(tmp_path: Path) -> None:
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     calls = tmp_path / "slurm-calls"
-    planned = slurm_command().replace("recon apply", "recon plan").replace(
-        " --auto-approve --wait", ""
+    planned = (
+        slurm_command().replace("recon apply", "recon plan").replace(" --auto-approve --wait", "")
     )
     result = subprocess.run(
         planned.split(),

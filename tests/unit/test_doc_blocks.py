@@ -127,6 +127,10 @@ NOT_OUTPUT = {
     "README.md: pip install -e . && recon apply examples/repo --auto-approve": (
         f"{TYPED}; tests/e2e/test_quickstart.py runs it"
     ),
+    "README.md: recon apply examples/repo --scheduler slurm --auto-approve -": (
+        f"{TYPED}; tests/e2e/test_quickstart.py checks it is the first one sent to Slurm, "
+        "and plans it"
+    ),
     "README.md: pip install -e '.[test]' && recon dev-cluster up && RECON_RE": TYPED,
     "README.md: recon validate examples/repo             # every problem in": TYPED,
     "README.md: recon watch . --branch main --interval 30s        # a commit": TYPED,
