@@ -150,22 +150,24 @@ class Shown:
 
 
 def shown_commands(path: Path) -> list[Shown]:
+    return [shown for fence in fences(path) if fence.lang == "console" for shown in typed(fence)]
+
+
+def typed(fence: Fence) -> list[Shown]:
+    """The commands of one console block, each with the output shown under it."""
     found = []
-    for fence in fences(path):
-        if fence.lang != "console":
-            continue
-        command: str | None = None
-        output: list[str] = []
-        start = fence.line + 1
-        for number, line in enumerate(fence.body.splitlines(), fence.line + 1):
-            if line.startswith("$ "):
-                if command is not None:
-                    found.append(Shown(command, "\n".join(output), start))
-                command, output, start = line[2:].split("  #")[0].strip(), [], number
-            else:
-                output.append(line)
-        if command is not None:
-            found.append(Shown(command, "\n".join(output), start))
+    command: str | None = None
+    output: list[str] = []
+    start = fence.line + 1
+    for number, line in enumerate(fence.body.splitlines(), fence.line + 1):
+        if line.startswith("$ "):
+            if command is not None:
+                found.append(Shown(command, "\n".join(output), start))
+            command, output, start = line[2:].split("  #")[0].strip(), [], number
+        else:
+            output.append(line)
+    if command is not None:
+        found.append(Shown(command, "\n".join(output), start))
     return found
 
 
