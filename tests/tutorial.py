@@ -17,13 +17,14 @@ header naming the scheduler is the one difference allowed.
 
 from __future__ import annotations
 
+import http.client
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,7 +143,7 @@ class Reader:
         try:
             assert server.stdout is not None
             first = server.stdout.readline()
-            page = _fetched(f"http://127.0.0.1:{port}/")
+            page = _fetched(port)
             assert "<html" in page, f"{step.where}: the page is\n{page}"
         finally:
             server.send_signal(signal.SIGINT)
@@ -151,23 +152,25 @@ class Reader:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
 
 
-def _fetched(url: str, timeout: float = 60) -> str:
+def _fetched(port: int, timeout: float = 60) -> str:
+    """The page at / (straight to the port: no proxy the environment names)."""
     deadline = time.monotonic() + timeout
     while True:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         try:
-            with urllib.request.urlopen(url, timeout=10) as response:
-                return str(response.read().decode())
+            connection.request("GET", "/")
+            return connection.getresponse().read().decode()
         except OSError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+        finally:
+            connection.close()
 
 
 def follow(home: Path, slurm: bool) -> list[Step]:
