@@ -150,22 +150,24 @@ class Shown:
 
 
 def shown_commands(path: Path) -> list[Shown]:
+    return [shown for fence in fences(path) if fence.lang == "console" for shown in typed(fence)]
+
+
+def typed(fence: Fence) -> list[Shown]:
+    """The commands of one console block, each with the output shown under it."""
     found = []
-    for fence in fences(path):
-        if fence.lang != "console":
-            continue
-        command: str | None = None
-        output: list[str] = []
-        start = fence.line + 1
-        for number, line in enumerate(fence.body.splitlines(), fence.line + 1):
-            if line.startswith("$ "):
-                if command is not None:
-                    found.append(Shown(command, "\n".join(output), start))
-                command, output, start = line[2:].split("  #")[0].strip(), [], number
-            else:
-                output.append(line)
-        if command is not None:
-            found.append(Shown(command, "\n".join(output), start))
+    command: str | None = None
+    output: list[str] = []
+    start = fence.line + 1
+    for number, line in enumerate(fence.body.splitlines(), fence.line + 1):
+        if line.startswith("$ "):
+            if command is not None:
+                found.append(Shown(command, "\n".join(output), start))
+            command, output, start = line[2:].split("  #")[0].strip(), [], number
+        else:
+            output.append(line)
+    if command is not None:
+        found.append(Shown(command, "\n".join(output), start))
     return found
 
 
@@ -308,11 +310,10 @@ class Watched:
 
 
 def copy_example(root: Path) -> Path:
-    """examples/repo at ``root``, in a git repository of its own, with `scheduler: local`
-    (as the docs' stories ran)."""
+    """examples/repo at ``root``, in a git repository of its own: its `scheduler: local`
+    is the one the docs' stories ran on."""
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
-    text = (root / "recon.yaml").read_text().replace("scheduler: auto", "scheduler: local")
-    (root / "recon.yaml").write_text(text)
+    assert "\nscheduler: local " in (root / "recon.yaml").read_text()
     GitRepo(root).commit(message="example")
     return root
 

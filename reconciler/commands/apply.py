@@ -168,6 +168,7 @@ def _wait(request: Request, lock_timeout: float) -> int:
     from rich.text import Text
 
     from reconciler.engine.wait import wait_until_final
+    from reconciler.report.plan import skipped_allocations
     from reconciler.report.progress import counts_line, live_view
 
     def show(progress: Progress, outcome: PassOutcome) -> None:
@@ -180,7 +181,9 @@ def _wait(request: Request, lock_timeout: float) -> int:
         last = wait_until_final(request, on_pass=show, lock_timeout=max(lock_timeout, 60.0))
     console.print(counts_line(last))
     if not last.failed:
-        console.print("All runs done.")
+        skipped = skipped_allocations(last.plan)
+        tail = f" {skipped[0].upper()}{skipped[1:]}." if skipped else ""
+        console.print(f"All runs done.{tail}")
         return 0
     desired, records = last.desired, last.records
     for action in last.failed:

@@ -16,13 +16,14 @@ from reconciler.desired.matrix import sweep_of
 from reconciler.engine.plan.actions import (
     Action,
     ActionKind,
+    Cause,
     FieldChange,
     Plan,
     RunOutcome,
     SweepShape,
 )
 from reconciler.engine.plan.prune import explain
-from reconciler.words import plural
+from reconciler.words import listed, plural
 
 _SYMBOL_WIDTH = 3
 # The kind column fits every kind but `may rerun`, which widens it only in a plan that
@@ -140,8 +141,11 @@ def summary(plan: Plan) -> str:
         f"{plural(plan.waiting_unseen, 'run')} {'waits' if plan.waiting_unseen == 1 else 'wait'}"
         " for jobs the scheduler does not show yet"
     )
+    skipped = skipped_allocations(plan)
     if plan.has_changes:
-        return plan.summary + (f" {unseen[0].upper()}{unseen[1:]}." if plan.waiting_unseen else "")
+        tail = [unseen] if plan.waiting_unseen else []
+        tail += [skipped] if skipped else []
+        return " ".join([plan.summary, *(f"{text[0].upper()}{text[1:]}." for text in tail)])
     # Nothing would touch the cluster; say what is still not as the specs want it, and
     # only claim a match when the cluster was fully observed and no job is unaccounted for.
     pending = [unseen] if plan.waiting_unseen else []
@@ -150,13 +154,36 @@ def summary(plan: Plan) -> str:
     # A run failed with no retries left is a no-op, but not a match: say so.
     if failed := sum(1 for a in plan.actions if a.outcome is RunOutcome.FAILED):
         pending.append(f"{plural(failed, 'run')} failed with no retries left")
-    if blocked := plan.count(ActionKind.BLOCKED):
-        pending.append(f"{plural(blocked, 'run')} blocked")
+    blocked = [a for a in plan.actions if a.kind is ActionKind.BLOCKED]
+    if runs := sum(1 for a in blocked if a.target_kind == "run"):
+        pending.append(f"{plural(runs, 'run')} blocked")
+    if not skipped and (allocations := len(blocked) - runs):
+        pending.append(f"{plural(allocations, 'allocation')} blocked")
+    pending += [skipped] if skipped else []
     if pending:
         return f"No changes to the cluster; {', '.join(pending)}."
     if not plan.observation_complete:
         return "No changes to the cluster."
     return "No changes. The cluster matches the specs."
+
+
+def skipped_allocations(plan: Plan) -> str | None:
+    """`allocation interactive skipped on the local backend, which holds none`: on the
+    local backend every allocation is blocked as unsupported (engine/plan/allocations/
+    state.py), which a summary says as what it is, a step left out, not an error."""
+    if plan.scheduler != "local":
+        return None
+    names = [
+        a.target
+        for a in plan.actions
+        if a.target_kind == "alloc"
+        and a.kind is ActionKind.BLOCKED
+        and a.cause is Cause.UNSUPPORTED
+    ]
+    if not names:
+        return None
+    word = "allocation" if len(names) == 1 else "allocations"
+    return f"{word} {listed(names)} skipped on the local backend, which holds none"
 
 
 def guard_line(plan: Plan) -> list[str]:

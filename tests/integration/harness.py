@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -123,11 +124,14 @@ def run_spec(name: str, command: str, *, extra: str = "", inputs: str = "") -> s
 
 def example_project(where: Path, prefix: str) -> Project:
     """The example project, committed in a repo of its own under `where/example`, its
-    project named afresh (``new_project_name(prefix)``) so its jobs are its own."""
+    project named afresh (``new_project_name(prefix)``) so its jobs are its own, on Slurm
+    (`scheduler: slurm`: the example itself says `local`, safe on a login node)."""
     name = new_project_name(prefix)
     root = where / "example"
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
     text = (root / "recon.yaml").read_text().replace("project: cartpole", f"project: {name}")
+    text, found = re.subn(r"^scheduler: local\b.*$", "scheduler: slurm", text, flags=re.MULTILINE)
+    assert found == 1, text
     (root / "recon.yaml").write_text(text)
     repo = GitRepo(root)
     repo.commit(message="example")

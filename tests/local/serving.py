@@ -22,11 +22,11 @@ EXAMPLE = ROOT / "examples" / "repo"
 
 
 def example_project(where: Path) -> Path:
-    """The example project, on the local backend, committed in a fresh repo."""
+    """The example project, on the local backend (its recon.yaml says so), committed in a
+    fresh repo."""
     root = where / "example"
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".recon", "runs"))
-    text = (root / "recon.yaml").read_text().replace("scheduler: auto", "scheduler: local")
-    (root / "recon.yaml").write_text(text)
+    assert "\nscheduler: local " in (root / "recon.yaml").read_text()
     GitRepo(root).commit(message="example")
     return root
 

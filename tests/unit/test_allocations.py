@@ -416,7 +416,7 @@ CASES = [
                 "blocked",
                 (),
                 Cause.UNSUPPORTED,
-                "the local backend cannot run steps inside an allocation",
+                "skipped on the local backend, which holds no allocations",
             )
         ],
         blocked=True,
@@ -753,7 +753,9 @@ def test_runs_in_an_allocation_the_local_backend_cannot_hold_are_blocked() -> No
         Cause.DOES_NOT_FIT,
     )
     assert actions["a"][0].kind is ActionKind.BLOCKED
-    assert actions["a"][0].reason.startswith("allocation warm is blocked: the local backend")
+    assert actions["a"][0].reason.startswith(
+        "allocation warm is blocked: skipped on the local backend"
+    )
     assert actions["b"][0].reason == "upstream a is blocked"
 
 

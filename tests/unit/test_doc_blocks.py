@@ -6,7 +6,9 @@ Slurm prints for recon to read (docs/arrays.md), is compared with what recon's c
 produces or reads: YAML blocks and the errors shown after an invalid one
 by tests/unit/test_doc_yaml.py, docs/cli.md's console blocks and diagram by
 tests/local/test_doc_cli_output.py (which keeps its own list of the commands it does not
-reproduce), and every other block by the test CHECKED names. A block that is not an
+reproduce), every block of docs/tutorial.md by tests/local/test_doc_tutorial.py (which
+writes each file it shows and runs each command, and fails on a block it cannot take),
+and every other block by the test CHECKED names. A block that is not an
 output of recon (a command to type, a diagram) is in NOT_OUTPUT with the reason. So a
 new block cannot be added without a test or a reason.
 
@@ -131,6 +133,10 @@ NOT_OUTPUT = {
     "README.md: pip install -e . && recon apply examples/repo --auto-approve": (
         f"{TYPED}; tests/e2e/test_quickstart.py runs it"
     ),
+    "README.md: recon apply examples/repo --scheduler slurm --auto-approve -": (
+        f"{TYPED}; tests/e2e/test_quickstart.py checks it is the first one sent to Slurm, "
+        "and plans it"
+    ),
     "README.md: pip install -e '.[test]' && recon dev-cluster up && RECON_RE": TYPED,
     "README.md: recon validate examples/repo             # every problem in": TYPED,
     "README.md: recon watch . --branch main --interval 30s        # a commit": TYPED,
@@ -164,8 +170,9 @@ NOT_OUTPUT = {
 
 
 def checked_elsewhere(fence: Fence, after_invalid_yaml: bool) -> bool:
-    """The blocks the YAML test and docs/cli.md's console test go through themselves."""
-    if fence.lang == "yaml" or after_invalid_yaml:
+    """The blocks the YAML test, docs/cli.md's console test and the tutorial's test go
+    through themselves."""
+    if fence.lang == "yaml" or after_invalid_yaml or fence.file == "docs/tutorial.md":
         return True
     return fence.file == "docs/cli.md" and fence.lang in ("console", "mermaid")
 

@@ -244,6 +244,66 @@ def test_summary_when_nothing_changes_the_cluster(plan: Plan, line: str) -> None
     assert as_markdown(plan).splitlines()[-1] == f"**{line}**"
 
 
+def blocked_allocation(name: str) -> Action:
+    return Action(
+        kind=ActionKind.BLOCKED,
+        target=name,
+        target_kind="alloc",
+        reason="refused",
+        cause=Cause.UNSUPPORTED,
+    )
+
+
+def on(scheduler: str, *actions: Action) -> Plan:
+    return plan_of(*actions).model_copy(update={"scheduler": scheduler})
+
+
+@pytest.mark.parametrize(
+    ("plan", "line"),
+    [
+        (
+            on("local", noop("data"), blocked_allocation("interactive")),
+            "No changes to the cluster; allocation interactive skipped on the local backend, "
+            "which holds none.",
+        ),
+        (
+            on(
+                "local",
+                Action(
+                    kind=ActionKind.SUBMIT,
+                    target="data",
+                    reason="not yet run",
+                    cause=Cause.NEVER_RUN,
+                ),
+                blocked_allocation("a"),
+                blocked_allocation("b"),
+            ),
+            "Plan: 1 to submit, 0 to replace, 0 to cancel. Allocations a and b skipped on the "
+            "local backend, which holds none.",
+        ),
+        (
+            on(
+                "local",
+                Action(
+                    kind=ActionKind.BLOCKED,
+                    target="c",
+                    reason="upstream a failed",
+                    cause=Cause.UPSTREAM_FAILED,
+                ),
+            ),
+            "No changes to the cluster; 1 run blocked.",
+        ),
+        # On Slurm an allocation blocked is one refused (a container, the fit): an error.
+        (
+            on("slurm", noop("data"), blocked_allocation("interactive")),
+            "No changes to the cluster; 1 allocation blocked.",
+        ),
+    ],
+)
+def test_an_allocation_on_the_local_backend_is_said_skipped(plan: Plan, line: str) -> None:
+    assert as_text(plan).splitlines()[-1] == line
+
+
 def test_header_names_the_work_tree_and_targets() -> None:
     plan = plan_of(commit=None).model_copy(update={"targets": ("train", "evaluate")})
     assert as_text(plan).splitlines()[0] == (

@@ -174,10 +174,10 @@ def _waiting(state: AllocationState, why: str) -> AllocationState:
 def _refusal(inputs: PlanInputs, allocation: DesiredAllocation) -> str | None:
     spec = allocation.spec
     containers = inputs.containers
-    if inputs.scheduler == "local":
+    if inputs.scheduler == "local":  # report/plan.py says it as skipped in the summary
         return (
-            "the local backend cannot run steps inside an allocation (srun --jobid has no "
-            "local meaning); use a Slurm cluster (scheduler: slurm)"
+            "skipped on the local backend, which holds no allocations (runs start steps in "
+            "one with srun --jobid, on Slurm only); --scheduler slurm allocates it"
         )
     if spec.container is not None and containers is not None:
         if "image" not in containers:
