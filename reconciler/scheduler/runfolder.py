@@ -1,8 +1,10 @@
 """A run's folder: every path recon, and the jobs it submits, use under a run's directory.
 
     <run dir>/
-      logs/slurm-<job>.out, .err            the job's stdout and stderr (``log_paths``)
-      logs/step-<spec hash>.sh              a run started as a step of an allocation
+      logs/slurm-<job>.out, .err            the job's stdout and stderr (``log_paths``);
+                                            an array task's: slurm-<array>_<index>.out
+      logs/step-<spec hash>.sh              a run started as a step of an allocation,
+      logs/slurm-<job>.<step>.out, .err     and its output (``step_log_paths``)
       inputs/<input>.list                   every path an input reads: ``{inputs.X.list}``
       inputs/unchanged.sha256 (.folders, .entries)   what the skip check compares
       .recon-run/                           recon's bookkeeping (``BOOKKEEPING``):
@@ -73,6 +75,14 @@ def log_paths(run_dir: StrPath, *, array: bool = False) -> tuple[str, str]:
     logs = posixpath.join(os.fspath(run_dir).replace("%", "%%"), LOGS)
     name = "slurm-%A_%a" if array else "slurm-%j"
     return f"{logs}/{name}.out", f"{logs}/{name}.err"
+
+
+def step_log_paths(log_dir: StrPath) -> tuple[str, str]:
+    """srun's ``--output`` and ``--error`` patterns for a step in an allocation (``%j.%s``:
+    job and step id), in ``log_dir``: a run's logs, or an allocation's setup logs (in the
+    state directory). ``log_files`` finds them by the step's id (``12.3``)."""
+    logs = os.fspath(log_dir).replace("%", "%%")
+    return f"{logs}/slurm-%j.%s.out", f"{logs}/slurm-%j.%s.err"
 
 
 def log_files(run_dir: StrPath, job_id: str) -> tuple[Path, Path]:
