@@ -198,7 +198,7 @@ def _wait(request: Request, lock_timeout: float) -> int:
 
 def _error_log(desired: Desired, records: Sequence[SubmissionRecord], name: str) -> Path | None:
     """The stderr file of the run's latest job, where Slurm (or the local backend) put it."""
-    from reconciler.scheduler.render import log_files
+    from reconciler.scheduler.runfolder import log_files
     from reconciler.state.paths import run_dir
 
     jobs = [r.job_id for r in records if r.name == name and r.job_id is not None]

@@ -41,6 +41,15 @@ from reconciler.desired.desired import DesiredRun
 from reconciler.desired.fields import env_suffix
 from reconciler.desired.models import Allocation, Billing, Environment, NodeShape, RunResources
 from reconciler.errors import SpecError, SpecIssue
+from reconciler.scheduler.runfolder import (
+    ENVIRONMENT_DIR,
+    NOT_OUTPUTS,
+    SKIPPED_DIR,
+    input_list_file,
+    log_paths,
+    logs_dir,
+    skip_check_file,
+)
 from reconciler.scheduler.tag import Tag
 
 StrPath = str | os.PathLike[str]
@@ -62,7 +71,7 @@ class RenderContext:
 
     project: str
     code_dir: StrPath  # absolute: the checkout of the commit; the command runs here
-    run_dir: StrPath  # absolute: the run's directory; logs go to <run_dir>/logs
+    run_dir: StrPath  # absolute: the run's directory (its layout: scheduler/runfolder)
     tag: Tag
     input_paths: Mapping[str, StrPath] = field(default_factory=dict)  # input name -> absolute
     # input name -> every path it reads: a gathered input's members' outputs; else its one
@@ -173,65 +182,21 @@ def _fail(message: str) -> str:
 
 
 # What the job had, written where settle reads it into the provenance manifest
-# (``environment_record``): the interpreter, the modules, the venv or conda environment,
-# the PATH. Names and versions only, never a variable's value beyond these. It must never
-# fail the job.
+# (``runfolder.environment_record``): the interpreter, the modules, the venv or conda
+# environment, the PATH. Names and versions only, never a variable's value beyond these.
+# It must never fail the job.
 ENVIRONMENT_RECORD = (
     'recon_job="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID:-}}"',
-    '{ mkdir -p "$RECON_RUN_DIR/.recon/environment" && printf '
+    f'{{ mkdir -p "$RECON_RUN_DIR/{ENVIRONMENT_DIR}" && printf '
     "'python=%s\\nmodules=%s\\nvenv=%s\\nconda=%s\\npath=%s\\n' "
     '"$(command -v python3 >/dev/null && python3 -V 2>&1 </dev/null)" "${LOADEDMODULES:-}" '
     '"${VIRTUAL_ENV:-}" "${CONDA_DEFAULT_ENV:-}" "$PATH" '
-    '>"$RECON_RUN_DIR/.recon/environment/${recon_job:-${SLURM_JOB_ID:-job}}"; } '
+    f'>"$RECON_RUN_DIR/{ENVIRONMENT_DIR}/${{recon_job:-${{SLURM_JOB_ID:-job}}}}"; }} '
     "2>/dev/null || true",
 )
 
 
-def environment_record(run_dir: StrPath, job_id: str) -> Path:
-    """Where a job's environment record is (``ENVIRONMENT_RECORD`` writes it)."""
-    return Path(run_dir, ".recon", "environment", job_id)
-
-
-def log_paths(run_dir: StrPath, *, array: bool = False) -> tuple[str, str]:
-    """The ``--output`` and ``--error`` file patterns, as Slurm reads them (``%j``: job id;
-    for a job array's tasks ``%A_%a``: array id and task index, one pair of files per task).
-
-    A ``%`` of the run directory itself is written ``%%``, which Slurm reads as one ``%``.
-    """
-    logs = posixpath.join(os.fspath(run_dir).replace("%", "%%"), "logs")
-    name = "slurm-%A_%a" if array else "slurm-%j"
-    return f"{logs}/{name}.out", f"{logs}/{name}.err"
-
-
-def log_files(run_dir: StrPath, job_id: str) -> tuple[Path, Path]:
-    """The files a job's stdout and stderr go to; for a het job, the id sbatch returned;
-    for an array task, its task id (``123_4``)."""
-    logs = Path(run_dir, "logs")
-    return logs / f"slurm-{job_id}.out", logs / f"slurm-{job_id}.err"
-
-
-def input_list_file(run_dir: StrPath, name: str) -> Path:
-    """The file listing every path an input reads, one per line: ``{inputs.X.list}``."""
-    return Path(run_dir, "inputs", f"{name}.list")
-
-
-# What a job that may rerun compares its inputs with, beside their lists in inputs/:
-# ``.sha256`` (sha256sum's --check format, absolute paths) for every file; for inputs
-# that are folders, ``.folders`` (their paths) and ``.entries`` (every entry below them,
-# as the block's find prints it, sorted bytewise). Written by apply only for a run that
-# may rerun, and removed before any other submission of the run.
-SKIP_CHECK_SUFFIXES = (".sha256", ".folders", ".entries")
 SKIPPED = "skipped: inputs unchanged"
-
-
-def skip_check_file(run_dir: StrPath, suffix: str) -> Path:
-    return Path(run_dir, "inputs", f"unchanged{suffix}")
-
-
-def skipped_marker(run_dir: StrPath, job_id: str) -> Path:
-    """The file a job leaves when it skipped its command, by recon's id of the job (an
-    array task's is ``<array id>_<index>``); settle reads and removes it."""
-    return Path(run_dir, ".recon", "skipped", job_id)
 
 
 def skip_check_block(run_dir: StrPath) -> list[str]:
@@ -243,13 +208,15 @@ def skip_check_block(run_dir: StrPath) -> list[str]:
     on the compute node. It runs before any variable of the spec's is exported. Any
     failure (a file missing, unreadable, or other) means "changed": the command runs."""
     check = shlex.quote(os.fspath(skip_check_file(run_dir, "")))
-    marker = shlex.quote(os.fspath(Path(run_dir, ".recon", "skipped")))
+    marker = shlex.quote(os.fspath(Path(run_dir, SKIPPED_DIR)))
+    # recon's bookkeeping, by either name, is no part of a folder's version (``outputs``)
+    pruned = " -o ".join(f"-name {name}" for name in sorted(NOT_OUTPUTS))
     return [
         "# recon skip check: the inputs as the last success read them? Then nothing to do.",
         f"recon_check={check}",
         'if [ -f "$recon_check.sha256" ] && sha256sum --check --status "$recon_check.sha256" \\',
         '  && { [ ! -f "$recon_check.folders" ] || while IFS= read -r recon_folder; do',
-        "    find -H \"$recon_folder\" -mindepth 1 -name .recon -prune -o -printf '%y %p\\n'",
+        f"    find -H \"$recon_folder\" -mindepth 1 \\( {pruned} \\) -prune -o -printf '%y %p\\n'",
         '  done < "$recon_check.folders" | LC_ALL=C sort | cmp -s - "$recon_check.entries"; }',
         "then",
         '  recon_job="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID:-}}"',
@@ -278,7 +245,7 @@ def required_directories(run: DesiredRun, context: RenderContext) -> tuple[Path,
     """What must exist before sbatch: the log directory (Slurm fails a job whose --output
     directory is missing, before the script runs, with nothing in any log) and the parent
     directory of every output, so a command can write ``{outputs.X.path}`` straight away."""
-    logs = Path(context.run_dir, "logs")
+    logs = logs_dir(context.run_dir)
     parents = {Path(path.rstrip("/")).parent for path in _output_paths(run, context).values()}
     return (logs, *sorted(parents - {logs}))
 

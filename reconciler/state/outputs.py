@@ -18,9 +18,10 @@ Directories, empty ones included, and symlinks are part of the record too: a sym
 inside an output is recorded by its target text and never followed, so a version never
 depends on data outside the tree and a link loop cannot hang the walk. The output path
 itself may be a symlink (``data -> /scratch/...``): that one is followed, it is the
-path the user named. A directory named ``.recon`` is skipped at any depth: recon keeps
-its manifest there, and a manifest written beside an output must not change that
-output's version.
+path the user named. A directory named ``.recon-run`` or ``.recon`` is skipped at any
+depth (``runfolder.NOT_OUTPUTS``): recon keeps its manifest there (``.recon`` in earlier
+releases, and the state directory's default name), and a manifest written beside an
+output must not change that output's version.
 
 Missing (None) and unreadable (``OutputError``) are different answers: a missing output
 makes its run rerun, an unreadable one is reported, since nothing is known about it.
@@ -42,13 +43,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from reconciler.desired.desired import Desired
 from reconciler.desired.models import HashKind
 from reconciler.errors import OutputError
+from reconciler.scheduler.runfolder import NOT_OUTPUTS
 from reconciler.state.paths import external_path, run_path
 from reconciler.state.records import gathered_digest
 
 StrPath = str | os.PathLike[str]
-
-# recon's own files in a run directory (see provenance.manifest_path); never an output's.
-BOOKKEEPING = ".recon"
 
 # Content digests of files seen unchanged, by (dev, ino, size, mtime, ctime).
 _DIGESTS: dict[tuple[int, int, int, int, int], str] = {}
@@ -228,7 +227,7 @@ def _walk(directory: StrPath, prefix: str) -> Iterator[_Entry]:
     except OSError as error:
         raise _unreadable(directory, error) from None
     for dirent in entries:
-        if dirent.name == BOOKKEEPING:
+        if dirent.name in NOT_OUTPUTS:
             continue
         relative = f"{prefix}{dirent.name}"
         try:

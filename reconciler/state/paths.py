@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from reconciler.desired.desired import DeclaredInput, Desired, DesiredRun
-from reconciler.scheduler.render import input_list_file
+from reconciler.scheduler.runfolder import input_list_file
 from reconciler.scheduler.tag import deployment_id
 
 JOURNAL_FILE = "journal.sqlite"

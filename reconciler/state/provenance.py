@@ -6,9 +6,10 @@ het components or array tasks with their nodes, times, exit codes and Slurm stat
 who ran recon where. Anyone who finds the outputs finds this next to them, even without
 the repository or the journal.
 
-It lives at ``<run_dir>/.recon/manifest.json``, not as a file beside the outputs:
+It lives at ``<run_dir>/.recon-run/manifest.json`` (``runfolder.manifest_file``), not as a
+file beside the outputs:
 
-- output versions skip ``.recon`` (see ``outputs``), so writing a manifest never changes
+- output versions skip ``.recon-run`` (see ``outputs``), so writing a manifest never changes
   the version of an output that is the run directory itself, which would otherwise make
   the run stale forever;
 - the run directory stays the user's: ``ls`` shows their outputs and the job's logs;
@@ -16,7 +17,9 @@ It lives at ``<run_dir>/.recon/manifest.json``, not as a file beside the outputs
 
 ``manifest_from`` is a pure builder; ``write_manifest`` and ``read_manifest`` are the I/O.
 Reading never raises: a missing, damaged or newer-format manifest reads as None, since a
-user may edit or truncate a file in their run directory and recon must carry on.
+user may edit or truncate a file in their run directory and recon must carry on. A run
+whose latest success an earlier release settled has its manifest in ``.recon/``, where
+that release wrote it: it is read there until a new success writes one in ``.recon-run/``.
 """
 
 from __future__ import annotations
@@ -38,11 +41,14 @@ from reconciler import __version__
 from reconciler.desired.desired import DesiredRun, EnvironmentKind
 from reconciler.errors import ManifestError
 from reconciler.scheduler.base import JobRecord, ObservedJob
-from reconciler.scheduler.render import environment_record
+from reconciler.scheduler.runfolder import (
+    MANIFEST_FILE,
+    READ_FROM,
+    environment_record,
+    manifest_file,
+)
 from reconciler.scheduler.states import Health, SlurmState
-from reconciler.state.outputs import BOOKKEEPING, OutputVersion
-
-MANIFEST_FILE = "manifest.json"
+from reconciler.state.outputs import OutputVersion
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -222,14 +228,20 @@ def manifest_from(
 
 
 def manifest_path(run_dir: Path) -> Path:
-    return run_dir / BOOKKEEPING / MANIFEST_FILE
+    """The manifest to read: where this release writes it, else where an earlier one did,
+    else (none written yet) where this release writes it."""
+    for folder in READ_FROM:
+        path = manifest_file(run_dir, folder)
+        if os.path.lexists(path):
+            return path
+    return manifest_file(run_dir)
 
 
 def write_manifest(manifest: Manifest, run_dir: Path) -> Path:
-    """Write the manifest where ``manifest_path`` says; a reader sees the old one or the
-    new one, never half. The run directory must exist: it is the job's, not recon's to
-    make."""
-    target = manifest_path(run_dir)
+    """Write the manifest where ``runfolder.manifest_file`` says; a reader sees the old one
+    or the new one, never half. The run directory must exist: it is the job's, not recon's
+    to make."""
+    target = manifest_file(run_dir)
     text = manifest.model_dump_json(by_alias=True, indent=2) + "\n"
     try:
         target.parent.mkdir(exist_ok=True)
@@ -264,11 +276,16 @@ RECORDED = ("python", "modules", "venv", "conda", "path")
 
 
 def read_environment_record(run_dir: Path, job_id: str) -> dict[str, str] | None:
-    """What job ``job_id`` recorded of its environment; None when it recorded nothing
-    (a job of an older release, or one that could not write it). Never raises."""
-    try:
-        text = environment_record(run_dir, job_id).read_text(errors="replace")
-    except OSError:
+    """What job ``job_id`` recorded of its environment, where its script wrote it (an
+    earlier release's job: in ``.recon/``); None when it recorded nothing (a job of a
+    release before the records, or one that could not write it). Never raises."""
+    for folder in READ_FROM:
+        try:
+            text = environment_record(run_dir, job_id, folder).read_text(errors="replace")
+            break
+        except OSError:
+            continue
+    else:
         return None
     found = dict(line.partition("=")[::2] for line in text.splitlines() if "=" in line)
     return {key: found[key] for key in RECORDED if key in found}

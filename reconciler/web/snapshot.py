@@ -32,7 +32,7 @@ from reconciler.engine.plan.status import (
 from reconciler.engine.reconcile import Look
 from reconciler.report.graph import as_svg, graph_of
 from reconciler.report.plan import as_text
-from reconciler.scheduler.render import log_files
+from reconciler.scheduler.runfolder import log_files
 from reconciler.state.outputs import observe_outputs
 from reconciler.state.provenance import Manifest, manifest_path
 from reconciler.web.files import confined, tail
@@ -96,7 +96,7 @@ def _allocation(row: AllocationStatus) -> dict[str, Any]:
 def run_root(desired: Desired, run: DesiredRun) -> Path:
     """The one directory a run's page reads from: its `workdir` as declared, under the
     project folder (itself resolved). Lexical, not resolved: a run directory, or a
-    `logs` or `.recon` inside it, that is a symlink to elsewhere leads outside it, and
+    `logs` or `.recon-run` inside it, that is a symlink to elsewhere leads outside it, and
     what is there is not shown."""
     return Path(os.path.normpath(os.path.join(desired.root.resolve(), run.workdir)))
 

@@ -80,7 +80,8 @@ def test_readme_main_command_runs_the_example_without_slurm(tmp_path: Path) -> N
     metrics = json.loads((runs / "evaluate" / "metrics.json").read_text())
     assert 0.0 <= metrics["accuracy"] <= 1.0 and metrics["rows"] > 0
     assert (runs / "actor-learner" / "policy.json").exists()
-    assert json.loads((runs / "train" / ".recon" / "manifest.json").read_text())["run"] == "train"
+    manifest = runs / "train" / ".recon-run" / "manifest.json"
+    assert json.loads(manifest.read_text())["run"] == "train"
 
 
 def path_with_slurm(tmp_path: Path, calls: Path) -> str:

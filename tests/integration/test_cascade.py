@@ -107,7 +107,7 @@ def test_a_changed_prepare_queues_the_whole_cascade_at_once(example: Project) ->
 def test_a_byte_identical_model_leaves_evaluate_skipped_and_current(example: Project) -> None:
     evaluate_dir = example.root / "runs" / "evaluate"
     metrics = (evaluate_dir / "metrics.json").stat().st_mtime_ns
-    manifest = (evaluate_dir / ".recon" / "manifest.json").read_text()
+    manifest = (evaluate_dir / ".recon-run" / "manifest.json").read_text()
     edit(example, 'time: "00:20:00"', 'time: "00:25:00"')  # train's spec: the same model
 
     applied = example.apply()
@@ -125,7 +125,7 @@ def test_a_byte_identical_model_leaves_evaluate_skipped_and_current(example: Pro
         "not running the command\n"
     )
     assert (evaluate_dir / "metrics.json").stat().st_mtime_ns == metrics
-    assert (evaluate_dir / ".recon" / "manifest.json").read_text() == manifest
+    assert (evaluate_dir / ".recon-run" / "manifest.json").read_text() == manifest
     rows = statuses(example)
     assert rows["evaluate"]["job_id"] == evaluate
     assert (rows["evaluate"]["sync"], rows["evaluate"]["how"]) == (

@@ -40,7 +40,7 @@ def test_example_runs_current_with_manifests_and_a_crate(project: Project, tmp_p
     assert {name: row["sync"] for name, row in rows.items()} == dict.fromkeys(
         ("prepare", "train", "evaluate", "actor-learner", *members, "compare"), "current"
     )
-    manifest = json.loads((project.root / "runs/train/.recon/manifest.json").read_text())
+    manifest = json.loads((project.root / "runs/train/.recon-run/manifest.json").read_text())
     assert manifest["run"] == "train" and manifest["commit"] == project.repo.git(
         "rev-parse", "HEAD"
     )

@@ -96,7 +96,7 @@ def test_two_shells_give_byte_identical_job_environments(project: Project) -> No
     assert variables["PATH"].endswith("/usr/local/bin:/usr/bin:/bin"), variables["PATH"]
     assert "PYTHONPATH" not in variables and "CONDA_PREFIX" not in variables
     assert variables["LANG"] == "C.UTF-8"
-    manifest = json.loads((project.root / "runs/dump/.recon/manifest.json").read_text())
+    manifest = json.loads((project.root / "runs/dump/.recon-run/manifest.json").read_text())
     had = manifest["environment"]["had"]
     assert had["python"].startswith("Python 3") and had["path"] == variables["PATH"]
 
@@ -174,7 +174,7 @@ def test_a_passed_secret_reaches_the_job_and_nothing_on_disk_outside_it(
         check=False,
     ).stdout.split()
     assert holding == [], holding
-    manifest = json.loads((project.root / "runs/secret/.recon/manifest.json").read_text())
+    manifest = json.loads((project.root / "runs/secret/.recon-run/manifest.json").read_text())
     assert manifest["environment"]["passed"] == ["ENVTEST_TOKEN"]
     # Another value reruns nothing: only the name is part of the run.
     again = project.recon(

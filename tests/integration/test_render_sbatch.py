@@ -16,13 +16,8 @@ import pytest
 
 from reconciler.desired.desired import DesiredRun, Location, effective_run
 from reconciler.desired.models import Project, Run
-from reconciler.scheduler.render import (
-    RenderContext,
-    log_files,
-    log_paths,
-    render_batch_script,
-    required_directories,
-)
+from reconciler.scheduler.render import RenderContext, render_batch_script, required_directories
+from reconciler.scheduler.runfolder import log_files, log_paths
 from reconciler.scheduler.tag import Tag
 from tests.projects import new_project_name
 

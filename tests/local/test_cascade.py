@@ -129,7 +129,7 @@ def test_one_apply_queues_the_whole_cascade_with_afterok(example: Path) -> None:
 def test_a_byte_identical_model_leaves_evaluate_skipped_and_current(example: Path) -> None:
     metrics = example / "runs" / "evaluate" / "metrics.json"
     before = metrics.stat().st_mtime_ns
-    manifest = (example / "runs" / "evaluate" / ".recon" / "manifest.json").read_text()
+    manifest = (example / "runs" / "evaluate" / ".recon-run" / "manifest.json").read_text()
     edit(example, 'time: "00:20:00"', 'time: "00:25:00"')  # train's spec: same model
 
     planned = ok(recon(example, "plan", "."))
@@ -160,8 +160,8 @@ def test_a_byte_identical_model_leaves_evaluate_skipped_and_current(example: Pat
         "skipped: inputs unchanged",
     )
     # The manifest still tells how the outputs were made: by the job that ran.
-    assert (example / "runs" / "evaluate" / ".recon" / "manifest.json").read_text() == manifest
-    assert not list((example / "runs" / "evaluate" / ".recon" / "skipped").iterdir())
+    assert (example / "runs" / "evaluate" / ".recon-run" / "manifest.json").read_text() == manifest
+    assert not list((example / "runs" / "evaluate" / ".recon-run" / "skipped").iterdir())
 
 
 def test_a_changed_model_makes_evaluate_run(example: Path) -> None:
@@ -175,7 +175,8 @@ def test_a_changed_model_makes_evaluate_run(example: Path) -> None:
     log = (example / "runs" / "evaluate" / "logs" / f"slurm-{ids['evaluate']}.out").read_text()
     assert "skipped" not in log and "accuracy" in log
     ok(recon(example, "apply", ".", "--auto-approve"))
-    manifest = json.loads((example / "runs" / "evaluate" / ".recon" / "manifest.json").read_text())
+    written = example / "runs" / "evaluate" / ".recon-run" / "manifest.json"
+    manifest = json.loads(written.read_text())
     assert manifest["job_id"] == str(ids["evaluate"])
 
 

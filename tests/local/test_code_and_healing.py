@@ -193,20 +193,21 @@ def test_a_run_whose_jobs_recon_replaced_and_pruned_is_not_failed(project: GitRe
         recon(project, "apply", "--auto-approve", "--allow-prune-all")
 
 
-def _old_release(tmp_path: Path) -> Path:
-    """The source of the release before code versions, from this repository's history."""
+def old_release(tmp_path: Path, commit: str = OLD_RELEASE) -> Path:
+    """The source of an earlier release (by default the one before code versions), from
+    this repository's history."""
     known = subprocess.run(
-        ["git", "cat-file", "-e", f"{OLD_RELEASE}^{{commit}}"], cwd=ROOT, capture_output=True
+        ["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True
     )
     if known.returncode != 0:
-        why = f"this checkout lacks commit {OLD_RELEASE} (a shallow clone?)"
+        why = f"this checkout lacks commit {commit} (a shallow clone?)"
         if os.environ.get("CI"):
             pytest.fail(f"{why}: CI must run the upgrade test, clone with history")
         pytest.skip(why)
     source = tmp_path / "old-release"
     source.mkdir()
     archive = subprocess.run(
-        ["git", "archive", OLD_RELEASE, "reconciler"], cwd=ROOT, capture_output=True, check=True
+        ["git", "archive", commit, "reconciler"], cwd=ROOT, capture_output=True, check=True
     )
     subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
     return source
@@ -215,7 +216,7 @@ def _old_release(tmp_path: Path) -> Path:
 def test_an_upgrade_from_the_release_before_code_versions_resubmits_nothing(
     project: GitRepo, tmp_path: Path
 ) -> None:
-    old = _old_release(tmp_path)
+    old = old_release(tmp_path)
     broken = (
         "---\nkind: Run\nname: broken\ncommand: python3 scripts/broken.py {inputs.data.path}\n"
         "resources: {cpus: 1}\ninputs:\n  data: prep.out\noutputs:\n  out: never.txt\n"

@@ -228,7 +228,7 @@ def test_the_ro_crate_files_and_an_action(
     assert written - {"ro-crate/manifests"} == wanted, listing.where
     for run in runs:  # "each run's manifest, as recon recorded it"
         folder = run.replace("[", "/").rstrip("]") if "[" in run else run  # seeds/lr=..
-        recorded = applied / "runs" / folder / ".recon" / "manifest.json"
+        recorded = applied / "runs" / folder / ".recon-run" / "manifest.json"
         copied = applied / "ro-crate" / "manifests" / f"{run}.json"
         assert json.loads(copied.read_text()) == json.loads(recorded.read_text())
 
@@ -247,7 +247,7 @@ def test_the_ro_crate_files_and_an_action(
 
 def test_the_provenance_manifest(applied: Path) -> None:
     shown = shown_block("docs/specs.md: {")
-    written = json.loads((applied / "runs" / "train" / ".recon" / "manifest.json").read_text())
+    written = json.loads((applied / "runs" / "train" / ".recon-run" / "manifest.json").read_text())
     printed = json_as_shown(written, applied)
     assert printed == json_as_shown(json.loads(shown.body), Path("/none")), (
         f"{shown.where}: recon wrote\n{json.dumps(written, indent=2)}"

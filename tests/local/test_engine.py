@@ -112,7 +112,7 @@ def test_apply_wait_follows_a_dag_to_the_end_and_settles_each_job(project: GitRe
     assert time.monotonic() - started < 60
     assert (project.root / "runs/b/out.txt").read_text() == "made\n"
     for run in ("a", "b"):
-        manifest = json.loads((project.root / f"runs/{run}/.recon/manifest.json").read_text())
+        manifest = json.loads((project.root / f"runs/{run}/.recon-run/manifest.json").read_text())
         assert manifest["health"] == "succeeded"
         # The manifest names the bytes the job ran: the script the local backend was given.
         submitted = project.root / ".recon/local/jobs" / manifest["job_id"] / "script"

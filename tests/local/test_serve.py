@@ -250,7 +250,7 @@ def test_symlinks_out_of_a_run_directory_are_not_followed(applied: Path) -> None
     runs = applied / "runs"
     # prepare's logs folder, train's manifest folder and evaluate's whole directory
     # are swapped for symlinks to copies outside, with a marker in each.
-    for name, part in (("prepare", "logs"), ("train", ".recon"), ("evaluate", "")):
+    for name, part in (("prepare", "logs"), ("train", ".recon-run"), ("evaluate", "")):
         target = outside / f"{name}-{part or 'all'}"
         source = runs / name / part if part else runs / name
         shutil.copytree(source, target)

@@ -231,12 +231,22 @@ def test_the_record_says_what_the_job_had_and_never_fails_it(tmp_path: Path) -> 
     array = {**env, "SLURM_ARRAY_JOB_ID": "9", "SLURM_ARRAY_TASK_ID": "2"}
     bash(list(ENVIRONMENT_RECORD), array, tmp_path)
     assert read_environment_record(tmp_path, "9_2") is not None
-    (tmp_path / ".recon").chmod(0o500)  # unwritable: the job goes on all the same
+    (tmp_path / ".recon-run").chmod(0o500)  # unwritable: the job goes on all the same
     try:
         done = bash([*ENVIRONMENT_RECORD, "echo after"], {**env, "SLURM_JOB_ID": "8"}, tmp_path)
     finally:
-        (tmp_path / ".recon").chmod(0o700)
+        (tmp_path / ".recon-run").chmod(0o700)
     assert done.returncode == 0 and done.stdout == "after\n"
+
+
+def test_the_record_of_a_job_an_earlier_release_submitted_is_read_where_it_wrote_it(
+    tmp_path: Path,
+) -> None:
+    # That job's script has the earlier bookkeeping folder, .recon, written in it.
+    (tmp_path / ".recon" / "environment").mkdir(parents=True)
+    (tmp_path / ".recon" / "environment" / "5").write_text("python=Python 3.9.2\nmodules=\n")
+    assert read_environment_record(tmp_path, "5") == {"python": "Python 3.9.2", "modules": ""}
+    assert read_environment_record(tmp_path, "6") is None
 
 
 def example_without_environment(tmp_path: Path) -> Path:

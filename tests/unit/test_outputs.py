@@ -158,6 +158,9 @@ def test_a_symlink_inside_is_recorded_by_its_target_and_never_followed(tmp_path:
 def test_recons_own_bookkeeping_is_not_part_of_an_output(tmp_path: Path) -> None:
     root = tree(tmp_path / "run")
     before = version_of(root, "fingerprint")
+    write(root / ".recon-run" / "manifest.json", b"{}")
+    write(root / "sub" / ".recon-run" / "x", b"{}")
+    # .recon: an earlier release's bookkeeping, or the state directory of a run at the root
     write(root / ".recon" / "manifest.json", b"{}")
     write(root / "sub" / ".recon" / "x", b"{}")
     assert version_of(root, "fingerprint") == before

@@ -173,7 +173,7 @@ def test_versions_that_do_not_name_exactly_the_runs_inputs_and_outputs_are_refus
 def test_a_manifest_round_trips_through_its_file(tmp_path: Path) -> None:
     manifest = build(run_dir=tmp_path)
     written = write_manifest(manifest, tmp_path)
-    assert written == manifest_path(tmp_path) == tmp_path / ".recon" / "manifest.json"
+    assert written == manifest_path(tmp_path) == tmp_path / ".recon-run" / "manifest.json"
     assert read_manifest(tmp_path) == manifest
     document = json.loads(written.read_text())
     assert document["inputs"]["data"]["from"] == "prep.data"  # the spec's own word
@@ -186,7 +186,7 @@ def test_rewriting_a_manifest_leaves_no_temporary_file(tmp_path: Path) -> None:
     newer = build(run_dir=tmp_path, now=NOW + timedelta(hours=1))
     write_manifest(newer, tmp_path)
     assert read_manifest(tmp_path) == newer
-    assert os.listdir(tmp_path / ".recon") == ["manifest.json"]
+    assert os.listdir(tmp_path / ".recon-run") == ["manifest.json"]
 
 
 @pytest.mark.parametrize(
@@ -221,9 +221,24 @@ def test_a_manifest_from_a_newer_recon_or_with_unknown_fields_reads_as_none(
 def test_a_missing_manifest_or_run_directory_reads_as_none(tmp_path: Path) -> None:
     assert read_manifest(tmp_path) is None
     assert read_manifest(tmp_path / "gone") is None
-    (tmp_path / ".recon").mkdir()
-    (tmp_path / ".recon" / "manifest.json").mkdir()  # a directory where the file should be
+    (tmp_path / ".recon-run").mkdir()
+    (tmp_path / ".recon-run" / "manifest.json").mkdir()  # a directory where the file should be
     assert read_manifest(tmp_path) is None
+
+
+def test_a_manifest_an_earlier_release_wrote_is_read_until_this_one_writes_its_own(
+    tmp_path: Path,
+) -> None:
+    # Earlier releases kept it in <run dir>/.recon/, the state directory's default name.
+    old = build(run_dir=tmp_path)
+    (tmp_path / ".recon").mkdir()
+    (tmp_path / ".recon" / "manifest.json").write_text(old.model_dump_json(by_alias=True))
+    assert manifest_path(tmp_path) == tmp_path / ".recon" / "manifest.json"
+    assert read_manifest(tmp_path) == old
+    newer = build(run_dir=tmp_path, now=NOW + timedelta(hours=1))
+    assert write_manifest(newer, tmp_path) == tmp_path / ".recon-run" / "manifest.json"
+    assert read_manifest(tmp_path) == newer
+    assert (tmp_path / ".recon" / "manifest.json").exists()  # left as it was
 
 
 def test_writing_into_a_missing_run_directory_is_an_error_that_says_what_to_do(
@@ -257,4 +272,4 @@ def test_a_failed_write_keeps_the_old_manifest_and_leaves_no_temporary_file(
     with pytest.raises(ManifestError, match="No space left on device"):
         write_manifest(build(run_dir=tmp_path, now=NOW + timedelta(hours=1)), tmp_path)
     assert read_manifest(tmp_path) == old
-    assert os.listdir(tmp_path / ".recon") == ["manifest.json"]
+    assert os.listdir(tmp_path / ".recon-run") == ["manifest.json"]

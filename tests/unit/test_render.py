@@ -24,11 +24,10 @@ from reconciler.errors import SpecError
 from reconciler.scheduler.render import (
     ENVIRONMENT_RECORD,
     RenderContext,
-    log_files,
-    log_paths,
     render_batch_script,
     required_directories,
 )
+from reconciler.scheduler.runfolder import log_files, log_paths
 from reconciler.scheduler.tag import Tag
 
 HASH = "0123456789abcdef"
@@ -185,12 +184,13 @@ def test_plain_run_script_pinned() -> None:
         "recon_check=/srv/demo/runs/train/inputs/unchanged\n"
         'if [ -f "$recon_check.sha256" ] && sha256sum --check --status "$recon_check.sha256" \\\n'
         '  && { [ ! -f "$recon_check.folders" ] || while IFS= read -r recon_folder; do\n'
-        "    find -H \"$recon_folder\" -mindepth 1 -name .recon -prune -o -printf '%y %p\\n'\n"
+        '    find -H "$recon_folder" -mindepth 1 \\( -name .recon -o -name .recon-run \\) '
+        "-prune -o -printf '%y %p\\n'\n"
         '  done < "$recon_check.folders" | LC_ALL=C sort | cmp -s - "$recon_check.entries"; }\n'
         "then\n"
         '  recon_job="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID:-}}"\n'
-        "  { mkdir -p /srv/demo/runs/train/.recon/skipped && "
-        ': > /srv/demo/runs/train/.recon/skipped/"${recon_job:-${SLURM_JOB_ID:-}}"; } || true\n'
+        "  { mkdir -p /srv/demo/runs/train/.recon-run/skipped && "
+        ': > /srv/demo/runs/train/.recon-run/skipped/"${recon_job:-${SLURM_JOB_ID:-}}"; } || true\n'
         '  echo "recon: skipped: inputs unchanged (as its last success read them): '
         'not running the command"\n'
         "  exit 0\n"

@@ -13,12 +13,8 @@ from reconciler.desired.desired import DesiredRun
 from reconciler.engine.apply import settle
 from reconciler.engine.apply.skips import skip_check_files
 from reconciler.engine.plan.actions import SkipCheck
-from reconciler.scheduler.render import (
-    RenderContext,
-    skip_check_block,
-    skip_check_file,
-    skipped_marker,
-)
+from reconciler.scheduler.render import RenderContext, skip_check_block
+from reconciler.scheduler.runfolder import skip_check_file, skipped_marker, skipped_markers
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from reconciler.scheduler.tag import Tag
@@ -101,8 +97,9 @@ def test_a_folder_is_listed_file_by_file_and_entry_by_entry(tmp_path: Path) -> N
     (data / "sub").mkdir(parents=True)
     (data / "a.csv").write_bytes(b"1")
     (data / "sub" / "b csv").write_bytes(b"2")
-    (data / ".recon").mkdir()  # bookkeeping: never part of an output
-    (data / ".recon" / "manifest.json").write_text("{}")
+    for bookkeeping in (".recon-run", ".recon", "sub/.recon-run"):  # never part of an output
+        (data / bookkeeping).mkdir()
+        (data / bookkeeping / "manifest.json").write_text("{}")
     version = version_of(data, "content")
     assert version is not None
     check = SkipCheck(job_id="5", inputs={"in_maker": version.digest})
@@ -179,3 +176,27 @@ def test_settle_records_a_skipped_job_as_having_read_what_its_last_success_read(
     assert skipped.read() == {"in_prep": "a" * 64}
     (recorded,) = [r for r in settle.as_recorded(records, [skipped]) if r.job_id == "12"]
     assert recorded.input_versions == {"in_prep": "a" * 64}
+
+
+def test_the_marker_of_a_job_an_earlier_release_submitted_is_found_where_it_left_it(
+    tmp_path: Path,
+) -> None:
+    """Earlier releases' scripts wrote the marker in <run dir>/.recon/skipped/: a job
+    submitted before the upgrade that skips after it is still judged a skip."""
+    state = replace(desired(run("prep"), run("train", "prep")), root=tmp_path)
+    for name in ("prep", "train"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "out.txt").write_text(name)
+    train = hash_of(state, "train")
+    before = replace(
+        record("train", train, "11", final=Health.SUCCEEDED), input_versions={"in_prep": "a" * 64}
+    )
+    records = [before, record("train", train, "12")]
+    seen = observed(planning.job("train", train, S.COMPLETED, "12", exit_code=0))
+    marker = tmp_path / "runs" / "train" / ".recon" / "skipped" / "12"
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+    assert marker in skipped_markers(tmp_path / "runs" / "train", "12")
+    (skipped,) = settle.judge(state, seen, records)
+    assert (skipped.health, skipped.reason) == (Health.SUCCEEDED, "skipped: inputs unchanged")
+    assert skipped.read() == {"in_prep": "a" * 64}

@@ -3,12 +3,13 @@ sweep, and apply grouping members into job arrays (one sbatch per MaxArraySize).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.apply.applier import Applier
-from reconciler.engine.apply.arrays import map_file
+from reconciler.engine.apply.arrays import map_file, read_maps
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.plan.actions import ActionKind, Cause
 from reconciler.engine.plan.arrays import ArrayMap
@@ -179,3 +180,31 @@ def test_an_aggregate_waits_for_an_array_in_flight_by_its_id(repo: GitRepo) -> N
     (action,) = [a for a in plan.actions if a.target == "aggregate"]
     # Two tasks succeeded, four are pending: afterok on the array waits for the same.
     assert action.kind is ActionKind.SUBMIT and action.after_jobs == ("55",)
+
+
+def test_an_array_map_is_read_where_this_release_or_an_earlier_one_wrote_it(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """Earlier releases wrote maps in <sweep dir>/.recon/arrays/: an array they submitted
+    is still split per member after an upgrade. Where both are, this release's wins."""
+    desired = load(repo)
+    runs = [desired.runs[name] for name in desired.sweeps["train"].members]
+    members = ArrayMap("train", {i: (run.name, run.spec_hash) for i, run in enumerate(runs)})
+    job = array_job(desired, members, "55")
+    sweep_dir = tmp_path / "runs" / "train"
+    rows = tuple(replace(row, workdir=str(sweep_dir)) for row in job.rows)
+    found = Observation(taken_at=NOW, jobs=(job.model_copy(update={"rows": rows}),), complete=True)
+
+    def read() -> dict[str, ArrayMap]:
+        return read_maps(found, desired.project.project, deployment(desired))
+
+    assert read() == {}
+    earlier = sweep_dir / ".recon" / "arrays" / f"{members.digest}.json"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text(members.to_json())
+    assert read() == {"55": members}
+    newer = map_file(sweep_dir, members.digest)
+    assert newer.parent == sweep_dir / ".recon-run" / "arrays"
+    newer.parent.mkdir(parents=True)
+    newer.write_text(ArrayMap("train", {0: members.members[0]}).to_json())
+    assert read() == {"55": ArrayMap("train", {0: members.members[0]})}

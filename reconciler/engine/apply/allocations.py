@@ -26,6 +26,7 @@ from reconciler.scheduler.base import (
     StepScheduler,
 )
 from reconciler.scheduler.jobenv import submission_environment
+from reconciler.scheduler.runfolder import logs_dir, step_script
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.state.journal import Journal
@@ -116,9 +117,9 @@ def start_run(
     allocation's job the plan chose. Its output goes to the run's logs/slurm-<job>.<step>."""
     assert action.allocation_job is not None and run.allocation is not None
     allocation = desired.allocations[run.allocation]
-    logs = run_dir / "logs"
+    logs = logs_dir(run_dir)
     logs.mkdir(parents=True, exist_ok=True)
-    path = logs / f"step-{run.spec_hash}.sh"
+    path = step_script(run_dir, run.spec_hash)
     path.write_text(script)
     request = StepRequest(
         allocation_id=action.allocation_job,

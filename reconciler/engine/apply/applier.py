@@ -59,6 +59,7 @@ from reconciler.scheduler.render import (
     required_directories,
     required_files,
 )
+from reconciler.scheduler.runfolder import logs_dir
 from reconciler.scheduler.tag import Tag
 from reconciler.state.journal import Intent, Journal
 from reconciler.state.paths import run_dir
@@ -503,9 +504,9 @@ class Applier:
             _prepare(run, context, checks.get(run.name))
             arrays.task_script(sweep_dir, members.digest, index).write_text(script)
             logs = arrays.task_logs(sweep_dir, members.digest, index)
-            logs.write_text(os.fspath(Path(context.run_dir, "logs")))
+            logs.write_text(os.fspath(logs_dir(context.run_dir)))
             first = first or script
-        (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
+        logs_dir(sweep_dir).mkdir(parents=True, exist_ok=True)
         arrays.map_file(sweep_dir, members.digest).write_text(members.to_json())
         return first
 

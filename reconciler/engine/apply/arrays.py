@@ -2,18 +2,19 @@
 
 Members that one pass submits for one sweep go to the scheduler as one job array (several
 when the scheduler's MaxArraySize requires). Each task runs its member's own batch script:
-before sbatch, apply writes, under the sweep's directory,
+before sbatch, apply writes, under the sweep's directory (``scheduler/runfolder.py``),
 
-    .recon/arrays/<hash>.json       index -> member name and spec hash (the array's map)
-    .recon/arrays/<hash>/<index>.sh   the member's own batch script
-    .recon/arrays/<hash>/<index>.logs the folder its output goes to (the member's logs)
+    .recon-run/arrays/<hash>.json         index -> member name and spec hash (the array's map)
+    .recon-run/arrays/<hash>/<index>.sh   the member's own batch script
+    .recon-run/arrays/<hash>/<index>.logs the folder its output goes to (the member's logs)
 
 and submits one small script that runs ``<index>.sh`` for ``$SLURM_ARRAY_TASK_ID``. The
 array's tag is the sweep's name with ``<hash>`` as its hash, the digest of the map: so
 whatever the journal knows, a pass that sees the array reads its map back (the job's
 working directory is the sweep's directory) and splits its tasks into one job per member,
 each under its member's own tag (``identity.split_arrays``). A crash between sbatch and
-the journal leaves an array that is adopted member by member, never submitted again.
+the journal leaves an array that is adopted member by member, never submitted again; so
+does an array an earlier release submitted, whose map is in ``.recon/arrays/``.
 """
 
 from __future__ import annotations
@@ -23,23 +24,13 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from reconciler.engine.plan.arrays import MAPS, ArrayMap, is_array
+from reconciler.engine.plan.arrays import ArrayMap, is_array
 from reconciler.scheduler.base import Observation
-from reconciler.scheduler.render import log_paths
+from reconciler.scheduler.runfolder import READ_FROM, log_paths, tasks_dir
+from reconciler.scheduler.runfolder import map_file as map_file
+from reconciler.scheduler.runfolder import task_logs as task_logs
+from reconciler.scheduler.runfolder import task_script as task_script
 from reconciler.scheduler.tag import Tag
-
-
-def map_file(sweep_dir: Path | str, digest: str) -> Path:
-    return Path(sweep_dir, MAPS, f"{digest}.json")
-
-
-def task_script(sweep_dir: Path | str, digest: str, index: int) -> Path:
-    return Path(sweep_dir, MAPS, digest, f"{index}.sh")
-
-
-def task_logs(sweep_dir: Path | str, digest: str, index: int) -> Path:
-    """The file naming the folder a task's output goes to: its member's logs."""
-    return Path(sweep_dir, MAPS, digest, f"{index}.logs")
 
 
 def array_script(directives: Sequence[str], sweep_dir: Path, digest: str) -> str:
@@ -49,7 +40,7 @@ def array_script(directives: Sequence[str], sweep_dir: Path, digest: str) -> str
     lines are only comments there; the manifest's script_sha256 names those bytes), its
     output sent to the member's logs under the task's id, where ``render.log_files``
     finds them."""
-    task = shlex.quote(os.fspath(Path(sweep_dir, MAPS, digest))) + '/"$SLURM_ARRAY_TASK_ID"'
+    task = shlex.quote(os.fspath(tasks_dir(sweep_dir, digest))) + '/"$SLURM_ARRAY_TASK_ID"'
     name = '"$logs/slurm-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}'
     return "\n".join(
         [
@@ -83,8 +74,9 @@ def array_directives(member_script: str, tag: Tag, sweep_dir: Path) -> list[str]
 
 def read_maps(observation: Observation, project: str, deployment: str) -> dict[str, ArrayMap]:
     """The map of every job array of the deployment's that the observation shows, read
-    from the directory it runs in (the sweep's). An array whose map cannot be read is
-    left out: ``identity.split_arrays`` then says the observation is not complete."""
+    from the directory it runs in (the sweep's), where this release writes maps or else
+    where an earlier one did. An array whose map cannot be read is left out:
+    ``identity.split_arrays`` then says the observation is not complete."""
     maps: dict[str, ArrayMap] = {}
     for job in observation.jobs:
         if not job.tag.owned_by(project, deployment) or not is_array(job):
@@ -92,8 +84,21 @@ def read_maps(observation: Observation, project: str, deployment: str) -> dict[s
         workdir = next((row.workdir for row in job.rows if row.workdir), None)
         if workdir is None:
             continue
-        try:
-            maps[job.job_id] = ArrayMap.from_json(map_file(workdir, job.tag.spec_hash).read_text())
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+        found = _read_map(workdir, job.tag.spec_hash)
+        if found is not None:
+            maps[job.job_id] = found
     return maps
+
+
+def _read_map(sweep_dir: str, digest: str) -> ArrayMap | None:
+    """The first map file found, newest release's place first; None: none, or damaged."""
+    for folder in READ_FROM:
+        try:
+            text = map_file(sweep_dir, digest, folder).read_text()
+        except OSError:
+            continue
+        try:
+            return ArrayMap.from_json(text)
+        except (ValueError, KeyError, TypeError):
+            return None
+    return None

@@ -7,7 +7,7 @@ command made it (``judge``, read-only); only apply writes it down (``record``):
 - a successful job of the current spec gets its input and output versions recorded and
   a provenance manifest written next to its outputs;
 - a job that skipped its command, its inputs being those of the run's last success
-  (its marker, scheduler/render.py ``skipped_marker``), is a success of the current spec
+  (its marker, scheduler/runfolder.py ``skipped_marker``), is a success of the current spec
   that read what that success read and left its outputs as they were: it is recorded
   with that success's input versions, its reason says it skipped, and the manifest,
   which describes how the outputs were made, is left as it is.
@@ -26,7 +26,8 @@ from pathlib import Path
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.scripts import script_sha256
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
-from reconciler.scheduler.render import SKIPPED, skipped_marker
+from reconciler.scheduler.render import SKIPPED
+from reconciler.scheduler.runfolder import skipped_markers
 from reconciler.scheduler.states import (
     ENDED,
     ENDED_BADLY,
@@ -165,7 +166,8 @@ def record(
         if ending.matched is None:
             _write_manifest(desired, run, ending, now, code_dir, remote)
         else:
-            skipped_marker(run_dir(desired, run), job_id).unlink(missing_ok=True)
+            for marker in skipped_markers(run_dir(desired, run), job_id):
+                marker.unlink(missing_ok=True)
 
 
 def judge_setups(observation: Observation, setups: Sequence[SetupRecord]) -> list[SetupRecord]:
@@ -269,7 +271,8 @@ def _skipped(
     job = ending.job
     run = desired.runs[job.tag.name]
     # The run's folder unresolved: one stat per success, as for its outputs.
-    if not os.path.exists(skipped_marker(run_path(desired, run), job.job_id)):
+    markers = skipped_markers(run_path(desired, run), job.job_id)  # an earlier release's too
+    if not any(os.path.exists(marker) for marker in markers):
         return ending
     earlier = [
         record

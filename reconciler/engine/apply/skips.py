@@ -22,7 +22,8 @@ from pathlib import Path
 
 from reconciler.desired.desired import DesiredRun
 from reconciler.engine.plan.actions import SkipCheck
-from reconciler.scheduler.render import SKIP_CHECK_SUFFIXES, RenderContext, skip_check_file
+from reconciler.scheduler.render import RenderContext
+from reconciler.scheduler.runfolder import SKIP_CHECK_SUFFIXES, skip_check_file
 from reconciler.state.outputs import content_listing
 
 

@@ -1,7 +1,8 @@
 """A sweep's job arrays as the plan sees them: which index runs which member.
 
 The files that hold a map and a task's script are written, and read back, by
-``engine/apply/arrays.py``; here is only what a plan decides and reads.
+``engine/apply/arrays.py``, where ``scheduler/runfolder.py`` says; here is only what a
+plan decides and reads.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from reconciler.scheduler.base import ArrayRequest, ObservedJob
-
-MAPS = ".recon/arrays"  # beside the manifests: output versions skip .recon
 
 
 @dataclass(frozen=True)

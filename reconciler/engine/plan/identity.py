@@ -28,8 +28,9 @@ from datetime import timedelta
 from types import MappingProxyType
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.plan.arrays import MAPS, ArrayMap, is_array
+from reconciler.engine.plan.arrays import ArrayMap, is_array
 from reconciler.scheduler.base import Observation, ObservedJob, UntaggedJob, job_order
+from reconciler.scheduler.runfolder import ARRAYS_DIR
 from reconciler.scheduler.tag import Tag, TagKind
 from reconciler.state.paths import deployment
 from reconciler.state.records import SubmissionRecord
@@ -97,7 +98,7 @@ def split_arrays(
         if known is None:
             problems.append(
                 f"job array {job.job_id} of {job.tag.name}: its member map "
-                f"({MAPS}/{job.tag.spec_hash}.json in its directory) cannot be read"
+                f"({ARRAYS_DIR}/{job.tag.spec_hash}.json in its directory) cannot be read"
             )
             jobs.append(job)  # whole, under the sweep's name: its members wait (plan)
             continue

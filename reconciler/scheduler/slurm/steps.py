@@ -21,6 +21,7 @@ from dataclasses import replace
 from reconciler.desired.models import Container, RunResources
 from reconciler.scheduler.base import ObservedJob, StepRequest
 from reconciler.scheduler.render import resource_options
+from reconciler.scheduler.runfolder import step_log_paths
 from reconciler.scheduler.slurm.parse import SQUEUE_STEP_FORMAT
 from reconciler.scheduler.tag import Tag
 
@@ -86,15 +87,15 @@ def sharing(shape: RunResources | None) -> tuple[str, ...]:
 
 def srun(request: StepRequest) -> list[str]:
     """``srun`` for one step."""
-    logs = os.fspath(request.log_dir).replace("%", "%%")
+    out, err = step_log_paths(request.log_dir)
     return [
         "srun",
         f"--jobid={request.allocation_id}",
         *sharing(request.shape),
         f"--job-name={request.tag.format()}",
         f"--chdir={request.workdir}",
-        f"--output={logs}/slurm-%j.%s.out",
-        f"--error={logs}/slurm-%j.%s.err",
+        f"--output={out}",
+        f"--error={err}",
         *step_options(request.shape, request.allocation_gpus),
         *container_options(request.container, request.container_name),
         "bash",
