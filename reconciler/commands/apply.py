@@ -194,7 +194,8 @@ def _wait(request: Request, lock_timeout: float) -> int:
 
 
 def _error_log(desired: Desired, records: Sequence[SubmissionRecord], name: str) -> Path | None:
-    """The stderr file of the run's latest job, where Slurm (or the local backend) put it."""
+    """The stderr file of the run's latest job, where Slurm (or the local backend) put it;
+    None when there is none (a job cancelled before it started never wrote one)."""
     from reconciler.scheduler.render import log_files
     from reconciler.state.paths import run_dir
 
@@ -202,7 +203,7 @@ def _error_log(desired: Desired, records: Sequence[SubmissionRecord], name: str)
     if not jobs or name not in desired.runs:
         return None
     _out, err = log_files(run_dir(desired, desired.runs[name]), jobs[-1])
-    return err
+    return err if err.exists() else None
 
 
 def _notify_failed(event: str, problem: str) -> None:

@@ -197,7 +197,22 @@ def split_arguments(arguments: list[str] | None) -> tuple[Path, list[str]]:
     arguments = list(arguments or [])
     if arguments and Path(arguments[0]).is_dir():
         return Path(arguments[0]), arguments[1:]
+    if arguments and not Path(arguments[0]).exists() and _meant_a_folder(arguments[0]):
+        from reconciler.desired.loader import check_project_folder
+
+        check_project_folder(Path(arguments[0]))  # says the folder does not exist
     return Path("."), arguments
+
+
+def _meant_a_folder(argument: str) -> bool:
+    """`recon status ../prjo`: a folder misspelt, not a run (no run name holds a `/`);
+    `recon status prjo` outside any project: no run can be meant either."""
+    if "/" in argument or argument in (".", "..") or argument.startswith("~"):
+        return True
+    here = Path.cwd()
+    from reconciler.desired.source import PROJECT_FILE
+
+    return not any((folder / PROJECT_FILE).exists() for folder in (here, *here.parents))
 
 
 NotifyOption = Annotated[

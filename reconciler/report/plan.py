@@ -38,7 +38,9 @@ _SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.MAY_RER
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 # `current (job 123_4 succeeded)`: each member's job differs, its reason does not.
 _JOB_MENTION = re.compile(r" \(jobs? [0-9_., ]+[^)]*\)")
-_JOB_ID = re.compile(r"\b(?:its )?job [0-9]+(?:_[0-9]+)?")
+# `its job 12_3`, `job 12_[0-5]` (Slurm's pending tasks), `job 12+1` (a het component):
+# each member's differs, so it is said as `its job`, never `its its job`.
+_JOB_ID = re.compile(r"\b(?:its )*job [0-9]+(?:_[0-9]+|_\[[^\]]*\]|\+[0-9]+)?")
 
 
 class Renderer(Protocol):

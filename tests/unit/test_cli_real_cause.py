@@ -1,0 +1,97 @@
+"""Errors that point at the real cause (issue 28, point 3 and 6): the whole message a
+newcomer's mistake gets, compared."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli import recon
+from tests.gitrepo import GitRepo
+from tests.unit.test_cli_messages import inside
+
+RUN = "kind: Run\nname: hello\ncommand: echo hi > {outputs.o.path}\noutputs:\n  o: o.txt\n"
+NO_FOLDER = (
+    "error: the folder {} does not exist: give the project folder (the one holding "
+    "recon.yaml), or nothing for the current folder\n"
+)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [("status", "../prjo"), ("plan", "/no/such/dir"), ("apply", "./typo", "--auto-approve")],
+)
+def test_a_path_mistaken_for_a_run_says_the_folder_does_not_exist(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str], arguments: tuple[str, ...]
+) -> None:
+    repo.commit({"specs/a.yaml": RUN})
+    with inside(repo.root):
+        result = recon(capsys, *arguments)
+    assert (result.code, result.out) == (1, "")
+    assert result.err == NO_FOLDER.format(arguments[1].removeprefix("./"))
+
+
+def test_a_word_outside_any_project_is_taken_for_a_folder(
+    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with inside(tmp_path_factory.mktemp("nowhere")):
+        result = recon(capsys, "status", "prjo")
+    assert (result.code, result.err) == (1, NO_FOLDER.format("prjo"))
+
+
+def test_a_run_name_in_a_project_is_still_a_run(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo.commit({"specs/a.yaml": RUN})
+    with inside(repo.root):
+        result = recon(capsys, "plan", "nosuch")
+    assert result.err == "error: no run named nosuch in this project (runs: hello)\n"
+
+
+def test_a_bare_memory_suggests_what_slurm_means_by_it(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo.commit(
+        {
+            "specs/a.yaml": RUN
+            + "resources:\n  memory: 2048\n---\n"
+            + RUN.replace("hello", "small")
+            + "resources:\n  memory: 32\n"
+        }
+    )
+    result = recon(capsys, "validate", str(repo.root))
+    assert result.err == (
+        "error: 2 problems in the specs\n"
+        "  specs/a.yaml:7: resources.memory: memory needs a unit: 2048MiB, which is 2GiB, if "
+        "you meant Slurm's --mem=2048 (a bare number there is MiB); got the bare number 2048\n"
+        "  specs/a.yaml:15: resources.memory: memory needs a unit, like 32GB or 32GiB (got "
+        "the bare number 32)\n"
+    )
+
+
+def test_array_in_sbatch_extra_points_to_matrix(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo.commit({"specs/a.yaml": RUN + "resources:\n  sbatch_extra: [--array=0-5]\n"})
+    result = recon(capsys, "validate", str(repo.root))
+    assert result.err == (
+        "error: 1 problem in the specs\n"
+        "  specs/a.yaml:7: resources.sbatch_extra.0: --array is set by recon itself; a run "
+        "with a `matrix:` is a sweep, submitted as one job array: write the values there "
+        "(docs/specs.md, sweeps)\n"
+    )
+
+
+def test_validate_reports_an_invalid_document_once(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reader = "kind: Run\nname: reader\ncommand: cat {inputs.i.path}\ninputs:\n  i: hello.o\n"
+    bad = RUN.replace("echo hi", "echo 'hi {run.name}'")
+    repo.commit({"specs/a.yaml": bad, "specs/b.yaml": reader})
+    result = recon(capsys, "validate", str(repo.root))
+    assert result.err == (
+        "error: 1 problem in the specs\n"
+        "  specs/a.yaml:3: command: {run.name} is inside quotes: recon fills it in "
+        "shell-quoted already, so the quotes would become part of a path with a space or a "
+        'bracket; write it bare (--out {run.name}, not --out "{run.name}"), or "$RECON_RUN" '
+        "inside quotes\n"
+    )
