@@ -24,8 +24,10 @@ from reconciler.commands.common import (
     console,
     err_console,
     note_uncommitted,
+    print_plan,
     split_arguments,
     warn,
+    width,
 )
 from reconciler.words import plural
 
@@ -114,7 +116,7 @@ def apply(
 
     def approve(current: Plan) -> bool:
         if saved is None and not (quiet and auto_approve):
-            sys.stdout.write(plan_report.RENDERERS["text"](current))
+            print_plan(plan_report.as_text(current, width=width()))
         return auto_approve or typer.confirm("Apply this plan?", default=False)
 
     request = Request(
@@ -158,7 +160,7 @@ def _refuse(outcome: PassOutcome, show_plan: bool) -> None:
 
     assert outcome.held is not None
     if show_plan:
-        sys.stdout.write(plan_report.RENDERERS["text"](outcome.plan))
+        print_plan(plan_report.as_text(outcome.plan, width=width()))
     raise PruneRefusedError(f"refused to apply: {explain(outcome.held)}")
 
 

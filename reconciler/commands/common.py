@@ -135,12 +135,51 @@ ReplaceOption = Annotated[
 FormatOption = Annotated[Format, typer.Option("--format", help="Output format.")]
 
 
-def warn(desired: Desired) -> Desired:
-    """Print what is valid but likely a mistake (a project with no runs) to stderr."""
+def width() -> int | None:
+    """How wide a line may be: COLUMNS, or the terminal's width; piped without COLUMNS,
+    no limit: whole lines, for grep."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return console.width if console.is_terminal else None
+
+
+def coloured() -> bool:
+    """Whether stdout takes colours: a terminal, and no NO_COLOR."""
+    return bool(console.is_terminal and not console.no_color)
+
+
+def print_plan(text: str) -> None:
+    """A plan as text on stdout: its actions coloured at a terminal."""
+    if coloured():
+        from reconciler.report.plan import styled
+
+        console.print(styled(text), soft_wrap=True, end="")
+    else:
+        import sys
+
+        sys.stdout.write(text)
+
+
+def say(label: str, text: str, style: str | None = None) -> None:
+    """`label: text` on stderr, wrapped at word boundaries to the width."""
     from rich.text import Text
 
+    from reconciler.report.wrap import wrapped
+
+    lines = wrapped(f"{label}: {text}", width(), 2)
+    shown = Text("\n".join(lines))
+    if style is not None:
+        shown.stylize(style, 0, len(label) + 1)
+    err_console.print(shown, soft_wrap=True)
+
+
+def warn(desired: Desired) -> Desired:
+    """Print what is valid but likely a mistake (a project with no runs) to stderr."""
     for warning in desired.warnings:
-        err_console.print(Text("warning: ", style="yellow") + Text(warning), soft_wrap=True)
+        say("warning", warning, "yellow")
     return desired
 
 
@@ -160,9 +199,7 @@ def note_uncommitted(desired: Desired, revision: str | None, command: str) -> No
     job runs the committed files, so an edit that is not committed is silently not used."""
     note = uncommitted_note(desired, command) if revision is None else None
     if note is not None:
-        from rich.text import Text
-
-        err_console.print(Text(f"note: {note}"), soft_wrap=True)
+        say("note", note)
 
 
 def uncommitted_note(desired: Desired, command: str) -> str | None:

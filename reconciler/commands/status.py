@@ -21,6 +21,7 @@ from reconciler.commands.common import (
     note_uncommitted,
     split_arguments,
     warn,
+    width,
 )
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def status(
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     layout = status_report.Layout(
-        width=_width(),
+        width=width(),
         wide=wide,
         styled=console.is_terminal and not console.no_color and not no_color,
         ascii=not _utf8_locale(),
@@ -124,14 +125,6 @@ def _with_manifest_commits(desired: Desired, rows: list[RunStatus]) -> list[RunS
         if manifest is not None and manifest.commit and manifest.run == row.name:
             rows[index] = row.model_copy(update={"last_success_commit": manifest.commit})
     return rows
-
-
-def _width() -> int | None:
-    """COLUMNS, or the terminal's width; piped without COLUMNS: no limit, whole lines."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    return console.width if console.is_terminal else None
 
 
 def _utf8_locale() -> bool:
