@@ -281,10 +281,11 @@ def _text_lines(action: Action, columns: _Columns) -> list[Line]:
     first = lead + action.reason
     own_line = len(action.changes) > 1
     if len(action.changes) == 1:
-        one = f"{first}: {action.changes[0]}{_context(action)}"
-        # A change too long for the line goes on lines of its own, as several do.
-        own_line = columns.width is not None and len(_one_line(one)) > columns.width
-        first = first + ":" if own_line else f"{first}: {action.changes[0]}"
+        one = f"{first}: {action.changes[0]}"
+        # A change too long for the line goes on a line of its own, as several do.
+        shown = len(_one_line(one + _context(action)))
+        own_line = columns.width is not None and shown > columns.width
+        first = first if own_line else one
     under = len(lead) + 2
     lines = [Line(_one_line(first + _context(action)).rstrip(), len(lead))]
     for change in action.changes if own_line else ():
