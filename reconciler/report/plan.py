@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -241,7 +242,9 @@ def as_text(
         body.append(Line(_one_line(lead + item.what(plan)).rstrip(), len(lead)))
         if members:
             body.extend(
-                line for action in _by_value(item.actions) for line in _text_lines(action, columns)
+                line
+                for action in in_value_order(item.actions)
+                for line in _text_lines(action, columns)
             )
     body += [Line(text) for text in _unchanged_line(plan, show_noop)]
     lines = [Line(header(plan)), *(Line(note) for note in _notes(plan)), Line("")]
@@ -305,9 +308,16 @@ def _change_lines(change: FieldChange, indent: int, width: int | None) -> list[L
     return [Line(old, indent + 2), Line(f"{pad}-> {_one_line(_value(change.new))}", indent + 3)]
 
 
-def _by_value(actions: tuple[Action, ...]) -> list[Action]:
-    """A sweep's members in the order of their values (`i=2` before `i=10`)."""
-    return sorted(actions, key=lambda action: member_order(action.target))
+def in_value_order(actions: Sequence[Action]) -> list[Action]:
+    """The actions in their order, but a sweep's members in the order of their values
+    (`i=2` before `i=10`), where the first of them stands."""
+    first: dict[str, int] = {}
+    for index, action in enumerate(actions):
+        first.setdefault(sweep_of(action.target) or action.target, index)
+    return sorted(
+        actions,
+        key=lambda a: (first[sweep_of(a.target) or a.target], member_order(a.target)),
+    )
 
 
 def _cell(text: str) -> str:
@@ -366,7 +376,7 @@ def as_markdown(
                 continue
             lines.append(_markdown_block(item, plan))
             if members:
-                lines += [_markdown_row(action) for action in _by_value(item.actions)]
+                lines += [_markdown_row(action) for action in in_value_order(item.actions)]
         lines.append("")
     if unchanged := _unchanged_line(plan, show_noop):
         lines += [*unchanged, ""]
