@@ -3,8 +3,13 @@ newcomer's mistake gets, compared."""
 
 from __future__ import annotations
 
+import errno
+import os
+from pathlib import Path
+
 import pytest
 
+from reconciler.state.journal import Journal
 from tests.cli import recon
 from tests.gitrepo import GitRepo
 from tests.unit.test_cli_messages import inside
@@ -94,4 +99,44 @@ def test_validate_reports_an_invalid_document_once(
         "shell-quoted already, so the quotes would become part of a path with a space or a "
         'bracket; write it bare (--out {run.name}, not --out "{run.name}"), or "$RECON_RUN" '
         "inside quotes\n"
+    )
+
+
+LOCAL = "project: demo\nscheduler: local\ndefaults:\n  environment: {}\n"
+
+
+def _read_only_state(monkeypatch: pytest.MonkeyPatch, state: Path) -> None:
+    """Every file the state directory would open for writing refuses, as a read-only
+    mount does (as root, permissions alone refuse nothing)."""
+    real_open = os.open
+
+    def refusing(path: str | os.PathLike[str], flags: int, *args: int) -> int:
+        writing = flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+        if writing and Path(path).resolve().is_relative_to(state.resolve()):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", refusing)
+
+
+def test_a_read_only_state_directory_plan_and_status_read_apply_names_the_file(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RECON_SCHEDULER", raising=False)
+    repo.commit({"recon.yaml": LOCAL, "specs/a.yaml": RUN})
+    with inside(repo.root):
+        assert recon(capsys, "plan").code == 0  # the state directory made
+        Journal(repo.root / ".recon" / "journal.sqlite").close()  # as an apply leaves it
+        _read_only_state(monkeypatch, repo.root / ".recon")
+        planned, status = recon(capsys, "plan"), recon(capsys, "status")
+        applied = recon(capsys, "apply", "--auto-approve")
+    assert (planned.code, planned.err) == (0, ""), planned
+    assert "  + submit    hello          not yet run\n" in planned.out
+    assert (status.code, status.err) == (0, ""), status
+    state = repo.root / ".recon"
+    assert (applied.code, applied.out) == (1, "")
+    assert applied.err == (
+        f"error: cannot write {state}/lock (Read-only file system): apply writes its lock, "
+        f"journal and snapshots in the state directory {state}; make it writable, or set "
+        "state_dir in recon.yaml to a folder you can write (plan and status only read it)\n"
     )
