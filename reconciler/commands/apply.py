@@ -117,7 +117,7 @@ def apply(
     def approve(current: Plan) -> bool:
         if saved is None and not (quiet and auto_approve):
             print_plan(plan_report.as_text(current, width=width()))
-        return auto_approve or typer.confirm("Apply this plan?", default=False)
+        return auto_approve or _confirm()
 
     request = Request(
         repo,
@@ -132,9 +132,18 @@ def apply(
     started = datetime.now(UTC)
     # Each action is printed as it completes: an apply that stops part-way (the controller
     # gone after 49 of 100 submissions) still shows every job it did submit.
-    outcome = reconcile_once(
-        request, approve=approve, saved=saved, lock_timeout=lock_timeout, on_done=_print_done
-    )
+    done: list[Done] = []
+    try:
+        outcome = reconcile_once(
+            request,
+            approve=approve,
+            saved=saved,
+            lock_timeout=lock_timeout,
+            on_done=lambda line: _print_done(line, kept=done),
+        )
+    except KeyboardInterrupt:
+        _say_interrupted(done)
+        raise  # exit 130
     warn(outcome.desired)
     note_uncommitted(outcome.desired, rev, "apply")
     if notify:
@@ -150,6 +159,34 @@ def apply(
         raise typer.Exit(_wait(dataclasses.replace(request, replace=()), lock_timeout))
     if outcome.applied is not None and not outcome.applied.ok:
         raise typer.Exit(EXIT_ERROR)
+
+
+def _confirm() -> bool:
+    """The prompt's answer; Ctrl-C at it is an interruption (exit 130, as anywhere
+    else), not click's `Abort` (Ctrl-D, no answer: `aborted`, exit 1)."""
+    try:
+        return typer.confirm("Apply this plan?", default=False)
+    except typer.Abort as error:
+        if isinstance(error.__context__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        raise
+
+
+def _say_interrupted(done: Sequence[Done]) -> None:
+    """After Ctrl-C: what was already done stays done, and what the next apply makes of
+    it (each line was printed as it happened; this says it again in one place)."""
+    from rich.text import Text
+
+    submitted = [d.line.removeprefix("submitted ") for d in done if d.line.startswith("submitted ")]
+    if not done:
+        said = "interrupted (Ctrl-C): nothing was submitted or cancelled"
+    else:
+        jobs = f": {'; '.join(submitted)}" if submitted else ""
+        said = (
+            f"interrupted (Ctrl-C) after {plural(len(submitted), 'submission')}{jobs}. What "
+            "was submitted stays submitted; the next apply adopts it, and does the rest"
+        )
+    err_console.print(Text(said), soft_wrap=True)
 
 
 def _refuse(outcome: PassOutcome, show_plan: bool) -> None:
@@ -214,9 +251,12 @@ def _notify_failed(event: str, problem: str) -> None:
     err_console.print(Text(f"notify {event}: {problem}"), soft_wrap=True)
 
 
-def _print_done(done: Done) -> None:
+def _print_done(done: Done, kept: list[Done] | None = None) -> None:
+    """One action's line, as it is done (`kept`: where to keep it, for a later summary)."""
     from rich.text import Text  # here, not at the top: `recon --help` needs no rich
 
+    if kept is not None:
+        kept.append(done)
     if done.problem:
         err_console.print(Text(done.line), soft_wrap=True)
     else:

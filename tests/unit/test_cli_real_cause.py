@@ -4,15 +4,20 @@ newcomer's mistake gets, compared."""
 from __future__ import annotations
 
 import errno
+import io
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from reconciler.state.journal import Journal
 from tests.cli import recon
+from tests.docs import ROOT
 from tests.gitrepo import GitRepo
 from tests.unit.test_cli_messages import inside
+from tests.unit.test_report_plan import EVERY_KIND
 
 RUN = "kind: Run\nname: hello\ncommand: echo hi > {outputs.o.path}\noutputs:\n  o: o.txt\n"
 NO_FOLDER = (
@@ -140,3 +145,61 @@ def test_a_read_only_state_directory_plan_and_status_read_apply_names_the_file(
         f"journal and snapshots in the state directory {state}; make it writable, or set "
         "state_dir in recon.yaml to a folder you can write (plan and status only read it)\n"
     )
+
+
+def _interrupted_apply(
+    monkeypatch: pytest.MonkeyPatch, submitted: tuple[str, ...], *, ask: bool = False
+) -> None:
+    """reconcile_once as an apply that Ctrl-C stops after these submissions (or, with
+    `ask`, at its prompt)."""
+    from reconciler.engine import reconcile
+    from reconciler.engine.apply.applier import Done
+
+    def interrupted(*_: object, approve: Any, on_done: Any, **__: object) -> None:
+        if ask:
+            approve(EVERY_KIND)
+        for line in submitted:
+            on_done(Done(line))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reconcile, "reconcile_once", interrupted)
+
+
+def test_ctrl_c_during_submission_says_what_was_submitted(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo.commit({"recon.yaml": LOCAL, "specs/a.yaml": RUN})
+    _interrupted_apply(monkeypatch, ("submitted prepare: job 7", "submitted seeds[i=1]: job 8_0"))
+    with inside(repo.root):
+        result = recon(capsys, "apply", "--auto-approve")
+    assert result.code == 130
+    assert result.out == "submitted prepare: job 7\nsubmitted seeds[i=1]: job 8_0\n"
+    assert result.err == (
+        "interrupted (Ctrl-C) after 2 submissions: prepare: job 7; seeds[i=1]: job 8_0. "
+        "What was submitted stays submitted; the next apply adopts it, and does the rest\n"
+    )
+
+
+def test_ctrl_c_at_the_prompt_exits_130_as_documented(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import typer
+
+    def confirm(*_: object, **__: object) -> bool:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise typer.Abort() from None  # as click's prompt does
+
+    repo.commit({"recon.yaml": LOCAL, "specs/a.yaml": RUN})
+    _interrupted_apply(monkeypatch, (), ask=True)
+    monkeypatch.setattr(typer, "confirm", confirm)
+    monkeypatch.setattr(sys, "stdin", io.StringIO())
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    with inside(repo.root):
+        monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+        result = recon(capsys, "apply")
+    assert result.code == 130
+    assert result.err == "interrupted (Ctrl-C): nothing was submitted or cancelled\n"
+    documented = (ROOT / "docs" / "exit-codes.md").read_text()
+    assert "\n| 130 | Ctrl-C at the prompt (nothing was done)" in documented
