@@ -25,9 +25,11 @@ from reconciler.commands.common import (
     err_console,
     note_uncommitted,
     print_plan,
+    say,
     split_arguments,
     warn,
     width,
+    with_file_notes,
 )
 from reconciler.words import plural
 
@@ -146,6 +148,9 @@ def apply(
         raise  # exit 130
     warn(outcome.desired)
     note_uncommitted(outcome.desired, rev, "apply")
+    if outcome.applied is not None:  # what the plan shown would have noted, had it known
+        for note in with_file_notes(outcome.desired, outcome.plan).notes[len(outcome.plan.notes) :]:
+            say("warning", note, "yellow")
     if notify:
         Notifier(notify, _notify_failed, lambda: datetime.now(UTC)).after_pass(outcome, started)
     if outcome.held is not None:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from reconciler.desired.desired import Desired
+    from reconciler.engine.plan.actions import Plan
     from reconciler.scheduler.select import Choice
 
 
@@ -215,6 +216,31 @@ def uncommitted_note(desired: Desired, command: str) -> str | None:
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
     said = UNREAD_EDITS[command].format(commit=desired.commit[:12])
     return f"uncommitted changes ({shown}) {said}"
+
+
+def with_file_notes(desired: Desired, plan: Plan) -> Plan:
+    """The plan as shown, with a note for each external `path:` input of a run it submits
+    that is not there: the job would fail at its first read, so say it before."""
+    from reconciler.desired.matrix import sweep_of
+    from reconciler.engine.plan.actions import SUBMITTING
+    from reconciler.state.paths import external_path
+    from reconciler.words import listed
+
+    missing: dict[tuple[str, str], list[str]] = {}
+    for action in plan.actions:
+        if action.kind not in SUBMITTING or action.target not in desired.runs:
+            continue
+        for name, declared in desired.runs[action.target].inputs.items():
+            path = external_path(desired, declared)
+            if declared.path is not None and path is not None and not path.exists():
+                runs = missing.setdefault((name, declared.path), [])
+                runs.append(sweep_of(action.target) or action.target)
+    notes = [
+        f"Input {name} of {listed(list(dict.fromkeys(runs)))} ({path}) does not exist: the "
+        "job fails when it reads it, unless something makes it before the job starts."
+        for (name, path), runs in missing.items()
+    ]
+    return plan.model_copy(update={"notes": (*plan.notes, *notes)}) if notes else plan
 
 
 def output_folder(path: Path) -> Path:

@@ -203,3 +203,27 @@ def test_ctrl_c_at_the_prompt_exits_130_as_documented(
     assert result.err == "interrupted (Ctrl-C): nothing was submitted or cancelled\n"
     documented = (ROOT / "docs" / "exit-codes.md").read_text()
     assert "\n| 130 | Ctrl-C at the prompt (nothing was done)" in documented
+
+
+def test_an_external_input_that_is_not_there_is_noted_in_the_plan(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RECON_SCHEDULER", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
+    reads = (
+        "kind: Run\nname: ext\ncommand: cat {inputs.raw.path} {inputs.ok.path}\ninputs:\n"
+        "  raw: {path: data/raw.csv}\n  ok: {path: recon.yaml}\n"
+    )
+    commit = repo.commit({"recon.yaml": LOCAL, "specs/a.yaml": reads})[:12]
+    with inside(repo.root):
+        result = recon(capsys, "plan")
+    assert (result.code, result.err) == (0, "")
+    assert result.out == (
+        f"recon plan for project demo at commit {commit} (scheduler: local)\n"
+        "Input raw of ext (data/raw.csv) does not exist: the job fails when it reads it,\n"
+        "  unless something makes it before the job starts.\n"
+        "\n"
+        "  + submit    ext            not yet run\n"
+        "\n"
+        "Plan: 1 to submit, 0 to replace, 0 to cancel.\n"
+    )
