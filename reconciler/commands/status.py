@@ -26,7 +26,7 @@ from reconciler.commands.common import (
 
 if TYPE_CHECKING:
     from reconciler.desired.desired import Desired
-    from reconciler.engine.plan.status import RunStatus
+    from reconciler.engine.plan.status import AllocationStatus, RunStatus
 
 
 def status(
@@ -86,6 +86,8 @@ def status(
         desired, run_statuses(desired, current, observation, records, notes)
     )
     held = allocation_statuses(desired, current, observation, records)
+    if targets:
+        rows, held = _named(desired, targets, rows, held)
     if output_format is Format.json:
         runs = [row.model_dump(mode="json") for row in rows]
         # The list of runs alone stays what it always was: consumers index it by run.
@@ -105,6 +107,25 @@ def status(
         console.print(text, soft_wrap=True, end="")
     else:
         sys.stdout.write(text.plain)  # plain: rich would only cost time, line by line
+
+
+def _named(
+    desired: Desired,
+    targets: list[str],
+    rows: list[RunStatus],
+    held: list[AllocationStatus],
+) -> tuple[list[RunStatus], list[AllocationStatus]]:
+    """The runs named (a sweep's members, by value, for a sweep's name), not the runs they
+    need, which the look took in too; the allocations named, or that those runs use."""
+    from reconciler.desired.matrix import member_order, sweep_of
+
+    shown = [row for row in rows if row.name in targets or sweep_of(row.name) in targets]
+    first: dict[str, int] = {}
+    for index, row in enumerate(shown):
+        first.setdefault(sweep_of(row.name) or row.name, index)
+    shown.sort(key=lambda row: (first[sweep_of(row.name) or row.name], member_order(row.name)))
+    used = {desired.runs[row.name].allocation for row in shown if row.name in desired.runs}
+    return shown, [row for row in held if row.name in targets or row.name in used]
 
 
 def _with_manifest_commits(desired: Desired, rows: list[RunStatus]) -> list[RunStatus]:

@@ -227,3 +227,27 @@ def test_an_external_input_that_is_not_there_is_noted_in_the_plan(
         "\n"
         "Plan: 1 to submit, 0 to replace, 0 to cancel.\n"
     )
+
+
+def test_status_of_a_sweep_lists_its_members_by_value_not_its_upstreams(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RECON_SCHEDULER", raising=False)
+    sweep = (
+        "kind: Run\nname: lg\nmatrix:\n  i: [10, 2, 1]\ncommand: cat {inputs.d.path}\n"
+        "inputs:\n  d: hello.o\n"
+    )
+    commit = repo.commit({"recon.yaml": LOCAL, "specs/a.yaml": RUN, "specs/lg.yaml": sweep})
+    with inside(repo.root):
+        result = recon(capsys, "status", "lg")
+    assert (result.code, result.err) == (0, "")
+    assert result.out == (
+        f"demo at {commit[:12]} (scheduler: local)\n"
+        "\n"
+        "RUN       SYNC       HEALTH  JOB  NEXT\n"
+        "lg[i=1]   never run  -       -    submit: not yet run\n"
+        "lg[i=2]   never run  -       -    submit: not yet run\n"
+        "lg[i=10]  never run  -       -    submit: not yet run\n"
+        "\n"
+        "3 runs: 3 never run.\n"
+    )
