@@ -251,3 +251,18 @@ def test_status_of_a_sweep_lists_its_members_by_value_not_its_upstreams(
         "\n"
         "3 runs: 3 never run.\n"
     )
+
+
+def test_the_default_ro_crate_folder_is_no_uncommitted_change(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RECON_SCHEDULER", raising=False)
+    repo.commit({"recon.yaml": LOCAL, "specs/a.yaml": RUN})
+    with inside(repo.root):
+        exported = recon(capsys, "export", "ro-crate")
+        planned = recon(capsys, "plan")
+    assert exported.out == (
+        "Wrote ro-crate/ro-crate-metadata.json: 0 runs (1 without a manifest yet: never "
+        "succeeded)\n"
+    )
+    assert (planned.code, planned.err) == (0, "")  # no `note: uncommitted changes (ro-crate/...)`
