@@ -170,3 +170,19 @@ class _Progress:
         self.plan = plan
         self.runs = plan.actions  # type: ignore[attr-defined]
         self.elapsed, self.passes = 3.0, 1
+
+
+def test_a_sweeps_line_says_its_job_once() -> None:
+    left = tuple(
+        Action(
+            kind=ActionKind.CANCEL,
+            target=f"lg[i={i}]",
+            reason=f"member left the matrix of lg; its job {job} is running",
+            job_ids=(job,),
+        )
+        for i, job in ((3, "12_3"), (4, "12_[4-5]"), (6, "13+1"))
+    )
+    assert as_text(plan_of(*left)).split("\n")[2] == (
+        "  - cancel    lg             3 members of a sweep no longer in the specs: member left "
+        "the matrix of lg; its job is running"
+    )
