@@ -161,7 +161,20 @@ def apply(
         console.print("Nothing applied." if outcome.plan.has_changes else summary(outcome.plan))
     if wait and (outcome.applied is not None or not outcome.plan.has_changes):
         # Replaced once: the passes that follow only follow the new job.
-        raise typer.Exit(_wait(dataclasses.replace(request, replace=()), lock_timeout))
+        try:
+            code = _wait(dataclasses.replace(request, replace=()), lock_timeout)
+        except KeyboardInterrupt:
+            from rich.text import Text
+
+            err_console.print(
+                Text(
+                    "interrupted (Ctrl-C): the jobs go on; `recon status` shows them, and "
+                    "`recon apply --wait` follows them again"
+                ),
+                soft_wrap=True,
+            )
+            raise
+        raise typer.Exit(code)
     if outcome.applied is not None and not outcome.applied.ok:
         raise typer.Exit(EXIT_ERROR)
 

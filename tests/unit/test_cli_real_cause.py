@@ -266,3 +266,30 @@ def test_the_default_ro_crate_folder_is_no_uncommitted_change(
         "succeeded)\n"
     )
     assert (planned.code, planned.err) == (0, "")  # no `note: uncommitted changes (ro-crate/...)`
+
+
+def test_ctrl_c_while_waiting_says_the_jobs_go_on(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from reconciler.commands import apply
+    from reconciler.engine import reconcile
+
+    def waited(*_: object) -> int:
+        raise KeyboardInterrupt
+
+    nothing = EVERY_KIND.model_copy(update={"actions": (), "notes": ()})
+    passed = SimpleNamespace(
+        desired=SimpleNamespace(warnings=(), commit=None), plan=nothing, held=None, applied=None
+    )
+    monkeypatch.setattr(reconcile, "reconcile_once", lambda *_, **__: passed)
+    monkeypatch.setattr(apply, "_wait", waited)
+    repo.commit({"recon.yaml": LOCAL, "specs/a.yaml": RUN})
+    with inside(repo.root):
+        result = recon(capsys, "apply", "--auto-approve", "--wait")
+    assert result.code == 130
+    assert result.err == (
+        "interrupted (Ctrl-C): the jobs go on; `recon status` shows them, and "
+        "`recon apply --wait` follows them again\n"
+    )
