@@ -102,9 +102,11 @@ def sweep_of(name: str) -> str | None:
 def member_order(name: str) -> tuple[str, tuple[tuple[str, tuple[int, float, str]], ...]]:
     """A key that sorts members by their values, numbers as numbers (`i=2` before
     `i=10`), then as written; a run of its own sorts by its name."""
-    sweep, _, values = name.partition("[")
+    sweep, bracket, values = name.partition("[")
+    if not bracket:
+        return sweep, ()
     key = []
-    for pair in values.rstrip("]").split(",") if values else ():
+    for pair in values.rstrip("]").split(","):
         axis, _, value = pair.partition("=")
         try:
             key.append((axis, (0, float(value), value)))
