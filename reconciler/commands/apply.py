@@ -24,8 +24,12 @@ from reconciler.commands.common import (
     console,
     err_console,
     note_uncommitted,
+    print_plan,
+    say,
     split_arguments,
     warn,
+    width,
+    with_file_notes,
 )
 from reconciler.words import plural
 
@@ -114,8 +118,8 @@ def apply(
 
     def approve(current: Plan) -> bool:
         if saved is None and not (quiet and auto_approve):
-            sys.stdout.write(plan_report.RENDERERS["text"](current))
-        return auto_approve or typer.confirm("Apply this plan?", default=False)
+            print_plan(plan_report.as_text(current, width=width()))
+        return auto_approve or _confirm()
 
     request = Request(
         repo,
@@ -130,11 +134,23 @@ def apply(
     started = datetime.now(UTC)
     # Each action is printed as it completes: an apply that stops part-way (the controller
     # gone after 49 of 100 submissions) still shows every job it did submit.
-    outcome = reconcile_once(
-        request, approve=approve, saved=saved, lock_timeout=lock_timeout, on_done=_print_done
-    )
+    done: list[Done] = []
+    try:
+        outcome = reconcile_once(
+            request,
+            approve=approve,
+            saved=saved,
+            lock_timeout=lock_timeout,
+            on_done=lambda line: _print_done(line, kept=done),
+        )
+    except KeyboardInterrupt:
+        _say_interrupted(done)
+        raise  # exit 130
     warn(outcome.desired)
     note_uncommitted(outcome.desired, rev, "apply")
+    if outcome.applied is not None:  # what the plan shown would have noted, had it known
+        for note in with_file_notes(outcome.desired, outcome.plan).notes[len(outcome.plan.notes) :]:
+            say("warning", note, "yellow")
     if notify:
         Notifier(notify, _notify_failed, lambda: datetime.now(UTC)).after_pass(outcome, started)
     if outcome.held is not None:
@@ -145,9 +161,50 @@ def apply(
         console.print("Nothing applied." if outcome.plan.has_changes else summary(outcome.plan))
     if wait and (outcome.applied is not None or not outcome.plan.has_changes):
         # Replaced once: the passes that follow only follow the new job.
-        raise typer.Exit(_wait(dataclasses.replace(request, replace=()), lock_timeout))
+        try:
+            code = _wait(dataclasses.replace(request, replace=()), lock_timeout)
+        except KeyboardInterrupt:
+            from rich.text import Text
+
+            err_console.print(
+                Text(
+                    "interrupted (Ctrl-C): the jobs go on; `recon status` shows them, and "
+                    "`recon apply --wait` follows them again"
+                ),
+                soft_wrap=True,
+            )
+            raise
+        raise typer.Exit(code)
     if outcome.applied is not None and not outcome.applied.ok:
         raise typer.Exit(EXIT_ERROR)
+
+
+def _confirm() -> bool:
+    """The prompt's answer; Ctrl-C at it is an interruption (exit 130, as anywhere
+    else), not click's `Abort` (Ctrl-D, no answer: `aborted`, exit 1)."""
+    try:
+        return typer.confirm("Apply this plan?", default=False)
+    except typer.Abort as error:
+        if isinstance(error.__context__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        raise
+
+
+def _say_interrupted(done: Sequence[Done]) -> None:
+    """After Ctrl-C: what was already done stays done, and what the next apply makes of
+    it (each line was printed as it happened; this says it again in one place)."""
+    from rich.text import Text
+
+    submitted = [d.line.removeprefix("submitted ") for d in done if d.line.startswith("submitted ")]
+    if not done:
+        said = "interrupted (Ctrl-C): nothing was submitted or cancelled"
+    else:
+        jobs = f": {'; '.join(submitted)}" if submitted else ""
+        said = (
+            f"interrupted (Ctrl-C) after {plural(len(submitted), 'submission')}{jobs}. What "
+            "was submitted stays submitted; the next apply adopts it, and does the rest"
+        )
+    err_console.print(Text(said), soft_wrap=True)
 
 
 def _refuse(outcome: PassOutcome, show_plan: bool) -> None:
@@ -158,7 +215,7 @@ def _refuse(outcome: PassOutcome, show_plan: bool) -> None:
 
     assert outcome.held is not None
     if show_plan:
-        sys.stdout.write(plan_report.RENDERERS["text"](outcome.plan))
+        print_plan(plan_report.as_text(outcome.plan, width=width()))
     raise PruneRefusedError(f"refused to apply: {explain(outcome.held)}")
 
 
@@ -197,7 +254,8 @@ def _wait(request: Request, lock_timeout: float) -> int:
 
 
 def _error_log(desired: Desired, records: Sequence[SubmissionRecord], name: str) -> Path | None:
-    """The stderr file of the run's latest job, where Slurm (or the local backend) put it."""
+    """The stderr file of the run's latest job, where Slurm (or the local backend) put it;
+    None when there is none (a job cancelled before it started never wrote one)."""
     from reconciler.scheduler.runfolder import log_files
     from reconciler.state.paths import run_dir
 
@@ -205,7 +263,7 @@ def _error_log(desired: Desired, records: Sequence[SubmissionRecord], name: str)
     if not jobs or name not in desired.runs:
         return None
     _out, err = log_files(run_dir(desired, desired.runs[name]), jobs[-1])
-    return err
+    return err if err.exists() else None
 
 
 def _notify_failed(event: str, problem: str) -> None:
@@ -214,9 +272,12 @@ def _notify_failed(event: str, problem: str) -> None:
     err_console.print(Text(f"notify {event}: {problem}"), soft_wrap=True)
 
 
-def _print_done(done: Done) -> None:
+def _print_done(done: Done, kept: list[Done] | None = None) -> None:
+    """One action's line, as it is done (`kept`: where to keep it, for a later summary)."""
     from rich.text import Text  # here, not at the top: `recon --help` needs no rich
 
+    if kept is not None:
+        kept.append(done)
     if done.problem:
         err_console.print(Text(done.line), soft_wrap=True)
     else:

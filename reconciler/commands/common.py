@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from reconciler.desired.desired import Desired
+    from reconciler.engine.plan.actions import Plan
     from reconciler.scheduler.select import Choice
 
 
@@ -135,12 +136,51 @@ ReplaceOption = Annotated[
 FormatOption = Annotated[Format, typer.Option("--format", help="Output format.")]
 
 
-def warn(desired: Desired) -> Desired:
-    """Print what is valid but likely a mistake (a project with no runs) to stderr."""
+def width() -> int | None:
+    """How wide a line may be: COLUMNS, or the terminal's width; piped without COLUMNS,
+    no limit: whole lines, for grep."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return console.width if console.is_terminal else None
+
+
+def coloured() -> bool:
+    """Whether stdout takes colours: a terminal, and no NO_COLOR."""
+    return bool(console.is_terminal and not console.no_color)
+
+
+def print_plan(text: str) -> None:
+    """A plan as text on stdout: its actions coloured at a terminal."""
+    if coloured():
+        from reconciler.report.plan import styled
+
+        console.print(styled(text), soft_wrap=True, end="")
+    else:
+        import sys
+
+        sys.stdout.write(text)
+
+
+def say(label: str, text: str, style: str | None = None) -> None:
+    """`label: text` on stderr, wrapped at word boundaries to the width."""
     from rich.text import Text
 
+    from reconciler.report.wrap import wrapped
+
+    lines = wrapped(f"{label}: {text}", width(), 2)
+    shown = Text("\n".join(lines))
+    if style is not None:
+        shown.stylize(style, 0, len(label) + 1)
+    err_console.print(shown, soft_wrap=True)
+
+
+def warn(desired: Desired) -> Desired:
+    """Print what is valid but likely a mistake (a project with no runs) to stderr."""
     for warning in desired.warnings:
-        err_console.print(Text("warning: ", style="yellow") + Text(warning), soft_wrap=True)
+        say("warning", warning, "yellow")
     return desired
 
 
@@ -160,9 +200,7 @@ def note_uncommitted(desired: Desired, revision: str | None, command: str) -> No
     job runs the committed files, so an edit that is not committed is silently not used."""
     note = uncommitted_note(desired, command) if revision is None else None
     if note is not None:
-        from rich.text import Text
-
-        err_console.print(Text(f"note: {note}"), soft_wrap=True)
+        say("note", note)
 
 
 def uncommitted_note(desired: Desired, command: str) -> str | None:
@@ -178,6 +216,31 @@ def uncommitted_note(desired: Desired, command: str) -> str | None:
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
     said = UNREAD_EDITS[command].format(commit=desired.commit[:12])
     return f"uncommitted changes ({shown}) {said}"
+
+
+def with_file_notes(desired: Desired, plan: Plan) -> Plan:
+    """The plan as shown, with a note for each external `path:` input of a run it submits
+    that is not there: the job would fail at its first read, so say it before."""
+    from reconciler.desired.matrix import sweep_of
+    from reconciler.engine.plan.actions import SUBMITTING
+    from reconciler.state.paths import external_path
+    from reconciler.words import listed
+
+    missing: dict[tuple[str, str], list[str]] = {}
+    for action in plan.actions:
+        if action.kind not in SUBMITTING or action.target not in desired.runs:
+            continue
+        for name, declared in desired.runs[action.target].inputs.items():
+            path = external_path(desired, declared)
+            if declared.path is not None and path is not None and not path.exists():
+                runs = missing.setdefault((name, declared.path), [])
+                runs.append(sweep_of(action.target) or action.target)
+    notes = [
+        f"Input {name} of {listed(list(dict.fromkeys(runs)))} ({path}) does not exist: the "
+        "job fails when it reads it, unless something makes it before the job starts."
+        for (name, path), runs in missing.items()
+    ]
+    return plan.model_copy(update={"notes": (*plan.notes, *notes)}) if notes else plan
 
 
 def output_folder(path: Path) -> Path:
@@ -197,7 +260,22 @@ def split_arguments(arguments: list[str] | None) -> tuple[Path, list[str]]:
     arguments = list(arguments or [])
     if arguments and Path(arguments[0]).is_dir():
         return Path(arguments[0]), arguments[1:]
+    if arguments and not Path(arguments[0]).exists() and _meant_a_folder(arguments[0]):
+        from reconciler.desired.loader import check_project_folder
+
+        check_project_folder(Path(arguments[0]))  # says the folder does not exist
     return Path("."), arguments
+
+
+def _meant_a_folder(argument: str) -> bool:
+    """`recon status ../prjo`: a folder misspelt, not a run (no run name holds a `/`);
+    `recon status prjo` outside any project: no run can be meant either."""
+    if "/" in argument or argument in (".", "..") or argument.startswith("~"):
+        return True
+    here = Path.cwd()
+    from reconciler.desired.source import PROJECT_FILE
+
+    return not any((folder / PROJECT_FILE).is_file() for folder in (here, *here.parents))
 
 
 NotifyOption = Annotated[

@@ -16,6 +16,7 @@ from reconciler.commands.common import (
     split_arguments,
 )
 
+DEFAULT_OUT = Path("ro-crate")
 app = typer.Typer(help="Export provenance in standard formats.", no_args_is_help=True)
 
 
@@ -25,8 +26,13 @@ def ro_crate(
     rev: RevisionOption = None,
     worktree: WorktreeOption = False,
     out: Annotated[
-        Path, typer.Option("--out", metavar="DIR", help="Folder to write the crate into.")
-    ] = Path("ro-crate"),
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Folder to write the crate into (default: ro-crate, which git then ignores).",
+        ),
+    ] = None,
 ) -> None:
     """Write the provenance of the runs that succeeded as an RO-Crate.
 
@@ -59,9 +65,14 @@ def ro_crate(
         manifest = read_manifest(run_dir(desired, desired.runs[name]))
         if manifest is not None:
             manifests[name] = manifest
-    written = export_ro_crate(
-        manifests, desired.project.project, desired.commit, output_folder(out)
-    )
+    folder = output_folder(out or DEFAULT_OUT)
+    if out is None:
+        # Made by recon, not part of the project: the next plan must not note it as an
+        # uncommitted change.
+        ignore = folder / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# written by recon export ro-crate: not part of the project\n*\n")
+    written = export_ro_crate(manifests, desired.project.project, desired.commit, folder)
     skipped = len(names) - len(manifests)
     console.print(
         f"Wrote {written}/ro-crate-metadata.json: {len(manifests)} runs"

@@ -23,8 +23,11 @@ from reconciler.commands.common import (
     chosen,
     err_console,
     note_uncommitted,
+    print_plan,
     split_arguments,
     warn,
+    width,
+    with_file_notes,
 )
 
 
@@ -98,7 +101,11 @@ def plan(
     warn(seen.desired)
     note_uncommitted(seen.desired, rev, "plan")
     result = seen.plan
-    sys.stdout.write(plan_report.RENDERERS[output_format.value](result, members=members))
+    shown = with_file_notes(seen.desired, result)
+    if output_format is Format.text:
+        print_plan(plan_report.as_text(shown, members=members, width=width()))
+    else:
+        sys.stdout.write(plan_report.RENDERERS[output_format.value](shown, members=members))
     if output_format is Format.markdown:
         # The runs the plan acts on and their neighbours, as GitHub and GitLab draw it.
         from reconciler.report.graph import graph_of, mermaid_block

@@ -21,11 +21,12 @@ from reconciler.commands.common import (
     note_uncommitted,
     split_arguments,
     warn,
+    width,
 )
 
 if TYPE_CHECKING:
     from reconciler.desired.desired import Desired
-    from reconciler.engine.plan.status import RunStatus
+    from reconciler.engine.plan.status import AllocationStatus, RunStatus
 
 
 def status(
@@ -85,6 +86,8 @@ def status(
         desired, run_statuses(desired, current, observation, records, notes)
     )
     held = allocation_statuses(desired, current, observation, records)
+    if targets:
+        rows, held = _named(desired, targets, rows, held)
     if output_format is Format.json:
         runs = [row.model_dump(mode="json") for row in rows]
         # The list of runs alone stays what it always was: consumers index it by run.
@@ -94,7 +97,7 @@ def status(
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     layout = status_report.Layout(
-        width=_width(),
+        width=width(),
         wide=wide,
         styled=console.is_terminal and not console.no_color and not no_color,
         ascii=not _utf8_locale(),
@@ -104,6 +107,25 @@ def status(
         console.print(text, soft_wrap=True, end="")
     else:
         sys.stdout.write(text.plain)  # plain: rich would only cost time, line by line
+
+
+def _named(
+    desired: Desired,
+    targets: list[str],
+    rows: list[RunStatus],
+    held: list[AllocationStatus],
+) -> tuple[list[RunStatus], list[AllocationStatus]]:
+    """The runs named (a sweep's members, by value, for a sweep's name), not the runs they
+    need, which the look took in too; the allocations named, or that those runs use."""
+    from reconciler.desired.matrix import member_order, sweep_of
+
+    shown = [row for row in rows if row.name in targets or sweep_of(row.name) in targets]
+    first: dict[str, int] = {}
+    for index, row in enumerate(shown):
+        first.setdefault(sweep_of(row.name) or row.name, index)
+    shown.sort(key=lambda row: (first[sweep_of(row.name) or row.name], member_order(row.name)))
+    used = {desired.runs[row.name].allocation for row in shown if row.name in desired.runs}
+    return shown, [row for row in held if row.name in targets or row.name in used]
 
 
 def _with_manifest_commits(desired: Desired, rows: list[RunStatus]) -> list[RunStatus]:
@@ -124,14 +146,6 @@ def _with_manifest_commits(desired: Desired, rows: list[RunStatus]) -> list[RunS
         if manifest is not None and manifest.commit and manifest.run == row.name:
             rows[index] = row.model_copy(update={"last_success_commit": manifest.commit})
     return rows
-
-
-def _width() -> int | None:
-    """COLUMNS, or the terminal's width; piped without COLUMNS: no limit, whole lines."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    return console.width if console.is_terminal else None
 
 
 def _utf8_locale() -> bool:

@@ -30,7 +30,7 @@ from reconciler.errors import SpecIssue
 
 # Bumped when what is stored changes, the wording of stored problems included, and when
 # a check comes to find what it did not: remembered files and commits would skip it.
-_FORMAT = 12
+_FORMAT = 13
 _FILE_NAME = "spec-cache.marshal"
 # How many commits known to pass the project-wide checks are remembered, newest kept.
 _CHECKED_KEPT = 32
@@ -38,23 +38,28 @@ _CHECKED_KEPT = 32
 
 @dataclass(frozen=True)
 class FileResult:
-    """What one spec file holds: its valid documents and its own problems."""
+    """What one spec file holds: its valid documents, its own problems, and the names of
+    the documents those problems made invalid (a reference to one is no problem of its
+    own: the document's is reported, once)."""
 
     documents: tuple[DocumentSummary, ...]
     issues: tuple[SpecIssue, ...]
+    invalid: tuple[str, ...] = ()
 
     def to_plain(self) -> tuple[Any, ...]:
         return (
             tuple(summary.to_plain() for summary in self.documents),
             tuple((i.file, i.line, i.field, i.message) for i in self.issues),
+            self.invalid,
         )
 
     @classmethod
     def from_plain(cls, plain: tuple[Any, ...]) -> FileResult:
-        documents, issues = plain
+        documents, issues, invalid = plain
         return cls(
             tuple(map(DocumentSummary.from_plain, documents)),
             tuple(SpecIssue(*issue) for issue in issues) if issues else (),
+            tuple(invalid),
         )
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Collection
 
 from reconciler.desired import matrix, templates
 from reconciler.desired.desired import run_workdir
 from reconciler.desired.documents import ParsedDocument
+from reconciler.desired.fields import env_suffix
 from reconciler.desired.models import Run
 from reconciler.desired.summary import DocumentSummary
 from reconciler.errors import SpecIssue
+from reconciler.words import listed
 
 # Every input has these too (docs/specs.md, sweeps); the message names the `path` form.
 _MANY = (".paths", ".list")
@@ -42,7 +45,7 @@ def check_tokens(document: ParsedDocument) -> list[SpecIssue]:
         return []
     axes = matrix.axes_of(run.matrix) if run.matrix is not None else ()
     known = templates.known_tokens(list(run.inputs), list(run.outputs), axes)
-    return [
+    unknown = [
         SpecIssue(
             document.file,
             document.line_of("command"),
@@ -53,6 +56,30 @@ def check_tokens(document: ParsedDocument) -> list[SpecIssue]:
         )
         for token in templates.unknown_tokens(run.command, known)
     ]
+    return unknown or [
+        SpecIssue(
+            document.file,
+            document.line_of("command"),
+            "command",
+            f"{{{token}}} is inside quotes: recon fills it in shell-quoted already, so the "
+            "quotes would become part of a path with a space or a bracket; write it bare "
+            f'(--out {{{token}}}, not --out "{{{token}}}"){_or_variable(token)}',
+        )
+        for token in dict.fromkeys(templates.quoted_tokens(run.command))
+    ]
+
+
+def _or_variable(token: str) -> str:
+    """`, or "$RECON_OUTPUT_MODEL" inside quotes`: the variable the job finds the token's
+    value in, where there is one."""
+    part, _, rest = token.partition(".")
+    name, _, what = rest.rpartition(".")
+    variable = {"run.name": "RECON_RUN", "run.dir": "RECON_RUN_DIR"}.get(token)
+    if part in ("inputs", "outputs") and what == "path":
+        variable = f"RECON_{part[:-1].upper()}_{env_suffix(name)}"
+    elif part == "matrix":
+        variable = f"RECON_MATRIX_{env_suffix(rest)}"
+    return f', or "${variable}" inside quotes' if variable else ""
 
 
 def check_step_layout(document: ParsedDocument) -> list[SpecIssue]:
@@ -74,28 +101,35 @@ def check_step_layout(document: ParsedDocument) -> list[SpecIssue]:
     ]
 
 
-def check_project(documents: list[DocumentSummary]) -> list[SpecIssue]:
+def check_project(
+    documents: list[DocumentSummary], invalid: Collection[str] = ()
+) -> list[SpecIssue]:
     """Names unique across the project; inputs name runs and outputs that exist; a run's
-    allocation names an Allocation."""
-    first: dict[str, DocumentSummary] = {}
-    issues: list[SpecIssue] = []
+    allocation names an Allocation. A reference to a document in `invalid` (one with
+    problems of its own, reported already) is not a problem of its own."""
+    named: dict[str, list[DocumentSummary]] = {}
     for document in documents:
-        earlier = first.setdefault(document.name, document)
-        if earlier is not document:
-            issues.append(
-                SpecIssue(
-                    document.file,
-                    document.name_line,
-                    "name",
-                    f"{document.name!r} is already used by the {earlier.kind} at "
-                    f"{earlier.file}:{earlier.name_line} (names are unique per project)",
-                )
-            )
+        named.setdefault(document.name, []).append(document)
+    first = {name: same[0] for name, same in named.items()}
+    issues = [_twice(same) for same in named.values() if len(same) > 1]
     for document in documents:
-        issues.extend(_check_inputs(document, first))
-        issues.extend(_check_coupling(document, first))
-        issues.extend(_check_allocation(document, first))
+        issues.extend(_check_inputs(document, first, invalid))
+        issues.extend(_check_coupling(document, first, invalid))
+        issues.extend(_check_allocation(document, first, invalid))
     return issues
+
+
+def _twice(same: list[DocumentSummary]) -> SpecIssue:
+    """One problem for a name declared more than once, naming every place, at the first."""
+    first, *others = same
+    places = [f"{d.kind} at {d.file}:{d.name_line}" for d in others]
+    return SpecIssue(
+        first.file,
+        first.name_line,
+        "name",
+        f"{first.name!r} names this {first.kind} and the {listed(places)}: names are unique "
+        f"per project; rename {'one' if len(places) == 1 else 'all but one'}",
+    )
 
 
 def check_output_paths(documents: list[DocumentSummary], runs_dir: str) -> list[SpecIssue]:
@@ -110,7 +144,8 @@ def check_output_paths(documents: list[DocumentSummary], runs_dir: str) -> list[
             if "/." in where or "//" in where or where.startswith("."):
                 where = posixpath.normpath(where)  # only then: a sweep has thousands
             earlier, earlier_name, earlier_line = claimed.setdefault(where, (document, name, line))
-            if earlier is not document:
+            # Two documents of one name share a folder: their name is the problem, said once.
+            if earlier is not document and earlier.name != document.name:
                 issues.append(
                     SpecIssue(
                         document.file,
@@ -125,11 +160,13 @@ def check_output_paths(documents: list[DocumentSummary], runs_dir: str) -> list[
 
 
 def _check_allocation(
-    document: DocumentSummary, by_name: dict[str, DocumentSummary]
+    document: DocumentSummary, by_name: dict[str, DocumentSummary], invalid: Collection[str]
 ) -> list[SpecIssue]:
     if document.allocation is None:
         return []
     target = by_name.get(document.allocation)
+    if target is None and document.allocation in invalid:
+        return []
     if target is not None and target.kind == "Allocation":
         return []
     what = f"the {target.kind} {target.name!r}" if target is not None else "nothing"
@@ -144,11 +181,13 @@ def _check_allocation(
 
 
 def _check_coupling(
-    document: DocumentSummary, by_name: dict[str, DocumentSummary]
+    document: DocumentSummary, by_name: dict[str, DocumentSummary], invalid: Collection[str]
 ) -> list[SpecIssue]:
     issues = []
     for partner in document.coupled_with:
         target = by_name.get(partner)
+        if target is None and partner in invalid:
+            continue
         if target is None or target.kind != "Run" or partner == document.name:
             problem = (
                 "a run cannot be coupled with itself"
@@ -160,13 +199,15 @@ def _check_coupling(
 
 
 def _check_inputs(
-    document: DocumentSummary, by_name: dict[str, DocumentSummary]
+    document: DocumentSummary, by_name: dict[str, DocumentSummary], invalid: Collection[str]
 ) -> list[SpecIssue]:
     issues = []
     for ref in document.inputs:
         if ref.run is None:
             continue
         run = ref.run.partition("[")[0]  # a sweep's member: train[seed=0]
+        if run in invalid and run not in by_name:
+            continue  # its own problems say what is wrong with it
         upstream = by_name.get(run)
         problem = None
         if upstream is None or upstream.kind != "Run":

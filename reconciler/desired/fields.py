@@ -116,10 +116,20 @@ def _check_sbatch_extra(value: str) -> str:
     managed = sorted(m for m in MANAGED_SBATCH_OPTIONS if m.startswith(option))
     if managed:
         what = f"--{option}" if option in managed else f"--{option} (short for --{managed[0]})"
-        raise ValueError(
-            f"{what} is set by recon itself; use the matching resources field or leave it to recon"
-        )
+        hint = _INSTEAD.get(managed[0], "use the matching resources field or leave it to recon")
+        raise ValueError(f"{what} is set by recon itself; {hint}")
     return value
+
+
+# Where a refused flag's wish is written instead, when it is not a resources field.
+_INSTEAD = {
+    "array": "a run with a `matrix:` is a sweep, submitted as one job array: write the values "
+    "there (docs/specs.md, sweeps)",
+    "hetjob": "write each component under resources.components",
+    "het-group": "write each component under resources.components",
+    "export": "declare the job's environment with `environment:`",
+    "dependency": "recon chains a run after the runs its `inputs:` read",
+}
 
 
 SbatchFlag = Annotated[str, AfterValidator(_check_sbatch_extra)]

@@ -83,7 +83,7 @@ def open_source(
             f"{option} is empty (an unset CI variable?): name a commit, branch or tag"
             + (", or leave --rev out to read HEAD" if option == "--rev" else "")
         )
-    _check_project_folder(root)
+    check_project_folder(root)
     if worktree:
         if revision is not None:
             raise RepoError("--worktree reads the files on disk: give no revision with it")
@@ -91,7 +91,8 @@ def open_source(
     return CommitSource(root, revision or "HEAD")
 
 
-def _check_project_folder(root: Path) -> None:
+def check_project_folder(root: Path) -> None:
+    """A RepoError unless `root` is a folder: what it is instead, and what to give."""
     if root.is_dir():
         return
     if root.exists():
@@ -167,7 +168,7 @@ def _checked(
     SpecError with every problem. A commit that passed the
     project-wide checks before skips them: they depend on its files alone (the work tree
     has no commit to name)."""
-    summaries, issues = _load_files(source, project, cache)
+    summaries, issues, invalid = _load_files(source, project, cache)
     issues.extend(_unmatched_patterns(source, project, code.all_paths))
     scripts, script_issues = _read_scripts(source, summaries, code.all_paths)
     issues.extend(script_issues)
@@ -177,7 +178,7 @@ def _checked(
     known = key is not None and not issues and cache.passed_checks(key)
     if not known:
         issues.extend(code.issues(summaries))
-        issues.extend(check_project(summaries))
+        issues.extend(check_project(summaries, invalid))
     if not issues:
         expansion = sweeps.expand(summaries, project.runs_dir)
         issues.extend(dict.fromkeys(expansion.issues))  # members of one sweep say it once
@@ -458,8 +459,9 @@ def _no_project_file(source: SpecSource) -> str:
 
 def _load_files(
     source: SpecSource, project: Project, cache: ParseCache
-) -> tuple[list[DocumentSummary], list[SpecIssue]]:
-    """Every spec file's documents and problems, parsing only files the cache lacks."""
+) -> tuple[list[DocumentSummary], list[SpecIssue], frozenset[str]]:
+    """Every spec file's documents and problems, and the names of its invalid documents,
+    parsing only files the cache lacks."""
     paths = [path for path in matching(source.paths(), project.specs) if path != PROJECT_FILE]
     blobs = {path: source.blob_id(path) for path in paths}
     results = {path: cache.get(path, blobs[path]) for path in paths}
@@ -473,11 +475,13 @@ def _load_files(
     cache.keep_only(blobs)
     summaries: list[DocumentSummary] = []
     issues: list[SpecIssue] = []
+    invalid: set[str] = set()
     for result in results.values():
         assert result is not None  # every miss was parsed just above
         summaries.extend(result.documents)
         issues.extend(result.issues)
-    return summaries, issues
+        invalid.update(result.invalid)
+    return summaries, issues, frozenset(invalid)
 
 
 # Below this many files a worker pool costs more to start than it saves.
@@ -537,18 +541,28 @@ def _parse_file(path: str, content: bytes, project: Project) -> FileResult:
         return FileResult((), (text,))
     raw_documents, issues = parse_documents(text, path)
     summaries: list[DocumentSummary] = []
+    invalid: list[str] = []
     for raw in raw_documents:
         document, document_issues = validate_spec(raw)
         issues.extend(document_issues)
         if document is None:
+            invalid.extend(_named(raw.data) if document_issues else ())
             continue
         own_issues = (check_matrix(document) or check_tokens(document)) + check_step_layout(
             document
         )
         issues.extend(own_issues)
-        if not own_issues:
+        if own_issues:
+            invalid.append(document.spec.name)
+        else:
             summaries.append(summarize(document, _hash_unless_script(document.spec, project)))
-    return FileResult(tuple(summaries), tuple(issues))
+    return FileResult(tuple(summaries), tuple(issues), tuple(invalid))
+
+
+def _named(data: object) -> tuple[str, ...]:
+    """The name an invalid document gives itself, if it gives one."""
+    name = data.get("name") if isinstance(data, dict) else None
+    return (name,) if isinstance(name, str) else ()
 
 
 def _hash_unless_script(spec: Run | Allocation, project: Project) -> str | None:

@@ -99,6 +99,22 @@ def sweep_of(name: str) -> str | None:
     return sweep if bracket else None
 
 
+def member_order(name: str) -> tuple[str, tuple[tuple[str, tuple[int, float, str]], ...]]:
+    """A key that sorts members by their values, numbers as numbers (`i=2` before
+    `i=10`), then as written; a run of its own sorts by its name."""
+    sweep, bracket, values = name.partition("[")
+    if not bracket:
+        return sweep, ()
+    key = []
+    for pair in values.rstrip("]").split(","):
+        axis, _, value = pair.partition("=")
+        try:
+            key.append((axis, (0, float(value), value)))
+        except ValueError:
+            key.append((axis, (1, 0.0, value)))
+    return sweep, tuple(key)
+
+
 def axes_of(matrix: Mapping[str, Any]) -> tuple[str, ...]:
     """The axis names, sorted: the order of the YAML keys never matters."""
     return tuple(sorted(key for key in matrix if key not in RESERVED))

@@ -125,6 +125,23 @@ _MEMORY_UNITS = {
 }  # fmt: skip
 
 
+def _bare_memory(raw: float) -> str:
+    """A number without a unit: a large one is what Slurm's `--mem=2048` means, MiB
+    (2048GiB would ask for a thousand times that); a small one is meant in GB or GiB."""
+    if raw < _BARE_MIB_FROM:
+        return f"memory needs a unit, like {raw}GB or {raw}GiB (got the bare number {raw})"
+    gib = f", which is {raw / 1024:g}GiB" if raw % 256 == 0 else ""
+    return (
+        f"memory needs a unit: {raw}MiB{gib}, if you meant Slurm's --mem={raw} (a bare "
+        f"number there is MiB); got the bare number {raw}"
+    )
+
+
+# A bare memory below this is likely meant in GB (`memory: 32`); from it up, as Slurm's
+# MiB (`memory: 2048`).
+_BARE_MIB_FROM = 64
+
+
 @dataclass(frozen=True)
 class Memory(_SpecValue):
     """`32GB` is 32*10^9 bytes, `32GiB` is 32*2^30: both exact, as the user wrote them.
@@ -147,9 +164,7 @@ class Memory(_SpecValue):
     def parse(cls, raw: object) -> Memory:
         _reject_bool(raw, "memory")
         if isinstance(raw, int | float):
-            raise ValueError(
-                f"memory needs a unit, like {raw}GB or {raw}GiB (got the bare number {raw})"
-            )
+            raise ValueError(_bare_memory(raw))
         if not isinstance(raw, str) or (match := _MEMORY.match(raw)) is None:
             # `32G` is refused on purpose: Slurm reads it as GiB, most people as GB.
             raise ValueError(

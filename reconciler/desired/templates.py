@@ -46,6 +46,42 @@ def unknown_tokens(text: str, known: set[str]) -> list[str]:
     return [token.expression for token in tokens(text) if token.expression not in known]
 
 
+def quoted_tokens(text: str) -> list[str]:
+    """The tokens written inside shell quotes (`"{outputs.o.path}"`): recon fills in a
+    value already shell-quoted, so quotes around it become part of the value. Quotes are
+    read as the shell reads them (backslashes, comments); a command whose quotes do not
+    pair up (a here-document's text, say) is not judged."""
+    spans: list[tuple[int, int]] = []  # (opening quote, closing quote)
+    quote, start, index, word_start = "", 0, 0, True
+    while index < len(text):
+        char = text[index]
+        if quote == "'":
+            if char == "'":
+                spans.append((start, index))
+                quote = ""
+        elif char == "\\":
+            index += 1  # the next character is taken literally
+        elif quote == '"':
+            if char == '"':
+                spans.append((start, index))
+                quote = ""
+        elif char in "'\"":
+            quote, start = char, index
+        elif char == "#" and word_start:
+            end = text.find("\n", index)  # a comment, to the end of its line
+            index = len(text) if end < 0 else end
+            continue
+        word_start = char in " \t\n;&|()"
+        index += 1
+    if quote:
+        return []
+    return [
+        token.expression
+        for token in tokens(text)
+        if any(begin < token.offset < end for begin, end in spans)
+    ]
+
+
 def render(text: str, values: Mapping[str, str]) -> str:
     """Fill in every token; `values` must hold each one (validation made sure of it)."""
 

@@ -1,18 +1,20 @@
 """`recon plan`: a live Plan as text, markdown (a PR comment) or JSON.
 
-Pure rendering, no I/O, no colour: a caller may colour the text later. The text looks
-like Terraform's plan: one line per action with its symbol right-aligned in a 3-character
-column, so `-/+` and `+` line up, then the action, the target and why.
+Pure rendering, no I/O. The text looks like Terraform's plan: one line per action with
+its symbol right-aligned in a 3-character column, so `-/+` and `+` line up, then the
+action, the target and why; given a width, a longer line wraps between words under the
+column it continues. A caller at a terminal colours it with ``styled``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from reconciler.desired.matrix import sweep_of
+from reconciler.desired.matrix import member_order, sweep_of
 from reconciler.engine.plan.actions import (
     Action,
     ActionKind,
@@ -23,7 +25,11 @@ from reconciler.engine.plan.actions import (
     SweepShape,
 )
 from reconciler.engine.plan.prune import explain
+from reconciler.report.wrap import wrapped
 from reconciler.words import listed, plural
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 _SYMBOL_WIDTH = 3
 # The kind column fits every kind but `may rerun`, which widens it only in a plan that
@@ -39,11 +45,15 @@ _SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.MAY_RER
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 # `current (job 123_4 succeeded)`: each member's job differs, its reason does not.
 _JOB_MENTION = re.compile(r" \(jobs? [0-9_., ]+[^)]*\)")
-_JOB_ID = re.compile(r"\b(?:its )?job [0-9]+(?:_[0-9]+)?")
+# `its job 12_3`, `job 12_[0-5]` (Slurm's pending tasks), `job 12+1` (a het component):
+# each member's differs, so it is said as `its job`, never `its its job`.
+_JOB_ID = re.compile(r"\b(?:its )*job [0-9]+(?:_[0-9]+|_\[[^\]]*\]|\+[0-9]+)?")
 
 
 class Renderer(Protocol):
-    def __call__(self, plan: Plan, *, show_noop: bool = True, members: bool = False) -> str: ...
+    def __call__(
+        self, plan: Plan, *, show_noop: bool = True, members: bool = False, width: int | None = None
+    ) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -234,9 +244,12 @@ def _unchanged_line(plan: Plan, show_noop: bool) -> list[str]:
     return [] if show_noop or not noop else [f"{plural(noop, 'run')} unchanged."]
 
 
-def as_text(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str:
+def as_text(
+    plan: Plan, *, show_noop: bool = True, members: bool = False, width: int | None = None
+) -> str:
     """A sweep's members show as one line per kind of action; with ``members``, each
-    member's own line follows it."""
+    member's own line follows it. With a ``width`` (a terminal's, or COLUMNS), a line
+    longer than it wraps at word boundaries, under the column it continues."""
     items = grouped(_visible(plan, show_noop))
     targets = [item.target if isinstance(item, Action) else item.sweep for item in items] + [
         action.target
@@ -244,47 +257,94 @@ def as_text(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str
         if isinstance(item, SweepBlock) and members
         for action in item.actions
     ]
-    width = max([_MIN_TARGET_WIDTH, *(len(target) for target in targets)])
+    target_width = max([_MIN_TARGET_WIDTH, *(len(target) for target in targets)])
     kinds = max([_KIND_WIDTH, *(len(item.kind.value) for item in items)])
-    body: list[str] = []
+    columns = _Columns(target_width, kinds, width)
+    body: list[Line] = []
     for item in items:
         if isinstance(item, Action):
-            body.extend(_text_lines(item, width, kinds))
+            body.extend(_text_lines(item, columns))
             continue
-        lead = (
-            f"{item.symbol:>{_SYMBOL_WIDTH}} {item.kind.value:<{kinds}}{_GAP}"
-            f"{item.sweep:<{width}}{_GAP}"
-        )
-        body.append(_one_line(lead + item.what(plan)).rstrip())
+        lead = columns.lead(item.symbol, item.kind, item.sweep)
+        body.append(Line(_one_line(lead + item.what(plan)).rstrip(), len(lead)))
         if members:
             body.extend(
-                line for action in item.actions for line in _text_lines(action, width, kinds)
+                line
+                for action in in_value_order(item.actions)
+                for line in _text_lines(action, columns)
             )
-    body += _unchanged_line(plan, show_noop)
-    lines = [header(plan), *_notes(plan), ""]
+    body += [Line(text) for text in _unchanged_line(plan, show_noop)]
+    lines = [Line(header(plan)), *(Line(note) for note in _notes(plan)), Line("")]
     if body:
-        lines += [*body, ""]
-    lines += [summary(plan), *guard_line(plan)]
-    return "\n".join(lines) + "\n"
+        lines += [*body, Line("")]
+    lines += [Line(summary(plan)), *(Line(text) for text in guard_line(plan))]
+    return "".join(line.fitted(width) for line in lines)
 
 
-def _text_lines(action: Action, target_width: int, kind_width: int = _KIND_WIDTH) -> list[str]:
-    reason = action.reason
-    several = len(action.changes) > 1
+@dataclass(frozen=True)
+class Line:
+    """One line of the text, and the column its words continue at when it wraps."""
+
+    text: str
+    indent: int = 2  # a sentence (the header, a note, the summary): under its second letter
+
+    def fitted(self, width: int | None) -> str:
+        return "\n".join(wrapped(self.text, width, self.indent)) + "\n"
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Where the text's columns are: the kind's and the target's widths."""
+
+    target: int
+    kind: int
+    width: int | None
+
+    def lead(self, symbol: str, kind: ActionKind, target: str) -> str:
+        """`  + submit    prepare        `: everything before the reason."""
+        kind_column = f"{symbol:>{_SYMBOL_WIDTH}} {kind.value:<{self.kind}}"
+        return f"{kind_column}{_GAP}{target:<{self.target}}{_GAP}"
+
+
+def _text_lines(action: Action, columns: _Columns) -> list[Line]:
+    lead = columns.lead(action.symbol, action.kind, action.target)
+    first = lead + action.reason
+    own_line = len(action.changes) > 1
     if len(action.changes) == 1:
-        reason += f": {action.changes[0]}"
-    lead = (
-        f"{action.symbol:>{_SYMBOL_WIDTH}} {action.kind.value:<{kind_width}}{_GAP}"
-        f"{action.target:<{target_width}}{_GAP}"
+        one = f"{first}: {action.changes[0]}"
+        # A change too long for the line goes on a line of its own, as several do.
+        shown = len(_one_line(one + _context(action)))
+        own_line = columns.width is not None and shown > columns.width
+        first = first if own_line else one
+    under = len(lead) + 2
+    lines = [Line(_one_line(first + _context(action)).rstrip(), len(lead))]
+    for change in action.changes if own_line else ():
+        lines.extend(_change_lines(change, under, columns.width))
+    lines.extend(Line(" " * under + _one_line(detail), under + 2) for detail in action.details)
+    return lines
+
+
+def _change_lines(change: FieldChange, indent: int, width: int | None) -> list[Line]:
+    """A changed field under its run: `field old -> new`; too long for the width, the old
+    value and the new one each start a line."""
+    pad = " " * indent
+    line = pad + _one_line(str(change))
+    if width is None or len(line) <= width:
+        return [Line(line, indent + 2)]
+    old = f"{pad}{change.field} {_one_line(_value(change.old))}"
+    return [Line(old, indent + 2), Line(f"{pad}-> {_one_line(_value(change.new))}", indent + 3)]
+
+
+def in_value_order(actions: Sequence[Action]) -> list[Action]:
+    """The actions in their order, but a sweep's members in the order of their values
+    (`i=2` before `i=10`), where the first of them stands."""
+    first: dict[str, int] = {}
+    for index, action in enumerate(actions):
+        first.setdefault(sweep_of(action.target) or action.target, index)
+    return sorted(
+        actions,
+        key=lambda a: (first[sweep_of(a.target) or a.target], member_order(a.target)),
     )
-    first = _one_line(lead + reason + _context(action)).rstrip()
-    # Several changed fields: one per line, under the reason; then any details.
-    indent = " " * (len(lead) + 2)
-    return [
-        first,
-        *(indent + _one_line(str(c)) for c in action.changes if several),
-        *(indent + _one_line(line) for line in action.details),
-    ]
 
 
 def _cell(text: str) -> str:
@@ -325,7 +385,10 @@ def _markdown_block(block: SweepBlock, plan: Plan) -> str:
     )
 
 
-def as_markdown(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str:
+def as_markdown(
+    plan: Plan, *, show_noop: bool = True, members: bool = False, width: int | None = None
+) -> str:
+    """For a PR comment: a table, never wrapped (`width` is accepted, as by every renderer)."""
     lines = [f"### {header(plan)}", ""]
     # Blank quote lines between notes, else markdown joins them into one paragraph.
     quoted = "\n>\n".join(f"> {_cell(note)}" for note in _notes(plan))
@@ -340,7 +403,7 @@ def as_markdown(plan: Plan, *, show_noop: bool = True, members: bool = False) ->
                 continue
             lines.append(_markdown_block(item, plan))
             if members:
-                lines += [_markdown_row(action) for action in item.actions]
+                lines += [_markdown_row(action) for action in in_value_order(item.actions)]
         lines.append("")
     if unchanged := _unchanged_line(plan, show_noop):
         lines += [*unchanged, ""]
@@ -349,12 +412,14 @@ def as_markdown(plan: Plan, *, show_noop: bool = True, members: bool = False) ->
     return "\n".join(lines) + "\n"
 
 
-def as_json(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str:
+def as_json(
+    plan: Plan, *, show_noop: bool = True, members: bool = False, width: int | None = None
+) -> str:
     """The whole plan, so that it reads back equal without `summary`, plus the counts.
 
     JSON is for machines, which filter for themselves: every action is always there and
-    `show_noop` and `members` are accepted only so that all renderers are called the same
-    way.
+    `show_noop`, `members` and `width` are accepted only so that all renderers are called
+    the same way.
     """
     document = plan.model_dump(mode="json")
     counts: dict[str, int | bool] = {kind.value: plan.count(kind) for kind in ActionKind}
@@ -363,3 +428,33 @@ def as_json(plan: Plan, *, show_noop: bool = True, members: bool = False) -> str
 
 
 RENDERERS: dict[str, Renderer] = {"text": as_text, "markdown": as_markdown, "json": as_json}
+
+
+# The action's symbol and word in colour at a terminal, as status colours its words.
+STYLES = {
+    ActionKind.SUBMIT: "green",
+    ActionKind.RETRY: "green",
+    ActionKind.REPLACE: "yellow",
+    ActionKind.MAY_RERUN: "yellow",
+    ActionKind.CANCEL: "red",
+    ActionKind.TEARDOWN: "red",
+    ActionKind.BLOCKED: "red",
+    ActionKind.ADOPT: "cyan",
+    ActionKind.REUSE: "cyan",
+    ActionKind.SETUP: "cyan",
+}
+_KINDS = "|".join(re.escape(kind.value) for kind in sorted(ActionKind, key=lambda k: -len(k.value)))
+# A line of an action (not its continuations): the symbol's column, then its kind.
+_ACTION_LINE = re.compile(rf"^.{{{_SYMBOL_WIDTH}}} ({_KINDS})(?=  |$)", re.MULTILINE)
+
+
+def styled(text: str) -> Text:
+    """The text of ``as_text`` with each action's symbol and word in its colour."""
+    from rich.text import Text
+
+    out = Text(text)
+    for match in _ACTION_LINE.finditer(text):
+        style = STYLES.get(ActionKind(match.group(1)))
+        if style is not None:
+            out.stylize(style, match.start(), match.end())
+    return out

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reconciler.engine.wait import Progress
+from reconciler.report.plan import in_value_order
 
 _ORDER = ("inflight", "waiting", "done", "failed", "blocked")
 _WORDS = {
@@ -34,6 +35,8 @@ def live_view(progress: Progress) -> Group:
     table.add_column("run")
     table.add_column("state")
     table.add_column("why")
-    for action in progress.runs:
-        table.add_row(action.target, _WORDS[action.outcome or "waiting"], action.reason)
+    # Text, not markup: a member's values (`seeds[lr=0.5,seed=0]`) are no style tag.
+    for action in in_value_order(progress.runs):
+        word = _WORDS[action.outcome or "waiting"]
+        table.add_row(Text(action.target), Text(word), Text(action.reason))
     return Group(Text(counts_line(progress)), table)

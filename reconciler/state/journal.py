@@ -26,6 +26,7 @@ How it stays safe to use:
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -627,9 +628,14 @@ class Journal:
 
 
 def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Owner-only from the first byte; SQLite gives its -wal and -shm files the same mode.
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Owner-only from the first byte; SQLite gives its -wal and -shm files the same mode.
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    except OSError as error:
+        if error.errno in _READ_ONLY and path.is_file():
+            return _read_only(path, busy_timeout)  # plan and status only read it
+        raise
     # isolation_level=None: no implicit transactions, _transaction opens them explicitly.
     db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     try:
@@ -641,6 +647,27 @@ def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+# The errors of a file or filesystem this process may read but not write.
+_READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def _read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    """The journal opened for reading only, where it cannot be written (a read-only state
+    directory): any write through it fails with SQLite's own error. A journal in WAL mode
+    cannot be opened so without its -shm file, which a read-only directory cannot get:
+    then it is read as it stands (`immutable`), which a recon that closed it left whole."""
+    for options in ("mode=ro", "immutable=1"):
+        db = sqlite3.connect(f"{path.as_uri()}?{options}", uri=True, timeout=busy_timeout)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error:
+            db.close()
+            continue
+        db.row_factory = sqlite3.Row
+        return db
+    raise sqlite3.OperationalError(f"unable to open {path} for reading")
 
 
 def _use_mode(db: sqlite3.Connection, path: Path, mode: JournalMode, busy_timeout: float) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from reconciler.errors import LockedError
+from reconciler.errors import LockedError, StateDirError
 
 LOCK_FILE = "lock"
 INFO_FILE = "lock.info"
@@ -54,15 +54,29 @@ def project_lock(
         lock.acquire(timeout=timeout)
     except Timeout:
         raise LockedError(_locked_message(state_dir, timeout, project)) from None
+    except OSError as error:
+        raise _cannot_write(state_dir / LOCK_FILE, error, purpose) from None
     info = state_dir / INFO_FILE
     try:
         holder = _Holder(os.getpid(), socket.gethostname(), purpose, datetime.now(UTC))
-        _write_holder(info, holder)
+        try:
+            _write_holder(info, holder)
+        except OSError as error:
+            raise _cannot_write(info, error, purpose) from None
         yield
     finally:
         # Before the release: once released, the file may already be the next holder's.
         info.unlink(missing_ok=True)
         lock.release()
+
+
+def _cannot_write(path: Path, error: OSError, purpose: str) -> StateDirError:
+    """Which file of the state directory could not be written, and what to do."""
+    return StateDirError(
+        f"cannot write {path} ({error.strerror or error}): {purpose} writes its lock, journal "
+        f"and snapshots in the state directory {path.parent}; make it writable, or set "
+        "state_dir in recon.yaml to a folder you can write (plan and status only read it)"
+    )
 
 
 def _write_holder(info: Path, holder: _Holder) -> None:

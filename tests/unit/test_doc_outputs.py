@@ -162,12 +162,14 @@ def illustration(tmp_path: Path, complete: bool) -> Plan:
     return plan(now, observation, records, NOW, scheduler="slurm")
 
 
+# The width of a terminal the docs' plans are shown at (COLUMNS=80, as the CLI's).
+WIDTH = 80
 SACCT_DOWN = "sacct: error: Problem talking to the database: Connection refused"
 
 
 def test_the_illustration_with_more_action_kinds(tmp_path: Path) -> None:
     shown = shown_block("docs/cli.md: recon plan for project cartpole at commit dfb3ee034c2a (sche")
-    printed = as_text(illustration(tmp_path, complete=True))
+    printed = as_text(illustration(tmp_path, complete=True), width=WIDTH)
     assert but_commits(printed) == but_commits(shown.body), (
         f"{shown.where}: the planner prints\n{printed}"
     )
@@ -177,7 +179,7 @@ def test_the_illustration_with_sacct_failing(tmp_path: Path) -> None:
     shown = shown_block(
         "docs/cli.md: recon plan for project cartpole at commit dfb3ee034c2a (sche #2"
     )
-    printed = as_text(illustration(tmp_path, complete=False))
+    printed = as_text(illustration(tmp_path, complete=False), width=WIDTH)
     assert but_commits(printed) == but_commits(shown.body), (
         f"{shown.where}: the planner prints\n{printed}"
     )
@@ -197,7 +199,8 @@ def test_the_fit_check_in_a_plan(tmp_path: Path) -> None:
             NOW,
             scheduler="slurm",
             fit=FitChecker(DEV),
-        )
+        ),
+        width=WIDTH,
     )
     whole = shown_block("docs/cli.md: recon plan for project cartpole at commit 3244295f3508 (sche")
     assert but_commits(printed) == but_commits(whole.body), (
@@ -227,7 +230,7 @@ def test_a_teardown_in_a_plan(tmp_path: Path) -> None:
     records = [journal_record(desired, "actor-learner", "4200", None)]
     observation = Observation(taken_at=NOW, jobs=(job,), complete=True)
     made = plan(desired, observation, records, NOW, scheduler="slurm", targets=["actor-learner"])
-    printed = as_text(made)
+    printed = as_text(made, width=WIDTH)
     shown = shown_block("docs/het.md: recon plan for project cartpole at commit 209efed50411 (sche")
     assert but_commits(printed) == but_commits(shown.body), (
         f"{shown.where}: the planner prints\n{printed}"
@@ -267,7 +270,7 @@ def test_a_cascade_in_a_plan(tmp_path: Path) -> None:
     made = plan(
         now, observation, records, NOW, scheduler="slurm", targets=["prepare"], downstream=True
     )
-    printed = as_text(made)
+    printed = as_text(made, width=WIDTH)
     shown = shown_block(
         "docs/specs.md: recon plan for project cartpole at commit dfb3ee034c2a (sche"
     )
@@ -605,7 +608,7 @@ def held_plan(tmp_path: Path) -> Plan:
 
 def test_a_held_plan(tmp_path: Path) -> None:
     shown = shown_block("docs/cli.md: recon plan for project cartpole at commit 5e1d0c000000 (sche")
-    printed = as_text(held_plan(tmp_path))
+    printed = as_text(held_plan(tmp_path), width=WIDTH)
     assert but_commits(printed) == but_commits(shown.body), (
         f"{shown.where}: the planner prints\n{printed}"
     )

@@ -51,8 +51,53 @@ def test_duplicate_name_across_files(repo: GitRepo) -> None:
             "specs/b.yaml": "# again\nkind: Allocation\nname: prepare\ntime_limit: 1h\n",
         },
     )
-    assert (issue.file, issue.line, issue.field) == ("specs/b.yaml", 3, "name")
-    assert "specs/a.yaml:2" in issue.message
+    # Said once, at the first place, naming the other: no file is blamed over the other.
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 2, "name")
+    assert issue.message == (
+        "'prepare' names this Run and the Allocation at specs/b.yaml:3: names are unique "
+        "per project; rename one"
+    )
+
+
+def test_duplicate_run_names_are_one_problem_not_also_a_shared_output(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": GOOD_PREPARE, "specs/b.yaml": GOOD_PREPARE})
+    assert str(issue) == (
+        "specs/a.yaml:2: name: 'prepare' names this Run and the Run at specs/b.yaml:2: names "
+        "are unique per project; rename one"
+    )
+
+
+def test_a_document_with_its_own_problem_is_not_blamed_again_by_its_readers(
+    repo: GitRepo,
+) -> None:
+    """train's own problem is reported; its readers (an input, a coupling, a run in an
+    allocation) say nothing of it, since train exists but is invalid."""
+    train = GOOD_PREPARE.replace("prepare", "train") + "resources:\n  memory: 2048\n"
+    readers = (
+        "kind: Run\nname: evaluate\ncommand: x\ninputs:\n  model: train.data\n"
+        "coupled_with: [train]\n---\n"
+        "kind: Allocation\nname: box\ntime_limit: 1h\nbogus: 1\n---\n"
+        "kind: Run\nname: quick\ncommand: x\nallocation: box\n"
+    )
+    found = problems(repo, {"specs/a.yaml": train, "specs/b.yaml": readers})
+    assert [str(issue) for issue in found] == [
+        "specs/a.yaml:7: resources.memory: memory needs a unit: 2048MiB, which is 2GiB, if "
+        "you meant Slurm's --mem=2048 (a bare number there is MiB); got the bare number 2048",
+        "specs/b.yaml:11: bogus: unknown field: known here are container, description, "
+        "idle_release, kind, labels, min_remaining, name, resources, setup, setup_retries, "
+        "time_limit",
+    ], found
+
+
+def test_a_token_inside_quotes(repo: GitRepo) -> None:
+    quoted = GOOD_PREPARE.replace("> {outputs.data.path}", '> "{outputs.data.path}"')
+    issue = only(repo, {"specs/a.yaml": quoted})
+    assert str(issue) == (
+        "specs/a.yaml:3: command: {outputs.data.path} is inside quotes: recon fills it in "
+        "shell-quoted already, so the quotes would become part of a path with a space or a "
+        "bracket; write it bare (--out {outputs.data.path}, not --out "
+        '"{outputs.data.path}"), or "$RECON_OUTPUT_DATA" inside quotes'
+    )
 
 
 def test_cycle_names_every_member(repo: GitRepo) -> None:

@@ -129,6 +129,8 @@ def execute(script: str, tmp_path: Path) -> subprocess.CompletedProcess[bytes]:
 
 def printing(tmp_path: Path, spec: dict[str, Any], **kwargs: Any) -> tuple[str, bytes]:
     """Render and run `spec`; the script and what its command printed."""
+    # the job writes under its run folder (its environment record): a folder of the test's
+    kwargs.setdefault("run_dir", str(tmp_path / "run"))
     script = render_batch_script(desired(spec), context(code_dir=tmp_path, **kwargs))
     result = execute(script, tmp_path)
     assert result.returncode == 0, result.stderr
@@ -427,7 +429,7 @@ def test_env_value_arrives_byte_identical_and_runs_nothing(tmp_path: Path, value
     script, printed = printing(tmp_path, spec)
     assert printed == value.encode()
     assert not (tmp_path / "CANARY").exists()
-    baseline = render_batch_script(desired({"command": "true"}), context())
+    baseline = render_batch_script(desired({"command": "true"}), context(run_dir=tmp_path / "run"))
     assert sbatch_directives(script) == sbatch_directives(baseline)
 
 
@@ -452,14 +454,15 @@ def test_env_and_output_variables_reach_the_job(tmp_path: Path) -> None:
         "inputs": {"raw-data": "prepare.dataset"},
         "outputs": {"model": "m/p.json", "abs": "/elsewhere/x"},
     }
-    _, printed = printing(tmp_path, spec, run_dir="/r", input_paths={"raw-data": "/in/d"})
+    run_dir = tmp_path / "r"  # the job writes its environment record under it
+    _, printed = printing(tmp_path, spec, run_dir=str(run_dir), input_paths={"raw-data": "/in/d"})
     assert printed.decode().splitlines() == [
         "RECON_INPUT_RAW_DATA=/in/d",
         "RECON_OUTPUT_ABS=/elsewhere/x",
-        "RECON_OUTPUT_MODEL=/r/m/p.json",
+        f"RECON_OUTPUT_MODEL={run_dir}/m/p.json",
         "RECON_PROJECT=demo",
         "RECON_RUN=train",
-        "RECON_RUN_DIR=/r",
+        f"RECON_RUN_DIR={run_dir}",
         "RECON_SPEC_HASH=0123456789abcdef",
         "SEED=7",
     ]
@@ -469,7 +472,8 @@ def test_command_runs_in_code_dir_under_strict_shell(tmp_path: Path) -> None:
     code = tmp_path / "code dir"
     code.mkdir()
     script = render_batch_script(
-        desired({"command": "pwd\nfalse\necho not reached"}), context(code_dir=code)
+        desired({"command": "pwd\nfalse\necho not reached"}),
+        context(code_dir=code, run_dir=tmp_path / "run"),
     )
     result = execute(script, tmp_path)
     assert result.returncode == 1
@@ -493,7 +497,9 @@ def script_run(text: str) -> DesiredRun:
 
 def test_script_without_shebang_runs_like_a_command(tmp_path: Path) -> None:
     text = "echo $RECON_RUN\nfalse\necho no\n"
-    script = render_batch_script(script_run(text), context(code_dir=tmp_path))
+    script = render_batch_script(
+        script_run(text), context(code_dir=tmp_path, run_dir=tmp_path / "run")
+    )
     assert script.endswith(f"\ncd {tmp_path}\n{RECORD}{text}")
     result = execute(script, tmp_path)
     assert (result.returncode, result.stdout) == (1, b"train\n")
@@ -502,7 +508,10 @@ def test_script_without_shebang_runs_like_a_command(tmp_path: Path) -> None:
 def test_bash_script_runs_under_its_own_shell_options(tmp_path: Path) -> None:
     # Run as `./script` would: no `set -e` it did not ask for.
     text = '#!/bin/bash\nfalse\necho "after, in $RECON_RUN, args: $#"\n'
-    result = execute(render_batch_script(script_run(text), context(code_dir=tmp_path)), tmp_path)
+    result = execute(
+        render_batch_script(script_run(text), context(code_dir=tmp_path, run_dir=tmp_path / "run")),
+        tmp_path,
+    )
     assert (result.returncode, result.stdout) == (0, b"after, in train, args: 0\n")
 
 
@@ -512,7 +521,8 @@ def test_python_script_gets_env_and_the_job_stdin(tmp_path: Path) -> None:
         "print(os.environ['RECON_OUTPUT_OUT'], repr(sys.stdin.read()), os.getcwd())\n"
         "sys.exit(3)\n"
     )
-    script = render_batch_script(script_run(text), context(run_dir="/r", code_dir=tmp_path))
+    run_dir = tmp_path / "r"  # the job writes its environment record under it
+    script = render_batch_script(script_run(text), context(run_dir=str(run_dir), code_dir=tmp_path))
     path = tmp_path / "job.sh"
     path.write_text(script)
     result = subprocess.run(
@@ -520,20 +530,25 @@ def test_python_script_gets_env_and_the_job_stdin(tmp_path: Path) -> None:
     )
     assert (result.returncode, result.stdout) == (
         3,
-        f"/r/out.txt 'job stdin' {tmp_path}\n".encode(),
+        f"{run_dir}/out.txt 'job stdin' {tmp_path}\n".encode(),
     )
 
 
 def test_shebang_argument_is_passed_as_the_kernel_would(tmp_path: Path) -> None:
     # One argument, inner spaces kept, outer ones dropped: echo shows the two inner spaces.
     text = "#! /bin/echo  one  two \t\nignored\n"
-    result = execute(render_batch_script(script_run(text), context(code_dir=tmp_path)), tmp_path)
+    result = execute(
+        render_batch_script(script_run(text), context(code_dir=tmp_path, run_dir=tmp_path / "run")),
+        tmp_path,
+    )
     assert result.stdout == b"one  two /dev/fd/3\n"
 
 
 def test_heredoc_delimiter_is_no_line_of_the_script(tmp_path: Path) -> None:
     text = "#!/bin/cat\nRECON_SCRIPT_EOF\nRECON_SCRIPT_EOF_1\n$(touch CANARY) 'x' \\\nend"
-    script = render_batch_script(script_run(text), context(code_dir=tmp_path))
+    script = render_batch_script(
+        script_run(text), context(code_dir=tmp_path, run_dir=tmp_path / "run")
+    )
     assert "3<<'RECON_SCRIPT_EOF_2'\n" in script
     result = execute(script, tmp_path)
     assert result.stdout == (text + "\n").encode()
@@ -660,8 +675,9 @@ def test_any_env_value_is_inert(tmp_path: Path, value: str) -> None:
 @given(path=TEXT.filter(str.strip))
 def test_any_output_path_arrives_as_one_word(tmp_path: Path, path: str) -> None:
     spec = {"command": 'printf "%s|" {outputs.o.path} "$RECON_OUTPUT_O"', "outputs": {"o": path}}
-    script, printed = printing(tmp_path, spec, run_dir="/r")
-    absolute = os.path.join("/r", path)
+    run_dir = str(tmp_path / "r")
+    script, printed = printing(tmp_path, spec, run_dir=run_dir)
+    absolute = os.path.join(run_dir, path)
     assert printed == f"{absolute}|{absolute}|".encode()
     assert len(sbatch_directives(script)[0]) == 5
 
@@ -688,6 +704,8 @@ def test_any_script_text_reaches_its_interpreter_byte_identical(
     tmp_path: Path, lines: list[str]
 ) -> None:
     text = "\n".join(["#!/bin/cat", *lines]) + "\n"
-    script = render_batch_script(script_run(text), context(code_dir=tmp_path))
+    script = render_batch_script(
+        script_run(text), context(code_dir=tmp_path, run_dir=tmp_path / "run")
+    )
     result = execute(script, tmp_path)
     assert (result.returncode, result.stdout) == (0, text.encode())
