@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from reconciler.desired import templates
 from reconciler.desired.desired import DesiredRun, Location, effective_run
 from reconciler.desired.models import Defaults, NodeShape, Project, Run
 from reconciler.errors import SpecError
@@ -443,6 +444,24 @@ def test_template_paths_arrive_as_one_word_each(tmp_path: Path, value: str) -> N
     expected = [f"/in/{value}", os.path.join(run_dir, value), str(run_dir), "train"]
     assert printed == "".join(f"<{word}>\n" for word in expected).encode()
     assert not (tmp_path / "CANARY").exists()
+
+
+def test_every_token_validation_knows_is_rendered(tmp_path: Path) -> None:
+    known = templates.known_tokens(["data"], ["out"])
+    spec = {
+        "command": "printf '<%s>\\n' " + " ".join(f"{{{token}}}" for token in sorted(known)),
+        "inputs": {"data": "prepare.dataset"},
+        "outputs": {"out": "o.txt"},
+    }
+    _, printed = printing(tmp_path, spec, run_dir="/r", input_paths={"data": "/in/d"})
+    assert printed.decode().splitlines() == [
+        "</r/inputs/data.list>",
+        "</in/d>",
+        "</in/d>",
+        "</r/o.txt>",
+        "</r>",
+        "<train>",
+    ]
 
 
 def test_env_and_output_variables_reach_the_job(tmp_path: Path) -> None:
