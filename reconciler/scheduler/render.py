@@ -97,6 +97,46 @@ def render_batch_script(run: DesiredRun, context: RenderContext) -> str:
     return "\n".join(lines) + "\n"
 
 
+def array_batch_script(member_script: str, tag: Tag, sweep_dir: StrPath, tasks: StrPath) -> str:
+    """The script a sweep's job array is submitted with: a member's job-wide and shape
+    directives (every member of a sweep asks for the same) with the array's own name,
+    tag and logs, and a body that runs the task's member: its own batch script
+    (``<tasks>/<index>.sh``), byte for byte (its #SBATCH lines are only comments there;
+    the manifest's script_sha256 names those bytes), its output sent to the member's logs
+    (the folder ``<tasks>/<index>.logs`` names) under the task's id, where ``log_files``
+    finds them."""
+    task = shlex.quote(os.fspath(tasks)) + '/"$SLURM_ARRAY_TASK_ID"'
+    name = '"$logs/slurm-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}'
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            *_array_directives(member_script, tag, sweep_dir),
+            "set -euo pipefail",
+            f'logs="$(cat {task}.logs)"',
+            f'exec bash {task}.sh >>{name}.out" 2>>{name}.err"',
+            "",
+        ]
+    )
+
+
+def _array_directives(member_script: str, tag: Tag, sweep_dir: StrPath) -> list[str]:
+    """A member's #SBATCH lines with the name, comment and logs made the array's."""
+    out, err = log_paths(sweep_dir, array=True)
+    own = {
+        "--job-name": f"--job-name={tag.job_name}",
+        "--comment": f"--comment={tag.format()}",
+        "--output": f"--output={out}",
+        "--error": f"--error={err}",
+    }
+    lines = []
+    for line in member_script.splitlines()[1:]:
+        if not line.startswith("#SBATCH "):
+            break
+        option = line.removeprefix("#SBATCH ").split("=", 1)[0]
+        lines.append(f"#SBATCH {own[option]}" if option in own else line)
+    return lines
+
+
 def environment_lines(environment: Environment | None, context: RenderContext) -> list[str]:
     """The job's declared environment, made in the script: modules loaded, then a venv or
     conda environment activated. Nothing when none is declared: the job then runs in the

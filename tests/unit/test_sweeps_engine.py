@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.apply.applier import Applier
@@ -13,6 +15,7 @@ from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.plan.actions import ActionKind, Cause
 from reconciler.engine.plan.arrays import ArrayMap
 from reconciler.engine.plan.identity import split_by_owner, tag_for
+from reconciler.errors import TransientSchedulerError
 from reconciler.report import plan as plan_report
 from reconciler.report import specdiff as specdiff_report
 from reconciler.repository.specdiff import diff
@@ -77,7 +80,25 @@ def test_an_array_larger_than_max_array_size_is_split(repo: GitRepo, tmp_path: P
     scheduler, submitted = apply_fresh(load(repo, text), tmp_path, size=7)
     assert len(submitted) == 20
     assert [len(r.array.indices) for r in scheduler.submitted if r.array] == [7, 7, 6]
-    assert scheduler.methods("max_array_size") == ["max_array_size"]  # read once per pass
+    assert scheduler.methods("max_array_size") == []  # the plan split them: apply carries it out
+
+
+def test_a_plan_made_without_max_array_size_has_apply_ask_before_an_array(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    desired = load(repo)
+    plan = make_plan(desired, Observation(taken_at=NOW, jobs=(), complete=True), [], NOW,
+                     scheduler="slurm")  # fmt: skip
+    assert {a.array.number for a in plan.actions if a.array} == {1}  # not split
+    journal = Journal(tmp_path / "journal.sqlite")
+    small = ScriptedScheduler(max_array_size=4)  # may not submit
+    with pytest.raises(TransientSchedulerError, match="MaxArraySize"):
+        Applier(plan, desired, small, journal, tmp_path / "code", lambda: NOW).run()
+    assert small.methods() == ["max_array_size"]
+    assert journal.records("demo") == []  # its intents withdrawn: nothing was sent
+    roomy = ScriptedScheduler(submit=job_ids(101), max_array_size=6)
+    result = Applier(plan, desired, roomy, journal, tmp_path / "code", lambda: NOW).run()
+    assert len(result.submitted) == 6 and roomy.methods() == ["max_array_size", "submit"]
 
 
 def test_a_downstream_waits_for_the_whole_array_by_its_id(repo: GitRepo, tmp_path: Path) -> None:
@@ -145,6 +166,11 @@ def test_a_plan_shows_a_sweep_as_one_line_and_lists_members_on_request(repo: Git
     assert "train[lr=0.1,seed=0]" not in text
     listed = plan_report.as_text(plan, members=True)
     assert "train[lr=0.1,seed=0]" in listed
+    member_lines = [line for line in listed.splitlines() if "train[" in line]
+    assert [line.rsplit("; ", 1)[1] for line in member_lines] == [
+        *(f"array 1, index {index}" for index in range(4)),
+        *(f"array 2, index {index}" for index in range(2)),
+    ]
 
 
 def test_the_spec_diff_shows_a_sweep_once(repo: GitRepo) -> None:
