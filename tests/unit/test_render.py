@@ -25,6 +25,7 @@ from reconciler.errors import SpecError
 from reconciler.scheduler.render import (
     ENVIRONMENT_RECORD,
     RenderContext,
+    array_batch_script,
     log_files,
     log_paths,
     render_batch_script,
@@ -297,6 +298,29 @@ JOB_WIDE_PREFIXES = (
     "--account=",
     "--qos=",
 )
+
+
+def test_array_script_pinned() -> None:
+    """A sweep's array: a member's directives with the array's name, tag and logs, and a
+    body that runs the task's own script into its member's logs."""
+    member = render_batch_script(desired({"command": "true"}, partition="cpu"), context())
+    tag = Tag(project="demo", deployment="0123456789ab", kind="run", name="seeds",
+              spec_hash="00112233aabbccdd")  # fmt: skip
+    script = array_batch_script(member, tag, "/srv/demo/runs/seeds", "/srv/demo/tasks")
+    task = '/srv/demo/tasks/"$SLURM_ARRAY_TASK_ID"'
+    logs = '"$logs/slurm-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}'
+    assert script == (
+        "#!/bin/bash\n"
+        "#SBATCH --job-name=demo.seeds\n"
+        "#SBATCH --comment=recon2:demo:0123456789ab:run:seeds:00112233aabbccdd\n"
+        "#SBATCH --output=/srv/demo/runs/seeds/logs/slurm-%A_%a.out\n"
+        "#SBATCH --error=/srv/demo/runs/seeds/logs/slurm-%A_%a.err\n"
+        "#SBATCH --ignore-pbs\n"
+        "#SBATCH --partition=cpu\n"
+        "set -euo pipefail\n"
+        f'logs="$(cat {task}.logs)"\n'
+        f'exec bash {task}.sh >>{logs}.out" 2>>{logs}.err"\n'
+    )
 
 
 def test_job_wide_settings_only_in_component_zero() -> None:

@@ -1,9 +1,9 @@
 """Carry out exactly what a Plan says, in its order, recording intent before each call.
 
-For every submission the journal gets an intent row (durable) BEFORE sbatch, and the job
-id AFTER. A crash in between leaves an intent without a job id; the job itself carries
-its tag, so the next pass finds it and adopts it instead of submitting again. Cancels
-are journalled the same way.
+Every act goes through one write-ahead sequence (``writeahead``): an intent row (durable)
+BEFORE sbatch, scancel..., and the job id AFTER. A crash in between leaves an intent
+without a job id; the job carries its tag, so the next pass adopts it instead of
+submitting again. A sweep's members go in the job arrays the plan put them in.
 
 So that 2,000 submissions cost little more than 2,000 sbatch calls, the intents of all
 the plan's batch submissions are written ahead in one transaction (one fsync), before
