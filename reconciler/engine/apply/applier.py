@@ -39,20 +39,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from reconciler.desired.desired import Desired, DesiredRun, flat_fields
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.apply import allocations as apply_allocations
 from reconciler.engine.apply import arrays
-from reconciler.engine.apply.scripts import prepare, render_context
+from reconciler.engine.apply.scripts import environment_fields, prepare, render_context
 from reconciler.engine.apply.writeahead import Sent, write_ahead
 from reconciler.engine.plan import arrays as plan_arrays
 from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan
 from reconciler.engine.plan.identity import tag_for
 from reconciler.errors import RUNS_DIR_HINT, TransientSchedulerError, cannot_create
 from reconciler.scheduler.base import ConcurrentScheduler, Scheduler, SubmitRequest
-from reconciler.scheduler.jobenv import submission_environment
 from reconciler.scheduler.render import array_batch_script, render_batch_script
 from reconciler.scheduler.tag import Tag
 from reconciler.state.journal import Intent, Journal
@@ -306,7 +304,7 @@ class Applier:
             workdir=Path(context.run_dir),
             dependencies=self._dependencies(action),
             tag=tag,
-            **_environment_of(run),
+            **environment_fields(run),
         )
         pool = self._pool_for(action)
         if pool is not None:
@@ -318,8 +316,9 @@ class Applier:
         self._sbatch(run.name, intent, lambda: self.scheduler.submit(request))
 
     def _sbatch(self, name: str, intent: int, call: Callable[[], str]) -> None:
-        """One batch job's sbatch, its intent written ahead: its job id is journalled with
-        the next group of ``CONFIRM_EVERY``."""
+        """One batch job's sbatch (``call``, or the answer of one sent in flight), its
+        intent durable before it went: its job id is journalled with the next group of
+        ``CONFIRM_EVERY``."""
         made = write_ahead(
             lambda: intent,
             call,
@@ -462,7 +461,7 @@ class Applier:
             array=plan_arrays.request_for(
                 range(len(runs)), sweep_spec.max_parallel if sweep_spec else None
             ),
-            **_environment_of(runs[0]),  # a sweep's members share their environment
+            **environment_fields(runs[0]),  # a sweep's members share their environment
         )
         made = write_ahead(
             lambda: [self._intent_of(run) for run in runs],
@@ -531,16 +530,6 @@ class Applier:
         else:
             # The intent stays open: the step is found by its name once Slurm lists it.
             self._submitted(run.name, f"{action.allocation_job} (step not listed yet)")
-
-
-def _environment_of(run: DesiredRun) -> dict[str, Any]:
-    """The request fields that give a job the environment its run declares (a clean base
-    and what it passes by name, ``scheduler/jobenv``), or none when it inherits."""
-    made = submission_environment(run.spec.environment, os.environ)
-    if made is None:
-        return {}
-    environment, passed = made
-    return {"environment": environment, "passed": passed}
 
 
 def _setup_line(name: str, step: str | None) -> str:

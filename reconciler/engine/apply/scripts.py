@@ -1,5 +1,5 @@
-"""A run's batch script as this deployment submits it, built in one place, and what must
-exist before it is submitted (``prepare``).
+"""A run's batch script as this deployment submits it, built in one place; what must exist
+before it is submitted (``prepare``) and the environment it goes with (``environment_fields``).
 
 The manifest's ``script_sha256`` says which bytes a job ran; it is right only while the
 script settle renders after the fact is the one apply submitted. Both build it here, from
@@ -9,12 +9,15 @@ the same render context, and rendering is pure: the same context gives the same 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
+from typing import Any
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.skips import skip_check_files
 from reconciler.engine.plan.actions import SkipCheck
 from reconciler.engine.plan.identity import tag_for
+from reconciler.scheduler.jobenv import submission_environment
 from reconciler.scheduler.render import (
     RenderContext,
     render_batch_script,
@@ -59,3 +62,13 @@ def prepare(run: DesiredRun, context: RenderContext, check: SkipCheck | None = N
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
+
+
+def environment_fields(run: DesiredRun) -> dict[str, Any]:
+    """The request fields that give a job the environment its run declares (a clean base
+    and what it passes by name, ``scheduler/jobenv``), or none when it inherits."""
+    made = submission_environment(run.spec.environment, os.environ)
+    if made is None:
+        return {}
+    environment, passed = made
+    return {"environment": environment, "passed": passed}
