@@ -14,7 +14,7 @@ def submit(target: str, *after: str, after_jobs: tuple[str, ...] = (), **fields:
         reason="not yet run",
         after=after,
         after_jobs=after_jobs,
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
 
 
