@@ -111,24 +111,6 @@ def test_a_missing_file_says_how_to_make_one(tmp_path: Path) -> None:
     assert isinstance(caught.value, ReconError)
 
 
-def test_a_plan_saved_before_plans_placed_members_in_arrays_gets_them_on_load(
-    tmp_path: Path,
-) -> None:
-    members = tuple(
-        Action(kind=ActionKind.SUBMIT, target=f"seeds[seed={i}]", reason="not yet run")
-        for i in range(3)
-    )
-    made = SAVED.model_copy(update={"actions": (*SAVED.actions, *members)})
-    document = json.loads(made.model_dump_json())
-    for action in document["actions"]:
-        del action["array"]  # what an older recon wrote
-    loaded = load(write(tmp_path, json.dumps(document)))
-    assert [(a.array.number, a.array.index) for a in loaded.actions if a.array] == [
-        (1, 0), (1, 1), (1, 2)
-    ]  # fmt: skip
-    assert load(write(tmp_path, loaded.model_dump_json())) == loaded
-
-
 def write(tmp_path: Path, content: str | bytes) -> Path:
     path = tmp_path / "plan.json"
     if isinstance(content, str):

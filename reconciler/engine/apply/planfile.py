@@ -19,7 +19,6 @@ from pydantic import ValidationError
 
 from reconciler.desired.resources import span
 from reconciler.engine.plan.actions import Plan
-from reconciler.engine.plan.arrays import place
 from reconciler.errors import PlanFileError, StalePlanError
 
 FORMAT_VERSION: int = Plan.model_fields["format_version"].default
@@ -83,18 +82,9 @@ def _parse(source: Path, text: bytes) -> Plan:
             f"applies version {FORMAT_VERSION} only. {_REMAKE} with this recon."
         )
     try:
-        return _placed(Plan.model_validate(document))
+        return Plan.model_validate(document)
     except ValidationError as error:
         raise PlanFileError(f"{source} is not a valid plan: {_first_problems(error)}") from None
-
-
-def _placed(plan: Plan) -> Plan:
-    """A plan saved by a release that did not yet say which job array each sweep member
-    goes in, given them by the rule the planner follows (``plan/arrays.place``)."""
-    if any(action.array is not None for action in plan.actions):
-        return plan
-    size = next((shape.max_array_size for shape in plan.sweeps.values()), None)
-    return plan.model_copy(update={"actions": tuple(place(plan.actions, size))})
 
 
 def _first_problems(error: ValidationError, limit: int = 3) -> str:
