@@ -3,7 +3,7 @@ plain actions: the rule apply used to follow as it went, now the plan's."""
 
 from __future__ import annotations
 
-from reconciler.engine.plan.actions import Action, ActionKind
+from reconciler.engine.plan.actions import Action, ActionKind, Cause
 from reconciler.engine.plan.arrays import place
 
 
@@ -12,6 +12,7 @@ def submit(target: str, *after: str, after_jobs: tuple[str, ...] = (), **fields:
         kind=ActionKind.SUBMIT,
         target=target,
         reason="not yet run",
+        cause=Cause.NEVER_RUN,
         after=after,
         after_jobs=after_jobs,
         **fields,
@@ -78,8 +79,10 @@ def test_sweeps_are_numbered_apart_and_steps_and_other_kinds_go_in_none() -> Non
         submit("a[s=0]"),
         submit("b[s=0]"),
         submit("a[s=1]", allocation_job="77"),  # a step in an allocation's job
-        Action(kind=ActionKind.NOOP, target="a[s=2]", reason="current"),
-        Action(kind=ActionKind.REPLACE, target="a[s=3]", reason="spec changed"),
+        Action(kind=ActionKind.NOOP, target="a[s=2]", reason="current", cause=Cause.CURRENT),
+        Action(
+            kind=ActionKind.REPLACE, target="a[s=3]", reason="changed", cause=Cause.SPEC_CHANGED
+        ),
         submit("plain"),
     ]
     assert placed(actions) == {"a[s=0]": (1, 0), "b[s=0]": (1, 0), "a[s=3]": (1, 1)}
