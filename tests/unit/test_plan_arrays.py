@@ -41,6 +41,16 @@ def test_arrays_split_at_max_array_size() -> None:
     }  # fmt: skip
 
 
+def test_arrays_are_numbered_in_the_order_they_go() -> None:
+    waits = {1: ("a",), 3: ("a",), 5: ("a",)}
+    actions = [submit("a"), *(submit(f"e[s={i}]", *waits.get(i, ())) for i in range(6))]
+    # All go at e[s=0]'s turn: the arrays of those that wait for nothing, then of the rest.
+    assert placed(actions, size=2) == {
+        "e[s=0]": (1, 0), "e[s=2]": (1, 1), "e[s=4]": (2, 0),
+        "e[s=1]": (3, 0), "e[s=3]": (3, 1), "e[s=5]": (4, 0),
+    }  # fmt: skip
+
+
 def test_one_array_per_set_of_jobs_waited_for() -> None:
     actions = [
         submit("a"),

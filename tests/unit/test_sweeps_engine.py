@@ -113,6 +113,33 @@ def test_a_downstream_waits_for_the_whole_array_by_its_id(repo: GitRepo, tmp_pat
     assert len(listed.splitlines()) == 6 and "lr=0.1,seed=0/model.txt" in listed
 
 
+def test_arrays_that_may_go_together_go_at_the_first_of_their_members(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """Each member of e reads its own member of t, so each goes in an array of its own;
+    all of e's arrays go at e[0]'s turn, before f, which reads e[0] and comes next."""
+    sweep = (
+        "kind: Run\nname: {0}\nmatrix:\n  seed: [0, 1, 2]\n{1}"
+        "command: echo > {{outputs.out.path}}\noutputs:\n  out: o\n"
+    )
+    files = {
+        "specs/t.yaml": sweep.format("t", ""),
+        "specs/e.yaml": sweep.format("e", "inputs:\n  m: t.out\n"),
+        "specs/f.yaml": "kind: Run\nname: f\ninputs:\n  m: e[seed=0].out\ncommand: 'true'\n",
+    }
+    repo.commit(files)
+    desired = load_desired(open_source(repo.root))
+    plan = make_plan(desired, Observation(taken_at=NOW, jobs=(), complete=True), [], NOW,
+                     scheduler="slurm", max_array_size=1001)  # fmt: skip
+    assert [action.target for action in plan.actions][:3] == ["t[seed=0]", "e[seed=0]", "f"]
+    scheduler, submitted = apply_fresh(desired, tmp_path)
+    assert len(submitted) == 7
+    assert [request.tag.name for request in scheduler.submitted] == ["t", "e", "e", "e", "f"]
+    assert [request.dependencies for request in scheduler.submitted] == [
+        (), ("101_0",), ("101_1",), ("101_2",), ("102",)  # an array of one task: by its id
+    ]  # fmt: skip
+
+
 def array_job(desired: Desired, members: ArrayMap, top: str) -> ObservedJob:
     tag = tag_for(desired, "run", "train", members.digest)
     rows = [

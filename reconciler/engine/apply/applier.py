@@ -120,7 +120,7 @@ class Applier:
     _written: frozenset[int] = frozenset()  # every intent written ahead by this pass
     _confirmed: list[tuple[int, str]] = field(default_factory=list)  # not written yet
     # (sweep, number) -> the members of each job array of the plan's not sent yet
-    _arrays: dict[tuple[str | None, int], list[Action]] = field(default_factory=dict)
+    _arrays: dict[tuple[str, int], list[Action]] = field(default_factory=dict)
     _tasks: dict[str, set[str]] = field(default_factory=dict)  # array id -> its task ids
     _given: dict[str, list[str]] = field(default_factory=dict)  # job id -> runs it was given to
     _flying: deque[_InFlight] = field(default_factory=deque)  # in the plan's order
@@ -131,8 +131,7 @@ class Applier:
         self._write_ahead()
         for action in self.plan.actions:
             if action.array is not None:
-                key = (sweep_of(action.target), action.array.number)
-                self._arrays.setdefault(key, []).append(action)
+                self._arrays.setdefault(_array_of(action), []).append(action)
         try:
             for action in self.plan.actions:
                 self._carry_out(action)
@@ -170,15 +169,12 @@ class Applier:
             self._confirmed = []
 
     def _carry_out(self, action: Action) -> None:
-        members = None
-        if action.array is not None:
-            members = self._arrays.pop((sweep_of(action.target), action.array.number), None)
-            if members is None:
-                return  # it went with its array
+        if action.array is not None and _array_of(action) not in self._arrays:
+            return  # it went with its array
         if self._flying and not self._may_fly(action):
             self._land_all()
-        if members is not None:
-            self._submit_members(members)
+        if action.array is not None:
+            self._submit_arrays(action)
             return
         if action.kind is ActionKind.ADOPT:
             self._adopt(action)
@@ -399,12 +395,22 @@ class Applier:
         said = [job for job in wanted if job.partition("_")[0] not in whole]
         return tuple(dict.fromkeys([*said, *sorted(whole)]))
 
-    def _submit_members(self, actions: list[Action]) -> None:
-        """A job array as the plan made it (``plan/arrays.place``), at its first member's
-        turn: each member's held original cancelled, a member whose upstream was not
-        submitted skipped, the rest sent."""
-        sweep = sweep_of(actions[0].target)
-        assert sweep is not None
+    def _submit_arrays(self, member: Action) -> None:
+        """At the turn of a member whose job array has not gone: that array, and with it
+        every other array of its sweep that may go now, in the plan's order (as the plan
+        made them: ``plan/arrays.place``)."""
+        sweep, number = _array_of(member)
+        ready = (key for key, members in self._arrays.items() if self._may_go(members))
+        for key in sorted({(sweep, number), *(key for key in ready if key[0] == sweep)}):
+            self._submit_members(sweep, self._arrays.pop(key))
+
+    def _may_go(self, members: list[Action]) -> bool:
+        """Whether a job array may go now: its members wait for nothing not submitted."""
+        return all(up in self.result.submitted for member in members for up in member.after)
+
+    def _submit_members(self, sweep: str, actions: list[Action]) -> None:
+        """One job array: each member's held original cancelled, a member whose upstream
+        was not submitted skipped, the rest sent."""
         self._check_size(sweep, len(actions))
         ready = []
         for action in actions:
@@ -418,7 +424,7 @@ class Applier:
             else:
                 ready.append(action)
         if ready:
-            self._submit_array(sweep, ready, self._dependencies(ready[0]))
+            self._submit_array(sweep, ready)
 
     def _check_size(self, sweep: str, members: int) -> None:
         """A plan made without the scheduler's MaxArraySize did not split its arrays: ask
@@ -433,11 +439,9 @@ class Applier:
                 f"{members} members of {sweep} in one job array; the next pass plans again"
             )
 
-    def _submit_array(
-        self, sweep: str, actions: list[Action], dependencies: tuple[str, ...]
-    ) -> None:
-        """One job array of the members ``actions`` submit: each member's script and the
-        array's map written first, then one sbatch."""
+    def _submit_array(self, sweep: str, actions: list[Action]) -> None:
+        """One job array of the members ``actions`` submit (waiting for the same jobs):
+        each member's script and the array's map written first, then one sbatch."""
         runs = [self.desired.runs[action.target] for action in actions]
         sweep_dir = run_dir(self.desired, runs[0]).parent
         members = plan_arrays.ArrayMap(
@@ -456,7 +460,7 @@ class Applier:
         request = SubmitRequest(
             script=array_batch_script(first_script, tag, sweep_dir, tasks),
             workdir=sweep_dir,
-            dependencies=dependencies,
+            dependencies=self._dependencies(actions[0]),
             tag=tag,
             array=plan_arrays.request_for(
                 range(len(runs)), sweep_spec.max_parallel if sweep_spec else None
@@ -530,6 +534,12 @@ class Applier:
         else:
             # The intent stays open: the step is found by its name once Slurm lists it.
             self._submitted(run.name, f"{action.allocation_job} (step not listed yet)")
+
+
+def _array_of(member: Action) -> tuple[str, int]:
+    """The job array the plan put a sweep's member in: its sweep and number."""
+    assert member.array is not None
+    return sweep_of(member.target) or "", member.array.number
 
 
 def _setup_line(name: str, step: str | None) -> str:

@@ -48,14 +48,15 @@ class ArrayMap:
 
 def place(actions: Sequence[Action], max_array_size: int | None) -> list[Action]:
     """The actions, each sweep member submitted as a batch job given the job array it
-    goes in (``Action.array``); apply submits each array at its first member's turn.
+    goes in (``Action.array``).
 
-    The members of a sweep go together, as apply found them ready: at the first of
-    them, every member of the sweep that waits for nothing this plan submits later (its
-    upstreams come before it, the sweep's own members aside), one array per set of jobs
-    they wait for, split at the scheduler's MaxArraySize (not split when it is not
-    known); a member that waits for a later run goes with the sweep's members ready at
-    its own turn. Arrays are numbered by their first member, in the plan's order."""
+    At the first of a sweep's members, every member of the sweep that waits for nothing
+    this plan submits later (its upstreams come before it, the sweep's own members
+    aside) goes, one array per set of jobs they wait for, split at the scheduler's
+    MaxArraySize (not split when it is not known); a member that waits for a later run
+    goes with the sweep's members ready at its own turn. Arrays are numbered in that
+    order, which is the order apply sends them in: at the turn of a member whose array
+    has not gone, that array and every other of its sweep that may go then."""
     sweeps: dict[str, list[int]] = {}
     for position, action in enumerate(actions):
         if (sweep := _batch_member(action)) is not None:
@@ -86,7 +87,7 @@ def place(actions: Sequence[Action], max_array_size: int | None) -> list[Action]
         submitted.update(actions[other].target for other in ready)
     where: dict[int, ArrayPlace] = {}
     numbers: dict[str, int] = {}
-    for members in sorted(arrays):
+    for members in arrays:
         sweep = _batch_member(actions[members[0]])
         assert sweep is not None
         numbers[sweep] = numbers.get(sweep, 0) + 1
