@@ -10,8 +10,10 @@ braces. An unknown token is an error at validation, never a silent empty string.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from operator import methodcaller
+from typing import Literal, Protocol, get_args
 
 _TOKEN = re.compile(r"\{\{|\}\}|(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)+)\}")
 
@@ -30,16 +32,49 @@ def tokens(text: str) -> list[Token]:
     ]
 
 
+# The one list of tokens: what each names (the run, each input, each output, each matrix
+# axis of a sweep's member) and its fields. Validation (`known_tokens`) and the renderer
+# (`fill_in`, with values from ``scheduler/render``) both read it. ``paths`` and ``list``
+# of an input are for one that gathers a sweep's members (shell-quoted paths; a file
+# listing them, one per line); a single input has them too.
+RunField = Literal["name", "dir"]
+InputField = Literal["path", "paths", "list"]
+OutputField = Literal["path"]
+
+
+class TokenValues(Protocol):
+    """What one run's tokens stand for: the renderer's side of the list."""
+
+    def run(self, field: RunField) -> str: ...
+    def input(self, name: str, field: InputField) -> str: ...
+    def output(self, name: str, field: OutputField) -> str: ...
+    def matrix(self, axis: str) -> str: ...
+
+
 def known_tokens(inputs: list[str], outputs: list[str], axes: Iterable[str] = ()) -> set[str]:
-    """``paths`` and ``list`` of an input are for one that gathers a sweep's members
-    (shell-quoted paths; a file listing them, one per line); a single input has them too."""
-    return {
-        "run.name",
-        "run.dir",
-        *(f"inputs.{name}.{what}" for name in inputs for what in ("path", "paths", "list")),
-        *(f"outputs.{name}.path" for name in outputs),
-        *(f"matrix.{axis}" for axis in axes),
-    }
+    return {expression for expression, _ in _tokens(inputs, outputs, axes)}
+
+
+def fill_in(
+    values: TokenValues, inputs: Iterable[str], outputs: Iterable[str], axes: Iterable[str]
+) -> dict[str, str]:
+    """The value of every token a run with these inputs, outputs and axes may hold."""
+    return {expression: ask(values) for expression, ask in _tokens(inputs, outputs, axes)}
+
+
+def _tokens(
+    inputs: Iterable[str], outputs: Iterable[str], axes: Iterable[str]
+) -> Iterator[tuple[str, Callable[[TokenValues], str]]]:
+    for run_field in get_args(RunField):
+        yield f"run.{run_field}", methodcaller("run", run_field)
+    for name in inputs:
+        for input_field in get_args(InputField):
+            yield f"inputs.{name}.{input_field}", methodcaller("input", name, input_field)
+    for name in outputs:
+        for output_field in get_args(OutputField):
+            yield f"outputs.{name}.{output_field}", methodcaller("output", name, output_field)
+    for axis in axes:
+        yield f"matrix.{axis}", methodcaller("matrix", axis)
 
 
 def unknown_tokens(text: str, known: set[str]) -> list[str]:

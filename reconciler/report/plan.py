@@ -77,23 +77,19 @@ class SweepBlock:
         else:
             text = f"{count} of {plural(shape.members, 'member')}"
         if self.kind in _SUBMITTING or self.kind is ActionKind.REPLACE:
-            text += f" ({_arrays(self.actions, shape)})"
+            text += _arrays(self.actions, shape)
         return f"{text}: {_reasons(self.actions)}"
 
 
 def _arrays(actions: tuple[Action, ...], shape: SweepShape | None) -> str:
-    """How many job arrays apply will submit: one per set of jobs the members wait for,
-    split at the scheduler's MaxArraySize (apply groups them the same way)."""
-    groups: dict[tuple[str, ...], int] = {}
-    for action in actions:
-        key = (*action.after_jobs, *action.after)
-        groups[key] = groups.get(key, 0) + 1
-    size = shape.max_array_size if shape is not None else None
-    arrays = sum(-(-count // size) if size else 1 for count in groups.values())
-    text = plural(arrays, "array")
+    """How many job arrays the plan puts the members in (``Action.array``), and how many
+    of its tasks run at once: `` (2 arrays, at most 4 at once)``."""
+    said = []
+    if arrays := len({action.array.number for action in actions if action.array is not None}):
+        said.append(plural(arrays, "array"))
     if shape is not None and shape.max_parallel is not None:
-        text += f", at most {shape.max_parallel} at once"
-    return text
+        said.append(f"at most {shape.max_parallel} at once")
+    return f" ({', '.join(said)})" if said else ""
 
 
 def _reasons(actions: tuple[Action, ...]) -> str:
@@ -221,6 +217,8 @@ def _context(action: Action) -> str:
     if (action.kind in _CANCELLING or resubmitting) and action.job_ids:
         word = "job" if len(action.job_ids) == 1 else "jobs"
         text += f" (cancels {word} {', '.join(action.job_ids)})"
+    if action.array is not None:
+        text += f"; array {action.array.number}, index {action.array.index}"
     return text
 
 

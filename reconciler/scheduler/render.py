@@ -35,6 +35,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 from reconciler.desired import matrix, templates
 from reconciler.desired.desired import DesiredRun
@@ -103,6 +104,46 @@ def render_batch_script(run: DesiredRun, context: RenderContext) -> str:
         _body(run, context),
     ]
     return "\n".join(lines) + "\n"
+
+
+def array_batch_script(member_script: str, tag: Tag, sweep_dir: StrPath, tasks: StrPath) -> str:
+    """The script a sweep's job array is submitted with: a member's job-wide and shape
+    directives (every member of a sweep asks for the same) with the array's own name,
+    tag and logs, and a body that runs the task's member: its own batch script
+    (``<tasks>/<index>.sh``), byte for byte (its #SBATCH lines are only comments there;
+    the manifest's script_sha256 names those bytes), its output sent to the member's logs
+    (the folder ``<tasks>/<index>.logs`` names) under the task's id, where ``log_files``
+    finds them."""
+    task = shlex.quote(os.fspath(tasks)) + '/"$SLURM_ARRAY_TASK_ID"'
+    name = '"$logs/slurm-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}'
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            *_array_directives(member_script, tag, sweep_dir),
+            "set -euo pipefail",
+            f'logs="$(cat {task}.logs)"',
+            f'exec bash {task}.sh >>{name}.out" 2>>{name}.err"',
+            "",
+        ]
+    )
+
+
+def _array_directives(member_script: str, tag: Tag, sweep_dir: StrPath) -> list[str]:
+    """A member's #SBATCH lines with the name, comment and logs made the array's."""
+    out, err = log_paths(sweep_dir, array=True)
+    own = {
+        "--job-name": f"--job-name={tag.job_name}",
+        "--comment": f"--comment={tag.format()}",
+        "--output": f"--output={out}",
+        "--error": f"--error={err}",
+    }
+    lines = []
+    for line in member_script.splitlines()[1:]:
+        if not line.startswith("#SBATCH "):
+            break
+        option = line.removeprefix("#SBATCH ").split("=", 1)[0]
+        lines.append(f"#SBATCH {own[option]}" if option in own else line)
+    return lines
 
 
 def environment_lines(environment: Environment | None, context: RenderContext) -> list[str]:
@@ -406,24 +447,51 @@ def _body(run: DesiredRun, context: RenderContext) -> str:
 def _command(command: str, run: DesiredRun, context: RenderContext) -> str:
     """The command with its tokens filled; each value is shell-quoted, so a path with a
     space or a quote stays one word (write tokens bare, not inside quotes)."""
-    values = {
-        "run.name": run.name,
-        "run.dir": os.fspath(context.run_dir),
-        **{f"inputs.{name}.path": os.fspath(p) for name, p in context.input_paths.items()},
-        **{f"outputs.{name}.path": p for name, p in _output_paths(run, context).items()},
-        **{
-            f"inputs.{name}.list": os.fspath(input_list_file(context.run_dir, name))
-            for name in context.input_paths
-        },
-    }
-    if run.member is not None:
-        values.update((f"matrix.{axis}", matrix.text(value)) for axis, value in run.member.values)
-    quoted = {key: shlex.quote(value) for key, value in values.items()}
-    for name in context.input_paths:
-        quoted[f"inputs.{name}.paths"] = " ".join(
-            shlex.quote(os.fspath(path)) for path in _paths_of(name, context)
-        )
-    return templates.render(command, quoted)
+    axes = [axis for axis, _ in run.member.values] if run.member is not None else []
+    values = _TokenValues(run, context)
+    return templates.render(
+        command, templates.fill_in(values, sorted(context.input_paths), run.outputs, axes)
+    )
+
+
+@dataclass(frozen=True)
+class _TokenValues:
+    """What each of ``templates``' tokens stands for in one run's command, shell-quoted."""
+
+    target: DesiredRun
+    context: RenderContext
+
+    def run(self, field: templates.RunField) -> str:
+        match field:
+            case "name":
+                return shlex.quote(self.target.name)
+            case "dir":
+                return shlex.quote(os.fspath(self.context.run_dir))
+            case _:
+                assert_never(field)
+
+    def input(self, name: str, field: templates.InputField) -> str:
+        match field:
+            case "path":
+                return shlex.quote(os.fspath(self.context.input_paths[name]))
+            case "paths":
+                paths = _paths_of(name, self.context)
+                return " ".join(shlex.quote(os.fspath(path)) for path in paths)
+            case "list":
+                return shlex.quote(os.fspath(input_list_file(self.context.run_dir, name)))
+            case _:
+                assert_never(field)
+
+    def output(self, name: str, field: templates.OutputField) -> str:
+        match field:
+            case "path":
+                return shlex.quote(_output_paths(self.target, self.context)[name])
+            case _:
+                assert_never(field)
+
+    def matrix(self, axis: str) -> str:
+        assert self.target.member is not None
+        return shlex.quote(matrix.text(self.target.member.value(axis)))
 
 
 def _script(text: str) -> str:

@@ -45,8 +45,6 @@ from reconciler.scheduler.states import ENDED, Health
 from reconciler.state.filesystem import JournalMode, state_filesystem
 from reconciler.state.records import EndingKind, SetupRecord, SubmissionRecord, SubmissionStatus
 
-JOURNAL_FILE = "journal.sqlite"
-
 # The states a job can end in; record_final accepts nothing else.
 FINAL_HEALTHS = ENDED
 
@@ -195,10 +193,6 @@ class Journal:
         self._busy_timeout = busy_timeout
         with self._sqlite_errors():
             self._db = _connect(self.path, busy_timeout)
-
-    @classmethod
-    def in_state_dir(cls, state_dir: Path) -> Journal:
-        return cls(state_dir / JOURNAL_FILE)
 
     def close(self) -> None:
         self._db.close()

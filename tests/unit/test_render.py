@@ -18,12 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from reconciler.desired import templates
 from reconciler.desired.desired import DesiredRun, Location, effective_run
 from reconciler.desired.models import Defaults, NodeShape, Project, Run
 from reconciler.errors import SpecError
 from reconciler.scheduler.render import (
     ENVIRONMENT_RECORD,
     RenderContext,
+    array_batch_script,
     render_batch_script,
     required_directories,
 )
@@ -300,6 +302,29 @@ JOB_WIDE_PREFIXES = (
 )
 
 
+def test_array_script_pinned() -> None:
+    """A sweep's array: a member's directives with the array's name, tag and logs, and a
+    body that runs the task's own script into its member's logs."""
+    member = render_batch_script(desired({"command": "true"}, partition="cpu"), context())
+    tag = Tag(project="demo", deployment="0123456789ab", kind="run", name="seeds",
+              spec_hash="00112233aabbccdd")  # fmt: skip
+    script = array_batch_script(member, tag, "/srv/demo/runs/seeds", "/srv/demo/tasks")
+    task = '/srv/demo/tasks/"$SLURM_ARRAY_TASK_ID"'
+    logs = '"$logs/slurm-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}'
+    assert script == (
+        "#!/bin/bash\n"
+        "#SBATCH --job-name=demo.seeds\n"
+        "#SBATCH --comment=recon2:demo:0123456789ab:run:seeds:00112233aabbccdd\n"
+        "#SBATCH --output=/srv/demo/runs/seeds/logs/slurm-%A_%a.out\n"
+        "#SBATCH --error=/srv/demo/runs/seeds/logs/slurm-%A_%a.err\n"
+        "#SBATCH --ignore-pbs\n"
+        "#SBATCH --partition=cpu\n"
+        "set -euo pipefail\n"
+        f'logs="$(cat {task}.logs)"\n'
+        f'exec bash {task}.sh >>{logs}.out" 2>>{logs}.err"\n'
+    )
+
+
 def test_job_wide_settings_only_in_component_zero() -> None:
     run = desired(
         {
@@ -445,6 +470,24 @@ def test_template_paths_arrive_as_one_word_each(tmp_path: Path, value: str) -> N
     expected = [f"/in/{value}", os.path.join(run_dir, value), str(run_dir), "train"]
     assert printed == "".join(f"<{word}>\n" for word in expected).encode()
     assert not (tmp_path / "CANARY").exists()
+
+
+def test_every_token_validation_knows_is_rendered(tmp_path: Path) -> None:
+    known = templates.known_tokens(["data"], ["out"])
+    spec = {
+        "command": "printf '<%s>\\n' " + " ".join(f"{{{token}}}" for token in sorted(known)),
+        "inputs": {"data": "prepare.dataset"},
+        "outputs": {"out": "o.txt"},
+    }
+    _, printed = printing(tmp_path, spec, run_dir="/r", input_paths={"data": "/in/d"})
+    assert printed.decode().splitlines() == [
+        "</r/inputs/data.list>",
+        "</in/d>",
+        "</in/d>",
+        "</r/o.txt>",
+        "</r>",
+        "<train>",
+    ]
 
 
 def test_env_and_output_variables_reach_the_job(tmp_path: Path) -> None:

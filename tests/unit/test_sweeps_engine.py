@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.apply.applier import Applier
@@ -14,6 +16,7 @@ from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.plan.actions import ActionKind, Cause
 from reconciler.engine.plan.arrays import ArrayMap
 from reconciler.engine.plan.identity import split_by_owner, tag_for
+from reconciler.errors import TransientSchedulerError
 from reconciler.report import plan as plan_report
 from reconciler.report import specdiff as specdiff_report
 from reconciler.repository.specdiff import diff
@@ -78,7 +81,25 @@ def test_an_array_larger_than_max_array_size_is_split(repo: GitRepo, tmp_path: P
     scheduler, submitted = apply_fresh(load(repo, text), tmp_path, size=7)
     assert len(submitted) == 20
     assert [len(r.array.indices) for r in scheduler.submitted if r.array] == [7, 7, 6]
-    assert scheduler.methods("max_array_size") == ["max_array_size"]  # read once per pass
+    assert scheduler.methods("max_array_size") == []  # the plan split them: apply carries it out
+
+
+def test_a_plan_made_without_max_array_size_has_apply_ask_before_an_array(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    desired = load(repo)
+    plan = make_plan(desired, Observation(taken_at=NOW, jobs=(), complete=True), [], NOW,
+                     scheduler="slurm")  # fmt: skip
+    assert {a.array.number for a in plan.actions if a.array} == {1}  # not split
+    journal = Journal(tmp_path / "journal.sqlite")
+    small = ScriptedScheduler(max_array_size=4)  # may not submit
+    with pytest.raises(TransientSchedulerError, match="MaxArraySize"):
+        Applier(plan, desired, small, journal, tmp_path / "code", lambda: NOW).run()
+    assert small.methods() == ["max_array_size"]
+    assert journal.records("demo") == []  # its intents withdrawn: nothing was sent
+    roomy = ScriptedScheduler(submit=job_ids(101), max_array_size=6)
+    result = Applier(plan, desired, roomy, journal, tmp_path / "code", lambda: NOW).run()
+    assert len(result.submitted) == 6 and roomy.methods() == ["max_array_size", "submit"]
 
 
 def test_a_downstream_waits_for_the_whole_array_by_its_id(repo: GitRepo, tmp_path: Path) -> None:
@@ -91,6 +112,33 @@ def test_a_downstream_waits_for_the_whole_array_by_its_id(repo: GitRepo, tmp_pat
     assert scheduler.submitted[1].dependencies == ("101",)
     listed = (repo.root / "runs" / "aggregate" / "inputs" / "models.list").read_text()
     assert len(listed.splitlines()) == 6 and "lr=0.1,seed=0/model.txt" in listed
+
+
+def test_arrays_that_may_go_together_go_at_the_first_of_their_members(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """Each member of e reads its own member of t, so each goes in an array of its own;
+    all of e's arrays go at e[0]'s turn, before f, which reads e[0] and comes next."""
+    sweep = (
+        "kind: Run\nname: {0}\nmatrix:\n  seed: [0, 1, 2]\n{1}"
+        "command: echo > {{outputs.out.path}}\noutputs:\n  out: o\n"
+    )
+    files = {
+        "specs/t.yaml": sweep.format("t", ""),
+        "specs/e.yaml": sweep.format("e", "inputs:\n  m: t.out\n"),
+        "specs/f.yaml": "kind: Run\nname: f\ninputs:\n  m: e[seed=0].out\ncommand: 'true'\n",
+    }
+    repo.commit(files)
+    desired = load_desired(open_source(repo.root))
+    plan = make_plan(desired, Observation(taken_at=NOW, jobs=(), complete=True), [], NOW,
+                     scheduler="slurm", max_array_size=1001)  # fmt: skip
+    assert [action.target for action in plan.actions][:3] == ["t[seed=0]", "e[seed=0]", "f"]
+    scheduler, submitted = apply_fresh(desired, tmp_path)
+    assert len(submitted) == 7
+    assert [request.tag.name for request in scheduler.submitted] == ["t", "e", "e", "e", "f"]
+    assert [request.dependencies for request in scheduler.submitted] == [
+        (), ("101_0",), ("101_1",), ("101_2",), ("102",)  # an array of one task: by its id
+    ]  # fmt: skip
 
 
 def array_job(desired: Desired, members: ArrayMap, top: str) -> ObservedJob:
@@ -146,6 +194,11 @@ def test_a_plan_shows_a_sweep_as_one_line_and_lists_members_on_request(repo: Git
     assert "train[lr=0.1,seed=0]" not in text
     listed = plan_report.as_text(plan, members=True)
     assert "train[lr=0.1,seed=0]" in listed
+    member_lines = [line for line in listed.splitlines() if "train[" in line]
+    assert [line.rsplit("; ", 1)[1] for line in member_lines] == [
+        *(f"array 1, index {index}" for index in range(4)),
+        *(f"array 2, index {index}" for index in range(2)),
+    ]
 
 
 def test_the_spec_diff_shows_a_sweep_once(repo: GitRepo) -> None:

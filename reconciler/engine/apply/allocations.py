@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from reconciler.desired.desired import Desired, DesiredAllocation, DesiredRun, flat_fields
+from reconciler.engine.apply.writeahead import Sent, write_ahead
 from reconciler.engine.plan.actions import Action
 from reconciler.engine.plan.allocations.placement import holds_gpus
 from reconciler.engine.plan.identity import tag_for
@@ -35,12 +35,6 @@ from reconciler.state.paths import state_dir
 Clock = Callable[[], datetime]
 
 
-@dataclass(frozen=True)
-class Started:
-    job_id: str | None = None  # the job or step made; None for a step not listed yet
-    refused: str | None = None  # the scheduler's refusal: nothing was made
-
-
 def allocate(
     action: Action,
     desired: Desired,
@@ -48,21 +42,23 @@ def allocate(
     scheduler: Scheduler,
     journal: Journal,
     clock: Clock,
-) -> Started:
+) -> Sent[str]:
     allocation = desired.allocations[action.target]
     tag = _tag(desired, allocation)
-    intent = journal.record_intent(
-        tag.project, "alloc", allocation.name, allocation.spec_hash, commit,
-        flat_fields(allocation.spec), clock(),
-    )  # fmt: skip
-    request = AllocateRequest(allocation=allocation.spec, tag=tag)
-    try:
-        job_id = scheduler.allocate(request)
-    except PermanentSchedulerError as error:
-        journal.record_refused(intent, str(error), clock())
-        return Started(refused=str(error))
-    journal.record_submitted(intent, job_id, clock())
-    return Started(job_id)
+    return write_ahead(
+        lambda: journal.record_intent(
+            tag.project,
+            "alloc",
+            allocation.name,
+            allocation.spec_hash,
+            commit,
+            flat_fields(allocation.spec),
+            clock(),
+        ),
+        lambda: scheduler.allocate(AllocateRequest(allocation=allocation.spec, tag=tag)),
+        lambda intent, job_id: journal.record_submitted(intent, job_id, clock()),
+        lambda intent, why: journal.record_refused(intent, why, clock()),
+    )
 
 
 def set_up(
@@ -72,7 +68,7 @@ def set_up(
     scheduler: Scheduler,
     journal: Journal,
     clock: Clock,
-) -> Started:
+) -> Sent[str | None]:
     """The allocation's setup commands as one script, started in the job the action names
     (on each of its nodes). Its output goes to <state_dir>/allocations/<name>/."""
     allocation = desired.allocations[action.target]
@@ -91,17 +87,16 @@ def set_up(
         container_name=allocation.name,
         tag=_tag(desired, allocation),
     )
-    setup = journal.record_setup(
-        request.tag.project, allocation.name, allocation.spec_hash, job_id, clock()
+    return write_ahead(
+        lambda: journal.record_setup(
+            request.tag.project, allocation.name, allocation.spec_hash, job_id, clock()
+        ),
+        lambda: _steps(scheduler).start_step(request),
+        lambda setup, step: (
+            None if step is None else journal.record_setup_step(setup, step, clock())
+        ),
+        lambda setup, why: journal.record_setup_end(setup, Health.FAILED, None, why, clock()),
     )
-    try:
-        step = _steps(scheduler).start_step(request)
-    except PermanentSchedulerError as error:
-        journal.record_setup_end(setup, Health.FAILED, None, str(error), clock())
-        return Started(refused=str(error))
-    if step is not None:
-        journal.record_setup_step(setup, step, clock())
-    return Started(step)
 
 
 def start_run(
@@ -112,9 +107,11 @@ def start_run(
     run_dir: Path,
     tag: Tag,
     scheduler: Scheduler,
-) -> Started:
+) -> str | None:
     """The run's batch script (its #SBATCH lines are comments to bash) as a step in the
-    allocation's job the plan chose. Its output goes to the run's logs/slurm-<job>.<step>."""
+    allocation's job the plan chose: the step's id, None while it is not listed. Its
+    output goes to the run's logs/slurm-<job>.<step>. The caller journals the intent
+    first (``write_ahead``)."""
     assert action.allocation_job is not None and run.allocation is not None
     allocation = desired.allocations[run.allocation]
     logs = logs_dir(run_dir)
@@ -133,10 +130,7 @@ def start_run(
         tag=tag,
         environment=_environment_of(run),
     )
-    try:
-        return Started(_steps(scheduler).start_step(request))
-    except PermanentSchedulerError as error:
-        return Started(refused=str(error))
+    return _steps(scheduler).start_step(request)
 
 
 def _tag(desired: Desired, allocation: DesiredAllocation) -> Tag:

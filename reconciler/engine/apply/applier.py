@@ -1,9 +1,9 @@
 """Carry out exactly what a Plan says, in its order, recording intent before each call.
 
-For every submission the journal gets an intent row (durable) BEFORE sbatch, and the job
-id AFTER. A crash in between leaves an intent without a job id; the job itself carries
-its tag, so the next pass finds it and adopts it instead of submitting again. Cancels
-are journalled the same way.
+Every act goes through one write-ahead sequence (``writeahead``): an intent row (durable)
+BEFORE sbatch, scancel..., and the job id AFTER. A crash in between leaves an intent
+without a job id; the job carries its tag, so the next pass adopts it instead of
+submitting again. A sweep's members go in the job arrays the plan put them in.
 
 So that 2,000 submissions cost little more than 2,000 sbatch calls, the intents of all
 the plan's batch submissions are written ahead in one transaction (one fsync), before
@@ -39,26 +39,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from reconciler.desired.desired import Desired, DesiredRun, flat_fields
+from reconciler.desired.matrix import sweep_of
 from reconciler.engine.apply import allocations as apply_allocations
 from reconciler.engine.apply import arrays
-from reconciler.engine.apply.faults import fault_point
-from reconciler.engine.apply.scripts import render_context
-from reconciler.engine.apply.skips import skip_check_files
+from reconciler.engine.apply.scripts import environment_fields, prepare, render_context
+from reconciler.engine.apply.writeahead import Sent, write_ahead
 from reconciler.engine.plan import arrays as plan_arrays
-from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan, SkipCheck
+from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan
 from reconciler.engine.plan.identity import tag_for
-from reconciler.errors import RUNS_DIR_HINT, PermanentSchedulerError, cannot_create
+from reconciler.errors import RUNS_DIR_HINT, TransientSchedulerError, cannot_create
 from reconciler.scheduler.base import ConcurrentScheduler, Scheduler, SubmitRequest
-from reconciler.scheduler.jobenv import submission_environment
-from reconciler.scheduler.render import (
-    RenderContext,
-    render_batch_script,
-    required_directories,
-    required_files,
-)
+from reconciler.scheduler.render import array_batch_script, render_batch_script
 from reconciler.scheduler.runfolder import logs_dir
 from reconciler.scheduler.tag import Tag
 from reconciler.state.journal import Intent, Journal
@@ -127,10 +120,9 @@ class Applier:
     _intents: dict[str, int] = field(default_factory=dict)  # run -> intent not sent yet
     _written: frozenset[int] = frozenset()  # every intent written ahead by this pass
     _confirmed: list[tuple[int, str]] = field(default_factory=list)  # not written yet
-    _sweeps: dict[str, list[Action]] = field(default_factory=dict)  # members to submit
-    _sent: set[int] = field(default_factory=set)  # member actions carried out in an array
+    # (sweep, number) -> the members of each job array of the plan's not sent yet
+    _arrays: dict[tuple[str, int], list[Action]] = field(default_factory=dict)
     _tasks: dict[str, set[str]] = field(default_factory=dict)  # array id -> its task ids
-    _max_array_size: int | None = None
     _given: dict[str, list[str]] = field(default_factory=dict)  # job id -> runs it was given to
     _flying: deque[_InFlight] = field(default_factory=deque)  # in the plan's order
     _pool: ThreadPoolExecutor | None = None
@@ -139,10 +131,8 @@ class Applier:
     def run(self) -> ApplyResult:
         self._write_ahead()
         for action in self.plan.actions:
-            if self._is_member_submit(action):
-                sweep = self.desired.runs[action.target].sweep
-                assert sweep is not None
-                self._sweeps.setdefault(sweep, []).append(action)
+            if action.array is not None:
+                self._arrays.setdefault(_array_of(action), []).append(action)
         try:
             for action in self.plan.actions:
                 self._carry_out(action)
@@ -179,21 +169,13 @@ class Applier:
             self.journal.record_submissions(self._confirmed, self.clock())
             self._confirmed = []
 
-    def _is_member_submit(self, action: Action) -> bool:
-        return (
-            action.target_kind == "run"
-            and action.kind in SUBMITTING
-            and action.allocation_job is None
-            and self.desired.runs[action.target].member is not None
-        )
-
     def _carry_out(self, action: Action) -> None:
-        if id(action) in self._sent:
-            return
+        if action.array is not None and _array_of(action) not in self._arrays:
+            return  # it went with its array
         if self._flying and not self._may_fly(action):
             self._land_all()
-        if self._is_member_submit(action):
-            self._submit_members(action)
+        if action.array is not None:
+            self._submit_arrays(action)
             return
         if action.kind is ActionKind.ADOPT:
             self._adopt(action)
@@ -223,22 +205,16 @@ class Applier:
         if action.kind is ActionKind.CANCEL:
             self._cancel(action, action.reason)
         elif action.kind in (ActionKind.SUBMIT, ActionKind.REPLACE):
-            self._record(action.target, apply_allocations.allocate(action, *args))
+            self._answered(action.target, apply_allocations.allocate(action, *args))
         elif action.kind is ActionKind.SETUP:
-            made = apply_allocations.set_up(
+            step = apply_allocations.set_up(
                 action, self.desired, self.code_dir, self.scheduler, self.journal, self.clock
             )
-            if made.refused is not None:
-                self._refused(action.target, made.refused)
+            if step.refused is not None:
+                self._refused(action.target, step.refused)
             else:
-                self.result.set_up[action.target] = made.job_id
-                self.report(Done(_setup_line(action.target, made.job_id)))
-
-    def _record(self, name: str, made: apply_allocations.Started) -> None:
-        if made.refused is not None:
-            self._refused(name, made.refused)
-        elif made.job_id is not None:
-            self._submitted(name, made.job_id)
+                self.result.set_up[action.target] = step.answer
+                self.report(Done(_setup_line(action.target, step.answer)))
 
     def _submitted(self, name: str, job_id: str) -> None:
         others = list(self._given.get(job_id, ()))
@@ -279,16 +255,21 @@ class Applier:
 
     def _cancel(self, action: Action, reason: str) -> None:
         for job_id in action.job_ids:
-            intent = self.journal.record_cancel_intent(
-                self.plan.project, action.target, job_id, reason, self.clock()
-            )
-            if action.target_kind == "alloc":
-                self.scheduler.release(job_id)
-            else:
-                self.scheduler.cancel(job_id)
-            self.journal.record_cancel_done(intent, self.clock())
+            self._end(action, job_id, reason)
             self.result.cancelled.append(job_id)
             self.report(Done(f"cancelled job {job_id}"))
+
+    def _end(self, action: Action, job_id: str, reason: str) -> None:
+        """Cancel a job (release an allocation's). Never refused: an error goes up, and
+        its intent stays open for the next pass."""
+        end = self.scheduler.release if action.target_kind == "alloc" else self.scheduler.cancel
+        write_ahead(
+            lambda: self.journal.record_cancel_intent(
+                self.plan.project, action.target, job_id, reason, self.clock()
+            ),
+            lambda: end(job_id),
+            lambda intent, _: self.journal.record_cancel_done(intent, self.clock()),
+        )
 
     def _submit(self, action: Action) -> None:
         missing = [up for up in action.after if up not in self.result.submitted]
@@ -305,27 +286,22 @@ class Applier:
         tag = context.tag
         script = render_batch_script(run, context)
         try:
-            _prepare(run, context, action.skip_check)
+            prepare(run, context, action.skip_check)
         except OSError as error:
             # Like a refusal by the scheduler: this run and what waits for it are skipped.
             where = Path(error.filename) if error.filename else Path(context.run_dir)
             self._refused(run.name, str(cannot_create(where, error, RUNS_DIR_HINT)))
             return
-        dependencies = self._dependencies(action)
         if action.allocation_job is not None:
-            (intent,) = self.journal.record_intents([self._intent(run)], self.clock())
-            self._start_step(action, run, script, Path(context.run_dir), tag, intent)
+            self._start_step(action, run, script, Path(context.run_dir), tag)
             return
-        if run.name in self._intents:
-            intent = self._intents.pop(run.name)  # from here on it may have been sent
-        else:  # not written ahead: a plan that names a run twice
-            (intent,) = self.journal.record_intents([self._intent(run)], self.clock())
+        intent = self._intent_of(run)
         request = SubmitRequest(
             script=script,
             workdir=Path(context.run_dir),
-            dependencies=dependencies,
+            dependencies=self._dependencies(action),
             tag=tag,
-            **_environment_of(run),
+            **environment_fields(run),
         )
         pool = self._pool_for(action)
         if pool is not None:
@@ -334,20 +310,35 @@ class Applier:
             if len(self._flying) >= self._width:
                 self._land(self._flying.popleft())
             return
-        try:
-            job_id = self.scheduler.submit(request)
-        except PermanentSchedulerError as error:
-            self.journal.record_refused(intent, str(error), self.clock())
-            self._refused(run.name, str(error))
-            return
-        self._accepted(run.name, intent, job_id)
+        self._sbatch(run.name, intent, lambda: self.scheduler.submit(request))
 
-    def _accepted(self, name: str, intent: int, job_id: str) -> None:
-        fault_point("after-sbatch")
+    def _sbatch(self, name: str, intent: int, call: Callable[[], str]) -> None:
+        """One batch job's sbatch (``call``, or the answer of one sent in flight), its
+        intent durable before it went: its job id is journalled with the next group of
+        ``CONFIRM_EVERY``."""
+        made = write_ahead(
+            lambda: intent,
+            call,
+            self._confirm_later,
+            lambda intent, why: self._refusals([intent], why),
+            fault="after-sbatch",
+        )
+        self._answered(name, made)
+
+    def _confirm_later(self, intent: int, job_id: str) -> None:
         self._confirmed.append((intent, job_id))
         if len(self._confirmed) >= CONFIRM_EVERY:
             self._confirm()
-        self._submitted(name, job_id)
+
+    def _refusals(self, intents: list[int], why: str) -> None:
+        for intent in intents:
+            self.journal.record_refused(intent, why, self.clock())
+
+    def _answered(self, name: str, made: Sent[str]) -> None:
+        if made.refused is not None:
+            self._refused(name, made.refused)
+        elif made.answer is not None:
+            self._submitted(name, made.answer)
 
     def _may_fly(self, action: Action) -> bool:
         """Whether ``action`` may be sent while the submissions in flight are: a plain
@@ -375,13 +366,7 @@ class Applier:
     def _land(self, flight: _InFlight) -> None:
         """Take one answer: the job id, or the scheduler's refusal. Its other errors (a
         transient one stops the apply) are raised, as from a submission sent here."""
-        try:
-            job_id = flight.answer.result()
-        except PermanentSchedulerError as error:
-            self.journal.record_refused(flight.intent, str(error), self.clock())
-            self._refused(flight.run, str(error))
-            return
-        self._accepted(flight.run, flight.intent, job_id)
+        self._sbatch(flight.run, flight.intent, flight.answer.result)
 
     def _land_all(self) -> None:
         while self._flying:
@@ -411,21 +396,25 @@ class Applier:
         said = [job for job in wanted if job.partition("_")[0] not in whole]
         return tuple(dict.fromkeys([*said, *sorted(whole)]))
 
-    def _submit_members(self, first: Action) -> None:
-        """Every member of ``first``'s sweep that this plan submits and that can go now
-        (its upstreams submitted), in job arrays: one per set of jobs they wait for, split
-        at the scheduler's MaxArraySize."""
-        sweep = self.desired.runs[first.target].sweep
-        assert sweep is not None
-        ready = [
-            action
-            for action in self._sweeps[sweep]
-            if id(action) not in self._sent
-            and (action is first or all(up in self.result.submitted for up in action.after))
-        ]
-        self._sent.update(id(action) for action in ready)
-        groups: dict[tuple[str, ...], list[Action]] = {}
-        for action in ready:
+    def _submit_arrays(self, member: Action) -> None:
+        """At the turn of a member whose job array has not gone: that array, and with it
+        every other array of its sweep that may go now, in the plan's order (as the plan
+        made them: ``plan/arrays.place``)."""
+        sweep, number = _array_of(member)
+        ready = (key for key, members in self._arrays.items() if self._may_go(members))
+        for key in sorted({(sweep, number), *(key for key in ready if key[0] == sweep)}):
+            self._submit_members(sweep, self._arrays.pop(key))
+
+    def _may_go(self, members: list[Action]) -> bool:
+        """Whether a job array may go now: its members wait for nothing not submitted."""
+        return all(up in self.result.submitted for member in members for up in member.after)
+
+    def _submit_members(self, sweep: str, actions: list[Action]) -> None:
+        """One job array: each member's held original cancelled, a member whose upstream
+        was not submitted skipped, the rest sent."""
+        self._check_size(sweep, len(actions))
+        ready = []
+        for action in actions:
             if action.kind is ActionKind.REPLACE:
                 self._cancel(action, f"replaced: {action.reason}")
             else:
@@ -433,75 +422,83 @@ class Applier:
             missing = [up for up in action.after if up not in self.result.submitted]
             if missing:
                 self._skipped(action.target, f"upstream {missing[0]} was not submitted")
-                continue
-            groups.setdefault(self._dependencies(action), []).append(action)
-        if self._max_array_size is None:
-            self._max_array_size = self.scheduler.max_array_size()
-        for dependencies, actions in groups.items():
-            names = [action.target for action in actions]
-            for chunk in plan_arrays.chunks(names, self._max_array_size):
-                self._submit_array(sweep, chunk, dependencies)
+            else:
+                ready.append(action)
+        if ready:
+            self._submit_array(sweep, ready)
 
-    def _submit_array(self, sweep: str, names: list[str], dependencies: tuple[str, ...]) -> None:
-        """One job array of ``names``: each member's script and the array's map written
-        first, then one sbatch."""
-        runs = [self.desired.runs[name] for name in names]
+    def _check_size(self, sweep: str, members: int) -> None:
+        """A plan made without the scheduler's MaxArraySize did not split its arrays: ask
+        it now (an array split on a guess would be refused by sbatch)."""
+        shape = self.plan.sweeps.get(sweep)
+        if shape is not None and shape.max_array_size is not None:
+            return
+        size = self.scheduler.max_array_size()
+        if members > size:
+            raise TransientSchedulerError(
+                f"the plan was made without the scheduler's MaxArraySize ({size}) and puts "
+                f"{members} members of {sweep} in one job array; the next pass plans again"
+            )
+
+    def _submit_array(self, sweep: str, actions: list[Action]) -> None:
+        """One job array of the members ``actions`` submit (waiting for the same jobs):
+        each member's script and the array's map written first, then one sbatch."""
+        runs = [self.desired.runs[action.target] for action in actions]
         sweep_dir = run_dir(self.desired, runs[0]).parent
         members = plan_arrays.ArrayMap(
             sweep, {i: (run.name, run.spec_hash) for i, run in enumerate(runs)}
         )
         tag = tag_for(self.desired, "run", sweep, members.digest)
         try:
-            first_script = self._write_tasks(runs, sweep_dir, members)
+            first_script = self._write_tasks(actions, sweep_dir, members)
         except OSError as error:
             where = Path(error.filename or sweep_dir)
             for run in runs:
                 self._refused(run.name, str(cannot_create(where, error, RUNS_DIR_HINT)))
             return
-        intents = [self._intent_of(run) for run in runs]
+        tasks = arrays.task_script(sweep_dir, members.digest, 0).parent
         sweep_spec = self.desired.sweeps.get(sweep)
-        directives = arrays.array_directives(first_script, tag, sweep_dir)
         request = SubmitRequest(
-            script=arrays.array_script(directives, sweep_dir, members.digest),
+            script=array_batch_script(first_script, tag, sweep_dir, tasks),
             workdir=sweep_dir,
-            dependencies=dependencies,
+            dependencies=self._dependencies(actions[0]),
             tag=tag,
             array=plan_arrays.request_for(
                 range(len(runs)), sweep_spec.max_parallel if sweep_spec else None
             ),
-            **_environment_of(runs[0]),  # a sweep's members share their environment
+            **environment_fields(runs[0]),  # a sweep's members share their environment
         )
-        try:
-            top = self.scheduler.submit(request)
-        except PermanentSchedulerError as error:
-            for run, intent in zip(runs, intents, strict=True):
-                self.journal.record_refused(intent, str(error), self.clock())
-                self._refused(run.name, str(error))
-            return
-        fault_point("after-sbatch")
-        task_ids = [f"{top}_{index}" for index in range(len(runs))]
+        made = write_ahead(
+            lambda: [self._intent_of(run) for run in runs],
+            lambda: self.scheduler.submit(request),
+            self._confirm_tasks,
+            self._refusals,
+            fault="after-sbatch",
+        )
+        for index, run in enumerate(runs):
+            task = None if made.answer is None else f"{made.answer}_{index}"
+            self._answered(run.name, Sent(task, made.refused))
+
+    def _confirm_tasks(self, intents: list[int], top: str) -> None:
+        task_ids = [f"{top}_{index}" for index in range(len(intents))]
         self._tasks[top] = set(task_ids)
-        for run, intent, task_id in zip(runs, intents, task_ids, strict=True):
-            self._confirmed.append((intent, task_id))
-            self._submitted(run.name, task_id)
+        self._confirmed.extend(zip(intents, task_ids, strict=True))
         if len(self._confirmed) >= CONFIRM_EVERY:
             self._confirm()
 
     def _write_tasks(
-        self, runs: list[DesiredRun], sweep_dir: Path, members: plan_arrays.ArrayMap
+        self, actions: list[Action], sweep_dir: Path, members: plan_arrays.ArrayMap
     ) -> str:
         """Each member's directories, input lists and task script, then the array's map;
         returns the first member's batch script (the array takes its directives)."""
         first = ""
         tasks = arrays.task_script(sweep_dir, members.digest, 0).parent
         tasks.mkdir(parents=True, exist_ok=True)
-        checks = {
-            action.target: action.skip_check for action in self._sweeps.get(runs[0].sweep or "", ())
-        }
-        for index, run in enumerate(runs):
+        for index, action in enumerate(actions):
+            run = self.desired.runs[action.target]
             context = render_context(self.desired, run, self.code_dir)
             script = render_batch_script(run, context)
-            _prepare(run, context, checks.get(run.name))
+            prepare(run, context, action.skip_check)
             arrays.task_script(sweep_dir, members.digest, index).write_text(script)
             logs = arrays.task_logs(sweep_dir, members.digest, index)
             logs.write_text(os.fspath(logs_dir(context.run_dir)))
@@ -513,51 +510,37 @@ class Applier:
     def _intent_of(self, run: DesiredRun) -> int:
         if run.name in self._intents:
             return self._intents.pop(run.name)  # from here on it may have been sent
+        # not written ahead: a plan that names a run twice
         (intent,) = self.journal.record_intents([self._intent(run)], self.clock())
         return intent
 
     def _start_step(
-        self, action: Action, run: DesiredRun, script: str, directory: Path, tag: Tag, intent: int
+        self, action: Action, run: DesiredRun, script: str, directory: Path, tag: Tag
     ) -> None:
-        made = apply_allocations.start_run(
-            action, self.desired, run, script, directory, tag, self.scheduler
+        """A run's step in its allocation, with an intent of its own written just before."""
+        made = write_ahead(
+            lambda: self.journal.record_intents([self._intent(run)], self.clock())[0],
+            lambda: apply_allocations.start_run(
+                action, self.desired, run, script, directory, tag, self.scheduler
+            ),
+            lambda intent, step: (
+                None if step is None else self.journal.record_submitted(intent, step, self.clock())
+            ),
+            lambda intent, why: self._refusals([intent], why),
         )
         if made.refused is not None:
-            self.journal.record_refused(intent, made.refused, self.clock())
             self._refused(run.name, made.refused)
-        elif made.job_id is not None:
-            self.journal.record_submitted(intent, made.job_id, self.clock())
-            self._submitted(run.name, made.job_id)
+        elif made.answer is not None:
+            self._submitted(run.name, made.answer)
         else:
             # The intent stays open: the step is found by its name once Slurm lists it.
             self._submitted(run.name, f"{action.allocation_job} (step not listed yet)")
 
 
-def _environment_of(run: DesiredRun) -> dict[str, Any]:
-    """The request fields that give a job the environment its run declares (a clean base
-    and what it passes by name, ``scheduler/jobenv``), or none when it inherits."""
-    made = submission_environment(run.spec.environment, os.environ)
-    if made is None:
-        return {}
-    environment, passed = made
-    return {"environment": environment, "passed": passed}
-
-
-def _prepare(run: DesiredRun, context: RenderContext, check: SkipCheck | None = None) -> None:
-    """What must exist before sbatch: the run's directories, its inputs' list files, and
-    the versions its job compares its inputs with (a run that may rerun); any left from an
-    earlier submission are removed, so no other job of the run ever skips."""
-    for directory in required_directories(run, context):
-        directory.mkdir(parents=True, exist_ok=True)
-    for path, text in required_files(run, context).items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    for path, content in skip_check_files(run, context, check).items():
-        if content is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
+def _array_of(member: Action) -> tuple[str, int]:
+    """The job array the plan put a sweep's member in: its sweep and number."""
+    assert member.array is not None
+    return sweep_of(member.target) or "", member.array.number
 
 
 def _setup_line(name: str, step: str | None) -> str:

@@ -1,4 +1,5 @@
-"""A run's batch script as this deployment submits it, built in one place.
+"""A run's batch script as this deployment submits it, built in one place; what must exist
+before it is submitted (``prepare``) and the environment it goes with (``environment_fields``).
 
 The manifest's ``script_sha256`` says which bytes a job ran; it is right only while the
 script settle renders after the fact is the one apply submitted. Both build it here, from
@@ -8,11 +9,21 @@ the same render context, and rendering is pure: the same context gives the same 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
+from typing import Any
 
 from reconciler.desired.desired import Desired, DesiredRun
+from reconciler.engine.apply.skips import skip_check_files
+from reconciler.engine.plan.actions import SkipCheck
 from reconciler.engine.plan.identity import tag_for
-from reconciler.scheduler.render import RenderContext, render_batch_script
+from reconciler.scheduler.jobenv import submission_environment
+from reconciler.scheduler.render import (
+    RenderContext,
+    render_batch_script,
+    required_directories,
+    required_files,
+)
 from reconciler.state.paths import input_lists, input_paths, run_dir
 
 
@@ -34,3 +45,30 @@ def script_sha256(desired: Desired, run: DesiredRun, code_dir: Path) -> str:
     """The sha256 of the batch script a job of the run's current spec ran."""
     script = render_batch_script(run, render_context(desired, run, code_dir))
     return hashlib.sha256(script.encode()).hexdigest()
+
+
+def prepare(run: DesiredRun, context: RenderContext, check: SkipCheck | None = None) -> None:
+    """What must exist before sbatch: the run's directories, its inputs' list files, and
+    the versions its job compares its inputs with (a run that may rerun); any left from an
+    earlier submission are removed, so no other job of the run ever skips."""
+    for directory in required_directories(run, context):
+        directory.mkdir(parents=True, exist_ok=True)
+    for path, text in required_files(run, context).items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for path, content in skip_check_files(run, context, check).items():
+        if content is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+
+
+def environment_fields(run: DesiredRun) -> dict[str, Any]:
+    """The request fields that give a job the environment its run declares (a clean base
+    and what it passes by name, ``scheduler/jobenv``), or none when it inherits."""
+    made = submission_environment(run.spec.environment, os.environ)
+    if made is None:
+        return {}
+    environment, passed = made
+    return {"environment": environment, "passed": passed}

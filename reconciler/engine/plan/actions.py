@@ -184,6 +184,22 @@ class SkipCheck(BaseModel):
     inputs: dict[str, str] = Field(description="input -> the version that job read")
 
 
+class ArrayPlace(BaseModel):
+    """Where a sweep's member that a plan submits as a batch job goes: one of the job
+    arrays the plan makes of its sweep's members (``engine/plan/arrays.place``)."""
+
+    model_config = _FROZEN
+
+    number: int = Field(
+        description="which of the job arrays this plan makes of the sweep's members, from "
+        "1, in the order apply submits them"
+    )
+    index: int = Field(
+        description="the member's index in that array, its task's $SLURM_ARRAY_TASK_ID (a "
+        "member skipped at apply, its upstream not submitted, leaves the rest in order)"
+    )
+
+
 class Action(BaseModel):
     model_config = _FROZEN
 
@@ -227,6 +243,11 @@ class Action(BaseModel):
         description="for a run: where it stands once this plan is carried out: done "
         "(current), inflight (a job queued or running), waiting (for a later pass), "
         "failed (no retries left), blocked (an upstream failed)",
+    )
+    array: ArrayPlace | None = Field(
+        None,
+        description="for a sweep's member submitted as a batch job: the job array it goes "
+        "in and its index there",
     )
 
     @property

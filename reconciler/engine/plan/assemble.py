@@ -51,6 +51,7 @@ from reconciler.engine.plan.allocations.gpus import gpu_share
 from reconciler.engine.plan.allocations.placement import on_demand, renewals
 from reconciler.engine.plan.allocations.state import idle_releases, plan_allocations
 from reconciler.engine.plan.allocations.state import prunes as allocation_prunes
+from reconciler.engine.plan.arrays import place
 from reconciler.engine.plan.fit import Fit
 from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs
 from reconciler.engine.plan.notes import (
@@ -94,8 +95,8 @@ def plan(
     containers (``Container.features``: pyxis), None when not looked at; `elsewhere`:
     live jobs of the project that other deployments own (only named in a note, never
     acted on); `replace`: runs to submit anew although nothing changed (Terraform's
-    -replace); `max_array_size`: the scheduler's, to say how many job arrays a sweep's
-    members take; `allow_prune_all`: a person confirmed prunes that would empty the
+    -replace); `max_array_size`: the scheduler's, where a sweep's job arrays split
+    (``plan_arrays.place``); `allow_prune_all`: a person confirmed prunes that would empty the
     project or pass its prune_limit (plan_prune.guard). A sweep's name among the targets
     or `replace` stands for its members. `code_at`: the committed files' blob ids at the
     commits of journal records that carry no code versions (``PlanInputs.code_at``);
@@ -179,7 +180,7 @@ def plan(
         observation_complete=observation.complete,
         notes=notes,
         fingerprint=fingerprint(observation, project),
-        actions=tuple(actions),
+        actions=tuple(place(actions, max_array_size)),
         replace=tuple(replace),
         sweeps={
             name: SweepShape(
