@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.desired.resources import span
-from reconciler.engine.plan.actions import Action, ActionKind, LookKind, NextLook, RunOutcome
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, LookKind, NextLook
 from reconciler.engine.plan.inputs import Decision, PlanInputs
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import SlurmState
@@ -142,7 +142,7 @@ def grace_ends(inputs: PlanInputs, decided: Mapping[str, Decision]) -> Iterator[
             record = next((r for r in inputs.history(name) if r.job_id == job_id), None)
             if record is not None:
                 yield _grace(record.created_at, name, f"job {job_id} of run {name} is {lost}")
-        elif made.outcome is RunOutcome.WAITING and made.uses is not None:  # a step not listed
+        elif made.action.cause is Cause.STEP_NOT_LISTED and made.uses is not None:
             spec = inputs.desired.runs[name].spec_hash
             for record in inputs.history(name):
                 if record.spec_hash == spec and record.status is SubmissionStatus.INTENT:
