@@ -206,11 +206,15 @@ def note_uncommitted(desired: Desired, revision: str | None, command: str) -> No
 def uncommitted_note(desired: Desired, command: str) -> str | None:
     """What `command` says of the project folder's uncommitted edits; None without any."""
     from reconciler.desired.source import uncommitted
+    from reconciler.scheduler.runfolder import BOOKKEEPING
 
     if desired.commit is None:
         return None  # read from the work tree: the edits are in
     project = desired.project
-    changed = uncommitted(desired.root, (project.state_dir, project.runs_dir))
+    # recon's own writing is no edit: the state and runs folders, and a run's bookkeeping
+    # folder wherever its workdir is (at the project's root too)
+    written = (project.state_dir, project.runs_dir, BOOKKEEPING, f"*/{BOOKKEEPING}/*")
+    changed = uncommitted(desired.root, written)
     if not changed:
         return None
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")

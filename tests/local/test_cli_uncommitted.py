@@ -106,3 +106,21 @@ def test_watch_names_the_edits_it_does_not_deploy(project: GitRepo) -> None:
             watch.kill()
             watch.wait()
     assert watch.returncode == 0, watch.stderr.read() if watch.stderr else ""  # as documented
+
+
+def test_a_runs_bookkeeping_folder_is_no_edit_wherever_the_run_works(
+    project: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose workdir is the project folder keeps .recon-run/ at its top; one whose
+    workdir is a folder of the repository's, in that folder."""
+    project.commit({"elsewhere/deep/README": "a run works here\n"})
+    for folder in (project.root, project.root / "elsewhere" / "deep"):
+        (folder / ".recon-run").mkdir()
+        (folder / ".recon-run" / "manifest.json").write_text("{}\n")
+    assert recon(capsys, "plan", str(project.root)).err == ""
+    (project.root / "elsewhere" / "notes.txt").write_text("mine\n")
+    head = project.git("rev-parse", "HEAD")[:12]
+    assert recon(capsys, "plan", str(project.root)).err == (
+        f"note: uncommitted changes (elsewhere/notes.txt) are not in this plan, made from commit "
+        f"{head}; --worktree plans the edits\n"
+    )
