@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +24,7 @@ from ruamel.yaml import YAML
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.desired.loader import open_source
+from reconciler.desired.matrix import member_order, sweep_of
 from reconciler.engine.plan.status import (
     AllocationStatus,
     RunStatus,
@@ -32,9 +34,12 @@ from reconciler.engine.plan.status import (
 from reconciler.engine.reconcile import Look
 from reconciler.report.graph import as_svg, graph_of
 from reconciler.report.plan import as_text
+from reconciler.report.status import by_sweep, counts, health_words, next_words
 from reconciler.scheduler.runfolder import log_files
+from reconciler.scheduler.states import Health, ending
 from reconciler.state.outputs import observe_outputs
 from reconciler.state.provenance import Manifest, manifest_path
+from reconciler.state.records import EndingKind, SubmissionRecord, SubmissionStatus
 from reconciler.web.files import confined, tail
 
 HIDDEN = "(hidden)"
@@ -67,9 +72,10 @@ class Snapshot:
             "notes": list(plan.notes),
             "runs": [
                 row.model_dump(mode="json", include={"name", "sync", "health", "how", "job_id"})
-                | {"reason": row.reason}
+                | {"reason": row.reason, "sweep": sweep_of(row.name)}
                 for row in self.runs
             ],
+            "table": table(self.runs),
             "allocations": [_allocation(row) for row in self.allocations],
             "plan": self.plan_text,
             "graph_svg": self.graph_svg,
@@ -85,6 +91,75 @@ def snapshot_of(look: Look, observed_at: datetime, graph_limit: int) -> Snapshot
     svg = as_svg(graph_of(look.desired, None, runs).limited(graph_limit))
     # The changes only, as `recon plan` shows them by default: not a line per current run.
     return Snapshot(look, runs, held, svg, as_text(look.plan, show_noop=False), observed_at)
+
+
+def table(runs: Sequence[RunStatus]) -> list[dict[str, Any]]:
+    """The page's run table, as `recon status` lays it out: a row per run, and a sweep's
+    members gathered under one row of their sweep (counted by sync, health and what the
+    next apply does), where its first member stands, as the graph draws it."""
+    rows: list[dict[str, Any]] = []
+    for item in by_sweep(runs, ()):
+        if not isinstance(item, list):
+            rows.append(_row(item))
+            continue
+        members = sorted(item, key=lambda row: member_order(row.name))
+        arrays = dict.fromkeys(row.job_id.partition("_")[0] for row in members if row.job_id)
+        rows.append(
+            {
+                "kind": "sweep",
+                "name": sweep_of(members[0].name),
+                "sync": counts(Counter(row.sync.value for row in members)),
+                "health": counts(Counter(row.health or "no job" for row in members)),
+                "job_id": ", ".join(arrays) or None,
+                "next": counts(Counter(row.next.value for row in members)),
+                "members": [_row(row) for row in members],
+            }
+        )
+    return rows
+
+
+def _row(row: RunStatus) -> dict[str, Any]:
+    return {
+        "kind": "run",
+        "name": row.name,
+        "sync": row.sync.value,
+        "health": health_words(row) if row.health else None,
+        "failed": row.health is Health.FAILED,
+        "job_id": row.job_id,
+        "next": next_words(row),
+    }
+
+
+def why_words(row: RunStatus) -> str:
+    """Why a run is in its state, said once: what `recon status` says of it (its NEXT
+    column), with its sync and health in front only where that does not say them."""
+    said = next_words(row) + (f" (last: {row.note})" if row.note else "")
+    unsaid = [row.sync.value] if row.sync.value not in said else []
+    if row.health is not None and not any(
+        words in said for words in (row.health.value, row.how) if words
+    ):
+        unsaid.append(health_words(row))
+    return f"{', '.join(unsaid)}. {said}" if unsaid else said
+
+
+def ended_words(record: SubmissionRecord) -> str | None:
+    """How a job of the history ended, in words, as `recon status` says it ("failed
+    (exit 1)", "timed out"), from the record's typed fields, not Slurm's reason code
+    (``NonZeroExitCode``); recon's own words where it judged beyond Slurm (no outputs,
+    skipped); None while it has not ended."""
+    if record.status is SubmissionStatus.REFUSED:
+        return f"refused by the scheduler: {record.reason}" if record.reason else "refused"
+    health = record.final_health
+    if health is None:
+        return None
+    kind = record.ending
+    if kind is EndingKind.NO_OUTPUTS:  # recon's own judgement, in its own words
+        return f"{health.value}: {record.reason}" if record.reason else health.value
+    if health is Health.SUCCEEDED:  # beyond it, what recon recorded: skipped
+        return f"{health.value}: {record.reason}" if record.reason else health.value
+    if kind is EndingKind.DEPENDENCY:
+        return f"{health.value} while it waited for its dependency: never ran"
+    return ending(health, record.exit_code, kind.in_words if kind is not None else None)
 
 
 def _allocation(row: AllocationStatus) -> dict[str, Any]:
@@ -117,7 +192,9 @@ def run_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
     manifest = _manifest(directory, roots)
     versions = observe_outputs(desired, [name])
     return {
+        "kind": "run",
         "name": name,
+        "why": why_words(row) if row is not None else "not in the plan",
         "location": str(run.location),
         "commit": desired.commit,
         "spec_hash": run.spec_hash,
@@ -145,7 +222,8 @@ def run_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
                 "status": record.status.value,
                 "health": record.final_health.value if record.final_health else None,
                 "exit_code": record.exit_code,
-                "reason": record.reason,
+                "reason": record.reason,  # as recorded: Slurm's own code, e.g. NonZeroExitCode
+                "ended": ended_words(record),
                 "created_at": record.created_at.isoformat(),
             }
             for record in reversed(history)
@@ -161,6 +239,40 @@ def run_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
         ],
         "manifest": manifest.model_dump(mode="json", by_alias=True) if manifest else None,
         "log": _logs(directory, latest, roots),
+    }
+
+
+def details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
+    """What the page shows when a name is clicked: a run's details, or a sweep's members;
+    None for a name that is neither."""
+    if name in snapshot.desired.runs:
+        return run_details(snapshot, name)
+    return sweep_details(snapshot, name)
+
+
+def sweep_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
+    """A sweep: its members by value, each with its sync, health and why, and them
+    counted; its document as committed. None when no run is a member of `name`."""
+    members = sorted(
+        (row for row in snapshot.runs if sweep_of(row.name) == name),
+        key=lambda row: member_order(row.name),
+    )
+    if not members:
+        return None
+    declared = next((row.name for row in members if row.name in snapshot.desired.runs), None)
+    run = snapshot.desired.runs[declared] if declared is not None else None
+    return {
+        "kind": "sweep",
+        "name": name,
+        "location": str(run.location) if run is not None else None,
+        "commit": snapshot.desired.commit,
+        "spec": committed_spec(snapshot.desired, declared) if declared is not None else None,
+        "sync": counts(Counter(row.sync.value for row in members)),
+        "health": counts(Counter(row.health or "no job" for row in members)),
+        "members": [
+            _row(row) | {"values": row.name.removeprefix(name), "why": why_words(row)}
+            for row in members
+        ],
     }
 
 
