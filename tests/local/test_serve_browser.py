@@ -92,7 +92,7 @@ def console_errors(driver: Any) -> list[str]:
 
 def screenshot(driver: Any, name: str) -> Path:
     path = artifacts() / name
-    driver.save_screenshot(str(path))
+    driver.get_screenshot_as_file(str(path))
     if os.environ.get("RECON_UPDATE_DOC_IMAGES") == "1":
         DOC_IMAGES.mkdir(exist_ok=True)
         shutil.copyfile(path, DOC_IMAGES / name)
@@ -211,7 +211,6 @@ SWEEP_PROJECT = {
         "inputs:\n  data: prepare.data\noutputs:\n  model: model.txt\n"
     ),
 }
-SWEEP_SCREENSHOT = Path("/work/wt/web-sweep.png")
 
 
 def test_a_sweep_clicked_shows_its_members_and_a_failure_is_red(
@@ -278,8 +277,7 @@ def test_a_sweep_clicked_shows_its_members_and_a_failure_is_red(
         assert [row.text.split()[0] for row in listed] == ["[i=1]", "[i=2]", "[i=10]"]
         failed = [row for row in listed if "failed" in (row.get_attribute("class") or "")]
         assert [row.get_attribute("data-name") for row in failed] == ["fit[i=2]"]
-        browser.save_screenshot(str(artifacts() / "serve-sweep.png"))
-        browser.get_screenshot_as_file(str(SWEEP_SCREENSHOT))
+        screenshot(browser, "serve-sweep.png")
 
         failed[0].click()  # a member: its own details, its failure in words
         wait_until(lambda: browser.find_element(By.ID, "details-name").text == "fit[i=2]",
