@@ -70,12 +70,8 @@ class Snapshot:
             "observed_at": self.observed_at.isoformat(),
             "observation_complete": plan.observation_complete,
             "notes": list(plan.notes),
-            "runs": [
-                row.model_dump(mode="json", include={"name", "sync", "health", "how", "job_id"})
-                | {"reason": row.reason, "sweep": sweep_of(row.name)}
-                for row in self.runs
-            ],
-            "table": table(self.runs),
+            # every run, a sweep's members under it (a row each: the page's table)
+            "runs": table(self.runs),
             "allocations": [_allocation(row) for row in self.allocations],
             "plan": self.plan_text,
             "graph_svg": self.graph_svg,

@@ -148,9 +148,9 @@ def test_a_sweep_clicked_shows_its_members_and_an_unknown_name_nothing(tmp_path:
     assert member is not None and member["kind"] == "run"
     assert member["why"].startswith("never run. submit: ")
     assert details(shown, "seed") is None and details(shown, "seeds[") is None
-    (grouped,) = [item for item in shown.summary()["table"] if item["kind"] == "sweep"]
+    (grouped,) = [item for item in shown.summary()["runs"] if item["kind"] == "sweep"]
     assert grouped["name"] == "seeds" and len(grouped["members"]) == 6
-    assert len(shown.summary()["table"]) == 6  # 5 runs of their own and the sweep
+    assert len(shown.summary()["runs"]) == 6  # 5 runs of their own and the sweep
 
 
 @pytest.mark.parametrize(

@@ -133,7 +133,7 @@ async function refresh() {
     (state.observation_complete ? "" : " · observation incomplete") +
     (state.notes.length ? " · " + state.notes.join("; ") : "");
   drawGraph(state.graph_svg);
-  fillRuns(state.table);
+  fillRuns(state.runs);
   byId("plan").textContent = state.plan;
   // A project without allocations has no card for them.
   byId("allocations-section").hidden = state.allocations.length === 0;
