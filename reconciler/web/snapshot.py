@@ -35,6 +35,7 @@ from reconciler.engine.reconcile import Look
 from reconciler.report.graph import as_svg, graph_of
 from reconciler.report.plan import as_text
 from reconciler.report.status import by_sweep, counts, health_words, next_words
+from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.runfolder import log_files
 from reconciler.scheduler.states import Health, ending
 from reconciler.state.outputs import observe_outputs
@@ -196,34 +197,8 @@ def run_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
         "spec_hash": run.spec_hash,
         "spec": committed_spec(desired, name),
         "status": row.model_dump(mode="json") if row is not None else None,
-        "jobs": [
-            {
-                "job_id": component.job_id,
-                "state": component.state.value,
-                "health": component.health.value,
-                "exit_code": component.exit_code,
-                "signal": component.signal,
-                "nodes": component.nodes,
-                "start": _when(component.start),
-                "end": _when(component.end),
-            }
-            for job in jobs
-            for component in job.components
-        ],
-        "history": [
-            {
-                "commit": record.commit,
-                "spec_hash": record.spec_hash[:12],
-                "job_id": record.job_id,
-                "status": record.status.value,
-                "health": record.final_health.value if record.final_health else None,
-                "exit_code": record.exit_code,
-                "reason": record.reason,  # as recorded: Slurm's own code, e.g. NonZeroExitCode
-                "ended": ended_words(record),
-                "created_at": record.created_at.isoformat(),
-            }
-            for record in reversed(history)
-        ],
+        "jobs": _jobs(jobs),
+        "history": _history(history),
         "outputs": [
             {
                 "name": output,
@@ -238,12 +213,73 @@ def run_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
     }
 
 
+def _jobs(jobs: Sequence[ObservedJob]) -> list[dict[str, Any]]:
+    return [
+        {
+            "job_id": component.job_id,
+            "state": component.state.value,
+            "health": component.health.value,
+            "exit_code": component.exit_code,
+            "signal": component.signal,
+            "nodes": component.nodes,
+            "start": _when(component.start),
+            "end": _when(component.end),
+        }
+        for job in jobs
+        for component in job.components
+    ]
+
+
+def _history(records: Sequence[SubmissionRecord]) -> list[dict[str, Any]]:
+    """The journal's jobs of a run, newest first."""
+    return [
+        {
+            "commit": record.commit,
+            "spec_hash": record.spec_hash[:12],
+            "job_id": record.job_id,
+            "status": record.status.value,
+            "health": record.final_health.value if record.final_health else None,
+            "exit_code": record.exit_code,
+            "reason": record.reason,  # as recorded: Slurm's own code, e.g. NonZeroExitCode
+            "ended": ended_words(record),
+            "created_at": record.created_at.isoformat(),
+        }
+        for record in reversed(records)
+    ]
+
+
 def details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
-    """What the page shows when a name is clicked: a run's details, or a sweep's members;
-    None for a name that is neither."""
+    """What the page shows when a name is clicked: a run's details, a sweep's members, or
+    what is known of an orphan (a run that left the repo, its jobs still known); None for
+    a name that is none of these."""
     if name in snapshot.desired.runs:
         return run_details(snapshot, name)
-    return sweep_details(snapshot, name)
+    return sweep_details(snapshot, name) or orphan_details(snapshot, name)
+
+
+def orphan_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
+    """A run the repo no longer declares but whose jobs recon still sees or remembers: why,
+    its jobs and its history; no spec, folder, outputs or log (nothing says where)."""
+    row = next((row for row in snapshot.runs if row.name == name), None)
+    if row is None:
+        return None
+    look = snapshot.look
+    project = snapshot.desired.project.project
+    return {
+        "kind": "run",
+        "name": name,
+        "why": why_words(row),
+        "location": None,
+        "commit": snapshot.desired.commit,
+        "spec_hash": None,
+        "spec": None,
+        "status": row.model_dump(mode="json"),
+        "jobs": _jobs([j for j in look.observation.find(project, name) if j.tag.kind == "run"]),
+        "history": _history([r for r in look.records if r.kind == "run" and r.name == name]),
+        "outputs": [],
+        "manifest": None,
+        "log": {"job_id": row.job_id, "stdout": None, "stderr": None},
+    }
 
 
 def sweep_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:

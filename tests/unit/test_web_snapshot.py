@@ -175,3 +175,24 @@ def test_loopback_needs_no_token_and_answers_its_own_address_only(
 ) -> None:
     assert is_loopback(address) is loopback
     assert accepted_hosts(address) == hosts
+
+
+def test_an_orphan_clicked_shows_why_and_its_jobs_not_a_dead_end(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from reconciler.engine.reconcile import Request, look_once
+    from reconciler.web.snapshot import snapshot_of
+    from tests.local.serving import example_project
+
+    look = look_once(Request(example_project(tmp_path), scheduler="local"))
+    shown = snapshot_of(look, datetime(2026, 1, 1, tzinfo=UTC), graph_limit=200)
+    left = "cancel: its run left the repo (prune: true)"
+    gone = row("gone", SyncStatus.ORPHAN, Health.RUNNING, job_id="41", next=ActionKind.CANCEL,
+               reason=left)  # fmt: skip
+    with_orphan = replace(shown, runs=[*shown.runs, gone])
+    orphan = details(with_orphan, "gone")
+    assert orphan is not None and orphan["kind"] == "run"
+    assert orphan["why"] == "orphan, running. cancel: its run left the repo (prune: true)"
+    assert orphan["location"] is None and orphan["spec"] is None and orphan["outputs"] == []
+    assert orphan["log"] == {"job_id": "41", "stdout": None, "stderr": None}
+    assert details(shown, "gone") is None  # a name no row has

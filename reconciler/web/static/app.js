@@ -174,8 +174,9 @@ async function show(name) {
     body.replaceChildren(...shown.members.map((m) => runRow(m, m.values, show)));
     return;
   }
-  byId("details-where").textContent =
-    shown.location + at + " · spec " + shown.spec_hash.slice(0, 12);
+  byId("details-where").textContent = shown.location
+    ? shown.location + at + " · spec " + shown.spec_hash.slice(0, 12)
+    : "no longer in the repo" + at + ": its jobs as recon knows them";
   byId("details-reason").textContent = shown.why;
   fillTable("details-jobs", shown.jobs, [
     "job_id", "state", (j) => j.exit_code, "nodes", (j) => when(j.start), (j) => when(j.end),
