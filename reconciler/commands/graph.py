@@ -51,7 +51,8 @@ def graph(
 
     PROJECT is the folder holding recon.yaml (default: the current folder). Looks at the
     cluster like `recon status` (changing nothing) unless --offline; then it needs none.
-    Nodes are coloured by what the next apply would do, else by sync.
+    Nodes are coloured by sync, a failed run red (docs/web.md, the legend); the label
+    says what the next apply would do.
 
     \b
     Examples:

@@ -108,9 +108,12 @@ def plan(
         sys.stdout.write(plan_report.RENDERERS[output_format.value](shown, members=members))
     if output_format is Format.markdown:
         # The runs the plan acts on and their neighbours, as GitHub and GitLab draw it.
+        from reconciler.engine.plan.status import run_statuses
         from reconciler.report.graph import graph_of, mermaid_block
 
-        drawn = graph_of(seen.desired, result).around_actions(DIAGRAM_LIMIT)
+        # With each run's health, as `recon graph` draws it: a failed run shows failed.
+        rows = run_statuses(seen.desired, result, seen.observation, seen.records)
+        drawn = graph_of(seen.desired, result, rows).around_actions(DIAGRAM_LIMIT)
         block = mermaid_block(drawn)
         sys.stdout.write(f"\n{block}" if block else "")
     if out is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated
@@ -33,8 +32,8 @@ def serve(
         typer.Option(
             "--host",
             metavar="ADDRESS",
-            help="Listen on this address. Other than loopback only with a token "
-            f"(--token-file or {TOKEN_VARIABLE}).",
+            help="Listen on this address. A loopback one (127.0.0.0/8, ::1, localhost) "
+            f"needs no token; any other needs one (--token-file or {TOKEN_VARIABLE}).",
         ),
     ] = "127.0.0.1",
     port: Annotated[
@@ -69,7 +68,8 @@ def serve(
     PROJECT is the folder holding recon.yaml (default: the current folder). Looks at the
     cluster like `recon status` (changing nothing, no journal) once per --interval in one
     background thread, and pushes changes to open pages. Listens on 127.0.0.1 only, unless
-    --host names another address and a token is set; open the page with ?token=... once.
+    --host names another address: on loopback (127.0.0.0/8, ::1) as it is, elsewhere only
+    with a token; open the page with ?token=... once.
 
     \b
     Examples:
@@ -79,14 +79,13 @@ def serve(
     """
     # The engine, Starlette and uvicorn are imported when serve runs: `--help` stays quick.
     from reconciler.engine.reconcile import Request, load, look_once
-    from reconciler.web.app import create_app
+    from reconciler.web.app import accepted_hosts, create_app, is_loopback
     from reconciler.web.poller import Poller
     from reconciler.web.server import run_server
 
     seconds = parse_duration(interval).total_seconds()
     token = _token(token_file)
-    loopback = _is_loopback(host)
-    if not loopback and token is None:
+    if not is_loopback(host) and token is None:
         raise ReconError(
             f"--host {host} lets other machines read the view: set a token with --token-file "
             f"FILE or {TOKEN_VARIABLE}, or leave --host out to listen on 127.0.0.1 only"
@@ -95,8 +94,7 @@ def serve(
     desired = warn(load(request))  # a bad project folder or spec fails here, not in a thread
     note_uncommitted(desired, rev, "serve")
     poller = Poller(lambda: look_once(request), seconds, graph_limit=limit)
-    hosts = ["127.0.0.1", "localhost", "::1", "[::1]"] if loopback else ["*"]
-    app = create_app(poller, token=token, hosts=hosts)
+    app = create_app(poller, token=token, hosts=accepted_hosts(host))
     shown = f"[{host}]" if ":" in host else host
 
     def listening() -> None:
@@ -108,15 +106,6 @@ def serve(
         )
 
     run_server(app, host, port, on_listening=listening, on_exit=poller.halt)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name: it may resolve to anything
 
 
 def _token(path: Path | None) -> str | None:

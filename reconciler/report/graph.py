@@ -3,7 +3,8 @@
 Nodes are runs and allocations; an edge goes from a run to each run that reads one of its
 outputs, and from an allocation to each run that runs inside it. A node may carry its
 sync status and health (when a scheduler was looked at) and the action a plan takes on it;
-mermaid and dot colour it by the action if there is one, else by sync. A graph larger than
+every format colours it by one legend (``Node.colours``: by sync, red for a failure) and
+names the action in its label. A graph larger than
 ``limit`` nodes keeps the first ones in DAG order and says how many more there are, so a
 10,000-run project still renders.
 """
@@ -22,28 +23,23 @@ from reconciler.desired.graph import build, order
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.status import RunStatus
+from reconciler.scheduler.states import Health, aggregate
 
 NodeKind = Literal["run", "alloc"]
 
-# Colours by action (what a plan does) and by sync (how a run stands): fill, then stroke.
-_ACTION_COLOURS: Mapping[str, tuple[str, str]] = {
-    "submit": ("#d4f7d4", "#2e7d32"),
-    "retry": ("#d4f7d4", "#2e7d32"),
-    "replace": ("#fff1c2", "#b7791f"),
-    "may rerun": ("#e6fffa", "#2c7a7b"),  # queued, and may end at once: paler than submit
-    "cancel": ("#fbd5d5", "#c53030"),
-    "teardown": ("#fbd5d5", "#c53030"),
-    "adopt": ("#dbeafe", "#2b6cb0"),
-    "setup": ("#dbeafe", "#2b6cb0"),
-    "blocked": ("#e2e8f0", "#4a5568"),
-}
+# One legend for every drawing (mermaid, dot, SVG, the web view; docs/web.md): the fill
+# and border say how a run stands against the repo (its sync); a run whose latest job
+# failed is red whatever its sync, as `recon status` colours "failed", and one blocked by a
+# failure upstream gets a red border. Red says failure and nothing else. What a plan would
+# do is in the label, not the colour.
 _SYNC_COLOURS: Mapping[str, tuple[str, str]] = {
     "current": ("#ffffff", "#2e7d32"),
     "outdated": ("#fff1c2", "#b7791f"),
-    "missing": ("#fbd5d5", "#c53030"),
+    "missing": ("#feebc8", "#c05621"),
     "never run": ("#ffffff", "#a0aec0"),
     "orphan": ("#e2e8f0", "#4a5568"),
 }
+FAILED_COLOURS = ("#fbd5d5", "#c53030")
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -66,9 +62,15 @@ class Node:
 
     @property
     def colours(self) -> tuple[str, str] | None:
-        if self.action is not None and self.action in _ACTION_COLOURS:
-            return _ACTION_COLOURS[self.action]
-        return _SYNC_COLOURS.get(self.sync or "")
+        """Fill and border: by sync, red for a failed latest job, a red border for a run
+        blocked by one; None (drawn plain) for what has no sync: an allocation, or a run
+        drawn offline."""
+        if self.health == "failed":
+            return FAILED_COLOURS
+        colours = _SYNC_COLOURS.get(self.sync or "")
+        if self.health == "blocked":
+            return (colours[0] if colours else "#ffffff", FAILED_COLOURS[1])
+        return colours
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,8 @@ def as_mermaid(graph: Graph) -> str:
     for node in graph.nodes:
         if node.colours is not None:
             fill, stroke = node.colours
-            lines.append(f"  style {ids[node.name]} fill:{fill},stroke:{stroke}")
+            thick = ",stroke-width:3px" if node.health in ("failed", "blocked") else ""
+            lines.append(f"  style {ids[node.name]} fill:{fill},stroke:{stroke}{thick}")
     return "\n".join(lines) + "\n"
 
 
@@ -294,7 +297,11 @@ def _svg_node(node: Node, x: int, y: int) -> str:
     fill, stroke = node.colours or ("#ffffff", "#4a5568")
     facts = " · ".join(fact for fact in (node.action, node.sync, node.health) if fact)
     title = ("allocation " if node.kind == "alloc" else "") + node.name
+    title += f" ({node.members} members)" if node.members else ""
     radius = 14 if node.kind == "alloc" else 6
+    # A failure drawn thick as well as red: seen at a glance among a hundred nodes.
+    stroke_width = 4 if node.health in ("failed", "blocked") else 2
+    dash = ' stroke-dasharray="6 3"' if node.health == "blocked" else ""
     attributes = " ".join(
         f'data-{key}="{_xml(value)}"'
         for key, value in (
@@ -303,6 +310,7 @@ def _svg_node(node: Node, x: int, y: int) -> str:
             ("sync", node.sync or ""),
             ("health", node.health or ""),
             ("action", node.action or ""),
+            ("members", str(node.members) if node.members else ""),
         )
     )
     dot = ""
@@ -315,7 +323,7 @@ def _svg_node(node: Node, x: int, y: int) -> str:
         f'<g class="node" {attributes} tabindex="0" role="button">'
         f"<title>{_xml(node.label)}</title>"
         f'<rect x="{x}" y="{y}" width="{_BOX_WIDTH}" height="{_BOX_HEIGHT}" rx="{radius}" '
-        f'fill="{fill}" stroke="{stroke}" stroke-width="2"/>'
+        f'fill="{fill}" stroke="{stroke}" stroke-width="{stroke_width}"{dash}/>'
         f'<text x="{x + 10}" y="{y + 19}" font-weight="bold">{_xml(_clip(title, 28))}</text>'
         f'<text class="facts" x="{x + 10}" y="{y + 36}" fill="#4a5568">{_xml(facts)}</text>'
         f"{dot}</g>"
@@ -341,7 +349,8 @@ RENDERERS = {"mermaid": as_mermaid, "dot": as_dot, "json": as_json, "svg": as_sv
 
 def _by_sweep(graph: Graph) -> Graph:
     """Each sweep's members as one node, where its first member stands: a 10,000-member
-    sweep is one box. Its action, sync and health are the commonest among its members'."""
+    sweep is one box. Its action and sync are the commonest among its members', its health
+    the worst (``states.aggregate``): one failed member makes the sweep's node red."""
     groups: dict[str, list[Node]] = {}
     for node in graph.nodes:
         sweep = sweep_of(node.name) if node.kind == "run" else None
@@ -361,7 +370,7 @@ def _by_sweep(graph: Graph) -> Graph:
                     sweep,
                     "run",
                     sync=_commonest(member.sync for member in members),
-                    health=_commonest(member.health for member in members),
+                    health=_worst(member.health for member in members),
                     action=_commonest(member.action for member in members),
                     members=len(members),
                 )
@@ -374,6 +383,11 @@ def _by_sweep(graph: Graph) -> Graph:
         )
     )
     return Graph(nodes, edges, graph.left_out, graph.notes)
+
+
+def _worst(healths: Iterable[str | None]) -> str | None:
+    known = [Health(health) for health in healths if health is not None]
+    return aggregate(known).value if known else None
 
 
 def _commonest(values: Iterable[str | None]) -> str | None:

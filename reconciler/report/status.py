@@ -83,10 +83,10 @@ def _cells(row: RunStatus, layout: Layout, now: datetime) -> list[str]:
     return [
         row.name,
         row.sync.value,
-        _health(row),
+        health_words(row),
         row.job_id or "-",
         *(wide if layout.wide else []),
-        _next(row) if row.note is None else f"{_next(row)} (last: {row.note})",
+        next_words(row) if row.note is None else f"{next_words(row)} (last: {row.note})",
     ]
 
 
@@ -120,11 +120,11 @@ def _sweep_cells(members: list[RunStatus], layout: Layout, now: datetime) -> lis
     finished = [row.finished_at for row in members if row.finished_at is not None]
     return [
         f"{sweep} ({plural(len(members), 'member')})",
-        _counts(syncs),
-        _counts(healths),
+        counts(syncs),
+        counts(healths),
         ", ".join(arrays[:3]) + (", ..." if len(arrays) > 3 else "") or "-",
         *([_when(max(finished), now) if finished else "-", "-", "-"] if layout.wide else []),
-        _counts(nexts),
+        counts(nexts),
     ]
 
 
@@ -132,8 +132,9 @@ def _number(job_id: str) -> int:
     return int(job_id) if job_id.isdigit() else -1
 
 
-def _counts(counter: Counter[str]) -> str:
-    """`current`, or `4 current, 2 missing`: the commonest first."""
+def counts(counter: Counter[str]) -> str:
+    """A sweep's members counted, as its row says it: `current`, or `4 current, 2
+    missing`: the commonest first."""
     if len(counter) == 1:
         return next(iter(counter))
     return ", ".join(f"{n} {word}" for word, n in counter.most_common())
@@ -169,7 +170,7 @@ def _allocations(rows: Sequence[AllocationStatus], layout: Layout) -> Text:
             ", ".join(map(str, row.steps_running))
             or (f"none for {_duration(row.idle)}" if row.idle is not None else "-"),
             *([", ".join(map(str, row.history)) or "-"] if layout.wide else []),
-            _next(row),
+            next_words(row),
         ]
         for row in rows
     ]
@@ -230,7 +231,8 @@ def _shorten(text: str, room: int, ascii: bool) -> str:
     return cut.rstrip(" ,;:(") + mark
 
 
-def _health(row: RunStatus) -> str:
+def health_words(row: RunStatus) -> str:
+    """The HEALTH column: `failed (timed out)`, `pending (Resources)`, `-` with no job."""
     if row.health is None:
         return "-"
     # Slurm's state in words (timed out, held in special exit (...)), else why it waits.
@@ -241,7 +243,8 @@ def _health(row: RunStatus) -> str:
     return f"{row.health.value}, {words}" if "(" in words else f"{row.health.value} ({words})"
 
 
-def _next(row: RunStatus | AllocationStatus) -> str:
+def next_words(row: RunStatus | AllocationStatus) -> str:
+    """The NEXT column: what the next apply would do, and why."""
     # "no-op: current (job 1 succeeded)": the sync column already says it does nothing.
     return row.why if row.next is ActionKind.NOOP else row.reason
 

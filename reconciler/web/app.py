@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -25,7 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from reconciler.web.poller import Poller
-from reconciler.web.snapshot import run_details
+from reconciler.web.snapshot import details
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -53,6 +54,30 @@ _HEADERS = {
 # How often an event stream looks at the poller's version, and sends a keep-alive.
 _STREAM_TICK = 0.25
 _KEEPALIVE = 15.0
+
+
+def is_loopback(address: str) -> bool:
+    """Whether only this machine reaches a server listening on `address`: the loopback
+    range 127.0.0.0/8, ::1, or localhost. A name other than localhost may resolve to
+    anything: not loopback."""
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def accepted_hosts(address: str) -> list[str]:
+    """The Host headers a server listening on `address` answers. On loopback: the address
+    itself (as the URL `recon serve` prints sends it) and this machine's own names, so a
+    page elsewhere that rebinds its name to a loopback address, and sends that name, is
+    refused; elsewhere any, the token being needed then."""
+    if not is_loopback(address):
+        return ["*"]
+    bare = address.strip("[]")
+    own = f"[{bare}]" if ":" in bare else bare
+    return list(dict.fromkeys([own, "127.0.0.1", "localhost", "[::1]"]))
 
 
 def _static(name: str) -> bytes:
@@ -91,11 +116,12 @@ def create_app(poller: Poller, *, token: str | None = None, hosts: list[str]) ->
         if seen.snapshot is None:
             return JSONResponse({"error": seen.error or "not looked yet"}, status_code=503)
         name = request.path_params["name"]
-        # Files are read (log tails, outputs' versions): off the event loop.
-        details = await asyncio.to_thread(run_details, seen.snapshot, name)
-        if details is None:
-            return JSONResponse({"error": f"no run named {name!r}"}, status_code=404)
-        return JSONResponse(details)
+        # A run's, or a sweep's (its members). Files are read (log tails, outputs'
+        # versions): off the event loop.
+        shown = await asyncio.to_thread(details, seen.snapshot, name)
+        if shown is None:
+            return JSONResponse({"error": f"no run or sweep named {name!r}"}, status_code=404)
+        return JSONResponse(shown)
 
     async def events(request: Request) -> Response:
         return StreamingResponse(_stream(request, poller), media_type="text/event-stream")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +24,7 @@ from ruamel.yaml import YAML
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.desired.loader import open_source
+from reconciler.desired.matrix import member_order, sweep_of
 from reconciler.engine.plan.status import (
     AllocationStatus,
     RunStatus,
@@ -32,9 +34,13 @@ from reconciler.engine.plan.status import (
 from reconciler.engine.reconcile import Look
 from reconciler.report.graph import as_svg, graph_of
 from reconciler.report.plan import as_text
+from reconciler.report.status import by_sweep, counts, health_words, next_words
+from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.runfolder import log_files
+from reconciler.scheduler.states import Health, ending
 from reconciler.state.outputs import observe_outputs
 from reconciler.state.provenance import Manifest, manifest_path
+from reconciler.state.records import EndingKind, SubmissionRecord, SubmissionStatus
 from reconciler.web.files import confined, tail
 
 HIDDEN = "(hidden)"
@@ -65,11 +71,8 @@ class Snapshot:
             "observed_at": self.observed_at.isoformat(),
             "observation_complete": plan.observation_complete,
             "notes": list(plan.notes),
-            "runs": [
-                row.model_dump(mode="json", include={"name", "sync", "health", "how", "job_id"})
-                | {"reason": row.reason}
-                for row in self.runs
-            ],
+            # every run, a sweep's members under it (a row each: the page's table)
+            "runs": table(self.runs),
             "allocations": [_allocation(row) for row in self.allocations],
             "plan": self.plan_text,
             "graph_svg": self.graph_svg,
@@ -85,6 +88,75 @@ def snapshot_of(look: Look, observed_at: datetime, graph_limit: int) -> Snapshot
     svg = as_svg(graph_of(look.desired, None, runs).limited(graph_limit))
     # The changes only, as `recon plan` shows them by default: not a line per current run.
     return Snapshot(look, runs, held, svg, as_text(look.plan, show_noop=False), observed_at)
+
+
+def table(runs: Sequence[RunStatus]) -> list[dict[str, Any]]:
+    """The page's run table, as `recon status` lays it out: a row per run, and a sweep's
+    members gathered under one row of their sweep (counted by sync, health and what the
+    next apply does), where its first member stands, as the graph draws it."""
+    rows: list[dict[str, Any]] = []
+    for item in by_sweep(runs, ()):
+        if not isinstance(item, list):
+            rows.append(_row(item))
+            continue
+        members = sorted(item, key=lambda row: member_order(row.name))
+        arrays = dict.fromkeys(row.job_id.partition("_")[0] for row in members if row.job_id)
+        rows.append(
+            {
+                "kind": "sweep",
+                "name": sweep_of(members[0].name),
+                "sync": counts(Counter(row.sync.value for row in members)),
+                "health": counts(Counter(row.health or "no job" for row in members)),
+                "job_id": ", ".join(arrays) or None,
+                "next": counts(Counter(row.next.value for row in members)),
+                "members": [_row(row) for row in members],
+            }
+        )
+    return rows
+
+
+def _row(row: RunStatus) -> dict[str, Any]:
+    return {
+        "kind": "run",
+        "name": row.name,
+        "sync": row.sync.value,
+        "health": health_words(row) if row.health else None,
+        "failed": row.health is Health.FAILED,
+        "job_id": row.job_id,
+        "next": next_words(row),
+    }
+
+
+def why_words(row: RunStatus) -> str:
+    """Why a run is in its state, said once: what `recon status` says of it (its NEXT
+    column), with its sync and health in front only where that does not say them."""
+    said = next_words(row) + (f" (last: {row.note})" if row.note else "")
+    unsaid = [row.sync.value] if row.sync.value not in said else []
+    if row.health is not None and not any(
+        words in said for words in (row.health.value, row.how) if words
+    ):
+        unsaid.append(health_words(row))
+    return f"{', '.join(unsaid)}. {said}" if unsaid else said
+
+
+def ended_words(record: SubmissionRecord) -> str | None:
+    """How a job of the history ended, in words, as `recon status` says it ("failed
+    (exit 1)", "timed out"), from the record's typed fields, not Slurm's reason code
+    (``NonZeroExitCode``); recon's own words where it judged beyond Slurm (no outputs,
+    skipped); None while it has not ended."""
+    if record.status is SubmissionStatus.REFUSED:
+        return f"refused by the scheduler: {record.reason}" if record.reason else "refused"
+    health = record.final_health
+    if health is None:
+        return None
+    kind = record.ending
+    if kind is EndingKind.NO_OUTPUTS:  # recon's own judgement, in its own words
+        return f"{health.value}: {record.reason}" if record.reason else health.value
+    if health is Health.SUCCEEDED:  # beyond it, what recon recorded: skipped
+        return f"{health.value}: {record.reason}" if record.reason else health.value
+    if kind is EndingKind.DEPENDENCY:
+        return f"{health.value} while it waited for its dependency: never ran"
+    return ending(health, record.exit_code, kind.in_words if kind is not None else None)
 
 
 def _allocation(row: AllocationStatus) -> dict[str, Any]:
@@ -117,39 +189,16 @@ def run_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
     manifest = _manifest(directory, roots)
     versions = observe_outputs(desired, [name])
     return {
+        "kind": "run",
         "name": name,
+        "why": why_words(row) if row is not None else "not in the plan",
         "location": str(run.location),
         "commit": desired.commit,
         "spec_hash": run.spec_hash,
         "spec": committed_spec(desired, name),
         "status": row.model_dump(mode="json") if row is not None else None,
-        "jobs": [
-            {
-                "job_id": component.job_id,
-                "state": component.state.value,
-                "health": component.health.value,
-                "exit_code": component.exit_code,
-                "signal": component.signal,
-                "nodes": component.nodes,
-                "start": _when(component.start),
-                "end": _when(component.end),
-            }
-            for job in jobs
-            for component in job.components
-        ],
-        "history": [
-            {
-                "commit": record.commit,
-                "spec_hash": record.spec_hash[:12],
-                "job_id": record.job_id,
-                "status": record.status.value,
-                "health": record.final_health.value if record.final_health else None,
-                "exit_code": record.exit_code,
-                "reason": record.reason,
-                "created_at": record.created_at.isoformat(),
-            }
-            for record in reversed(history)
-        ],
+        "jobs": _jobs(jobs),
+        "history": _history(history),
         "outputs": [
             {
                 "name": output,
@@ -161,6 +210,101 @@ def run_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
         ],
         "manifest": manifest.model_dump(mode="json", by_alias=True) if manifest else None,
         "log": _logs(directory, latest, roots),
+    }
+
+
+def _jobs(jobs: Sequence[ObservedJob]) -> list[dict[str, Any]]:
+    return [
+        {
+            "job_id": component.job_id,
+            "state": component.state.value,
+            "health": component.health.value,
+            "exit_code": component.exit_code,
+            "signal": component.signal,
+            "nodes": component.nodes,
+            "start": _when(component.start),
+            "end": _when(component.end),
+        }
+        for job in jobs
+        for component in job.components
+    ]
+
+
+def _history(records: Sequence[SubmissionRecord]) -> list[dict[str, Any]]:
+    """The journal's jobs of a run, newest first."""
+    return [
+        {
+            "commit": record.commit,
+            "spec_hash": record.spec_hash[:12],
+            "job_id": record.job_id,
+            "status": record.status.value,
+            "health": record.final_health.value if record.final_health else None,
+            "exit_code": record.exit_code,
+            "reason": record.reason,  # as recorded: Slurm's own code, e.g. NonZeroExitCode
+            "ended": ended_words(record),
+            "created_at": record.created_at.isoformat(),
+        }
+        for record in reversed(records)
+    ]
+
+
+def details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
+    """What the page shows when a name is clicked: a run's details, a sweep's members, or
+    what is known of an orphan (a run that left the repo, its jobs still known); None for
+    a name that is none of these."""
+    if name in snapshot.desired.runs:
+        return run_details(snapshot, name)
+    return sweep_details(snapshot, name) or orphan_details(snapshot, name)
+
+
+def orphan_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
+    """A run the repo no longer declares but whose jobs recon still sees or remembers: why,
+    its jobs and its history; no spec, folder, outputs or log (nothing says where)."""
+    row = next((row for row in snapshot.runs if row.name == name), None)
+    if row is None:
+        return None
+    look = snapshot.look
+    project = snapshot.desired.project.project
+    return {
+        "kind": "run",
+        "name": name,
+        "why": why_words(row),
+        "location": None,
+        "commit": snapshot.desired.commit,
+        "spec_hash": None,
+        "spec": None,
+        "status": row.model_dump(mode="json"),
+        "jobs": _jobs([j for j in look.observation.find(project, name) if j.tag.kind == "run"]),
+        "history": _history([r for r in look.records if r.kind == "run" and r.name == name]),
+        "outputs": [],
+        "manifest": None,
+        "log": {"job_id": row.job_id, "stdout": None, "stderr": None},
+    }
+
+
+def sweep_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
+    """A sweep: its members by value, each with its sync, health and why, and them
+    counted; its document as committed. None when no run is a member of `name`."""
+    members = sorted(
+        (row for row in snapshot.runs if sweep_of(row.name) == name),
+        key=lambda row: member_order(row.name),
+    )
+    if not members:
+        return None
+    declared = next((row.name for row in members if row.name in snapshot.desired.runs), None)
+    run = snapshot.desired.runs[declared] if declared is not None else None
+    return {
+        "kind": "sweep",
+        "name": name,
+        "location": str(run.location) if run is not None else None,
+        "commit": snapshot.desired.commit,
+        "spec": committed_spec(snapshot.desired, declared) if declared is not None else None,
+        "sync": counts(Counter(row.sync.value for row in members)),
+        "health": counts(Counter(row.health or "no job" for row in members)),
+        "members": [
+            _row(row) | {"values": row.name.removeprefix(name), "why": why_words(row)}
+            for row in members
+        ],
     }
 
 

@@ -57,16 +57,18 @@ class Served:
     root: Path
     port: int
     process: subprocess.Popen[str] | None
+    host: str = "127.0.0.1"  # the address it listens on, and the tests connect to
+    output: str = ""  # what the process printed, once it stopped
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def get(
         self, path: str, headers: dict[str, str] | None = None
     ) -> tuple[int, dict[str, str], bytes]:
         """The raw path as given (no client-side normalising of `..` or `%2e`)."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
         try:
             connection.request("GET", path, headers=headers or {})
             response = connection.getresponse()
@@ -76,25 +78,29 @@ class Served:
 
 
 @contextlib.contextmanager
-def serving(root: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+def serving(
+    root: Path, *args: str, env: dict[str, str] | None = None, host: str | None = None
+) -> Iterator[Served]:
     """`recon serve` on the project, until the block ends (then SIGTERM, and a kill if it
-    lingers). Waits until it answers."""
+    lingers), with `--host host` when given. Waits until it answers; what it printed is
+    in `output` once the block ends."""
     port = free_port()
+    listen = ["--host", host] if host is not None else []
     process = subprocess.Popen(
-        [sys.executable, "-m", "reconciler", "serve", ".", "--port", str(port), *args],
+        [sys.executable, "-m", "reconciler", "serve", ".", "--port", str(port), *listen, *args],
         cwd=root,
         env=environment(root, **(env or {})),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    served = Served(root, port, process)
+    served = Served(root, port, process, host or "127.0.0.1")
     try:
         deadline = time.monotonic() + 60
         while True:
             assert process.poll() is None, process.communicate()[0]
             try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                with socket.create_connection((served.host, port), timeout=1):
                     break
             except OSError:
                 assert time.monotonic() < deadline, "recon serve did not listen within 60 s"
@@ -108,10 +114,10 @@ def serving(root: Path, *args: str, env: dict[str, str] | None = None) -> Iterat
     finally:
         process.terminate()
         try:
-            process.wait(timeout=20)
+            served.output = process.communicate(timeout=20)[0]
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait(timeout=10)
+            served.output = process.communicate(timeout=10)[0]
 
 
 def settle(root: Path, timeout: float = 90) -> dict[str, str | None]:

@@ -88,3 +88,29 @@ def test_the_plan_comment_and_recon_graph_parse_and_a_broken_diagram_does_not(
     assert {name: verdict == "ok" for name, verdict in verdicts.items()} == {
         "comment": True, "graph": True, "offline": True, "quoted": True, "broken": False,
     }, verdicts  # fmt: skip
+
+
+def test_the_plan_comment_shows_a_failed_run_failed_and_red(
+    mermaid_parser: Path, tmp_path: Path
+) -> None:
+    """A run that failed and is retried was drawn `never run` (the plan alone knows no
+    health); the comment now says failed, in red, as `recon graph` does."""
+    from tests.gitrepo import GitRepo
+    from tests.local.serving import recon as recon_process
+    from tests.local.serving import settle
+
+    repo = GitRepo(tmp_path / "flaky")
+    repo.commit(
+        {
+            "recon.yaml": "project: flaky\nscheduler: local\n",
+            "specs/runs.yaml": "kind: Run\nname: flaky\ncommand: exit 3\nretries: 1\n",
+        }
+    )
+    assert recon_process(repo.root, "apply", ".", "--auto-approve").returncode == 0
+    assert settle(repo.root) == {"flaky": "failed"}
+    comment = recon_process(repo.root, "plan", ".", "--format", "markdown")
+    assert comment.returncode == 0, comment.stderr
+    diagram = mermaid_of(comment.stdout)
+    assert '  run_flaky["flaky (retry, never run, failed)"]\n' in diagram
+    assert "  style run_flaky fill:#fbd5d5,stroke:#c53030,stroke-width:3px\n" in diagram
+    assert parses(mermaid_parser, {"failed": diagram}, tmp_path) == {"failed": "ok"}

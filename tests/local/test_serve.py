@@ -118,6 +118,23 @@ def test_another_address_with_a_token_serves_any_host_name_that_carries_it(
         assert status == 200 and b'"project":"cartpole"' in body
 
 
+def test_any_loopback_address_serves_without_a_token_and_answers_the_url_it_prints(
+    applied: Path,
+) -> None:
+    """127.0.0.0/8 is this machine's only: no token needed, and the address it listens
+    on is a Host it answers; a name rebound to it is still refused."""
+    with serving(applied, host="127.0.0.2") as served:
+        status, _headers, body = served.get("/api/state")  # Host: 127.0.0.2:PORT
+        assert status == 200 and b'"project":"cartpole"' in body
+        assert served.get("/api/state", {"Host": "localhost"})[0] == 200
+        assert served.get("/api/state", {"Host": f"evil.example:{served.port}"})[0] == 400
+        assert served.get("/api/state", {"Host": "127.0.0.3"})[0] == 400
+    assert f"recon serve: http://127.0.0.2:{served.port}/ for cartpole" in served.output
+    # The same rule by name.
+    with serving(applied, host="localhost") as served:
+        assert served.get("/", {"Host": f"localhost:{served.port}"})[0] == 200
+
+
 def test_another_address_needs_a_token(applied: Path) -> None:
     refused = recon(applied, "serve", ".", "--host", "0.0.0.0", timeout=60)
     assert refused.returncode == 1

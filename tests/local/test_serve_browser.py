@@ -92,7 +92,7 @@ def console_errors(driver: Any) -> list[str]:
 
 def screenshot(driver: Any, name: str) -> Path:
     path = artifacts() / name
-    driver.save_screenshot(str(path))
+    driver.get_screenshot_as_file(str(path))
     if os.environ.get("RECON_UPDATE_DOC_IMAGES") == "1":
         DOC_IMAGES.mkdir(exist_ok=True)
         shutil.copyfile(path, DOC_IMAGES / name)
@@ -143,7 +143,8 @@ def test_the_page_shows_every_run_its_details_and_a_job_ending_without_a_reload(
         wait_until(lambda: browser.find_element(By.ID, "details-name").text == "prepare",
                    why="the run's details")  # fmt: skip
         reason = wait_until(lambda: browser.find_element(By.ID, "details-reason").text)
-        assert "current, succeeded. no-op: current (job" in reason
+        # Said once, as `recon status` says it: not "current, succeeded. no-op: current (...)".
+        assert reason.startswith("current (job ") and reason.endswith(" succeeded)"), reason
         log = wait_until(lambda: browser.find_element(By.ID, "details-log").text)
         assert "wrote 200 episodes to " in log and log.endswith("/runs/prepare/data/episodes.csv")
         spec = browser.find_element(By.ID, "details-spec").text
@@ -196,3 +197,97 @@ def test_the_pr_comment_diagram_renders_with_mermaid(browser: Any, tmp_path: Pat
         DOC_IMAGES.mkdir(exist_ok=True)
         shutil.copyfile(path, DOC_IMAGES / path.name)
     assert console_errors(browser) == []
+
+
+# A project with no allocation, and a sweep one member of which fails (exit 3).
+SWEEP_PROJECT = {
+    "recon.yaml": "project: sweepy\nscheduler: local\n",
+    "specs/runs.yaml": (
+        "kind: Run\nname: prepare\ncommand: echo data > {outputs.data.path}\n"
+        "outputs:\n  data: data.txt\n"
+        "---\n"
+        "kind: Run\nname: fit\nmatrix:\n  i: [1, 2, 10]\n"
+        "command: test {matrix.i} != 2 || exit 3; cat {inputs.data.path} > {outputs.model.path}\n"
+        "inputs:\n  data: prepare.data\noutputs:\n  model: model.txt\n"
+    ),
+}
+
+
+def test_a_sweep_clicked_shows_its_members_and_a_failure_is_red(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A sweep's node opens the sweep (its members by value, each clickable), the run
+    table gathers them under one row, a failed member makes the sweep's node red, a
+    project without allocations shows no card for them, and the sync column stays on one
+    line."""
+    from selenium.webdriver.common.by import By
+
+    from tests.gitrepo import GitRepo
+
+    console_errors(browser)  # what came before is not this test's
+    repo = GitRepo(tmp_path / "sweepy")
+    repo.commit(SWEEP_PROJECT)
+    root = repo.root
+    assert recon(root, "apply", ".", "--auto-approve").returncode == 0
+    assert settle(root)["fit[i=2]"] == "failed"
+    assert recon(root, "apply", ".", "--auto-approve").returncode == 0  # records the endings
+    with serving(root, "--interval", "1s") as served:
+        browser.get(served.url + "/")
+        drawn = wait_until(lambda: "fit" in (seen := nodes(browser)) and seen, why="the graph")
+        assert drawn["fit"]["health"] == "failed"  # one member of three: the sweep is red
+        rect = browser.find_element(By.CSS_SELECTOR, '#graph g.node[data-name="fit"] rect')
+        assert (rect.get_attribute("fill"), rect.get_attribute("stroke")) == (
+            "#fbd5d5",
+            "#c53030",
+        )
+        assert rect.get_attribute("stroke-width") == "4"
+        assert not browser.find_element(By.ID, "allocations-section").is_displayed()
+
+        # The run table: the sweep one row, its members under it once opened.
+        rows = browser.find_elements(By.CSS_SELECTOR, "#runs tbody tr")
+        shown = [row.get_attribute("data-name") for row in rows if row.is_displayed()]
+        assert shown == ["prepare", "fit"]
+        sweep_row = browser.find_element(By.CSS_SELECTOR, "#runs tr.sweep")
+        assert "fit (3 members)" in sweep_row.text and "failed" in sweep_row.text
+        sweep_row.find_element(By.CSS_SELECTOR, "button.toggle").click()
+        members = wait_until(
+            lambda: [r.get_attribute("data-name") for r in browser.find_elements(
+                By.CSS_SELECTOR, "#runs tr.member") if r.is_displayed()],
+            why="the sweep's members opened",
+        )  # fmt: skip
+        assert members == ["fit[i=1]", "fit[i=2]", "fit[i=10]"]
+        # "never run" on one line: its text makes one line box, however tall the row.
+        lines = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#runs tr td:nth-child(2)')).map("
+            "(td) => { const r = document.createRange(); r.selectNodeContents(td);"
+            " const tops = Array.from(r.getClientRects(), (b) => b.top);"
+            " return [td.textContent, new Set(tops).size]; });"
+        )
+        assert ["never run", 1] in lines and {count for _text, count in lines} == {1}, lines
+
+        browser.find_element(By.CSS_SELECTOR, '#graph g.node[data-name="fit"]').click()
+        wait_until(lambda: browser.find_element(By.ID, "details-name").text.startswith(
+            "sweep fit"), why="the sweep's details")  # fmt: skip
+        assert browser.find_element(By.ID, "details-sweep").is_displayed()
+        assert not browser.find_element(By.ID, "details-run").is_displayed()
+        reason = browser.find_element(By.ID, "details-reason").text
+        assert "no run" not in reason and "2 current, 1 never run" in reason
+        listed = browser.find_elements(By.CSS_SELECTOR, "#details-members tbody tr")
+        assert [row.get_attribute("data-name") for row in listed] == members
+        assert [row.text.split()[0] for row in listed] == ["[i=1]", "[i=2]", "[i=10]"]
+        failed = [row for row in listed if "failed" in (row.get_attribute("class") or "")]
+        assert [row.get_attribute("data-name") for row in failed] == ["fit[i=2]"]
+        screenshot(browser, "serve-sweep.png")
+
+        failed[0].click()  # a member: its own details, its failure in words
+        wait_until(lambda: browser.find_element(By.ID, "details-name").text == "fit[i=2]",
+                   why="the member's details")  # fmt: skip
+        history = wait_until(
+            lambda: browser.find_element(By.CSS_SELECTOR, "#details-history tbody").text
+        )
+        assert "failed (exit 3)" in history and "NonZeroExitCode" not in history
+        why = browser.find_element(By.ID, "details-reason").text
+        # Said once: the sync in front (the reason does not say it), the health not (it does).
+        assert why.startswith("never run. failed: job ") and "failed (exit 3)" in why, why
+        assert console_errors(browser) == []
+        browser.get("about:blank")

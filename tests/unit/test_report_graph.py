@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.desired.desired import Desired
 from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan, SyncStatus
 from reconciler.engine.plan.status import RunStatus
 from reconciler.report.graph import Graph, Node, as_dot, as_json, as_mermaid, graph_of
@@ -34,7 +35,7 @@ def status(name: str, sync: SyncStatus, health: Health | None) -> RunStatus:
     )  # fmt: skip
 
 
-def test_mermaid_shows_every_run_its_edges_and_colours_by_action_then_sync() -> None:
+def test_mermaid_shows_every_run_its_edges_and_colours_by_sync_with_the_action_in_words() -> None:
     state = desired(run("prep"), run("train-v2", "prep"), run("eval", "prep", "train-v2"))
     rows = [
         status("prep", SyncStatus.CURRENT, Health.SUCCEEDED),
@@ -51,7 +52,7 @@ def test_mermaid_shows_every_run_its_edges_and_colours_by_action_then_sync() -> 
         "  run_prep --> run_eval\n"
         "  run_train_v2 --> run_eval\n"
         "  style run_prep fill:#ffffff,stroke:#2e7d32\n"
-        "  style run_train_v2 fill:#d4f7d4,stroke:#2e7d32\n"
+        "  style run_train_v2 fill:#fff1c2,stroke:#b7791f\n"
         "  style run_eval fill:#ffffff,stroke:#a0aec0\n"
     )
 
@@ -121,3 +122,44 @@ def test_a_plan_diagram_keeps_what_it_acts_on_and_the_neighbours_and_counts_the_
     assert [node.name for node in focused.nodes] == ["b", "c", "d"]
     assert focused.edges == [("b", "c"), ("c", "d")] and focused.left_out == 2
     assert Graph([Node("x")], []).around_actions(limit=50).nodes == []
+
+
+@pytest.mark.parametrize(
+    ("sync", "health", "action", "colours"),
+    [
+        ("current", "succeeded", None, ("#ffffff", "#2e7d32")),
+        ("current", "succeeded", "may rerun", ("#ffffff", "#2e7d32")),  # no colour by action
+        ("outdated", "succeeded", "submit", ("#fff1c2", "#b7791f")),
+        ("missing", None, "submit", ("#feebc8", "#c05621")),
+        ("never run", None, "submit", ("#ffffff", "#a0aec0")),
+        ("never run", "failed", "retry", ("#fbd5d5", "#c53030")),  # red, whatever its sync
+        ("current", "failed", None, ("#fbd5d5", "#c53030")),
+        ("never run", "blocked", "blocked", ("#ffffff", "#c53030")),  # a red border
+        (None, None, "setup", None),  # an allocation: plain
+    ],
+)
+def test_one_legend_colours_every_drawing_by_sync_and_a_failure_red(
+    sync: str | None, health: str | None, action: str | None, colours: tuple[str, str] | None
+) -> None:
+    node = Node("a", sync=sync, health=health, action=action)
+    assert node.colours == colours
+    # Red says failure and nothing else.
+    red = colours is not None and "#c53030" in colours
+    assert red == (health in ("failed", "blocked"))
+
+
+def test_a_sweep_with_one_failed_member_is_drawn_failed() -> None:
+    one = desired(run("s"))
+    names = [f"s[i={i}]" for i in range(4)]
+    state = Desired(
+        one.project, one.root, one.commit, dict.fromkeys(names, one.runs["s"]), {},
+        dict.fromkeys(names, ()),
+    )  # fmt: skip
+    rows = [status(f"s[i={i}]", SyncStatus.CURRENT, Health.SUCCEEDED) for i in range(3)]
+    rows.append(status("s[i=3]", SyncStatus.CURRENT, Health.FAILED))
+    (sweep,) = graph_of(state, None, rows).nodes
+    assert (sweep.name, sweep.members, sweep.sync, sweep.health) == ("s", 4, "current", "failed")
+    assert sweep.colours == ("#fbd5d5", "#c53030")
+    assert "style run_s fill:#fbd5d5,stroke:#c53030,stroke-width:3px" in as_mermaid(
+        graph_of(state, None, rows)
+    )

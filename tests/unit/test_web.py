@@ -50,7 +50,11 @@ def test_the_svg_draws_each_node_with_its_state_left_to_right_by_depth() -> None
     }
     x = {name: float(drawn_as(g, "rect", "x")) for name, g in nodes.items()}
     assert x["prep"] < x["train"] < x["eval"]
-    assert drawn_as(nodes["train"], "rect", "fill") == "#fff1c2"
+    # The failed run red, filled and thick, though outdated: a failure is not missed.
+    assert drawn_as(nodes["train"], "rect", "fill") == "#fbd5d5"
+    assert drawn_as(nodes["train"], "rect", "stroke") == "#c53030"
+    assert drawn_as(nodes["train"], "rect", "stroke-width") == "4"
+    assert drawn_as(nodes["prep"], "rect", "stroke-width") == "2"
     assert drawn_as(nodes["train"], "circle", "fill") == "#c53030"
     assert nodes["eval"].find(f"{SVG}circle") is None  # no job: no health dot
     assert len([p for p in root.iter(f"{SVG}path") if p.get("class") == "edge"]) == 3
@@ -203,4 +207,6 @@ def test_the_page_draws_at_most_the_limit_and_lists_every_run(tmp_path: Path) ->
     look = look_once(Request(example_project(tmp_path), scheduler="local"))
     shown = snapshot_of(look, datetime(2026, 1, 1, tzinfo=UTC), graph_limit=2)
     assert shown.graph_svg.count('class="node"') == 2 and "and 5 more" in shown.graph_svg
-    assert len(shown.summary()["runs"]) == 11  # every run, each member of the sweep too
+    rows = shown.summary()["runs"]
+    # every run, each member of the sweep too: under its sweep's row
+    assert sum(len(row.get("members", [row])) for row in rows) == 11

@@ -4,6 +4,7 @@
 
 let selected = null;
 let lastVersion = null;
+const expanded = new Set(); // sweeps whose members the run table shows
 
 function byId(id) {
   return document.getElementById(id);
@@ -30,6 +31,56 @@ function fillTable(id, rows, columns, onClick) {
       tr.addEventListener("click", () => onClick(item.name));
     }
     body.appendChild(tr);
+  }
+}
+
+// One row of the run table (or of a sweep's members): clickable, red when it failed.
+function runRow(item, name, onClick) {
+  const tr = document.createElement("tr");
+  cell(tr, name);
+  cell(tr, item.sync).classList.add("nowrap");
+  cell(tr, item.health).classList.add("nowrap");
+  cell(tr, item.job_id).classList.add("nowrap");
+  cell(tr, item.why ?? item.next);
+  tr.classList.add("clickable");
+  tr.classList.toggle("failed", Boolean(item.failed));
+  tr.dataset.name = item.name;
+  tr.addEventListener("click", () => onClick(item.name));
+  return tr;
+}
+
+// The run table: a sweep as one row, as the graph draws it, its members under it once
+// its toggle opens them.
+function fillRuns(table) {
+  const body = byId("runs").querySelector("tbody");
+  body.replaceChildren();
+  for (const item of table) {
+    if (item.kind !== "sweep") {
+      body.appendChild(runRow(item, item.name, show));
+      continue;
+    }
+    const open = expanded.has(item.name);
+    const tr = runRow(item, item.name + " (" + item.members.length + " members)", show);
+    tr.classList.add("sweep");
+    tr.classList.toggle("failed", item.members.some((m) => m.failed));
+    const toggle = document.createElement("button");
+    toggle.type = "button";
+    toggle.className = "toggle";
+    toggle.textContent = open ? "▾" : "▸";
+    toggle.title = open ? "hide its members" : "show its members";
+    toggle.addEventListener("click", (event) => {
+      event.stopPropagation();
+      if (open) expanded.delete(item.name); else expanded.add(item.name);
+      fillRuns(table);
+    });
+    tr.firstChild.prepend(toggle);
+    body.appendChild(tr);
+    for (const member of item.members) {
+      const row = runRow(member, member.name, show);
+      row.classList.add("member");
+      row.hidden = !open;
+      body.appendChild(row);
+    }
   }
 }
 
@@ -82,8 +133,10 @@ async function refresh() {
     (state.observation_complete ? "" : " · observation incomplete") +
     (state.notes.length ? " · " + state.notes.join("; ") : "");
   drawGraph(state.graph_svg);
-  fillTable("runs", state.runs, ["name", "sync", (r) => r.health || "-", "job_id", "reason"], show);
+  fillRuns(state.runs);
   byId("plan").textContent = state.plan;
+  // A project without allocations has no card for them.
+  byId("allocations-section").hidden = state.allocations.length === 0;
   fillTable("allocations", state.allocations, [
     "name", "job_id", "health", "nodes", (a) => duration(a.time_left),
     (a) => a.steps_running.join(", ") || "-", "reason",
@@ -96,40 +149,50 @@ async function show(name) {
   for (const node of document.querySelectorAll("#graph g.node")) {
     node.classList.toggle("selected", node.dataset.name === name);
   }
-  const run = await getJSON("/api/runs/" + encodeURIComponent(name));
+  const shown = await getJSON("/api/runs/" + encodeURIComponent(name));
   const details = byId("details");
   details.hidden = false;
-  if (run.error) {
+  byId("details-sweep").hidden = shown.kind !== "sweep";
+  byId("details-run").hidden = shown.kind !== "run";
+  byId("details-documents").hidden = !shown.kind;
+  if (shown.error) {
     byId("details-name").textContent = name;
-    byId("details-reason").textContent = run.error;
+    byId("details-where").textContent = "";
+    byId("details-reason").textContent = shown.error;
     return;
   }
-  byId("details-name").textContent = run.name;
-  byId("details-where").textContent =
-    run.location + (run.commit ? " at " + run.commit.slice(0, 12) : "") +
-    " · spec " + run.spec_hash.slice(0, 12);
-  const status = run.status;
-  byId("details-reason").textContent = status
-    ? status.sync + ", " + (status.health || "no job yet") +
-      (status.how ? " (" + status.how + ")" : "") + ". " + status.reason +
-      (status.note ? " — " + status.note : "")
-    : "not in the plan";
-  fillTable("details-jobs", run.jobs, [
+  byId("details-name").textContent = shown.kind === "sweep"
+    ? "sweep " + shown.name + " (" + shown.members.length + " members)"
+    : shown.name;
+  const at = shown.commit ? " at " + shown.commit.slice(0, 12) : "";
+  byId("details-spec").textContent = shown.spec ?? "(not in the repo at this commit)";
+  byId("details-provenance").hidden = shown.kind === "sweep";
+  if (shown.kind === "sweep") {
+    byId("details-where").textContent = (shown.location ?? "not in the repo") + at;
+    byId("details-reason").textContent = shown.sync + "; " + shown.health + ".";
+    const body = byId("details-members").querySelector("tbody");
+    body.replaceChildren(...shown.members.map((m) => runRow(m, m.values, show)));
+    return;
+  }
+  byId("details-where").textContent = shown.location
+    ? shown.location + at + " · spec " + shown.spec_hash.slice(0, 12)
+    : "no longer in the repo" + at + ": its jobs as recon knows them";
+  byId("details-reason").textContent = shown.why;
+  fillTable("details-jobs", shown.jobs, [
     "job_id", "state", (j) => j.exit_code, "nodes", (j) => when(j.start), (j) => when(j.end),
   ]);
-  byId("details-log-job").textContent = run.log.job_id ? "(job " + run.log.job_id + ")" : "";
-  byId("details-log").textContent = run.log.stdout ?? "(no log)";
+  byId("details-log-job").textContent = shown.log.job_id ? "(job " + shown.log.job_id + ")" : "";
+  byId("details-log").textContent = shown.log.stdout ?? "(no log)";
   const err = byId("details-log-err");
-  err.hidden = !run.log.stderr;
-  err.textContent = run.log.stderr || "";
-  fillTable("details-outputs", run.outputs, [
+  err.hidden = !shown.log.stderr;
+  err.textContent = shown.log.stderr || "";
+  fillTable("details-outputs", shown.outputs, [
     "name", "path", (o) => (o.version ? o.version.kind + " " + o.version.digest.slice(0, 16) + " · " + o.version.bytes + " bytes" : "missing"),
   ]);
-  fillTable("details-history", run.history, [
-    (h) => when(h.created_at), (h) => (h.commit ? h.commit.slice(0, 12) : "-"), "job_id", "status", "health", "reason",
+  fillTable("details-history", shown.history, [
+    (h) => when(h.created_at), (h) => (h.commit ? h.commit.slice(0, 12) : "-"), "job_id", "status", "ended",
   ]);
-  byId("details-spec").textContent = run.spec;
-  byId("details-manifest").textContent = run.manifest ? JSON.stringify(run.manifest, null, 2) : "(none yet)";
+  byId("details-manifest").textContent = shown.manifest ? JSON.stringify(shown.manifest, null, 2) : "(none yet)";
 }
 
 function listen() {
