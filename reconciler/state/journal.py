@@ -359,21 +359,24 @@ class Journal:
         now: datetime,
         *,
         ending: EndingKind | None = None,
+        record_id: int | None = None,
     ) -> bool:
         """Record how a job ended (``ending``: beyond its health, as settle judged it;
         ``reason``: in words); False (and nothing written) if the job id is unknown.
 
-        Applies to the newest record with that job id (ids recycle). The same outcome twice
-        changes nothing; a different one replaces it, since a requeued job keeps its id and
-        may end again, differently.
+        Applies to the record ``record_id`` (settle names the one the job's tag matches:
+        Slurm hands a lost job's id to a later job, maybe another run's), else to the
+        newest record with that job id. The same outcome twice changes nothing; a
+        different one replaces it, since a requeued job keeps its id and may end again,
+        differently.
         """
         if health not in FINAL_HEALTHS:
             raise ValueError(f"{health} is not a final state; expected one of {FINAL_HEALTHS}")
         with self._transaction() as db:
             row = db.execute(
                 "SELECT id, final_health, exit_code, reason, ending FROM submissions"
-                " WHERE job_id = ? ORDER BY id DESC LIMIT 1",
-                (job_id,),
+                " WHERE job_id = ? AND (? IS NULL OR id = ?) ORDER BY id DESC LIMIT 1",
+                (job_id, record_id, record_id),
             ).fetchone()
             if row is None:
                 return False

@@ -161,6 +161,22 @@ def test_a_recycled_job_id_under_another_run_is_a_new_job(journal: Journal) -> N
     ]
 
 
+def test_a_job_ends_on_the_record_its_tag_names_not_the_newest_with_its_id(
+    journal: Journal,
+) -> None:
+    """Slurm lost prepare's job 101 and handed the id to train's, which train's record
+    (adopted first, so older) holds: settle names that record."""
+    holder = journal.record_adopted("demo", "run", "train", "h1", "101", T0)
+    journal.record_adopted("demo", "run", "prepare", "h0", "101", T1)
+
+    assert journal.record_final("101", Health.SUCCEEDED, 0, None, T2, record_id=holder)
+    assert [(r.name, r.final_health) for r in journal.records("demo")] == [
+        ("train", Health.SUCCEEDED),
+        ("prepare", None),
+    ]
+    assert journal.record_final("101", Health.FAILED, 1, None, T2, record_id=999) is False
+
+
 @pytest.mark.parametrize(
     ("health", "exit_code", "reason"),
     [

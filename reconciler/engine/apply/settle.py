@@ -95,8 +95,10 @@ def judge(
     does, and only apply records the judgement (``record``). `outputs_seen`: the pass's
     outputs found so far (``observe_outputs``), each looked at once."""
     outputs_seen = {} if outputs_seen is None else outputs_seen
-    settled = {r.job_id for r in records if r.job_id is not None and r.final_health is not None}
-    by_job = {r.job_id: r for r in records if r.job_id is not None}
+    # A record is a job's when the id and what the job's tag names agree: Slurm hands a lost
+    # job's id to a later job, maybe another run's, and that job's end is not the record's.
+    settled = {_key(r) for r in records if r.job_id is not None and r.final_health is not None}
+    by_job = {_key(r): r for r in records if r.job_id is not None}
     endings = []
     successes = _successes(records)
     for job in observation.jobs:
@@ -104,11 +106,16 @@ def judge(
             continue
         if job.health not in ENDED:
             continue  # its parts disagree (accounting lags): never a non-final state as final
-        if job.job_id in settled or job.job_id not in by_job:
+        key = (job.job_id, job.tag.kind, job.tag.name)
+        if key in settled or key not in by_job:
             continue  # already settled, or not ours yet (adopted first, settled next pass)
-        ending = _judge_job(desired, job, by_job[job.job_id], outputs_seen)
+        ending = _judge_job(desired, job, by_job[key], outputs_seen)
         endings.append(_skipped(desired, ending, successes))
     return endings
+
+
+def _key(record: SubmissionRecord) -> tuple[str | None, str, str]:
+    return (record.job_id, record.kind, record.name)
 
 
 def as_recorded(
@@ -154,7 +161,13 @@ def record(
     for ending in endings:
         job_id = ending.job.job_id
         journal.record_final(
-            job_id, ending.health, ending.exit_code, ending.reason, now, ending=ending.kind
+            job_id,
+            ending.health,
+            ending.exit_code,
+            ending.reason,
+            now,
+            ending=ending.kind,
+            record_id=ending.record.id,
         )
         if ending.inputs is None:
             continue

@@ -248,7 +248,9 @@ def _adoptions(inputs: PlanInputs) -> list[Action]:
     """Tagged jobs of this project that the journal does not know: a crash between sbatch
     and the journal write, or a lost journal. Adopting them is what prevents a second
     submission."""
-    known = {r.job_id for r in inputs.records if r.job_id is not None}
+    # known: the id under the run the job's tag names (an id Slurm handed on to another
+    # run's job, after the journal's job was lost, is that run's job to adopt)
+    known = {(r.job_id, r.kind, r.name) for r in inputs.records if r.job_id is not None}
     return [
         Action(
             kind=ActionKind.ADOPT,
@@ -261,6 +263,6 @@ def _adoptions(inputs: PlanInputs) -> list[Action]:
         )
         for job in inputs.observation.jobs
         if job.tag.project == inputs.project
-        and job.job_id not in known
+        and (job.job_id, job.tag.kind, job.tag.name) not in known
         and job.tag.name not in inputs.desired.sweeps  # an array not split: unread
     ]
