@@ -448,6 +448,7 @@ def test_a_lost_id_handed_to_a_killed_submission_plans_as_apply_sees_it(
         planned = history._look().plan
         assert applied is not None
         assert _moves(planned) == _moves(applied.plan)
+        assert history.root is not None
         with Journal(history.root / ".recon" / JOURNAL_FILE) as opened:
             held = [r for r in opened.records(PROJECT) if r.job_id == lost.job_id]
         # c's job is c's: its end is on c's record (adopted), never on a's, whose job was lost
