@@ -12,6 +12,11 @@ command made it (``judge``, read-only); only apply writes it down (``record``):
   with that success's input versions, its reason says it skipped, and the manifest,
   which describes how the outputs were made, is left as it is.
 
+A job killed while it published its staged outputs (between two renames) left a marker:
+its publishing is rolled back before anything looks at its outputs
+(``roll_back_publishing``, ``state/publishing``), so it is judged, and its run planned,
+with the outputs as they were before it.
+
 Outcomes are recorded once; a job the journal has already settled is not looked at again.
 """
 
@@ -52,6 +57,7 @@ from reconciler.state.provenance import (
     read_environment_record,
     write_manifest,
 )
+from reconciler.state.publishing import roll_back_ended
 from reconciler.state.records import NO_OUTPUTS, EndingKind, SetupRecord, SubmissionRecord
 
 CodeDir = Callable[[str | None], Path]
@@ -109,6 +115,25 @@ def judge(
         ending = _judge_job(desired, job, by_job[job.job_id], outputs_seen)
         endings.append(_skipped(desired, ending, successes))
     return endings
+
+
+def roll_back_publishing(
+    desired: Desired, observation: Observation, records: Sequence[SubmissionRecord]
+) -> list[Path]:
+    """Roll back what jobs of the project that ended without the journal's judgement yet
+    left half published, in the folder of each run with no job alive; the markers rolled
+    back. Writes: apply's passes only, before they look."""
+    settled = {r.job_id for r in records if r.job_id is not None and r.final_health is not None}
+    ended, alive = set(), set()
+    for job in observation.jobs:
+        if job.tag.project != desired.project.project or job.tag.kind != "run":
+            continue
+        if not job.finished or job.health not in ENDED:
+            alive.add(job.tag.name)
+        elif job.job_id not in settled:
+            ended.add(job.tag.name)
+    runs = sorted((ended - alive) & set(desired.runs))
+    return roll_back_ended(Path(run_path(desired, desired.runs[name])) for name in runs)
 
 
 def as_recorded(
