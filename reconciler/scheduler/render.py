@@ -49,6 +49,7 @@ from reconciler.scheduler.runfolder import (
     NOT_OUTPUTS,
     PUBLISHING_DIR,
     SKIPPED_DIR,
+    UNWRITTEN_DIR,
     input_list_file,
     log_paths,
     logs_dir,
@@ -157,29 +158,41 @@ def _publishing_lines(
     a folder by a rename) and replaced by a rename, the marker is removed, and what was
     kept aside with it."""
     written = [_bare(staging_path(path)) for path in staged.values()]
-    for output in run.spec.outputs.values():
+    checks = [
+        f"[ -e {shlex.quote(path)} ] || recon_unwritten+={shlex.quote(' ' + name)}"
+        for name, path in zip(staged, written, strict=True)
+    ]
+    for name, output in sorted(run.spec.outputs.items()):
         if output.marker is None:
             continue
         marker = posixpath.join(os.fspath(context.run_dir), output.marker)
         for path in staged.values():
             holder = path.rstrip("/") + "/"
             if marker.startswith(holder):
-                written.append(_bare(staging_path(holder)) + "/" + marker[len(holder) :])
+                inside = _bare(staging_path(holder)) + "/" + marker[len(holder) :]
+                checks.append(
+                    f"[ -e {shlex.quote(inside)} ] || recon_unwritten+={shlex.quote(' ' + name)}"
+                )
     previous = [_bare(previous_path(path)) for path in staged.values()]
     publish = [
         shlex.join(["recon_publish", _bare(path), _bare(staging_path(path)), _bare(old)])
         for path, old in zip(staged.values(), previous, strict=True)
     ]
-    folders = sorted({posixpath.dirname(path) for path in written[: len(staged)] + previous})
+    folders = sorted({posixpath.dirname(path) for path in written + previous})
     publishing = f'"$RECON_RUN_DIR/{PUBLISHING_DIR}"'
     had = "; ".join(shlex.join(["recon_had", _bare(path)]) for path in staged.values())
     return [
         "# recon publishing: the command succeeded; each staged output replaces its published one.",
-        f"for recon_output in {shlex.join(written)}; do",
-        '  if [ ! -e "$recon_output" ]; then',
-        '    echo "recon: $recon_output was not written: no output published" >&2; exit 1',
-        "  fi",
-        "done",
+        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}}"',
+        "recon_unwritten=",
+        *checks,
+        'if [ -n "$recon_unwritten" ]; then',
+        f'  {{ mkdir -p "$RECON_RUN_DIR/{UNWRITTEN_DIR}" && '
+        f'echo $recon_unwritten >"$RECON_RUN_DIR/{UNWRITTEN_DIR}/$recon_job"; }} || true',
+        '  echo "recon: the command did not write its declared outputs:$recon_unwritten;'
+        ' nothing published" >&2',
+        "  exit 1",
+        "fi",
         "recon_had() {",
         '  if [ -e "$1" ] || [ -L "$1" ]; then printf \'1 %s\\n\' "$1"',
         "  else printf '0 %s\\n' \"$1\"; fi",
@@ -191,7 +204,7 @@ def _publishing_lines(
         "  fi",
         '  mv -T -- "$2" "$1"',
         "}",
-        f'recon_publishing="$RECON_RUN_DIR/{PUBLISHING_DIR}/${{recon_job:-${{SLURM_JOB_ID:-job}}}}"',
+        f'recon_publishing="$RECON_RUN_DIR/{PUBLISHING_DIR}/$recon_job"',
         f"rm -rf -- {shlex.join(previous)}",
         f"mkdir -p -- {publishing} "
         + shlex.join(sorted({posixpath.dirname(path) for path in previous})),

@@ -12,6 +12,7 @@
         environment/<job>                   what the job had (the job writes it)
         skipped/<job>                       the job skipped its command (the job writes it)
         publishing/<job>                    the job is publishing its outputs (``publishing``)
+        unwritten/<job>                     the outputs its command did not write (``unwritten``)
         arrays/<hash>.json                  a sweep's array map (in the sweep's directory)
         arrays/<hash>/<index>.sh            the batch script of the member a task runs
         arrays/<hash>/<index>.logs          the folder that member's logs go to
@@ -56,12 +57,13 @@ NOT_OUTPUTS = frozenset(READ_FROM)
 
 MANIFEST_FILE = "manifest.json"
 _ENVIRONMENT, _SKIPPED, _ARRAYS = "environment", "skipped", "arrays"
-_PUBLISHING = "publishing"
+_PUBLISHING, _UNWRITTEN = "publishing", "unwritten"
 STAGING, PREVIOUS = ".recon-staging", ".recon-previous"
 # Relative to the run's directory, as the job's script writes them.
 ENVIRONMENT_DIR = f"{BOOKKEEPING}/{_ENVIRONMENT}"
 SKIPPED_DIR = f"{BOOKKEEPING}/{_SKIPPED}"
 PUBLISHING_DIR = f"{BOOKKEEPING}/{_PUBLISHING}"
+UNWRITTEN_DIR = f"{BOOKKEEPING}/{_UNWRITTEN}"
 ARRAYS_DIR = f"{BOOKKEEPING}/{_ARRAYS}"
 
 # What a job that may rerun compares its inputs with, beside their lists in inputs/:
@@ -179,3 +181,10 @@ def publishing_dir(run_dir: StrPath) -> Path:
     each staged output as ``<1 if it had a published version, else 0> <published path>``,
     written before the first rename and removed after the last."""
     return Path(run_dir, PUBLISHING_DIR)
+
+
+def unwritten(run_dir: StrPath, job_id: str) -> Path:
+    """The file a job leaves when its command succeeded without writing every staged
+    output: their names, space-separated. The job then fails and publishes nothing;
+    settle reads it (``completed without its declared outputs``) and removes it."""
+    return Path(run_dir, UNWRITTEN_DIR, job_id)

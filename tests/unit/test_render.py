@@ -228,11 +228,17 @@ def test_plain_run_script_pinned() -> None:
         ")\n"
         "# recon publishing: the command succeeded; each staged output replaces its published"
         " one.\n"
-        "for recon_output in /srv/demo/runs/train/model/.recon-staging/policy.json; do\n"
-        '  if [ ! -e "$recon_output" ]; then\n'
-        '    echo "recon: $recon_output was not written: no output published" >&2; exit 1\n'
-        "  fi\n"
-        "done\n"
+        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}}"\n'
+        "recon_unwritten=\n"
+        "[ -e /srv/demo/runs/train/model/.recon-staging/policy.json ] || recon_unwritten+='"
+        " model'\n"
+        'if [ -n "$recon_unwritten" ]; then\n'
+        '  { mkdir -p "$RECON_RUN_DIR/.recon-run/unwritten" && echo $recon_unwritten'
+        ' >"$RECON_RUN_DIR/.recon-run/unwritten/$recon_job"; } || true\n'
+        '  echo "recon: the command did not write its declared outputs:$recon_unwritten; nothing'
+        ' published" >&2\n'
+        "  exit 1\n"
+        "fi\n"
         "recon_had() {\n"
         '  if [ -e "$1" ] || [ -L "$1" ]; then printf \'1 %s\\n\' "$1"\n'
         "  else printf '0 %s\\n' \"$1\"; fi\n"
@@ -244,7 +250,7 @@ def test_plain_run_script_pinned() -> None:
         "  fi\n"
         '  mv -T -- "$2" "$1"\n'
         "}\n"
-        'recon_publishing="$RECON_RUN_DIR/.recon-run/publishing/${recon_job:-${SLURM_JOB_ID:-job}}"\n'
+        'recon_publishing="$RECON_RUN_DIR/.recon-run/publishing/$recon_job"\n'
         "rm -rf -- /srv/demo/runs/train/model/.recon-previous/policy.json\n"
         'mkdir -p -- "$RECON_RUN_DIR/.recon-run/publishing"'
         " /srv/demo/runs/train/model/.recon-previous\n"
@@ -342,11 +348,16 @@ def test_script_file_run_pinned() -> None:
         ")\n"
         "# recon publishing: the command succeeded; each staged output replaces its published"
         " one.\n"
-        "for recon_output in /srv/demo/runs/train/.recon-staging/m.json; do\n"
-        '  if [ ! -e "$recon_output" ]; then\n'
-        '    echo "recon: $recon_output was not written: no output published" >&2; exit 1\n'
-        "  fi\n"
-        "done\n"
+        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}}"\n'
+        "recon_unwritten=\n"
+        "[ -e /srv/demo/runs/train/.recon-staging/m.json ] || recon_unwritten+=' metrics'\n"
+        'if [ -n "$recon_unwritten" ]; then\n'
+        '  { mkdir -p "$RECON_RUN_DIR/.recon-run/unwritten" && echo $recon_unwritten'
+        ' >"$RECON_RUN_DIR/.recon-run/unwritten/$recon_job"; } || true\n'
+        '  echo "recon: the command did not write its declared outputs:$recon_unwritten; nothing'
+        ' published" >&2\n'
+        "  exit 1\n"
+        "fi\n"
         "recon_had() {\n"
         '  if [ -e "$1" ] || [ -L "$1" ]; then printf \'1 %s\\n\' "$1"\n'
         "  else printf '0 %s\\n' \"$1\"; fi\n"
@@ -358,7 +369,7 @@ def test_script_file_run_pinned() -> None:
         "  fi\n"
         '  mv -T -- "$2" "$1"\n'
         "}\n"
-        'recon_publishing="$RECON_RUN_DIR/.recon-run/publishing/${recon_job:-${SLURM_JOB_ID:-job}}"\n'
+        'recon_publishing="$RECON_RUN_DIR/.recon-run/publishing/$recon_job"\n'
         "rm -rf -- /srv/demo/runs/train/.recon-previous/m.json\n"
         'mkdir -p -- "$RECON_RUN_DIR/.recon-run/publishing" /srv/demo/runs/train/.recon-previous\n'
         '{ recon_had /srv/demo/runs/train/m.json; } >"$recon_publishing.new"\n'

@@ -32,7 +32,7 @@ from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.scripts import script_sha256
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.render import SKIPPED
-from reconciler.scheduler.runfolder import skipped_markers
+from reconciler.scheduler.runfolder import skipped_markers, unwritten
 from reconciler.scheduler.states import (
     ENDED,
     ENDED_BADLY,
@@ -185,6 +185,9 @@ def record(
             continue
         if ending.outputs is None:  # a failure: what it read, no outputs
             journal.record_inputs(job_id, _digests(ending.inputs), now)
+            if ending.kind is EndingKind.NO_OUTPUTS:
+                run = desired.runs[ending.job.tag.name]
+                unwritten(run_dir(desired, run), job_id).unlink(missing_ok=True)
             continue
         journal.record_versions(job_id, ending.read(), _digests(ending.outputs), now)
         run = desired.runs[ending.job.tag.name]
@@ -261,6 +264,11 @@ def _judge_job(
     # inputs keep these versions (engine/plan_history.failed_attempts).
     inputs = _input_versions(desired, run, outputs_seen)
     if job.health is not Health.SUCCEEDED:
+        if unwritten := _unwritten(desired, run, job):  # the script's own check failed
+            why = f"{NO_OUTPUTS}: {', '.join(unwritten)}"
+            return Ending(
+                job, record, Health.FAILED, exit_code, why, inputs, kind=EndingKind.NO_OUTPUTS
+            )
         return Ending(job, record, job.health, exit_code, reason, inputs, kind=kind)
     outputs = _versions(observe_outputs(desired, [run.name], outputs_seen), run.name)
     missing = sorted(name for name, version in outputs.items() if version is None)
@@ -270,6 +278,16 @@ def _judge_job(
             job, record, Health.FAILED, exit_code, why, inputs, kind=EndingKind.NO_OUTPUTS
         )
     return Ending(job, record, Health.SUCCEEDED, exit_code, reason, inputs, outputs)
+
+
+def _unwritten(desired: Desired, run: DesiredRun, job: ObservedJob) -> list[str]:
+    """The staged outputs a failed job's command did not write, as its script found
+    (``runfolder.unwritten``); none for a job that failed otherwise."""
+    try:
+        names = unwritten(run_path(desired, run), job.job_id).read_text().split()
+    except OSError:
+        return []
+    return sorted(set(names) & set(run.outputs))
 
 
 def _successes(
