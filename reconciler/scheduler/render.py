@@ -169,9 +169,11 @@ def _publishing_lines(
         for path in staged.values():
             holder = path.rstrip("/") + "/"
             if marker.startswith(holder):
-                inside = _bare(staging_path(holder)) + "/" + marker[len(holder) :]
+                folder = _bare(staging_path(holder))
+                inside = shlex.quote(folder + "/" + marker[len(holder) :])
                 checks.append(
-                    f"[ -e {shlex.quote(inside)} ] || recon_unwritten+={shlex.quote(' ' + name)}"
+                    f"[ ! -e {shlex.quote(folder)} ] || [ -e {inside} ] "
+                    f"|| recon_unwritten+={shlex.quote(' ' + name)}"
                 )
     previous = [_bare(previous_path(path)) for path in staged.values()]
     publish = [
