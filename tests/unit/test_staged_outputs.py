@@ -77,9 +77,12 @@ def finish(script: Path, version: str, job_id: str) -> subprocess.CompletedProce
     return subprocess.CompletedProcess(process.args, process.returncode, b"", err)
 
 
-def outputs_of(run: Path) -> dict[str, object]:
+Seen = dict[str, tuple[bytes, int, int]]
+
+
+def outputs_of(run: Path) -> Seen:
     """What a reader sees at the published paths: content, and which file it is."""
-    seen: dict[str, object] = {}
+    seen: Seen = {}
     for path in (run / "report.txt", run / "table/part/1.csv", run / "table/DONE"):
         if path.exists():
             status = path.stat()
@@ -91,8 +94,8 @@ def outputs_of(run: Path) -> dict[str, object]:
     return seen
 
 
-def versions(seen: dict[str, object]) -> set[bytes]:
-    return {content for content, *_ in seen.values()}  # type: ignore[misc]
+def versions(seen: Seen) -> set[bytes]:
+    return {content for content, _, _ in seen.values()}
 
 
 def test_a_successful_job_publishes_every_output_and_leaves_no_staging(tmp_path: Path) -> None:
