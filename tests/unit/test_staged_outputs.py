@@ -23,9 +23,10 @@ import pytest
 from reconciler.desired.desired import DesiredRun, Location, effective_run, spec_hash
 from reconciler.desired.models import Defaults, Project, Run
 from reconciler.scheduler.render import RenderContext, render_batch_script
-from reconciler.scheduler.runfolder import publishing_dir, unwritten
+from reconciler.scheduler.runfolder import publishing_dir, staging_path, unwritten
 from reconciler.scheduler.tag import Tag
 from reconciler.state.publishing import roll_back_ended
+from tests.docs import shown_block
 
 HASH = "0123456789abcdef"
 
@@ -212,6 +213,16 @@ def test_whether_an_output_is_staged_is_no_part_of_the_spec_hash() -> None:
         )
     }
     assert hashes == {EARLIER_HASH}
+
+
+STAGING_BLOCK = "docs/specs.md: <output's folder>/.recon-staging/<output's name>     what {o"
+
+
+def test_the_staging_path_the_docs_show() -> None:
+    shown = shown_block(STAGING_BLOCK).body.split("  ")[0]
+    assert shown == staging_path("<output's folder>/<output's name>")
+    assert staging_path("/r/model/policy.json") == "/r/model/.recon-staging/policy.json"
+    assert staging_path("/r/ckpt/") == "/r/.recon-staging/ckpt/"
 
 
 EARLIER_HASH = "3b6a5c0047ec3dc9"  # recon before `staged` (commit 2532e44)
