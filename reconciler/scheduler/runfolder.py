@@ -178,8 +178,8 @@ def _beside(published: str, folder: str) -> str:
 
 def publishing_dir(run_dir: StrPath) -> Path:
     """The markers of jobs publishing their outputs: one file per job (``<job>``), listing
-    each staged output as ``<1 if it had a published version, else 0> <published path>``,
-    written before the first rename and removed after the last."""
+    each staged output as ``<1 if it had a published version, else 0> <published path>``
+    ended by a NUL, written before the first rename and removed after the last."""
     return Path(run_dir, PUBLISHING_DIR)
 
 

@@ -46,8 +46,8 @@ def roll_back_ended(run_dirs: Iterable[Path]) -> list[Path]:
 
 def roll_back(marker: Path) -> None:
     """Undo what the job that wrote ``marker`` published, then remove the marker."""
-    for line in marker.read_text().splitlines():
-        had, _, published = line.partition(" ")
+    for entry in marker.read_text().split("\0"):  # a path may hold a line break
+        had, _, published = entry.partition(" ")
         if published:
             _restore(published, had == "1")
     marker.unlink()

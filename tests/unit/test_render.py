@@ -240,8 +240,8 @@ def test_plain_run_script_pinned() -> None:
         "  exit 1\n"
         "fi\n"
         "recon_had() {\n"
-        '  if [ -e "$1" ] || [ -L "$1" ]; then printf \'1 %s\\n\' "$1"\n'
-        "  else printf '0 %s\\n' \"$1\"; fi\n"
+        '  if [ -e "$1" ] || [ -L "$1" ]; then printf \'1 %s\\0\' "$1"\n'
+        "  else printf '0 %s\\0' \"$1\"; fi\n"
         "}\n"
         "recon_publish() {\n"
         '  if [ -e "$1" ] || [ -L "$1" ]; then\n'
@@ -359,8 +359,8 @@ def test_script_file_run_pinned() -> None:
         "  exit 1\n"
         "fi\n"
         "recon_had() {\n"
-        '  if [ -e "$1" ] || [ -L "$1" ]; then printf \'1 %s\\n\' "$1"\n'
-        "  else printf '0 %s\\n' \"$1\"; fi\n"
+        '  if [ -e "$1" ] || [ -L "$1" ]; then printf \'1 %s\\0\' "$1"\n'
+        "  else printf '0 %s\\0' \"$1\"; fi\n"
         "}\n"
         "recon_publish() {\n"
         '  if [ -e "$1" ] || [ -L "$1" ]; then\n'
