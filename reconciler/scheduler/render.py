@@ -117,15 +117,23 @@ def render_batch_script(run: DesiredRun, context: RenderContext) -> str:
 
 def staged_outputs(run: DesiredRun, context: RenderContext) -> dict[str, str]:
     """The outputs the job stages, by name -> published path: every output but those
-    declared ``staged: false`` and one that holds the run's directory (``.``), whose logs
-    and bookkeeping cannot be swapped away."""
+    declared ``staged: false``, one that holds the run's directory (``.``), whose logs
+    and bookkeeping cannot be swapped away, and one inside another staged output, which
+    is written inside that one's staging path and published with it."""
     run_dir = posixpath.normpath(os.fspath(context.run_dir))
     published = _output_paths(run, context, staging=False)
-    return {
+    staged = {
         name: path
         for name, path in sorted(published.items())
         if run.spec.outputs[name].staged
         and not (run_dir + "/").startswith(posixpath.normpath(path).rstrip("/") + "/")
+    }
+    return {
+        name: path
+        for name, path in staged.items()
+        if not any(
+            path.startswith(other.rstrip("/") + "/") for other in staged.values() if other != path
+        )
     }
 
 
@@ -162,17 +170,21 @@ def _publishing_lines(
         f"[ -e {shlex.quote(path)} ] || recon_unwritten+={shlex.quote(' ' + name)}"
         for name, path in zip(staged, written, strict=True)
     ]
-    for name, output in sorted(run.spec.outputs.items()):
-        if output.marker is None:
-            continue
-        marker = posixpath.join(os.fspath(context.run_dir), output.marker)
-        for path in staged.values():
-            holder = path.rstrip("/") + "/"
-            if marker.startswith(holder):
-                folder = _bare(staging_path(holder))
-                inside = shlex.quote(folder + "/" + marker[len(holder) :])
+    published = _output_paths(run, context, staging=False)
+    inner = [(name, path) for name, path in published.items() if name not in staged]
+    run_dir = os.fspath(context.run_dir)
+    inner += [
+        (name, posixpath.join(run_dir, output.marker))
+        for name, output in run.spec.outputs.items()
+        if output.marker is not None
+    ]
+    for name, path in sorted(inner):  # a marker or an output inside a staged output
+        for holder in staged.values():
+            folder = holder.rstrip("/") + "/"
+            if path.startswith(folder):
+                written_at = shlex.quote(_written_at(path, staged).rstrip("/"))
                 checks.append(
-                    f"[ ! -e {shlex.quote(folder)} ] || [ -e {inside} ] "
+                    f"[ ! -e {shlex.quote(_bare(staging_path(folder)))} ] || [ -e {written_at} ] "
                     f"|| recon_unwritten+={shlex.quote(' ' + name)}"
                 )
     previous = [_bare(previous_path(path)) for path in staged.values()]
@@ -556,9 +568,19 @@ def _output_paths(run: DesiredRun, context: RenderContext, *, staging: bool) -> 
     if not staging:
         return published
     staged = staged_outputs(run, context)
-    return {
-        name: staging_path(path) if name in staged else path for name, path in published.items()
-    }
+    return {name: _written_at(path, staged) for name, path in published.items()}
+
+
+def _written_at(published: str, staged: Mapping[str, str]) -> str:
+    """Where the job writes a path: inside the staging path of the staged output that
+    holds it (or is it), else where it is published."""
+    for holder in staged.values():
+        folder = holder.rstrip("/") + "/"
+        if published == holder:
+            return staging_path(holder)
+        if published.startswith(folder):
+            return _bare(staging_path(folder)) + "/" + published[len(folder) :]
+    return published
 
 
 def _body(run: DesiredRun, context: RenderContext) -> str:

@@ -141,6 +141,19 @@ def test_an_output_not_staged_is_written_in_place(tmp_path: Path) -> None:
     assert (run / "log.txt").read_text() == "one\ntwo\n"
 
 
+def test_an_output_inside_another_is_written_and_published_with_it(tmp_path: Path) -> None:
+    outputs = {"table": "table/", "part": "table/part/1.csv"}
+    command = "mkdir -p {outputs.table.path}/part\nprintf '%s' \"$V\" > {outputs.part.path}\n"
+    script = job(tmp_path, command, outputs)
+    assert finish(script, "one", "1").returncode == 0
+    assert finish(script, "two", "2").returncode == 0
+    assert (tmp_path / "run" / "table" / "part" / "1.csv").read_text() == "two"
+    forgetting = job(tmp_path, "mkdir -p {outputs.table.path}\n", outputs)
+    result = finish(forgetting, "three", "3")
+    assert b"did not write its declared outputs: part;" in result.stderr
+    assert (tmp_path / "run" / "table" / "part" / "1.csv").read_text() == "two"
+
+
 def test_the_run_directory_itself_is_never_staged(tmp_path: Path) -> None:
     script = job(tmp_path, 'printf x > "$RECON_RUN_DIR/x"\n', {"all": "."})
     assert ".recon-staging" not in script.read_text()
