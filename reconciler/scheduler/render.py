@@ -119,7 +119,11 @@ def staged_outputs(run: DesiredRun, context: RenderContext) -> dict[str, str]:
     """The outputs the job stages, by name -> published path: every output but those
     declared ``staged: false``, one that holds the run's directory (``.``), whose logs
     and bookkeeping cannot be swapped away, and one inside another staged output, which
-    is written inside that one's staging path and published with it."""
+    is written inside that one's staging path and published with it. None for a run
+    started in an allocation as a step of several tasks, each running this script."""
+    resources = run.spec.resources
+    if run.spec.allocation is not None and resources.step_nodes * resources.tasks_per_node > 1:
+        return {}  # each of the step's tasks runs the whole script: none can publish alone
     run_dir = posixpath.normpath(os.fspath(context.run_dir))
     published = _output_paths(run, context, staging=False)
     staged = {

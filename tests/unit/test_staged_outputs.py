@@ -41,10 +41,11 @@ WRITE_BOTH = (
 OUTPUTS = {"report": "report.txt", "table": {"path": "table/", "marker": "table/DONE"}}
 
 
-def job(tmp_path: Path, command: str, outputs: dict[str, Any] | None = None) -> Path:
+def job(tmp_path: Path, command: str, outputs: dict[str, Any] | None = None, **more: Any) -> Path:
     """The batch script of run `make` in `<tmp>/run`, written to `<tmp>/job.sh`."""
     project = Project(project="demo", defaults=Defaults())
     spec = {"kind": "Run", "name": "make", "command": command, "outputs": outputs or OUTPUTS}
+    spec.update(more)
     run = DesiredRun(
         effective_run(Run.model_validate(spec), project),
         location=Location("specs/make.yaml", 1),
@@ -152,6 +153,16 @@ def test_an_output_inside_another_is_written_and_published_with_it(tmp_path: Pat
     result = finish(forgetting, "three", "3")
     assert b"did not write its declared outputs: part;" in result.stderr
     assert (tmp_path / "run" / "table" / "part" / "1.csv").read_text() == "two"
+
+
+def test_a_step_of_several_tasks_stages_nothing(tmp_path: Path) -> None:
+    """Each task of a step runs the whole script: none of them could publish alone."""
+    several = {"nodes": 2, "cpus": 1}
+    assert ".recon-staging" not in job(tmp_path, "true", None, allocation="warm",
+                                       resources=several).read_text()  # fmt: skip
+    one = {"cpus": 1}
+    assert ".recon-staging" in job(tmp_path, "true", None, allocation="warm",
+                                   resources=one).read_text()  # fmt: skip
 
 
 def test_the_run_directory_itself_is_never_staged(tmp_path: Path) -> None:
