@@ -3,7 +3,9 @@
 Judged once per pass, before planning, so the plan sees the same judgement whichever
 command made it (``judge``, read-only); only apply writes it down (``record``):
 - a job that COMPLETED without its declared outputs (or markers) counts as failed, with
-  that reason, whatever sacct says;
+  that reason, whatever sacct says; so does a job whose script found its command had not
+  written a staged output (it failed, publishing nothing, and named them:
+  scheduler/runfolder.py ``unwritten``);
 - a successful job of the current spec gets its input and output versions recorded and
   a provenance manifest written next to its outputs;
 - a job that skipped its command, its inputs being those of the run's last success
