@@ -438,6 +438,7 @@ def canonical_fields(
         if data["resources"][name] is None:
             del data["resources"][name]
     if isinstance(spec, Run):  # nor an environment, unless one is declared
+        _without_staged(data)
         data["environment"] = _canonical_environment(spec.environment, environment_files or {})
         if data["environment"] is None:
             del data["environment"]
@@ -447,6 +448,13 @@ def canonical_fields(
             if container[name] == unset:
                 del container[name]
     return data
+
+
+def _without_staged(data: dict[str, Any]) -> None:
+    """Whether an output is staged says how the job publishes it, not what it computes:
+    declaring it reruns nothing, and a spec written before it existed keeps its hash."""
+    for output in data["outputs"].values():
+        del output["staged"]
 
 
 def _canonical_environment(
@@ -497,6 +505,7 @@ def flat_fields(
     what changed between two versions of a spec (`resources.gpus: A100:2 -> A100:4`)."""
     data = spec.model_dump(mode="json", by_alias=True, exclude=NOT_HASHED)
     if isinstance(spec, Run):
+        _without_staged(data)
         data["environment"] = _canonical_environment(spec.environment, environment_files or {})
         if data["environment"] is not None and "files" in data["environment"]:
             # A file's content by its blob id, under its path as one key.

@@ -172,6 +172,13 @@ class Output(Model):
         "fingerprint",
         description="How the output's version is taken: paths, sizes and mtimes, or sha256.",
     )
+    staged: bool = Field(
+        True,
+        description="The job writes the output to a staging path that replaces the "
+        "published one only when the job succeeds (false: the job writes the published "
+        "output in place, for a command that appends to or updates its previous output). "
+        "Not part of the spec hash.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -270,13 +270,18 @@ def look(
     journal: JournalState,
     now: datetime,
     observed: Observed | None = None,
+    *,
+    roll_back: bool = False,
 ) -> Look:
     """Observe the cluster (unless ``observed`` already) and the filesystem, judge
-    finished jobs, and plan. Reads only."""
+    finished jobs, and plan. Reads only, unless ``roll_back`` (apply's passes): then the
+    publishing that ended jobs left half done is rolled back first."""
     observed = observed or observe(scheduler, journal, now)
     found = observed.jobs
     project, place = desired.project.project, deployment(desired)
     share = split_by_owner(found, project, place, journal.records, read_maps(found, project, place))
+    if roll_back:
+        settle.roll_back_publishing(desired, share.own, journal.records)
     outputs_seen: OutputsSeen = {}  # each output looked at once in this pass
     endings = settle.judge(desired, share.own, journal.records, outputs_seen)
     records = settle.as_recorded(journal.records, endings)
@@ -432,7 +437,7 @@ def reconcile_once(
         now = clock()
         desired, observed = load_while_observing(opened, scheduler, recorded, now)
         journal = held.enter_context(_open_journal(desired))  # made once the specs are good
-        seen = look(request, desired, scheduler, recorded, now, observed)
+        seen = look(request, desired, scheduler, recorded, now, observed, roll_back=True)
         settle.record(
             journal,
             desired,

@@ -10,9 +10,11 @@ lines, and stops at the first command. So the script has two parts:
     <environment>               modules loaded, a venv or conda env activated (when declared)
     export RECON_...=...        everything below holds user text, every value shell-quoted
     export <env>=...
+    <staging>                   a run with staged outputs: where the job writes them
     cd <code_dir>
     <environment record>        what the job had, for its provenance manifest
-    <command, or the script file's text>
+    <command, or the script file's text>    (in a subshell, with staged outputs)
+    <publishing>                each staged output replaces its published one
 
 Nothing a spec says can add a directive: names, partitions, constraints and sbatch_extra
 flags are allow-listed by the spec models (they cannot hold a space, quote, ``#`` or line
@@ -45,11 +47,15 @@ from reconciler.errors import SpecError, SpecIssue
 from reconciler.scheduler.runfolder import (
     ENVIRONMENT_DIR,
     NOT_OUTPUTS,
+    PUBLISHING_DIR,
     SKIPPED_DIR,
+    UNWRITTEN_DIR,
     input_list_file,
     log_paths,
     logs_dir,
+    previous_path,
     skip_check_file,
+    staging_path,
 )
 from reconciler.scheduler.tag import Tag
 
@@ -92,6 +98,8 @@ class RenderContext:
 def render_batch_script(run: DesiredRun, context: RenderContext) -> str:
     """The whole batch script for ``run``, ready for ``sbatch`` on stdin."""
     _check_context(run, context)
+    staged = staged_outputs(run, context)
+    body = _body(run, context)
     lines = [
         "#!/bin/bash",
         *_directives(run, context),
@@ -99,11 +107,137 @@ def render_batch_script(run: DesiredRun, context: RenderContext) -> str:
         *(skip_check_block(context.run_dir) if run.inputs else ()),
         *environment_lines(run.spec.environment, context),
         *_exports(run, context),
+        *_staging_lines(staged),
         f"cd {shlex.quote(os.fspath(context.code_dir))}",
         *ENVIRONMENT_RECORD,
-        _body(run, context),
+        *(("(", body, ")", *_publishing_lines(run, context, staged)) if staged else (body,)),
     ]
     return "\n".join(lines) + "\n"
+
+
+def staged_outputs(run: DesiredRun, context: RenderContext) -> dict[str, str]:
+    """The outputs the job stages, by name -> published path: every output but those
+    declared ``staged: false``, one that holds the run's directory (``.``), whose logs
+    and bookkeeping cannot be swapped away, and one inside another staged output, which
+    is written inside that one's staging path and published with it. None for a run
+    started in an allocation as a step of several tasks, each running this script."""
+    resources = run.spec.resources
+    if run.spec.allocation is not None and resources.step_nodes * resources.tasks_per_node > 1:
+        return {}  # each of the step's tasks runs the whole script: none can publish alone
+    run_dir = posixpath.normpath(os.fspath(context.run_dir))
+    published = _output_paths(run, context, staging=False)
+    staged = {
+        name: path
+        for name, path in sorted(published.items())
+        if run.spec.outputs[name].staged
+        and not (run_dir + "/").startswith(posixpath.normpath(path).rstrip("/") + "/")
+    }
+    return {
+        name: path
+        for name, path in staged.items()
+        if not any(
+            path.startswith(other.rstrip("/") + "/") for other in staged.values() if other != path
+        )
+    }
+
+
+def _staging_lines(staged: Mapping[str, str]) -> list[str]:
+    """Before the command: no publishing of an earlier job left half done (a pass rolls
+    it back first), and an empty place for each staged output, beside its published
+    path (``runfolder.staging_path``)."""
+    if not staged:
+        return []
+    staging = [_bare(staging_path(path)) for path in staged.values()]
+    publishing = f'"$RECON_RUN_DIR/{PUBLISHING_DIR}"'
+    return [
+        "# recon staging: the outputs are written beside their published paths, which they",
+        "# replace only once the command has succeeded and written them all.",
+        f'if [ -n "$(ls -A {publishing} 2>/dev/null)" ]; then',
+        _fail("an earlier job's outputs are half published: recon apply rolls them back"),
+        "fi",
+        f"rm -rf -- {shlex.join(staging)}",
+        f"mkdir -p -- {shlex.join(sorted({posixpath.dirname(path) for path in staging}))}",
+    ]
+
+
+def _publishing_lines(
+    run: DesiredRun, context: RenderContext, staged: Mapping[str, str]
+) -> list[str]:
+    """After the command succeeded: every staged output (and a marker inside one) is
+    there, or the job fails and publishes nothing. Then a marker names what is being
+    published (a pass rolls back a job killed before it is removed,
+    ``state/publishing``), each published output is kept aside (a file by a hard link,
+    a folder by a rename) and replaced by a rename, the marker is removed, and what was
+    kept aside with it."""
+    written = [_bare(staging_path(path)) for path in staged.values()]
+    checks = [
+        f"[ -e {shlex.quote(path)} ] || recon_unwritten+={shlex.quote(' ' + name)}"
+        for name, path in zip(staged, written, strict=True)
+    ]
+    published = _output_paths(run, context, staging=False)
+    inner = [(name, path) for name, path in published.items() if name not in staged]
+    run_dir = os.fspath(context.run_dir)
+    inner += [
+        (name, posixpath.join(run_dir, output.marker))
+        for name, output in run.spec.outputs.items()
+        if output.marker is not None
+    ]
+    for name, path in sorted(inner):  # a marker or an output inside a staged output
+        for holder in staged.values():
+            folder = holder.rstrip("/") + "/"
+            if path.startswith(folder):
+                written_at = shlex.quote(_written_at(path, staged).rstrip("/"))
+                checks.append(
+                    f"[ ! -e {shlex.quote(_bare(staging_path(folder)))} ] || [ -e {written_at} ] "
+                    f"|| recon_unwritten+={shlex.quote(' ' + name)}"
+                )
+    previous = [_bare(previous_path(path)) for path in staged.values()]
+    publish = [
+        shlex.join(["recon_publish", _bare(path), _bare(staging_path(path)), _bare(old)])
+        for path, old in zip(staged.values(), previous, strict=True)
+    ]
+    folders = sorted({posixpath.dirname(path) for path in written + previous})
+    publishing = f'"$RECON_RUN_DIR/{PUBLISHING_DIR}"'
+    had = "; ".join(shlex.join(["recon_had", _bare(path)]) for path in staged.values())
+    return [
+        "# recon publishing: the command succeeded; each staged output replaces its published one.",
+        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}}"',
+        "recon_unwritten=",
+        *checks,
+        'if [ -n "$recon_unwritten" ]; then',
+        f'  {{ mkdir -p "$RECON_RUN_DIR/{UNWRITTEN_DIR}" && '
+        f'echo $recon_unwritten >"$RECON_RUN_DIR/{UNWRITTEN_DIR}/$recon_job"; }} || true',
+        '  echo "recon: the command did not write its declared outputs:$recon_unwritten;'
+        ' nothing published" >&2',
+        "  exit 1",
+        "fi",
+        "recon_had() {",
+        '  if [ -e "$1" ] || [ -L "$1" ]; then printf \'1 %s\\0\' "$1"',
+        "  else printf '0 %s\\0' \"$1\"; fi",
+        "}",
+        "recon_publish() {",
+        '  if [ -e "$1" ] || [ -L "$1" ]; then',
+        '    if { [ -d "$1" ] && [ ! -L "$1" ]; } || [ -d "$2" ] || ! ln -- "$1" "$3" 2>/dev/null',
+        '    then mv -T -- "$1" "$3"; fi',
+        "  fi",
+        '  mv -T -- "$2" "$1"',
+        "}",
+        f'recon_publishing="$RECON_RUN_DIR/{PUBLISHING_DIR}/$recon_job"',
+        f"rm -rf -- {shlex.join(previous)}",
+        f"mkdir -p -- {publishing} "
+        + shlex.join(sorted({posixpath.dirname(path) for path in previous})),
+        f'{{ {had}; }} >"$recon_publishing.new"',
+        'mv -f -- "$recon_publishing.new" "$recon_publishing"',
+        *publish,
+        'rm -f -- "$recon_publishing"',
+        f"rm -rf -- {shlex.join(previous)}",
+        f"rmdir -- {shlex.join(folders)} 2>/dev/null || true",
+    ]
+
+
+def _bare(path: str) -> str:
+    """A path as a shell command names it: without the slash a folder output may end in."""
+    return path.rstrip("/") or "/"
 
 
 def array_batch_script(member_script: str, tag: Tag, sweep_dir: StrPath, tasks: StrPath) -> str:
@@ -287,7 +421,8 @@ def required_directories(run: DesiredRun, context: RenderContext) -> tuple[Path,
     directory is missing, before the script runs, with nothing in any log) and the parent
     directory of every output, so a command can write ``{outputs.X.path}`` straight away."""
     logs = logs_dir(context.run_dir)
-    parents = {Path(path.rstrip("/")).parent for path in _output_paths(run, context).values()}
+    published = _output_paths(run, context, staging=False)
+    parents = {Path(path.rstrip("/")).parent for path in published.values()}
     return (logs, *sorted(parents - {logs}))
 
 
@@ -418,7 +553,7 @@ def _exports(run: DesiredRun, context: RenderContext) -> list[str]:
     }
     for name in sorted(context.input_paths):
         variables[f"RECON_INPUT_{env_suffix(name)}"] = os.fspath(context.input_paths[name])
-    outputs = _output_paths(run, context)
+    outputs = _output_paths(run, context, staging=True)
     for name in sorted(outputs):
         variables[f"RECON_OUTPUT_{env_suffix(name)}"] = outputs[name]
     if run.member is not None:
@@ -429,10 +564,27 @@ def _exports(run: DesiredRun, context: RenderContext) -> list[str]:
     return [f"export {key}={shlex.quote(value)}" for key, value in variables.items()]
 
 
-def _output_paths(run: DesiredRun, context: RenderContext) -> dict[str, str]:
-    """Absolute path of every output; a relative one is relative to the run's directory."""
+def _output_paths(run: DesiredRun, context: RenderContext, *, staging: bool) -> dict[str, str]:
+    """Absolute path of every output; a relative one is relative to the run's directory.
+    With ``staging``, where the job writes it: a staged output's staging path."""
     run_dir = os.fspath(context.run_dir)
-    return {name: posixpath.join(run_dir, output.path) for name, output in run.outputs.items()}
+    published = {name: posixpath.join(run_dir, output.path) for name, output in run.outputs.items()}
+    if not staging:
+        return published
+    staged = staged_outputs(run, context)
+    return {name: _written_at(path, staged) for name, path in published.items()}
+
+
+def _written_at(published: str, staged: Mapping[str, str]) -> str:
+    """Where the job writes a path: inside the staging path of the staged output that
+    holds it (or is it), else where it is published."""
+    for holder in staged.values():
+        folder = holder.rstrip("/") + "/"
+        if published == holder:
+            return staging_path(holder)
+        if published.startswith(folder):
+            return _bare(staging_path(folder)) + "/" + published[len(folder) :]
+    return published
 
 
 def _body(run: DesiredRun, context: RenderContext) -> str:
@@ -485,7 +637,7 @@ class _TokenValues:
     def output(self, name: str, field: templates.OutputField) -> str:
         match field:
             case "path":
-                return shlex.quote(_output_paths(self.target, self.context)[name])
+                return shlex.quote(_output_paths(self.target, self.context, staging=True)[name])
             case _:
                 assert_never(field)
 

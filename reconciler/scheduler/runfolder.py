@@ -11,6 +11,8 @@
         manifest.json                       the provenance of the latest success
         environment/<job>                   what the job had (the job writes it)
         skipped/<job>                       the job skipped its command (the job writes it)
+        publishing/<job>                    the job is publishing its outputs (``publishing``)
+        unwritten/<job>                     the outputs its command did not write (``unwritten``)
         arrays/<hash>.json                  a sweep's array map (in the sweep's directory)
         arrays/<hash>/<index>.sh            the batch script of the member a task runs
         arrays/<hash>/<index>.logs          the folder that member's logs go to
@@ -18,6 +20,12 @@
 ``logs/`` and ``inputs/`` are the user's to read. The bookkeeping folder is recon's; output
 versions never look inside it (``NOT_OUTPUTS``), so a manifest written beside an output
 never changes that output's version.
+
+A staged output is written beside its published path, in the same folder, so that a
+rename within one filesystem publishes it (``staging_path``, ``previous_path``):
+
+    <output's folder>/.recon-staging/<name>    what the running job writes
+    <output's folder>/.recon-previous/<name>   the published output, kept while publishing
 
 Releases before this one named the bookkeeping folder ``.recon``, the name of the state
 directory's default too: the two were one folder when a run's workdir was the project
@@ -49,9 +57,13 @@ NOT_OUTPUTS = frozenset(READ_FROM)
 
 MANIFEST_FILE = "manifest.json"
 _ENVIRONMENT, _SKIPPED, _ARRAYS = "environment", "skipped", "arrays"
+_PUBLISHING, _UNWRITTEN = "publishing", "unwritten"
+STAGING, PREVIOUS = ".recon-staging", ".recon-previous"
 # Relative to the run's directory, as the job's script writes them.
 ENVIRONMENT_DIR = f"{BOOKKEEPING}/{_ENVIRONMENT}"
 SKIPPED_DIR = f"{BOOKKEEPING}/{_SKIPPED}"
+PUBLISHING_DIR = f"{BOOKKEEPING}/{_PUBLISHING}"
+UNWRITTEN_DIR = f"{BOOKKEEPING}/{_UNWRITTEN}"
 ARRAYS_DIR = f"{BOOKKEEPING}/{_ARRAYS}"
 
 # What a job that may rerun compares its inputs with, beside their lists in inputs/:
@@ -144,3 +156,35 @@ def task_script(sweep_dir: StrPath, digest: str, index: int) -> Path:
 def task_logs(sweep_dir: StrPath, digest: str, index: int) -> Path:
     """The file naming the folder a task's output goes to: its member's logs."""
     return tasks_dir(sweep_dir, digest) / f"{index}.logs"
+
+
+def staging_path(published: str) -> str:
+    """Where a job writes a staged output (absolute ``published``, as the script names
+    it): beside it, so publishing is a rename within one filesystem, under the same name
+    (a tool that reads the format from the file's extension still can)."""
+    return _beside(published, STAGING)
+
+
+def previous_path(published: str) -> str:
+    """Where the published output is kept while a job publishes its new one, until the
+    job has published them all (or a pass rolls the publishing back)."""
+    return _beside(published, PREVIOUS)
+
+
+def _beside(published: str, folder: str) -> str:
+    parent, name = posixpath.split(published.rstrip("/"))
+    return posixpath.join(parent, folder, name) + ("/" if published.endswith("/") else "")
+
+
+def publishing_dir(run_dir: StrPath) -> Path:
+    """The markers of jobs publishing their outputs: one file per job (``<job>``), listing
+    each staged output as ``<1 if it had a published version, else 0> <published path>``
+    ended by a NUL, written before the first rename and removed after the last."""
+    return Path(run_dir, PUBLISHING_DIR)
+
+
+def unwritten(run_dir: StrPath, job_id: str) -> Path:
+    """The file a job leaves when its command succeeded without writing every staged
+    output: their names, space-separated. The job then fails and publishes nothing;
+    settle reads it (``completed without its declared outputs``) and removes it."""
+    return Path(run_dir, UNWRITTEN_DIR, job_id)

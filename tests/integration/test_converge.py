@@ -160,14 +160,15 @@ def test_removed_run_is_cancelled_and_its_outputs_stay(project: Project) -> None
     project.repo.commit({"specs/a.yaml": spec, "specs/b.yaml": run_spec("b", "sleep 120")})
     project.apply()
     (job,) = project.job_of("a")
-    output = project.root / "runs" / "a" / "out.txt"
+    output = project.root / "runs" / "a" / ".recon-staging" / "out.txt"  # until published
     project.wait_for("the output", output.exists)
     project.repo.remove("specs/a.yaml")
     project.repo.commit(message="drop a")
     result = project.apply()
     assert "cancelled job" in result.stdout
     project.wait_for("the cancel", lambda: _state(project, job["id"]) == "CANCELLED")
-    assert output.read_text() == "made\n"
+    assert output.read_text() == "made\n"  # what the cancelled job wrote stays, unpublished
+    assert not (project.root / "runs" / "a" / "out.txt").exists()
 
 
 def test_crash_between_sbatch_and_the_journal_is_healed_by_adoption(project: Project) -> None:

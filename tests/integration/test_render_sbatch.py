@@ -115,7 +115,8 @@ def test_rendered_job_runs_and_logs_where_log_files_says(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.strip().split(";")[0]
     out, err = log_files(run_dir, job_id)
-    result_path = run_dir / "out dir/result.txt"
-    assert out.read_text() == f"{HOSTILE}|{result_path}|"
+    staged = run_dir / "out dir/.recon-staging/result.txt"  # where the command wrote it
+    assert out.read_text() == f"{HOSTILE}|{staged}|"
+    assert (run_dir / "out dir/result.txt").read_text() == f"{HOSTILE}|{staged}|"  # published
     assert err.read_text() == ""
     assert not (tmp_path / "CANARY").exists()

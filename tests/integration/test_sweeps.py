@@ -118,7 +118,10 @@ def test_removing_a_value_cancels_only_its_members_tasks_and_keeps_outputs(
     first = submitted(project.apply().stdout)
     project.wait_for(
         "the members to write their outputs",
-        lambda: len(list((project.root / "runs" / "train").glob("*/model.txt"))) >= 2,
+        # where a job writes them, until it ends and publishes them
+        lambda: (
+            len(list((project.root / "runs" / "train").glob("*/.recon-staging/model.txt"))) >= 2
+        ),
     )
     text = sweep(WRITES + "; sleep 60").replace("lr: [0.1, 0.2]", "lr: [0.2]")
     project.repo.commit({"specs/train.yaml": text})
@@ -133,8 +136,9 @@ def test_removing_a_value_cancels_only_its_members_tasks_and_keeps_outputs(
     )
     states = tasks(project)
     assert all(states[job] != "CANCELLED" for run, job in first.items() if run not in gone)
-    written = list((project.root / "runs" / "train").glob("lr=0.1,*/model.txt"))
-    assert all(path.exists() for path in written)  # outputs stay
+    written = list((project.root / "runs" / "train").glob("lr=0.1,*/.recon-staging/model.txt"))
+    assert written and all(path.exists() for path in written)  # what they wrote stays
+    assert not list((project.root / "runs" / "train").glob("lr=0.1,*/model.txt"))  # unpublished
 
 
 AGGREGATE = """\

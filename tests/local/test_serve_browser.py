@@ -146,7 +146,9 @@ def test_the_page_shows_every_run_its_details_and_a_job_ending_without_a_reload(
         # Said once, as `recon status` says it: not "current, succeeded. no-op: current (...)".
         assert reason.startswith("current (job ") and reason.endswith(" succeeded)"), reason
         log = wait_until(lambda: browser.find_element(By.ID, "details-log").text)
-        assert "wrote 200 episodes to " in log and log.endswith("/runs/prepare/data/episodes.csv")
+        assert "wrote 200 episodes to " in log and log.endswith(
+            "/runs/prepare/data/.recon-staging/episodes.csv"  # where the job wrote it
+        )
         spec = browser.find_element(By.ID, "details-spec").text
         assert "name: prepare" in spec
 

@@ -26,6 +26,9 @@ ARRAYS = "tests/unit/test_doc_arrays.py"
 
 # Blocks showing what recon prints, and the test that compares them with it.
 CHECKED = {
+    "docs/specs.md: <output's folder>/.recon-staging/<output's name>     what {o": (
+        "tests/unit/test_staged_outputs.py::test_the_staging_path_the_docs_show"
+    ),
     "docs/cli.md: note: uncommitted changes (specs/train.yaml) are not in this": (
         f"{STORIES}::test_the_uncommitted_note"
     ),

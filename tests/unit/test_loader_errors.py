@@ -43,6 +43,15 @@ def test_unknown_field(repo: GitRepo) -> None:
     assert "unknown field" in issue.message
 
 
+def test_an_output_staged_takes_true_or_false(repo: GitRepo) -> None:
+    spec = GOOD_PREPARE.replace(
+        "  data: data.txt\n", "  data:\n    path: data.txt\n    staged: maybe\n"
+    )
+    issue = only(repo, {"specs/a.yaml": spec})
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 7, "outputs.data.staged")
+    assert "must be a valid boolean" in issue.message
+
+
 def test_duplicate_name_across_files(repo: GitRepo) -> None:
     issue = only(
         repo,

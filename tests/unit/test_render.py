@@ -149,7 +149,10 @@ def test_plain_run_script_pinned() -> None:
             "  --out {outputs.model.path} --name {run.name} --dir {run.dir}\n",
             "env": {"SEED": "42", "GREETING": "hello world"},
             "inputs": {"episodes": "prepare.dataset"},
-            "outputs": {"model": "model/policy.json", "log": "/scratch/train.log"},
+            "outputs": {
+                "model": "model/policy.json",
+                "log": {"path": "/scratch/train.log", "staged": False},
+            },
             "resources": {
                 "time": "1d",
                 "account": "ml",
@@ -205,13 +208,61 @@ def test_plain_run_script_pinned() -> None:
         "export RECON_SPEC_HASH=0123456789abcdef\n"
         "export RECON_INPUT_EPISODES=/srv/demo/runs/prepare/data/episodes.csv\n"
         "export RECON_OUTPUT_LOG=/scratch/train.log\n"
-        "export RECON_OUTPUT_MODEL=/srv/demo/runs/train/model/policy.json\n"
+        "export RECON_OUTPUT_MODEL=/srv/demo/runs/train/model/.recon-staging/policy.json\n"
         "export GREETING='hello world'\n"
         "export SEED=42\n"
+        "# recon staging: the outputs are written beside their published paths, which they\n"
+        "# replace only once the command has succeeded and written them all.\n"
+        'if [ -n "$(ls -A "$RECON_RUN_DIR/.recon-run/publishing" 2>/dev/null)" ]; then\n'
+        "  echo \"recon: an earlier job's outputs are half published: recon apply rolls them back"
+        ' on $(hostname)" >&2; exit 1\n'
+        "fi\n"
+        "rm -rf -- /srv/demo/runs/train/model/.recon-staging/policy.json\n"
+        "mkdir -p -- /srv/demo/runs/train/model/.recon-staging\n"
         "cd /srv/demo/code\n"
         f"{RECORD}"
+        "(\n"
         "python3 train.py --data /srv/demo/runs/prepare/data/episodes.csv \\\n"
-        "  --out /srv/demo/runs/train/model/policy.json --name train --dir /srv/demo/runs/train\n"
+        "  --out /srv/demo/runs/train/model/.recon-staging/policy.json --name train --dir"
+        " /srv/demo/runs/train\n"
+        ")\n"
+        "# recon publishing: the command succeeded; each staged output replaces its published"
+        " one.\n"
+        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}}"\n'
+        "recon_unwritten=\n"
+        "[ -e /srv/demo/runs/train/model/.recon-staging/policy.json ] || recon_unwritten+='"
+        " model'\n"
+        'if [ -n "$recon_unwritten" ]; then\n'
+        '  { mkdir -p "$RECON_RUN_DIR/.recon-run/unwritten" && echo $recon_unwritten'
+        ' >"$RECON_RUN_DIR/.recon-run/unwritten/$recon_job"; } || true\n'
+        '  echo "recon: the command did not write its declared outputs:$recon_unwritten; nothing'
+        ' published" >&2\n'
+        "  exit 1\n"
+        "fi\n"
+        "recon_had() {\n"
+        '  if [ -e "$1" ] || [ -L "$1" ]; then printf \'1 %s\\0\' "$1"\n'
+        "  else printf '0 %s\\0' \"$1\"; fi\n"
+        "}\n"
+        "recon_publish() {\n"
+        '  if [ -e "$1" ] || [ -L "$1" ]; then\n'
+        '    if { [ -d "$1" ] && [ ! -L "$1" ]; } || [ -d "$2" ] || ! ln -- "$1" "$3" 2>/dev/null\n'
+        '    then mv -T -- "$1" "$3"; fi\n'
+        "  fi\n"
+        '  mv -T -- "$2" "$1"\n'
+        "}\n"
+        'recon_publishing="$RECON_RUN_DIR/.recon-run/publishing/$recon_job"\n'
+        "rm -rf -- /srv/demo/runs/train/model/.recon-previous/policy.json\n"
+        'mkdir -p -- "$RECON_RUN_DIR/.recon-run/publishing"'
+        " /srv/demo/runs/train/model/.recon-previous\n"
+        '{ recon_had /srv/demo/runs/train/model/policy.json; } >"$recon_publishing.new"\n'
+        'mv -f -- "$recon_publishing.new" "$recon_publishing"\n'
+        "recon_publish /srv/demo/runs/train/model/policy.json"
+        " /srv/demo/runs/train/model/.recon-staging/policy.json"
+        " /srv/demo/runs/train/model/.recon-previous/policy.json\n"
+        'rm -f -- "$recon_publishing"\n'
+        "rm -rf -- /srv/demo/runs/train/model/.recon-previous/policy.json\n"
+        "rmdir -- /srv/demo/runs/train/model/.recon-previous"
+        " /srv/demo/runs/train/model/.recon-staging 2>/dev/null || true\n"
     )
 
 
@@ -219,7 +270,7 @@ def test_het_run_script_pinned() -> None:
     run = desired(
         {
             "command": "srun --het-group=1 learner --out {outputs.policy.path}",
-            "outputs": {"policy": "policy.json"},
+            "outputs": {"policy": {"path": "policy.json", "staged": False}},
             "resources": {
                 "time": "00:15:00",
                 "components": [
@@ -277,14 +328,58 @@ def test_script_file_run_pinned() -> None:
         "export RECON_RUN=train\n"
         "export RECON_RUN_DIR=/srv/demo/runs/train\n"
         "export RECON_SPEC_HASH=0123456789abcdef\n"
-        "export RECON_OUTPUT_METRICS=/srv/demo/runs/train/m.json\n"
+        "export RECON_OUTPUT_METRICS=/srv/demo/runs/train/.recon-staging/m.json\n"
+        "# recon staging: the outputs are written beside their published paths, which they\n"
+        "# replace only once the command has succeeded and written them all.\n"
+        'if [ -n "$(ls -A "$RECON_RUN_DIR/.recon-run/publishing" 2>/dev/null)" ]; then\n'
+        "  echo \"recon: an earlier job's outputs are half published: recon apply rolls them back"
+        ' on $(hostname)" >&2; exit 1\n'
+        "fi\n"
+        "rm -rf -- /srv/demo/runs/train/.recon-staging/m.json\n"
+        "mkdir -p -- /srv/demo/runs/train/.recon-staging\n"
         "cd '/srv/demo/my code'\n"
         f"{RECORD}"
+        "(\n"
         "/usr/bin/env python3 /dev/fd/3 3<<'RECON_SCRIPT_EOF'\n"
         "#!/usr/bin/env python3\n"
         "import os\n"
         "print(os.environ['RECON_OUTPUT_METRICS'])\n"
         "RECON_SCRIPT_EOF\n"
+        ")\n"
+        "# recon publishing: the command succeeded; each staged output replaces its published"
+        " one.\n"
+        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}}"\n'
+        "recon_unwritten=\n"
+        "[ -e /srv/demo/runs/train/.recon-staging/m.json ] || recon_unwritten+=' metrics'\n"
+        'if [ -n "$recon_unwritten" ]; then\n'
+        '  { mkdir -p "$RECON_RUN_DIR/.recon-run/unwritten" && echo $recon_unwritten'
+        ' >"$RECON_RUN_DIR/.recon-run/unwritten/$recon_job"; } || true\n'
+        '  echo "recon: the command did not write its declared outputs:$recon_unwritten; nothing'
+        ' published" >&2\n'
+        "  exit 1\n"
+        "fi\n"
+        "recon_had() {\n"
+        '  if [ -e "$1" ] || [ -L "$1" ]; then printf \'1 %s\\0\' "$1"\n'
+        "  else printf '0 %s\\0' \"$1\"; fi\n"
+        "}\n"
+        "recon_publish() {\n"
+        '  if [ -e "$1" ] || [ -L "$1" ]; then\n'
+        '    if { [ -d "$1" ] && [ ! -L "$1" ]; } || [ -d "$2" ] || ! ln -- "$1" "$3" 2>/dev/null\n'
+        '    then mv -T -- "$1" "$3"; fi\n'
+        "  fi\n"
+        '  mv -T -- "$2" "$1"\n'
+        "}\n"
+        'recon_publishing="$RECON_RUN_DIR/.recon-run/publishing/$recon_job"\n'
+        "rm -rf -- /srv/demo/runs/train/.recon-previous/m.json\n"
+        'mkdir -p -- "$RECON_RUN_DIR/.recon-run/publishing" /srv/demo/runs/train/.recon-previous\n'
+        '{ recon_had /srv/demo/runs/train/m.json; } >"$recon_publishing.new"\n'
+        'mv -f -- "$recon_publishing.new" "$recon_publishing"\n'
+        "recon_publish /srv/demo/runs/train/m.json /srv/demo/runs/train/.recon-staging/m.json"
+        " /srv/demo/runs/train/.recon-previous/m.json\n"
+        'rm -f -- "$recon_publishing"\n'
+        "rm -rf -- /srv/demo/runs/train/.recon-previous/m.json\n"
+        "rmdir -- /srv/demo/runs/train/.recon-previous /srv/demo/runs/train/.recon-staging"
+        " 2>/dev/null || true\n"
     )
 
 
@@ -464,7 +559,7 @@ def test_template_paths_arrive_as_one_word_each(tmp_path: Path, value: str) -> N
     spec = {
         "command": "printf '<%s>\\n' {inputs.data.path} {outputs.out.path} {run.dir} {run.name}",
         "inputs": {"data": "prepare.dataset"},
-        "outputs": {"out": value},
+        "outputs": {"out": {"path": value, "staged": False}},
     }
     _, printed = printing(tmp_path, spec, run_dir=run_dir, input_paths={"data": f"/in/{value}"})
     expected = [f"/in/{value}", os.path.join(run_dir, value), str(run_dir), "train"]
@@ -477,7 +572,7 @@ def test_every_token_validation_knows_is_rendered(tmp_path: Path) -> None:
     spec = {
         "command": "printf '<%s>\\n' " + " ".join(f"{{{token}}}" for token in sorted(known)),
         "inputs": {"data": "prepare.dataset"},
-        "outputs": {"out": "o.txt"},
+        "outputs": {"out": {"path": "o.txt", "staged": False}},
     }
     _, printed = printing(tmp_path, spec, run_dir="/r", input_paths={"data": "/in/d"})
     assert printed.decode().splitlines() == [
@@ -492,17 +587,17 @@ def test_every_token_validation_knows_is_rendered(tmp_path: Path) -> None:
 
 def test_env_and_output_variables_reach_the_job(tmp_path: Path) -> None:
     spec = {
-        "command": "env | grep -E '^(RECON_|SEED=)' | sort",
+        "command": "env | grep -E '^(RECON_|SEED=)' | sort; touch \"$RECON_OUTPUT_MODEL\"",
         "env": {"SEED": "7"},
         "inputs": {"raw-data": "prepare.dataset"},
-        "outputs": {"model": "m/p.json", "abs": "/elsewhere/x"},
+        "outputs": {"model": "m/p.json", "abs": {"path": "/elsewhere/x", "staged": False}},
     }
     run_dir = tmp_path / "r"  # the job writes its environment record under it
     _, printed = printing(tmp_path, spec, run_dir=str(run_dir), input_paths={"raw-data": "/in/d"})
     assert printed.decode().splitlines() == [
         "RECON_INPUT_RAW_DATA=/in/d",
         "RECON_OUTPUT_ABS=/elsewhere/x",
-        f"RECON_OUTPUT_MODEL={run_dir}/m/p.json",
+        f"RECON_OUTPUT_MODEL={run_dir}/m/.recon-staging/p.json",
         "RECON_PROJECT=demo",
         "RECON_RUN=train",
         f"RECON_RUN_DIR={run_dir}",
@@ -535,7 +630,9 @@ def test_yaml_key_order_does_not_change_the_script() -> None:
 
 
 def script_run(text: str) -> DesiredRun:
-    return desired({"script": "scripts/job", "outputs": {"out": "out.txt"}}, text)
+    return desired(
+        {"script": "scripts/job", "outputs": {"out": {"path": "out.txt", "staged": False}}}, text
+    )
 
 
 def test_script_without_shebang_runs_like_a_command(tmp_path: Path) -> None:
@@ -717,7 +814,10 @@ def test_any_env_value_is_inert(tmp_path: Path, value: str) -> None:
 @PROPERTY
 @given(path=TEXT.filter(str.strip))
 def test_any_output_path_arrives_as_one_word(tmp_path: Path, path: str) -> None:
-    spec = {"command": 'printf "%s|" {outputs.o.path} "$RECON_OUTPUT_O"', "outputs": {"o": path}}
+    spec = {
+        "command": 'printf "%s|" {outputs.o.path} "$RECON_OUTPUT_O"',
+        "outputs": {"o": {"path": path, "staged": False}},
+    }
     run_dir = str(tmp_path / "r")
     script, printed = printing(tmp_path, spec, run_dir=run_dir)
     absolute = os.path.join(run_dir, path)

@@ -3,7 +3,9 @@
 Judged once per pass, before planning, so the plan sees the same judgement whichever
 command made it (``judge``, read-only); only apply writes it down (``record``):
 - a job that COMPLETED without its declared outputs (or markers) counts as failed, with
-  that reason, whatever sacct says;
+  that reason, whatever sacct says; so does a job whose script found its command had not
+  written a staged output (it failed, publishing nothing, and named them:
+  scheduler/runfolder.py ``unwritten``);
 - a successful job of the current spec gets its input and output versions recorded and
   a provenance manifest written next to its outputs;
 - a job that skipped its command, its inputs being those of the run's last success
@@ -11,6 +13,11 @@ command made it (``judge``, read-only); only apply writes it down (``record``):
   that read what that success read and left its outputs as they were: it is recorded
   with that success's input versions, its reason says it skipped, and the manifest,
   which describes how the outputs were made, is left as it is.
+
+A job killed while it published its staged outputs (between two renames) left a marker:
+its publishing is rolled back before anything looks at its outputs
+(``roll_back_publishing``, ``state/publishing``), so it is judged, and its run planned,
+with the outputs as they were before it.
 
 Outcomes are recorded once; a job the journal has already settled is not looked at again.
 """
@@ -27,7 +34,7 @@ from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.scripts import script_sha256
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.render import SKIPPED
-from reconciler.scheduler.runfolder import skipped_markers
+from reconciler.scheduler.runfolder import skipped_markers, unwritten
 from reconciler.scheduler.states import (
     ENDED,
     ENDED_BADLY,
@@ -52,6 +59,7 @@ from reconciler.state.provenance import (
     read_environment_record,
     write_manifest,
 )
+from reconciler.state.publishing import roll_back_ended
 from reconciler.state.records import NO_OUTPUTS, EndingKind, SetupRecord, SubmissionRecord
 
 CodeDir = Callable[[str | None], Path]
@@ -118,6 +126,25 @@ def _key(record: SubmissionRecord) -> tuple[str | None, str, str]:
     return (record.job_id, record.kind, record.name)
 
 
+def roll_back_publishing(
+    desired: Desired, observation: Observation, records: Sequence[SubmissionRecord]
+) -> list[Path]:
+    """Roll back what jobs of the project that ended without the journal's judgement yet
+    left half published, in the folder of each run with no job alive; the markers rolled
+    back. Writes: apply's passes only, before they look."""
+    settled = {r.job_id for r in records if r.job_id is not None and r.final_health is not None}
+    ended, alive = set(), set()
+    for job in observation.jobs:
+        if job.tag.project != desired.project.project or job.tag.kind != "run":
+            continue
+        if not job.finished or job.health not in ENDED:
+            alive.add(job.tag.name)
+        elif job.job_id not in settled:
+            ended.add(job.tag.name)
+    runs = sorted((ended - alive) & set(desired.runs))
+    return roll_back_ended(Path(run_path(desired, desired.runs[name])) for name in runs)
+
+
 def as_recorded(
     records: Sequence[SubmissionRecord], endings: Sequence[Ending]
 ) -> list[SubmissionRecord]:
@@ -173,6 +200,9 @@ def record(
             continue
         if ending.outputs is None:  # a failure: what it read, no outputs
             journal.record_inputs(job_id, _digests(ending.inputs), now)
+            if ending.kind is EndingKind.NO_OUTPUTS:
+                run = desired.runs[ending.job.tag.name]
+                unwritten(run_dir(desired, run), job_id).unlink(missing_ok=True)
             continue
         journal.record_versions(job_id, ending.read(), _digests(ending.outputs), now)
         run = desired.runs[ending.job.tag.name]
@@ -249,6 +279,11 @@ def _judge_job(
     # inputs keep these versions (engine/plan_history.failed_attempts).
     inputs = _input_versions(desired, run, outputs_seen)
     if job.health is not Health.SUCCEEDED:
+        if unwritten := _unwritten(desired, run, job):  # the script's own check failed
+            why = f"{NO_OUTPUTS}: {', '.join(unwritten)}"
+            return Ending(
+                job, record, Health.FAILED, exit_code, why, inputs, kind=EndingKind.NO_OUTPUTS
+            )
         return Ending(job, record, job.health, exit_code, reason, inputs, kind=kind)
     outputs = _versions(observe_outputs(desired, [run.name], outputs_seen), run.name)
     missing = sorted(name for name, version in outputs.items() if version is None)
@@ -258,6 +293,16 @@ def _judge_job(
             job, record, Health.FAILED, exit_code, why, inputs, kind=EndingKind.NO_OUTPUTS
         )
     return Ending(job, record, Health.SUCCEEDED, exit_code, reason, inputs, outputs)
+
+
+def _unwritten(desired: Desired, run: DesiredRun, job: ObservedJob) -> list[str]:
+    """The staged outputs a failed job's command did not write, as its script found
+    (``runfolder.unwritten``); none for a job that failed otherwise."""
+    try:
+        names = unwritten(run_path(desired, run), job.job_id).read_text().split()
+    except OSError:
+        return []
+    return sorted(set(names) & set(run.outputs))
 
 
 def _successes(

@@ -284,6 +284,7 @@ def failed_attempts(
             and job.health in ENDED_BADLY
             and not waited_for_dependency(reason)
             and job.job_id not in not_attempts
+            and job.job_id not in attempts  # the journal's words say more (no outputs)
         ):
             if job.job_id in inputs.cancelled and job.health is Health.CANCELLED:
                 not_attempts[job.job_id] = _recon_cancelled(job.job_id)

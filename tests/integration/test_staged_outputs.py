@@ -1,0 +1,107 @@
+"""A failed rerun never destroys the last good output, on the real dev cluster: a rerun
+that fails after writing half its outputs, and one SIGKILLed between two renames while it
+published them (then rolled back by the next pass), leave the previous outputs the same
+files, and the run reading them current. The project has a name of its own; its jobs are
+cancelled when the test ends."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.scheduler.runfolder import publishing_dir
+from tests.gitrepo import GitRepo
+from tests.integration.harness import Project
+from tests.local.test_staged_outputs import MAKE, READ, published
+from tests.projects import new_project_name
+
+pytestmark = pytest.mark.slurm
+
+RESOURCES = "resources: {cpus: 1, memory: 100MiB}"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Project]:
+    """make and read, both current on the cluster, make's outputs saying v1."""
+    name = new_project_name("staged")
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(
+        {
+            "recon.yaml": f"project: {name}\ndefaults:\n  partition: cpu\n  time: 10\n",
+            "specs/make.yaml": _on_cluster(MAKE.replace("VERSION", "v1")),
+            "specs/read.yaml": _on_cluster(READ),
+        }
+    )
+    created = Project(repo, name)
+    try:
+        created.apply("--wait")
+        yield created
+    finally:
+        created.cancel_all()
+
+
+def _on_cluster(spec: str) -> str:
+    return spec.replace("resources: {cpus: 1}", RESOURCES)
+
+
+def statuses(project: Project) -> dict[str, dict[str, str]]:
+    shown = project.recon("status", ".", "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    return {row["name"]: row for row in json.loads(shown.stdout)}
+
+
+def test_a_rerun_that_fails_halfway_leaves_the_last_good_outputs(project: Project) -> None:
+    before = published(project.root)
+    assert {content for content, _, _ in before.values()} == {b"v1"}
+    failing = MAKE.replace("VERSION", "half").replace(
+        "  printf '%s' half > {outputs.table.path}/1.csv\n", "  exit 1\n"
+    )
+    project.repo.commit({"specs/make.yaml": _on_cluster(failing)})
+    result = project.recon("apply", ".", "--auto-approve", "--wait")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "failed make: failed: job" in result.stderr, result.stderr
+    assert published(project.root) == before
+    rows = statuses(project)
+    assert (rows["make"]["health"], rows["read"]["sync"]) == ("failed", "current"), rows
+
+
+def test_a_job_killed_between_two_renames_is_rolled_back_by_the_next_pass(
+    project: Project,
+) -> None:
+    root = project.root
+    before = published(root)
+    shims = root.parent / "shims"
+    shims.mkdir()
+    count = shims / "renames"
+    mv = shims / "mv"
+    mv.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = -T ]; then\n'
+        f"  n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
+        '  if [ "$n" = 3 ]; then kill -9 $PPID; sleep 5; fi\n'
+        "fi\n"
+        'exec /bin/mv "$@"\n'
+    )
+    mv.chmod(0o755)
+    killed = MAKE.replace("VERSION", "v2").replace(
+        "outputs:", f"env: {{PATH: '{shims}:/usr/bin:/bin'}}\noutputs:", 1
+    )
+    project.repo.commit({"specs/make.yaml": _on_cluster(killed)})
+    project.apply("make")
+    run = root / "runs" / "make"
+    project.wait_for("the killed job's end", lambda: count.exists() and _ended(project, "make"))
+    assert (run / "report.txt").read_bytes() == b"v2"  # half published, as killed
+    assert not (run / "table").exists()
+    project.recon("apply", ".", "make", "--auto-approve")  # rolls back, then settles it
+    assert published(root) == before
+    assert not any(publishing_dir(run).iterdir())
+    rows = statuses(project)
+    assert (rows["make"]["health"], rows["read"]["sync"]) == ("failed", "current"), rows
+
+
+def _ended(project: Project, run: str) -> bool:
+    rows = statuses(project)
+    return rows[run]["health"] in ("failed", "succeeded", "cancelled")

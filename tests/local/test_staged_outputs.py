@@ -1,0 +1,138 @@
+"""A failed rerun never destroys the last good output, on the local backend and the whole
+engine: a rerun that fails after writing half its outputs, and one killed between two
+renames while it published them, leave the previous outputs the same files (bytes, inode,
+modification time), and the run that reads them current."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.scheduler.local import LocalScheduler
+from reconciler.scheduler.runfolder import publishing_dir
+from tests.gitrepo import GitRepo
+from tests.local.serving import recon
+from tests.local.test_cascade import jobs, ok, statuses
+from tests.projects import new_project_name
+
+MAKE = """kind: Run
+name: make
+resources: {cpus: 1}
+command: |
+  printf '%s' VERSION > {outputs.report.path}
+  mkdir -p {outputs.table.path}
+  printf '%s' VERSION > {outputs.table.path}/1.csv
+outputs:
+  report: report.txt
+  table: table/
+"""
+READ = """kind: Run
+name: read
+resources: {cpus: 1}
+inputs:
+  report: make.report
+command: cat {inputs.report.path} > {outputs.copy.path}
+outputs:
+  copy: copy.txt
+"""
+
+Seen = dict[str, tuple[bytes, int, int]]
+
+
+def published(root: Path) -> Seen:
+    run = root / "runs" / "make"
+    seen: Seen = {}
+    for path in (run / "report.txt", run / "table" / "1.csv"):
+        if path.exists():
+            status = path.stat()
+            seen[path.name] = (path.read_bytes(), status.st_ino, status.st_mtime_ns)
+    return seen
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[GitRepo]:
+    """make and read, both current, make's outputs saying v1."""
+    repo = GitRepo(tmp_path / "repo")
+    name = new_project_name("staged")
+    repo.commit(
+        {
+            "recon.yaml": f"project: {name}\nscheduler: local\n",
+            "specs/make.yaml": MAKE.replace("VERSION", "v1"),
+            "specs/read.yaml": READ,
+        }
+    )
+    ok(recon(repo.root, "apply", ".", "--auto-approve", "--wait"))
+    yield repo
+    backend = LocalScheduler(repo.root / ".recon")
+    for job_id, job in jobs(repo.root).items():  # whatever a failed test left queued
+        if "ended" not in job:
+            backend.cancel(str(job_id))
+
+
+def test_a_rerun_that_fails_halfway_leaves_the_last_good_outputs(project: GitRepo) -> None:
+    root = project.root
+    before = published(root)
+    assert {content for content, _, _ in before.values()} == {b"v1"}
+    # writes half of what it made before, then fails
+    failing = MAKE.replace("VERSION", "half").replace(
+        "  printf '%s' half > {outputs.table.path}/1.csv\n", "  exit 1\n"
+    )
+    project.commit({"specs/make.yaml": failing})
+    result = recon(root, "apply", ".", "--auto-approve", "--wait")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "failed make: failed: job" in result.stderr, result.stderr
+    assert published(root) == before
+    rows = statuses(root)
+    assert (rows["make"]["health"], rows["read"]["sync"]) == ("failed", "current"), rows
+
+
+def test_a_job_killed_between_two_renames_is_rolled_back_by_the_next_pass(
+    project: GitRepo,
+) -> None:
+    """The rerun's job is SIGKILLed while it publishes: its report already renamed into
+    place, its table moved aside and not yet replaced (an `mv` on its PATH kills the
+    job at its third rename). The next pass puts the previous outputs back."""
+    root = project.root
+    before = published(root)
+    shims = root.parent / "shims"
+    shims.mkdir()
+    count = shims / "renames"
+    mv = shims / "mv"
+    mv.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = -T ]; then\n'
+        f"  n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
+        '  if [ "$n" = 3 ]; then kill -9 $PPID; sleep 5; fi\n'
+        "fi\n"
+        'exec /bin/mv "$@"\n'
+    )
+    mv.chmod(0o755)
+    killed = MAKE.replace("VERSION", "v2").replace(
+        "outputs:", f"env: {{PATH: '{shims}:/usr/bin:/bin'}}\noutputs:", 1
+    )
+    project.commit({"specs/make.yaml": killed})
+    ok(recon(root, "apply", ".", "make", "--auto-approve"))
+    _wait_ended(root)
+    run = root / "runs" / "make"
+    assert count.read_text() == "3\n"
+    assert (run / "report.txt").read_bytes() == b"v2"  # half published, as killed
+    assert not (run / "table").exists()
+    assert any(publishing_dir(run).iterdir())
+    recon(root, "apply", ".", "make", "--auto-approve")  # settles it, after rolling back
+    assert published(root) == before
+    assert not any(publishing_dir(run).iterdir())
+    rows = statuses(root)
+    assert (rows["make"]["health"], rows["read"]["sync"]) == ("failed", "current"), rows
+
+
+def _wait_ended(root: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if all("ended" in job for job in jobs(root).values()):
+            return
+        time.sleep(0.2)
+    raise AssertionError(json.dumps(jobs(root), default=str))
