@@ -258,6 +258,7 @@ def failed_attempts(
     """
     attempts: dict[str, str] = {}
     not_attempts: dict[str, tuple[Cause, str]] = {}  # job id -> why it is no attempt
+    said: set[str] = set()  # jobs whose journal record says more than the cluster's words
     for record in inputs.history(run.name):
         if (
             record.spec_hash != run.spec_hash
@@ -272,11 +273,11 @@ def failed_attempts(
             continue
         # How it ended, in words: the reason settle wrote when it says more than the
         # health does (timed out, no outputs), else its health and exit code.
-        attempts[record.job_id] = (
-            record.reason
-            if record.ending is not None and record.reason
-            else ending(record.final_health, record.exit_code)
-        )
+        if record.ending is not None and record.reason:
+            attempts[record.job_id] = record.reason
+            said.add(record.job_id)
+        else:
+            attempts[record.job_id] = ending(record.final_health, record.exit_code)
     for job in current:
         reason = next((row.reason for row in job.components if row.reason), None)
         if (
@@ -284,7 +285,7 @@ def failed_attempts(
             and job.health in ENDED_BADLY
             and not waited_for_dependency(reason)
             and job.job_id not in not_attempts
-            and job.job_id not in attempts  # the journal's words say more (no outputs)
+            and job.job_id not in said  # the journal's words say more (no outputs)
         ):
             if job.job_id in inputs.cancelled and job.health is Health.CANCELLED:
                 not_attempts[job.job_id] = _recon_cancelled(job.job_id)
