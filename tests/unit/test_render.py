@@ -574,13 +574,14 @@ def test_every_token_validation_knows_is_rendered(tmp_path: Path) -> None:
         "inputs": {"data": "prepare.dataset"},
         "outputs": {"out": {"path": "o.txt", "staged": False}},
     }
-    _, printed = printing(tmp_path, spec, run_dir="/r", input_paths={"data": "/in/d"})
+    run_dir = tmp_path / "r"  # the job writes its environment record under it
+    _, printed = printing(tmp_path, spec, run_dir=str(run_dir), input_paths={"data": "/in/d"})
     assert printed.decode().splitlines() == [
-        "</r/inputs/data.list>",
+        f"<{run_dir}/inputs/data.list>",
         "</in/d>",
         "</in/d>",
-        "</r/o.txt>",
-        "</r>",
+        f"<{run_dir}/o.txt>",
+        f"<{run_dir}>",
         "<train>",
     ]
 
