@@ -59,21 +59,32 @@ def path_without_slurm(tmp_path: Path) -> str:
     return str(bin_dir)
 
 
-def test_readme_main_command_runs_the_example_without_slurm(tmp_path: Path) -> None:
+def cloned(tmp_path: Path) -> Path:
+    """A fresh clone of this repository, as a newcomer gets it."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    path = path_without_slurm(tmp_path)
-    assert shutil.which("sbatch", path=path) is None
-    recon = shutil.which("recon", path=path)
-    assert recon is not None, "recon is not installed (pip install -e .)"
-    result = subprocess.run(
-        main_command().split(),
+    return clone
+
+
+def run_in(clone: Path, command: str, path: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` run in ``clone`` with ``path`` as PATH, as the README has it typed."""
+    return subprocess.run(
+        command.split(),
         cwd=clone,
-        env={**os.environ, "PATH": path, "HOME": str(tmp_path)},
+        env={**os.environ, "PATH": path, "HOME": str(home)},
         capture_output=True,
         text=True,
         timeout=600,
     )
+
+
+def test_readme_main_command_runs_the_example_without_slurm(tmp_path: Path) -> None:
+    clone = cloned(tmp_path)
+    path = path_without_slurm(tmp_path)
+    assert shutil.which("sbatch", path=path) is None
+    recon = shutil.which("recon", path=path)
+    assert recon is not None, "recon is not installed (pip install -e .)"
+    result = run_in(clone, main_command(), path, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "(scheduler: local)" in result.stdout
     runs = clone / "examples" / "repo" / "runs"
@@ -101,19 +112,11 @@ def path_with_slurm(tmp_path: Path, calls: Path) -> str:
 
 
 def test_readme_main_command_submits_nothing_where_slurm_is_installed(tmp_path: Path) -> None:
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    clone = cloned(tmp_path)
     calls = tmp_path / "slurm-calls"
     path = path_with_slurm(tmp_path, calls)
     assert shutil.which("sbatch", path=path) == str(tmp_path / "slurm-bin" / "sbatch")
-    result = subprocess.run(
-        main_command().split(),
-        cwd=clone,
-        env={**os.environ, "PATH": path, "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_in(clone, main_command(), path, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert not calls.exists(), f"Slurm was called:\n{calls.read_text()}"
     assert "(scheduler: local)" in result.stdout
@@ -126,20 +129,12 @@ def test_readme_main_command_submits_nothing_where_slurm_is_installed(tmp_path: 
 def test_the_readme_flag_sends_the_example_to_slurm(tmp_path: Path) -> None:
     """`--scheduler slurm` plans against Slurm (the stand-ins are asked, nothing is
     submitted: the plan only reads)."""
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    clone = cloned(tmp_path)
     calls = tmp_path / "slurm-calls"
     planned = (
         slurm_command().replace("recon apply", "recon plan").replace(" --auto-approve --wait", "")
     )
-    result = subprocess.run(
-        planned.split(),
-        cwd=clone,
-        env={**os.environ, "PATH": path_with_slurm(tmp_path, calls), "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_in(clone, planned, path_with_slurm(tmp_path, calls), tmp_path)
     assert "(scheduler: slurm)" in result.stdout, result.stdout + result.stderr
     asked = {line.split()[0] for line in calls.read_text().splitlines()}
     assert "squeue" in asked and "sbatch" not in asked, asked

@@ -70,15 +70,16 @@ SCRIPTS = {
 
 
 def recon(
-    repo: GitRepo, *args: str, source: Path | None = None
+    repo: GitRepo, *args: str, source: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`recon ARGS` in the project, run from this tree's code, or `source`'s."""
+    """`recon ARGS` in the project, run from this tree's code, or `source`'s (an earlier
+    release, ``old_release``); ``env``: variables added, such as a fault to inject."""
     path = str(source) if source is not None else os.environ.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "reconciler", *args],
         cwd=repo.root, capture_output=True, text=True, timeout=180,
         env={"PATH": "/usr/bin:/bin", "HOME": str(repo.root), "RECON_LOCAL_CPUS": "2",
-             "PYTHONPATH": path},
+             "PYTHONPATH": path, **(env or {})},
     )  # fmt: skip
 
 

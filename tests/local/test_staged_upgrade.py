@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.gitrepo import GitRepo
-from tests.local.test_code_and_healing import ok, old_release
+from tests.local.test_code_and_healing import ok, old_release, recon
 from tests.local.test_engine import cancel_all
 from tests.local.test_staged_outputs import MAKE, READ, published
 from tests.local.test_sweeps import submitted
-from tests.local.test_upgrade_run_folder import LATE, ended, project, recon
+from tests.local.test_upgrade_run_folder import LATE, ended, project
 
 __all__ = ["project"]  # the fixture
 

@@ -13,17 +13,14 @@ writes it in ``.recon-run/`` (``scheduler/runfolder.py``), on the local backend:
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.gitrepo import GitRepo
-from tests.local.test_code_and_healing import ok, old_release
+from tests.local.test_code_and_healing import ok, old_release, recon
 from tests.local.test_engine import cancel_all, local_jobs
 from tests.local.test_sweeps import WRITES, submitted, sweep
 from tests.projects import new_project_name
@@ -67,19 +64,6 @@ def project(tmp_path: Path) -> GitRepo:
     repo = GitRepo(tmp_path / "repo")
     repo.commit({"recon.yaml": f"project: {new_project_name('up')}\nscheduler: local\n"})
     return repo
-
-
-def recon(
-    repo: GitRepo, *args: str, source: Path | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`recon ARGS` in the project, run from this tree's code, or `source`'s."""
-    path = str(source) if source is not None else os.environ.get("PYTHONPATH", "")
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args],
-        cwd=repo.root, capture_output=True, text=True, timeout=180,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(repo.root), "RECON_LOCAL_CPUS": "2",
-             "PYTHONPATH": path, **(env or {})},
-    )  # fmt: skip
 
 
 def test_a_live_array_the_earlier_release_submitted_is_adopted_member_by_member(
