@@ -10,18 +10,22 @@ random sequences of commits, passes and faults. After every step:
 and at the end, once faults stop and jobs are let finish, the project converges within a
 bounded number of passes and then plans nothing.
 
-Histories: `RECON_HISTORIES` (default 200 in the suite; thousands by hand), each up to
-`RECON_HISTORY_STEPS` steps (default 25); `RECON_HISTORY_SEED` set draws new ones each
-run instead of the suite's fixed set. A failing history is printed by Hypothesis as a
-readable script of rule calls, shrunk to the fewest steps that still fail.
+Histories: `RECON_HISTORIES` (default 2,000 in the suite), each up to `RECON_HISTORY_STEPS`
+steps (default 15), split over `RECON_HISTORY_WORKERS` processes (default: one a core).
+Worker k draws the fixed set of seed `RECON_HISTORY_SEED + k` (default seed 0), so the
+suite runs the same histories each time and another seed runs new ones. A failing history
+is printed by Hypothesis as a readable script of rule calls, shrunk to the fewest steps
+that still fail, with its worker's seed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import shutil
 import threading
+import traceback
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -53,8 +57,10 @@ from reconciler.state.paths import JOURNAL_FILE
 from tests.gitrepo import GitRepo
 from tests.simcluster import ALIVE, ENDINGS, Faults, SimCluster, SimJob, SimTask
 
-HISTORIES = int(os.environ.get("RECON_HISTORIES", "200"))
-STEPS = int(os.environ.get("RECON_HISTORY_STEPS", "25"))
+HISTORIES = int(os.environ.get("RECON_HISTORIES", "2000"))
+STEPS = int(os.environ.get("RECON_HISTORY_STEPS", "15"))
+SEED = int(os.environ.get("RECON_HISTORY_SEED", "0"))
+WORKERS = int(os.environ.get("RECON_HISTORY_WORKERS", str(os.cpu_count() or 1)))
 PROJECT = "hist"
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 RUNS = ("a", "b", "c", "d")  # b reads a's output, c reads b's; d stands alone
@@ -154,19 +160,10 @@ class History(RuleBasedStateMachine):
 
     @rule()
     def apply_killed_after_sbatch(self) -> None:
-        """sbatch returned a job id and the journal never heard of it.
-
-        The id is a new one, never a forgotten job's handed out again: with that pairing
-        the histories found a run planned `submit a: spec changed` for ever after several
-        killed submissions and forgotten jobs, not yet reproduced at will; it stays out of
-        the histories until it is (the first such finding is fixed and pinned by
-        `test_a_lost_id_handed_to_a_killed_submission_...` below)."""
-        self.cluster.reuse_ids = False
-        try:
-            with killed_after_sbatch():
-                self._pass(1)
-        finally:
-            self.cluster.reuse_ids = True
+        """sbatch returned a job id and the journal never heard of it (the id may be a
+        forgotten job's, handed out again)."""
+        with killed_after_sbatch():
+            self._pass(1)
 
     @rule()
     def two_applies_at_once(self) -> None:
@@ -289,7 +286,7 @@ class History(RuleBasedStateMachine):
 
     def _look(self) -> Look:
         assert self.root is not None
-        return look_once(Request(self.root), scheduler=_quiet(self.cluster))
+        return look_once(Request(self.root), scheduler=_quiet(self.cluster), clock=lambda: self.now)
 
     def _pass(
         self, minutes: int, saved: Plan | None = None, *, confirmed: bool = False
@@ -415,22 +412,46 @@ class _Scratch:
 
 _scratch = _Scratch()
 
-History.TestCase.settings = settings(
-    max_examples=HISTORIES,
-    stateful_step_count=STEPS,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    derandomize=os.environ.get("RECON_HISTORY_SEED") is None,
-    database=None,
-)
+
+def _run_histories(worker: int, base: str) -> tuple[Counter[str], str | None]:
+    """One worker's share of the histories, its own fixed set (seed `SEED + worker`):
+    the tally, and the failing history's report if one failed."""
+    _scratch.base = Path(base)
+    TALLY.clear()
+    History._hypothesis_internal_use_seed = SEED + worker
+    share = HISTORIES // WORKERS + (1 if worker < HISTORIES % WORKERS else 0)
+    History.TestCase.settings = settings(
+        max_examples=share,
+        stateful_step_count=STEPS,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
+    try:
+        History.TestCase().runTest()
+    except BaseException as failure:  # any failure at all: the parent reports it
+        return TALLY.copy(), "".join(traceback.format_exception(failure))
+    return TALLY.copy(), None
 
 
 def test_generated_fault_histories(tmp_path_factory: pytest.TempPathFactory) -> None:
-    _scratch.base = tmp_path_factory.mktemp("histories")
-    TALLY.clear()
-    History.TestCase().runTest()
-    print("\n" + ", ".join(f"{name}: {count}" for name, count in sorted(TALLY.items())))
-    assert TALLY["histories"] >= HISTORIES // 2 and TALLY["converged"] == TALLY["histories"]
+    """The histories, split over `WORKERS` processes (one a core): each draws its own
+    fixed set, so a failure is found again by the same seed."""
+    bases = [str(tmp_path_factory.mktemp(f"histories{worker}")) for worker in range(WORKERS)]
+    with multiprocessing.get_context("fork").Pool(WORKERS) as pool:
+        results = pool.starmap(_run_histories, enumerate(bases))
+    tally: Counter[str] = Counter()
+    for counted, _ in results:
+        tally.update(counted)
+    print(f"\n{WORKERS} worker(s), seeds {SEED}..{SEED + WORKERS - 1}: " + ", ".join(
+        f"{name}: {count}" for name, count in sorted(tally.items())
+    ))  # fmt: skip
+    failures = [
+        f"worker {worker} (seed {SEED + worker}):\n{failure}"
+        for worker, (_, failure) in enumerate(results) if failure
+    ]  # fmt: skip
+    assert not failures, "\n".join(failures)
+    assert tally["histories"] >= HISTORIES // 2 and tally["converged"] == tally["histories"]
 
 
 def test_a_lost_id_handed_to_a_killed_submission_plans_as_apply_sees_it(
