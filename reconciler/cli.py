@@ -19,7 +19,17 @@ from typing import Annotated
 import typer
 
 from reconciler import __version__
-from reconciler.commands import apply, export, graph, plan, serve, specs, status, watch
+from reconciler.commands import (
+    apply,
+    completion,
+    export,
+    graph,
+    plan,
+    serve,
+    specs,
+    status,
+    watch,
+)
 from reconciler.commands.common import EXIT_ERROR, EXIT_LOCKED, err_console
 from reconciler.devcluster.cli import app as dev_cluster_app
 from reconciler.errors import LockedError, ReconError
@@ -55,6 +65,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "serve": serve.serve,
     "schema": specs.schema,
     "version": specs.version,
+    "completion": completion.completion,
 }
 GROUPS: dict[str, typer.Typer] = {"export": export.app, "dev-cluster": dev_cluster_app}
 
