@@ -57,6 +57,7 @@ def _options(
 # One module per verb (reconciler/commands/); this file only assembles them.
 COMMANDS: dict[str, Callable[..., None]] = {
     "validate": specs.validate,
+    "validate-files": specs.validate_files,
     "plan": plan.plan,
     "apply": apply.apply,
     "status": status.status,

@@ -27,15 +27,39 @@ WEB_FILES = {"index.html", "app.js", "style.css", "icon.svg"}
 
 def written_version() -> str:
     """The version, read as text from the one place it is written."""
-    found = re.search(r'^__version__ = "([^"]+)"$', (ROOT / "reconciler" / "__init__.py").read_text(), re.MULTILINE)
+    found = re.search(
+        r'^__version__ = "([^"]+)"$',
+        (ROOT / "reconciler" / "__init__.py").read_text(),
+        re.MULTILINE,
+    )
     assert found is not None
     return found.group(1)
 
 
-def run(argv: list[str], **options: object) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=900, **options)  # type: ignore[call-overload]
+def outside_the_checkout() -> dict[str, str]:
+    """This environment without PYTHONPATH, which would import recon from the checkout
+    the tests run from instead of from the installed package."""
+    return {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+
+
+@pytest.fixture(autouse=True)
+def _no_pythonpath(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # for test_quickstart.run_in
+
+
+def run(
+    argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env or outside_the_checkout(),
+        cwd=cwd,
+    )
     assert result.returncode == 0, f"{argv}:\n{result.stdout}{result.stderr}"
-    return result  # type: ignore[no-any-return]
+    return result
 
 
 @pytest.fixture(scope="module")
@@ -74,13 +98,23 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_installed_package_is_the_wheel_and_finds_its_files(venv: Path) -> None:
     python = str(venv / "bin" / "python")
     found = run(
-        [python, "-c", "import reconciler, importlib.metadata as m; "
-         "print(reconciler.__file__); print(m.version('recon'))"],
+        [
+            python,
+            "-c",
+            "import reconciler, importlib.metadata as m; "
+            "print(reconciler.__file__); print(m.version('recon'))",
+        ],
         cwd=venv,
     ).stdout.split()
     assert found == [
-        str(venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-            / "site-packages" / "reconciler" / "__init__.py"),
+        str(
+            venv
+            / "lib"
+            / f"python{sys.version_info.major}.{sys.version_info.minor}"
+            / "site-packages"
+            / "reconciler"
+            / "__init__.py"
+        ),
         written_version(),
     ]
     read = (
@@ -111,7 +145,7 @@ def test_the_readme_main_command_runs_from_the_installed_wheel(venv: Path, tmp_p
 
 def test_pipx_installs_the_wheel_as_a_tool(wheel: Path, tmp_path: Path) -> None:
     pipx = {
-        **os.environ,
+        **outside_the_checkout(),
         "PIPX_HOME": str(tmp_path / "pipx"),
         "PIPX_BIN_DIR": str(tmp_path / "bin"),
         "PIPX_MAN_DIR": str(tmp_path / "man"),
