@@ -22,6 +22,7 @@ from reconciler import __version__
 from reconciler.commands import (
     apply,
     completion,
+    cron,
     export,
     graph,
     plan,
@@ -68,7 +69,11 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "version": specs.version,
     "completion": completion.completion,
 }
-GROUPS: dict[str, typer.Typer] = {"export": export.app, "dev-cluster": dev_cluster_app}
+GROUPS: dict[str, typer.Typer] = {
+    "export": export.app,
+    "cron": cron.app,
+    "dev-cluster": dev_cluster_app,
+}
 
 
 def assembled(only: str | None = None) -> typer.Typer:

@@ -375,7 +375,9 @@ def image_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(folder / "bin" / "python3")
 
 
-def run_job(job: dict[str, Any], variables: dict[str, str], workspace: Path) -> subprocess.CompletedProcess[str]:
+def run_job(
+    job: dict[str, Any], variables: dict[str, str], workspace: Path
+) -> subprocess.CompletedProcess[str]:
     """The job's script as a GitLab runner runs it: one bash, each line's failure ends it."""
     script = "\n".join(job["script"])
     return subprocess.run(
@@ -408,13 +410,17 @@ def test_the_component_notes_the_plan_and_updates_it_in_place(
     assert first.returncode == 0, first.stdout + first.stderr
     (posted,) = comments.by_recon()
     assert "a100:2" in posted["body"], posted["body"]
-    assert "| train |" in first.stdout or "train" in first.stdout  # the plan, in the job's log
+    plan = posted["body"].removeprefix(marker(".") + "\n")
+    assert plan.strip() in first.stdout  # the plan, in the job's log too
 
     second = run_job(job, variables, pull.workspace)
     assert second.returncode == 0, second.stdout + second.stderr
     (updated,) = comments.by_recon()
     assert updated["id"] == posted["id"]
-    assert comments.requests[-1] == ("PUT", f"/api/v4/projects/42/merge_requests/3/notes/{posted['id']}")
+    assert comments.requests[-1] == (
+        "PUT",
+        f"/api/v4/projects/42/merge_requests/3/notes/{posted['id']}",
+    )
     assert comments.tokens == {TOKEN}
 
     strict = component_job({"package": str(recon_release), "fail_on_changes": "true"})
