@@ -346,12 +346,16 @@ def test_the_action_fails_on_changes_when_asked(
 _INPUT = re.compile(r"\$\[\[\s*inputs\.(\w+)\s*\]\]")
 
 
+def _text(value: object) -> str:
+    """An input's value as GitLab puts it in the text: a boolean as true or false."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def component_job(inputs: dict[str, str]) -> dict[str, Any]:
     """templates/recon-plan.yml's job, `$[[ inputs.x ]]` filled from `inputs` or the
     spec's defaults (GitLab does it before it reads the job)."""
     spec, jobs = YAML(typ="safe").load_all((ROOT / "templates" / "recon-plan.yml").read_text())
-    values = {name: str(i.get("default", "")).lower() if isinstance(i.get("default"), bool)
-              else str(i.get("default", "")) for name, i in spec["spec"]["inputs"].items()}  # fmt: skip
+    values = {name: _text(i.get("default", "")) for name, i in spec["spec"]["inputs"].items()}
     values.update(inputs)
     (job,) = jobs.values()
 

@@ -119,7 +119,8 @@ def test_the_installed_package_is_the_wheel_and_finds_its_files(venv: Path) -> N
     ]
     read = (
         "from importlib.resources import files; "
-        "print(sorted(p.name for p in files('reconciler.schemas').iterdir() if p.name.endswith('.json'))); "
+        "print(sorted(p.name for p in files('reconciler.schemas').iterdir() "
+        "if p.name.endswith('.json'))); "
         "print(len(files('reconciler.web').joinpath('static', 'index.html').read_bytes()) > 0)"
     )
     names, page = run([python, "-c", read], cwd=venv).stdout.splitlines()

@@ -24,9 +24,7 @@ def path(tmp_path: Path) -> str:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     launcher = bin_dir / "recon"
-    launcher.write_text(
-        f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m reconciler "$@"\n'
-    )
+    launcher.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m reconciler "$@"\n')
     launcher.chmod(0o755)
     return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
 
