@@ -29,6 +29,9 @@ from pathlib import Path
 from reconciler.errors import ReconError
 
 TAG = "# recon cron: "
+# What `scrontab -l` puts before the lines of an entry Slurm disabled (its job cancelled
+# with scancel, or refused): still the entry, to replace or remove.
+DISABLED = "#DISABLED: "
 
 
 class CronError(ReconError):
@@ -168,7 +171,7 @@ def replaced(table: str, tag: str, block: str | None) -> str:
     for line in lines:
         if line.startswith(tag) and line[len(tag) : len(tag) + 1] in (" ", "\n", ""):
             for following in lines:
-                if not following.startswith("#SCRON"):
+                if not following.removeprefix(DISABLED).startswith("#SCRON"):
                     break  # the schedule line: the entry's last
             continue
         kept.append(line)

@@ -137,3 +137,14 @@ def test_systemd_units_are_named_by_project_and_folder() -> None:
     )
     assert "\nWorkingDirectory=/srv/lab/cartpole\n" in service
     assert "\nOnCalendar=*-*-* *:00/15:00\n" in timer
+
+
+def test_an_entry_slurm_disabled_is_still_found() -> None:
+    """scrontab -l shows an entry whose job was cancelled with its lines commented out."""
+    job = SlurmJob(partition="debug", time="00:05:00", output=Path("/srv/s/scrontab.log"))
+    block = scrontab_block(entry(), job)
+    heading, *rest = block.splitlines(keepends=True)
+    disabled = heading + "".join(f"#DISABLED: {line}" for line in rest)
+    table = "0 * * * * hourly-report\n"
+    assert replaced(table + disabled, entry().tag, None) == table
+    assert replaced(table + disabled, entry().tag, block) == table + block
