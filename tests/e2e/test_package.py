@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -60,6 +61,13 @@ def run(
     )
     assert result.returncode == 0, f"{argv}:\n{result.stdout}{result.stderr}"
     return result
+
+
+def test_the_version_is_written_once() -> None:
+    """pyproject.toml reads it from reconciler/__init__.py; nothing else writes it."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "reconciler.__version__"}
 
 
 @pytest.fixture(scope="module")
