@@ -185,6 +185,7 @@ class History(RuleBasedStateMachine):
         else:
             self.allocation = (shape, version)
         self._commit()
+        TALLY["allocation commits"] += 1
 
     @rule(values=st.sets(st.sampled_from(SWEEP_VALUES)), change=st.booleans())
     def commit_sweep(self, values: set[int], change: bool) -> None:
