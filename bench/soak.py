@@ -501,6 +501,7 @@ def main() -> int:
             threading.Thread(target=faults, args=(project, watch, soak, stop, args.fault_every,
                                                   kinds, random.Random(rng.random()))),
         ]  # fmt: skip
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: clean up below
         watch.start()
         try:
             for thread in threads:
@@ -513,6 +514,9 @@ def main() -> int:
             _restore()
             for node in CPU_NODES:
                 _scontrol("update", f"nodename={node}", "state=resume")
+            if sys.exc_info()[0] is not None:  # stopped or broken: leave nothing behind
+                watch.kill()
+                cancel_all(project)
         chaos_ended = time.monotonic()
         since_fault = chaos_ended - (soak.last_fault or chaos_ended)
         checker_stop = threading.Event()
