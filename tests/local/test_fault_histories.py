@@ -27,7 +27,7 @@ import shutil
 import threading
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -204,6 +204,16 @@ class History(RuleBasedStateMachine):
         forgotten job's, handed out again)."""
         with killed_after_sbatch():
             self._pass(1)
+
+    @rule(point=st.sampled_from(fault_points.POINTS))
+    def apply_killed_at(self, point: str) -> None:
+        """A pass stops at a fault point, as a SIGKILL there would leave it: after a
+        scheduler call (a job made, an allocation made, a step started, a job cancelled)
+        and before the journal heard of it, or as it begins."""
+        with killed_at(point) as reached:
+            self._pass(1)
+            if reached():
+                TALLY[f"passes killed at {point}"] += 1
 
     @rule()
     def two_applies_at_once(self) -> None:
@@ -424,16 +434,21 @@ class History(RuleBasedStateMachine):
 
 
 @contextlib.contextmanager
-def killed_after_sbatch() -> Iterator[None]:
-    """A pass inside stops right after its first sbatch returned (the `after-sbatch` fault
-    point, raised once), as a SIGKILL there would leave it: the journal without the id."""
+def killed_at(point: str) -> Iterator[Callable[[], bool]]:
+    """A pass inside stops the first time it reaches `point` (raised once), as a SIGKILL
+    there would leave it: after sbatch, the journal without the id. Gives a function that
+    says whether the point was reached."""
     fault_points._reached.clear()
-    os.environ[fault_points.ENV] = "after-sbatch:raise:1"
+    os.environ[fault_points.ENV] = f"{point}:raise:1"
     try:
-        yield
+        yield lambda: fault_points._reached.get(point, 0) > 0
     finally:
         del os.environ[fault_points.ENV]
         fault_points._reached.clear()
+
+
+def killed_after_sbatch() -> contextlib.AbstractContextManager[Callable[[], bool]]:
+    return killed_at("after-sbatch")
 
 
 class _Forwarded:
@@ -616,3 +631,33 @@ def test_a_lost_id_handed_to_a_killed_submission_plans_as_apply_sees_it(
         assert ("a", Health.SUCCEEDED) not in {(r.name, r.final_health) for r in held}
     finally:
         shutil.rmtree(history.root or "", ignore_errors=True)
+
+
+@pytest.mark.parametrize("point", fault_points.POINTS)
+def test_a_pass_killed_at_each_fault_point_is_recovered(
+    tmp_path_factory: pytest.TempPathFactory, point: str
+) -> None:
+    """Each fault point is reached by a pass of a project with a run, a sweep and an
+    allocation (a commit now and then gives it a job to cancel); the pass dies there, and
+    the project still converges with one live job per run at most."""
+    _scratch.base = tmp_path_factory.mktemp(f"killed-{point}")
+    history = History()
+    history.project(runs={"a", "d"}, sweep={1, 2})
+    history.commit_allocation("declare")
+    try:
+        reached = False
+        for attempt in range(8):
+            with killed_at(point) as was_reached:
+                history._pass(1)
+                reached = was_reached()
+            history.one_live_job_per_run_and_spec()
+            if reached:
+                break
+            if attempt % 2 == 0:
+                history.commit(name="a", how="change")  # a's pending job is replaced: a cancel
+                history.commit_allocation("reshape")  # w's old job is released
+            else:
+                history.cluster.step(lambda job, task: None)  # pending jobs start
+        assert reached, f"no pass reached {point}"
+    finally:
+        history.teardown()
