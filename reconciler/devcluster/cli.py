@@ -41,6 +41,9 @@ SLURM = typer.Option(
 )
 
 
+COMMAND = typer.Argument(..., metavar="COMMAND...", help="What to run, with its arguments.")
+
+
 def _in_root_instead(release: str | None) -> bool:
     """Whether the command is for the Debian 13 root's cluster while we run on the host.
 
@@ -144,7 +147,7 @@ def status(slurm: str | None = SLURM) -> None:
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
 def run(
-    command: list[str] = typer.Argument(..., metavar="COMMAND...", help="What to run."),
+    command: list[str] = COMMAND,
     slurm: str | None = SLURM,
 ) -> None:
     """Run a command where a release's Slurm commands and recon's Python are: with
@@ -157,9 +160,7 @@ def run(
 
     problem = rootfs.not_ready()
     if problem:
-        typer.echo(
-            f"{problem}\nstart it with: sudo recon dev-cluster up --slurm {slurm}", err=True
-        )
+        typer.echo(f"{problem}\nstart it with: sudo recon dev-cluster up --slurm {slurm}", err=True)
         raise typer.Exit(code=1)
     raise typer.Exit(code=rootfs.run_inside(command))
 

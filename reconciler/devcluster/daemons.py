@@ -133,4 +133,10 @@ def slurmds(cluster: ClusterSpec) -> tuple[Daemon, ...]:
 
 def all_daemons(cluster: ClusterSpec) -> tuple[Daemon, ...]:
     """Every daemon, in the order they must start (each needs the ones before it)."""
-    return (munged(cluster), mariadb(cluster), slurmdbd(cluster), slurmctld(cluster), *slurmds(cluster))
+    return (
+        munged(cluster),
+        mariadb(cluster),
+        slurmdbd(cluster),
+        slurmctld(cluster),
+        *slurmds(cluster),
+    )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.devcluster.daemons import PROGRAM_LINK_DIR
-from reconciler.devcluster.spec import ClusterSpec, Node
+from reconciler.devcluster.spec import HOST_RELEASE, ClusterSpec, Node
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ def render_all(cluster: ClusterSpec) -> tuple[ConfigFile, ...]:
     files = (
         ConfigFile(etc / "slurm.conf", render_slurm_conf(cluster), 0o644, "root"),
         ConfigFile(etc / "gres.conf", render_gres_conf(cluster), 0o644, "root"),
-        ConfigFile(etc / "cgroup.conf", render_cgroup_conf(), 0o644, "root"),
+        ConfigFile(etc / "cgroup.conf", render_cgroup_conf(cluster.slurm_release), 0o644, "root"),
         # slurmdbd refuses a config that others can read: it holds the database password.
         ConfigFile(etc / "slurmdbd.conf", render_slurmdbd_conf(cluster), 0o600, "slurm"),
     )
@@ -156,21 +156,15 @@ def render_gres_conf(cluster: ClusterSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_cgroup_conf() -> str:
+def render_cgroup_conf(release: str = HOST_RELEASE) -> str:
     # Slurm 22.05 has no "disabled" cgroup plugin and slurmd will not start without a
     # usable one; v1 with automount off loads fine even though no plugin uses it.
-    return (
-        "\n".join(
-            [
-                _HEADER,
-                "CgroupPlugin=cgroup/v1",
-                "CgroupMountpoint=/sys/fs/cgroup",
-                "CgroupAutomount=no",
-                "IgnoreSystemd=yes",
-            ]
-        )
-        + "\n"
-    )
+    # 24.11 logs an error for CgroupAutomount at every step ("defunct"): left out there.
+    lines = [_HEADER, "CgroupPlugin=cgroup/v1", "CgroupMountpoint=/sys/fs/cgroup"]
+    if release == HOST_RELEASE:
+        lines.append("CgroupAutomount=no")
+    lines.append("IgnoreSystemd=yes")
+    return "\n".join(lines) + "\n"
 
 
 def render_slurmdbd_conf(cluster: ClusterSpec) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,8 @@ from reconciler.scheduler.base import (
     Scheduler,
     SubmitRequest,
 )
+from reconciler.scheduler.slurm import SlurmScheduler
+from reconciler.scheduler.slurm.release import parse_release
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from tests.projects import new_project_name
@@ -102,6 +105,15 @@ class Harness:
                 return job
             time.sleep(0.25)
         raise AssertionError(f"{name} not as expected after {TIMEOUT} s: {job}")
+
+    def slurm_release(self) -> tuple[int, int] | None:
+        """The Slurm release this backend talks to, or None when it is not Slurm."""
+        if not isinstance(self.scheduler, SlurmScheduler):
+            return None
+        version = subprocess.run(
+            ["sinfo", "--version"], capture_output=True, text=True, check=True, timeout=30
+        )
+        return parse_release(version.stdout)
 
     def cancel_all(self) -> None:
         for job_id in self.job_ids:
