@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import typer
 
+from reconciler.devcluster import cli, rootfs
 from reconciler.devcluster.daemons import all_daemons, program_links
 from reconciler.devcluster.render import MARIADB_CONF, render_all, render_cgroup_conf
 from reconciler.devcluster.rootfs import dependencies, parse_mirror
@@ -127,3 +129,37 @@ def test_the_roots_python_gets_recons_runtime_and_test_dependencies() -> None:
     wanted = dependencies(Path(__file__).parents[2] / "pyproject.toml")
     assert any(d.startswith("pydantic") for d in wanted)
     assert any(d.startswith("pytest") for d in wanted)
+
+
+@pytest.mark.parametrize(
+    ("here", "asked", "elsewhere"),
+    [
+        (None, None, False),  # on the host, the default is the host's cluster
+        (None, "22.05", False),
+        (None, "24.11", True),  # carried out inside the Debian 13 root
+        ("24.11", None, False),  # inside the root, its own cluster is the default
+        ("24.11", "24.11", False),
+    ],
+)
+def test_which_cluster_a_command_acts_on(
+    monkeypatch: pytest.MonkeyPatch, here: str | None, asked: str | None, elsewhere: bool
+) -> None:
+    monkeypatch.setattr(rootfs, "release_here", lambda: here)
+    assert cli._in_root_instead(asked) is elsewhere
+    assert cli.this_cluster().slurm_release == (here or "22.05")
+
+
+@pytest.mark.parametrize(
+    ("here", "asked", "words"),
+    [
+        (None, "23.02", "no dev cluster for Slurm '23.02': choose one of 22.05, 24.11"),
+        ("24.11", "22.05", "run the command outside the root"),
+    ],
+)
+def test_a_release_that_cannot_be_had_here_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, here: str | None, asked: str, words: str
+) -> None:
+    monkeypatch.setattr(rootfs, "release_here", lambda: here)
+    with pytest.raises(typer.BadParameter) as raised:
+        cli._in_root_instead(asked)
+    assert words in str(raised.value)
