@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -17,10 +16,10 @@ from reconciler.scheduler.base import (
     SubmitRequest,
 )
 from reconciler.scheduler.slurm import SlurmScheduler
-from reconciler.scheduler.slurm.release import parse_release
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from tests.projects import new_project_name
+from tests.slurmrelease import slurm_release
 
 TIMEOUT = 45.0
 SPEC_HASH = "0123456789abcdef"
@@ -110,10 +109,7 @@ class Harness:
         """The Slurm release this backend talks to, or None when it is not Slurm."""
         if not isinstance(self.scheduler, SlurmScheduler):
             return None
-        version = subprocess.run(
-            ["sinfo", "--version"], capture_output=True, text=True, check=True, timeout=30
-        )
-        return parse_release(version.stdout)
+        return slurm_release()
 
     def cancel_all(self) -> None:
         for job_id in self.job_ids:
