@@ -37,8 +37,18 @@ Report = Callable[[str], None]
 ROOT = Path("/var/lib/recon-dev/trixie")
 SUITE = "trixie"
 # What the root needs beyond debootstrap's minimal base: the cluster's packages, Python
-# with venv for recon's own dependencies, and what recon and its tests call (git, ps).
-PACKAGES = (*CLUSTER_PACKAGES, "python3", "python3-venv", "git", "ca-certificates", "procps")
+# with venv for recon's own dependencies, and what recon and its tests call (git, ps; node
+# and npm check the Mermaid diagrams recon draws).
+PACKAGES = (
+    *CLUSTER_PACKAGES,
+    "python3",
+    "python3-venv",
+    "git",
+    "ca-certificates",
+    "procps",
+    "nodejs",
+    "npm",
+)
 # One program of each package that must be there (as the root sees them).
 _REQUIRED = tuple(
     Path(path)
@@ -52,6 +62,7 @@ _REQUIRED = tuple(
         "/usr/bin/python3",
         "/usr/bin/git",
         "/usr/bin/ps",
+        "/usr/bin/npm",
     )
 )
 # recon's dependencies, inside the root: Debian 13's Python marks its own site-packages
@@ -62,8 +73,8 @@ RELEASE_MARKER = Path("/etc/recon-dev-cluster-release")
 # Inside the root: the hash of the dependency list the venv was made from.
 _VENV_STAMP = VENV / "recon-dependencies.sha256"
 
-_HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-_ROOT_CA_COPY = Path("/etc/ssl/certs/recon-host-ca-certificates.crt")
+# Where Debian takes local certificate authorities from (update-ca-certificates).
+_HOST_EXTRA_CERTIFICATES = Path("/usr/local/share/ca-certificates")
 
 # Mounted inside the root at the same path. /run stays the root's own: the munge socket,
 # MariaDB's socket, the pid files and the dev cluster's lock are each cluster's own.
@@ -153,6 +164,7 @@ def ensure_root(report: Report) -> None:
             timeout=1800,
         )
         report(f"installed {' '.join(PACKAGES)} in {ROOT}")
+    _trust_host_certificates(report)
     _ensure_venv(report)
     _in_root(RELEASE_MARKER).write_text(ROOT_RELEASE + "\n")
 
@@ -190,6 +202,24 @@ def _write_root_files() -> None:
             _in_root(host_file).write_bytes(host_file.read_bytes())
 
 
+def _trust_host_certificates(report: Report) -> None:
+    """The certificate authorities the host added to Debian's (a proxy's, say, in front of
+    the package registries) are added to the root's trust store too, so pip, npm and git
+    inside reach what they reach outside; the environment's SSL_CERT_FILE and the like
+    name the same path inside and out."""
+    added = []
+    for certificate in sorted(_HOST_EXTRA_CERTIFICATES.rglob("*.crt")):
+        copy = _in_root(certificate)
+        if copy.is_file() and copy.read_bytes() == certificate.read_bytes():
+            continue
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(certificate.read_bytes())
+        added.append(certificate.name)
+    if added:
+        run(["/usr/sbin/chroot", str(ROOT), "update-ca-certificates"], env={"PATH": _SYSTEM_PATH})
+        report(f"trusted the host's certificate authorities in {ROOT}: {', '.join(added)}")
+
+
 def _ensure_venv(report: Report) -> None:
     wanted = dependencies(source_tree() / "pyproject.toml")
     stamp = hashlib.sha256("\n".join(wanted).encode()).hexdigest()
@@ -202,13 +232,7 @@ def _ensure_venv(report: Report) -> None:
     env = {"PATH": _SYSTEM_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
     chroot = ["/usr/sbin/chroot", str(ROOT)]
     run([*chroot, "/usr/bin/python3", "-m", "venv", str(VENV)], env=env, timeout=300)
-    pip = [*chroot, str(VENV / "bin" / "pip"), "install", "--quiet"]
-    # The host may reach the package index through a proxy whose certificate authority
-    # only the host's bundle holds: trust what the host trusts.
-    if _HOST_CA_BUNDLE.is_file():
-        _in_root(_ROOT_CA_COPY).write_bytes(_HOST_CA_BUNDLE.read_bytes())
-        pip.append(f"--cert={_ROOT_CA_COPY}")
-    run([*pip, *wanted], env=env, timeout=1800)
+    run([*chroot, str(VENV / "bin" / "pip"), "install", "--quiet", *wanted], env=env, timeout=1800)
     _in_root(_VENV_STAMP).write_text(stamp + "\n")
     report(f"installed recon's dependencies into {VENV} in {ROOT}")
 
