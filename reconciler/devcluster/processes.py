@@ -29,19 +29,27 @@ def pids_of(daemon: Daemon) -> tuple[int, ...]:
         except OSError:  # exited while we looked
             continue
         argv = tuple(part.decode(errors="replace") for part in raw.split(b"\0") if part)
-        if daemon.matches(argv) and _root_identity(entry / "root") == here:
+        if daemon.matches(argv) and _under_root(entry, here):
             found.append(int(entry.name))
     return tuple(sorted(found))
 
 
-def _root_identity(path: str | Path) -> tuple[int, int] | None:
+def _root_identity(path: str | Path) -> tuple[int, int]:
     """The (device, inode) of a directory; of a process's root for /proc/<pid>/root,
     which the kernel resolves even across chroots."""
-    try:
-        found = os.stat(path)
-    except OSError:  # exited while we looked
-        return None
+    found = os.stat(path)
     return (found.st_dev, found.st_ino)
+
+
+def _under_root(process: Path, here: tuple[int, int]) -> bool:
+    try:
+        return _root_identity(process / "root") == here
+    except PermissionError:
+        # Only root may look at another user's process root: for anyone else (a `status`
+        # without sudo) a daemon of the right name counts, as it always did.
+        return True
+    except OSError:  # exited while we looked
+        return False
 
 
 def is_running(daemon: Daemon) -> bool:
