@@ -152,10 +152,10 @@ def run(
 ) -> None:
     """Run a command where a release's Slurm commands and recon's Python are: with
     --slurm 24.11, inside the Debian 13 root, in the same directory, its exit code ours."""
-    import subprocess
-
     if not _in_root_instead(slurm):
-        raise typer.Exit(code=subprocess.run(command, check=False).returncode)
+        from reconciler.devcluster.runner import run_attached
+
+        raise typer.Exit(code=run_attached(command))
     from reconciler.devcluster import rootfs
 
     problem = rootfs.not_ready()

@@ -13,6 +13,7 @@ from reconciler.devcluster.daemons import all_daemons, program_links
 from reconciler.devcluster.render import MARIADB_CONF, render_all, render_cgroup_conf
 from reconciler.devcluster.rootfs import dependencies, parse_mirror
 from reconciler.devcluster.spec import ClusterSpec, cluster_for
+from tests.cli import recon
 
 HOST = cluster_for("22.05", "testhost")
 ROOT = cluster_for("24.11", "testhost")
@@ -163,3 +164,12 @@ def test_a_release_that_cannot_be_had_here_is_a_clear_error(
     with pytest.raises(typer.BadParameter) as raised:
         cli._in_root_instead(asked)
     assert words in str(raised.value)
+
+
+def test_run_on_the_host_gives_the_commands_exit_code_and_a_clear_error_for_none(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rootfs, "release_here", lambda: None)
+    assert recon(capsys, "dev-cluster", "run", "--", "sh", "-c", "exit 3").code == 3
+    missing = recon(capsys, "dev-cluster", "run", "--", "no-such-command-here")
+    assert (missing.code, missing.err) == (1, "error: no-such-command-here: command not found\n")
