@@ -172,6 +172,8 @@ def ensure_root(report: Report) -> None:
 def _debootstrap(report: Report) -> None:
     if shutil.which("debootstrap", path=_SYSTEM_PATH) is None:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        # On a fresh machine apt's index may be missing or stale.
+        run(["apt-get", "update"], env=env, timeout=600)
         run(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"], env=env)
     # Built aside and renamed when complete: a root half-made by a killed run is not
     # taken for a finished one.
