@@ -9,5 +9,6 @@ host         platform checks, Debian packages, directories, munge key, fake GPUs
 processes    find, start and stop daemons
 runner       the one function that runs external commands
 lifecycle    up and down: look at what runs, start or stop the rest, wait until usable
-cli          `recon dev-cluster up | down | status`
+rootfs       the Debian 13 root the Slurm 24.11 cluster, recon and its tests run in
+cli          `recon dev-cluster up | down | status | run`, for 22.05 or (--slurm) 24.11
 """

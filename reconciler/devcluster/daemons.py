@@ -12,6 +12,13 @@ from pathlib import Path, PurePath
 
 from reconciler.devcluster.spec import ClusterSpec
 
+# Where the links of program_links live: on PATH for root, outside the packages' files.
+PROGRAM_LINK_DIR = Path("/usr/local/sbin")
+# Slurm's daemons are not among them: each learns which daemon it is from its own name
+# (24.11's slurmctld refuses to start as `slurmctld-24.11`), so they keep it, and only
+# their root directory tells the clusters' apart (processes.pids_of).
+_PACKAGED_PROGRAMS = ("/usr/sbin/munged", "/usr/sbin/mariadbd")
+
 
 @dataclass(frozen=True)
 class Daemon:
@@ -37,13 +44,38 @@ def _node_argument(argv: tuple[str, ...]) -> str | None:
     return None
 
 
-def munged() -> Daemon:
+def program_path(cluster: ClusterSpec, path: str) -> str:
+    """Where a daemon's program is started from: the packaged path, or a link to it
+    named with the cluster's program suffix (see ClusterSpec.program_suffix)."""
+    if not cluster.program_suffix:
+        return path
+    return str(PROGRAM_LINK_DIR / cluster.program(PurePath(path).name))
+
+
+def program_links(cluster: ClusterSpec) -> dict[Path, Path]:
+    """The links program_path starts daemons through: link to packaged program."""
+    if not cluster.program_suffix:
+        return {}
+    return {
+        PROGRAM_LINK_DIR / cluster.program(PurePath(path).name): Path(path)
+        for path in _PACKAGED_PROGRAMS
+    }
+
+
+def munged(cluster: ClusterSpec) -> Daemon:
     return Daemon(
         name="munged",
-        programs=frozenset({"munged"}),
+        programs=frozenset({cluster.program("munged")}),
         # --force: a killed munged leaves its socket behind, and munged would refuse to
         # start over it. Only ever started after checking that no munged runs.
-        start=("/usr/sbin/runuser", "-u", "munge", "--", "/usr/sbin/munged", "--force"),
+        start=(
+            "/usr/sbin/runuser",
+            "-u",
+            "munge",
+            "--",
+            program_path(cluster, "/usr/sbin/munged"),
+            "--force",
+        ),
         log=Path("/var/log/munge/munged.log"),
     )
 
@@ -52,9 +84,10 @@ def mariadb(cluster: ClusterSpec) -> Daemon:
     log = cluster.layout.mysql_log
     return Daemon(
         name="mariadb",
-        programs=frozenset({"mariadbd", "mysqld"}),
+        programs=frozenset({cluster.program("mariadbd"), cluster.program("mysqld")}),
         # mysqld_safe does not daemonize: --nowatch makes it return once mariadbd is
-        # launched, and setsid detaches that from our terminal's process group.
+        # launched, and setsid detaches that from our terminal's process group. It takes
+        # the program to launch (a suffixed one) only from its config file: render.py.
         start=(
             "/usr/bin/setsid",
             "/usr/bin/mysqld_safe",
@@ -100,4 +133,10 @@ def slurmds(cluster: ClusterSpec) -> tuple[Daemon, ...]:
 
 def all_daemons(cluster: ClusterSpec) -> tuple[Daemon, ...]:
     """Every daemon, in the order they must start (each needs the ones before it)."""
-    return (munged(), mariadb(cluster), slurmdbd(cluster), slurmctld(cluster), *slurmds(cluster))
+    return (
+        munged(cluster),
+        mariadb(cluster),
+        slurmdbd(cluster),
+        slurmctld(cluster),
+        *slurmds(cluster),
+    )

@@ -11,6 +11,7 @@ import shutil
 import stat
 from pathlib import Path
 
+from reconciler.devcluster.daemons import program_links
 from reconciler.devcluster.render import ConfigFile, fake_gpu_paths
 from reconciler.devcluster.runner import run
 from reconciler.devcluster.spec import ClusterSpec
@@ -133,6 +134,16 @@ def ensure_fake_gpus(cluster: ClusterSpec) -> None:
                 continue
             path.unlink(missing_ok=True)
             os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(_NVIDIA_MAJOR, minor))
+
+
+def ensure_program_links(cluster: ClusterSpec) -> None:
+    """The suffixed names a cluster's daemons run under (daemons.program_links)."""
+    for link, target in program_links(cluster).items():
+        if link.is_symlink() and os.readlink(link) == str(target):
+            continue
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
 
 
 def ensure_mariadb_datadir() -> bool:

@@ -79,6 +79,7 @@ class _Up:
         host.prepare_directories(cluster)
         host.ensure_munge_key()
         host.ensure_fake_gpus(cluster)
+        host.ensure_program_links(cluster)
         if host.ensure_mariadb_datadir():
             self._did(f"initialised MariaDB's data directory {host.MARIADB_DATADIR}")
         changed = host.write_configs(render_all(cluster))
@@ -86,7 +87,7 @@ class _Up:
         for path in sorted(changed):
             self._did(f"wrote {path}")
 
-        self._ensure(munged(), _munge_error)
+        self._ensure(munged(cluster), _munge_error)
         self._ensure(mariadb(cluster), _mariadb_error)
         ensure_database(cluster)
 

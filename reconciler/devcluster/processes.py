@@ -14,8 +14,13 @@ from reconciler.errors import DevClusterError
 
 
 def pids_of(daemon: Daemon) -> tuple[int, ...]:
-    """Live processes that are this daemon. Zombies have an empty cmdline and never match."""
+    """Live processes that are this daemon. Zombies have an empty cmdline and never match.
+
+    Only processes under this process's own root directory count: the dev cluster of a
+    Debian 13 root (rootfs.py) runs the same programs, chrooted, on the same machine, and
+    each cluster must find only its own daemons."""
     found = []
+    here = _root_identity("/")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -24,9 +29,27 @@ def pids_of(daemon: Daemon) -> tuple[int, ...]:
         except OSError:  # exited while we looked
             continue
         argv = tuple(part.decode(errors="replace") for part in raw.split(b"\0") if part)
-        if daemon.matches(argv):
+        if daemon.matches(argv) and _under_root(entry, here):
             found.append(int(entry.name))
     return tuple(sorted(found))
+
+
+def _root_identity(path: str | Path) -> tuple[int, int]:
+    """The (device, inode) of a directory; of a process's root for /proc/<pid>/root,
+    which the kernel resolves even across chroots."""
+    found = os.stat(path)
+    return (found.st_dev, found.st_ino)
+
+
+def _under_root(process: Path, here: tuple[int, int]) -> bool:
+    try:
+        return _root_identity(process / "root") == here
+    except PermissionError:
+        # Only root may look at another user's process root: for anyone else (a `status`
+        # without sudo) a daemon of the right name counts, as it always did.
+        return True
+    except OSError:  # exited while we looked
+        return False
 
 
 def is_running(daemon: Daemon) -> bool:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.devcluster.spec import ClusterSpec, Node
+from reconciler.devcluster.daemons import PROGRAM_LINK_DIR
+from reconciler.devcluster.spec import HOST_RELEASE, ClusterSpec, Node
 
 
 @dataclass(frozen=True)
@@ -22,13 +23,39 @@ class ConfigFile:
 
 def render_all(cluster: ClusterSpec) -> tuple[ConfigFile, ...]:
     etc = cluster.layout.config_dir
-    return (
+    files = (
         ConfigFile(etc / "slurm.conf", render_slurm_conf(cluster), 0o644, "root"),
         ConfigFile(etc / "gres.conf", render_gres_conf(cluster), 0o644, "root"),
-        ConfigFile(etc / "cgroup.conf", render_cgroup_conf(), 0o644, "root"),
+        ConfigFile(etc / "cgroup.conf", render_cgroup_conf(cluster.slurm_release), 0o644, "root"),
         # slurmdbd refuses a config that others can read: it holds the database password.
         ConfigFile(etc / "slurmdbd.conf", render_slurmdbd_conf(cluster), 0o600, "slurm"),
     )
+    mariadb = render_mariadb_conf(cluster)
+    if mariadb is None:
+        return files
+    return (*files, ConfigFile(MARIADB_CONF, mariadb, 0o644, "root"))
+
+
+# Read after Debian's own 50-server.cnf, so its settings win.
+MARIADB_CONF = Path("/etc/mysql/mariadb.conf.d/90-recon-dev.cnf")
+
+
+def render_mariadb_conf(cluster: ClusterSpec) -> str | None:
+    """MariaDB settings of a cluster that shares this machine with another's MariaDB;
+    None for a cluster that runs it as packaged."""
+    if cluster.mariadb_port is None and not cluster.program_suffix:
+        return None
+    lines = [_HEADER]
+    if cluster.mariadb_port is not None:
+        lines += ["[mysqld]", "bind-address=127.0.0.1", f"port={cluster.mariadb_port}"]
+    if cluster.program_suffix:
+        # mysqld_safe reads these two only from its config, never from its command line.
+        lines += [
+            "[mysqld_safe]",
+            f"ledir={PROGRAM_LINK_DIR}",
+            f"mysqld={cluster.program('mariadbd')}",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def fake_gpu_paths(cluster: ClusterSpec, node: Node) -> tuple[Path, ...]:
@@ -129,21 +156,15 @@ def render_gres_conf(cluster: ClusterSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_cgroup_conf() -> str:
+def render_cgroup_conf(release: str = HOST_RELEASE) -> str:
     # Slurm 22.05 has no "disabled" cgroup plugin and slurmd will not start without a
     # usable one; v1 with automount off loads fine even though no plugin uses it.
-    return (
-        "\n".join(
-            [
-                _HEADER,
-                "CgroupPlugin=cgroup/v1",
-                "CgroupMountpoint=/sys/fs/cgroup",
-                "CgroupAutomount=no",
-                "IgnoreSystemd=yes",
-            ]
-        )
-        + "\n"
-    )
+    # 24.11 logs an error for CgroupAutomount at every step ("defunct"): left out there.
+    lines = [_HEADER, "CgroupPlugin=cgroup/v1", "CgroupMountpoint=/sys/fs/cgroup"]
+    if release == HOST_RELEASE:
+        lines.append("CgroupAutomount=no")
+    lines.append("IgnoreSystemd=yes")
+    return "\n".join(lines) + "\n"
 
 
 def render_slurmdbd_conf(cluster: ClusterSpec) -> str:

@@ -66,3 +66,12 @@ def run(
             + (f":\n{detail}" if detail else "")
         )
     return done
+
+
+def run_attached(argv: Sequence[str], *, env: dict[str, str] | None = None) -> int:
+    """Run a command with our standard streams, so its output shows as it comes; return
+    its exit code. For long commands a person watches (a bring-up, a test run)."""
+    try:
+        return subprocess.run(list(argv), env=env, check=False).returncode
+    except FileNotFoundError as error:
+        raise DevClusterError(f"{argv[0]}: command not found") from error

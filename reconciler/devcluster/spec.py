@@ -10,6 +10,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# The Slurm the host's own Debian packages give (Debian 12); the default everywhere.
+HOST_RELEASE = "22.05"
+# Debian 13's, run in a Debian 13 root (reconciler/devcluster/rootfs.py).
+ROOT_RELEASE = "24.11"
+RELEASES = (HOST_RELEASE, ROOT_RELEASE)
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -61,6 +67,8 @@ class Layout(_Frozen):
 
 class ClusterSpec(_Frozen):
     cluster_name: str
+    # The Slurm release the cluster runs: the config keys and daemons' programs differ.
+    slurm_release: str = HOST_RELEASE
     hostname: str
     account: str  # root's default account
     # More accounts root belongs to, so a job can be held under an account other than the
@@ -78,6 +86,12 @@ class ClusterSpec(_Frozen):
     # Only reachable from this host (MariaDB binds to 127.0.0.1); it guards nothing of value.
     db_password: str = "recon-dev"
     layout: Layout = Layout()
+    # Several clusters share this machine's process table: munged's and MariaDB's program
+    # names end in this, so that even a recon that tells daemons apart by name alone
+    # finds only its own cluster's (daemons.program_links).
+    program_suffix: str = ""
+    # MariaDB's TCP port, when it must not be the packaged default (3306, the host's).
+    mariadb_port: int | None = Field(default=None, gt=1024, lt=65536)
 
     @model_validator(mode="after")
     def _consistent(self) -> ClusterSpec:
@@ -85,6 +99,7 @@ class ClusterSpec(_Frozen):
         if len(set(names)) != len(names):
             raise ValueError(f"node names must be unique: {names}")
         ports = [node.port for node in self.nodes] + [self.slurmctld_port, self.slurmdbd_port]
+        ports += [self.mariadb_port] if self.mariadb_port is not None else []
         if len(set(ports)) != len(ports):
             raise ValueError(f"every daemon needs its own port: {ports}")
         if self.default_partition not in self.partitions:
@@ -102,6 +117,10 @@ class ClusterSpec(_Frozen):
     @property
     def node_names(self) -> tuple[str, ...]:
         return tuple(node.name for node in self.nodes)
+
+    def program(self, name: str) -> str:
+        """The name a daemon's program runs under in this cluster (see program_suffix)."""
+        return name + self.program_suffix
 
 
 def default_cluster(hostname: str) -> ClusterSpec:
@@ -127,3 +146,31 @@ def default_cluster(hostname: str) -> ClusterSpec:
         def_mem_per_cpu_mb=500,
         max_job_count=100_000,
     )
+
+
+def root_release_cluster(hostname: str) -> ClusterSpec:
+    """The Slurm 24.11 cluster of the Debian 13 root: the same nodes, partitions and
+    accounts as the host's, so every test runs unchanged on either, but its own name,
+    ports and program names, so that both run side by side on one machine."""
+    host = default_cluster(hostname).model_dump()
+    return ClusterSpec.model_validate(
+        {
+            **host,
+            "cluster_name": "recondev2411",
+            "slurm_release": ROOT_RELEASE,
+            "nodes": [{**node, "port": node["port"] + 100} for node in host["nodes"]],
+            "slurmctld_port": host["slurmctld_port"] + 100,
+            "slurmdbd_port": host["slurmdbd_port"] + 100,
+            "mariadb_port": 3307,
+            "program_suffix": "-" + ROOT_RELEASE,
+        }
+    )
+
+
+def cluster_for(release: str, hostname: str) -> ClusterSpec:
+    """The dev cluster of a Slurm release (one of RELEASES)."""
+    if release == ROOT_RELEASE:
+        return root_release_cluster(hostname)
+    if release == HOST_RELEASE:
+        return default_cluster(hostname)
+    raise ValueError(f"no dev cluster for Slurm {release!r}: choose one of {', '.join(RELEASES)}")

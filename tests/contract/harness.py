@@ -15,9 +15,11 @@ from reconciler.scheduler.base import (
     Scheduler,
     SubmitRequest,
 )
+from reconciler.scheduler.slurm import SlurmScheduler
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from tests.projects import new_project_name
+from tests.slurmrelease import slurm_release
 
 TIMEOUT = 45.0
 SPEC_HASH = "0123456789abcdef"
@@ -102,6 +104,12 @@ class Harness:
                 return job
             time.sleep(0.25)
         raise AssertionError(f"{name} not as expected after {TIMEOUT} s: {job}")
+
+    def slurm_release(self) -> tuple[int, int] | None:
+        """The Slurm release this backend talks to, or None when it is not Slurm."""
+        if not isinstance(self.scheduler, SlurmScheduler):
+            return None
+        return slurm_release()
 
     def cancel_all(self) -> None:
         for job_id in self.job_ids:
