@@ -107,6 +107,10 @@ def render_slurm_conf(cluster: ClusterSpec) -> str:
         "MpiDefault=none",
         "SwitchType=switch/none",
     ]
+    if cluster.slurm_release != HOST_RELEASE:
+        # Debian 13's Slurm ships scrontab (Debian 12's does not): `recon cron install
+        # --scrontab` is tested there.
+        lines.append("ScronParameters=enable")
     gres = sorted(_gres_names(cluster))
     if gres:
         lines.append("GresTypes=" + ",".join(gres))
