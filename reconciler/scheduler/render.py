@@ -201,7 +201,9 @@ def _publishing_lines(
     had = "; ".join(shlex.join(["recon_had", _bare(path)]) for path in staged.values())
     return [
         "# recon publishing: the command succeeded; each staged output replaces its published one.",
-        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}}"',
+        # A run's step in an allocation is known as its job `12.3`: srun sets SLURM_STEP_ID,
+        # a batch job's script has none.
+        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}${SLURM_STEP_ID:+.$SLURM_STEP_ID}}"',
         "recon_unwritten=",
         *checks,
         'if [ -n "$recon_unwritten" ]; then',

@@ -661,3 +661,29 @@ def test_a_pass_killed_at_each_fault_point_is_recovered(
         assert reached, f"no pass reached {point}"
     finally:
         history.teardown()
+
+
+def test_a_run_in_an_allocation_that_writes_no_output_is_said_so(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A run's step whose command succeeds without writing its declared output fails
+    and publishes nothing, and recon says why in the step's own words (its marker is
+    named by the step's id, 12.3), not as a bare failure."""
+    _scratch.base = tmp_path_factory.mktemp("step-unwritten")
+    history = History()
+    history.project(runs={"d"}, sweep=set())
+    history.commit_allocation("declare")
+    specs = allocation_specs(1, 1)
+    specs["specs/e.yaml"] = specs["specs/e.yaml"].replace("echo e1 > {outputs.out.path}", "true")
+    history.repo.commit(specs)
+    assert history.root is not None
+    try:
+        for _ in range(4):
+            history._pass(1)
+            history.cluster.step(lambda job, task: SlurmState.COMPLETED)
+        with Journal(history.root / ".recon" / JOURNAL_FILE) as opened:
+            said = [r.reason for r in opened.records(PROJECT) if r.name == "e" and r.reason]
+        assert said and all("completed without its declared outputs: out" in why for why in said)
+        assert not (history.root / "runs" / "e" / "out.txt").exists()
+    finally:
+        shutil.rmtree(history.root, ignore_errors=True)

@@ -228,7 +228,7 @@ def test_plain_run_script_pinned() -> None:
         ")\n"
         "# recon publishing: the command succeeded; each staged output replaces its published"
         " one.\n"
-        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}}"\n'
+        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}${SLURM_STEP_ID:+.$SLURM_STEP_ID}}"\n'
         "recon_unwritten=\n"
         "[ -e /srv/demo/runs/train/model/.recon-staging/policy.json ] || recon_unwritten+='"
         " model'\n"
@@ -348,7 +348,7 @@ def test_script_file_run_pinned() -> None:
         ")\n"
         "# recon publishing: the command succeeded; each staged output replaces its published"
         " one.\n"
-        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}}"\n'
+        'recon_job="${recon_job:-${SLURM_JOB_ID:-job}${SLURM_STEP_ID:+.$SLURM_STEP_ID}}"\n'
         "recon_unwritten=\n"
         "[ -e /srv/demo/runs/train/.recon-staging/m.json ] || recon_unwritten+=' metrics'\n"
         'if [ -n "$recon_unwritten" ]; then\n'
