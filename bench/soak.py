@@ -74,6 +74,7 @@ class Soak:
 
     faults: Counter[str] = field(default_factory=Counter)
     commits: int = 0
+    confirmed: int = 0  # prunes the guard held, confirmed as a person would
     samples: int = 0
     worst: int = 0
     worst_key: str = ""
@@ -346,12 +347,23 @@ def checker(project: Project, soak: Soak, stop: threading.Event, every: float) -
                     soak.sampled_duplicates.add(key)
 
 
-def driver(project: Project, soak: Soak, stop: threading.Event, every: float,
+def driver(project: Project, watch: Watch, soak: Soak, stop: threading.Event, every: float,
            rng: random.Random) -> None:  # fmt: skip
+    """The lab: a commit every few seconds. A run removed while its job is the project's
+    only live one is held by the prune guard (it would empty the project) until a person
+    confirms it: the driver confirms, as that person would, once the watch says so."""
+    told = 0
     while not stop.wait(rng.uniform(0.5 * every, 1.5 * every)):
         project.change(rng)
         with soak.lock:
             soak.commits += 1
+        refused = watch.events()["prune-refused"]
+        if refused > told:
+            project.recon("apply", ".", "--auto-approve", "--allow-prune-all", "--quiet",
+                          "--lock-timeout", "120")  # fmt: skip
+            told = refused
+            with soak.lock:
+                soak.confirmed += 1
 
 
 def inject(kind: str, project: Project, watch: Watch, rng: random.Random) -> None:
@@ -462,11 +474,25 @@ def lost_runs(project: Project) -> tuple[list[str], list[str]]:
 
 
 def cancel_all(project: Project) -> int:
-    """Cancel every job of the project still live; how many there were."""
-    live = sum(live_keys(project).values())
-    for job_id in sorted({job_id.split("_")[0] for job_id in accounted(project)}):
-        subprocess.run(["scancel", job_id], capture_output=True, check=False)
-    return live
+    """Cancel every job of the project still live (squeue's: sacct shows no comment for
+    a job not ended yet), and again until none is; how many there were."""
+    live = live_ids(project)
+    deadline = time.monotonic() + 120
+    while (left := live_ids(project)) and time.monotonic() < deadline:
+        for job_id in sorted(left):
+            subprocess.run(["scancel", job_id], capture_output=True, check=False)
+        time.sleep(2)
+    return len(live)
+
+
+def live_ids(project: Project) -> set[str]:
+    rows = subprocess.run(
+        ["squeue", "-h", "-o", "%i|%k"], capture_output=True, text=True, check=False
+    ).stdout.splitlines()
+    return {
+        row.split("|")[0].split("_")[0] for row in rows
+        if (tag := Tag.parse(row.partition("|")[2])) and tag.project == project.name
+    }  # fmt: skip
 
 
 def main() -> int:
@@ -496,7 +522,7 @@ def main() -> int:
         stop = threading.Event()
         threads = [
             threading.Thread(target=checker, args=(project, soak, stop, args.sample_every)),
-            threading.Thread(target=driver, args=(project, soak, stop, args.commit_every,
+            threading.Thread(target=driver, args=(project, watch, soak, stop, args.commit_every,
                                                   random.Random(rng.random()))),
             threading.Thread(target=faults, args=(project, watch, soak, stop, args.fault_every,
                                                   kinds, random.Random(rng.random()))),
@@ -554,7 +580,7 @@ def _report(seed: int, minutes: float, soak: Soak, events: Counter[str], watch: 
         ("seed", str(seed)),
         ("chaos", f"{minutes:g} min (whole soak {total / 60:.1f} min)"),
         ("faults injected", f"{sum(soak.faults.values())} ({fault_list})"),
-        ("commits", str(soak.commits)),
+        ("commits", f"{soak.commits} ({soak.confirmed} held prunes confirmed by hand)"),
         ("watch passes", f"{events['pass']} ({events['retry']} retried, "
                          f"{events['pass-crashed']} crashed; watch started {watch.starts}x)"),
         ("jobs submitted", str(len(jobs))),

@@ -27,10 +27,11 @@ from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import (
     ALIVE,
     ENDED,
-    HEALTH,
     Health,
     SlurmState,
     aggregate,
+    health_of,
+    held_in_queue,
     in_words,
 )
 from reconciler.scheduler.tag import Tag
@@ -176,7 +177,13 @@ class JobRecord:
 
     @property
     def health(self) -> Health:
-        return HEALTH[self.state]
+        return health_of(self.state, self.reason)
+
+    @property
+    def held_in_queue(self) -> bool:
+        """Failed for recon, yet still queued: held in special exit or after a failed
+        launch (``states.held_in_queue``)."""
+        return held_in_queue(self.state, self.reason)
 
     @property
     def is_step(self) -> bool:

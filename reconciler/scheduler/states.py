@@ -145,6 +145,28 @@ ENDINGS: frozenset[str] = frozenset(
 # States where Slurm's reason says why the job is held, so it is shown with them.
 _HELD = {SlurmState.SPECIAL_EXIT, SlurmState.REQUEUE_HOLD}
 
+# squeue's reason for a job whose launch failed (its node went down as it started, a
+# prolog failed): Slurm requeued it and holds it until someone releases it. It will not
+# run by itself, so for recon it is an attempt that failed, still queued as a job held in
+# special exit is (sacct says PENDING, JobHeldUser).
+LAUNCH_FAILED_HELD = "launch failed requeued held"
+
+
+def held_in_queue(state: SlurmState, reason: str | None) -> bool:
+    """Ended for recon (failed) yet still queued, one release away from running: held in
+    special exit, or held after a failed launch. Whatever submits its run again cancels
+    it first."""
+    return state is SlurmState.SPECIAL_EXIT or (
+        state is SlurmState.PENDING and reason == LAUNCH_FAILED_HELD
+    )
+
+
+def health_of(state: SlurmState, reason: str | None) -> Health:
+    """A row's health: its state's, but failed for a job held after a failed launch."""
+    if state is SlurmState.PENDING and reason == LAUNCH_FAILED_HELD:
+        return Health.FAILED
+    return HEALTH[state]
+
 
 def in_words(state: SlurmState, reason: str | None = None) -> str | None:
     """How a job ended or stands, in words, beyond its health; None when the health says it
@@ -157,6 +179,8 @@ def in_words(state: SlurmState, reason: str | None = None) -> str | None:
     """
     if state is SlurmState.PENDING and reason and reason.startswith("JobHeld"):
         return f"held ({reason})"
+    if state is SlurmState.PENDING and reason == LAUNCH_FAILED_HELD:
+        return "held after its launch failed"
     word = _IN_WORDS.get(state)
     if word is not None and state in _HELD and reason:
         return f"{word} ({reason})"

@@ -636,6 +636,23 @@ def test_a_job_in_progress_says_when_it_is_held_or_suspended(
     assert kinds(result)["a"] == ("no-op", said)
 
 
+def test_retrying_a_job_held_after_its_launch_failed_cancels_it_first() -> None:
+    """Slurm requeued it and holds it: it would wait for ever, and run beside its retry
+    if someone released it later."""
+    from reconciler.report.plan import as_text
+
+    state = desired(run("a", retries=1))
+    held = job("a", hash_of(state, "a"), S.PENDING, "10", reason="launch failed requeued held")
+    records = [record("a", hash_of(state, "a"), "10")]
+    result = plan(state, observed(held), records, NOW, scheduler="slurm")
+    (action,) = result.actions
+    assert (action.kind.value, action.job_ids) == ("retry", ("10",))
+    assert action.reason == "attempt 2 of 2: job 10 held after its launch failed"
+    assert "(cancels job 10)" in as_text(result)
+    unsure = plan(state, observed(held, complete=False), records, NOW, scheduler="slurm")
+    assert causes(unsure)["a"] == ("no-op", Cause.OBSERVATION_INCOMPLETE)
+
+
 def test_retrying_a_job_held_in_special_exit_cancels_it_first() -> None:
     from reconciler.report.plan import as_text
 

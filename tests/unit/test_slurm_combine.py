@@ -121,3 +121,22 @@ def test_a_job_without_a_recon_tag_is_kept_apart_matched_by_id_only() -> None:
     assert observation.jobs == ()
     (job,) = observation.untagged
     assert (job.job_id, [row.state for row in job.rows]) == ("3170", [SlurmState.RUNNING])
+
+
+# Seen on the dev cluster under faults: job 4411's node went down as it launched, and
+# Slurm requeued it and held it (squeue's reason; sacct says PENDING, JobHeldUser, and
+# shows no comment until the job ends). Rows in recon's format, states and reasons as
+# the two commands printed them.
+HELD_TAG = "recon2:skb8885260:a5d45d19f410:run:r09:aeeac7e0cef2b804"
+SQUEUE_LAUNCH_FAILED = f"4411|4411|PENDING|launch failed requeued held||cpu|2026-12-02T17:42:43|N/A|10:00|/tmp/s/runs/r09|skb8885260.r09|{HELD_TAG}\n"
+SACCT_HELD = "4411|4411|PENDING|0:0|JobHeldUser|2026-12-02T17:42:43|None|Unknown|None assigned|cpu|/tmp/s/runs/r09|skb8885260.r09|\n"
+
+
+def test_a_job_held_after_its_launch_failed_is_a_failed_attempt_still_queued() -> None:
+    """It will not run unless someone releases it: failed for recon, as a job held in
+    special exit is, and still queued, so a retry cancels it first."""
+    (job,) = observe(SQUEUE_LAUNCH_FAILED, SACCT_HELD).jobs
+    (component,) = job.components
+    assert component.state is SlurmState.PENDING
+    assert (job.health, job.finished, component.held_in_queue) == (Health.FAILED, True, True)
+    assert job.in_words == "held after its launch failed"

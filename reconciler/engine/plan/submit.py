@@ -17,7 +17,7 @@ from reconciler.engine.plan.allocations.gpus import InUse
 from reconciler.engine.plan.allocations.placement import place
 from reconciler.engine.plan.changes import field_changes
 from reconciler.engine.plan.inputs import Decision, PlanInputs
-from reconciler.scheduler.states import Health, SlurmState
+from reconciler.scheduler.states import Health
 
 
 def submit(
@@ -50,7 +50,7 @@ def submit(
             RunOutcome.WAITING,
             ActionKind.NOOP,
             Cause.OBSERVATION_INCOMPLETE,
-            f"job {held[-1]} is held in the queue (special exit); not cancelling it "
+            f"job {held[-1]} is held in the queue; not cancelling it "
             "to run again while the observation is incomplete",
         )
     cancels = (*cancels, *held)
@@ -150,7 +150,7 @@ def _held_originals(inputs: PlanInputs, run: DesiredRun) -> tuple[str, ...]:
     return tuple(
         job.job_id
         for job in inputs.jobs(run.name)
-        if any(row.state is SlurmState.SPECIAL_EXIT for row in job.components)
+        if any(row.held_in_queue for row in job.components)
     )
 
 

@@ -222,7 +222,7 @@ def _final_or_completing(
 ) -> JobRecord:
     """The component as it is, or COMPLETING when it ended by one source's word while the
     other still shows it or one of its steps alive: its end is not final yet."""
-    if component.health not in ENDED or component.state is SlurmState.SPECIAL_EXIT:
+    if component.health not in ENDED or component.held_in_queue:
         return component  # a job held in SpecialExit is still queued: sacct says PENDING
     alive = [row for row in (past, *steps) if row is not None and row.health in ALIVE]
     if not alive or (component.end is not None and taken_at - component.end > LAG_LIMIT):
