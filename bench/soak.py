@@ -66,6 +66,9 @@ FAULTS = ("ctld", "dbd", "node", "cancel", "watch", "cron")
 # the tag of a live one, submitted by hand (`--faults twin`).
 TWIN = "twin"
 CPU_NODES = ("cpu1", "cpu2")
+# A lab that runs through node failures retries what they kill (a job whose node went
+# down as it launched is held by Slurm: a failed attempt, retried).
+RETRIES = 3
 
 
 @dataclass
@@ -123,7 +126,8 @@ class Project:
             (specs / f"{name}.yaml").write_text(
                 f"kind: Run\nname: {name}\n"
                 f"command: 'sleep {sleep}; echo {name} v{version} > {{outputs.out.path}}'\n"
-                f"resources:\n  cpus: 1\n  memory: 50MiB\n{inputs}outputs:\n  out: out.txt\n"
+                f"retries: {RETRIES}\nresources:\n  cpus: 1\n  memory: 50MiB\n{inputs}"
+                "outputs:\n  out: out.txt\n"
             )
         upstream = "inputs:\n  up: r00.out\n" if "r00" in self.runs else ""
         (specs / "sw.yaml").write_text(
@@ -131,7 +135,8 @@ class Project:
             f"matrix:\n  seed: [{', '.join(map(str, self.seeds))}]\n"
             f"command: 'sleep 3; echo sw v{self.sweep_version} {{matrix.seed}}"
             f" > {{outputs.out.path}}'\n"
-            f"resources:\n  cpus: 1\n  memory: 50MiB\n{upstream}outputs:\n  out: out.txt\n"
+            f"retries: {RETRIES}\nresources:\n  cpus: 1\n  memory: 50MiB\n{upstream}"
+            "outputs:\n  out: out.txt\n"
             + "#" * self.pad
             + "\n"
         )
