@@ -43,6 +43,7 @@ from reconciler.engine.plan.inputs import FileState
 from reconciler.errors import ObservationError
 from reconciler.repository.checkout import code_dir, remote_url, snapshot_path
 from reconciler.scheduler.base import Observation, ObservedJob, Scheduler, StepScheduler
+from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.select import Choice, select_scheduler
 from reconciler.scheduler.states import Health
 from reconciler.state.directory import prepare_state_dir
@@ -104,6 +105,11 @@ class Look:
     endings: Sequence[settle.Ending]
     setup_changes: Sequence[SetupRecord]
     plan: Plan
+    # What the plan was made from beside the journal and the specs: the scheduler's whole
+    # answer (every deployment's jobs, the partitions) and the files on disk. A watch
+    # compares the next pass's with them (engine/steady.py); None where a test made it.
+    observed: Observed | None = None
+    files: FileState | None = None
 
 
 @dataclass(frozen=True)
@@ -134,12 +140,19 @@ class Observed:
 
     jobs: Observation
     fit: Fit | None
+    partitions: tuple[Partition, ...] | None = None  # what fit was made from
+
+    def same_as(self, other: Observed) -> bool:
+        """The same jobs and partitions, whenever each was taken."""
+        jobs = self.jobs.model_copy(update={"taken_at": other.jobs.taken_at})
+        return jobs == other.jobs and self.partitions == other.partitions
 
 
 def observe(scheduler: Scheduler, journal: JournalState, now: datetime) -> Observed:
     """One squeue and sacct (or the local store) over the journal's window, then one sinfo."""
     found = scheduler.observe(observation_window(journal.records, journal.setups, now))
-    return Observed(found, fit_for(scheduler))
+    partitions = partitions_of(scheduler)
+    return Observed(found, fit_for(scheduler, partitions), partitions)
 
 
 @dataclass(frozen=True)
@@ -287,6 +300,7 @@ def look(
     records = settle.as_recorded(journal.records, endings)
     setup_changes = settle.judge_setups(share.own, journal.setups)
     setups = settle.with_setups(journal.setups, setup_changes)
+    files = file_state(desired, records, share.own, outputs_seen)
     plan = make_plan(
         desired,
         share.own,
@@ -295,7 +309,7 @@ def look(
         scheduler=scheduler.name,
         targets=request.targets,
         downstream=request.downstream,
-        files=file_state(desired, records, share.own, outputs_seen),
+        files=files,
         fit=observed.fit,
         setups=setups,
         containers=containers_for(scheduler, desired),
@@ -306,7 +320,18 @@ def look(
         code_at=code_at(desired, records),
         cancelled=journal.cancelled,
     )
-    return Look(desired, share.own, share.elsewhere, records, setups, endings, setup_changes, plan)
+    return Look(
+        desired,
+        share.own,
+        share.elsewhere,
+        records,
+        setups,
+        endings,
+        setup_changes,
+        plan,
+        observed,
+        files,
+    )
 
 
 def code_at(
@@ -358,13 +383,20 @@ def array_size_for(scheduler: Scheduler, desired: Desired) -> int | None:
         return None
 
 
-def fit_for(scheduler: Scheduler) -> Fit | None:
-    """The cluster's partitions, read once per pass (one sinfo). The local backend ignores
-    partition names, so only the machine's CPUs are checked there. None when the shapes
-    cannot be read: a partial answer would refuse runs that fit."""
+def partitions_of(scheduler: Scheduler) -> tuple[Partition, ...] | None:
+    """The cluster's partitions, read once per pass (one sinfo); None when the shapes
+    cannot be read."""
     try:
-        partitions = scheduler.partitions()
+        return tuple(scheduler.partitions())
     except ObservationError:
+        return None
+
+
+def fit_for(scheduler: Scheduler, partitions: tuple[Partition, ...] | None) -> Fit | None:
+    """What runs must fit: the local backend ignores partition names, so only the
+    machine's CPUs are checked there. None when the partitions are unknown: a partial
+    answer would refuse runs that fit."""
+    if partitions is None:
         return None
     return MachineFit.of(partitions) if scheduler.name == "local" else FitChecker(partitions)
 

@@ -624,6 +624,53 @@ class Journal:
             ) from error
 
 
+class WriteStamps:
+    """Whether anything was written to a journal between two looks, without reading it.
+
+    ``stamp()`` names the journal's state: two equal stamps mean no transaction was
+    committed to it in between, by any process. It is SQLite's ``PRAGMA data_version``,
+    which changes whenever another connection commits, asked on a connection of its own
+    kept open for that alone (it never writes), with the file's device and inode: a
+    journal removed or replaced is another journal. None: there is no journal.
+
+    What `recon watch` needs to tell, every interval, that the 100,000 records it holds
+    in memory are still the journal's (engine/steady.py)."""
+
+    def __init__(self) -> None:
+        self._db: sqlite3.Connection | None = None
+        self._opened: tuple[Path, int, int] | None = None  # path, device, inode
+
+    def stamp(self, path: Path) -> tuple[int, int, int] | None:
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            self.close()
+            return None
+        opened = (path, status.st_dev, status.st_ino)
+        with _errors_of(path):
+            if self._db is None or self._opened != opened:
+                self.close()
+                uri = f"{path.resolve().as_uri()}?mode=rw"  # never creates one
+                self._db = sqlite3.connect(uri, uri=True, isolation_level=None)
+                self._opened = opened
+            (version,) = self._db.execute("PRAGMA data_version").fetchone()
+        return status.st_dev, status.st_ino, int(version)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+        self._db = None
+        self._opened = None
+
+
+@contextmanager
+def _errors_of(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as error:
+        raise JournalError(_advice(path, error, 0.0)) from error
+
+
 def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
