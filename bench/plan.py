@@ -321,7 +321,10 @@ def _timed_rss(args: list[str], sacct: Path | None, code: Path = HERE) -> tuple[
     peak_file = Path(tempfile.gettempdir()) / f"recon-bench-peak-{os.getpid()}"
     env = {**os.environ, "PYTHONPATH": str(code), "BENCH_PEAK_FILE": str(peak_file)}
     start = time.perf_counter()
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # cwd: `python -c` puts it first on sys.path, before PYTHONPATH
+    process = subprocess.Popen(
+        argv, env=env, cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     assert process.stderr is not None
     err = process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)
