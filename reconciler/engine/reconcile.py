@@ -21,6 +21,7 @@ journalled job not seen yet, which the planner waits for, instead of an unknown 
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -365,10 +366,29 @@ def look_once(request: Request, *, scheduler: Scheduler | None = None) -> Look:
     """`recon plan` and `recon status`: read the journal, observe while loading, then
     ``look``, writing nothing."""
     opened = open_project(request)
-    scheduler, journal = _scheduler_and_journal(opened, request, scheduler)
-    now = datetime.now(UTC)
-    desired, observed = load_while_observing(opened, scheduler, journal, now)
-    return look(request, desired, scheduler, journal, now, observed)
+    with cycles_collected_after():
+        scheduler, journal = _scheduler_and_journal(opened, request, scheduler)
+        now = datetime.now(UTC)
+        desired, observed = load_while_observing(opened, scheduler, journal, now)
+        return look(request, desired, scheduler, journal, now, observed)
+
+
+@contextlib.contextmanager
+def cycles_collected_after() -> Iterator[None]:
+    """Python's cycle collector paused while a pass loads and plans, and back after it.
+
+    A pass makes a few objects per run and keeps nearly all of them to its end; the
+    collector, set off by every 700 new objects, walked them again and again: a tenth of
+    `recon plan`'s CPU at 100,000 runs, near a third of a watch's full pass of settled
+    runs. Objects are still freed as they are dropped; the few reference cycles a pass
+    leaves behind are collected by the first collection after it."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 def array_size_for(scheduler: Scheduler, desired: Desired) -> int | None:
@@ -457,6 +477,7 @@ def reconcile_once(
     fault_point("pass-start")
     opened = open_project(request)
     with contextlib.ExitStack() as held:
+        held.enter_context(cycles_collected_after())
         # Lock, journal, then the observation, which runs while the specs load: under
         # the lock, so the lock is held for the load too (a few tenths of a second at
         # 10,000 runs, less than the observation beside it).
