@@ -18,7 +18,9 @@ it), with the clock moving 30 s per pass:
 - timer: a timer pass with nothing changed (the median of --repeat);
 - commit: the pass after a commit that changes one run's command (planned, and the
   plan declined: what is timed is the re-plan, not the sbatch);
-in CPU seconds, and the process's peak RSS; then growth per doubling of runs. Targets
+in CPU seconds, and the process's peak RSS, and how far back the last pass asked the
+scheduler (every job settled: the window's margin alone, however many runs); then
+growth per doubling of runs. Targets
 (issue 30): a nothing-changed pass at most 0.5 CPU-s at 100,000 runs, a one-run commit
 re-planned within 1 s. --versus DIR measures another checkout in turn (say, /work/main),
 on a copy of each repo of its own. A benchmark, not a test.
@@ -99,7 +101,10 @@ with open("/proc/self/status") as status:
     for line in status:
         if line.startswith("VmHWM:"):
             peak = int(line.split()[1]) / 1024
-print(json.dumps({"first": first, "timer": timer, "commit": commit, "peak": peak}))
+window = (now[0] - scheduler.observed_since[-1]).total_seconds() / 3600  # sacct -S, hours back
+print(json.dumps(
+    {"first": first, "timer": timer, "commit": commit, "peak": peak, "window": window}
+))
 """
 
 
@@ -169,8 +174,9 @@ def main() -> None:
                 figures[label].append(seen)
                 print(
                     f"{label:6} {size:6} runs: first pass {seen['first']:6.2f} s cpu, "
-                    f"timer pass (nothing changed) {seen['timer']:6.3f} s cpu, "
-                    f"one-run commit {seen['commit']:6.2f} s cpu, peak {seen['peak']:5.0f} MiB",
+                    f"timer pass (nothing changed) {seen['timer']:7.4f} s cpu, "
+                    f"one-run commit {seen['commit']:6.2f} s cpu, peak {seen['peak']:5.0f} MiB, "
+                    f"window {seen['window']:.1f} h back",
                     flush=True,
                 )
         for label in codes:
