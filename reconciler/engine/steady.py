@@ -57,7 +57,7 @@ from reconciler.state.journal import WriteStamps
 from reconciler.state.paths import journal_path
 
 Clock = Callable[[], datetime]
-Stamp = tuple[int, int, int] | None
+Stamp = tuple[str, int, int, int] | None
 
 # A full pass at least this often, whatever a timer pass finds: the files on disk are
 # looked at then, and the kept state checked against a fresh one.
