@@ -329,9 +329,9 @@ def _timed_rss(args: list[str], sacct: Path | None, code: Path = HERE) -> tuple[
     err = process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 2):
-        raise RuntimeError(f"recon {' '.join(args)} exited {code}: {err.decode()[-2000:]}")
+    exit_code = os.waitstatus_to_exitcode(status)
+    if exit_code not in (0, 2):
+        raise RuntimeError(f"recon {' '.join(args)} exited {exit_code}: {err.decode()[-2000:]}")
     _CPU.append(usage.ru_utime + usage.ru_stime)
     return wall, int(peak_file.read_text()) / 1024
 
