@@ -1,7 +1,7 @@
 """What an observation of a busy user's sacct costs: 125,000 to 1,000,000 rows.
 
     python bench/sacct.py [--rows 125000,250000,500000,1000000] [--recon-jobs 10000]
-    python bench/sacct.py --tasks 25000,50000,100000
+    python bench/sacct.py --tasks 25000,50000,100000 [--versus DIR]
 
 The text is generated: --recon-jobs jobs of recon's (a job row with its tag, a batch and
 an extern step each; one in ten still running, so its sacct rows carry no comment and
@@ -17,7 +17,8 @@ machine the CPU time is the steadier figure; growth is computed from it). Target
 observed within 3 s). N tasks of recon's in arrays of 1,000 (MaxArraySize 1,001), each
 task a row with its batch and extern steps; one task in a hundred still running (squeue
 lists it, sacct has no comment for it yet). sacct's two calls answer as Slurm does:
-``--allocations`` the tasks' own rows, ``--jobs=<the arrays>`` every row.
+``--allocations`` the tasks' own rows, ``--jobs=<the arrays>`` every row. --versus DIR
+measures the checkout at DIR too (say, /work/main), in turn with this one.
 """
 
 from __future__ import annotations
@@ -127,10 +128,13 @@ def generate_tasks(tasks: int) -> tuple[str, str]:
     return "\n".join(squeue) + "\n", "\n".join(sacct) + "\n"
 
 
-def timed(mode: str, squeue: Path, sacct: Path) -> tuple[float, float, float, int]:
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+def timed(
+    mode: str, squeue: Path, sacct: Path, code: Path = HERE
+) -> tuple[float, float, float, int]:
+    env = {**os.environ, "PYTHONPATH": str(code)}
     result = subprocess.run(
         [sys.executable, "-c", CHILD, mode, str(squeue), str(sacct)],
+        cwd=code,  # `python -c` puts the cwd first on sys.path
         env=env,
         capture_output=True,
         text=True,
@@ -147,9 +151,11 @@ def main() -> None:
     parser.add_argument("--rows", default="125000,250000,500000,1000000")
     parser.add_argument("--recon-jobs", type=int, default=10000)
     parser.add_argument("--tasks", help="array tasks of recon's, e.g. 25000,50000,100000")
+    parser.add_argument("--versus", type=Path, help="with --tasks: another checkout too")
     options = parser.parse_args()
     if options.tasks:
-        return tasks_main([int(size) for size in options.tasks.split(",")])
+        codes = {"this": HERE, **({"versus": options.versus.resolve()} if options.versus else {})}
+        return tasks_main([int(size) for size in options.tasks.split(",")], codes)
     sizes = [int(size) for size in options.rows.split(",")]
     times = []
     with tempfile.TemporaryDirectory(prefix="recon-bench-sacct-") as work:
@@ -178,8 +184,8 @@ def growth(sizes: list[int], times: list[float]) -> str:
     return ", ".join(steps) or "-"
 
 
-def tasks_main(sizes: list[int]) -> None:
-    times = []
+def tasks_main(sizes: list[int], codes: dict[str, Path]) -> None:
+    times: dict[str, list[float]] = {label: [] for label in codes}
     with tempfile.TemporaryDirectory(prefix="recon-bench-sacct-") as work:
         for tasks in sizes:
             squeue_text, sacct_text = generate_tasks(tasks)
@@ -187,14 +193,17 @@ def tasks_main(sizes: list[int]) -> None:
             squeue.write_text(squeue_text)
             sacct.write_text(sacct_text)
             rows = sacct_text.count("\n")
-            seconds, cpu, peak, seen = timed("tasks", squeue, sacct)
-            times.append(cpu)
-            print(
-                f"{tasks:7} array tasks ({rows} sacct rows, {seen} tasks seen): observe "
-                f"{seconds:6.2f} s (cpu {cpu:5.2f} s), peak {peak:5.0f} MiB   target <= 3 s",
-                flush=True,
-            )
-    print(f"growth per doubling of tasks (cpu): {growth(sizes, times)}")
+            for label, code in codes.items():  # in turn, in the same minutes
+                seconds, cpu, peak, seen = timed("tasks", squeue, sacct, code)
+                times[label].append(cpu)
+                print(
+                    f"{label:6} {tasks:7} array tasks ({rows} sacct rows, {seen} tasks seen): "
+                    f"observe {seconds:6.2f} s (cpu {cpu:5.2f} s), peak {peak:5.0f} MiB"
+                    "   target <= 3 s",
+                    flush=True,
+                )
+    for label in codes:
+        print(f"{label:6} growth per doubling of tasks (cpu): {growth(sizes, times[label])}")
 
 
 if __name__ == "__main__":
