@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from reconciler.scheduler.base import JobRecord
 from reconciler.scheduler.slurm import parse
 from reconciler.scheduler.slurm.parse import (
     SACCT_FIELDS,
@@ -298,3 +300,11 @@ def test_job_ids_read_without_the_pattern_read_as_the_pattern_reads_them(text: s
         )
     )
     assert parse.job_id_parts(text) == expected
+
+
+def test_a_sacct_row_is_the_record_its_fields_make() -> None:
+    """The sacct parser builds its records without JobRecord's __init__: each must equal
+    the record __init__ makes of the same fields, every field set."""
+    for record in parse_sacct(SACCT, UTC).records:
+        fields = {field.name: getattr(record, field.name) for field in dataclasses.fields(record)}
+        assert JobRecord(**fields) == record
