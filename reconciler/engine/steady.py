@@ -145,14 +145,15 @@ class SteadyPasses:
         where = open_project(request).where  # recon.yaml at this commit: where the journal is
         path = journal_path(where)
         stamp = self._stamps.stamp(path)  # before the pass reads the journal
-        started = self.clock()
         outcome = self.full(request)
         self.passes = 0
         self.fulls += 1
         observed = outcome.look.observed
         if observed is None:
             return outcome
-        reusable = kept is not None and kept.reusable(commit, stamp, started)
+        # at the moment the fresh plan was made for: past the kept one's next look, the
+        # two may differ, as they should
+        reusable = kept is not None and kept.reusable(commit, stamp, outcome.plan.created_at)
         if kept is not None and reusable and observed.same_as(kept.observed):
             self._check(kept, outcome)
         if steady(outcome) and journal_path(outcome.desired) == path:
