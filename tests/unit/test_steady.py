@@ -283,3 +283,24 @@ def test_kept_passes_equal_full_ones_over_random_histories(
         elif not files_changed:
             assert same_plan(fresh_plan(repo, world), outcome.plan)
     assert passes.mismatches == 0
+
+
+def test_a_kept_plan_unlike_the_fresh_one_is_told_and_the_fresh_one_counts(
+    tmp_path: Path,
+) -> None:
+    repo, world, passes = project(tmp_path, 2)
+    told: list[tuple[str, str]] = []
+    passes.log = lambda level, event, **_fields: told.append((level, event))
+    passes.full_every = 2
+    passes(tip(repo))
+    fresh = passes(tip(repo))
+    kept = passes.kept
+    assert kept is not None
+    wrong = fresh.plan.model_copy(update={"notes": ("a note no full pass makes",)})
+    passes.kept = kept.__class__(kept.commit, kept.stamp, _with_plan(fresh, wrong), kept.observed)
+    world.now += timedelta(seconds=30)
+    assert passes(tip(repo)).plan is wrong  # kept: reused as it is
+    again = passes(tip(repo))  # the second since the full one: a full one, checked
+    assert (passes.reused, passes.fulls, passes.mismatches) == (1, 3, 1)
+    assert told == [("warning", "steady-mismatch")]
+    assert same_plan(again.plan, fresh.plan)
