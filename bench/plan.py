@@ -232,9 +232,13 @@ def seed_completed(root: Path, backend: str, sacct_file: Path, settled: bool = T
         )  # fmt: skip
         columns = {row[1] for row in db.execute("PRAGMA table_info(submissions)")}
         if "code_versions" in columns:  # as recon records them with each intent
-            db.executemany(
-                "UPDATE submissions SET code_versions = ? WHERE name = ?",
-                [(json.dumps(dict(getattr(desired.runs[n], "code", {}))), n) for n in names],
+            ids_of = dict(db.execute("SELECT name, id FROM submissions").fetchall())
+            db.executemany(  # by id: `name` has no index of its own (n^2 at 100,000)
+                "UPDATE submissions SET code_versions = ? WHERE id = ?",
+                [
+                    (json.dumps(dict(getattr(desired.runs[n], "code", {}))), ids_of[n])
+                    for n in names
+                ],
             )
         db.commit()
 
