@@ -53,9 +53,12 @@ from reconciler.scheduler.testing import ScriptedScheduler
 root, repeat = Path(sys.argv[1]), int(sys.argv[2])
 now = [datetime.now(UTC)]
 clock = lambda: now[0]
+def no_sinfo():  # a new error each time: one kept and raised again keeps its frames
+    raise ObservationError("no sinfo here")
+
 scheduler = ScriptedScheduler(
     observe=lambda since: Observation(taken_at=now[0], jobs=(), complete=True),
-    partitions=ObservationError("no sinfo here"),
+    partitions=no_sinfo,
     max_array_size=1001,
 )
 
