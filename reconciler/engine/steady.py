@@ -37,7 +37,6 @@ is the one carried out, as it would be without this module.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -141,12 +140,7 @@ class SteadyPasses:
                     self.reused += 1
                     return kept.outcome
         checked = None if kept is None or kept.commit != commit else replace(kept, outcome=None)
-        if kept is not None:
-            # Let the kept pass's loaded state go before the full pass loads anew. Its
-            # desired state holds reference cycles (runs built on demand), so only the
-            # collector frees it, and a pass runs with the collector paused.
-            kept = None
-            gc.collect()
+        kept = None  # let the kept pass's loaded state go before the full pass loads anew
         return self._full(commit, request, checked)
 
     def _observe(self, kept: PassOutcome, request: Request, now: datetime) -> Observed:

@@ -325,7 +325,7 @@ def test_the_kept_state_is_let_go_before_a_full_pass_loads_its_own(tmp_path: Pat
 
     passes.full = watched
     repo.commit({"specs/r1.yaml": RUN.format(name="r1", word="changed")})
-    gc.disable()  # as during a pass: what frees it must be the pass's own doing
+    gc.disable()  # as during a pass: dropped, not collected
     try:
         passes(tip(repo))
     finally:
