@@ -2,7 +2,13 @@
 
     python bench/plan.py [--sizes 1000,2000,5000,10000] [--backends local,slurm]
                          [--scenarios none,completed,unsettled,mixed] [--repeat 3]
-                         [--scripts] [--keep DIR]
+                         [--scripts] [--sweep MEMBERS] [--validate] [--status]
+                         [--versus DIR] [--keep DIR]
+
+At 100,000 runs (issue 30's figures, local backend, nothing submitted; beside main):
+
+    python bench/plan.py --sizes 10000,50000,100000 --backends local --scenarios none \
+        --sweep 10000 --validate --status --repeat 1 --versus /work/main
 
 Each figure is the wall time, CPU time (user + system: steadier on a shared machine) and
 peak RSS of the whole command in a fresh process, as a user runs it (interpreter
@@ -29,6 +35,16 @@ dev cluster, and where jobs are meant to be there (completed, mixed) sacct's tex
 generated (three rows per job: the job, its batch and extern steps) and handed to the
 real adapter's parser and combiner through its runner seam: submitting 10,000 jobs to the
 dev cluster would take an hour. Nothing is submitted or cancelled by this benchmark.
+
+With --sweep M, each repo of the `none` scenario holds one sweep of M members (a matrix
+of `lr` x `seed`, every member reading prepare's output) in place of M of its plain runs:
+the size still counts every run. --validate times `recon validate` (warm: its parse
+cache filled) and --status `recon status` beside each plan of the `none` scenario.
+
+--versus DIR measures the checkout at DIR too (say, /work/main), command by command in
+turn with this one, on a copy of each repo of its own (hard links; the parse cache is
+each code's own): on a machine shared with other work, figures taken side by side in
+the same minutes are the only fair comparison.
 
 At the largest size it also times `recon status`, and `recon plan --against HEAD~1` after
 one file changed. It is a benchmark, not a test.
@@ -78,6 +94,21 @@ PREPARE = (
     "kind: Run\nname: prepare\ncommand: x\nresources:\n  cpus: 1\n  memory: 1GiB\n"
     "outputs:\n  dataset: d.csv\n"
 )
+MATRIX = """\
+kind: Run
+name: grid
+matrix:
+  lr: {lrs}
+  seed: {seeds}
+command: python train.py --lr {{matrix.lr}} --seed {{matrix.seed}} --out {{outputs.model.path}}
+resources:
+{resources}
+inputs:
+  data: prepare.dataset
+outputs:
+  model:
+    path: model.pt
+"""
 
 # What the child process runs: the CLI itself, with (for generated sacct text) the Slurm
 # adapter's runner swapped for one that answers sacct from a file and runs the rest.
@@ -122,14 +153,23 @@ def git(root: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
 
 
-def make_repo(root: Path, runs: int, scenario: str, backend: str, scripts: bool = False) -> None:
+def make_repo(
+    root: Path, runs: int, scenario: str, backend: str, scripts: bool = False, sweep: int = 0
+) -> None:
+    """``runs`` runs: prepare, a sweep of ``sweep`` members (none when 0) and plain runs."""
     (root / "specs").mkdir(parents=True)
     (root / "recon.yaml").write_text(
         f'project: {PROJECT}\nscheduler: {backend}\nspecs:\n  - "specs/**/*.yaml"\n'
     )
     (root / "specs" / "prepare.yaml").write_text(PREPARE)
+    if sweep:
+        lrs = 50  # the members: a multiple of it
+        seeds = list(range(sweep // lrs))
+        grid = [round(0.0001 * (i + 1), 6) for i in range(lrs)]
+        text = MATRIX.format(lrs=grid, seeds=seeds, resources=PLAIN)
+        (root / "specs" / "grid.yaml").write_text(text)
     mixed = scenario == "mixed"
-    for i in range(runs - 1):
+    for i in range(runs - 1 - sweep):
         het = mixed and i % 10 == 5
         coupled = mixed and i % 20 == 1  # sweep-1 couples with sweep-0, and so on
         text = SWEEP.format(
@@ -192,9 +232,13 @@ def seed_completed(root: Path, backend: str, sacct_file: Path, settled: bool = T
         )  # fmt: skip
         columns = {row[1] for row in db.execute("PRAGMA table_info(submissions)")}
         if "code_versions" in columns:  # as recon records them with each intent
-            db.executemany(
-                "UPDATE submissions SET code_versions = ? WHERE name = ?",
-                [(json.dumps(dict(getattr(desired.runs[n], "code", {}))), n) for n in names],
+            ids_of = dict(db.execute("SELECT name, id FROM submissions").fetchall())
+            db.executemany(  # by id: `name` has no index of its own (n^2 at 100,000)
+                "UPDATE submissions SET code_versions = ? WHERE id = ?",
+                [
+                    (json.dumps(dict(getattr(desired.runs[n], "code", {}))), ids_of[n])
+                    for n in names
+                ],
             )
         db.commit()
 
@@ -252,14 +296,20 @@ def _sacct_text(
 
 
 def measure(
-    args: list[str], repeat: int, sacct: Path | None = None, warm: bool = True
+    args: list[str],
+    repeat: int,
+    sacct: Path | None = None,
+    warm: bool = True,
+    code: Path = HERE,
 ) -> tuple[float, float]:
+    """The median wall seconds and the peak MiB of ``recon ARGS`` run by the checkout
+    at ``code``; the median CPU seconds are then ``cpu()``."""
     if warm:
-        _timed_rss(args, sacct)  # warm the parse cache and the page cache
+        _timed_rss(args, sacct, code)  # warm the parse cache and the page cache
     walls, peaks = [], []
     _CPU.clear()
     for _ in range(repeat):
-        wall, peak = _timed_rss(args, sacct)
+        wall, peak = _timed_rss(args, sacct, code)
         walls.append(wall)
         peaks.append(peak)
     return statistics.median(walls), max(peaks)
@@ -270,19 +320,22 @@ def cpu() -> float:
     return statistics.median(_CPU)
 
 
-def _timed_rss(args: list[str], sacct: Path | None) -> tuple[float, float]:
+def _timed_rss(args: list[str], sacct: Path | None, code: Path = HERE) -> tuple[float, float]:
     argv = [sys.executable, "-c", CHILD, *(["--sacct", str(sacct)] if sacct else []), *args]
     peak_file = Path(tempfile.gettempdir()) / f"recon-bench-peak-{os.getpid()}"
-    env = {**os.environ, "PYTHONPATH": str(HERE), "BENCH_PEAK_FILE": str(peak_file)}
+    env = {**os.environ, "PYTHONPATH": str(code), "BENCH_PEAK_FILE": str(peak_file)}
     start = time.perf_counter()
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # cwd: `python -c` puts it first on sys.path, before PYTHONPATH
+    process = subprocess.Popen(
+        argv, env=env, cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     assert process.stderr is not None
     err = process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 2):
-        raise RuntimeError(f"recon {' '.join(args)} exited {code}: {err.decode()[-2000:]}")
+    exit_code = os.waitstatus_to_exitcode(status)
+    if exit_code not in (0, 2):
+        raise RuntimeError(f"recon {' '.join(args)} exited {exit_code}: {err.decode()[-2000:]}")
     _CPU.append(usage.ru_utime + usage.ru_stime)
     return wall, int(peak_file.read_text()) / 1024
 
@@ -332,6 +385,22 @@ def slurm_up() -> bool:
     )
 
 
+def commands_of(scenario: str, options: argparse.Namespace) -> list[str]:
+    """The commands timed on each repo of ``scenario``."""
+    extra = ["validate"] if options.validate else []
+    return [*extra, "plan", *(["status"] if options.status and scenario == "none" else [])]
+
+
+def copy_for(root: Path, label: str) -> Path:
+    """The repo ``root`` for another checkout's code: hard links, so it costs seconds at
+    100,000 files, and no state directory (its parse cache is that code's own)."""
+    copy = root.with_name(f"{root.name}-{label}")
+    if not copy.exists():
+        subprocess.run(["cp", "-al", str(root), str(copy)], check=True)
+        shutil.rmtree(copy / ".recon", ignore_errors=True)
+    return copy
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,2000,5000,10000")
@@ -340,37 +409,57 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="build the repos here and leave them")
     parser.add_argument("--scripts", action="store_true", help="each run names a script")
+    parser.add_argument("--sweep", type=int, default=0, help="members of one sweep (none)")
+    parser.add_argument("--validate", action="store_true", help="time `recon validate` too")
+    parser.add_argument("--status", action="store_true", help="time `recon status` (none)")
+    parser.add_argument("--versus", type=Path, help="another checkout to measure in turn")
     options = parser.parse_args()
     sizes = [int(size) for size in options.sizes.split(",")]
     backends = options.backends.split(",")
     if "slurm" in backends and not slurm_up():
         print("slurm: the dev cluster does not answer; measuring the local backend only")
         backends = [b for b in backends if b != "slurm"]
+    codes = {"this": HERE, **({"versus": options.versus.resolve()} if options.versus else {})}
+    if options.versus:
+        print(f"this: {HERE}; versus: {options.versus.resolve()}")
     work = options.keep or Path(tempfile.mkdtemp(prefix="recon-bench-plan-"))
     try:
         for backend in backends:
             for scenario in options.scenarios.split(","):
-                walls, cpus = [], []
+                commands = commands_of(scenario, options)
+                walls: dict[tuple[str, str], list[float]] = {}
+                cpus: dict[tuple[str, str], list[float]] = {}
+                peaks: dict[tuple[str, str], list[float]] = {}
                 for size in sizes:
                     root = work / f"{backend}-{scenario}-{size}"
                     sacct = work / f"{backend}-{scenario}-{size}.sacct"
                     if not root.exists():
-                        make_repo(root, size, scenario, backend, options.scripts)
+                        sweep = options.sweep if scenario == "none" and size > options.sweep else 0
+                        make_repo(root, size, scenario, backend, options.scripts, sweep)
                         if scenario != "none":
                             seed_completed(root, backend, sacct, scenario != "unsettled")
                     generated = sacct if backend == "slurm" and scenario != "none" else None
-                    wall, peak = measure(["plan", str(root)], options.repeat, generated)
-                    walls.append(wall)
-                    cpus.append(cpu())
+                    for command in commands:
+                        for label, code in codes.items():  # in turn, in the same minutes
+                            repo = root if code == HERE else copy_for(root, label)
+                            args = [command, str(repo)]
+                            wall, peak = measure(args, options.repeat, generated, code=code)
+                            key = (command, label)
+                            walls.setdefault(key, []).append(wall)
+                            cpus.setdefault(key, []).append(cpu())
+                            peaks.setdefault(key, []).append(peak)
+                            taken = cpus[key][-1]
+                            print(
+                                f"{command:8} {label:6} {backend:5} {scenario:9} {size:6} runs:"
+                                f" {wall:6.2f} s (cpu {taken:6.2f} s)  peak {peak:5.0f} MiB",
+                                flush=True,
+                            )
+                for (command, label), times in walls.items():
                     print(
-                        f"plan   {backend:5} {scenario:9} {size:6} runs: {wall:6.2f} s"
-                        f" (cpu {cpus[-1]:6.2f} s)  peak {peak:5.0f} MiB",
-                        flush=True,
+                        f"{command:8} {label:6} {backend:5} {scenario:9} growth per doubling: "
+                        f"wall {growth(sizes, times)}; cpu {growth(sizes, cpus[command, label])};"
+                        f" peak {growth(sizes, peaks[command, label])}"
                     )
-                print(
-                    f"plan   {backend:5} {scenario:9} growth per doubling: wall "
-                    f"{growth(sizes, walls)}; cpu {growth(sizes, cpus)}"
-                )
                 if scenario == "completed":
                     for form in ("text", "json"):
                         status(work, backend, sizes, form, options.repeat)

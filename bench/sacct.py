@@ -1,6 +1,7 @@
 """What an observation of a busy user's sacct costs: 125,000 to 1,000,000 rows.
 
     python bench/sacct.py [--rows 125000,250000,500000,1000000] [--recon-jobs 10000]
+    python bench/sacct.py --tasks 25000,50000,100000 [--versus DIR]
 
 The text is generated: --recon-jobs jobs of recon's (a job row with its tag, a batch and
 an extern step each; one in ten still running, so its sacct rows carry no comment and
@@ -11,6 +12,13 @@ and the process's peak RSS (the text itself included), beside a bare
 ``line.split('|')`` of every line for scale; wall and CPU time both (on a shared
 machine the CPU time is the steadier figure; growth is computed from it). Target:
 1,000,000 rows within 3 s and 600 MiB. It is a benchmark, not a test.
+
+--tasks N,...: a sweep's arrays instead (issue 30: 100,000 array tasks and their steps
+observed within 3 s). N tasks of recon's in arrays of 1,000 (MaxArraySize 1,001), each
+task a row with its batch and extern steps; one task in a hundred still running (squeue
+lists it, sacct has no comment for it yet). sacct's two calls answer as Slurm does:
+``--allocations`` the tasks' own rows, ``--jobs=<the arrays>`` every row. --versus DIR
+measures the checkout at DIR too (say, /work/main), in turn with this one.
 """
 
 from __future__ import annotations
@@ -28,12 +36,15 @@ PROJECT = "benchsacct"
 HASH = "0123456789abcdef"
 DEPLOYMENT = "0123456789ab"
 TIMES = "2026-12-01T10:00:00|2026-12-01T10:01:00|2026-12-01T10:02:00"
+ARRAY = 1000  # tasks to an array: MaxArraySize 1,001
 
 CHILD = """\
 import os, resource, subprocess, sys, time
 from datetime import UTC, datetime, timedelta
 squeue_text = open(sys.argv[2]).read()
 sacct_text = open(sys.argv[3]).read()
+if sys.argv[1] == "tasks":  # the first sacct call lists the tasks' own rows only
+    firsts = "\\n".join(line for line in sacct_text.splitlines() if "." not in line.split("|")[0])
 if sys.argv[1] == "split":
     start, cpu = time.perf_counter(), time.process_time()
     rows = [line.split("|") for line in sacct_text.splitlines()]
@@ -41,8 +52,13 @@ if sys.argv[1] == "split":
 else:
     from reconciler.scheduler.slurm.adapter import SlurmScheduler
 
+    calls = []
+
     def runner(argv, stdin=None):
+        calls.append(argv[0] + (" --allocations" if "--allocations" in argv else ""))
         text = sacct_text if argv[0] == "sacct" else squeue_text
+        if argv[0] == "sacct" and "--allocations" in argv and sys.argv[1] == "tasks":
+            text = firsts + "\\n"
         return subprocess.CompletedProcess(list(argv), 0, text, "")
 
     scheduler = SlurmScheduler(runner, tz=UTC)
@@ -50,6 +66,9 @@ else:
     observation = scheduler.observe(datetime.now(UTC) - timedelta(days=2))
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     jobs = len(observation.jobs)
+    if sys.argv[1] == "tasks":
+        jobs = sum(len(job.tasks()) or 1 for job in observation.jobs)
+        assert calls == ["squeue", "sacct --allocations", "sacct"], calls
     assert observation.complete, observation.problems
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(seconds, cpu, peak, jobs)
@@ -85,10 +104,37 @@ def generate(rows: int, recon_jobs: int) -> tuple[str, str]:
     return "\n".join(squeue) + "\n", "\n".join(sacct) + "\n"
 
 
-def timed(mode: str, squeue: Path, sacct: Path) -> tuple[float, float, float, int]:
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+def generate_tasks(tasks: int) -> tuple[str, str]:
+    """(squeue text, sacct text): ``tasks`` array tasks of recon's, 1,000 to an array."""
+    squeue, sacct = [], []
+    for number, first in enumerate(range(0, tasks, ARRAY)):
+        array = 500000 + number * 2 * ARRAY  # raw ids of its tasks follow it
+        name = f"{PROJECT}.sweep-{number}"
+        tag = f"recon2:{PROJECT}:{DEPLOYMENT}:run:sweep-{number}:{HASH}"
+        for index in range(min(ARRAY, tasks - first)):
+            job, raw = f"{array}_{index}", f"{array + index}"
+            if index % 100 == 99:  # running: squeue speaks for it, with its comment
+                squeue.append(
+                    f"{job}|{raw}|RUNNING|None|cpu1|cpu|2026-12-01T10:00:00|"
+                    f"2026-12-01T10:01:00|10:00||{name}|{tag}"
+                )
+                head = f"{job}|{raw}|RUNNING|0:0||{TIMES.rsplit('|', 1)[0]}|Unknown|cpu1|cpu||"
+                sacct.append(f"{head}{name}|")
+                sacct.append(f"{job}.batch|{raw}.batch|RUNNING|0:0||{TIMES}|cpu1|||batch|")
+            else:
+                sacct.append(f"{job}|{raw}|COMPLETED|0:0||{TIMES}|cpu1|cpu||{name}|{tag}")
+                sacct.append(f"{job}.batch|{raw}.batch|COMPLETED|0:0||{TIMES}|cpu1|||batch|")
+            sacct.append(f"{job}.extern|{raw}.extern|COMPLETED|0:0||{TIMES}|cpu1|||extern|")
+    return "\n".join(squeue) + "\n", "\n".join(sacct) + "\n"
+
+
+def timed(
+    mode: str, squeue: Path, sacct: Path, code: Path = HERE
+) -> tuple[float, float, float, int]:
+    env = {**os.environ, "PYTHONPATH": str(code)}
     result = subprocess.run(
         [sys.executable, "-c", CHILD, mode, str(squeue), str(sacct)],
+        cwd=code,  # `python -c` puts the cwd first on sys.path
         env=env,
         capture_output=True,
         text=True,
@@ -104,7 +150,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="125000,250000,500000,1000000")
     parser.add_argument("--recon-jobs", type=int, default=10000)
+    parser.add_argument("--tasks", help="array tasks of recon's, e.g. 25000,50000,100000")
+    parser.add_argument("--versus", type=Path, help="with --tasks: another checkout too")
     options = parser.parse_args()
+    if options.tasks:
+        codes = {"this": HERE, **({"versus": options.versus.resolve()} if options.versus else {})}
+        return tasks_main([int(size) for size in options.tasks.split(",")], codes)
     sizes = [int(size) for size in options.rows.split(",")]
     times = []
     with tempfile.TemporaryDirectory(prefix="recon-bench-sacct-") as work:
@@ -122,11 +173,37 @@ def main() -> None:
                 f"(cpu {split_cpu:5.2f} s), peak {split_peak:5.0f} MiB",
                 flush=True,
             )
+    print(f"growth per doubling of rows (cpu): {growth(sizes, times)}")
+
+
+def growth(sizes: list[int], times: list[float]) -> str:
     steps = [
         f"{(times[i] / times[i - 1]) ** (1 / math.log2(sizes[i] / sizes[i - 1])):.2f}x"
         for i in range(1, len(sizes))
     ]
-    print(f"growth per doubling of rows (cpu): {', '.join(steps) or '-'}")
+    return ", ".join(steps) or "-"
+
+
+def tasks_main(sizes: list[int], codes: dict[str, Path]) -> None:
+    times: dict[str, list[float]] = {label: [] for label in codes}
+    with tempfile.TemporaryDirectory(prefix="recon-bench-sacct-") as work:
+        for tasks in sizes:
+            squeue_text, sacct_text = generate_tasks(tasks)
+            squeue, sacct = Path(work, "squeue"), Path(work, "sacct")
+            squeue.write_text(squeue_text)
+            sacct.write_text(sacct_text)
+            rows = sacct_text.count("\n")
+            for label, code in codes.items():  # in turn, in the same minutes
+                seconds, cpu, peak, seen = timed("tasks", squeue, sacct, code)
+                times[label].append(cpu)
+                print(
+                    f"{label:6} {tasks:7} array tasks ({rows} sacct rows, {seen} tasks seen): "
+                    f"observe {seconds:6.2f} s (cpu {cpu:5.2f} s), peak {peak:5.0f} MiB"
+                    "   target <= 3 s",
+                    flush=True,
+                )
+    for label in codes:
+        print(f"{label:6} growth per doubling of tasks (cpu): {growth(sizes, times[label])}")
 
 
 if __name__ == "__main__":

@@ -88,6 +88,7 @@ def watch(
     """
     from reconciler.commands.watchlog import LineLog, Puller
     from reconciler.engine.reconcile import Request, reconcile_once
+    from reconciler.engine.steady import SteadyPasses
     from reconciler.engine.wakeups import RefWatcher, WakeQueue
     from reconciler.engine.watch import Level, Schedule, WatchLoop
     from reconciler.notify import Notifier
@@ -108,15 +109,20 @@ def watch(
     )
 
     noted_edits = False
-
-    def reconcile(commit: str) -> PassOutcome:
+    # A timer pass that finds nothing changed reuses the last pass (engine/steady.py).
+    passes = SteadyPasses(
         # The resolved commit, not the branch name: the pass, its log lines and the
         # memory of a bad commit all name one commit even if the branch moves meanwhile.
-        outcome = reconcile_once(
-            Request(repo, commit, scheduler=chosen(scheduler), allow_prune_all=allow_prune_all),
-            lock_timeout=0,
-            clock=clock,
-        )
+        request=lambda commit: Request(
+            repo, commit, scheduler=chosen(scheduler), allow_prune_all=allow_prune_all
+        ),
+        full=lambda request: reconcile_once(request, lock_timeout=0, clock=clock),
+        clock=clock,
+        log=lambda level, event, **fields: log(Level(level), event, **fields),
+    )
+
+    def reconcile(commit: str) -> PassOutcome:
+        outcome = passes(commit)
         nonlocal noted_edits
         if not noted_edits:  # once: the folder's edits are the user's, not news each pass
             noted_edits = True

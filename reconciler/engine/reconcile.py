@@ -21,6 +21,7 @@ journalled job not seen yet, which the planner waits for, instead of an unknown 
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -43,6 +44,7 @@ from reconciler.engine.plan.inputs import FileState
 from reconciler.errors import ObservationError
 from reconciler.repository.checkout import code_dir, remote_url, snapshot_path
 from reconciler.scheduler.base import Observation, ObservedJob, Scheduler, StepScheduler
+from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.select import Choice, select_scheduler
 from reconciler.scheduler.states import Health
 from reconciler.state.directory import prepare_state_dir
@@ -104,6 +106,11 @@ class Look:
     endings: Sequence[settle.Ending]
     setup_changes: Sequence[SetupRecord]
     plan: Plan
+    # What the plan was made from beside the journal and the specs: the scheduler's whole
+    # answer (every deployment's jobs, the partitions) and the files on disk. A watch
+    # compares the next pass's with them (engine/steady.py); None where a test made it.
+    observed: Observed | None = None
+    files: FileState | None = None
 
 
 @dataclass(frozen=True)
@@ -134,12 +141,19 @@ class Observed:
 
     jobs: Observation
     fit: Fit | None
+    partitions: tuple[Partition, ...] | None = None  # what fit was made from
+
+    def same_as(self, other: Observed) -> bool:
+        """The same jobs and partitions, whenever each was taken."""
+        jobs = self.jobs.model_copy(update={"taken_at": other.jobs.taken_at})
+        return jobs == other.jobs and self.partitions == other.partitions
 
 
 def observe(scheduler: Scheduler, journal: JournalState, now: datetime) -> Observed:
     """One squeue and sacct (or the local store) over the journal's window, then one sinfo."""
     found = scheduler.observe(observation_window(journal.records, journal.setups, now))
-    return Observed(found, fit_for(scheduler))
+    partitions = partitions_of(scheduler)
+    return Observed(found, fit_for(scheduler, partitions), partitions)
 
 
 @dataclass(frozen=True)
@@ -287,6 +301,7 @@ def look(
     records = settle.as_recorded(journal.records, endings)
     setup_changes = settle.judge_setups(share.own, journal.setups)
     setups = settle.with_setups(journal.setups, setup_changes)
+    files = file_state(desired, records, share.own, outputs_seen)
     plan = make_plan(
         desired,
         share.own,
@@ -295,7 +310,7 @@ def look(
         scheduler=scheduler.name,
         targets=request.targets,
         downstream=request.downstream,
-        files=file_state(desired, records, share.own, outputs_seen),
+        files=files,
         fit=observed.fit,
         setups=setups,
         containers=containers_for(scheduler, desired),
@@ -306,7 +321,18 @@ def look(
         code_at=code_at(desired, records),
         cancelled=journal.cancelled,
     )
-    return Look(desired, share.own, share.elsewhere, records, setups, endings, setup_changes, plan)
+    return Look(
+        desired,
+        share.own,
+        share.elsewhere,
+        records,
+        setups,
+        endings,
+        setup_changes,
+        plan,
+        observed,
+        files,
+    )
 
 
 def code_at(
@@ -345,10 +371,29 @@ def look_once(
     """`recon plan` and `recon status`: read the journal, observe while loading, then
     ``look``, writing nothing. `clock`: the time the look judges by, as for a pass."""
     opened = open_project(request)
-    scheduler, journal = _scheduler_and_journal(opened, request, scheduler)
-    now = clock()
-    desired, observed = load_while_observing(opened, scheduler, journal, now)
-    return look(request, desired, scheduler, journal, now, observed)
+    with cycles_collected_after():
+        scheduler, journal = _scheduler_and_journal(opened, request, scheduler)
+        now = clock()
+        desired, observed = load_while_observing(opened, scheduler, journal, now)
+        return look(request, desired, scheduler, journal, now, observed)
+
+
+@contextlib.contextmanager
+def cycles_collected_after() -> Iterator[None]:
+    """Python's cycle collector paused while a pass loads and plans, and back after it.
+
+    A pass makes a few objects per run and keeps nearly all of them to its end; the
+    collector, set off by every 700 new objects, walked them again and again: a tenth of
+    `recon plan`'s CPU at 100,000 runs, near a third of a watch's full pass of settled
+    runs. Objects are still freed as they are dropped; the few reference cycles a pass
+    leaves behind are collected by the first collection after it."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 def array_size_for(scheduler: Scheduler, desired: Desired) -> int | None:
@@ -363,13 +408,20 @@ def array_size_for(scheduler: Scheduler, desired: Desired) -> int | None:
         return None
 
 
-def fit_for(scheduler: Scheduler) -> Fit | None:
-    """The cluster's partitions, read once per pass (one sinfo). The local backend ignores
-    partition names, so only the machine's CPUs are checked there. None when the shapes
-    cannot be read: a partial answer would refuse runs that fit."""
+def partitions_of(scheduler: Scheduler) -> tuple[Partition, ...] | None:
+    """The cluster's partitions, read once per pass (one sinfo); None when the shapes
+    cannot be read."""
     try:
-        partitions = scheduler.partitions()
+        return tuple(scheduler.partitions())
     except ObservationError:
+        return None
+
+
+def fit_for(scheduler: Scheduler, partitions: tuple[Partition, ...] | None) -> Fit | None:
+    """What runs must fit: the local backend ignores partition names, so only the
+    machine's CPUs are checked there. None when the partitions are unknown: a partial
+    answer would refuse runs that fit."""
+    if partitions is None:
         return None
     return MachineFit.of(partitions) if scheduler.name == "local" else FitChecker(partitions)
 
@@ -430,6 +482,7 @@ def reconcile_once(
     fault_point("pass-start")
     opened = open_project(request)
     with contextlib.ExitStack() as held:
+        held.enter_context(cycles_collected_after())
         # Lock, journal, then the observation, which runs while the specs load: under
         # the lock, so the lock is held for the load too (a few tenths of a second at
         # 10,000 runs, less than the observation beside it).

@@ -624,6 +624,77 @@ class Journal:
             ) from error
 
 
+class WriteStamps:
+    """Whether anything was written to a journal between two looks, without reading it.
+
+    ``stamp()`` names the journal's state: two equal stamps mean no transaction was
+    committed to it in between, by any process. With the file's device and inode (a
+    journal removed or replaced is another journal), and the mode it is used in:
+
+    - WAL (a local disk): SQLite's ``PRAGMA data_version``, which changes whenever
+      another connection commits, asked on a connection of its own kept open for that
+      alone (it never writes; a WAL journal's header changes only at checkpoints);
+    - the rollback journal (a filesystem several hosts share): the header's file change
+      counter, which every commit increments, read from the file. No connection is kept
+      open there: one would keep a recon from switching a WAL journal an earlier recon
+      left back to the rollback journal (``_use_mode``).
+
+    None: there is no journal. What `recon watch` needs to tell, every interval, that the
+    100,000 records it holds in memory are still the journal's (engine/steady.py)."""
+
+    def __init__(self) -> None:
+        self._db: sqlite3.Connection | None = None
+        self._opened: tuple[Path, int, int] | None = None  # path, device, inode
+
+    def stamp(self, path: Path) -> tuple[str, int, int, int] | None:
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            self.close()
+            return None
+        mode = state_filesystem(path.parent).journal_mode
+        with _errors_of(path):
+            if mode == "delete":
+                self.close()
+                counter = _change_counter(path)
+            else:
+                counter = self._data_version(path, status.st_dev, status.st_ino)
+        return mode, status.st_dev, status.st_ino, counter
+
+    def _data_version(self, path: Path, device: int, inode: int) -> int:
+        if self._db is None or self._opened != (path, device, inode):
+            self.close()
+            uri = f"{path.resolve().as_uri()}?mode=rw"  # never creates one
+            self._db = sqlite3.connect(uri, uri=True, isolation_level=None)
+            self._opened = (path, device, inode)
+        (version,) = self._db.execute("PRAGMA data_version").fetchone()
+        return int(version)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+        self._db = None
+        self._opened = None
+
+
+def _change_counter(path: Path) -> int:
+    """The file change counter of an SQLite database's header: 4 bytes at offset 24."""
+    try:
+        with path.open("rb") as file:
+            header = file.read(28)
+    except OSError as error:
+        raise sqlite3.OperationalError(str(error)) from error
+    return int.from_bytes(header[24:28], "big")
+
+
+@contextmanager
+def _errors_of(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as error:
+        raise JournalError(_advice(path, error, 0.0)) from error
+
+
 def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,10 +4,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
+from reconciler.scheduler.base import JobRecord
+from reconciler.scheduler.slurm import parse
 from reconciler.scheduler.slurm.parse import (
     SACCT_FIELDS,
     SQUEUE_FIELDS,
@@ -257,3 +262,49 @@ def test_with_a_project_other_projects_rows_are_not_kept() -> None:
     kept = recon_rows(text + SACCT + RUNNING, live, "probe")
     assert "70" not in [line.split("|")[0] for line in kept.splitlines()]
     assert kept == recon_rows(SACCT + RUNNING, live)
+
+
+_ID_PART = st.text(alphabet="09٣²_.+[]-%ab \n|", max_size=4)
+
+
+@given(
+    st.one_of(
+        st.text(alphabet="0123456789_.+[]-%abx \n|٣²", max_size=14),
+        st.tuples(
+            _ID_PART,
+            st.sampled_from(["", "_", "+"]),
+            _ID_PART,
+            st.sampled_from(["", "."]),
+            _ID_PART,
+        ).map("".join),
+    )
+)
+@example("²")
+@example("1²_4")
+@example("12_²")
+@example("12.a b")
+@example("12_4.batch.x")
+@example("12\n")
+def test_job_ids_read_without_the_pattern_read_as_the_pattern_reads_them(text: str) -> None:
+    """job_id_parts reads the common forms (12, 12_4, 12_4.batch) without its pattern:
+    every text must come out as the pattern alone reads it."""
+    match = parse._JOB_ID.match(text)
+    expected = (
+        None
+        if match is None
+        else parse.JobIdParts(
+            match["top"],
+            None if match["het"] is None else int(match["het"]),
+            match["array"],
+            match["step"],
+        )
+    )
+    assert parse.job_id_parts(text) == expected
+
+
+def test_a_sacct_row_is_the_record_its_fields_make() -> None:
+    """The sacct parser builds its records without JobRecord's __init__: each must equal
+    the record __init__ makes of the same fields, every field set."""
+    for record in parse_sacct(SACCT, UTC).records:
+        fields = {field.name: getattr(record, field.name) for field in dataclasses.fields(record)}
+        assert JobRecord(**fields) == record
