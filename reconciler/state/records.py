@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from reconciler.scheduler.states import Health, SlurmState, in_words
+from reconciler.scheduler.usage import JobUsage
 
 # A job (or setup step) recon journalled and the scheduler does not show yet is waited
 # for this long before it counts as lost: Slurm's two sources lag behind each other.
@@ -116,6 +117,9 @@ class SubmissionRecord:
     # the run's code files -> the git blob ids it was submitted with; {} on records from
     # before recon recorded them (the files at `commit` are what such a job ran)
     code_versions: dict[str, str] = field(default_factory=dict)
+    # what the job held and for how long, read from the scheduler when it was settled;
+    # None while it runs, and on records from before recon read it
+    usage: JobUsage | None = None
     created_at: datetime
     updated_at: datetime
 

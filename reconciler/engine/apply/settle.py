@@ -43,6 +43,7 @@ from reconciler.scheduler.states import (
     aggregate,
     waited_for_dependency,
 )
+from reconciler.scheduler.usage import JobUsage, usage_of
 from reconciler.state.journal import Journal
 from reconciler.state.outputs import (
     OutputsSeen,
@@ -84,6 +85,11 @@ class Ending:
     # success's), recorded instead of ``inputs``
     matched: Mapping[str, str | None] | None = None
     kind: EndingKind | None = None
+
+    @property
+    def usage(self) -> JobUsage | None:
+        """What the job held, from the scheduler's rows (``scheduler/usage``)."""
+        return usage_of(self.job, allocation=self.job.tag.kind == "alloc")
 
     def read(self) -> dict[str, str | None]:
         """The input versions to record for a success."""
@@ -163,6 +169,7 @@ def _recorded(record: SubmissionRecord, ending: Ending | None) -> SubmissionReco
         exit_code=ending.exit_code,
         reason=ending.reason,
         ending=ending.kind,
+        usage=ending.usage or record.usage,
     )
     if ending.inputs is None:
         return ended
@@ -195,6 +202,7 @@ def record(
             now,
             ending=ending.kind,
             record_id=ending.record.id,
+            usage=ending.usage,
         )
         if ending.inputs is None:
             continue
