@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 
 from reconciler import __version__
-from reconciler.commands import apply, export, graph, plan, serve, specs, status, watch
+from reconciler.commands import apply, cost, export, graph, plan, serve, specs, status, watch
 from reconciler.commands.common import EXIT_ERROR, EXIT_LOCKED, err_console
 from reconciler.devcluster.cli import app as dev_cluster_app
 from reconciler.errors import LockedError, ReconError
@@ -50,6 +50,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "plan": plan.plan,
     "apply": apply.apply,
     "status": status.status,
+    "cost": cost.cost,
     "graph": graph.graph,
     "watch": watch.watch,
     "serve": serve.serve,

@@ -142,7 +142,12 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 6: what each job held and for how long (``scheduler/usage.JobUsage`` as JSON), read
     # from the scheduler's rows when it is settled; NULL on older records: not known.
-    ("ALTER TABLE submissions ADD COLUMN usage TEXT",),
+    # and why recon cancelled each job it cancelled (the action's ``Cause`` as a value:
+    # a teardown, an idle release...), NULL on older cancels.
+    (
+        "ALTER TABLE submissions ADD COLUMN usage TEXT",
+        "ALTER TABLE cancels ADD COLUMN cause TEXT",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -433,15 +438,22 @@ class Journal:
     # -- cancels -------------------------------------------------------------------------
 
     def record_cancel_intent(
-        self, project: str, name: str, job_id: str, reason: str, now: datetime
+        self,
+        project: str,
+        name: str,
+        job_id: str,
+        reason: str,
+        now: datetime,
+        cause: str | None = None,
     ) -> int:
-        """Record that recon is about to scancel ``job_id``; returns the cancel's id."""
+        """Record that recon is about to scancel ``job_id`` (``cause``: the action's, as a
+        value); returns the cancel's id."""
         stamp = _stamp(now)
         with self._transaction() as db:
             cursor = db.execute(
-                "INSERT INTO cancels (project, name, job_id, reason, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (project, name, job_id, reason, stamp),
+                "INSERT INTO cancels (project, name, job_id, reason, created_at, cause)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (project, name, job_id, reason, stamp, cause),
             )
         return _rowid(cursor)
 
@@ -464,6 +476,17 @@ class Journal:
                 "SELECT DISTINCT job_id FROM cancels WHERE project = ?", (project,)
             ).fetchall()
         return frozenset(row["job_id"] for row in rows)
+
+    def cancel_causes(self, project: str) -> dict[str, str]:
+        """job id -> why recon cancelled it (the newest cancel's cause, as the planner's
+        ``Cause`` value), for the cancels that recorded one."""
+        with self._sqlite_errors():
+            rows = self._db.execute(
+                "SELECT job_id, cause FROM cancels WHERE project = ? AND cause IS NOT NULL"
+                " ORDER BY id",
+                (project,),
+            ).fetchall()
+        return {row["job_id"]: row["cause"] for row in rows}
 
     def pending_cancels(self, project: str) -> list[CancelRecord]:
         """Cancels whose outcome was never recorded (a crash mid-cancel), oldest first."""

@@ -582,7 +582,7 @@ def test_a_version_5_journal_goes_on_with_its_jobs_usage_unknown(tmp_path: Path)
     db.close()
     held = JobUsage(elapsed_s=10, gpus=2, cpus=2, gpu_s=20, cpu_s=20, started=T0)
     with journal_module.Journal(path) as journal:
-        old, running = journal.records("p")
+        old, _running = journal.records("p")
         assert (old.usage, old.final_health, old.commit) == (None, Health.SUCCEEDED, "c1")
         assert journal.record_final("2", Health.SUCCEEDED, 0, None, T1, usage=held)
         assert [r.usage for r in journal.records("p")] == [None, held]

@@ -1,0 +1,195 @@
+"""`recon cost` as text, markdown and JSON: the ledger of ``engine/plan/cost``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+
+from reconciler.engine.plan.cost import SAVING_WORDS, Hours, Ledger, Spent
+from reconciler.words import plural
+
+# The ways hours were spent, in the order they are shown, and their headings.
+COLUMNS: tuple[tuple[Spent, str], ...] = (
+    (Spent.CURRENT, "current"),
+    (Spent.SUPERSEDED, "superseded"),
+    (Spent.FAILED, "failed"),
+    (Spent.CANCELLED, "cancelled"),
+    (Spent.IDLE, "alloc idle"),
+    (Spent.ALLOCATION_WORK, "alloc work"),
+)
+
+
+class Unit(StrEnum):
+    """Which hours the columns by way of spending split: GPU-hours or CPU-hours."""
+
+    gpu = "gpu"
+    cpu = "cpu"
+
+
+def _figure(hours: float) -> str:
+    """Hours to three decimals (a few seconds' job shows), ``-`` for none at all."""
+    return f"{hours:.3f}" if hours else "-"
+
+
+def _split(hours: Hours, unit: Unit) -> dict[Spent, float]:
+    return hours.gpu if unit is Unit.gpu else hours.cpu
+
+
+Table = tuple[list[str], list[list[str]]]
+
+
+def _project_table(book: Ledger) -> Table:
+    """The project's hours, one row per way they were spent."""
+    rows = [
+        [
+            title,
+            _figure(book.project.gpu.get(spent, 0.0)),
+            _figure(book.project.cpu.get(spent, 0.0)),
+        ]
+        for spent, title in COLUMNS
+    ]
+    rows.append(["total", _figure(book.project.gpu_h), _figure(book.project.cpu_h)])
+    return ["", "GPU-h", "CPU-h"], rows
+
+
+def _table(first: str, named: Mapping[str, Hours], unit: Unit) -> Table:
+    """One row per name: its hours, those of each way of spending any row has, its wait."""
+    used = [
+        (spent, title)
+        for spent, title in COLUMNS
+        if any(_split(hours, unit).get(spent) for hours in named.values())
+    ]
+    head = [first, "GPU-h", "CPU-h", *(f"{title} {unit.value.upper()}-h" for _, title in used)]
+    rows = [
+        [
+            name,
+            _figure(hours.gpu_h),
+            _figure(hours.cpu_h),
+            *(_figure(_split(hours, unit).get(spent, 0.0)) for spent, _ in used),
+            _figure(hours.wait_h),
+            str(hours.jobs),
+        ]
+        for name, hours in named.items()
+    ]
+    return [*head, "wait h", "jobs"], rows
+
+
+def _tables(book: Ledger, unit: Unit) -> list[tuple[str, Table]]:
+    runs = {
+        f"{name} (in {book.in_allocation[name].partition('.')[0]})"
+        if name in book.in_allocation
+        else name: hours
+        for name, hours in sorted(book.runs.items())
+    }
+    commits = {commit[:12]: hours for commit, hours in book.commits.items()}
+    named = (
+        ("Runs", "run", runs),
+        ("Sweeps", "sweep", dict(sorted(book.sweeps.items()))),
+        ("Allocations", "allocation", dict(sorted(book.allocations.items()))),
+        ("Commits", "commit", commits),
+    )
+    return [("Project", _project_table(book))] + [
+        (title, _table(first, rows, unit)) for title, first, rows in named if rows
+    ]
+
+
+def _notes(book: Ledger) -> list[str]:
+    notes = [
+        f"Queue wait: {_figure(book.project.wait_h)} h over {plural(book.project.jobs, 'job')}.",
+        "GPU-h and CPU-h: what the jobs held (sacct's AllocTRES times ElapsedRaw). A run "
+        "inside an allocation (in JOB) is shown on its line and counted once, in the "
+        "allocation's held time.",
+    ]
+    if book.running:
+        notes.append(f"{plural(book.running, 'job')} not ended yet: counted once ended.")
+    if book.unknown:
+        notes.append(
+            f"{plural(book.unknown, 'ended job')} with no usage in the journal (settled by "
+            "a recon that did not read it): not counted."
+        )
+    return notes
+
+
+def _saved_lines(book: Ledger) -> list[str]:
+    return [
+        f"{_figure(saved.gpu_h)} GPU-h, {_figure(saved.cpu_h)} CPU-h over "
+        f"{plural(saved.jobs, 'job')}: {SAVING_WORDS[kind]}"
+        for kind, saved in book.saved.items()
+    ]
+
+
+def as_text(book: Ledger, project: str, unit: Unit = Unit.gpu) -> str:
+    lines = [f"Cost of {project}"]
+    for title, (head, rows) in _tables(book, unit):
+        widths = [max(len(cells[i]) for cells in (head, *rows)) for i in range(len(head))]
+        lines += ["", f"{title}:"]
+        for cells in (head, *rows):
+            first = cells[0].ljust(widths[0])
+            rest = [cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True)]
+            lines.append("  " + "  ".join([first, *rest]).rstrip())
+    saved = _saved_lines(book)
+    lines += ["", "Saved by recon:", *(f"  {line}" for line in saved or ["nothing counted"])]
+    lines += ["", *_notes(book)]
+    return "\n".join(lines) + "\n"
+
+
+def as_markdown(book: Ledger, project: str, unit: Unit = Unit.gpu) -> str:
+    lines = [f"### Cost of {project}"]
+    for title, (head, rows) in _tables(book, unit):
+        lines += ["", f"**{title}**", "", "| " + " | ".join(head) + " |"]
+        lines.append("|" + "|".join(["---", *["---:"] * (len(head) - 1)]) + "|")
+        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    saved = _saved_lines(book)
+    lines += ["", "**Saved by recon**", "", *(f"- {line}" for line in saved or ["nothing counted"])]
+    lines += ["", *(f"_{note}_" for note in _notes(book))]
+    return "\n".join(lines) + "\n"
+
+
+def _hours_json(hours: Hours) -> dict[str, object]:
+    return {
+        "gpu_hours": hours.gpu_h,
+        "cpu_hours": hours.cpu_h,
+        "gpu_hours_by": {spent.value: hours.gpu.get(spent, 0.0) for spent, _ in COLUMNS},
+        "cpu_hours_by": {spent.value: hours.cpu.get(spent, 0.0) for spent, _ in COLUMNS},
+        "queue_wait_hours": hours.wait_h,
+        "jobs": hours.jobs,
+    }
+
+
+def _named(rows: Mapping[str, Hours]) -> dict[str, dict[str, object]]:
+    return {name: _hours_json(hours) for name, hours in rows.items()}
+
+
+def as_json(book: Ledger, project: str, unit: Unit = Unit.gpu) -> str:
+    """Every figure, both units (``unit`` is the text's choice of columns)."""
+    data = {
+        "project": project,
+        "total": _hours_json(book.project),
+        "runs": {
+            name: {**_hours_json(hours), "in_allocation_job": book.in_allocation.get(name)}
+            for name, hours in sorted(book.runs.items())
+        },
+        "sweeps": _named(dict(sorted(book.sweeps.items()))),
+        "allocations": _named(dict(sorted(book.allocations.items()))),
+        "commits": _named(book.commits),
+        "saved": {
+            kind.value: {
+                "gpu_hours": saved.gpu_h,
+                "cpu_hours": saved.cpu_h,
+                "jobs": saved.jobs,
+                "how": SAVING_WORDS[kind],
+            }
+            for kind, saved in book.saved.items()
+        },
+        "jobs_running": book.running,
+        "jobs_without_usage": book.unknown,
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
+RENDERERS: dict[str, Callable[[Ledger, str, Unit], str]] = {
+    "text": as_text,
+    "markdown": as_markdown,
+    "json": as_json,
+}
