@@ -196,10 +196,12 @@ def matches(output: str, shown: str) -> bool:
 
 def normalised(text: str) -> str:
     masked = TIMESTAMP.sub("<timestamp>", COMMIT.sub("<commit>", text))
-    return CLOCK.sub("<time>", masked).strip("\n")
+    return HOURS.sub("<hours>", CLOCK.sub("<time>", masked)).strip("\n")
 
 
 JOB_ID = re.compile(r"\b(job |slurm-)\d+\b")
+# GPU-hours and CPU-hours (`recon cost`, a plan's expected cost): jobs' times vary run to run
+HOURS = re.compile(r"\b\d+\.\d{3}(?= (?:GPU|CPU)-h\b)")
 PASS = re.compile(r"\bpass \d+\b")
 PROGRESS = re.compile(r"^\[\d\d:\d\d\] pass \d+: .*$")
 

@@ -18,6 +18,7 @@ from reconciler.commands.common import (
     WorktreeOption,
     split_arguments,
     warn,
+    width,
 )
 
 _PERIOD = re.compile(r"^(\d+(?:\.\d+)?)(h|d|w)$")
@@ -94,7 +95,7 @@ def cost(
         names=targets,
     )
     render = cost_report.RENDERERS[output_format.value]
-    sys.stdout.write(render(book, desired.project.project, cost_report.Unit(unit)))
+    sys.stdout.write(render(book, desired.project.project, cost_report.Unit(unit), width()))
 
 
 def _since(

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from enum import StrEnum
 
-from reconciler.engine.plan.cost import SAVING_WORDS, Hours, Ledger, Spent
-from reconciler.words import plural
+from reconciler.desired.matrix import sweep_of
+from reconciler.desired.resources import span
+from reconciler.engine.plan.cost import SAVING_WORDS, Expected, Hours, Ledger, RunEstimate, Spent
+from reconciler.report.wrap import wrapped
+from reconciler.words import listed, plural
 
 # The ways hours were spent, in the order they are shown, and their headings.
 COLUMNS: tuple[tuple[Spent, str], ...] = (
@@ -119,8 +123,9 @@ def _saved_lines(book: Ledger) -> list[str]:
     ]
 
 
-def as_text(book: Ledger, project: str, unit: Unit = Unit.gpu) -> str:
-    lines = [f"Cost of {project}"]
+def as_text(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
+    """Tables as they are (a row is never broken); the lines of words wrapped to ``width``."""
+    lines = [f"Cost of project {project}, from its journal"]
     for title, (head, rows) in _tables(book, unit):
         widths = [max(len(cells[i]) for cells in (head, *rows)) for i in range(len(head))]
         lines += ["", f"{title}:"]
@@ -129,13 +134,17 @@ def as_text(book: Ledger, project: str, unit: Unit = Unit.gpu) -> str:
             rest = [cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True)]
             lines.append("  " + "  ".join([first, *rest]).rstrip())
     saved = _saved_lines(book)
-    lines += ["", "Saved by recon:", *(f"  {line}" for line in saved or ["nothing counted"])]
-    lines += ["", *_notes(book)]
+    lines += ["", "Saved by recon:"]
+    for line in saved or ["nothing counted"]:
+        lines += wrapped(f"  {line}", width, 4)
+    lines.append("")
+    for note in _notes(book):
+        lines += wrapped(note, width, 2)
     return "\n".join(lines) + "\n"
 
 
-def as_markdown(book: Ledger, project: str, unit: Unit = Unit.gpu) -> str:
-    lines = [f"### Cost of {project}"]
+def as_markdown(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
+    lines = [f"### Cost of project {project}, from its journal"]
     for title, (head, rows) in _tables(book, unit):
         lines += ["", f"**{title}**", "", "| " + " | ".join(head) + " |"]
         lines.append("|" + "|".join(["---", *["---:"] * (len(head) - 1)]) + "|")
@@ -161,7 +170,7 @@ def _named(rows: Mapping[str, Hours]) -> dict[str, dict[str, object]]:
     return {name: _hours_json(hours) for name, hours in rows.items()}
 
 
-def as_json(book: Ledger, project: str, unit: Unit = Unit.gpu) -> str:
+def as_json(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
     """Every figure, both units (``unit`` is the text's choice of columns)."""
     data = {
         "project": project,
@@ -188,8 +197,114 @@ def as_json(book: Ledger, project: str, unit: Unit = Unit.gpu) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
-RENDERERS: dict[str, Callable[[Ledger, str, Unit], str]] = {
+RENDERERS: dict[str, Callable[[Ledger, str, Unit, int | None], str]] = {
     "text": as_text,
     "markdown": as_markdown,
     "json": as_json,
 }
+
+
+# -- the expected cost of a plan or a change ---------------------------------------------
+
+_NAMED = 5  # runs never run named in a line; the rest counted
+_HOW = "each its last successful duration times what it asks for now"
+
+
+def _grouped(estimate: Expected) -> dict[str, list[RunEstimate]]:
+    """The runs, a sweep's members gathered under the sweep's name."""
+    groups: dict[str, list[RunEstimate]] = {}
+    for run in estimate.runs:
+        groups.setdefault(sweep_of(run.name) or run.name, []).append(run)
+    return groups
+
+
+def _unknown_words(estimate: Expected) -> str | None:
+    unknown = estimate.unknown
+    if not unknown:
+        return None
+    names = list(dict.fromkeys(sweep_of(run.name) or run.name for run in unknown))
+    if len(names) > _NAMED:
+        names = [*names[:_NAMED], f"{len(names) - _NAMED} more"]
+    ceiling = estimate.ceiling_gpu_h
+    bound = (
+        f"at most {_figure(ceiling)} GPU-h by the time limits"
+        if ceiling
+        else "no GPUs asked for"
+        if ceiling is not None
+        else "no ceiling: one asks for GPUs with no time limit"
+    )
+    return f"never run: {listed(names)} ({plural(len(unknown), 'run')}): cost unknown, {bound}"
+
+
+def _shown(estimate: Expected) -> bool:
+    """Whether a plan says its cost: when a run it will run asks for GPUs."""
+    return any(run.asks.gpus for run in estimate.runs)
+
+
+def _known_words(estimate: Expected) -> str:
+    return (
+        f"{_figure(estimate.gpu_h)} GPU-h, {_figure(estimate.cpu_h)} CPU-h for "
+        f"{plural(len(estimate.known), 'run')} ({_HOW})"
+    )
+
+
+def expected_text(estimate: Expected, width: int | None = None) -> str:
+    """A plan's text ends with these lines, wrapped to ``width``; none when it runs nothing
+    that asks for GPUs."""
+    if not _shown(estimate):
+        return ""
+    said = [f"Expected cost: {_known_words(estimate)}."] if estimate.known else []
+    if (unknown := _unknown_words(estimate)) is not None:
+        said.append(f"{unknown[0].upper()}{unknown[1:]}.")
+    return "".join(f"{line}\n" for text in said for line in wrapped(text, width, 2))
+
+
+# A PR comment's cost table names at most this many runs or sweeps; the rest are counted.
+_ROWS = 20
+
+
+def expected_markdown(estimate: Expected) -> str:
+    """A plan's or a spec diff's markdown ends with this section; empty when it runs
+    nothing that asks for GPUs."""
+    if not _shown(estimate):
+        return ""
+    lines = [""]
+    if estimate.known:
+        lines.append(f"**Expected cost: {_known_words(estimate)}.**")
+    if (unknown := _unknown_words(estimate)) is not None:
+        lines += [*([""] if estimate.known else []), f"**{unknown[0].upper()}{unknown[1:]}.**"]
+    lines += ["", "| run | GPUs | CPUs | last run | expected GPU-h |", "|---|---:|---:|---:|---:|"]
+    groups = list(_grouped(estimate).items())
+    for name, runs in groups[:_ROWS]:
+        shown = f"`{name}`" + (
+            f" ({plural(len(runs), 'member')})" if sweep_of(runs[0].name) else ""
+        )
+        known = [run for run in runs if run.last_s is not None]
+        last = "never" if not known else span(timedelta(seconds=max(r.last_s or 0 for r in known)))
+        gpu_h = _figure(sum(run.gpu_h or 0.0 for run in known)) if known else "unknown"
+        lines.append(f"| {shown} | {runs[0].asks.gpus} | {runs[0].asks.cpus} | {last} | {gpu_h} |")
+    if len(groups) > _ROWS:
+        lines.append(f"| and {len(groups) - _ROWS} more | | | | |")
+    return "\n".join(lines) + "\n"
+
+
+def expected_json(estimate: Expected) -> dict[str, object]:
+    return {
+        "gpu_hours": estimate.gpu_h,
+        "cpu_hours": estimate.cpu_h,
+        "how": _HOW,
+        "unknown_runs": [run.name for run in estimate.unknown],
+        "unknown_ceiling_gpu_hours": estimate.ceiling_gpu_h,
+        "runs": [
+            {
+                "name": run.name,
+                "gpus": run.asks.gpus,
+                "cpus": run.asks.cpus,
+                "last_seconds": run.last_s,
+                "time_limit_seconds": run.asks.limit_s,
+                "gpu_hours": run.gpu_h,
+                "cpu_hours": run.cpu_h,
+            }
+            for run in estimate.runs
+        ],
+    }
