@@ -156,9 +156,7 @@ def _plan_against(
 ) -> None:
     from reconciler.desired.cache import SharedCache
     from reconciler.desired.loader import load_desired, open_source
-    from reconciler.engine.reconcile import read_journal
     from reconciler.errors import NoProjectError
-    from reconciler.report import cost as cost_report
     from reconciler.report import specdiff as specdiff_report
     from reconciler.repository.specdiff import diff
 
@@ -170,8 +168,19 @@ def _plan_against(
         # The change that brings recon into the repo: everything is new.
         base = replace(head, commit=None, runs={}, allocations={}, upstreams={}, sweeps={})
     result = diff(base, head)
+    runs = _changed_runs(result, head)
+    # Text and markdown say the cost only of a change that runs GPU runs: a diff with
+    # none does not read the journal or load what valuing needs (its start-up is its time).
+    if output_format is not Format.json and not any(_asks_gpus(head, name) for name in runs):
+        sys.stdout.write(specdiff_report.RENDERERS[output_format.value](result))
+        if detailed_exitcode and result.has_changes:
+            raise typer.Exit(EXIT_CHANGES)
+        return
+    from reconciler.engine.reconcile import read_journal
+    from reconciler.report import cost as cost_report
+
     # What the change will run, valued from this clone's journal, if it has one: offline.
-    estimate = _expected(head, _changed_runs(result, head), read_journal(head).records)
+    estimate = _expected(head, runs, read_journal(head).records)
     if output_format is Format.json:
         document = json.loads(specdiff_report.as_json(result))
         document["expected_cost"] = cost_report.expected_json(estimate)
@@ -184,6 +193,11 @@ def _plan_against(
         sys.stdout.write(text + cost_report.expected_text(estimate, width()))
     if detailed_exitcode and result.has_changes:
         raise typer.Exit(EXIT_CHANGES)
+
+
+def _asks_gpus(desired: Desired, run: str) -> bool:
+    resources = desired.runs[run].resources
+    return any(shape.gpus for shape in (resources.components or (resources,)))
 
 
 def _submitted(plan: Plan) -> list[str]:

@@ -36,7 +36,7 @@ SWEEP = (
 HET = (
     "kind: Run\nname: het\n"
     "command: 'srun --het-group=0 sleep 300 &"
-    " srun --het-group=1 bash -c \"sleep 2; exit 3\" & wait'\n"
+    ' srun --het-group=1 bash -c "sleep 2; exit 3" & wait\'\n'
     "resources:\n  time: 10\n  components:\n"
     "    - {partition: cpu, cpus: 1, memory: 100MiB}\n"
     '    - {partition: gpu, cpus: 1, memory: 100MiB, gpus: "a100:2"}\n'
