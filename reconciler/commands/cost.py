@@ -65,6 +65,7 @@ def cost(
       recon cost --since 7d --format markdown
       recon cost --since v1.2            jobs for commit v1.2 and later ones
     """
+    from reconciler.desired.desired import spec_hash_of
     from reconciler.desired.matrix import sweep_of
     from reconciler.engine.plan.cost import ledger
     from reconciler.engine.reconcile import Request, load, read_cancel_causes, read_journal
@@ -88,7 +89,7 @@ def cost(
     after, commits = _since(since, desired.root, rev)
     book = ledger(
         journal.records,
-        {name: run.spec_hash for name, run in desired.runs.items()},
+        {name: spec_hash_of(desired.runs, name) for name in desired.runs},
         cancel_causes=read_cancel_causes(desired),
         since=after,
         commits=commits,

@@ -800,7 +800,7 @@ def _record(row: sqlite3.Row) -> SubmissionRecord:
         input_versions=_mapping(row["input_versions"]),
         output_versions=_mapping(row["output_versions"]),
         code_versions=_mapping(row["code_versions"]),
-        usage=None if row["usage"] is None else JobUsage.from_json(json.loads(row["usage"])),
+        usage_json=row["usage"],
         created_at=datetime.fromisoformat(row["created_at"]),
         updated_at=datetime.fromisoformat(row["updated_at"]),
     )

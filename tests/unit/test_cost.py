@@ -3,6 +3,7 @@ and what recon saved, from plain journal records."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -63,7 +64,7 @@ def job(
         status=SubmissionStatus.SUBMITTED,
         final_health=health,
         reason=reason,
-        usage=held if usage and health is not None else None,
+        usage_json=json.dumps(held.to_json()) if usage and health is not None else None,
         created_at=at,
         updated_at=at,
     )
@@ -166,8 +167,6 @@ def test_filters_by_time_commit_and_name() -> None:
 
 
 def test_the_three_formats_say_the_same_figures() -> None:
-    import json
-
     records = [job("t", Health.SUCCEEDED, gpus=2, hours=1.5), job("t", Health.FAILED, gpus=2)]
     book = ledger(records, {"t": "s1"})
     data = json.loads(report.as_json(book, "p"))

@@ -24,6 +24,7 @@ Outcomes are recorded once; a job the journal has already settled is not looked 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -169,7 +170,7 @@ def _recorded(record: SubmissionRecord, ending: Ending | None) -> SubmissionReco
         exit_code=ending.exit_code,
         reason=ending.reason,
         ending=ending.kind,
-        usage=ending.usage or record.usage,
+        usage_json=_usage_json(ending.usage) or record.usage_json,
     )
     if ending.inputs is None:
         return ended
@@ -351,6 +352,10 @@ def _skipped(
     if not set(run.inputs) <= set(matched):
         return ending  # what it matched is not known in full: judged as if it ran
     return replace(ending, reason=SKIPPED, matched=matched)
+
+
+def _usage_json(usage: JobUsage | None) -> str | None:
+    return None if usage is None else json.dumps(usage.to_json())
 
 
 def _digests(versions: Mapping[str, OutputVersion | None]) -> dict[str, str | None]:

@@ -132,7 +132,8 @@ def ledger(
     members). ``cancel_causes``: job id -> why recon cancelled it (``Cause`` values)."""
     causes = cancel_causes or {}
     current = _current(records, current_specs)
-    last_ran = _last_ran(records)
+    usages = {record.id: record.usage for record in records if record.usage_json is not None}
+    last_ran = _last_ran(records, usages)
     book = Ledger()
     for record in records:
         if not _chosen(record, since, commits, names):
@@ -140,7 +141,7 @@ def ledger(
         if record.job_id is None or record.final_health is None:
             book.running += record.job_id is not None and record.final_health is None
             continue
-        usage = record.usage
+        usage = usages.get(record.id)
         if usage is None:
             book.unknown += 1
             continue
@@ -181,7 +182,9 @@ def _current(records: Sequence[SubmissionRecord], specs: Mapping[str, str]) -> s
     return {record_id for ids in current.values() for record_id in ids}
 
 
-def _last_ran(records: Iterable[SubmissionRecord]) -> dict[int, JobUsage]:
+def _last_ran(
+    records: Iterable[SubmissionRecord], usages: Mapping[int, JobUsage | None]
+) -> dict[int, JobUsage]:
     """record id -> the usage of its run's last success before it that ran its command
     (what a skipped or torn-down job is valued at)."""
     last: dict[str, JobUsage] = {}
@@ -190,8 +193,8 @@ def _last_ran(records: Iterable[SubmissionRecord]) -> dict[int, JobUsage]:
         if record.name in last:
             before[record.id] = last[record.name]
         ran = record.final_health is Health.SUCCEEDED and record.reason != SKIPPED
-        if ran and record.usage is not None:
-            last[record.name] = record.usage
+        if ran and (usage := usages.get(record.id)) is not None:
+            last[record.name] = usage
     return before
 
 
@@ -340,8 +343,8 @@ def last_durations(records: Iterable[SubmissionRecord]) -> dict[str, float]:
     durations: dict[str, float] = {}
     for record in records:
         ran = record.final_health is Health.SUCCEEDED and record.reason != SKIPPED
-        if ran and record.kind == "run" and record.usage is not None:
-            durations[record.name] = record.usage.elapsed_s
+        if ran and record.kind == "run" and (usage := record.usage) is not None:
+            durations[record.name] = usage.elapsed_s
     return durations
 
 
