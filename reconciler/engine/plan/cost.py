@@ -354,3 +354,28 @@ def expected(asks: Mapping[str, Asks], durations: Mapping[str, float]) -> Expect
     return Expected(
         tuple(RunEstimate(name, ask, durations.get(name)) for name, ask in asks.items())
     )
+
+
+# -- hours as jobs end: what `recon watch --metrics-addr` counts ---------------------------
+
+# How a job ended, for counters that only grow: a success is not later "superseded" there.
+OUTCOMES = ("succeeded", "failed", "cancelled", "alloc_idle", "alloc_work")
+
+
+def hours_by_outcome(
+    kind: str, job_id: str, health: Health, usage: JobUsage
+) -> dict[str, tuple[float, float]]:
+    """outcome -> (GPU-hours, CPU-hours) of one job that ended ``health``. A run that ran
+    as a step of an allocation (``12.3``) counts nothing: its allocation's job holds it."""
+    if kind == "alloc":
+        return {
+            "alloc_idle": (usage.idle_gpu_s / HOUR, usage.idle_cpu_s / HOUR),
+            "alloc_work": (
+                (usage.gpu_s - usage.idle_gpu_s) / HOUR,
+                (usage.cpu_s - usage.idle_cpu_s) / HOUR,
+            ),
+        }
+    if "." in job_id:
+        return {}
+    outcome = {Health.SUCCEEDED: "succeeded", Health.FAILED: "failed"}.get(health, "cancelled")
+    return {outcome: (usage.gpu_s / HOUR, usage.cpu_s / HOUR)}
