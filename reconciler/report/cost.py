@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from enum import StrEnum
+from typing import Any
 
 from reconciler.desired.matrix import sweep_of
 from reconciler.desired.resources import span
@@ -170,9 +171,10 @@ def _named(rows: Mapping[str, Hours]) -> dict[str, dict[str, object]]:
     return {name: _hours_json(hours) for name, hours in rows.items()}
 
 
-def as_json(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
-    """Every figure, both units (``unit`` is the text's choice of columns)."""
-    data = {
+def ledger_data(book: Ledger, project: str) -> dict[str, Any]:
+    """Every figure of the ledger as JSON data: what ``as_json`` writes and the web view
+    shows."""
+    return {
         "project": project,
         "total": _hours_json(book.project),
         "runs": {
@@ -194,7 +196,11 @@ def as_json(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None
         "jobs_running": book.running,
         "jobs_without_usage": book.unknown,
     }
-    return json.dumps(data, indent=2) + "\n"
+
+
+def as_json(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
+    """Every figure, both units (``unit`` and ``width`` are the text's)."""
+    return json.dumps(ledger_data(book, project), indent=2) + "\n"
 
 
 RENDERERS: dict[str, Callable[[Ledger, str, Unit, int | None], str]] = {
