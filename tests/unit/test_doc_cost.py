@@ -135,3 +135,34 @@ def test_the_pages_outputs_are_what_recon_prints(
         assert matches(ran.out + ran.err, item.output), (
             f"docs/cost.md:{item.line}: `{command}` prints\n{ran.out}{ran.err}"
         )
+
+
+def test_bad_input_names_the_option_and_what_to_write(
+    vision: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    since = recon(capsys, "cost", "--since", "lately")
+    assert since.code == 1 and "--since" in since.err and "7d" in since.err
+    assert "Traceback" not in since.err
+    unit = recon(capsys, "cost", "--by", "tpu")
+    assert unit.code == 1 and "--by" in unit.err and "gpu or cpu" in unit.err
+    unknown = recon(capsys, "cost", "trian")
+    assert unknown.code == 1 and "no run, sweep or allocation named trian" in unknown.err
+    assert "Traceback" not in unit.err + unknown.err
+
+
+def test_since_a_period_or_a_commit(vision: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    everything = json.loads(recon(capsys, "cost", "--format", "json").out)
+    assert everything["total"]["jobs"] == 6
+    # the journal's jobs were submitted on 2026-12-01: none in the last hour
+    recent = json.loads(recon(capsys, "cost", "--since", "1h", "--format", "json").out)
+    assert recent["total"]["jobs"] == 0
+    first = GitRepo(vision).git("rev-parse", "HEAD")
+    GitRepo(vision).commit({"specs/finetune.yaml": FINETUNE}, message="later")
+    since = json.loads(recon(capsys, "cost", "--since", first, "--format", "json").out)
+    assert since["total"]["jobs"] == 6
+    later = json.loads(recon(capsys, "cost", "--since", "HEAD", "--format", "json").out)
+    assert later["total"]["jobs"] == 0  # no job was submitted for the later commit
+    seeds = json.loads(recon(capsys, "cost", "seeds", "--format", "json").out)
+    assert seeds["total"]["jobs"] == 3 and set(seeds["runs"]) == {"seeds[seed=0]", "seeds[seed=1]"}
