@@ -106,7 +106,7 @@ def test_a_newer_success_supersedes_the_older_and_skips_keep_the_one_they_matche
     book = ledger(records, {"a": "s1"})
     assert book.project.cpu == {Spent.SUPERSEDED: 2, Spent.CURRENT: pytest.approx(3.01)}
     saved = book.saved[Saving.SKIPPED]
-    assert (saved.cpu_h, saved.jobs) == (pytest.approx(2.99), 1)  # valued at the last job
+    assert saved.cpu_h == pytest.approx(2.99) and saved.jobs == 1  # valued at the last job
 
 
 def test_jobs_recon_cancelled_count_as_cancelled_whatever_their_health() -> None:
@@ -176,3 +176,29 @@ def test_the_three_formats_say_the_same_figures() -> None:
     assert "current GPU-h" in report.as_text(book, "p")
     by_cpu = report.as_text(book, "p", report.Unit.cpu)
     assert "current CPU-h" in by_cpu
+
+
+def test_each_jobs_usage_is_read_once_however_many_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger is linear: one reading of each job's usage (the journal keeps it as
+    text), whatever the number of runs and jobs (bench/cost.py times it at 10,000 runs)."""
+    reads = [0]
+    original = JobUsage.from_json.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[JobUsage], data: dict[str, object]) -> JobUsage:
+        reads[0] += 1
+        return original(cls, data)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(JobUsage, "from_json", classmethod(counted))
+    for runs in (10, 40):
+        reads[0] = 0
+        records = [
+            job(f"r{i}", health, spec=spec)
+            for i in range(runs)
+            for health, spec in (
+                (Health.SUCCEEDED, "old"),
+                (Health.FAILED, "s1"),
+                (Health.SUCCEEDED, "s1"),
+            )
+        ] + [job("r0", None)]
+        book = ledger(records, {f"r{i}": "s1" for i in range(runs)})
+        assert book.project.jobs == 3 * runs and reads[0] == 3 * runs

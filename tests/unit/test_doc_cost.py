@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -88,7 +89,7 @@ def journalled(root: Path) -> None:
     with Journal(path) as journal:
         for number, (name, job_id, health, usage, cause) in enumerate(jobs):
             now = T0 + timedelta(hours=number)
-            kind = "alloc" if name == "warm" else "run"
+            kind: Literal["run", "alloc"] = "alloc" if name == "warm" else "run"
             record = journal.record_intent("vision", kind, name, spec[name], commit, {}, now)
             journal.record_submitted(record, job_id, now)
             if cause is not None:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciler.scheduler.base import Held, ObservedJob
+from reconciler.scheduler.base import Held, JobRecord, ObservedJob
 from reconciler.scheduler.slurm.parse import parse_sacct, parse_tres
 from reconciler.scheduler.tag import Tag
 from reconciler.scheduler.usage import JobUsage, usage_of
@@ -53,7 +53,7 @@ TAG = Tag(project="costcap", deployment="0123456789ab", kind="run", name="x", sp
 def jobs(text: str) -> dict[str, ObservedJob]:
     parsed = parse_sacct(text, UTC)
     assert parsed.rejected == ()
-    tops: dict[str, list] = {}
+    tops: dict[str, list[JobRecord]] = {}
     for row in parsed.records:
         tops.setdefault(row.top_id, []).append(row)
     return {top: ObservedJob(job_id=top, tag=TAG, rows=tuple(rows)) for top, rows in tops.items()}
