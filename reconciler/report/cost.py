@@ -106,6 +106,8 @@ def _notes(book: Ledger) -> list[str]:
         "inside an allocation (in JOB) is shown on its line and counted once, in the "
         "allocation's held time.",
     ]
+    if not book.project.jobs:
+        notes.append("No job of the project has ended with what it held recorded yet.")
     if book.running:
         notes.append(f"{plural(book.running, 'job')} not ended yet: counted once ended.")
     if book.unknown:

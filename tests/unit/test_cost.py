@@ -151,6 +151,8 @@ def test_running_jobs_and_jobs_without_usage_are_said_not_counted() -> None:
     assert (book.running, book.unknown, book.project.jobs) == (1, 1, 1)
     text = report.as_text(book, "p")
     assert "1 job not ended yet" in text and "1 ended job with no usage" in text
+    assert "No job of the project has ended" in report.as_text(ledger([], {}), "p")
+    assert "No job of the project has ended" not in text
 
 
 def test_filters_by_time_commit_and_name() -> None:
