@@ -180,6 +180,17 @@ def test_recon_cost_matches_sacct_for_each_category(project: Project) -> None:
     text = recon(project, "cost", ".")
     assert text.returncode == 0 and "alloc idle" in text.stdout, text.stdout + text.stderr
 
+    # A change gives the GPU run 2 GPUs: its plan (no cluster asked) expects the last
+    # run's ElapsedRaw times 2 GPUs.
+    project.repo.commit({"specs/gpu.yaml": GPU.replace("'a100:1'", "'a100:2'")}, message="2 GPUs")
+    against = recon(project, "plan", ".", "--against", "HEAD~1", "--format", "json")
+    (gpu_job,) = by_run["gpu"]
+    (expected,) = json.loads(against.stdout)["expected_cost"]["runs"]
+    assert expected["name"] == "gpu" and expected["gpus"] == 2
+    assert expected["gpu_hours"] == pytest.approx(2 * int(gpu_job["ElapsedRaw"]) / 3600, abs=1e-9)
+    markdown = recon(project, "plan", ".", "--against", "HEAD~1", "--format", "markdown")
+    assert "**Expected cost:" in markdown.stdout and "| `gpu` | 2 |" in markdown.stdout
+
 
 def _union_seconds(spans: list[tuple[str, str]]) -> int:
     from datetime import datetime
