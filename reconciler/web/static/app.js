@@ -156,6 +156,10 @@ function hours(value) {
   return value ? value.toFixed(3) : "-";
 }
 
+function jobs(count) {
+  return count + (count === 1 ? " job" : " jobs");
+}
+
 // The project's cost card: hidden until a job has ended with its usage known.
 function fillCost(cost) {
   const total = cost && cost.total;
@@ -167,13 +171,13 @@ function fillCost(cost) {
   rows.push({ name: "total", gpu: total.gpu_hours, cpu: total.cpu_hours });
   fillTable("cost", rows, ["name", (r) => hours(r.gpu), (r) => hours(r.cpu)]);
   byId("cost-notes").textContent =
-    "Queue wait " + hours(total.queue_wait_hours) + " h over " + total.jobs + " jobs" +
+    "Queue wait " + hours(total.queue_wait_hours) + " h over " + jobs(total.jobs) +
     (cost.jobs_running ? "; " + cost.jobs_running + " not ended yet, counted once ended." : ".");
   const saved = byId("cost-saved");
   saved.replaceChildren(...Object.values(cost.saved || {}).map((s) => {
     const li = document.createElement("li");
     li.textContent = "Saved " + hours(s.gpu_hours) + " GPU-h, " + hours(s.cpu_hours) +
-      " CPU-h over " + s.jobs + " jobs: " + s.how;
+      " CPU-h over " + jobs(s.jobs) + ": " + s.how;
     return li;
   }));
 }
@@ -185,7 +189,7 @@ function costWords(cost) {
     .map(([key, words]) => words + " " + hours(cost.gpu_hours_by[key]) + " GPU-h, " +
       hours(cost.cpu_hours_by[key]) + " CPU-h");
   return "Cost: " + hours(cost.gpu_hours) + " GPU-h, " + hours(cost.cpu_hours) + " CPU-h over " +
-    cost.jobs + " jobs" + (spent.length ? " (" + spent.join("; ") + ")" : "") +
+    jobs(cost.jobs) + (spent.length ? " (" + spent.join("; ") + ")" : "") +
     (cost.in_allocation_job ? ", held within its allocation's job." : ".");
 }
 
