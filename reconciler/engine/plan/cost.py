@@ -107,7 +107,8 @@ class Ledger:
 
     project: Hours = field(default_factory=Hours)
     runs: dict[str, Hours] = field(default_factory=dict)
-    in_allocation: dict[str, str] = field(default_factory=dict)  # run -> its allocation
+    # run -> the step id it last ran as, when it ran inside an allocation's job
+    in_allocation: dict[str, str] = field(default_factory=dict)
     sweeps: dict[str, Hours] = field(default_factory=dict)
     allocations: dict[str, Hours] = field(default_factory=dict)
     commits: dict[str, Hours] = field(default_factory=dict)  # in order of first job
@@ -131,6 +132,8 @@ def ledger(
     these commits; ``names``: only these runs and allocations (a sweep's name: its
     members). ``cancel_causes``: job id -> why recon cancelled it (``Cause`` values)."""
     causes = cancel_causes or {}
+    commits = None if commits is None else set(commits)
+    names = set(names)
     current = _current(records, current_specs)
     usages = {record.id: record.usage for record in records if record.usage_json is not None}
     last_ran = _last_ran(records, usages)
@@ -138,8 +141,10 @@ def ledger(
     for record in records:
         if not _chosen(record, since, commits, names):
             continue
-        if record.job_id is None or record.final_health is None:
-            book.running += record.job_id is not None and record.final_health is None
+        if record.job_id is None:
+            continue  # only intended, or refused: no job
+        if record.final_health is None:
+            book.running += 1
             continue
         usage = usages.get(record.id)
         if usage is None:
