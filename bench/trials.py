@@ -23,7 +23,8 @@ the final spec with no job once recon has converged; tracebacks are counted from
 recon command's output. Runs still waiting for a job slurmctld lost (recon waits 10 minutes
 for a job it submitted and cannot see, unless its id comes back under another tag), and
 their downstream runs waiting for them, are reported as "waiting", not lost. Exits 1 on
-any duplicate, lost run or traceback.
+any duplicate, lost run or traceback, or when a job of any trial project is still live
+once every trial has cleaned up (the check the test suite makes for its own projects).
 """
 
 from __future__ import annotations
@@ -66,18 +67,24 @@ class Tally:
     lost: int = 0
     waiting: int = 0
     tracebacks: int = 0
+    left: int = 0  # jobs still live once every trial has cleaned up
     notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.duplicates or self.lost or self.tracebacks)
+        return not (self.duplicates or self.lost or self.tracebacks or self.left)
 
     def line(self) -> str:
         return (
             f"{self.kind:<11} trials {self.trials:>4}  faults {self.faults:>4}  "
             f"applies {self.applies:>4}  runs {self.runs:>5}  duplicates {self.duplicates}  "
-            f"lost {self.lost}  waiting {self.waiting}  tracebacks {self.tracebacks}"
+            f"lost {self.lost}  waiting {self.waiting}  tracebacks {self.tracebacks}  "
+            f"left {self.left}"
         )
+
+
+# Every trial project's name, for the last check: no job of any of them is left live.
+MADE: list[str] = []
 
 
 class Project:
@@ -85,6 +92,7 @@ class Project:
 
     def __init__(self, base: Path, tally: Tally, *, held: bool, sleep: int = 2) -> None:
         self.name = f"tr{uuid.uuid4().hex[:8]}"
+        MADE.append(self.name)
         self.root = base / self.name
         self.tally = tally
         self.held = held
@@ -213,10 +221,46 @@ class Project:
         actions: list[dict[str, Any]] = json.loads(plan.stdout)["actions"]
         return actions
 
-    def cancel_all(self) -> None:
+    def cancel_all(self, within: float = 180) -> None:
+        """Cancel every job of the project, and again until none is live: a job on a node
+        that went down is requeued only once the node answers again (it then waits on
+        BeginTime), so a cancel sent while it was still completing does not hold."""
         for ids in self.jobs().values():
             for job_id in ids:
                 subprocess.run(["scancel", job_id], capture_output=True, check=False)
+        deadline = time.monotonic() + within
+        while (live := live_jobs({self.name})) and time.monotonic() < deadline:
+            time.sleep(2)
+            for row in live:
+                subprocess.run(["scancel", row.split("|")[0]], capture_output=True, check=False)
+
+
+def live_jobs(projects: set[str]) -> list[str]:
+    """Every live job of these projects, as `id|state|reason|submitted|tag` (squeue)."""
+    rows = subprocess.run(
+        ["squeue", "-h", "-o", "%i|%T|%r|%V|%k"], capture_output=True, text=True, check=False
+    ).stdout.splitlines()
+    found = []
+    for row in rows:
+        tag = Tag.parse(row.rsplit("|", 1)[-1])
+        if tag is not None and tag.project in projects:
+            found.append(row)
+    return found
+
+
+def leftovers(settle: float = 20) -> Tally:
+    """After every trial: no job of any trial project is live (as the test suite checks
+    for its own projects). Waits `settle` seconds first, for jobs requeued late."""
+    tally = Tally("leftovers")
+    time.sleep(settle)
+    left = live_jobs(set(MADE))
+    tally.trials = len(MADE)
+    if left:
+        tally.left = len(left)
+        tally.notes += [f"left live: {row}" for row in left]
+        for row in left:
+            subprocess.run(["scancel", row.split("|")[0]], capture_output=True, check=False)
+    return tally
 
 
 def kill_trials(base: Path, kills: int, per_project: int, window: float) -> Tally:
@@ -412,13 +456,16 @@ def main() -> int:
             tallies.append(ctld_trials(base, 1 if args.short else trials, args.window, _restore))
         if "node" in kinds:
             tallies.append(node_trials(base, 1))
+        tallies.append(leftovers())
     for tally in tallies:
         print(tally.line())
         for note in tally.notes:
             print(f"    {note}")
     failed = [tally.kind for tally in tallies if not tally.ok]
     print(
-        "FAILED: " + ", ".join(failed) if failed else "OK: no duplicate, no lost run, no traceback"
+        "FAILED: " + ", ".join(failed)
+        if failed
+        else "OK: no duplicate, no lost run, no traceback, nothing left live"
     )
     return 1 if failed else 0
 

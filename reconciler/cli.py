@@ -19,7 +19,19 @@ from typing import Annotated
 import typer
 
 from reconciler import __version__
-from reconciler.commands import apply, cost, export, graph, plan, serve, specs, status, watch
+from reconciler.commands import (
+    apply,
+    completion,
+    cost,
+    cron,
+    export,
+    graph,
+    plan,
+    serve,
+    specs,
+    status,
+    watch,
+)
 from reconciler.commands.common import EXIT_ERROR, EXIT_LOCKED, err_console
 from reconciler.devcluster.cli import app as dev_cluster_app
 from reconciler.errors import LockedError, ReconError
@@ -47,6 +59,7 @@ def _options(
 # One module per verb (reconciler/commands/); this file only assembles them.
 COMMANDS: dict[str, Callable[..., None]] = {
     "validate": specs.validate,
+    "validate-files": specs.validate_files,
     "plan": plan.plan,
     "apply": apply.apply,
     "status": status.status,
@@ -56,8 +69,13 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "serve": serve.serve,
     "schema": specs.schema,
     "version": specs.version,
+    "completion": completion.completion,
 }
-GROUPS: dict[str, typer.Typer] = {"export": export.app, "dev-cluster": dev_cluster_app}
+GROUPS: dict[str, typer.Typer] = {
+    "export": export.app,
+    "cron": cron.app,
+    "dev-cluster": dev_cluster_app,
+}
 
 
 def assembled(only: str | None = None) -> typer.Typer:

@@ -27,10 +27,12 @@ from reconciler.scheduler.base import (
     JobRecord,
     Observation,
     ObservedJob,
+    StepRequest,
     SubmitRequest,
     UntaggedJob,
 )
 from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.slurm.steps import step_runs
 from reconciler.scheduler.states import SlurmState
 from reconciler.scheduler.tag import Tag
 
@@ -57,6 +59,21 @@ class SimTask:
 
 
 @dataclass
+class SimStep:
+    """A step started in an allocation's job (``srun --jobid``): a run's, or setup's."""
+
+    number: int
+    tag: Tag  # its name: steps have no comment
+    script: str
+    workdir: str
+    state: SlurmState = SlurmState.RUNNING
+    exit_code: int | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    index: None = None  # as a plain job's task: the histories pick endings for both
+
+
+@dataclass
 class SimJob:
     job_id: str
     tag: Tag | None  # None: a job of this user's without a recon tag
@@ -67,6 +84,8 @@ class SimJob:
     tasks: list[SimTask]
     hidden_for: int = 0  # observations that do not show its end yet (accounting lag)
     foreign: bool = False  # not recon's: the test never moves it on
+    limit: datetime | None = None  # an allocation's end (salloc --time); None: a batch job
+    steps: list[SimStep] = field(default_factory=list)
 
     @property
     def alive(self) -> bool:
@@ -123,7 +142,8 @@ class SimCluster:
                 if job.tag is None:
                     untagged.append(UntaggedJob(job_id=job.job_id, rows=rows))
                 else:
-                    tagged.append(ObservedJob(job_id=job.job_id, tag=job.tag, rows=rows))
+                    observed = ObservedJob(job_id=job.job_id, tag=job.tag, rows=rows)
+                    tagged += [observed, *step_runs(observed)]  # as the adapter does
             return Observation(
                 taken_at=self.clock(),
                 jobs=tuple(tagged),
@@ -168,6 +188,9 @@ class SimCluster:
             for each in job.tasks:
                 if each.state in ALIVE and (not task or str(each.index) == task):
                     each.state, each.end = SlurmState.CANCELLED, self.clock()
+            for step in job.steps:  # an allocation's steps end with it
+                if step.state in ALIVE and not job.alive:
+                    step.state, step.end = SlurmState.CANCELLED, self.clock()
             if not job.alive:
                 job.hidden_for = self.faults.lag
 
@@ -175,10 +198,45 @@ class SimCluster:
         return 1001
 
     def allocate(self, request: AllocateRequest) -> str:
-        raise PermanentSchedulerError("salloc: allocations are not simulated")
+        """``salloc --no-shell``: a job holding its nodes at once, for its time limit."""
+        with self._mutex:
+            if self.faults.submit_fails:
+                raise TransientSchedulerError("salloc: error: Slurm temporarily unable")
+            reused = self._free_ids and self.reuse_ids
+            job_id = self._free_ids.pop(0) if reused else self._new_id()
+            now = self.clock()
+            self.jobs[job_id] = SimJob(
+                job_id=job_id, tag=request.tag, submit=now, script="", workdir="/",
+                dependencies=(), tasks=[SimTask(None, SlurmState.RUNNING, start=now)],
+                limit=now + timedelta(seconds=request.allocation.time_limit.seconds),
+            )  # fmt: skip
+            self.submissions += 1
+            if self.faults.reply_lost:
+                raise TransientSchedulerError("salloc: error: Socket timed out on send/recv")
+            return job_id
 
     def release(self, job_id: str) -> None:
         self.cancel(job_id)
+
+    def containers(self) -> frozenset[str]:
+        return frozenset()  # no pyxis
+
+    def start_step(self, request: StepRequest) -> str | None:
+        """``srun --jobid`` of one step, detached; running at once (no room is kept)."""
+        with self._mutex:
+            if self.faults.submit_fails:
+                raise TransientSchedulerError("srun: error: Slurm temporarily unable")
+            job = self.jobs.get(request.allocation_id)
+            if job is None or job.limit is None or not job.alive:
+                raise PermanentSchedulerError(
+                    f"srun: error: Unable to confirm allocation for job {request.allocation_id}"
+                )
+            step = SimStep(
+                number=len(job.steps), tag=request.tag, script=request.script.read_text(),
+                workdir=str(request.workdir), start=self.clock(),
+            )  # fmt: skip
+            job.steps.append(step)
+            return f"{job.job_id}.{step.number}"
 
     def partitions(self) -> tuple[Partition, ...]:
         raise ObservationError("sinfo: not simulated: fit unknown")
@@ -200,16 +258,23 @@ class SimCluster:
         with self._mutex:
             return [job for job in self.jobs.values() if job.alive]
 
-    def step(self, ending_for: Callable[[SimJob, SimTask], SlurmState | None]) -> None:
+    def step(self, ending_for: Callable[[SimJob, SimTask | SimStep], SlurmState | None]) -> None:
         """Move every job on once: a pending one whose dependencies completed starts (one
         whose dependency ended badly is cancelled, as `--kill-on-invalid-dep` does), and a
         running one ends as ``ending_for`` says (None: it keeps running)."""
         with self._mutex:
             for job in list(self.jobs.values()):
                 was_alive = job.alive
+                for step in job.steps:
+                    if step.state is SlurmState.RUNNING:
+                        ending = ending_for(job, step)
+                        if ending is not None:
+                            self._end_step(job, step, ending)
                 for task in job.tasks:
                     if task.state is SlurmState.PENDING:
                         self._maybe_start(job, task)
+                    elif job.limit is not None:
+                        self._expire(job, task)  # an allocation ends at its time limit only
                     elif task.state is SlurmState.RUNNING and not job.foreign:
                         ending = ending_for(job, task)
                         if ending is not None:
@@ -259,22 +324,43 @@ class SimCluster:
         task.state, task.end = ending, self.clock()
         task.exit_code = code if ending in (SlurmState.COMPLETED, SlurmState.FAILED) else None
 
+    def _expire(self, job: SimJob, task: SimTask) -> None:
+        assert job.limit is not None
+        if task.state is SlurmState.RUNNING and self.clock() >= job.limit:
+            task.state, task.end = SlurmState.TIMEOUT, self.clock()
+            for step in job.steps:
+                if step.state in ALIVE:
+                    step.state, step.end = SlurmState.CANCELLED, self.clock()
+
+    def _end_step(self, job: SimJob, step: SimStep, ending: SlurmState) -> None:
+        fail = ending is not SlurmState.COMPLETED
+        env = {"SLURM_JOB_ID": job.job_id, "SLURM_STEP_ID": str(step.number)}
+        code = self._bash(step.script + ("\nexit 1\n" if fail else ""), step.workdir, env)
+        if ending is SlurmState.COMPLETED and code != 0:
+            ending = SlurmState.FAILED
+        step.state, step.end = ending, self.clock()
+        step.exit_code = (1 if fail else code) if ending is not SlurmState.CANCELLED else None
+
     def _run(self, job: SimJob, task: SimTask, *, fail: bool) -> int:
         """The batch script, run as slurmd would; a job that fails stops after its
         command with status 1, its output as far as it got."""
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": os.environ.get("HOME", "/root"),
-            "SLURM_JOB_ID": job.job_id,
-        }
+        env = {"SLURM_JOB_ID": job.job_id}
         if task.index is not None:
             env |= {"SLURM_ARRAY_JOB_ID": job.job_id, "SLURM_ARRAY_TASK_ID": str(task.index)}
-        script = job.script + ("\nexit 1\n" if fail else "")
+        code = self._bash(job.script + ("\nexit 1\n" if fail else ""), job.workdir, env)
+        return 1 if fail else code
+
+    @staticmethod
+    def _bash(script: str, workdir: str, env: dict[str, str]) -> int:
+        base = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", "/root"),
+        }
         done = subprocess.run(
-            ["bash", "-s"], input=script, cwd=job.workdir, env=env, text=True,
+            ["bash", "-s"], input=script, cwd=workdir, env=base | env, text=True,
             capture_output=True, timeout=60,
         )  # fmt: skip
-        return 1 if fail else done.returncode
+        return done.returncode
 
     def _rows(self, job: SimJob) -> list[JobRecord]:
         rows = []
@@ -292,9 +378,29 @@ class SimCluster:
                     submit=job.submit,
                     start=task.start,
                     end=task.end,
-                    time_left=timedelta(minutes=10) if task.state in ALIVE else None,
+                    time_left=self._time_left(job) if task.state in ALIVE else None,
                     workdir=job.workdir,
                     source="squeue" if task.state in ALIVE else "sacct",
                 )
             )
+        for step in job.steps:
+            rows.append(
+                JobRecord(
+                    job_id=f"{job.job_id}.{step.number}",
+                    top_id=job.job_id,
+                    step=str(step.number),
+                    name=step.tag.format(),
+                    state=step.state,
+                    exit_code=step.exit_code,
+                    start=step.start,
+                    end=step.end,
+                    workdir=step.workdir,
+                    source="squeue" if step.state in ALIVE else "sacct",
+                )
+            )
         return rows
+
+    def _time_left(self, job: SimJob) -> timedelta:
+        if job.limit is None:
+            return timedelta(minutes=10)
+        return max(job.limit - self.clock(), timedelta(0))

@@ -345,12 +345,17 @@ def code_at(
     return {commit: files for commit, files in listed.items() if files is not None}
 
 
-def look_once(request: Request, *, scheduler: Scheduler | None = None) -> Look:
+def look_once(
+    request: Request,
+    *,
+    scheduler: Scheduler | None = None,
+    clock: Clock = lambda: datetime.now(UTC),
+) -> Look:
     """`recon plan` and `recon status`: read the journal, observe while loading, then
-    ``look``, writing nothing."""
+    ``look``, writing nothing. `clock`: the time the look judges by, as for a pass."""
     opened = open_project(request)
     scheduler, journal = _scheduler_and_journal(opened, request, scheduler)
-    now = datetime.now(UTC)
+    now = clock()
     desired, observed = load_while_observing(opened, scheduler, journal, now)
     return look(request, desired, scheduler, journal, now, observed)
 

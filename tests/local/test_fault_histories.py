@@ -10,22 +10,28 @@ random sequences of commits, passes and faults. After every step:
 and at the end, once faults stop and jobs are let finish, the project converges within a
 bounded number of passes and then plans nothing.
 
-Histories: `RECON_HISTORIES` (default 200 in the suite; thousands by hand), each up to
-`RECON_HISTORY_STEPS` steps (default 25); `RECON_HISTORY_SEED` set draws new ones each
-run instead of the suite's fixed set. A failing history is printed by Hypothesis as a
-readable script of rule calls, shrunk to the fewest steps that still fail.
+Histories: `RECON_HISTORIES` (default 2,000 in the suite), each up to `RECON_HISTORY_STEPS`
+steps (default 15), split over `RECON_HISTORY_WORKERS` processes (default: one a core).
+Worker k draws the fixed set of seed `RECON_HISTORY_SEED + k` (default seed 0), so the
+suite runs the same histories each time and another seed runs new ones. A failing history
+is printed by Hypothesis as a readable script of rule calls, shrunk to the fewest steps
+that still fail, with its worker's seed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import shutil
 import threading
+import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -44,7 +50,13 @@ from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.arrays import ArrayMap
 from reconciler.engine.reconcile import Look, PassOutcome, Request, look_once, reconcile_once
 from reconciler.errors import ReconError
-from reconciler.scheduler.base import Observation
+from reconciler.scheduler.base import (
+    AllocateRequest,
+    Observation,
+    StepRequest,
+    SubmitRequest,
+)
+from reconciler.scheduler.partitions import Partition
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.scheduler.testing import ScriptedScheduler
@@ -53,8 +65,10 @@ from reconciler.state.paths import JOURNAL_FILE
 from tests.gitrepo import GitRepo
 from tests.simcluster import ALIVE, ENDINGS, Faults, SimCluster, SimJob, SimTask
 
-HISTORIES = int(os.environ.get("RECON_HISTORIES", "200"))
-STEPS = int(os.environ.get("RECON_HISTORY_STEPS", "25"))
+HISTORIES = int(os.environ.get("RECON_HISTORIES", "2000"))
+STEPS = int(os.environ.get("RECON_HISTORY_STEPS", "15"))
+SEED = int(os.environ.get("RECON_HISTORY_SEED", "0"))
+WORKERS = int(os.environ.get("RECON_HISTORY_WORKERS", str(os.cpu_count() or 1)))
 PROJECT = "hist"
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 RUNS = ("a", "b", "c", "d")  # b reads a's output, c reads b's; d stands alone
@@ -77,6 +91,21 @@ def run_spec(name: str, version: int, present: set[str]) -> str:
     )
 
 
+def allocation_specs(shape: int, version: int) -> dict[str, str]:
+    """Allocation `w` (its setup a step of its own) and run `e`, which runs inside it."""
+    return {
+        "specs/w.yaml": (
+            "kind: Allocation\nname: w\ntime_limit: 1h\nmin_remaining: 10m\n"
+            f"resources: {{cpus: {shape}}}\nsetup:\n  - 'true'\n"
+        ),
+        "specs/e.yaml": (
+            "kind: Run\nname: e\nallocation: w\n"
+            f"command: 'echo e{version} > {{outputs.out.path}}'\n"
+            "retries: 1\nresources: {cpus: 1}\noutputs:\n  out: out.txt\n"
+        ),
+    }
+
+
 def sweep_spec(values: tuple[int, ...], version: int) -> str:
     listed = ", ".join(str(value) for value in values)
     return (
@@ -96,6 +125,7 @@ class History(RuleBasedStateMachine):
         self.versions: dict[str, int] = {}
         self.sweep: tuple[int, ...] = ()
         self.sweep_version = 0
+        self.allocation: tuple[int, int] | None = None  # w's cpus and e's version, if declared
         self.saved: Plan | None = None
         self.foreign: list[str] = []
         self.root: Path | None = None
@@ -141,6 +171,22 @@ class History(RuleBasedStateMachine):
             self.versions[name] = self.versions.get(name, 0) + (1 if how == "change" else 0) or 1
         self._commit()
 
+    @rule(how=st.sampled_from(["declare", "drop", "reshape", "change-run"]))
+    def commit_allocation(self, how: str) -> None:
+        """Allocation `w` and its run `e` declared or dropped together; `w`'s shape
+        changed (a new job replaces the old once no step runs in it); `e` changed."""
+        shape, version = self.allocation or (1, 1)
+        if how == "drop":
+            self.allocation = None
+        elif how == "reshape":
+            self.allocation = (3 - shape, version)
+        elif how == "change-run":
+            self.allocation = (shape, version + 1)
+        else:
+            self.allocation = (shape, version)
+        self._commit()
+        TALLY["allocation commits"] += 1
+
     @rule(values=st.sets(st.sampled_from(SWEEP_VALUES)), change=st.booleans())
     def commit_sweep(self, values: set[int], change: bool) -> None:
         self.sweep = tuple(sorted(values))
@@ -154,19 +200,20 @@ class History(RuleBasedStateMachine):
 
     @rule()
     def apply_killed_after_sbatch(self) -> None:
-        """sbatch returned a job id and the journal never heard of it.
+        """sbatch returned a job id and the journal never heard of it (the id may be a
+        forgotten job's, handed out again)."""
+        with killed_after_sbatch():
+            self._pass(1)
 
-        The id is a new one, never a forgotten job's handed out again: with that pairing
-        the histories found a run planned `submit a: spec changed` for ever after several
-        killed submissions and forgotten jobs, not yet reproduced at will; it stays out of
-        the histories until it is (the first such finding is fixed and pinned by
-        `test_a_lost_id_handed_to_a_killed_submission_...` below)."""
-        self.cluster.reuse_ids = False
-        try:
-            with killed_after_sbatch():
-                self._pass(1)
-        finally:
-            self.cluster.reuse_ids = True
+    @rule(point=st.sampled_from(fault_points.POINTS))
+    def apply_killed_at(self, point: str) -> None:
+        """A pass stops at a fault point, as a SIGKILL there would leave it: after a
+        scheduler call (a job made, an allocation made, a step started, a job cancelled)
+        and before the journal heard of it, or as it begins."""
+        with killed_at(point) as reached:
+            self._pass(1)
+            if reached():
+                TALLY[f"passes killed at {point}"] += 1
 
     @rule()
     def two_applies_at_once(self) -> None:
@@ -179,6 +226,35 @@ class History(RuleBasedStateMachine):
             thread.join()
         self._outputs_kept(before)
         TALLY["passes"] += 2
+
+    @rule()
+    def two_applies_from_two_processes(self) -> None:
+        """Two passes at once from two processes (cron's and the watch's): the lock file
+        and the journal are shared as between processes; the child's scheduler calls
+        reach this cluster through a pipe."""
+        assert self.root is not None
+        before = self._outputs()
+        ours, theirs = multiprocessing.Pipe()
+        child = os.fork()
+        if child == 0:  # the other process: one pass, then gone without cleaning up
+            try:
+                reconcile_once(
+                    Request(self.root), scheduler=_Forwarded(theirs), clock=lambda: self.now,
+                    lock_timeout=30,
+                )  # fmt: skip
+            except BaseException:  # a pass may fail as the faults make it; nothing to say
+                pass
+            finally:
+                theirs.send(("done", ()))
+                os._exit(0)
+        serving = threading.Thread(target=_serve, args=(ours, self.cluster))
+        serving.start()
+        self._quiet_pass()
+        serving.join()
+        os.waitpid(child, 0)
+        self._outputs_kept(before)
+        TALLY["passes"] += 2
+        TALLY["passes from a second process"] += 1
 
     @rule()
     def save_a_plan(self) -> None:
@@ -250,9 +326,12 @@ class History(RuleBasedStateMachine):
         for job in self.cluster.live():
             if job.job_id in self.foreign or job.tag is None:
                 continue
-            for task in job.tasks:
+            for task in job.tasks if job.limit is None else ():  # an allocation: its steps
                 if task.state in ALIVE:
                     keys[_key(job, task)] += 1
+            for step in job.steps:
+                if step.state in ALIVE and step.tag.kind == "run":
+                    keys[(step.tag.name, step.tag.spec_hash)] += 1
         twice = {key: count for key, count in keys.items() if count > 1}
         assert not twice, f"more than one live job for {twice}"
 
@@ -280,6 +359,8 @@ class History(RuleBasedStateMachine):
         }
         if self.sweep:
             files["specs/s.yaml"] = sweep_spec(self.sweep, self.sweep_version)
+        if self.allocation is not None:
+            files |= allocation_specs(*self.allocation)
         specs = self.repo.root / "specs"
         for old in specs.glob("*.yaml") if specs.exists() else ():
             if f"specs/{old.name}" not in files:
@@ -289,7 +370,7 @@ class History(RuleBasedStateMachine):
 
     def _look(self) -> Look:
         assert self.root is not None
-        return look_once(Request(self.root), scheduler=_quiet(self.cluster))
+        return look_once(Request(self.root), scheduler=_quiet(self.cluster), clock=lambda: self.now)
 
     def _pass(
         self, minutes: int, saved: Plan | None = None, *, confirmed: bool = False
@@ -353,16 +434,77 @@ class History(RuleBasedStateMachine):
 
 
 @contextlib.contextmanager
-def killed_after_sbatch() -> Iterator[None]:
-    """A pass inside stops right after its first sbatch returned (the `after-sbatch` fault
-    point, raised once), as a SIGKILL there would leave it: the journal without the id."""
+def killed_at(point: str) -> Iterator[Callable[[], bool]]:
+    """A pass inside stops the first time it reaches `point` (raised once), as a SIGKILL
+    there would leave it: after sbatch, the journal without the id. Gives a function that
+    says whether the point was reached."""
     fault_points._reached.clear()
-    os.environ[fault_points.ENV] = "after-sbatch:raise:1"
+    os.environ[fault_points.ENV] = f"{point}:raise:1"
     try:
-        yield
+        yield lambda: fault_points._reached.get(point, 0) > 0
     finally:
         del os.environ[fault_points.ENV]
         fault_points._reached.clear()
+
+
+def killed_after_sbatch() -> contextlib.AbstractContextManager[Callable[[], bool]]:
+    return killed_at("after-sbatch")
+
+
+class _Forwarded:
+    """The cluster as another process sees it: each call goes through a pipe to the
+    process that holds it (``_serve``), and comes back as its answer or its error."""
+
+    name = "slurm"
+
+    def __init__(self, pipe: Connection) -> None:
+        self.pipe = pipe
+
+    def _call(self, method: str, *args: object) -> Any:
+        self.pipe.send((method, args))
+        ok, answer = self.pipe.recv()
+        if not ok:
+            raise answer
+        return answer
+
+    def observe(self, since: datetime) -> Observation:
+        return cast(Observation, self._call("observe", since))
+
+    def submit(self, request: SubmitRequest) -> str:
+        return cast(str, self._call("submit", request))
+
+    def cancel(self, job_id: str) -> None:
+        self._call("cancel", job_id)
+
+    def max_array_size(self) -> int:
+        return cast(int, self._call("max_array_size"))
+
+    def allocate(self, request: AllocateRequest) -> str:
+        return cast(str, self._call("allocate", request))
+
+    def release(self, job_id: str) -> None:
+        self._call("release", job_id)
+
+    def partitions(self) -> tuple[Partition, ...]:
+        return cast(tuple[Partition, ...], self._call("partitions"))
+
+    def containers(self) -> frozenset[str]:
+        return cast(frozenset[str], self._call("containers"))
+
+    def start_step(self, request: StepRequest) -> str | None:
+        return cast(str | None, self._call("start_step", request))
+
+
+def _serve(pipe: Connection, cluster: SimCluster) -> None:
+    """Answer the other process's scheduler calls until its pass is done."""
+    while True:
+        method, args = pipe.recv()
+        if method == "done":
+            return
+        try:
+            pipe.send((True, getattr(cluster, method)(*args)))
+        except Exception as error:  # the answer is the error: raised in the caller
+            pipe.send((False, error))
 
 
 def _quiet(cluster: SimCluster) -> ScriptedScheduler:
@@ -415,22 +557,46 @@ class _Scratch:
 
 _scratch = _Scratch()
 
-History.TestCase.settings = settings(
-    max_examples=HISTORIES,
-    stateful_step_count=STEPS,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    derandomize=os.environ.get("RECON_HISTORY_SEED") is None,
-    database=None,
-)
+
+def _run_histories(worker: int, base: str) -> tuple[Counter[str], str | None]:
+    """One worker's share of the histories, its own fixed set (seed `SEED + worker`):
+    the tally, and the failing history's report if one failed."""
+    _scratch.base = Path(base)
+    TALLY.clear()
+    History._hypothesis_internal_use_seed = SEED + worker
+    share = HISTORIES // WORKERS + (1 if worker < HISTORIES % WORKERS else 0)
+    History.TestCase.settings = settings(
+        max_examples=share,
+        stateful_step_count=STEPS,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
+    try:
+        History.TestCase().runTest()
+    except BaseException as failure:  # any failure at all: the parent reports it
+        return TALLY.copy(), "".join(traceback.format_exception(failure))
+    return TALLY.copy(), None
 
 
 def test_generated_fault_histories(tmp_path_factory: pytest.TempPathFactory) -> None:
-    _scratch.base = tmp_path_factory.mktemp("histories")
-    TALLY.clear()
-    History.TestCase().runTest()
-    print("\n" + ", ".join(f"{name}: {count}" for name, count in sorted(TALLY.items())))
-    assert TALLY["histories"] >= HISTORIES // 2 and TALLY["converged"] == TALLY["histories"]
+    """The histories, split over `WORKERS` processes (one a core): each draws its own
+    fixed set, so a failure is found again by the same seed."""
+    bases = [str(tmp_path_factory.mktemp(f"histories{worker}")) for worker in range(WORKERS)]
+    with multiprocessing.get_context("fork").Pool(WORKERS) as pool:
+        results = pool.starmap(_run_histories, enumerate(bases))
+    tally: Counter[str] = Counter()
+    for counted, _ in results:
+        tally.update(counted)
+    print(f"\n{WORKERS} worker(s), seeds {SEED}..{SEED + WORKERS - 1}: " + ", ".join(
+        f"{name}: {count}" for name, count in sorted(tally.items())
+    ))  # fmt: skip
+    failures = [
+        f"worker {worker} (seed {SEED + worker}):\n{failure}"
+        for worker, (_, failure) in enumerate(results) if failure
+    ]  # fmt: skip
+    assert not failures, "\n".join(failures)
+    assert tally["histories"] >= HISTORIES // 2 and tally["converged"] == tally["histories"]
 
 
 def test_a_lost_id_handed_to_a_killed_submission_plans_as_apply_sees_it(
@@ -465,3 +631,33 @@ def test_a_lost_id_handed_to_a_killed_submission_plans_as_apply_sees_it(
         assert ("a", Health.SUCCEEDED) not in {(r.name, r.final_health) for r in held}
     finally:
         shutil.rmtree(history.root or "", ignore_errors=True)
+
+
+@pytest.mark.parametrize("point", fault_points.POINTS)
+def test_a_pass_killed_at_each_fault_point_is_recovered(
+    tmp_path_factory: pytest.TempPathFactory, point: str
+) -> None:
+    """Each fault point is reached by a pass of a project with a run, a sweep and an
+    allocation (a commit now and then gives it a job to cancel); the pass dies there, and
+    the project still converges with one live job per run at most."""
+    _scratch.base = tmp_path_factory.mktemp(f"killed-{point}")
+    history = History()
+    history.project(runs={"a", "d"}, sweep={1, 2})
+    history.commit_allocation("declare")
+    try:
+        reached = False
+        for attempt in range(8):
+            with killed_at(point) as was_reached:
+                history._pass(1)
+                reached = was_reached()
+            history.one_live_job_per_run_and_spec()
+            if reached:
+                break
+            if attempt % 2 == 0:
+                history.commit(name="a", how="change")  # a's pending job is replaced: a cancel
+                history.commit_allocation("reshape")  # w's old job is released
+            else:
+                history.cluster.step(lambda job, task: None)  # pending jobs start
+        assert reached, f"no pass reached {point}"
+    finally:
+        history.teardown()

@@ -1,6 +1,9 @@
-"""The CI, cron and systemd examples: valid YAML of the right shape, and every `recon ...`
-command line in them parses with recon's own command line, so renaming a flag or a
-command breaks this test instead of someone's pipeline.
+"""The CI, cron and systemd examples, the GitHub Action (action.yml) and the GitLab CI
+component (templates/): valid for their CI's own schema (schemastore's, as
+check-jsonschema vendors them), of the right shape, and every `recon ...` command line in
+them parses with recon's own command line, so renaming a flag or a command breaks this
+test instead of someone's pipeline. tests/e2e/test_ci_action.py runs the action and the
+component.
 
 The parse is click's own, on the command typer builds from `reconciler.cli.app`, after
 the shell's variables are substituted. Not with `resilient_parsing=True`: that mode
@@ -9,12 +12,15 @@ ignores unknown options (it exists for shell completion), so a renamed flag woul
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import typer
 import typer.core
@@ -27,11 +33,14 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GITHUB = EXAMPLES / "ci" / "github-actions.yml"
 GITLAB = EXAMPLES / "ci" / "gitlab-ci.yml"
 CRONTAB = EXAMPLES / "cron" / "crontab"
+ACTION = EXAMPLES.parent / "action.yml"
+COMPONENT = EXAMPLES.parent / "templates" / "recon-plan.yml"
 UNITS = sorted((EXAMPLES / "cron").glob("*.service"))
 
 # A command starts a shell line, or follows one of these.
 _COMMAND_START = {";", "&&", "||", "|", "(", "$(", "!", "{", "if", "then", "else", "do", "time"}
 _VARIABLE = re.compile(r"\$\{\{[^}]*\}\}|\$\{(\w+)\}|\$(\w+)")
+_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=.*")
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 
 
@@ -73,7 +82,12 @@ def recon_commands(script: str, values: dict[str, str]) -> list[list[str]]:
         comment = next((i for i, token in enumerate(tokens) if token.startswith("#")), None)
         tokens = tokens[:comment]
         for i, token in enumerate(tokens):
-            if Path(token).name == "recon" and (i == 0 or tokens[i - 1] in _COMMAND_START):
+            before = i
+            while before > 0 and _ASSIGNMENT.fullmatch(tokens[before - 1]):
+                before -= 1  # `PATH=... recon`: variables set for the command
+            if Path(token).name == "recon" and (
+                before == 0 or tokens[before - 1] in _COMMAND_START
+            ):
                 found.append(_arguments(tokens[i + 1 :]))
     return found
 
@@ -121,11 +135,13 @@ def test_the_checker_finds_commands_where_a_shell_runs_them() -> None:
         "if ! recon validate .; then exit 1; fi  # recon apply in a comment\n"
         "python3 - <<'EOF'\nrecon apply --not-shell\nEOF\n"
         "/opt/recon/bin/recon apply --quiet 2>&1 | logger\n"
+        "cd /srv && PATH=/usr/bin recon status\n"
     )
     assert recon_commands(script, {"P": "proj"}) == [
         ["plan", "proj", "--against", "origin/main"],
         ["validate", "."],
         ["apply", "--quiet"],
+        ["status"],
     ]
 
 
@@ -147,33 +163,89 @@ def test_a_bad_value_fails_the_parse() -> None:
 # -- the examples ------------------------------------------------------------------------
 
 
-def test_github_workflow_plans_each_pull_request_against_its_base() -> None:
+def schema_errors(document: Any, schema: str) -> list[str]:
+    """What schemastore's schema (vendored by check-jsonschema: no network) finds wrong."""
+    text = resources.files("check_jsonschema.builtin_schemas.vendor").joinpath(schema)
+    loaded = json.loads(text.read_text(encoding="utf-8"))
+    validator = jsonschema.validators.validator_for(loaded)(loaded)
+    return [
+        f"{list(error.absolute_path)}: {error.message}" for error in validator.iter_errors(document)
+    ]
+
+
+def component_documents() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The component's header (spec:) and its jobs: two YAML documents."""
+    spec, jobs = YAML(typ="safe").load_all(COMPONENT.read_text(encoding="utf-8"))
+    return spec, jobs
+
+
+def test_the_action_is_valid_for_github() -> None:
+    action = load_yaml(ACTION)
+    assert schema_errors(action, "github-actions.json") == []
+    assert action["runs"]["using"] == "composite"
+    broken = {**action, "runs": {**action["runs"], "using": "compsite"}}
+    assert schema_errors(broken, "github-actions.json"), "the schema check finds nothing"
+
+
+def test_the_component_is_valid_for_gitlab() -> None:
+    spec, jobs = component_documents()
+    assert schema_errors(spec, "gitlab-ci.json") == []
+    assert schema_errors(jobs, "gitlab-ci.json") == []
+    assert set(spec["spec"]["inputs"]) == {
+        "stage",
+        "project",
+        "package",
+        "image",
+        "fail_on_changes",
+    }
+    broken = {"spec": {**spec["spec"], "input": spec["spec"]["inputs"]}}  # a misspelt key
+    assert schema_errors(broken, "gitlab-ci.json"), "the schema check finds nothing"
+
+
+@pytest.mark.parametrize(
+    ("path", "schema"),
+    [(GITHUB, "github-workflows.json"), (GITLAB, "gitlab-ci.json")],
+    ids=["github", "gitlab"],
+)
+def test_the_examples_are_valid_for_their_ci(path: Path, schema: str) -> None:
+    assert schema_errors(load_yaml(path), schema) == []
+
+
+def test_the_action_plans_against_the_base_in_markdown() -> None:
+    action = load_yaml(ACTION)
+    scripts = [step["run"] for step in action["runs"]["steps"]]
+    commands = parsed_commands(scripts, {"PROJECT": ".", "BASE": "origin/main"})
+    assert set(commands) == {"plan"}
+    (plan,) = commands["plan"]
+    assert plan["against"] == "origin/main" and plan["detailed_exitcode"]
+    assert plan["output_format"].value == "markdown"
+    # Inputs reach the shell through env only: a branch name is text, not code.
+    assert not any("${{" in script for script in scripts)
+
+
+def test_the_component_plans_each_merge_request_against_its_target() -> None:
+    _, jobs = component_documents()
+    (job,) = jobs.values()
+    assert job["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "merge_request_event"'}]
+    commands = parsed_commands(job["script"], {"RECON_PROJECT": "."})
+    assert set(commands) == {"plan"}
+    (plan,) = commands["plan"]
+    assert plan["against"] == "origin/main" and plan["detailed_exitcode"]
+    assert plan["output_format"].value == "markdown"
+
+
+def test_the_examples_use_the_action_and_the_component() -> None:
     workflow = load_yaml(GITHUB)
     assert "pull_request" in workflow["on"]
     assert workflow["permissions"]["pull-requests"] == "write"
-    steps = workflow["jobs"]["plan"]["steps"]
-    uses = [str(step.get("uses", "")) for step in steps]
-    (checkout,) = [step for step, name in zip(steps, uses, strict=True) if "checkout" in name]
-    assert checkout["with"]["fetch-depth"] == 0
-    assert any(name.startswith("actions/github-script") for name in uses)
-    commands = parsed_commands([step["run"] for step in steps if "run" in step], workflow["env"])
-    assert set(commands) == {"validate", "plan"}
-    (plan,) = commands["plan"]
-    assert plan["against"] == "origin/main" and plan["detailed_exitcode"]
-    assert plan["output_format"].value == "markdown"
-
-
-def test_gitlab_pipeline_plans_each_merge_request_against_its_target() -> None:
+    uses = [str(step.get("uses", "")) for step in workflow["jobs"]["plan"]["steps"]]
+    assert uses[0].startswith("actions/checkout@") and "OWNER/recon@v0.1.0" in uses
     pipeline = load_yaml(GITLAB)
-    job = pipeline["recon-plan"]
-    assert job["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "merge_request_event"'}]
-    assert job["variables"]["GIT_DEPTH"] == "0"
-    commands = parsed_commands(job["script"], job["variables"])
-    assert set(commands) == {"validate", "plan"}
-    (plan,) = commands["plan"]
-    assert plan["against"] == "origin/main" and plan["detailed_exitcode"]
-    assert plan["output_format"].value == "markdown"
-    assert any("/merge_requests/" in line and "notes" in line for line in job["script"])
+    (included,) = pipeline["include"]
+    name = COMPONENT.name.removesuffix(".yml")
+    assert included["component"] == f"$CI_SERVER_FQDN/OWNER/recon/{name}@0.1.0"
+    spec, _ = component_documents()
+    assert set(included["inputs"]) <= set(spec["spec"]["inputs"])
 
 
 @pytest.mark.parametrize("path", [GITHUB, GITLAB], ids=["github", "gitlab"])

@@ -19,10 +19,12 @@ COMMANDS = [
     ["watch"],
     ["schema"],
     ["export", "ro-crate"],
+    ["cron", "install"],
+    ["cron", "remove"],
 ]
 
 
-@pytest.mark.parametrize("arguments", [[], ["export"], ["dev-cluster"]])
+@pytest.mark.parametrize("arguments", [[], ["export"], ["cron"], ["dev-cluster"]])
 def test_a_group_alone_prints_its_help_and_exits_0(
     capsys: pytest.CaptureFixture[str], arguments: list[str]
 ) -> None:

@@ -146,7 +146,6 @@ NOT_OUTPUT = {
     ),
     "README.md: pip install -e '.[test]' && recon dev-cluster up && RECON_RE": TYPED,
     "README.md: recon validate examples/repo             # every problem in": TYPED,
-    "README.md: recon watch . --branch main --interval 30s        # a commit": TYPED,
     "docs/architecture.md: recon.yaml + journal  ─▶  observe (one squeue; sacct: the jo": (
         "a diagram of how a pass flows through the modules"
     ),

@@ -236,7 +236,7 @@ def test_plain_run_script_pinned() -> None:
         '  { mkdir -p "$RECON_RUN_DIR/.recon-run/unwritten" && echo $recon_unwritten'
         ' >"$RECON_RUN_DIR/.recon-run/unwritten/$recon_job"; } || true\n'
         '  echo "recon: the command did not write its declared outputs:$recon_unwritten; nothing'
-        ' published" >&2\n'
+        ' published; write each where {outputs.NAME.path} points, or set staged: false" >&2\n'
         "  exit 1\n"
         "fi\n"
         "recon_had() {\n"
@@ -355,7 +355,7 @@ def test_script_file_run_pinned() -> None:
         '  { mkdir -p "$RECON_RUN_DIR/.recon-run/unwritten" && echo $recon_unwritten'
         ' >"$RECON_RUN_DIR/.recon-run/unwritten/$recon_job"; } || true\n'
         '  echo "recon: the command did not write its declared outputs:$recon_unwritten; nothing'
-        ' published" >&2\n'
+        ' published; write each where {outputs.NAME.path} points, or set staged: false" >&2\n'
         "  exit 1\n"
         "fi\n"
         "recon_had() {\n"

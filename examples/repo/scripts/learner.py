@@ -36,6 +36,10 @@ with socket.create_connection((host, int(port)), timeout=30) as connection:
     channel.flush()
 
 mean = [sum(column) / len(observations) for column in zip(*observations)]
+# How many GPUs the job was given, not which: a rerun on other devices writes the same
+# bytes, so runs that read this output are not rerun for it.
+visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+gpus_seen = len(visible.split(",")) if visible else 0
 os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
 with open(args.out, "w") as stream:
     json.dump(
@@ -43,7 +47,7 @@ with open(args.out, "w") as stream:
             "steps": len(observations),
             "mean_observation": mean,
             "env_nodes": os.environ.get("SLURM_JOB_NODELIST_HET_GROUP_0"),
-            "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "gpus": gpus_seen,
         },
         stream,
         indent=2,

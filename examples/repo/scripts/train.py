@@ -27,10 +27,14 @@ for _ in range(args.epochs):
         error = 1 / (1 + math.exp(-max(-30.0, min(30.0, score)))) - action
         weights = [w - args.lr * error * x for w, x in zip(weights, (angle, velocity, 1.0))]
 
+# How many GPUs the job was given, not which: a rerun on other devices writes the same
+# bytes, so runs that read this output are not rerun for it.
+visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+gpus_seen = len(visible.split(",")) if visible else 0
 os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
 with open(args.out, "w") as stream:
     json.dump(
-        {"weights": [round(w, 6) for w in weights], "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")},
+        {"weights": [round(w, 6) for w in weights], "gpus": gpus_seen},
         stream,
         indent=2,
     )

@@ -58,6 +58,7 @@ def allocate(
         lambda: scheduler.allocate(AllocateRequest(allocation=allocation.spec, tag=tag)),
         lambda intent, job_id: journal.record_submitted(intent, job_id, clock()),
         lambda intent, why: journal.record_refused(intent, why, clock()),
+        fault="after-salloc",
     )
 
 
@@ -96,6 +97,7 @@ def set_up(
             None if step is None else journal.record_setup_step(setup, step, clock())
         ),
         lambda setup, why: journal.record_setup_end(setup, Health.FAILED, None, why, clock()),
+        fault="after-srun",
     )
 
 

@@ -269,6 +269,7 @@ class Applier:
             ),
             lambda: end(job_id),
             lambda intent, _: self.journal.record_cancel_done(intent, self.clock()),
+            fault="after-scancel",
         )
 
     def _submit(self, action: Action) -> None:
@@ -527,6 +528,7 @@ class Applier:
                 None if step is None else self.journal.record_submitted(intent, step, self.clock())
             ),
             lambda intent, why: self._refusals([intent], why),
+            fault="after-srun",
         )
         if made.refused is not None:
             self._refused(run.name, made.refused)

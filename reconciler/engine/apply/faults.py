@@ -8,8 +8,11 @@ fault point costs one environment lookup.
 exception, not a ReconError), and `<point>:raise:N` only the first N times this process
 reaches it: how a long-lived `recon watch` is shown to outlive a bad pass and recover.
 
-Points: `after-sbatch` (sbatch returned a job id, the journal does not know it yet),
-`pass-start` (a reconcile pass begins: nothing observed, locked or written yet).
+Points: `pass-start` (a reconcile pass begins: nothing observed, locked or written yet),
+and one after each kind of scheduler call, before the journal hears what it did:
+`after-sbatch` (a batch job or array made), `after-salloc` (an allocation's job made),
+`after-srun` (a step started in an allocation: a run's, or setup's) and `after-scancel`
+(a job cancelled or an allocation released). ``POINTS`` lists them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 import signal
 
 ENV = "RECON_FAULT_INJECT"
+POINTS = ("pass-start", "after-sbatch", "after-salloc", "after-srun", "after-scancel")
 
 _reached: dict[str, int] = {}
 
