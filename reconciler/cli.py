@@ -22,6 +22,7 @@ from reconciler import __version__
 from reconciler.commands import (
     apply,
     completion,
+    cost,
     cron,
     export,
     graph,
@@ -62,6 +63,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "plan": plan.plan,
     "apply": apply.apply,
     "status": status.status,
+    "cost": cost.cost,
     "graph": graph.graph,
     "watch": watch.watch,
     "serve": serve.serve,

@@ -2,8 +2,9 @@
 
 What an operator alerts on: whether passes succeed (and how long since one did), how
 long they take, what they submit, cancel and tear down, whether the cluster could be
-observed, and how the runs stand (a gauge per sync status and health, as the last good
-pass saw them). Served by prometheus_client's own small HTTP server, in a thread, from a
+observed, how the runs stand (a gauge per sync status and health, as the last good
+pass saw them), and the GPU-hours and CPU-hours jobs held, counted as they end, by
+outcome. Served by prometheus_client's own small HTTP server, in a thread, from a
 registry of recon's alone (no process or platform collectors mixed in).
 
 An example alert, in docs/operations.md: no successful pass in 10 minutes,
@@ -19,6 +20,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from reconciler.engine.plan.cost import OUTCOMES, hours_by_outcome
 from reconciler.engine.plan.status import run_statuses
 from reconciler.engine.watch import PassReport, PassResult
 from reconciler.errors import ObservationError
@@ -64,6 +66,24 @@ class WatchMetrics:
             "Jobs torn down (a coupled run's partner ended).",
             registry=into,
         )
+        self.gpu_hours = Counter(
+            "recon_gpu_hours",
+            "GPU-hours held by the project's jobs as they ended (sacct's AllocTRES times "
+            "ElapsedRaw), by outcome: succeeded, failed, cancelled (torn down, pruned, "
+            "replaced), alloc_idle and alloc_work (an allocation's time with and without a "
+            "step running).",
+            ["outcome"],
+            registry=into,
+        )
+        self.cpu_hours = Counter(
+            "recon_cpu_hours",
+            "CPU-hours held by the project's jobs as they ended, by outcome (as recon_gpu_hours).",
+            ["outcome"],
+            registry=into,
+        )
+        for outcome in OUTCOMES:  # every outcome shows, at 0 until a job ends so
+            self.gpu_hours.labels(outcome)
+            self.cpu_hours.labels(outcome)
         self.observation_failures = Counter(
             "recon_watch_observation_failures",
             "Passes that could not observe the cluster, or saw it only in part.",
@@ -101,6 +121,16 @@ class WatchMetrics:
             self.cancels.inc(len(applied.cancelled))
             self.teardowns.inc(len(applied.torn_down))
         look = outcome.look
+        for ending in look.endings:  # settled this pass: each job counted once, as it ends
+            usage = ending.usage
+            if usage is None or ending.job.tag.kind not in ("run", "alloc"):
+                continue
+            kind, job_id = ending.job.tag.kind, ending.job.job_id
+            for name, (gpu_h, cpu_h) in hours_by_outcome(
+                kind, job_id, ending.health, usage
+            ).items():
+                self.gpu_hours.labels(name).inc(max(gpu_h, 0.0))
+                self.cpu_hours.labels(name).inc(max(cpu_h, 0.0))
         rows = run_statuses(look.desired, look.plan, look.observation, look.records)
         tally = Tally((row.sync.value, row.health.value if row.health else "none") for row in rows)
         self.runs.clear()  # a run that left, or moved on, is not counted where it was

@@ -34,6 +34,8 @@ FENCE = re.compile(
 COMMIT = re.compile(r"\b(?:[0-9a-f]{40}|[0-9a-f]{12})\b")
 CLOCK = re.compile(r"\b\d\d:\d\d\b")  # a job's end, shown as the time of day
 TIMESTAMP = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
+# GPU-hours and CPU-hours (`recon cost`, a plan's expected cost): jobs' times vary run to run
+HOURS = re.compile(r"\b\d+\.\d{3}(?= (?:GPU|CPU)-h\b)")
 # specs/sweep.yaml as the validate section of docs/cli.md has it: four problems, then a misspelt
 # template token, then an input naming an output train does not declare. Fixes keep
 # the line numbers, as they do in the doc.
@@ -196,7 +198,7 @@ def matches(output: str, shown: str) -> bool:
 
 def normalised(text: str) -> str:
     masked = TIMESTAMP.sub("<timestamp>", COMMIT.sub("<commit>", text))
-    return CLOCK.sub("<time>", masked).strip("\n")
+    return HOURS.sub("<hours>", CLOCK.sub("<time>", masked)).strip("\n")
 
 
 JOB_ID = re.compile(r"\b(job |slurm-)\d+\b")

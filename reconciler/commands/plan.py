@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -29,6 +31,13 @@ from reconciler.commands.common import (
     width,
     with_file_notes,
 )
+
+if TYPE_CHECKING:
+    from reconciler.desired.desired import Desired
+    from reconciler.engine.plan.actions import Plan
+    from reconciler.engine.plan.cost import Expected
+    from reconciler.repository.specdiff import SpecDiff
+    from reconciler.state.records import SubmissionRecord
 
 
 def plan(
@@ -84,6 +93,7 @@ def plan(
     # --help` and the diff of --against (PR CI, no cluster) stay quick.
     from reconciler.engine.apply import planfile
     from reconciler.engine.reconcile import Request, look_once
+    from reconciler.report import cost as cost_report
     from reconciler.report import plan as plan_report
 
     seen = look_once(
@@ -102,10 +112,17 @@ def plan(
     note_uncommitted(seen.desired, rev, "plan")
     result = seen.plan
     shown = with_file_notes(seen.desired, result)
+    estimate = _expected(seen.desired, _submitted(result), seen.records)
     if output_format is Format.text:
-        print_plan(plan_report.as_text(shown, members=members, width=width()))
+        text = plan_report.as_text(shown, members=members, width=width())
+        print_plan(text + cost_report.expected_text(estimate, width()))
+    elif output_format is Format.json:
+        document = plan_report.document(shown)
+        document["expected_cost"] = cost_report.expected_json(estimate)
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
-        sys.stdout.write(plan_report.RENDERERS[output_format.value](shown, members=members))
+        sys.stdout.write(plan_report.as_markdown(shown, members=members))
+        sys.stdout.write(cost_report.expected_markdown(estimate))
     if output_format is Format.markdown:
         # The runs the plan acts on and their neighbours, as GitHub and GitLab draw it.
         from reconciler.engine.plan.status import run_statuses
@@ -151,6 +168,72 @@ def _plan_against(
         # The change that brings recon into the repo: everything is new.
         base = replace(head, commit=None, runs={}, allocations={}, upstreams={}, sweeps={})
     result = diff(base, head)
-    sys.stdout.write(specdiff_report.RENDERERS[output_format.value](result))
+    runs = _changed_runs(result, head)
+    # Text and markdown say the cost only of a change that runs GPU runs: a diff with
+    # none does not read the journal or load what valuing needs (its start-up is its time).
+    if output_format is not Format.json and not any(_asks_gpus(head, name) for name in runs):
+        sys.stdout.write(specdiff_report.RENDERERS[output_format.value](result))
+        if detailed_exitcode and result.has_changes:
+            raise typer.Exit(EXIT_CHANGES)
+        return
+    from reconciler.engine.reconcile import read_journal
+    from reconciler.report import cost as cost_report
+
+    # What the change will run, valued from this clone's journal, if it has one: offline.
+    estimate = _expected(head, runs, read_journal(head).records)
+    if output_format is Format.json:
+        document = json.loads(specdiff_report.as_json(result))
+        document["expected_cost"] = cost_report.expected_json(estimate)
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    elif output_format is Format.markdown:
+        sys.stdout.write(specdiff_report.as_markdown(result))
+        sys.stdout.write(cost_report.expected_markdown(estimate))
+    else:
+        text = specdiff_report.as_text(result)
+        sys.stdout.write(text + cost_report.expected_text(estimate, width()))
     if detailed_exitcode and result.has_changes:
         raise typer.Exit(EXIT_CHANGES)
+
+
+def _asks_gpus(desired: Desired, run: str) -> bool:
+    resources = desired.runs[run].resources
+    return any(shape.gpus for shape in (resources.components or (resources,)))
+
+
+def _submitted(plan: Plan) -> list[str]:
+    """The runs a plan submits a job for (a sweep's members one by one)."""
+    from reconciler.engine.plan.actions import SUBMITTING
+
+    return [
+        action.target
+        for action in plan.actions
+        if action.kind in SUBMITTING and action.target_kind == "run"
+    ]
+
+
+def _changed_runs(result: SpecDiff, head: Desired) -> list[str]:
+    """The runs a spec diff adds or changes, a sweep's members by name: what it will run."""
+    from reconciler.desired.matrix import sweep_of
+    from reconciler.repository.specdiff import Change
+
+    names: list[str] = []
+    for entry in result.entries:
+        if entry.change is Change.REMOVE or entry.kind == "Allocation":
+            continue
+        if entry.members is not None:
+            names += [*entry.members.added, *entry.members.changed]
+            if entry.change is Change.ADD and not entry.members.added:
+                names += [n for n in head.runs if sweep_of(n) == entry.name]
+        else:
+            names.append(entry.name)
+    return [name for name in names if name in head.runs]
+
+
+def _expected(
+    desired: Desired, runs: Iterable[str], records: Sequence[SubmissionRecord]
+) -> Expected:
+    """What running ``runs`` is expected to cost, from the journal's last durations."""
+    from reconciler.engine.plan.cost import Asks, expected, last_durations
+
+    asks = {name: Asks.of(desired.runs[name].resources) for name in runs}
+    return expected(asks, last_durations(records))

@@ -337,3 +337,16 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         )
     except OSError as error:
         raise RepoError(f"cannot run git: {error.strerror}") from None
+
+
+def commits_since(root: Path, since: str, revision: str = "HEAD") -> list[str] | None:
+    """``since`` and every commit after it up to ``revision`` (``git rev-list``), full
+    ids; None when ``since`` names no commit of the repository."""
+    found = _git(root, "rev-parse", "--verify", "-q", f"{since}^{{commit}}")
+    if found.returncode != 0:
+        return None
+    first = found.stdout.strip()
+    later = _git(root, "rev-list", f"{first}..{revision}")
+    if later.returncode != 0:
+        raise RepoError(f"git rev-list {first}..{revision} failed: {later.stderr.strip()}")
+    return [first, *later.stdout.split()]

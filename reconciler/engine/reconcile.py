@@ -235,6 +235,15 @@ def read_journal(desired: Desired) -> JournalState:
         )
 
 
+def read_cancel_causes(desired: Desired) -> dict[str, str]:
+    """job id -> why recon cancelled it (``Journal.cancel_causes``); none without a journal."""
+    path = journal_path(desired)
+    if not path.exists():
+        return {}
+    with Journal(path) as journal:
+        return journal.cancel_causes(desired.project.project)
+
+
 def read_events(desired: Desired, limit: int = 1000) -> list[JournalEvent]:
     """The journal's newest events (teardown reasons...), newest first; none without one."""
     path = journal_path(desired)

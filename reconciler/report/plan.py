@@ -419,10 +419,15 @@ def as_json(
     `show_noop`, `members` and `width` are accepted only so that all renderers are called
     the same way.
     """
-    document = plan.model_dump(mode="json")
+    return json.dumps(document(plan), indent=2) + "\n"
+
+
+def document(plan: Plan) -> dict[str, Any]:
+    """The plan as JSON data, with its counts: what ``as_json`` writes."""
+    data = plan.model_dump(mode="json")
     counts: dict[str, int | bool] = {kind.value: plan.count(kind) for kind in ActionKind}
-    document["summary"] = {**counts, "has_changes": plan.has_changes, "held": plan.held}
-    return json.dumps(document, indent=2) + "\n"
+    data["summary"] = {**counts, "has_changes": plan.has_changes, "held": plan.held}
+    return data
 
 
 RENDERERS: dict[str, Renderer] = {"text": as_text, "markdown": as_markdown, "json": as_json}

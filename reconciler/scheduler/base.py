@@ -140,6 +140,17 @@ class StepRequest(BaseModel):
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What a job, component, task or step held while it ran: Slurm's ``AllocTRES``
+    (``cpu=2,gres/gpu=2,mem=500M,node=1``), summed over its nodes. Memory in MiB."""
+
+    cpus: int = 0
+    gpus: int = 0
+    memory_mb: int = 0
+    nodes: int = 0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobRecord:
     """One row the scheduler reports: a job, a het component, an array task, or a step.
@@ -169,6 +180,11 @@ class JobRecord:
     nodes: str | None = None
     partition: str | None = None
     workdir: str | None = None  # the working directory Slurm records (what --chdir set)
+    # Accounting, from sacct (ElapsedRaw, TimelimitRaw, AllocTRES) or the local store: how
+    # long it held its resources (while it runs: so far), its limit, and what it held
+    elapsed: timedelta | None = None
+    time_limit: timedelta | None = None
+    held: Held | None = None
     source: Literal["sacct", "squeue"]  # which command's state this is
 
     def __post_init__(self) -> None:

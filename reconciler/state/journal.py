@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict
 
 from reconciler.errors import JournalError
 from reconciler.scheduler.states import ENDED, Health
+from reconciler.scheduler.usage import JobUsage
 from reconciler.state.filesystem import JournalMode, state_filesystem
 from reconciler.state.records import EndingKind, SetupRecord, SubmissionRecord, SubmissionStatus
 
@@ -138,6 +139,14 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             WHEN reason GLOB 'Dependency*' THEN 'dependency'
         END
         WHERE final_health IN ('failed', 'cancelled') AND reason IS NOT NULL""",
+    ),
+    # 6: what each job held and for how long (``scheduler/usage.JobUsage`` as JSON), read
+    # from the scheduler's rows when it is settled; NULL on older records: not known.
+    # and why recon cancelled each job it cancelled (the action's ``Cause`` as a value:
+    # a teardown, an idle release...), NULL on older cancels.
+    (
+        "ALTER TABLE submissions ADD COLUMN usage TEXT",
+        "ALTER TABLE cancels ADD COLUMN cause TEXT",
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -360,9 +369,11 @@ class Journal:
         *,
         ending: EndingKind | None = None,
         record_id: int | None = None,
+        usage: JobUsage | None = None,
     ) -> bool:
         """Record how a job ended (``ending``: beyond its health, as settle judged it;
-        ``reason``: in words); False (and nothing written) if the job id is unknown.
+        ``reason``: in words; ``usage``: what it held, when the scheduler said it); False
+        (and nothing written) if the job id is unknown.
 
         Applies to the record ``record_id`` (settle names the one the job's tag matches:
         Slurm hands a lost job's id to a later job, maybe another run's), else to the
@@ -374,22 +385,19 @@ class Journal:
             raise ValueError(f"{health} is not a final state; expected one of {FINAL_HEALTHS}")
         with self._transaction() as db:
             row = db.execute(
-                "SELECT id, final_health, exit_code, reason, ending FROM submissions"
+                "SELECT id, final_health, exit_code, reason, ending, usage FROM submissions"
                 " WHERE job_id = ? AND (? IS NULL OR id = ?) ORDER BY id DESC LIMIT 1",
                 (job_id, record_id, record_id),
             ).fetchone()
             if row is None:
                 return False
-            if (row["final_health"], row["exit_code"], row["reason"], row["ending"]) != (
-                health,
-                exit_code,
-                reason,
-                ending,
-            ):
+            held = None if usage is None else json.dumps(usage.to_json())
+            known = (row["final_health"], row["exit_code"], row["reason"], row["ending"])
+            if known != (health, exit_code, reason, ending) or (held and held != row["usage"]):
                 db.execute(
                     "UPDATE submissions SET final_health = ?, exit_code = ?, reason = ?,"
-                    " ending = ?, updated_at = ? WHERE id = ?",
-                    (health, exit_code, reason, ending, _stamp(now), row["id"]),
+                    " ending = ?, usage = COALESCE(?, usage), updated_at = ? WHERE id = ?",
+                    (health, exit_code, reason, ending, held, _stamp(now), row["id"]),
                 )
         return True
 
@@ -430,15 +438,22 @@ class Journal:
     # -- cancels -------------------------------------------------------------------------
 
     def record_cancel_intent(
-        self, project: str, name: str, job_id: str, reason: str, now: datetime
+        self,
+        project: str,
+        name: str,
+        job_id: str,
+        reason: str,
+        now: datetime,
+        cause: str | None = None,
     ) -> int:
-        """Record that recon is about to scancel ``job_id``; returns the cancel's id."""
+        """Record that recon is about to scancel ``job_id`` (``cause``: the action's, as a
+        value); returns the cancel's id."""
         stamp = _stamp(now)
         with self._transaction() as db:
             cursor = db.execute(
-                "INSERT INTO cancels (project, name, job_id, reason, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (project, name, job_id, reason, stamp),
+                "INSERT INTO cancels (project, name, job_id, reason, created_at, cause)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (project, name, job_id, reason, stamp, cause),
             )
         return _rowid(cursor)
 
@@ -461,6 +476,17 @@ class Journal:
                 "SELECT DISTINCT job_id FROM cancels WHERE project = ?", (project,)
             ).fetchall()
         return frozenset(row["job_id"] for row in rows)
+
+    def cancel_causes(self, project: str) -> dict[str, str]:
+        """job id -> why recon cancelled it (the newest cancel's cause, as the planner's
+        ``Cause`` value), for the cancels that recorded one."""
+        with self._sqlite_errors():
+            rows = self._db.execute(
+                "SELECT job_id, cause FROM cancels WHERE project = ? AND cause IS NOT NULL"
+                " ORDER BY id",
+                (project,),
+            ).fetchall()
+        return {row["job_id"]: row["cause"] for row in rows}
 
     def pending_cancels(self, project: str) -> list[CancelRecord]:
         """Cancels whose outcome was never recorded (a crash mid-cancel), oldest first."""
@@ -845,6 +871,7 @@ def _record(row: sqlite3.Row) -> SubmissionRecord:
         input_versions=_mapping(row["input_versions"]),
         output_versions=_mapping(row["output_versions"]),
         code_versions=_mapping(row["code_versions"]),
+        usage_json=row["usage"],
         created_at=datetime.fromisoformat(row["created_at"]),
         updated_at=datetime.fromisoformat(row["updated_at"]),
     )

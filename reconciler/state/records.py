@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -12,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from reconciler.scheduler.states import Health, SlurmState, in_words
+from reconciler.scheduler.usage import JobUsage
 
 # A job (or setup step) recon journalled and the scheduler does not show yet is waited
 # for this long before it counts as lost: Slurm's two sources lag behind each other.
@@ -116,8 +118,17 @@ class SubmissionRecord:
     # the run's code files -> the git blob ids it was submitted with; {} on records from
     # before recon recorded them (the files at `commit` are what such a job ran)
     code_versions: dict[str, str] = field(default_factory=dict)
+    # what the job held and for how long, read from the scheduler when it was settled, as
+    # the journal keeps it (``JobUsage`` as JSON, read by ``usage``: a pass that plans
+    # never needs it); None while it runs, and on records from before recon read it
+    usage_json: str | None = None
     created_at: datetime
     updated_at: datetime
+
+    @property
+    def usage(self) -> JobUsage | None:
+        """What the job held (``usage_json`` read; each call reads it anew)."""
+        return None if self.usage_json is None else JobUsage.from_json(json.loads(self.usage_json))
 
 
 class SetupRecord(BaseModel):

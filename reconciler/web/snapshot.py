@@ -15,23 +15,25 @@ import io
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
-from reconciler.desired.desired import Desired, DesiredRun
+from reconciler.desired.desired import Desired, DesiredRun, spec_hash_of
 from reconciler.desired.loader import open_source
 from reconciler.desired.matrix import member_order, sweep_of
+from reconciler.engine.plan.cost import ledger
 from reconciler.engine.plan.status import (
     AllocationStatus,
     RunStatus,
     allocation_statuses,
     run_statuses,
 )
-from reconciler.engine.reconcile import Look
+from reconciler.engine.reconcile import Look, read_cancel_causes
+from reconciler.report.cost import ledger_data
 from reconciler.report.graph import as_svg, graph_of
 from reconciler.report.plan import as_text
 from reconciler.report.status import by_sweep, counts, health_words, next_words
@@ -56,6 +58,7 @@ class Snapshot:
     graph_svg: str
     plan_text: str
     observed_at: datetime
+    cost: dict[str, Any] = field(default_factory=dict)  # `recon cost --format json`'s data
 
     @property
     def desired(self) -> Desired:
@@ -76,6 +79,8 @@ class Snapshot:
             "allocations": [_allocation(row) for row in self.allocations],
             "plan": self.plan_text,
             "graph_svg": self.graph_svg,
+            # the project's cost (a run's is in its details: 10,000 runs' are not sent)
+            "cost": {key: self.cost.get(key) for key in ("total", "saved", "jobs_running")},
         }
 
 
@@ -87,7 +92,16 @@ def snapshot_of(look: Look, observed_at: datetime, graph_limit: int) -> Snapshot
     # Coloured by sync, with health as a dot: the plan is shown beside it, not on it.
     svg = as_svg(graph_of(look.desired, None, runs).limited(graph_limit))
     # The changes only, as `recon plan` shows them by default: not a line per current run.
-    return Snapshot(look, runs, held, svg, as_text(look.plan, show_noop=False), observed_at)
+    plan_text = as_text(look.plan, show_noop=False)
+    return Snapshot(look, runs, held, svg, plan_text, observed_at, _cost(look))
+
+
+def _cost(look: Look) -> dict[str, Any]:
+    """What `recon cost` says of the project, from the look's journal records."""
+    desired = look.desired
+    specs = {name: spec_hash_of(desired.runs, name) for name in desired.runs}
+    book = ledger(look.records, specs, cancel_causes=read_cancel_causes(desired))
+    return ledger_data(book, desired.project.project)
 
 
 def table(runs: Sequence[RunStatus]) -> list[dict[str, Any]]:
@@ -197,6 +211,7 @@ def run_details(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
         "spec_hash": run.spec_hash,
         "spec": committed_spec(desired, name),
         "status": row.model_dump(mode="json") if row is not None else None,
+        "cost": snapshot.cost.get("runs", {}).get(name),
         "jobs": _jobs(jobs),
         "history": _history(history),
         "outputs": [

@@ -84,3 +84,19 @@ def test_a_running_job_is_seen_running_with_its_start(backend: Harness) -> None:
     assert (job.job_id, component.state, component.end) == (job_id, SlurmState.RUNNING, None)
     assert component.start is not None and component.nodes
     backend.scheduler.cancel(job_id)
+
+
+def test_a_finished_job_reports_what_it_held_and_for_how_long(backend: Harness) -> None:
+    """Accounting for `recon cost`: what each component held (CPUs; GPUs where asked)
+    and its elapsed time, as sacct's AllocTRES and ElapsedRaw say it, on every backend."""
+    from reconciler.scheduler.usage import usage_of
+
+    backend.submit("held", "sleep 2", header=["--cpus-per-task=2"])
+    job = backend.wait("held", final)
+    (component,) = job.components
+    assert component.held is not None and component.held.cpus == 2
+    assert component.elapsed is not None and component.elapsed.total_seconds() >= 1
+    assert component.start is not None and component.end is not None
+    usage = usage_of(job)
+    assert usage is not None and usage.cpus == 2
+    assert usage.cpu_s == 2 * component.elapsed.total_seconds() and usage.gpu_s == 0

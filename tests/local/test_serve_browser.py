@@ -113,6 +113,7 @@ def test_the_page_shows_every_run_its_details_and_a_job_ending_without_a_reload(
             RUNS, "never run"
         )
         assert all("never run" in node["text"] for node in before.values())
+        assert not browser.find_element(By.ID, "cost-section").is_displayed()  # no job yet
         screenshot(browser, "serve-before-apply.png")
         # The page is kept: a reload would lose this mark.
         browser.execute_script("window.reconMark = 'same page';")
@@ -138,6 +139,11 @@ def test_the_page_shows_every_run_its_details_and_a_job_ending_without_a_reload(
         )
         assert all("current · succeeded" in node["text"] for node in after.values())
         assert browser.execute_script("return window.reconMark;") == "same page"
+        # The jobs ended with what they held recorded: the cost card shows (CPUs only here).
+        wait_until(lambda: browser.find_element(By.ID, "cost-section").is_displayed(),
+                   why="the cost card shown")  # fmt: skip
+        card = browser.find_element(By.ID, "cost").text
+        assert "current successes" in card and "total" in card, card
 
         browser.find_element(By.CSS_SELECTOR, '#graph g.node[data-name="prepare"]').click()
         wait_until(lambda: browser.find_element(By.ID, "details-name").text == "prepare",
@@ -145,6 +151,8 @@ def test_the_page_shows_every_run_its_details_and_a_job_ending_without_a_reload(
         reason = wait_until(lambda: browser.find_element(By.ID, "details-reason").text)
         # Said once, as `recon status` says it: not "current, succeeded. no-op: current (...)".
         assert reason.startswith("current (job ") and reason.endswith(" succeeded)"), reason
+        cost = browser.find_element(By.ID, "details-cost").text
+        assert cost.startswith("Cost: - GPU-h, ") and "CPU-h over 1 job (current successes" in cost
         log = wait_until(lambda: browser.find_element(By.ID, "details-log").text)
         assert "wrote 200 episodes to " in log and log.endswith(
             "/runs/prepare/data/.recon-staging/episodes.csv"  # where the job wrote it

@@ -110,6 +110,9 @@ def test_the_metrics_move_when_a_commit_is_applied(tmp_path: Path) -> None:
             > before["recon_watch_pass_duration_seconds_count"]
         )
         assert after["recon_watch_teardowns_total"] == 0
+        # the jobs' CPU-hours, counted as they ended (the local backend holds no GPUs)
+        assert after['recon_cpu_hours_total{outcome="succeeded"}'] > 0
+        assert after['recon_gpu_hours_total{outcome="succeeded"}'] == 0
         served = {re.sub(r"\{.*", "", sample) for sample in after}
         for name in documented_alert_metrics():
             assert name in served, f"docs/operations.md's alert names {name}, not served"

@@ -25,7 +25,11 @@ STORIES = "tests/local/test_doc_stories.py"
 ARRAYS = "tests/unit/test_doc_arrays.py"
 
 # Blocks showing what recon prints, and the test that compares them with it.
+COST = "tests/unit/test_doc_cost.py::test_the_pages_outputs_are_what_recon_prints"
 CHECKED = {
+    "docs/cost.md: $ recon cost": COST,
+    'docs/cost.md: $ git commit -am "train on 4 GPUs, add finetune"': COST,
+    "docs/cost.md: $ recon plan --against HEAD~1 --format markdown": COST,
     "docs/specs.md: <output's folder>/.recon-staging/<output's name>     what {o": (
         "tests/unit/test_staged_outputs.py::test_the_staging_path_the_docs_show"
     ),

@@ -558,3 +558,42 @@ def test_a_jobs_ending_is_recorded_beside_its_reason(journal: Journal) -> None:
     journal.record_final("101", Health.FAILED, None, "timed out", T2)
     (record,) = journal.records("demo")
     assert (record.ending, record.updated_at) == (None, T2)
+
+
+def test_a_version_5_journal_goes_on_with_its_jobs_usage_unknown(tmp_path: Path) -> None:
+    """The release before accounting kept no usage: its records read on with none (not
+    zero), a job it left running is settled with its usage, and nothing else changes."""
+    from reconciler.scheduler.usage import JobUsage
+    from reconciler.state import journal as journal_module
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statements in journal_module._MIGRATIONS[:5]:
+        for statement in statements:
+            db.execute(statement)
+    for job_id, health in (("1", "succeeded"), ("2", None)):
+        db.execute(
+            "INSERT INTO submissions (project, kind, name, spec_hash, git_commit, job_id,"
+            " status, final_health, created_at, updated_at)"
+            " VALUES ('p', 'run', 'a', 'h', 'c1', ?, 'submitted', ?, ?, ?)",
+            (job_id, health, "2026-11-29T12:00:00+00:00", "2026-11-29T12:00:00+00:00"),
+        )
+    db.execute("PRAGMA user_version = 5")
+    db.close()
+    held = JobUsage(elapsed_s=10, gpus=2, cpus=2, gpu_s=20, cpu_s=20, started=T0)
+    with journal_module.Journal(path) as journal:
+        old, _running = journal.records("p")
+        assert (old.usage, old.final_health, old.commit) == (None, Health.SUCCEEDED, "c1")
+        assert journal.record_final("2", Health.SUCCEEDED, 0, None, T1, usage=held)
+        assert [r.usage for r in journal.records("p")] == [None, held]
+
+
+def test_a_jobs_usage_is_recorded_once_and_not_wiped_by_a_later_word(journal: Journal) -> None:
+    from reconciler.scheduler.usage import JobUsage
+
+    held = JobUsage(elapsed_s=3, cpus=1, cpu_s=3, started=T0, ended=T1)
+    journal.record_submitted(intent(journal), "101", T0)
+    journal.record_final("101", Health.FAILED, 3, None, T1, usage=held)
+    journal.record_final("101", Health.FAILED, 3, "NonZeroExitCode", T2)  # no rows now
+    (record,) = journal.records("demo")
+    assert (record.usage, record.reason) == (held, "NonZeroExitCode")

@@ -140,3 +140,52 @@ def test_a_bad_metrics_address_says_how_to_write_one(text: str) -> None:
         typer.BadParameter, match=re.escape("is not HOST:PORT: write e.g. 127.0.0.1:9464")
     ):
         parse_address(text)
+
+
+def test_gpu_hours_are_counted_by_outcome_as_jobs_end_each_once() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from reconciler.engine.apply.settle import Ending
+    from reconciler.scheduler.base import Held, JobRecord, ObservedJob
+    from reconciler.scheduler.states import Health, SlurmState
+    from reconciler.scheduler.tag import Tag
+    from reconciler.state.records import SubmissionRecord, SubmissionStatus
+
+    at = datetime(2026, 12, 2, tzinfo=UTC)
+
+    def ended(
+        name: str, job_id: str, state: SlurmState, health: Health, kind: str = "run"
+    ) -> Ending:
+        tag = Tag(project="p", deployment="0" * 12, kind=kind, name=name, spec_hash="1" * 16)
+        row = JobRecord(
+            job_id=job_id, top_id=job_id.partition(".")[0], state=state, start=at,
+            end=at + timedelta(hours=2), elapsed=timedelta(hours=2),
+            held=Held(cpus=4, gpus=2, nodes=1), source="sacct",
+        )  # fmt: skip
+        record = SubmissionRecord(
+            id=1, project="p", kind="alloc" if kind == "alloc" else "run", name=name,
+            spec_hash="1" * 16, commit=None, job_id=job_id, status=SubmissionStatus.SUBMITTED,
+            created_at=at, updated_at=at,
+        )  # fmt: skip
+        job = ObservedJob(job_id=job_id, tag=tag, rows=(row,))
+        return Ending(job, record, health, None, None)
+
+    endings = (
+        ended("a", "11", SlurmState.COMPLETED, Health.SUCCEEDED),
+        ended("b", "12", SlurmState.FAILED, Health.FAILED),
+        ended("c", "13", SlurmState.CANCELLED, Health.CANCELLED),
+        ended("warm", "14", SlurmState.CANCELLED, Health.CANCELLED, kind="alloc"),  # no step
+        ended("d", "14.0", SlurmState.COMPLETED, Health.SUCCEEDED),  # inside warm: not again
+    )
+    metrics = WatchMetrics(clock=lambda: 0.0)
+    assert value(metrics, "recon_gpu_hours_total", outcome="succeeded") == 0
+    passed = outcome_of(plan_of(), ApplyResult())
+    passed = replace(passed, look=replace(passed.look, endings=endings))
+    metrics.record(PassReport(PassResult.OK, 1.0, outcome=passed))
+    for outcome, hours in (("succeeded", 4), ("failed", 4), ("cancelled", 4), ("alloc_idle", 4)):
+        assert value(metrics, "recon_gpu_hours_total", outcome=outcome) == hours, outcome
+        assert value(metrics, "recon_cpu_hours_total", outcome=outcome) == 2 * hours, outcome
+    assert value(metrics, "recon_gpu_hours_total", outcome="alloc_work") == 0
+    # the next pass settles nothing new: nothing counted twice
+    metrics.record(PassReport(PassResult.OK, 1.0, outcome=outcome_of(plan_of(), ApplyResult())))
+    assert value(metrics, "recon_gpu_hours_total", outcome="succeeded") == 4

@@ -196,3 +196,28 @@ def test_an_orphan_clicked_shows_why_and_its_jobs_not_a_dead_end(tmp_path: Path)
     assert orphan["location"] is None and orphan["spec"] is None and orphan["outputs"] == []
     assert orphan["log"] == {"job_id": "41", "stdout": None, "stderr": None}
     assert details(shown, "gone") is None  # a name no row has
+
+
+def test_the_cost_panel_and_a_runs_cost_come_from_the_looks_journal(tmp_path: Path) -> None:
+    import json
+    from dataclasses import replace
+
+    from reconciler.engine.reconcile import Request, look_once
+    from reconciler.scheduler.usage import JobUsage
+    from reconciler.web.snapshot import snapshot_of
+    from tests.local.serving import example_project
+
+    look = look_once(Request(example_project(tmp_path), scheduler="local"))
+    spec = look.desired.runs["train"].spec_hash
+    held = JobUsage(elapsed_s=1800, gpus=2, cpus=4, gpu_s=3600, cpu_s=7200, wait_s=360)
+    ran = replace(
+        record("train", spec, "11", Health.SUCCEEDED), usage_json=json.dumps(held.to_json())
+    )
+    shown = snapshot_of(replace(look, records=[ran]), datetime(2026, 1, 1, tzinfo=UTC), 200)
+    cost = shown.summary()["cost"]
+    assert cost["total"]["gpu_hours"] == 1 and cost["total"]["gpu_hours_by"]["current"] == 1
+    assert cost["total"]["queue_wait_hours"] == 0.1 and cost["jobs_running"] == 0
+    train = details(shown, "train")
+    assert train is not None and train["cost"]["cpu_hours"] == 2 and train["cost"]["jobs"] == 1
+    prepare = details(shown, "prepare")
+    assert prepare is not None and prepare["cost"] is None  # no job yet

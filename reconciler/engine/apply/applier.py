@@ -265,7 +265,7 @@ class Applier:
         end = self.scheduler.release if action.target_kind == "alloc" else self.scheduler.cancel
         write_ahead(
             lambda: self.journal.record_cancel_intent(
-                self.plan.project, action.target, job_id, reason, self.clock()
+                self.plan.project, action.target, job_id, reason, self.clock(), action.cause
             ),
             lambda: end(job_id),
             lambda intent, _: self.journal.record_cancel_done(intent, self.clock()),

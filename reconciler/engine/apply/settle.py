@@ -24,6 +24,7 @@ Outcomes are recorded once; a job the journal has already settled is not looked 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -43,6 +44,7 @@ from reconciler.scheduler.states import (
     aggregate,
     waited_for_dependency,
 )
+from reconciler.scheduler.usage import JobUsage, usage_of
 from reconciler.state.journal import Journal
 from reconciler.state.outputs import (
     OutputsSeen,
@@ -84,6 +86,11 @@ class Ending:
     # success's), recorded instead of ``inputs``
     matched: Mapping[str, str | None] | None = None
     kind: EndingKind | None = None
+
+    @property
+    def usage(self) -> JobUsage | None:
+        """What the job held, from the scheduler's rows (``scheduler/usage``)."""
+        return usage_of(self.job, allocation=self.job.tag.kind == "alloc")
 
     def read(self) -> dict[str, str | None]:
         """The input versions to record for a success."""
@@ -163,6 +170,7 @@ def _recorded(record: SubmissionRecord, ending: Ending | None) -> SubmissionReco
         exit_code=ending.exit_code,
         reason=ending.reason,
         ending=ending.kind,
+        usage_json=_usage_json(ending.usage) or record.usage_json,
     )
     if ending.inputs is None:
         return ended
@@ -195,6 +203,7 @@ def record(
             now,
             ending=ending.kind,
             record_id=ending.record.id,
+            usage=ending.usage,
         )
         if ending.inputs is None:
             continue
@@ -343,6 +352,10 @@ def _skipped(
     if not set(run.inputs) <= set(matched):
         return ending  # what it matched is not known in full: judged as if it ran
     return replace(ending, reason=SKIPPED, matched=matched)
+
+
+def _usage_json(usage: JobUsage | None) -> str | None:
+    return None if usage is None else json.dumps(usage.to_json())
 
 
 def _digests(versions: Mapping[str, OutputVersion | None]) -> dict[str, str | None]:

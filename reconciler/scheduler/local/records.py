@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from reconciler.scheduler.arrays import compress
-from reconciler.scheduler.base import JobRecord, ObservedJob
+from reconciler.scheduler.base import Held, JobRecord, ObservedJob
 from reconciler.scheduler.local.decide import CANCELLED_ALONE, JobFacts, Status
 from reconciler.scheduler.local.store import JobSpec
 from reconciler.scheduler.states import ALIVE, HEALTH, Health, SlurmState
@@ -40,8 +40,13 @@ def observed_job(
     if not het:
         return ObservedJob(job_id=top, tag=tag, rows=(base,))
     rows = tuple(
-        replace(base, job_id=f"{top}+{offset}", het_offset=offset)
-        for offset in range(len(spec.components))
+        replace(
+            base,
+            job_id=f"{top}+{offset}",
+            het_offset=offset,
+            held=_held(component.cpus) if base.held is not None else None,
+        )
+        for offset, component in enumerate(spec.components)
     )
     return ObservedJob(job_id=top, tag=tag, rows=rows)
 
@@ -107,8 +112,24 @@ def _record(
         nodes=host if facts.started is not None else None,
         partition=PARTITION,
         workdir=spec.workdir,
+        elapsed=_elapsed(facts, status, now),
+        time_limit=None if spec.time_limit is None else timedelta(seconds=spec.time_limit),
+        held=_held(spec.cpus) if facts.started is not None else None,
         source="squeue" if HEALTH[status.state] in ALIVE else "sacct",
     )
+
+
+def _elapsed(facts: JobFacts, status: Status, now: datetime) -> timedelta:
+    """How long it has held its CPUs, as sacct's ElapsedRaw says it: none before it
+    started, until now while it runs."""
+    if facts.started is None:
+        return timedelta(0)
+    return max((status.end or now) - facts.started, timedelta(0))
+
+
+def _held(cpus: int) -> Held:
+    """What a local job holds: its CPUs on this one host (no GPUs, no memory booked)."""
+    return Held(cpus=cpus, nodes=1)
 
 
 def _exit_code(facts: JobFacts) -> int | None:

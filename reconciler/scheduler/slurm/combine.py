@@ -221,6 +221,9 @@ def _fill_from(live: JobRecord, past: JobRecord | None) -> JobRecord:
         end=live.end or past.end,
         raw_id=live.raw_id or past.raw_id,
         cancelled_by=past.cancelled_by,
+        elapsed=past.elapsed,
+        time_limit=past.time_limit,
+        held=past.held,
     )
 
 

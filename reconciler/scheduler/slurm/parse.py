@@ -20,7 +20,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from reconciler.scheduler.arrays import expand
-from reconciler.scheduler.base import JobRecord
+from reconciler.scheduler.base import Held, JobRecord
 from reconciler.scheduler.states import HEALTH, Health, SlurmState, parse_state
 from reconciler.scheduler.tag import PREFIX, Tag
 
@@ -35,6 +35,9 @@ SACCT_FIELDS: tuple[str, ...] = (
     "End",
     "NodeList",
     "Partition",
+    "ElapsedRaw",
+    "TimelimitRaw",
+    "AllocTRES",
     "WorkDir",
     "JobName",
     "Comment",
@@ -202,6 +205,7 @@ class _Cells:
         self._tags: dict[str, Tag | None] = {}
         self._texts: dict[str, str | None] = {}
         self._exit_codes: dict[str, tuple[int | None, int | None]] = {}
+        self._held: dict[str, Held | None] = {}
 
     def text(self, text: str) -> str | None:
         """A free-text cell (reason, nodes, partition, working directory): None when empty."""
@@ -232,6 +236,11 @@ class _Cells:
         except KeyError:
             read = self._states[text] = _state(text)
             return read
+
+    def held(self, text: str) -> Held | None:
+        if text not in self._held:
+            self._held[text] = parse_tres(text)
+        return self._held[text]
 
     def tag(self, text: str) -> Tag | None:
         try:
@@ -285,7 +294,7 @@ def _split_name_last(line: str, width: int) -> list[str] | None:
 
 def _sacct_row(row: list[str], cells: _Cells) -> JobRecord:
     job_id, raw_id, state_text, exit_code, reason, submit, start, end = row[:8]
-    nodes, partition, workdir, name, comment = row[8:]
+    nodes, partition, elapsed, limit, tres, workdir, name, comment = row[8:]
     ids = _job_id(job_id)
     state, cancelled_by = cells.state(state_text)
     code, signal = cells.exit_code(exit_code)
@@ -314,6 +323,9 @@ def _sacct_row(row: list[str], cells: _Cells) -> JobRecord:
     _set(record, "nodes", cells.text(nodes))
     _set(record, "partition", cells.text(partition))
     _set(record, "workdir", cells.text(workdir))
+    _set(record, "elapsed", _seconds(elapsed))
+    _set(record, "time_limit", _minutes(limit))
+    _set(record, "held", cells.held(tres))
     _set(record, "source", "sacct")
     return record
 
@@ -449,6 +461,63 @@ def _time(text: str, tz: tzinfo) -> datetime | None:
     except ValueError:
         raise _Unreadable(f"unknown time {text!r}") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=tz)
+
+
+def parse_tres(text: str) -> Held | None:
+    """sacct's ``AllocTRES``: ``billing=2,cpu=2,gres/gpu=2,mem=500M,node=1``; None when
+    empty (a job that never started holds nothing). GPUs are the untyped ``gres/gpu``
+    count, or where only typed counts are accounted (``gres/gpu:a100=2``) their sum;
+    other TRES (billing, energy, licences) are not read."""
+    if not text.strip():
+        return None
+    counts: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise _Unreadable(f"unknown TRES {item!r} in {text!r}")
+        counts[key.strip()] = value.strip()
+    typed = [value for key, value in counts.items() if key.startswith("gres/gpu:")]
+    gpus = _count(counts["gres/gpu"]) if "gres/gpu" in counts else sum(map(_count, typed))
+    return Held(
+        cpus=_count(counts.get("cpu", "0")),
+        gpus=gpus,
+        memory_mb=_megabytes(counts.get("mem", "0")),
+        nodes=_count(counts.get("node", "0")),
+    )
+
+
+_MEMORY = re.compile(r"^(?P<amount>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)$")
+_MEBIBYTES = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise _Unreadable(f"unknown TRES count {text!r}")
+    return int(text)
+
+
+def _megabytes(text: str) -> int:
+    match = _MEMORY.match(text)
+    if match is None:
+        raise _Unreadable(f"unknown memory {text!r}")
+    return round(float(match["amount"]) * _MEBIBYTES[match["unit"]])
+
+
+def _seconds(text: str) -> timedelta | None:
+    """ElapsedRaw: whole seconds; empty on rows that predate it."""
+    if not text.strip():
+        return None
+    if not text.isdigit():
+        raise _Unreadable(f"unknown elapsed seconds {text!r}")
+    return timedelta(seconds=int(text))
+
+
+def _minutes(text: str) -> timedelta | None:
+    """TimelimitRaw: minutes; empty on steps, ``UNLIMITED`` or ``Partition_Limit``
+    where no limit of the job's own is set."""
+    if not text.strip() or not text.isdigit():
+        return None
+    return timedelta(minutes=int(text))
 
 
 def _time_left(text: str) -> timedelta | None:

@@ -141,7 +141,56 @@ async function refresh() {
     "name", "job_id", "health", "nodes", (a) => duration(a.time_left),
     (a) => a.steps_running.join(", ") || "-", "reason",
   ]);
+  fillCost(state.cost);
   if (selected !== null) await show(selected);
+}
+
+// The ways hours were spent, as `recon cost` names them, and the page's words for them.
+const SPENT = [
+  ["current", "current successes"], ["superseded", "superseded successes"],
+  ["failed", "failed attempts"], ["cancelled", "cancelled or torn down"],
+  ["idle", "allocations idle"], ["allocation_work", "allocations working"],
+];
+
+function hours(value) {
+  return value ? value.toFixed(3) : "-";
+}
+
+function jobs(count) {
+  return count + (count === 1 ? " job" : " jobs");
+}
+
+// The project's cost card: hidden until a job has ended with its usage known.
+function fillCost(cost) {
+  const total = cost && cost.total;
+  byId("cost-section").hidden = !total || total.jobs === 0;
+  if (!total) return;
+  const rows = SPENT.map(([key, words]) => ({
+    name: words, gpu: total.gpu_hours_by[key], cpu: total.cpu_hours_by[key],
+  }));
+  rows.push({ name: "total", gpu: total.gpu_hours, cpu: total.cpu_hours });
+  fillTable("cost", rows, ["name", (r) => hours(r.gpu), (r) => hours(r.cpu)]);
+  byId("cost-notes").textContent =
+    "Queue wait " + hours(total.queue_wait_hours) + " h over " + jobs(total.jobs) +
+    (cost.jobs_running ? "; " + cost.jobs_running + " not ended yet, counted once ended." : ".");
+  const saved = byId("cost-saved");
+  saved.replaceChildren(...Object.values(cost.saved || {}).map((s) => {
+    const li = document.createElement("li");
+    li.textContent = "Saved " + hours(s.gpu_hours) + " GPU-h, " + hours(s.cpu_hours) +
+      " CPU-h over " + jobs(s.jobs) + ": " + s.how;
+    return li;
+  }));
+}
+
+// A run's cost in its details: its hours and how they were spent.
+function costWords(cost) {
+  if (!cost) return "";
+  const spent = SPENT.filter(([key]) => cost.gpu_hours_by[key] || cost.cpu_hours_by[key])
+    .map(([key, words]) => words + " " + hours(cost.gpu_hours_by[key]) + " GPU-h, " +
+      hours(cost.cpu_hours_by[key]) + " CPU-h");
+  return "Cost: " + hours(cost.gpu_hours) + " GPU-h, " + hours(cost.cpu_hours) + " CPU-h over " +
+    jobs(cost.jobs) + (spent.length ? " (" + spent.join("; ") + ")" : "") +
+    (cost.in_allocation_job ? ", held within its allocation's job." : ".");
 }
 
 async function show(name) {
@@ -153,6 +202,7 @@ async function show(name) {
   const details = byId("details");
   details.hidden = false;
   byId("details-sweep").hidden = shown.kind !== "sweep";
+  byId("details-cost").hidden = true;
   byId("details-run").hidden = shown.kind !== "run";
   byId("details-documents").hidden = !shown.kind;
   if (shown.error) {
@@ -178,6 +228,9 @@ async function show(name) {
     ? shown.location + at + " · spec " + shown.spec_hash.slice(0, 12)
     : "no longer in the repo" + at + ": its jobs as recon knows them";
   byId("details-reason").textContent = shown.why;
+  const cost = byId("details-cost");
+  cost.hidden = !shown.cost;
+  cost.textContent = costWords(shown.cost);
   fillTable("details-jobs", shown.jobs, [
     "job_id", "state", (j) => j.exit_code, "nodes", (j) => when(j.start), (j) => when(j.end),
   ]);

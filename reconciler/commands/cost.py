@@ -1,0 +1,121 @@
+"""`recon cost`: GPU-hours and CPU-hours per run, sweep, allocation and commit, from the
+journal alone (no cluster), and what recon saved."""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from reconciler.commands.common import (
+    Format,
+    RevisionOption,
+    TargetsArgument,
+    WorktreeOption,
+    split_arguments,
+    warn,
+    width,
+)
+
+_PERIOD = re.compile(r"^(\d+(?:\.\d+)?)(h|d|w)$")
+_PERIOD_HOURS = {"h": 1.0, "d": 24.0, "w": 24.0 * 7}
+
+
+def cost(
+    arguments: TargetsArgument = None,
+    rev: RevisionOption = None,
+    worktree: WorktreeOption = False,
+    output_format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="PERIOD|COMMIT",
+            help="Only jobs submitted in the last PERIOD (12h, 7d, 2w), or for COMMIT and the "
+            "commits after it.",
+        ),
+    ] = None,
+    unit: Annotated[
+        str,
+        typer.Option(
+            "--by",
+            metavar="gpu|cpu",
+            help="Split the runs', sweeps', allocations' and commits' hours by way of spending "
+            "in GPU-hours (default) or CPU-hours. (JSON has both.)",
+        ),
+    ] = "gpu",
+) -> None:
+    """GPU-hours and CPU-hours the project's jobs held, by how they were spent.
+
+    PROJECT is the folder holding recon.yaml (default: the current folder); RUN names a
+    run, sweep or allocation to count (default: all). Read from the journal alone: what
+    each job held (sacct's AllocTRES for its ElapsedRaw), recorded when it ended; no
+    cluster is asked. Split into current successes, superseded ones, failed attempts,
+    cancelled and torn-down jobs, allocations' idle and working time, and queue wait; per
+    run, sweep, allocation and commit; and what recon saved, each figure explained.
+
+    \b
+    Examples:
+      recon cost                         the whole project in this folder
+      recon cost . train --format json
+      recon cost --since 7d --format markdown
+      recon cost --since v1.2            jobs for commit v1.2 and later ones
+    """
+    from reconciler.desired.desired import spec_hash_of
+    from reconciler.desired.matrix import sweep_of
+    from reconciler.engine.plan.cost import ledger
+    from reconciler.engine.reconcile import Request, load, read_cancel_causes, read_journal
+    from reconciler.errors import UnknownTarget
+    from reconciler.report import cost as cost_report
+
+    if unit not in ("gpu", "cpu"):
+        raise typer.BadParameter(f"{unit!r} is no unit: write gpu or cpu", param_hint="--by")
+    repo, targets = split_arguments(arguments)
+    desired = warn(load(Request(repo, rev, worktree)))
+    known = set(desired.runs) | set(desired.allocations) | set(desired.sweeps)
+    journal = read_journal(desired)
+    recorded = {record.name for record in journal.records}
+    recorded |= {sweep for name in recorded if (sweep := sweep_of(name)) is not None}
+    for name in targets:
+        if name not in known and name not in recorded:
+            raise UnknownTarget(
+                f"no run, sweep or allocation named {name} in {desired.project.project}, now "
+                "or in its journal: name one `recon status` lists"
+            )
+    after, commits = _since(since, desired.root, rev)
+    book = ledger(
+        journal.records,
+        {name: spec_hash_of(desired.runs, name) for name in desired.runs},
+        cancel_causes=read_cancel_causes(desired),
+        since=after,
+        commits=commits,
+        names=targets,
+    )
+    render = cost_report.RENDERERS[output_format.value]
+    sys.stdout.write(render(book, desired.project.project, cost_report.Unit(unit), width()))
+
+
+def _since(
+    since: str | None, root: Path, rev: str | None
+) -> tuple[datetime | None, list[str] | None]:
+    """--since as a time (a period back from now) or a list of commits."""
+    from reconciler.desired.source import commits_since
+
+    if since is None:
+        return None, None
+    period = _PERIOD.match(since.strip())
+    if period is not None:
+        hours = float(period[1]) * _PERIOD_HOURS[period[2]]
+        return datetime.now(UTC) - timedelta(hours=hours), None
+    commits = commits_since(root, since, rev or "HEAD")
+    if commits is None:
+        raise typer.BadParameter(
+            f"{since!r} is neither a period (12h, 7d, 2w) nor a commit of the repository:"
+            " write e.g. --since 7d or --since <commit>",
+            param_hint="--since",
+        )
+    return None, commits

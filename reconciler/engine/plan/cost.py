@@ -1,0 +1,386 @@
+"""What a project's jobs cost, split by how it was spent, and what recon saved. Pure.
+
+Made from the journal's records alone (each job's ``usage``, journalled when it was
+settled: ``scheduler/usage``), so it works offline, long after sacct's window; which
+spec of each run is current and which runs are sweeps' members are arguments.
+
+How each job is counted (GPU-hours and CPU-hours held, ``JobUsage``):
+- a run's batch job: by how it ended. ``current``: the newest success of the run that
+  ran its command, at the spec the run has now, and the skipped successes after it;
+  ``superseded``: every other success (an older spec or commit, or rerun since);
+  ``failed``: failed attempts and the retries that failed; ``cancelled``: torn down,
+  pruned, replaced or cancelled while it ran or waited (a job recon cancelled counts
+  here whatever its health: a het job torn down after one half failed, say).
+- an allocation's job: what it held, split into ``idle`` (held with no step running)
+  and ``allocation work`` (the rest: its runs' steps and its setup). A run that ran as
+  a step inside it is shown on its run's line, and counted once, in the allocation's.
+- queue wait: wall hours from submission to start, summed; no resources are held.
+- a job still queued or running has no usage yet: counted once it has ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from reconciler.desired.matrix import sweep_of
+from reconciler.desired.models import RunResources
+from reconciler.engine.plan.actions import Cause
+from reconciler.scheduler.render import SKIPPED
+from reconciler.scheduler.states import Health
+from reconciler.scheduler.usage import JobUsage
+from reconciler.state.records import SubmissionRecord
+
+HOUR = 3600.0
+
+
+class Spent(StrEnum):
+    """How a job's hours were spent: the columns of ``recon cost``."""
+
+    CURRENT = "current"
+    SUPERSEDED = "superseded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    IDLE = "idle"  # an allocation held with no step running
+    ALLOCATION_WORK = "allocation_work"  # an allocation's held time its steps used
+
+
+@dataclass
+class Hours:
+    """GPU-hours and CPU-hours held, by how they were spent, and queue wait."""
+
+    gpu: dict[Spent, float] = field(default_factory=dict)
+    cpu: dict[Spent, float] = field(default_factory=dict)
+    wait_h: float = 0.0
+    jobs: int = 0
+
+    def add(self, spent: Spent, gpu_h: float, cpu_h: float) -> None:
+        self.gpu[spent] = self.gpu.get(spent, 0.0) + gpu_h
+        self.cpu[spent] = self.cpu.get(spent, 0.0) + cpu_h
+
+    def take(self, other: Hours) -> None:
+        for spent, hours in other.gpu.items():
+            self.gpu[spent] = self.gpu.get(spent, 0.0) + hours
+        for spent, hours in other.cpu.items():
+            self.cpu[spent] = self.cpu.get(spent, 0.0) + hours
+        self.wait_h += other.wait_h
+        self.jobs += other.jobs
+
+    @property
+    def gpu_h(self) -> float:
+        return sum(self.gpu.values())
+
+    @property
+    def cpu_h(self) -> float:
+        return sum(self.cpu.values())
+
+
+class Saving(StrEnum):
+    SKIPPED = "skipped"  # a rerun whose job skipped its command: inputs unchanged
+    IDLE_RELEASE = "idle_release"  # an allocation released after idle_release
+    TEARDOWN = "teardown"  # a het component or coupled partner torn down early
+
+
+# One line each, said with its number: how the saving is estimated.
+SAVING_WORDS: dict[Saving, str] = {
+    Saving.SKIPPED: "reruns that skipped their command (inputs unchanged), each valued at "
+    "the run's last job that ran it, less what the skipping job held",
+    Saving.IDLE_RELEASE: "allocations released after idle_release, each valued at what it "
+    "held times the time left to its limit, which Slurm would have kept it for",
+    Saving.TEARDOWN: "jobs torn down when a coupled part failed, each valued at what it held "
+    "times the time the run's last success ran beyond it (none counted without one)",
+}
+
+
+@dataclass
+class Saved:
+    gpu_h: float = 0.0
+    cpu_h: float = 0.0
+    jobs: int = 0
+
+
+@dataclass
+class Ledger:
+    """A project's cost, by run, sweep, allocation and commit, and what recon saved."""
+
+    project: Hours = field(default_factory=Hours)
+    runs: dict[str, Hours] = field(default_factory=dict)
+    # run -> the step id it last ran as, when it ran inside an allocation's job
+    in_allocation: dict[str, str] = field(default_factory=dict)
+    sweeps: dict[str, Hours] = field(default_factory=dict)
+    allocations: dict[str, Hours] = field(default_factory=dict)
+    commits: dict[str, Hours] = field(default_factory=dict)  # in order of first job
+    saved: dict[Saving, Saved] = field(default_factory=dict)
+    unknown: int = 0  # ended jobs with no usage recorded (before recon read it)
+    running: int = 0  # jobs not ended yet: counted once they have
+
+
+def ledger(
+    records: Sequence[SubmissionRecord],
+    current_specs: Mapping[str, str],
+    *,
+    cancel_causes: Mapping[str, str] | None = None,
+    since: datetime | None = None,
+    commits: Collection[str] | None = None,
+    names: Collection[str] = (),
+) -> Ledger:
+    """The cost of ``records`` (one project's, oldest first). ``current_specs``: run ->
+    its spec hash now (a run not in it left the repo: its successes are superseded).
+    ``since``: only jobs submitted then or later; ``commits``: only jobs submitted for
+    these commits; ``names``: only these runs and allocations (a sweep's name: its
+    members). ``cancel_causes``: job id -> why recon cancelled it (``Cause`` values)."""
+    causes = cancel_causes or {}
+    commits = None if commits is None else set(commits)
+    names = set(names)
+    current = _current(records, current_specs)
+    usages = {record.id: record.usage for record in records if record.usage_json is not None}
+    last_ran = _last_ran(records, usages)
+    book = Ledger()
+    for record in records:
+        if not _chosen(record, since, commits, names):
+            continue
+        if record.job_id is None:
+            continue  # only intended, or refused: no job
+        if record.final_health is None:
+            book.running += 1
+            continue
+        usage = usages.get(record.id)
+        if usage is None:
+            book.unknown += 1
+            continue
+        cause = causes.get(record.job_id)
+        hours = _hours(record, usage, record.id in current, cause is not None)
+        _book(book, record, hours)
+        _save(book, record, usage, cause, last_ran)
+    return book
+
+
+def _chosen(
+    record: SubmissionRecord,
+    since: datetime | None,
+    commits: Collection[str] | None,
+    names: Collection[str],
+) -> bool:
+    if since is not None and record.created_at < since:
+        return False
+    if commits is not None and record.commit not in commits:
+        return False
+    return not names or record.name in names or sweep_of(record.name) in names
+
+
+def _current(records: Sequence[SubmissionRecord], specs: Mapping[str, str]) -> set[int]:
+    """The records whose success is current: per run, the newest success that ran its
+    command at the run's spec now, and the skips after it."""
+    current: dict[str, list[int]] = {}
+    for record in records:
+        if record.kind != "run" or record.final_health is not Health.SUCCEEDED:
+            continue
+        if specs.get(record.name) != record.spec_hash:
+            current.pop(record.name, None)  # a success of another spec: none current yet
+            continue
+        if record.reason == SKIPPED and record.name in current:
+            current[record.name].append(record.id)
+        else:
+            current[record.name] = [record.id]
+    return {record_id for ids in current.values() for record_id in ids}
+
+
+def _last_ran(
+    records: Iterable[SubmissionRecord], usages: Mapping[int, JobUsage | None]
+) -> dict[int, JobUsage]:
+    """record id -> the usage of its run's last success before it that ran its command
+    (what a skipped or torn-down job is valued at)."""
+    last: dict[str, JobUsage] = {}
+    before: dict[int, JobUsage] = {}
+    for record in records:
+        if record.name in last:
+            before[record.id] = last[record.name]
+        ran = record.final_health is Health.SUCCEEDED and record.reason != SKIPPED
+        if ran and (usage := usages.get(record.id)) is not None:
+            last[record.name] = usage
+    return before
+
+
+def _hours(record: SubmissionRecord, usage: JobUsage, current: bool, ended_by_recon: bool) -> Hours:
+    hours = Hours(wait_h=usage.wait_s / HOUR, jobs=1)
+    if record.kind == "alloc":
+        hours.add(Spent.IDLE, usage.idle_gpu_s / HOUR, usage.idle_cpu_s / HOUR)
+        busy_gpu = (usage.gpu_s - usage.idle_gpu_s) / HOUR
+        hours.add(Spent.ALLOCATION_WORK, busy_gpu, (usage.cpu_s - usage.idle_cpu_s) / HOUR)
+        return hours
+    spent = {
+        Health.SUCCEEDED: Spent.CURRENT if current else Spent.SUPERSEDED,
+        Health.FAILED: Spent.FAILED,
+    }.get(record.final_health or Health.CANCELLED, Spent.CANCELLED)
+    if ended_by_recon and spent is not Spent.CURRENT:
+        spent = Spent.CANCELLED  # torn down, pruned or replaced: recon's doing, not the run's
+    hours.add(spent, usage.gpu_s / HOUR, usage.cpu_s / HOUR)
+    return hours
+
+
+def _book(book: Ledger, record: SubmissionRecord, hours: Hours) -> None:
+    inside = record.job_id is not None and "." in record.job_id  # a step of an allocation
+    if record.kind == "alloc":
+        book.allocations.setdefault(record.name, Hours()).take(hours)
+    else:
+        book.runs.setdefault(record.name, Hours()).take(hours)
+        if (sweep := sweep_of(record.name)) is not None:
+            book.sweeps.setdefault(sweep, Hours()).take(hours)
+        if inside:
+            book.in_allocation[record.name] = record.job_id or ""
+    if inside:
+        # held within its allocation's job, which counts it: only its wait is the project's
+        book.project.wait_h += hours.wait_h
+        book.project.jobs += 1
+    else:
+        book.project.take(hours)
+        book.commits.setdefault(record.commit or "unknown", Hours()).take(hours)
+
+
+def _save(
+    book: Ledger,
+    record: SubmissionRecord,
+    usage: JobUsage,
+    cause: str | None,
+    last_ran: Mapping[int, JobUsage],
+) -> None:
+    earlier = last_ran.get(record.id)
+    if record.final_health is Health.SUCCEEDED and record.reason == SKIPPED:
+        if earlier is not None:
+            _saved(book, Saving.SKIPPED, earlier.gpu_s - usage.gpu_s, earlier.cpu_s - usage.cpu_s)
+    elif cause == Cause.IDLE and record.kind == "alloc" and usage.time_limit_s is not None:
+        left = max(usage.time_limit_s - usage.elapsed_s, 0.0)
+        _saved(book, Saving.IDLE_RELEASE, left * usage.gpus, left * usage.cpus)
+    elif cause in (Cause.COMPONENT_FAILED, Cause.PARTNER_FAILED) and earlier is not None:
+        beyond = max(earlier.elapsed_s - usage.elapsed_s, 0.0)
+        if usage.time_limit_s is not None:
+            beyond = min(beyond, max(usage.time_limit_s - usage.elapsed_s, 0.0))
+        _saved(book, Saving.TEARDOWN, beyond * usage.gpus, beyond * usage.cpus)
+
+
+def _saved(book: Ledger, kind: Saving, gpu_s: float, cpu_s: float) -> None:
+    saved = book.saved.setdefault(kind, Saved())
+    saved.gpu_h += max(gpu_s, 0.0) / HOUR
+    saved.cpu_h += max(cpu_s, 0.0) / HOUR
+    saved.jobs += 1
+
+
+# -- the expected cost of what a plan or a change will run --------------------------------
+
+
+@dataclass(frozen=True)
+class Asks:
+    """What one job of a run asks for: GPUs and CPUs over all its nodes and components,
+    and its time limit (None: none set)."""
+
+    gpus: int
+    cpus: int
+    limit_s: float | None
+
+    @classmethod
+    def of(cls, resources: RunResources) -> Asks:
+        shapes = resources.components or (resources,)
+        gpus = sum((s.gpus.count if s.gpus else 0) * (s.nodes or 1) for s in shapes)
+        cpus = sum((s.cpus.count if s.cpus else 1) * (s.nodes or 1) for s in shapes)
+        limit = None if resources.time is None else float(resources.time.seconds)
+        return cls(gpus, cpus, limit)
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """One run the change will run: what it asks for and how long its last success ran
+    (None: it never succeeded with its usage known)."""
+
+    name: str
+    asks: Asks
+    last_s: float | None
+
+    @property
+    def gpu_h(self) -> float | None:
+        return None if self.last_s is None else self.last_s * self.asks.gpus / HOUR
+
+    @property
+    def cpu_h(self) -> float | None:
+        return None if self.last_s is None else self.last_s * self.asks.cpus / HOUR
+
+    @property
+    def ceiling_gpu_h(self) -> float | None:
+        """Its time limit times its GPUs: the most a job of it can hold."""
+        limit = self.asks.limit_s
+        return None if limit is None else limit * self.asks.gpus / HOUR
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The expected GPU-hours and CPU-hours of the runs a plan or change will run."""
+
+    runs: tuple[RunEstimate, ...]
+
+    @property
+    def known(self) -> tuple[RunEstimate, ...]:
+        return tuple(run for run in self.runs if run.last_s is not None)
+
+    @property
+    def unknown(self) -> tuple[RunEstimate, ...]:
+        return tuple(run for run in self.runs if run.last_s is None)
+
+    @property
+    def gpu_h(self) -> float:
+        return sum(run.gpu_h or 0.0 for run in self.known)
+
+    @property
+    def cpu_h(self) -> float:
+        return sum(run.cpu_h or 0.0 for run in self.known)
+
+    @property
+    def ceiling_gpu_h(self) -> float | None:
+        """The unknown runs' GPU-hours at most (their time limits); None when one of them
+        that asks for GPUs has no limit."""
+        ceilings = [run.ceiling_gpu_h for run in self.unknown if run.asks.gpus]
+        return None if None in ceilings else sum(c or 0.0 for c in ceilings)
+
+
+def last_durations(records: Iterable[SubmissionRecord]) -> dict[str, float]:
+    """run -> how long its newest success that ran its command ran (its usage's elapsed
+    time), from the journal's records, oldest first."""
+    durations: dict[str, float] = {}
+    for record in records:
+        ran = record.final_health is Health.SUCCEEDED and record.reason != SKIPPED
+        if ran and record.kind == "run" and (usage := record.usage) is not None:
+            durations[record.name] = usage.elapsed_s
+    return durations
+
+
+def expected(asks: Mapping[str, Asks], durations: Mapping[str, float]) -> Expected:
+    """The expected cost of running each run of ``asks`` (run -> what it asks for now),
+    from its last successful duration (``durations``, run -> seconds)."""
+    return Expected(
+        tuple(RunEstimate(name, ask, durations.get(name)) for name, ask in asks.items())
+    )
+
+
+# -- hours as jobs end: what `recon watch --metrics-addr` counts ---------------------------
+
+# How a job ended, for counters that only grow: a success is not later "superseded" there.
+OUTCOMES = ("succeeded", "failed", "cancelled", "alloc_idle", "alloc_work")
+
+
+def hours_by_outcome(
+    kind: str, job_id: str, health: Health, usage: JobUsage
+) -> dict[str, tuple[float, float]]:
+    """outcome -> (GPU-hours, CPU-hours) of one job that ended ``health``. A run that ran
+    as a step of an allocation (``12.3``) counts nothing: its allocation's job holds it."""
+    if kind == "alloc":
+        return {
+            "alloc_idle": (usage.idle_gpu_s / HOUR, usage.idle_cpu_s / HOUR),
+            "alloc_work": (
+                (usage.gpu_s - usage.idle_gpu_s) / HOUR,
+                (usage.cpu_s - usage.idle_cpu_s) / HOUR,
+            ),
+        }
+    if "." in job_id:
+        return {}
+    outcome = {Health.SUCCEEDED: "succeeded", Health.FAILED: "failed"}.get(health, "cancelled")
+    return {outcome: (usage.gpu_s / HOUR, usage.cpu_s / HOUR)}

@@ -1,0 +1,318 @@
+"""`recon cost` as text, markdown and JSON: the ledger of ``engine/plan/cost``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any
+
+from reconciler.desired.matrix import sweep_of
+from reconciler.desired.resources import span
+from reconciler.engine.plan.cost import SAVING_WORDS, Expected, Hours, Ledger, RunEstimate, Spent
+from reconciler.report.wrap import wrapped
+from reconciler.words import listed, plural
+
+# The ways hours were spent, in the order they are shown, and their headings.
+COLUMNS: tuple[tuple[Spent, str], ...] = (
+    (Spent.CURRENT, "current"),
+    (Spent.SUPERSEDED, "superseded"),
+    (Spent.FAILED, "failed"),
+    (Spent.CANCELLED, "cancelled"),
+    (Spent.IDLE, "alloc idle"),
+    (Spent.ALLOCATION_WORK, "alloc work"),
+)
+
+
+class Unit(StrEnum):
+    """Which hours the columns by way of spending split: GPU-hours or CPU-hours."""
+
+    gpu = "gpu"
+    cpu = "cpu"
+
+
+def _figure(hours: float) -> str:
+    """Hours to three decimals (a few seconds' job shows), ``-`` for none at all."""
+    return f"{hours:.3f}" if hours else "-"
+
+
+def _split(hours: Hours, unit: Unit) -> dict[Spent, float]:
+    return hours.gpu if unit is Unit.gpu else hours.cpu
+
+
+Table = tuple[list[str], list[list[str]]]
+
+
+def _project_table(book: Ledger) -> Table:
+    """The project's hours, one row per way they were spent."""
+    rows = [
+        [
+            title,
+            _figure(book.project.gpu.get(spent, 0.0)),
+            _figure(book.project.cpu.get(spent, 0.0)),
+        ]
+        for spent, title in COLUMNS
+    ]
+    rows.append(["total", _figure(book.project.gpu_h), _figure(book.project.cpu_h)])
+    return ["", "GPU-h", "CPU-h"], rows
+
+
+def _table(first: str, named: Mapping[str, Hours], unit: Unit) -> Table:
+    """One row per name: its hours, those of each way of spending any row has, its wait."""
+    used = [
+        (spent, title)
+        for spent, title in COLUMNS
+        if any(_split(hours, unit).get(spent) for hours in named.values())
+    ]
+    head = [first, "GPU-h", "CPU-h", *(f"{title} {unit.value.upper()}-h" for _, title in used)]
+    rows = [
+        [
+            name,
+            _figure(hours.gpu_h),
+            _figure(hours.cpu_h),
+            *(_figure(_split(hours, unit).get(spent, 0.0)) for spent, _ in used),
+            _figure(hours.wait_h),
+            str(hours.jobs),
+        ]
+        for name, hours in named.items()
+    ]
+    return [*head, "wait h", "jobs"], rows
+
+
+def _tables(book: Ledger, unit: Unit) -> list[tuple[str, Table]]:
+    runs = {
+        f"{name} (in {book.in_allocation[name].partition('.')[0]})"
+        if name in book.in_allocation
+        else name: hours
+        for name, hours in sorted(book.runs.items())
+    }
+    commits = {commit[:12]: hours for commit, hours in book.commits.items()}
+    named = (
+        ("Runs", "run", runs),
+        ("Sweeps", "sweep", dict(sorted(book.sweeps.items()))),
+        ("Allocations", "allocation", dict(sorted(book.allocations.items()))),
+        ("Commits", "commit", commits),
+    )
+    return [("Project", _project_table(book))] + [
+        (title, _table(first, rows, unit)) for title, first, rows in named if rows
+    ]
+
+
+def _notes(book: Ledger) -> list[str]:
+    notes = [
+        f"Queue wait: {_figure(book.project.wait_h)} h over {plural(book.project.jobs, 'job')}.",
+        "GPU-h and CPU-h: what the jobs held (sacct's AllocTRES times ElapsedRaw). A run "
+        "inside an allocation (in JOB) is shown on its line and counted once, in the "
+        "allocation's held time.",
+    ]
+    if not book.project.jobs:
+        notes.append("No job of the project has ended with what it held recorded yet.")
+    if book.running:
+        notes.append(f"{plural(book.running, 'job')} not ended yet: counted once ended.")
+    if book.unknown:
+        notes.append(
+            f"{plural(book.unknown, 'ended job')} with no usage in the journal (settled by "
+            "a recon that did not read it): not counted."
+        )
+    return notes
+
+
+def _saved_lines(book: Ledger) -> list[str]:
+    return [
+        f"{_figure(saved.gpu_h)} GPU-h, {_figure(saved.cpu_h)} CPU-h over "
+        f"{plural(saved.jobs, 'job')}: {SAVING_WORDS[kind]}"
+        for kind, saved in book.saved.items()
+    ]
+
+
+def as_text(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
+    """Tables as they are (a row is never broken); the lines of words wrapped to ``width``."""
+    lines = [f"Cost of project {project}, from its journal"]
+    for title, (head, rows) in _tables(book, unit):
+        widths = [max(len(cells[i]) for cells in (head, *rows)) for i in range(len(head))]
+        lines += ["", f"{title}:"]
+        for cells in (head, *rows):
+            first = cells[0].ljust(widths[0])
+            rest = [cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True)]
+            lines.append("  " + "  ".join([first, *rest]).rstrip())
+    saved = _saved_lines(book)
+    lines += ["", "Saved by recon:"]
+    for line in saved or ["nothing counted"]:
+        lines += wrapped(f"  {line}", width, 4)
+    lines.append("")
+    for note in _notes(book):
+        lines += wrapped(note, width, 2)
+    return "\n".join(lines) + "\n"
+
+
+def as_markdown(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
+    lines = [f"### Cost of project {project}, from its journal"]
+    for title, (head, rows) in _tables(book, unit):
+        lines += ["", f"**{title}**", "", "| " + " | ".join(head) + " |"]
+        lines.append("|" + "|".join(["---", *["---:"] * (len(head) - 1)]) + "|")
+        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    saved = _saved_lines(book)
+    lines += ["", "**Saved by recon**", "", *(f"- {line}" for line in saved or ["nothing counted"])]
+    lines += ["", *(f"_{note}_" for note in _notes(book))]
+    return "\n".join(lines) + "\n"
+
+
+def _hours_json(hours: Hours) -> dict[str, object]:
+    return {
+        "gpu_hours": hours.gpu_h,
+        "cpu_hours": hours.cpu_h,
+        "gpu_hours_by": {spent.value: hours.gpu.get(spent, 0.0) for spent, _ in COLUMNS},
+        "cpu_hours_by": {spent.value: hours.cpu.get(spent, 0.0) for spent, _ in COLUMNS},
+        "queue_wait_hours": hours.wait_h,
+        "jobs": hours.jobs,
+    }
+
+
+def _named(rows: Mapping[str, Hours]) -> dict[str, dict[str, object]]:
+    return {name: _hours_json(hours) for name, hours in rows.items()}
+
+
+def ledger_data(book: Ledger, project: str) -> dict[str, Any]:
+    """Every figure of the ledger as JSON data: what ``as_json`` writes and the web view
+    shows."""
+    return {
+        "project": project,
+        "total": _hours_json(book.project),
+        "runs": {
+            name: {**_hours_json(hours), "in_allocation_job": book.in_allocation.get(name)}
+            for name, hours in sorted(book.runs.items())
+        },
+        "sweeps": _named(dict(sorted(book.sweeps.items()))),
+        "allocations": _named(dict(sorted(book.allocations.items()))),
+        "commits": _named(book.commits),
+        "saved": {
+            kind.value: {
+                "gpu_hours": saved.gpu_h,
+                "cpu_hours": saved.cpu_h,
+                "jobs": saved.jobs,
+                "how": SAVING_WORDS[kind],
+            }
+            for kind, saved in book.saved.items()
+        },
+        "jobs_running": book.running,
+        "jobs_without_usage": book.unknown,
+    }
+
+
+def as_json(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
+    """Every figure, both units (``unit`` and ``width`` are the text's)."""
+    return json.dumps(ledger_data(book, project), indent=2) + "\n"
+
+
+RENDERERS: dict[str, Callable[[Ledger, str, Unit, int | None], str]] = {
+    "text": as_text,
+    "markdown": as_markdown,
+    "json": as_json,
+}
+
+
+# -- the expected cost of a plan or a change ---------------------------------------------
+
+_NAMED = 5  # runs never run named in a line; the rest counted
+_HOW = "each its last successful duration times what it asks for now"
+
+
+def _grouped(estimate: Expected) -> dict[str, list[RunEstimate]]:
+    """The runs, a sweep's members gathered under the sweep's name."""
+    groups: dict[str, list[RunEstimate]] = {}
+    for run in estimate.runs:
+        groups.setdefault(sweep_of(run.name) or run.name, []).append(run)
+    return groups
+
+
+def _unknown_words(estimate: Expected) -> str | None:
+    unknown = estimate.unknown
+    if not unknown:
+        return None
+    names = list(dict.fromkeys(sweep_of(run.name) or run.name for run in unknown))
+    if len(names) > _NAMED:
+        names = [*names[:_NAMED], f"{len(names) - _NAMED} more"]
+    ceiling = estimate.ceiling_gpu_h
+    bound = (
+        f"at most {_figure(ceiling)} GPU-h by the time limits"
+        if ceiling
+        else "no GPUs asked for"
+        if ceiling is not None
+        else "no ceiling: one asks for GPUs with no time limit"
+    )
+    return f"never run: {listed(names)} ({plural(len(unknown), 'run')}): cost unknown, {bound}"
+
+
+def _shown(estimate: Expected) -> bool:
+    """Whether a plan says its cost: when a run it will run asks for GPUs."""
+    return any(run.asks.gpus for run in estimate.runs)
+
+
+def _known_words(estimate: Expected) -> str:
+    return (
+        f"{_figure(estimate.gpu_h)} GPU-h, {_figure(estimate.cpu_h)} CPU-h for "
+        f"{plural(len(estimate.known), 'run')} ({_HOW})"
+    )
+
+
+def expected_text(estimate: Expected, width: int | None = None) -> str:
+    """A plan's text ends with these lines, wrapped to ``width``; none when it runs nothing
+    that asks for GPUs."""
+    if not _shown(estimate):
+        return ""
+    said = [f"Expected cost: {_known_words(estimate)}."] if estimate.known else []
+    if (unknown := _unknown_words(estimate)) is not None:
+        said.append(f"{unknown[0].upper()}{unknown[1:]}.")
+    return "".join(f"{line}\n" for text in said for line in wrapped(text, width, 2))
+
+
+# A PR comment's cost table names at most this many runs or sweeps; the rest are counted.
+_ROWS = 20
+
+
+def expected_markdown(estimate: Expected) -> str:
+    """A plan's or a spec diff's markdown ends with this section; empty when it runs
+    nothing that asks for GPUs."""
+    if not _shown(estimate):
+        return ""
+    lines = [""]
+    if estimate.known:
+        lines.append(f"**Expected cost: {_known_words(estimate)}.**")
+    if (unknown := _unknown_words(estimate)) is not None:
+        lines += [*([""] if estimate.known else []), f"**{unknown[0].upper()}{unknown[1:]}.**"]
+    lines += ["", "| run | GPUs | CPUs | last run | expected GPU-h |", "|---|---:|---:|---:|---:|"]
+    groups = list(_grouped(estimate).items())
+    for name, runs in groups[:_ROWS]:
+        shown = f"`{name}`" + (
+            f" ({plural(len(runs), 'member')})" if sweep_of(runs[0].name) else ""
+        )
+        known = [run for run in runs if run.last_s is not None]
+        last = "never" if not known else span(timedelta(seconds=max(r.last_s or 0 for r in known)))
+        gpu_h = _figure(sum(run.gpu_h or 0.0 for run in known)) if known else "unknown"
+        lines.append(f"| {shown} | {runs[0].asks.gpus} | {runs[0].asks.cpus} | {last} | {gpu_h} |")
+    if len(groups) > _ROWS:
+        lines.append(f"| and {len(groups) - _ROWS} more | | | | |")
+    return "\n".join(lines) + "\n"
+
+
+def expected_json(estimate: Expected) -> dict[str, object]:
+    return {
+        "gpu_hours": estimate.gpu_h,
+        "cpu_hours": estimate.cpu_h,
+        "how": _HOW,
+        "unknown_runs": [run.name for run in estimate.unknown],
+        "unknown_ceiling_gpu_hours": estimate.ceiling_gpu_h,
+        "runs": [
+            {
+                "name": run.name,
+                "gpus": run.asks.gpus,
+                "cpus": run.asks.cpus,
+                "last_seconds": run.last_s,
+                "time_limit_seconds": run.asks.limit_s,
+                "gpu_hours": run.gpu_h,
+                "cpu_hours": run.cpu_h,
+            }
+            for run in estimate.runs
+        ],
+    }

@@ -1,0 +1,133 @@
+"""What one job held, and for how long, from the scheduler's own records. Pure.
+
+A job's usage is read from the rows a pass already has (sacct's ``ElapsedRaw``,
+``TimelimitRaw``, ``AllocTRES``, ``Submit``, ``Start``, ``End``; the local backend's own
+records): no call of its own. Settling writes it into the job's journal record once the
+job has ended, so ``recon cost`` reads the journal alone, long after sacct's window.
+
+How the figures are made, for every kind of job alike:
+- held: each component (a het component, an array task, the job itself; a run that ran
+  as a step of an allocation: its step) holds its ``AllocTRES`` for its ``ElapsedRaw``;
+  GPU-seconds and CPU-seconds are the sums over components of count times seconds.
+- queue wait: from submission to start (or to the end, for a job that never started),
+  the longest of its components': wall time, no resources held.
+- idle (allocations only): the time the allocation was held with no step of its own
+  running (Slurm's ``batch``, ``extern`` and ``interactive`` steps are not work), times
+  what it held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from reconciler.scheduler.base import OWN_STEPS, JobRecord, ObservedJob
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobUsage:
+    """What one job held and waited, in seconds; the journal keeps it as JSON."""
+
+    submitted: datetime | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    elapsed_s: float = 0.0  # wall time the longest of its components ran
+    wait_s: float = 0.0  # queue wait, wall time
+    gpus: int = 0  # held at once, summed over its components
+    cpus: int = 0
+    gpu_s: float = 0.0  # GPU-seconds held
+    cpu_s: float = 0.0
+    idle_s: float = 0.0  # an allocation's time held with no step running
+    idle_gpu_s: float = 0.0
+    idle_cpu_s: float = 0.0
+    time_limit_s: float | None = None  # the job's own limit, when it has one
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in _TIMES:
+            data[key] = None if data[key] is None else data[key].isoformat()
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobUsage:
+        """What ``to_json`` wrote (the journal reads 30,000 of them for `recon cost`)."""
+        fields = dict(data)
+        for key in _TIMES:
+            if (text := fields.get(key)) is not None:
+                fields[key] = datetime.fromisoformat(text)
+        return cls(**fields)
+
+
+_TIMES = ("submitted", "started", "ended")
+
+
+def usage_of(job: ObservedJob, *, allocation: bool = False) -> JobUsage | None:
+    """What ``job`` held, from its rows; None when no row says it (a scheduler that
+    reports no accounting, or rows from before recon read it). ``allocation``: the job
+    is an allocation's, whose time with no step running is idle."""
+    parts = job.components or job.rows  # a run inside an allocation is its step's row
+    if all(row.held is None and row.elapsed is None for row in parts):
+        return None
+    elapsed = [_elapsed(row) for row in parts]
+    gpus = sum(row.held.gpus for row in parts if row.held is not None)
+    cpus = sum(row.held.cpus for row in parts if row.held is not None)
+    gpu_s = sum(s * row.held.gpus for s, row in zip(elapsed, parts, strict=True) if row.held)
+    cpu_s = sum(s * row.held.cpus for s, row in zip(elapsed, parts, strict=True) if row.held)
+    usage = JobUsage(
+        submitted=min((row.submit for row in parts if row.submit), default=None),
+        started=min((row.start for row in parts if row.start), default=None),
+        ended=max((row.end for row in parts if row.end), default=None),
+        elapsed_s=max(elapsed, default=0.0),
+        wait_s=max((_wait(row) for row in parts), default=0.0),
+        gpus=gpus,
+        cpus=cpus,
+        gpu_s=gpu_s,
+        cpu_s=cpu_s,
+        time_limit_s=max(
+            (row.time_limit.total_seconds() for row in parts if row.time_limit), default=None
+        ),
+    )
+    if not allocation or usage.started is None or usage.ended is None:
+        return usage
+    work = [row for row in job.steps if row.step not in OWN_STEPS]
+    idle = max(usage.elapsed_s - _busy(work, usage.started, usage.ended), 0.0)
+    share = idle / usage.elapsed_s if usage.elapsed_s else 0.0
+    return JobUsage(
+        **{
+            **{key: getattr(usage, key) for key in JobUsage.__dataclass_fields__},
+            "idle_s": idle,
+            "idle_gpu_s": usage.gpu_s * share,
+            "idle_cpu_s": usage.cpu_s * share,
+        }
+    )
+
+
+def _elapsed(row: JobRecord) -> float:
+    if row.elapsed is not None:
+        return row.elapsed.total_seconds()
+    if row.start is not None and row.end is not None:
+        return max((row.end - row.start).total_seconds(), 0.0)
+    return 0.0
+
+
+def _wait(row: JobRecord) -> float:
+    until = row.start or row.end
+    if row.submit is None or until is None:
+        return 0.0
+    return max((until - row.submit).total_seconds(), 0.0)
+
+
+def _busy(steps: Iterable[JobRecord], start: datetime, end: datetime) -> float:
+    """Seconds in [start, end] with at least one of ``steps`` running (their union)."""
+    spans = sorted(
+        (max(row.start, start), min(row.end or end, end)) for row in steps if row.start is not None
+    )
+    busy, reach = timedelta(), start
+    for begin, finish in spans:
+        begin = max(begin, reach)
+        if finish > begin:
+            busy += finish - begin
+            reach = finish
+    return busy.total_seconds()

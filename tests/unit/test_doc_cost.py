@@ -1,0 +1,169 @@
+"""docs/cost.md: `recon cost` and a PR's expected cost, as recon prints them.
+
+The page's project is made here: its specs committed, and a journal holding the jobs the
+page describes, each with the usage settling would have recorded (what sacct said it
+held). Then each command the page shows is run and its output compared with the page's.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from reconciler.desired.loader import load_desired, open_source
+from reconciler.engine.plan.actions import Cause
+from reconciler.scheduler.states import Health
+from reconciler.scheduler.usage import JobUsage
+from reconciler.state.journal import Journal
+from reconciler.state.paths import journal_path
+from tests.cli import recon
+from tests.docs import ROOT, matches, shown_by_command
+from tests.gitrepo import GitRepo
+
+DOC = ROOT / "docs" / "cost.md"
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+HOUR = 3600.0
+
+PROJECT = "project: vision\nscheduler: local\ndefaults:\n  partition: cpu\n  time: 1h\n"
+PREPARE = (
+    "kind: Run\nname: prepare\ncommand: 'python prepare.py {outputs.data.path}'\n"
+    "resources:\n  cpus: 4\noutputs:\n  data: data/\n"
+)
+TRAIN = (
+    "kind: Run\nname: train\ncommand: 'python train.py {outputs.model.path}'\n"
+    "resources:\n  partition: gpu\n  cpus: 8\n  gpus: 2\n  time: 4h\n"
+    "inputs:\n  data: {from: prepare.data}\noutputs:\n  model: model.pt\n"
+)
+SEEDS = (
+    "kind: Run\nname: seeds\nmatrix:\n  seed: [0, 1]\n"
+    "command: 'python train.py --seed {matrix.seed} {outputs.model.path}'\n"
+    "resources:\n  partition: gpu\n  cpus: 4\n  gpus: 1\n  time: 2h\n"
+    "inputs:\n  data: {from: prepare.data}\noutputs:\n  model: model.pt\n"
+)
+WARM = (
+    "kind: Allocation\nname: warm\nresources:\n  partition: gpu\n  cpus: 4\n  gpus: 1\n"
+    "time_limit: 4h\nidle_release: 30m\n"
+)
+FINETUNE = (
+    "kind: Run\nname: finetune\ncommand: 'python finetune.py {outputs.model.path}'\n"
+    "resources:\n  partition: gpu\n  cpus: 8\n  gpus: 1\n  time: 3h\n"
+    "inputs:\n  base: {from: train.model}\noutputs:\n  model: tuned.pt\n"
+)
+
+
+def held(hours: float, gpus: int, cpus: int, **more: float) -> JobUsage:
+    seconds = hours * HOUR
+    return JobUsage(
+        elapsed_s=seconds,
+        gpus=gpus,
+        cpus=cpus,
+        gpu_s=gpus * seconds,
+        cpu_s=cpus * seconds,
+        **more,  # type: ignore[arg-type]
+    )
+
+
+def journalled(root: Path) -> None:
+    """The jobs the page's first commit ran, as settling recorded them."""
+    desired = load_desired(open_source(root, None, False))
+    commit = desired.commit
+    path = journal_path(desired)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spec = {name: run.spec_hash for name, run in desired.runs.items()}
+    spec["warm"] = desired.allocations["warm"].spec_hash
+    jobs = [  # name, job id, how it ended, usage, recon's cancel cause
+        ("prepare", "101", Health.SUCCEEDED, held(0.25, 0, 4, wait_s=120), None),
+        ("seeds[seed=0]", "102_0", Health.SUCCEEDED, held(1.0, 1, 4, wait_s=600), None),
+        ("seeds[seed=1]", "102_1", Health.FAILED, held(0.5, 1, 4, wait_s=600), None),
+        ("train", "103", Health.SUCCEEDED, held(1.5, 2, 8, wait_s=1800), None),
+        ("seeds[seed=1]", "104", Health.SUCCEEDED, held(1.0, 1, 4, wait_s=300), None),
+        (
+            "warm", "105", Health.CANCELLED,
+            held(1.0, 1, 4, idle_s=1800, idle_gpu_s=1800, idle_cpu_s=7200, time_limit_s=4 * HOUR),
+            Cause.IDLE,
+        ),
+    ]  # fmt: skip
+    with Journal(path) as journal:
+        for number, (name, job_id, health, usage, cause) in enumerate(jobs):
+            now = T0 + timedelta(hours=number)
+            kind: Literal["run", "alloc"] = "alloc" if name == "warm" else "run"
+            record = journal.record_intent("vision", kind, name, spec[name], commit, {}, now)
+            journal.record_submitted(record, job_id, now)
+            if cause is not None:
+                cancel = journal.record_cancel_intent("vision", name, job_id, "idle", now, cause)
+                journal.record_cancel_done(cancel, now)
+            journal.record_final(job_id, health, None, None, now, usage=usage)
+
+
+@pytest.fixture
+def vision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    repo = GitRepo(tmp_path / "vision")
+    repo.commit(
+        {
+            "recon.yaml": PROJECT,
+            "specs/prepare.yaml": PREPARE,
+            "specs/train.yaml": TRAIN,
+            "specs/seeds.yaml": SEEDS,
+            "specs/warm.yaml": WARM,
+        },
+        message="vision",
+    )
+    journalled(repo.root)
+    monkeypatch.chdir(repo.root)
+    monkeypatch.setenv("COLUMNS", "80")  # as the other pages
+    return repo.root
+
+
+def test_the_pages_outputs_are_what_recon_prints(
+    vision: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shown = shown_by_command(DOC)
+    for (command, _), item in shown.items():
+        if command.startswith("git "):
+            GitRepo(vision).commit(
+                {
+                    "specs/train.yaml": TRAIN.replace("gpus: 2", "gpus: 4"),
+                    "specs/finetune.yaml": FINETUNE,
+                },
+                message="train on 4 GPUs, add finetune",
+            )
+            continue
+        ran = recon(capsys, *command.split()[1:])
+        assert ran.code == 0, f"docs/cost.md:{item.line}: {command}\n{ran.err}"
+        assert matches(ran.out + ran.err, item.output), (
+            f"docs/cost.md:{item.line}: `{command}` prints\n{ran.out}{ran.err}"
+        )
+
+
+def test_bad_input_names_the_option_and_what_to_write(
+    vision: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    since = recon(capsys, "cost", "--since", "lately")
+    assert since.code == 1 and "--since" in since.err and "7d" in since.err
+    assert "Traceback" not in since.err
+    unit = recon(capsys, "cost", "--by", "tpu")
+    assert unit.code == 1 and "--by" in unit.err and "gpu or cpu" in unit.err
+    unknown = recon(capsys, "cost", "trian")
+    assert unknown.code == 1 and "no run, sweep or allocation named trian" in unknown.err
+    assert "Traceback" not in unit.err + unknown.err
+
+
+def test_since_a_period_or_a_commit(vision: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    everything = json.loads(recon(capsys, "cost", "--format", "json").out)
+    assert everything["total"]["jobs"] == 6
+    # the journal's jobs were submitted on 2026-12-01: none in the last hour
+    recent = json.loads(recon(capsys, "cost", "--since", "1h", "--format", "json").out)
+    assert recent["total"]["jobs"] == 0
+    first = GitRepo(vision).git("rev-parse", "HEAD")
+    GitRepo(vision).commit({"specs/finetune.yaml": FINETUNE}, message="later")
+    since = json.loads(recon(capsys, "cost", "--since", first, "--format", "json").out)
+    assert since["total"]["jobs"] == 6
+    later = json.loads(recon(capsys, "cost", "--since", "HEAD", "--format", "json").out)
+    assert later["total"]["jobs"] == 0  # no job was submitted for the later commit
+    seeds = json.loads(recon(capsys, "cost", "seeds", "--format", "json").out)
+    assert seeds["total"]["jobs"] == 3 and set(seeds["runs"]) == {"seeds[seed=0]", "seeds[seed=1]"}
