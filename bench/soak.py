@@ -101,8 +101,10 @@ class Project:
         self.next_run = runs
         self.pad = 0
         self._git("init", "-q", "-b", "main")
+        # A two-minute limit: a job slurmctld recovers as running after a SIGKILL, with
+        # no process behind it, ends by its limit (then is retried) in two minutes.
         (self.root / "recon.yaml").write_text(
-            f"project: {self.name}\ndefaults:\n  partition: cpu\n  time: 10\n"
+            f"project: {self.name}\ndefaults:\n  partition: cpu\n  time: 2\n"
         )
         self.commit("first")
 
