@@ -54,10 +54,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from trials import _GIT_ENV, STATES, _restore  # noqa: E402  (bench/trials.py)
+from trials import _GIT_ENV, STATES, _restore, live_jobs  # noqa: E402  (bench/trials.py)
 
+from reconciler.engine.apply.arrays import _read_map as read_map  # noqa: E402
 from reconciler.engine.plan.arrays import ArrayMap  # noqa: E402
-from reconciler.scheduler.runfolder import READ_FROM, map_file  # noqa: E402
 from reconciler.scheduler.tag import Tag  # noqa: E402
 
 Key = tuple[str, str]  # (run or sweep member, spec hash)
@@ -266,22 +266,15 @@ def member_key(tag: Tag, job_id: str, workdir: str) -> Key:
     return members.members[int(index)]
 
 
-_MAPS: dict[tuple[str, str], ArrayMap | None] = {}
+_MAPS: dict[tuple[str, str], ArrayMap] = {}
 
 
 def _map(workdir: str, digest: str) -> ArrayMap | None:
-    if (workdir, digest) not in _MAPS:
-        for folder in READ_FROM:
-            try:
-                _MAPS[workdir, digest] = ArrayMap.from_json(
-                    map_file(workdir, digest, folder).read_text()
-                )
-                break
-            except (OSError, ValueError, KeyError):
-                continue
-        else:
-            return None
-    return _MAPS[workdir, digest]
+    """The array's map, read where apply writes it (``engine/apply/arrays``), once found
+    (one not written yet is looked for again)."""
+    if (workdir, digest) not in _MAPS and (found := read_map(workdir, digest)) is not None:
+        _MAPS[workdir, digest] = found
+    return _MAPS.get((workdir, digest))
 
 
 def accounted(project: Project) -> dict[str, tuple[Key, float, float]]:
@@ -493,13 +486,8 @@ def cancel_all(project: Project) -> int:
 
 
 def live_ids(project: Project) -> set[str]:
-    rows = subprocess.run(
-        ["squeue", "-h", "-o", "%i|%k"], capture_output=True, text=True, check=False
-    ).stdout.splitlines()
-    return {
-        row.split("|")[0].split("_")[0] for row in rows
-        if (tag := Tag.parse(row.partition("|")[2])) and tag.project == project.name
-    }  # fmt: skip
+    """The ids of the project's live jobs (an array's once), by squeue's word."""
+    return {row.split("|")[0].split("_")[0] for row in live_jobs({project.name})}
 
 
 def main() -> int:
