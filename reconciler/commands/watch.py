@@ -122,12 +122,7 @@ def watch(
     )
 
     def reconcile(commit: str) -> PassOutcome:
-        # Every pass a full one for now: with the kept passes, the soak's watch failed
-        # passes with "file is not a database" from its journal stamp when applies and
-        # cancels ran beside it (bench/soak.py --faults watch,cron,cancel, within a
-        # minute); without them, none. SteadyPasses stays built and tested until that is
-        # found.
-        outcome = passes.full(passes.request(commit))
+        outcome = passes(commit)
         nonlocal noted_edits
         if not noted_edits:  # once: the folder's edits are the user's, not news each pass
             noted_edits = True

@@ -704,7 +704,11 @@ class WriteStamps:
 
 
 def _change_counter(path: Path) -> int:
-    """The file change counter of an SQLite database's header: 4 bytes at offset 24."""
+    """The file change counter of an SQLite database's header: 4 bytes at offset 24.
+
+    Read outside SQLite, which drops this process's POSIX locks on the file when it is
+    closed (see ``_create``): only in the rollback journal's mode, where a connection holds
+    locks only within a transaction and none is open in this process between passes."""
     try:
         with path.open("rb") as file:
             header = file.read(28)
@@ -724,8 +728,9 @@ def _errors_of(path: Path) -> Iterator[None]:
 def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Owner-only from the first byte; SQLite gives its -wal and -shm files the same mode.
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        _create(path)
+        if not os.access(path, os.W_OK):
+            raise PermissionError(errno.EACCES, "the journal cannot be written", str(path))
     except OSError as error:
         if error.errno in _READ_ONLY and path.is_file():
             return _read_only(path, busy_timeout)  # plan and status only read it
@@ -741,6 +746,22 @@ def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _create(path: Path) -> None:
+    """A new journal's file, owner-only from the first byte (SQLite gives its -wal and
+    -shm files the same mode); an existing one is never opened here.
+
+    Closing any descriptor of a file drops every POSIX lock the process holds on it, and
+    SQLite's locks are POSIX locks: a journal opened and closed outside SQLite while this
+    process kept a connection to it (`recon watch`'s write stamp, an apply's journal while
+    its report reads the journal) let another process's closing connection take itself
+    for the last one, checkpoint and remove the WAL under the kept connection, which then
+    saw no later write or read 'file is not a database'."""
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
 
 
 # The errors of a file or filesystem this process may read but not write.

@@ -4,6 +4,8 @@ committed to the journal in between, in either of the modes recon keeps it in.""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -65,4 +67,44 @@ def test_no_connection_is_kept_on_a_shared_filesystem(
     stamps.stamp(path)
     with Journal(path, busy_timeout=0.5) as journal:  # switches; fails while one is open
         journal.log_event("p", None, "note", "written", NOW)
+    stamps.close()
+
+
+def _write_from_another_process(path: Path, text: str) -> None:
+    """An event logged by another recon process, which then closes the journal."""
+    script = (
+        "import sys\n"
+        "from datetime import UTC, datetime\n"
+        "from pathlib import Path\n"
+        "from reconciler.state.journal import Journal\n"
+        "with Journal(Path(sys.argv[1])) as journal:\n"
+        "    journal.log_event('p', None, 'note', sys.argv[2], datetime.now(UTC))\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(path), text], check=True)
+
+
+def test_a_connection_kept_open_goes_on_seeing_other_processes_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`recon watch` keeps a connection open across passes (its write stamp) while its
+    passes open and close the journal, and cron's applies write and close it. Opening the
+    journal file outside SQLite and closing it dropped every SQLite lock this process held
+    on it (POSIX locks are per process and file): an apply closing its connection then
+    took itself for the last one, checkpointed and removed the WAL under the kept
+    connection, which from then on saw neither the stamp change nor the new records (or
+    read 'file is not a database')."""
+    monkeypatch.setenv("RECON_STATE_FILESYSTEM", "local")
+    path = tmp_path / "state" / "journal.sqlite"
+    Journal(path).close()
+    stamps = WriteStamps()
+    with Journal(path) as kept:  # as an apply's journal, open for its whole pass
+        first = stamps.stamp(path)
+        Journal(path).close()  # a pass's own read of the journal, in this process
+        _write_from_another_process(path, "one")
+        assert Path(f"{path}-wal").exists(), "the WAL was removed under open connections"
+        second = stamps.stamp(path)
+        assert second != first
+        _write_from_another_process(path, "two")
+        assert stamps.stamp(path) not in (first, second)
+        assert sorted(event.message for event in kept.events("p")) == ["one", "two"]
     stamps.close()
