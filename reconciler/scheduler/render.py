@@ -47,6 +47,7 @@ from reconciler.errors import SpecError, SpecIssue
 from reconciler.scheduler.runfolder import (
     ENVIRONMENT_DIR,
     NOT_OUTPUTS,
+    PUBLISHED_DIR,
     PUBLISHING_DIR,
     SKIPPED_DIR,
     UNWRITTEN_DIR,
@@ -167,8 +168,8 @@ def _publishing_lines(
     there, or the job fails and publishes nothing. Then a marker names what is being
     published (a pass rolls back a job killed before it is removed,
     ``state/publishing``), each published output is kept aside (a file by a hard link,
-    a folder by a rename) and replaced by a rename, the marker is removed, and what was
-    kept aside with it."""
+    a folder by a rename) and replaced by a rename, the marker is moved to say all is
+    published, and what was kept aside is removed."""
     written = [_bare(staging_path(path)) for path in staged.values()]
     checks = [
         f"[ -e {shlex.quote(path)} ] || recon_unwritten+={shlex.quote(' ' + name)}"
@@ -227,12 +228,14 @@ def _publishing_lines(
         "}",
         f'recon_publishing="$RECON_RUN_DIR/{PUBLISHING_DIR}/$recon_job"',
         f"rm -rf -- {shlex.join(previous)}",
-        f"mkdir -p -- {publishing} "
+        f'mkdir -p -- {publishing} "$RECON_RUN_DIR/{PUBLISHED_DIR}" '
         + shlex.join(sorted({posixpath.dirname(path) for path in previous})),
         f'{{ {had}; }} >"$recon_publishing.new"',
         'mv -f -- "$recon_publishing.new" "$recon_publishing"',
         *publish,
-        'rm -f -- "$recon_publishing"',
+        # One rename says all is published: a job killed from here on is a success's
+        # (``runfolder.published_marker``), not a publishing to roll back.
+        f'mv -f -- "$recon_publishing" "$RECON_RUN_DIR/{PUBLISHED_DIR}/$recon_job"',
         f"rm -rf -- {shlex.join(previous)}",
         f"rmdir -- {shlex.join(folders)} 2>/dev/null || true",
     ]

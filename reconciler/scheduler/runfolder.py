@@ -57,12 +57,13 @@ NOT_OUTPUTS = frozenset(READ_FROM)
 
 MANIFEST_FILE = "manifest.json"
 _ENVIRONMENT, _SKIPPED, _ARRAYS = "environment", "skipped", "arrays"
-_PUBLISHING, _UNWRITTEN = "publishing", "unwritten"
+_PUBLISHING, _PUBLISHED, _UNWRITTEN = "publishing", "published", "unwritten"
 STAGING, PREVIOUS = ".recon-staging", ".recon-previous"
 # Relative to the run's directory, as the job's script writes them.
 ENVIRONMENT_DIR = f"{BOOKKEEPING}/{_ENVIRONMENT}"
 SKIPPED_DIR = f"{BOOKKEEPING}/{_SKIPPED}"
 PUBLISHING_DIR = f"{BOOKKEEPING}/{_PUBLISHING}"
+PUBLISHED_DIR = f"{BOOKKEEPING}/{_PUBLISHED}"
 UNWRITTEN_DIR = f"{BOOKKEEPING}/{_UNWRITTEN}"
 ARRAYS_DIR = f"{BOOKKEEPING}/{_ARRAYS}"
 
@@ -181,6 +182,15 @@ def publishing_dir(run_dir: StrPath) -> Path:
     each staged output as ``<1 if it had a published version, else 0> <published path>``
     ended by a NUL, written before the first rename and removed after the last."""
     return Path(run_dir, PUBLISHING_DIR)
+
+
+def published_marker(run_dir: StrPath, job_id: str) -> Path:
+    """The marker of a job that published every staged output: its publishing marker,
+    moved here in one rename once the last output was in place. A job killed after that
+    (a cancel, its time limit, its node lost, in the moment before it exits) ended
+    badly for Slurm, yet its command succeeded and its outputs are published: settle
+    counts it a success (``published before it ended``) and removes the marker."""
+    return Path(run_dir, PUBLISHED_DIR, job_id)
 
 
 def unwritten(run_dir: StrPath, job_id: str) -> Path:

@@ -35,6 +35,9 @@ def within_grace(journalled_at: datetime, now: datetime) -> bool:
 
 # The reason recon records for a job Slurm calls COMPLETED that left outputs missing.
 NO_OUTPUTS = "completed without its declared outputs"
+# A job Slurm says ended badly whose script had published every output (killed in the
+# moment before it exited): a success (engine/apply/settle._judge_job).
+PUBLISHED_BEFORE_IT_ENDED = "published its outputs before it ended"
 
 
 class EndingKind(StrEnum):

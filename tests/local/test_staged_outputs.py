@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.scheduler.local import LocalScheduler
-from reconciler.scheduler.runfolder import publishing_dir
+from reconciler.scheduler.runfolder import published_marker, publishing_dir
+from reconciler.state.provenance import read_manifest
 from tests.gitrepo import GitRepo
 from tests.local.serving import recon
 from tests.local.test_cascade import jobs, ok, statuses
@@ -127,6 +128,50 @@ def test_a_job_killed_between_two_renames_is_rolled_back_by_the_next_pass(
     assert not any(publishing_dir(run).iterdir())
     rows = statuses(root)
     assert (rows["make"]["health"], rows["read"]["sync"]) == ("failed", "current"), rows
+
+
+def test_a_job_killed_once_it_has_published_everything_is_a_success(
+    project: GitRepo,
+) -> None:
+    """The rerun's job publishes every output, then is SIGKILLed before it exits (an
+    `rm` on its PATH kills it as it removes what it kept aside, its last step): Slurm
+    would call it failed or cancelled, yet its command succeeded and its outputs are in
+    place. The next pass counts it a success of its spec, with a manifest naming it, so
+    the journal records the outputs readers see."""
+    root = project.root
+    shims = root.parent / "shims"
+    shims.mkdir()
+    count = shims / "removals"
+    rm = shims / "rm"
+    rm.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *.recon-previous*)\n'
+        f"  n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
+        '  if [ "$n" = 2 ]; then kill -9 $PPID; sleep 5; fi;;\n'
+        "esac\n"
+        'exec /bin/rm "$@"\n'
+    )
+    rm.chmod(0o755)
+    killed = MAKE.replace("VERSION", "v2").replace(
+        "outputs:", f"env: {{PATH: '{shims}:/usr/bin:/bin'}}\noutputs:", 1
+    )
+    project.commit({"specs/make.yaml": killed})
+    ok(recon(root, "apply", ".", "make", "--auto-approve"))
+    _wait_ended(root)
+    job_id = max(jobs(root))
+    assert count.read_text() == "2\n"
+    folder = root / ".recon" / "local" / "jobs" / str(job_id)
+    ended = json.loads((folder / "ended.json").read_text())
+    assert ended["signal"] == 9, ended  # killed: a failure, for the scheduler
+    run = root / "runs" / "make"
+    assert {content for content, _, _ in published(root).values()} == {b"v2"}
+    assert not any(publishing_dir(run).iterdir())  # nothing to roll back
+    ok(recon(root, "apply", ".", "make", "--auto-approve"))  # settles it
+    rows = statuses(root)
+    assert (rows["make"]["health"], rows["make"]["sync"]) == ("succeeded", "current"), rows
+    manifest = read_manifest(run)
+    assert manifest is not None and manifest.job_id == str(job_id), manifest
+    assert not any(published_marker(run, str(job_id)).parent.iterdir())
 
 
 def _wait_ended(root: Path) -> None:

@@ -252,14 +252,14 @@ def test_plain_run_script_pinned() -> None:
         "}\n"
         'recon_publishing="$RECON_RUN_DIR/.recon-run/publishing/$recon_job"\n'
         "rm -rf -- /srv/demo/runs/train/model/.recon-previous/policy.json\n"
-        'mkdir -p -- "$RECON_RUN_DIR/.recon-run/publishing"'
+        'mkdir -p -- "$RECON_RUN_DIR/.recon-run/publishing" "$RECON_RUN_DIR/.recon-run/published"'
         " /srv/demo/runs/train/model/.recon-previous\n"
         '{ recon_had /srv/demo/runs/train/model/policy.json; } >"$recon_publishing.new"\n'
         'mv -f -- "$recon_publishing.new" "$recon_publishing"\n'
         "recon_publish /srv/demo/runs/train/model/policy.json"
         " /srv/demo/runs/train/model/.recon-staging/policy.json"
         " /srv/demo/runs/train/model/.recon-previous/policy.json\n"
-        'rm -f -- "$recon_publishing"\n'
+        'mv -f -- "$recon_publishing" "$RECON_RUN_DIR/.recon-run/published/$recon_job"\n'
         "rm -rf -- /srv/demo/runs/train/model/.recon-previous/policy.json\n"
         "rmdir -- /srv/demo/runs/train/model/.recon-previous"
         " /srv/demo/runs/train/model/.recon-staging 2>/dev/null || true\n"
@@ -371,12 +371,13 @@ def test_script_file_run_pinned() -> None:
         "}\n"
         'recon_publishing="$RECON_RUN_DIR/.recon-run/publishing/$recon_job"\n'
         "rm -rf -- /srv/demo/runs/train/.recon-previous/m.json\n"
-        'mkdir -p -- "$RECON_RUN_DIR/.recon-run/publishing" /srv/demo/runs/train/.recon-previous\n'
+        'mkdir -p -- "$RECON_RUN_DIR/.recon-run/publishing" "$RECON_RUN_DIR/.recon-run/published"'
+        " /srv/demo/runs/train/.recon-previous\n"
         '{ recon_had /srv/demo/runs/train/m.json; } >"$recon_publishing.new"\n'
         'mv -f -- "$recon_publishing.new" "$recon_publishing"\n'
         "recon_publish /srv/demo/runs/train/m.json /srv/demo/runs/train/.recon-staging/m.json"
         " /srv/demo/runs/train/.recon-previous/m.json\n"
-        'rm -f -- "$recon_publishing"\n'
+        'mv -f -- "$recon_publishing" "$RECON_RUN_DIR/.recon-run/published/$recon_job"\n'
         "rm -rf -- /srv/demo/runs/train/.recon-previous/m.json\n"
         "rmdir -- /srv/demo/runs/train/.recon-previous /srv/demo/runs/train/.recon-staging"
         " 2>/dev/null || true\n"

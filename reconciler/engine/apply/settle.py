@@ -35,7 +35,7 @@ from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.scripts import script_sha256
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.render import SKIPPED
-from reconciler.scheduler.runfolder import skipped_markers, unwritten
+from reconciler.scheduler.runfolder import published_marker, skipped_markers, unwritten
 from reconciler.scheduler.states import (
     ENDED,
     ENDED_BADLY,
@@ -61,8 +61,14 @@ from reconciler.state.provenance import (
     read_environment_record,
     write_manifest,
 )
-from reconciler.state.publishing import roll_back_ended
-from reconciler.state.records import NO_OUTPUTS, EndingKind, SetupRecord, SubmissionRecord
+from reconciler.state.publishing import finish_published, roll_back_ended
+from reconciler.state.records import (
+    NO_OUTPUTS,
+    PUBLISHED_BEFORE_IT_ENDED,
+    EndingKind,
+    SetupRecord,
+    SubmissionRecord,
+)
 
 CodeDir = Callable[[str | None], Path]
 
@@ -194,32 +200,47 @@ def record(
     """Write each ending into the journal, and a provenance manifest beside the outputs
     of each success of the current spec."""
     for ending in endings:
-        job_id = ending.job.job_id
-        journal.record_final(
-            job_id,
-            ending.health,
-            ending.exit_code,
-            ending.reason,
-            now,
-            ending=ending.kind,
-            record_id=ending.record.id,
-            usage=ending.usage,
-        )
-        if ending.inputs is None:
-            continue
-        if ending.outputs is None:  # a failure: what it read, no outputs
-            journal.record_inputs(job_id, _digests(ending.inputs), now)
-            if ending.kind is EndingKind.NO_OUTPUTS:
-                run = desired.runs[ending.job.tag.name]
-                unwritten(run_dir(desired, run), job_id).unlink(missing_ok=True)
-            continue
-        journal.record_versions(job_id, ending.read(), _digests(ending.outputs), now)
-        run = desired.runs[ending.job.tag.name]
-        if ending.matched is None:
-            _write_manifest(desired, run, ending, now, code_dir, remote)
-        else:
-            for marker in skipped_markers(run_dir(desired, run), job_id):
-                marker.unlink(missing_ok=True)
+        _record(journal, desired, ending, now, code_dir, remote)
+        job = ending.job
+        if job.tag.kind == "run" and (run := desired.runs.get(job.tag.name)) is not None:
+            # once the journal says how it ended: a pass killed before then judges again
+            finish_published(published_marker(run_dir(desired, run), job.job_id))
+
+
+def _record(
+    journal: Journal,
+    desired: Desired,
+    ending: Ending,
+    now: datetime,
+    code_dir: CodeDir,
+    remote: str | None,
+) -> None:
+    job_id = ending.job.job_id
+    journal.record_final(
+        job_id,
+        ending.health,
+        ending.exit_code,
+        ending.reason,
+        now,
+        ending=ending.kind,
+        record_id=ending.record.id,
+        usage=ending.usage,
+    )
+    if ending.inputs is None:
+        return
+    if ending.outputs is None:  # a failure: what it read, no outputs
+        journal.record_inputs(job_id, _digests(ending.inputs), now)
+        if ending.kind is EndingKind.NO_OUTPUTS:
+            run = desired.runs[ending.job.tag.name]
+            unwritten(run_dir(desired, run), job_id).unlink(missing_ok=True)
+        return
+    journal.record_versions(job_id, ending.read(), _digests(ending.outputs), now)
+    run = desired.runs[ending.job.tag.name]
+    if ending.matched is None:
+        _write_manifest(desired, run, ending, now, code_dir, remote)
+    else:
+        for marker in skipped_markers(run_dir(desired, run), job_id):
+            marker.unlink(missing_ok=True)
 
 
 def judge_setups(observation: Observation, setups: Sequence[SetupRecord]) -> list[SetupRecord]:
@@ -278,22 +299,28 @@ def _judge_job(
         kind = EndingKind.DEPENDENCY
     run = desired.runs.get(job.tag.name) if job.tag.kind == "run" else None
     current = run is not None and run.spec_hash == job.tag.spec_hash
+    health = job.health
+    if run is not None and health is not Health.SUCCEEDED and _published(desired, run, job):
+        # Killed in the moment between publishing its last output and exiting: its
+        # command succeeded and every output is in place, as from a job Slurm calls done.
+        health, exit_code, kind = Health.SUCCEEDED, None, None
+        reason = f"{PUBLISHED_BEFORE_IT_ENDED} ({job.in_words or job.health.value})"
     if job.tag.kind == "alloc":
         # An allocation's own end: a run that failed inside it is the run's failure.
         health = aggregate(row.health for row in rows)
         return Ending(job, record, health, exit_code, reason, kind=kind)
     if run is None or not current:
-        return Ending(job, record, job.health, exit_code, reason, kind=kind)
+        return Ending(job, record, health, exit_code, reason, kind=kind)
     # What it read, success or not: a failure counts against retries only while its
     # inputs keep these versions (engine/plan_history.failed_attempts).
     inputs = _input_versions(desired, run, outputs_seen)
-    if job.health is not Health.SUCCEEDED:
+    if health is not Health.SUCCEEDED:
         if unwritten := _unwritten(desired, run, job):  # the script's own check failed
             why = f"{NO_OUTPUTS}: {', '.join(unwritten)}"
             return Ending(
                 job, record, Health.FAILED, exit_code, why, inputs, kind=EndingKind.NO_OUTPUTS
             )
-        return Ending(job, record, job.health, exit_code, reason, inputs, kind=kind)
+        return Ending(job, record, health, exit_code, reason, inputs, kind=kind)
     outputs = _versions(observe_outputs(desired, [run.name], outputs_seen), run.name)
     missing = sorted(name for name, version in outputs.items() if version is None)
     if missing:
@@ -302,6 +329,12 @@ def _judge_job(
             job, record, Health.FAILED, exit_code, why, inputs, kind=EndingKind.NO_OUTPUTS
         )
     return Ending(job, record, Health.SUCCEEDED, exit_code, reason, inputs, outputs)
+
+
+def _published(desired: Desired, run: DesiredRun, job: ObservedJob) -> bool:
+    """Whether the job's script published every staged output before the job ended
+    (``runfolder.published_marker``)."""
+    return published_marker(run_path(desired, run), job.job_id).is_file()
 
 
 def _unwritten(desired: Desired, run: DesiredRun, job: ObservedJob) -> list[str]:
