@@ -7,12 +7,14 @@ cancelled when the test ends."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from reconciler.scheduler.runfolder import publishing_dir
+from reconciler.scheduler.runfolder import published_marker, publishing_dir
+from reconciler.state.provenance import read_manifest
 from tests.gitrepo import GitRepo
 from tests.integration.harness import Project
 from tests.local.test_staged_outputs import MAKE, READ, published
@@ -105,3 +107,44 @@ def test_a_job_killed_between_two_renames_is_rolled_back_by_the_next_pass(
 def _ended(project: Project, run: str) -> bool:
     rows = statuses(project)
     return rows[run]["health"] in ("failed", "succeeded", "cancelled")
+
+
+def test_a_job_killed_once_it_has_published_everything_is_a_success(project: Project) -> None:
+    """Slurm says the job failed (SIGKILLed as it removed what it kept aside, after its
+    last output was published); recon counts it a success of its spec, with its manifest."""
+    root = project.root
+    shims = root.parent / "shims"
+    shims.mkdir()
+    count = shims / "removals"
+    rm = shims / "rm"
+    rm.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *.recon-previous*)\n'
+        f"  n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
+        '  if [ "$n" = 2 ]; then kill -9 $PPID; sleep 5; fi;;\n'
+        "esac\n"
+        'exec /bin/rm "$@"\n'
+    )
+    rm.chmod(0o755)
+    killed = MAKE.replace("VERSION", "v2").replace(
+        "outputs:", f"env: {{PATH: '{shims}:/usr/bin:/bin'}}\noutputs:", 1
+    )
+    project.repo.commit({"specs/make.yaml": _on_cluster(killed)})
+    project.apply("make")
+    run = root / "runs" / "make"
+    project.wait_for("the killed job's end", lambda: count.exists() and _ended(project, "make"))
+    assert count.read_text() == "2\n"
+    assert {content for content, _, _ in published(root).values()} == {b"v2"}
+    project.recon("apply", ".", "make", "--auto-approve")  # settles it
+    rows = statuses(project)
+    assert (rows["make"]["health"], rows["make"]["sync"]) == ("succeeded", "current"), rows
+    manifest = read_manifest(run)
+    assert manifest is not None
+    state = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-o", "State", "-j", manifest.job_id],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert state and state[0] != "COMPLETED", state  # for Slurm, it did not succeed
+    assert not any(published_marker(run, manifest.job_id).parent.iterdir())
