@@ -181,3 +181,45 @@ def _wait_ended(root: Path) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(json.dumps(jobs(root), default=str))
+
+
+LINKED = """kind: Run
+name: scratch
+resources: {cpus: 1}
+command: |
+  mkdir -p {outputs.data.path}
+  printf new > {outputs.data.path}/part.txt
+outputs:
+  data: STAGED
+"""
+
+
+def test_a_staged_output_that_is_a_symbolic_link_is_refused_not_replaced(
+    project: GitRepo,
+) -> None:
+    """`data -> /scratch/...`: publishing would rename a folder of the job's own onto
+    the link's path, dropping the link and writing on this filesystem. The submission is
+    refused, naming the file, line and output and what to do; `staged: false` writes
+    through the link."""
+    root = project.root
+    scratch = root.parent / "scratch"
+    scratch.mkdir()
+    (scratch / "part.txt").write_text("old")
+    run = root / "runs" / "scratch"
+    run.mkdir(parents=True)
+    (run / "data").symlink_to(scratch)
+    before = set(jobs(root))
+    project.commit({"specs/scratch.yaml": LINKED.replace("STAGED", "data/")})
+    refused = recon(root, "apply", ".", "scratch", "--auto-approve")
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    said = refused.stdout + refused.stderr
+    assert "specs/scratch.yaml:1: outputs.data:" in said, said
+    assert "is a symbolic link" in said and "staged: false" in said, said
+    assert "Traceback" not in said, said
+    assert set(jobs(root)) == before  # nothing submitted
+    assert (run / "data").is_symlink() and (scratch / "part.txt").read_text() == "old"
+    project.commit(
+        {"specs/scratch.yaml": LINKED.replace("STAGED", "{path: data/, staged: false}")}
+    )
+    ok(recon(root, "apply", ".", "scratch", "--auto-approve", "--wait"))
+    assert (run / "data").is_symlink() and (scratch / "part.txt").read_text() == "new"

@@ -44,7 +44,12 @@ from reconciler.desired.desired import Desired, DesiredRun, flat_fields
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.apply import allocations as apply_allocations
 from reconciler.engine.apply import arrays
-from reconciler.engine.apply.scripts import environment_fields, prepare, render_context
+from reconciler.engine.apply.scripts import (
+    environment_fields,
+    linked_output,
+    prepare,
+    render_context,
+)
 from reconciler.engine.apply.writeahead import Sent, write_ahead
 from reconciler.engine.plan import arrays as plan_arrays
 from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan
@@ -285,6 +290,9 @@ class Applier:
         run = self.desired.runs[action.target]
         context = render_context(self.desired, run, self.code_dir)
         tag = context.tag
+        if (linked := linked_output(run, context)) is not None:
+            self._refused(run.name, linked)  # like a refusal: what waits for it is skipped
+            return
         script = render_batch_script(run, context)
         try:
             prepare(run, context, action.skip_check)
@@ -421,8 +429,11 @@ class Applier:
             else:
                 self._cancel(action, f"held original of a run submitted again: {action.reason}")
             missing = [up for up in action.after if up not in self.result.submitted]
+            run = self.desired.runs[action.target]
             if missing:
                 self._skipped(action.target, f"upstream {missing[0]} was not submitted")
+            elif linked := linked_output(run, render_context(self.desired, run, self.code_dir)):
+                self._refused(action.target, linked)
             else:
                 ready.append(action)
         if ready:

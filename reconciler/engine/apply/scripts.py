@@ -23,6 +23,7 @@ from reconciler.scheduler.render import (
     render_batch_script,
     required_directories,
     required_files,
+    staged_outputs,
 )
 from reconciler.state.paths import input_lists, input_paths, run_dir
 
@@ -62,6 +63,24 @@ def prepare(run: DesiredRun, context: RenderContext, check: SkipCheck | None = N
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
+
+
+def linked_output(run: DesiredRun, context: RenderContext) -> str | None:
+    """Why the run cannot be submitted when a staged output's published path is a
+    symbolic link (``data -> /scratch/...``): publishing replaces that path by a rename,
+    so the job would put a folder of its own where the link was, on this filesystem, and
+    drop the link, not write through it. None otherwise."""
+    for name, path in staged_outputs(run, context).items():
+        published = path.rstrip("/")
+        if os.path.islink(published):
+            return (
+                f"{run.location}: outputs.{name}: {published} is a symbolic link (to "
+                f"{os.readlink(published)}), which publishing the staged output would "
+                "replace rather than write through; declare the output `staged: false` to "
+                "write it in place, through the link, or point the output at a path that "
+                "is not a link"
+            )
+    return None
 
 
 def environment_fields(run: DesiredRun) -> dict[str, Any]:
