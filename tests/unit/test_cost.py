@@ -38,7 +38,11 @@ def job(
     limit_h: float | None = None,
     usage: bool = True,
     at: datetime = T0,
+    freed: tuple[int, int] | None = None,
+    freed_known: bool = True,
 ) -> SubmissionRecord:
+    """``freed``: the GPUs and CPUs its components still held when it was cancelled (all
+    it held unless said); ``freed_known`` False: usage journalled before recon said it."""
     record_id = next(_ids)
     seconds = hours * HOUR
     held = JobUsage(
@@ -52,6 +56,8 @@ def job(
         idle_gpu_s=gpus * idle_h * HOUR,
         idle_cpu_s=cpus * idle_h * HOUR,
         time_limit_s=None if limit_h is None else limit_h * HOUR,
+        cancelled_gpus=(freed or (gpus, cpus))[0] if freed_known else None,
+        cancelled_cpus=(freed or (gpus, cpus))[1] if freed_known else None,
     )
     return SubmissionRecord(
         id=record_id,
@@ -143,6 +149,22 @@ def test_savings_each_estimated_as_said() -> None:
     assert book.saved[Saving.TEARDOWN].gpu_h == 4 and book.saved[Saving.TEARDOWN].jobs == 1
     lines = report.as_text(book, "p")
     assert "6.000 GPU-h" in lines and "time left to its limit" in lines
+
+
+def test_a_teardown_saves_only_what_the_components_still_running_held() -> None:
+    """A het job of 2 GPUs (its GPU half) and 1 CPU: the GPU half failed on its own, so
+    the teardown freed only the CPU half, for the 2 h the last success ran beyond it."""
+    records = [
+        job("het", Health.SUCCEEDED, gpus=2, cpus=3, hours=3),
+        job("het", Health.FAILED, gpus=2, cpus=3, hours=1, job_id="7", freed=(0, 1)),
+        # the same, journalled before recon recorded what a cancel freed: not counted
+        job("old", Health.SUCCEEDED, gpus=2, hours=3),
+        job("old", Health.FAILED, gpus=2, hours=1, job_id="8", freed_known=False),
+    ]
+    causes = {"7": Cause.COMPONENT_FAILED, "8": Cause.COMPONENT_FAILED}
+    book = ledger(records, {"het": "s1", "old": "s1"}, cancel_causes=causes)
+    saved = book.saved[Saving.TEARDOWN]
+    assert (saved.gpu_h, saved.cpu_h, saved.jobs) == (0, 2, 1)
 
 
 def test_running_jobs_and_jobs_without_usage_are_said_not_counted() -> None:

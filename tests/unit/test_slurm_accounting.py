@@ -161,3 +161,37 @@ def test_rows_without_accounting_give_no_usage() -> None:
         for cells in (line.split("|") for line in ENDED.splitlines()[:3])
     )
     assert usage_of(jobs(text)["3585"]) is None
+
+
+def test_what_a_cancel_freed_is_what_its_cancelled_components_held() -> None:
+    both = usage_of(jobs(ENDED)["3588"])  # cancelled while both halves ran
+    assert both is not None and (both.cancelled_gpus, both.cancelled_cpus) == (1, 3)
+    # the same het job, its GPU half having failed 10 s before the teardown
+    gpu_half_failed = ENDED.replace(
+        "3588+1|3589|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|gpu1|gpu|21",
+        "3588+1|3589|FAILED|1:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:42|gpu1|gpu|11",
+    )
+    usage = usage_of(jobs(gpu_half_failed)["3588"])
+    assert usage is not None and (usage.gpus, usage.gpu_s, usage.cpu_s) == (1, 11, 43)
+    assert (usage.cancelled_gpus, usage.cancelled_cpus) == (0, 1)
+    done = usage_of(jobs(ENDED)["3585"])  # completed: its cancel freed nothing
+    assert done is not None and (done.cancelled_gpus, done.cancelled_cpus) == (0, 0)
+
+
+def test_a_running_allocation_is_idle_so_far_while_no_step_runs() -> None:
+    # held 3 s so far (ElapsedRaw); its step started 1 s in and still runs
+    text = RUNNING.replace(
+        "3632.0|3632.0|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36",
+        "3632.0|3632.0|RUNNING|0:0||2026-12-02T16:42:37|2026-12-02T16:42:37",
+    )
+    usage = usage_of(jobs(text)["3632"], allocation=True)
+    assert usage is not None and usage.ended is None
+    assert (usage.gpu_s, usage.idle_s, usage.idle_gpu_s) == (3, 1, 1)
+
+
+def test_usage_journalled_before_the_cancelled_split_reads_back_without_it() -> None:
+    usage = usage_of(jobs(ENDED)["3588"])
+    assert usage is not None
+    older = {k: v for k, v in usage.to_json().items() if not k.startswith("cancelled_")}
+    read = JobUsage.from_json(older)
+    assert (read.gpu_s, read.cancelled_gpus, read.cancelled_cpus) == (21, None, None)

@@ -89,8 +89,9 @@ SAVING_WORDS: dict[Saving, str] = {
     "the run's last job that ran it, less what the skipping job held",
     Saving.IDLE_RELEASE: "allocations released after idle_release, each valued at what it "
     "held times the time left to its limit, which Slurm would have kept it for",
-    Saving.TEARDOWN: "jobs torn down when a coupled part failed, each valued at what it held "
-    "times the time the run's last success ran beyond it (none counted without one)",
+    Saving.TEARDOWN: "jobs torn down when a coupled part failed, each valued at what its "
+    "components still running held when torn down times the time the run's last success ran "
+    "beyond it (none counted without one)",
 }
 
 
@@ -254,10 +255,13 @@ def _save(
         left = max(usage.time_limit_s - usage.elapsed_s, 0.0)
         _saved(book, Saving.IDLE_RELEASE, left * usage.gpus, left * usage.cpus)
     elif cause in (Cause.COMPONENT_FAILED, Cause.PARTNER_FAILED) and earlier is not None:
+        if usage.cancelled_gpus is None or usage.cancelled_cpus is None:
+            return  # journalled before recon recorded what the cancel freed: not counted
         beyond = max(earlier.elapsed_s - usage.elapsed_s, 0.0)
         if usage.time_limit_s is not None:
             beyond = min(beyond, max(usage.time_limit_s - usage.elapsed_s, 0.0))
-        _saved(book, Saving.TEARDOWN, beyond * usage.gpus, beyond * usage.cpus)
+        # only what was still held: a component that had failed already freed its own
+        _saved(book, Saving.TEARDOWN, beyond * usage.cancelled_gpus, beyond * usage.cancelled_cpus)
 
 
 def _saved(book: Ledger, kind: Saving, gpu_s: float, cpu_s: float) -> None:
