@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from datetime import UTC, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -22,6 +22,7 @@ COLUMNS: tuple[tuple[Spent, str], ...] = (
     (Spent.CANCELLED, "cancelled"),
     (Spent.IDLE, "alloc idle"),
     (Spent.ALLOCATION_WORK, "alloc work"),
+    (Spent.RUNNING, "running"),
 )
 
 
@@ -53,6 +54,7 @@ def _project_table(book: Ledger) -> Table:
             _figure(book.project.cpu.get(spent, 0.0)),
         ]
         for spent, title in COLUMNS
+        if spent is not Spent.RUNNING or book.running_counted  # said when any job runs
     ]
     rows.append(["total", _figure(book.project.gpu_h), _figure(book.project.cpu_h)])
     return ["", "GPU-h", "CPU-h"], rows
@@ -108,12 +110,35 @@ def _notes(book: Ledger) -> list[str]:
     ]
     if not book.project.jobs:
         notes.append("No job of the project has ended with what it held recorded yet.")
+    if book.running_counted and book.looked_at is not None:
+        at = book.looked_at.astimezone(UTC).strftime("%H:%M:%S")
+        notes.append(
+            f"{plural(book.running_counted, 'job')} still running counted as held so far "
+            f"(sacct's ElapsedRaw at {at} UTC), as running (an allocation's: idle and work)."
+        )
     if book.running:
-        notes.append(f"{plural(book.running, 'job')} not ended yet: counted once ended.")
+        if book.looked_at is not None:
+            why = "queued, or not in sacct's accounting yet"
+        else:
+            why = f"this figure excludes them ({book.not_reached or 'the cluster was not asked'})"
+        notes.append(f"{plural(book.running, 'job')} not ended yet: {why}; counted once ended.")
+    if book.backfilled:
+        notes.append(
+            f"{plural(book.backfilled, 'job')} settled before recon read usage: back-filled "
+            "from the scheduler's accounting into the journal just now."
+        )
     if book.unknown:
+        gone, asked = book.unknown_gone, book.unknown - book.unknown_gone
+        said = []
+        if asked and book.not_reached:
+            said.append(f"{asked} not asked for ({book.not_reached})")
+        elif asked:
+            said.append(f"{asked} not read from the scheduler's accounting")
+        if gone:
+            said.append(f"{gone} no longer in the scheduler's accounting")
         notes.append(
             f"{plural(book.unknown, 'ended job')} with no usage in the journal (settled by "
-            "a recon that did not read it): not counted."
+            f"a recon that did not read it): not counted; {listed(said)}."
         )
     return notes
 
@@ -196,7 +221,12 @@ def ledger_data(book: Ledger, project: str) -> dict[str, Any]:
             for kind, saved in book.saved.items()
         },
         "jobs_running": book.running,
+        "jobs_running_counted": book.running_counted,
+        "running_read_at": None if book.looked_at is None else book.looked_at.isoformat(),
+        "cluster_not_reached": book.not_reached,
         "jobs_without_usage": book.unknown,
+        "jobs_without_usage_not_in_accounting": book.unknown_gone,
+        "jobs_backfilled": book.backfilled,
     }
 
 

@@ -133,7 +133,8 @@ def test_recon_cost_matches_sacct_for_each_category(project: Project) -> None:
 
     def settled() -> bool:
         project.apply()  # settles what ended into the journal, usage included
-        shown = json.loads(recon(project, "cost", ".", "--format", "json").stdout)
+        # offline: a job still running is then not counted, only said
+        shown = json.loads(recon(project, "cost", ".", "--offline", "--format", "json").stdout)
         return shown["jobs_running"] == 0 and bool(shown["allocations"])
 
     project.wait_for("every job to end and be settled", settled)
@@ -203,3 +204,82 @@ def _union_seconds(spans: list[tuple[str, str]]) -> int:
             busy += int((end - begin).total_seconds())
             reach = end
     return busy
+
+
+LONG = (
+    "kind: Run\nname: long\ncommand: 'sleep 120; echo ok > {outputs.out.path}'\n"
+    "resources:\n  partition: gpu\n  cpus: 1\n  memory: 100MiB\n  gpus: 'a100:1'\n  time: 5\n"
+    "outputs:\n  out: out.txt\n"
+)
+
+
+def _elapsed(job_id: str) -> tuple[int, int]:
+    """(GPUs, ElapsedRaw) of a job as sacct prints them now."""
+    line = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "AllocTRES,ElapsedRaw"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()[0]  # fmt: skip
+    tres, elapsed = line.split("|")
+    return _tres(tres, "gres/gpu"), int(elapsed)
+
+
+def test_running_jobs_so_far_and_older_jobs_back_filled_once(project: Project) -> None:
+    """A GPU run still running is counted as held so far (between two sacct readings of
+    its ElapsedRaw taken around `recon cost`); a job whose usage the journal lacks (as
+    one settled before recon read usage) is back-filled from sacct once, and equals
+    what sacct says; --offline says what it leaves out instead."""
+    import sqlite3
+
+    project.repo.commit(
+        {"specs/long.yaml": LONG, "specs/quick.yaml": run_spec("quick", "sleep 1; echo > x")}
+    )
+    project.apply()
+    long_id = project.listed_job_of("long")["id"]
+
+    def quick_settled_and_long_accounted() -> bool:
+        project.apply()
+        records = _journal_rows(project)
+        quick = [r for r in records if r["name"] == "quick"]
+        return bool(quick) and quick[0]["final_health"] is not None and _elapsed(long_id)[1] > 0
+
+    project.wait_for("quick to be settled, long to run", quick_settled_and_long_accounted)
+    journal = project.root / ".recon" / "journal.sqlite"
+    with sqlite3.connect(journal) as db:  # as a recon before usage was read left it
+        db.execute("UPDATE submissions SET usage = NULL WHERE name = 'quick'")
+
+    offline = json.loads(recon(project, "cost", ".", "--offline", "--format", "json").stdout)
+    assert (offline["jobs_running"], offline["jobs_without_usage"]) == (1, 1), offline
+    assert "--offline" in offline["cluster_not_reached"]
+    assert offline["total"]["gpu_hours"] == 0
+
+    before = _elapsed(long_id)
+    shown = recon(project, "cost", ".", "--format", "json")
+    after = _elapsed(long_id)
+    cost = json.loads(shown.stdout)
+    assert (cost["jobs_running"], cost["jobs_running_counted"]) == (0, 1), cost
+    running = cost["runs"]["long"]["gpu_hours_by"]["running"]
+    assert before[0] * before[1] / 3600 <= running <= after[0] * after[1] / 3600, (before, after)
+    assert cost["jobs_backfilled"] == 1 and cost["jobs_without_usage"] == 0
+    quick_rows = [r for r in sacct_rows(project) if run_of(r, sacct_rows(project)) == "quick"]
+    quick_cpu = held_hours(quick_rows, "cpu")
+    assert quick_cpu > 0
+    assert cost["runs"]["quick"]["cpu_hours"] == pytest.approx(quick_cpu, abs=1e-9)
+    assert [r["usage"] is not None for r in _journal_rows(project) if r["name"] == "quick"] == [
+        True
+    ]
+    again = json.loads(recon(project, "cost", ".", "--format", "json").stdout)
+    assert again["jobs_backfilled"] == 0  # done once: the journal holds it now
+    assert again["runs"]["quick"]["cpu_hours"] == pytest.approx(quick_cpu, abs=1e-9)
+    text = recon(project, "cost", ".").stdout
+    assert "still running counted as held so far" in text and "running" in text, text
+
+
+def _journal_rows(project: Project) -> list[dict[str, object]]:
+    import sqlite3
+
+    path = project.root / ".recon" / "journal.sqlite"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as db:
+        db.row_factory = sqlite3.Row
+        return [dict(row) for row in db.execute("SELECT * FROM submissions ORDER BY id")]

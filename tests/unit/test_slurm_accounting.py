@@ -11,6 +11,8 @@ job cancelled while it waited; then a GPU job caught running.
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -47,6 +49,7 @@ RUNNING = """\
 3632.0|3632.0|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1||3||cpu=1,gres/gpu=1,mem=100M,node=1||sleep|
 """
 
+Result = subprocess.CompletedProcess[str]
 TAG = Tag(project="costcap", deployment="0123456789ab", kind="run", name="x", spec_hash="0" * 16)
 
 
@@ -195,3 +198,46 @@ def test_usage_journalled_before_the_cancelled_split_reads_back_without_it() -> 
     older = {k: v for k, v in usage.to_json().items() if not k.startswith("cancelled_")}
     read = JobUsage.from_json(older)
     assert (read.gpu_s, read.cancelled_gpus, read.cancelled_cpus) == (21, None, None)
+
+
+def test_the_accounting_of_named_jobs_is_asked_in_bounded_sacct_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`recon cost`'s back-fill: the jobs named by the ids sbatch returned (a step's, an
+    array task's and a het component's own ids named by their job's), steps included, in
+    the records' window; one sacct call per NAMED_JOBS_MAX jobs, no squeue."""
+    from reconciler.errors import ObservationError
+    from reconciler.scheduler.slurm import adapter
+    from reconciler.scheduler.slurm.testing import ScriptedRunner, failed, ok
+
+    tagged = ENDED.replace("|costcap\n", f"|{TAG.format()}\n")
+    monkeypatch.setattr(adapter, "NAMED_JOBS_MAX", 2)
+
+    def sacct(argv: Sequence[str], _stdin: str | None) -> Result:
+        """sacct's rows of the jobs named, as it lists them."""
+        named = next(a for a in argv if a.startswith("--jobs=")).split("=")[1].split(",")
+        return ok("".join(f"{line}\n" for line in tagged.splitlines() if _top(line) in named))
+
+    runner = ScriptedRunner(sacct=[sacct])
+    slurm = adapter.SlurmScheduler(runner, tz=UTC, user="tester", project="costcap")
+    since, until = datetime(2026, 12, 2, 15, tzinfo=UTC), datetime(2026, 12, 2, 18, tzinfo=UTC)
+    listed = slurm.accounting(["3585", "3586", "3588+1", "3587_1", "3591.0"], since, until)
+    assert runner.commands() == ["sacct", "sacct", "sacct"]  # 5 jobs, 2 a call
+    named = [next(a for a in argv if a.startswith("--jobs=")) for argv, _ in runner.calls]
+    assert named == ["--jobs=3585,3586", "--jobs=3587,3588", "--jobs=3591"]
+    first = runner.calls[0][0]
+    assert "--starttime=2026-12-02T15:00:00" in first and "--endtime=2026-12-02T18:00:00" in first
+    assert "--allocations" not in first  # steps: an allocation's idle time needs them
+    het = next(job for job in listed.jobs if job.job_id == "3588")
+    usage = usage_of(het)
+    assert usage is not None and (usage.gpu_s, usage.cpu_s) == (21, 63)
+    assert {job.job_id for job in listed.jobs} >= {"3585", "3586", "3587", "3588", "3591"}
+    broken = adapter.SlurmScheduler(
+        ScriptedRunner(sacct=[failed("slurmdbd down")]), tz=UTC, user="tester"
+    )
+    with pytest.raises(ObservationError, match="sacct failed, usage not read: slurmdbd down"):
+        broken.accounting(["3585"], since, until)
+
+
+def _top(line: str) -> str:
+    return line.split("|")[0].partition(".")[0].partition("_")[0].partition("+")[0]

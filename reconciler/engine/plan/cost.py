@@ -15,7 +15,10 @@ How each job is counted (GPU-hours and CPU-hours held, ``JobUsage``):
   and ``allocation work`` (the rest: its runs' steps and its setup). A run that ran as
   a step inside it is shown on its run's line, and counted once, in the allocation's.
 - queue wait: wall hours from submission to start, summed; no resources are held.
-- a job still queued or running has no usage yet: counted once it has ended.
+- a job still running: its usage so far, when the cluster was asked (``live``, read
+  from the observation: ``running_usage``), ``running`` for a run's job, idle and work
+  so far for an allocation's; without it, or while it waits in the queue, it is counted
+  once it has ended.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from enum import StrEnum
 from reconciler.desired.matrix import sweep_of
 from reconciler.desired.models import RunResources
 from reconciler.engine.plan.actions import Cause
+from reconciler.scheduler.base import Observation
 from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.states import Health
-from reconciler.scheduler.usage import JobUsage
+from reconciler.scheduler.usage import JobUsage, usage_of
 from reconciler.state.records import SubmissionRecord
 
 HOUR = 3600.0
@@ -45,6 +49,7 @@ class Spent(StrEnum):
     CANCELLED = "cancelled"
     IDLE = "idle"  # an allocation held with no step running
     ALLOCATION_WORK = "allocation_work"  # an allocation's held time its steps used
+    RUNNING = "running"  # a run's job still running: held so far
 
 
 @dataclass
@@ -115,7 +120,13 @@ class Ledger:
     commits: dict[str, Hours] = field(default_factory=dict)  # in order of first job
     saved: dict[Saving, Saved] = field(default_factory=dict)
     unknown: int = 0  # ended jobs with no usage recorded (before recon read it)
-    running: int = 0  # jobs not ended yet: counted once they have
+    unknown_gone: int = 0  # of those, the ones the scheduler was asked for and had no record of
+    running: int = 0  # jobs not ended yet, not counted: counted once they have
+    running_counted: int = 0  # jobs not ended yet, counted as held so far (``live``)
+    # what the cluster added to the journal (``engine/accounting``), for the report to say
+    looked_at: datetime | None = None  # when running jobs were read; None: not asked
+    not_reached: str | None = None  # why the cluster was not asked, or did not answer
+    backfilled: int = 0  # jobs settled before recon read usage, back-filled just now
 
 
 def ledger(
@@ -126,12 +137,15 @@ def ledger(
     since: datetime | None = None,
     commits: Collection[str] | None = None,
     names: Collection[str] = (),
+    live: Mapping[str, JobUsage] | None = None,
 ) -> Ledger:
     """The cost of ``records`` (one project's, oldest first). ``current_specs``: run ->
     its spec hash now (a run not in it left the repo: its successes are superseded).
     ``since``: only jobs submitted then or later; ``commits``: only jobs submitted for
     these commits; ``names``: only these runs and allocations (a sweep's name: its
-    members). ``cancel_causes``: job id -> why recon cancelled it (``Cause`` values)."""
+    members). ``cancel_causes``: job id -> why recon cancelled it (``Cause`` values).
+    ``live``: job id -> what each job not ended yet has held so far (``running_usage``);
+    None when the cluster was not asked."""
     causes = cancel_causes or {}
     commits = None if commits is None else set(commits)
     names = set(names)
@@ -145,17 +159,45 @@ def ledger(
         if record.job_id is None:
             continue  # only intended, or refused: no job
         if record.final_health is None:
-            book.running += 1
+            so_far = None if live is None else live.get(record.job_id)
+            if so_far is None:
+                book.running += 1
+            else:
+                book.running_counted += 1
+                _book(book, record, _hours(record, so_far, current=False, ended_by_recon=False))
             continue
         usage = usages.get(record.id)
         if usage is None:
             book.unknown += 1
+            book.unknown_gone += record.usage_sought
             continue
         cause = causes.get(record.job_id)
         hours = _hours(record, usage, record.id in current, cause is not None)
         _book(book, record, hours)
         _save(book, record, usage, cause, last_ran)
     return book
+
+
+def running_usage(
+    observation: Observation, records: Iterable[SubmissionRecord]
+) -> dict[str, JobUsage]:
+    """job id -> what each job of ``records`` that has not ended in the journal has held
+    so far, from the rows an observation already holds (sacct's ``ElapsedRaw`` and
+    ``AllocTRES`` of a running job): no call of its own. A job sacct has no accounting of
+    yet (queued, or started a moment ago) is left out."""
+    open_jobs = {
+        (record.job_id, record.kind, record.name)
+        for record in records
+        if record.job_id is not None and record.final_health is None
+    }
+    found: dict[str, JobUsage] = {}
+    for job in observation.jobs:
+        if (job.job_id, job.tag.kind, job.tag.name) not in open_jobs:
+            continue
+        usage = usage_of(job, allocation=job.tag.kind == "alloc")
+        if usage is not None and usage.started is not None:
+            found[job.job_id] = usage
+    return found
 
 
 def _chosen(
@@ -211,10 +253,13 @@ def _hours(record: SubmissionRecord, usage: JobUsage, current: bool, ended_by_re
         busy_gpu = (usage.gpu_s - usage.idle_gpu_s) / HOUR
         hours.add(Spent.ALLOCATION_WORK, busy_gpu, (usage.cpu_s - usage.idle_cpu_s) / HOUR)
         return hours
+    if record.final_health is None:  # still running: held so far
+        hours.add(Spent.RUNNING, usage.gpu_s / HOUR, usage.cpu_s / HOUR)
+        return hours
     spent = {
         Health.SUCCEEDED: Spent.CURRENT if current else Spent.SUPERSEDED,
         Health.FAILED: Spent.FAILED,
-    }.get(record.final_health or Health.CANCELLED, Spent.CANCELLED)
+    }.get(record.final_health, Spent.CANCELLED)
     if ended_by_recon and spent is not Spent.CURRENT:
         spent = Spent.CANCELLED  # torn down, pruned or replaced: recon's doing, not the run's
     hours.add(spent, usage.gpu_s / HOUR, usage.cpu_s / HOUR)
