@@ -87,6 +87,7 @@ def cost(
     from reconciler.desired.matrix import sweep_of
     from reconciler.engine.accounting import account
     from reconciler.engine.plan.cost import ledger
+    from reconciler.engine.plan.inputs import coupled_partners
     from reconciler.engine.reconcile import Request, load, read_cancel_causes
     from reconciler.errors import UnknownTarget
     from reconciler.report import cost as cost_report
@@ -96,7 +97,8 @@ def cost(
     repo, targets = split_arguments(arguments)
     desired = warn(load(Request(repo, rev, worktree)))
     known = set(desired.runs) | set(desired.allocations) | set(desired.sweeps)
-    accounted = account(desired, datetime.now(UTC), offline=offline, choice=chosen(scheduler))
+    now = datetime.now(UTC)
+    accounted = account(desired, now, offline=offline, choice=chosen(scheduler))
     recorded = {record.name for record in accounted.records}
     recorded |= {sweep for name in recorded if (sweep := sweep_of(name)) is not None}
     for name in targets:
@@ -114,6 +116,8 @@ def cost(
         commits=commits,
         names=targets,
         live=accounted.live,
+        partners=coupled_partners(desired),
+        now=now,
     )
     book = replace(
         book,

@@ -26,6 +26,7 @@ from reconciler.desired.desired import Desired, DesiredRun, spec_hash_of
 from reconciler.desired.loader import open_source
 from reconciler.desired.matrix import member_order, sweep_of
 from reconciler.engine.plan.cost import ledger, running_usage
+from reconciler.engine.plan.inputs import coupled_partners
 from reconciler.engine.plan.status import (
     AllocationStatus,
     RunStatus,
@@ -105,7 +106,14 @@ def _cost(look: Look) -> dict[str, Any]:
     desired = look.desired
     specs = {name: spec_hash_of(desired.runs, name) for name in desired.runs}
     live = running_usage(look.observation, look.records)
-    book = ledger(look.records, specs, cancel_causes=read_cancel_causes(desired), live=live)
+    book = ledger(
+        look.records,
+        specs,
+        cancel_causes=read_cancel_causes(desired),
+        live=live,
+        partners=coupled_partners(desired),
+        now=look.observation.taken_at,
+    )
     book.looked_at = look.observation.taken_at
     return ledger_data(book, desired.project.project)
 

@@ -40,12 +40,14 @@ def job(
     at: datetime = T0,
     freed: tuple[int, int] | None = None,
     freed_known: bool = True,
+    ended: datetime | None = None,
 ) -> SubmissionRecord:
     """``freed``: the GPUs and CPUs its components still held when it was cancelled (all
     it held unless said); ``freed_known`` False: usage journalled before recon said it."""
     record_id = next(_ids)
     seconds = hours * HOUR
     held = JobUsage(
+        ended=ended,
         elapsed_s=seconds,
         wait_s=wait_h * HOUR,
         gpus=gpus,
@@ -165,6 +167,36 @@ def test_a_teardown_saves_only_what_the_components_still_running_held() -> None:
     book = ledger(records, {"het": "s1", "old": "s1"}, cancel_causes=causes)
     saved = book.saved[Saving.TEARDOWN]
     assert (saved.gpu_h, saved.cpu_h, saved.jobs) == (0, 2, 1)
+
+
+def test_a_run_held_back_for_its_coupled_partner_saves_what_it_would_have_held_alone() -> None:
+    """simulator (1 GPU) torn down at 10:00 when monitor failed; it waits, blocked, and is
+    submitted with monitor's fix at 12:00: 2 h alone on 1 GPU not spent (its last success
+    ran 4 h). A second teardown at 13:00 whose partner is still down at 13:30 (now): 0.5 h."""
+    t = datetime(2026, 12, 2, tzinfo=UTC)
+    records = [
+        job("simulator", Health.SUCCEEDED, gpus=1, cpus=2, hours=4, at=t),
+        job("monitor", Health.FAILED, at=t + timedelta(hours=8)),
+        job("simulator", Health.CANCELLED, gpus=1, cpus=2, hours=1, job_id="20",
+            at=t + timedelta(hours=9), ended=t + timedelta(hours=10)),
+        job("monitor", Health.FAILED, at=t + timedelta(hours=12)),
+        job("simulator", Health.CANCELLED, gpus=1, cpus=2, hours=1, job_id="21",
+            at=t + timedelta(hours=12), ended=t + timedelta(hours=13)),
+    ]  # fmt: skip
+    causes = {"20": Cause.PARTNER_FAILED, "21": Cause.PARTNER_FAILED}
+    partners = {"simulator": ["monitor"], "monitor": ["simulator"]}
+    now = t + timedelta(hours=13, minutes=30)
+    book = ledger(records, {}, cancel_causes=causes, partners=partners, now=now)
+    saved = book.saved[Saving.COUPLED_WAIT]
+    assert (saved.gpu_h, saved.cpu_h, saved.jobs) == (2.5, 5.0, 2)
+    assert "held back until it ran again" in report.as_text(book, "p")
+    # without a now, the wait still open is not counted; without a last success, none
+    assert ledger(records, {}, cancel_causes=causes, partners=partners).saved[
+        Saving.COUPLED_WAIT
+    ].gpu_h == 2
+    assert Saving.COUPLED_WAIT not in ledger(
+        records[1:], {}, cancel_causes=causes, partners=partners, now=now
+    ).saved
 
 
 def test_running_jobs_and_jobs_without_usage_are_said_not_counted() -> None:

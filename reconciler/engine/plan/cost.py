@@ -86,6 +86,9 @@ class Saving(StrEnum):
     SKIPPED = "skipped"  # a rerun whose job skipped its command: inputs unchanged
     IDLE_RELEASE = "idle_release"  # an allocation released after idle_release
     TEARDOWN = "teardown"  # a het component or coupled partner torn down early
+    # a run torn down with its coupled partner, held back until the partner runs again
+    # and then submitted with it, instead of run again alone
+    COUPLED_WAIT = "coupled_wait"
 
 
 # One line each, said with its number: how the saving is estimated.
@@ -97,6 +100,10 @@ SAVING_WORDS: dict[Saving, str] = {
     Saving.TEARDOWN: "jobs torn down when a coupled part failed, each valued at what its "
     "components still running held when torn down times the time the run's last success ran "
     "beyond it (none counted without one)",
+    Saving.COUPLED_WAIT: "runs torn down with a coupled partner and held back until it ran "
+    "again, then submitted with it instead of alone, each valued at what its torn-down job "
+    "held times the shorter of the time it was held back (to the next submission of it or a "
+    "partner, or to now) and the run's last successful duration (none counted without one)",
 }
 
 
@@ -138,6 +145,8 @@ def ledger(
     commits: Collection[str] | None = None,
     names: Collection[str] = (),
     live: Mapping[str, JobUsage] | None = None,
+    partners: Mapping[str, Sequence[str]] | None = None,
+    now: datetime | None = None,
 ) -> Ledger:
     """The cost of ``records`` (one project's, oldest first). ``current_specs``: run ->
     its spec hash now (a run not in it left the repo: its successes are superseded).
@@ -145,13 +154,16 @@ def ledger(
     these commits; ``names``: only these runs and allocations (a sweep's name: its
     members). ``cancel_causes``: job id -> why recon cancelled it (``Cause`` values).
     ``live``: job id -> what each job not ended yet has held so far (``running_usage``);
-    None when the cluster was not asked."""
+    None when the cluster was not asked. ``partners``: run -> the runs coupled with it
+    (``coupled_with``, both ways), for the coupled wait's saving, which ``now`` ends for
+    a partner not run again yet (None: such a wait is not counted)."""
     causes = cancel_causes or {}
     commits = None if commits is None else set(commits)
     names = set(names)
     current = _current(records, current_specs)
     usages = {record.id: record.usage for record in records if record.usage_json is not None}
     last_ran = _last_ran(records, usages)
+    submitted: dict[str, list[datetime]] = {}  # made when a coupled wait needs it
     book = Ledger()
     for record in records:
         if not _chosen(record, since, commits, names):
@@ -175,7 +187,44 @@ def ledger(
         hours = _hours(record, usage, record.id in current, cause is not None)
         _book(book, record, hours)
         _save(book, record, usage, cause, last_ran)
+        if cause == Cause.PARTNER_FAILED and record.id in last_ran:
+            submitted = submitted or _submissions(records)
+            names = (record.name, *(partners or {}).get(record.name, ()))
+            later = sorted(at for name in names for at in submitted.get(name, ()))
+            _held_back(book, usage, last_ran[record.id], later, now)
     return book
+
+
+def _submissions(records: Sequence[SubmissionRecord]) -> dict[str, list[datetime]]:
+    """run -> when each of its jobs was submitted (its intent written)."""
+    submitted: dict[str, list[datetime]] = {}
+    for record in records:
+        if record.job_id is not None:
+            submitted.setdefault(record.name, []).append(record.created_at)
+    return submitted
+
+
+def _held_back(
+    book: Ledger,
+    torn: JobUsage,
+    earlier: JobUsage,
+    submitted: Sequence[datetime],
+    now: datetime | None,
+) -> None:
+    """A run torn down with its coupled partner waits (blocked) until the partner runs
+    again, and is then submitted with it: without that rule it would have been submitted
+    again at once, alone, holding what its torn-down job held while the partner stayed
+    down. Valued conservatively: for no longer than the run's last success ran."""
+    if torn.ended is None or torn.cancelled_gpus is None or torn.cancelled_cpus is None:
+        return
+    ended = torn.ended
+    until = next((at for at in submitted if at > ended), now)
+    if until is None:
+        return  # the partner is still down and the ledger was not told when now is
+    alone = min(max((until - ended).total_seconds(), 0.0), earlier.elapsed_s)
+    if torn.time_limit_s is not None:
+        alone = min(alone, torn.time_limit_s)
+    _saved(book, Saving.COUPLED_WAIT, alone * torn.cancelled_gpus, alone * torn.cancelled_cpus)
 
 
 def running_usage(
