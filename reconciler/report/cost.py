@@ -220,6 +220,8 @@ def ledger_data(book: Ledger, project: str) -> dict[str, Any]:
             }
             for kind, saved in book.saved.items()
         },
+        # read back by `recon plan --durations FILE` (``durations_of``)
+        "last_durations": dict(sorted(book.last_durations.items())),
         "jobs_running": book.running,
         "jobs_running_counted": book.running_counted,
         "running_read_at": None if book.looked_at is None else book.looked_at.isoformat(),
@@ -233,6 +235,24 @@ def ledger_data(book: Ledger, project: str) -> dict[str, Any]:
 def as_json(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
     """Every figure, both units (``unit`` and ``width`` are the text's)."""
     return json.dumps(ledger_data(book, project), indent=2) + "\n"
+
+
+def durations_of(document: object) -> dict[str, float]:
+    """The last durations (run -> seconds) a `recon cost --format json` document holds,
+    for `recon plan --durations`; ValueError saying what is wrong, in words."""
+    if not isinstance(document, dict) or not isinstance(document.get("last_durations"), dict):
+        raise ValueError(
+            'holds no "last_durations" object (run -> seconds): write it with `recon cost '
+            "--format json > FILE` where the project's journal is"
+        )
+    durations: dict[str, float] = {}
+    for name, seconds in document["last_durations"].items():
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise ValueError(
+                f"last_durations.{name} is {json.dumps(seconds)}, not a number of seconds"
+            )
+        durations[str(name)] = float(seconds)
+    return durations
 
 
 RENDERERS: dict[str, Callable[[Ledger, str, Unit, int | None], str]] = {
@@ -280,9 +300,11 @@ def _shown(estimate: Expected) -> bool:
 
 
 def _known_words(estimate: Expected) -> str:
+    how = _HOW if estimate.source is None else f"{_HOW}; durations the journal lacks from "
+    how += "" if estimate.source is None else estimate.source
     return (
         f"{_figure(estimate.gpu_h)} GPU-h, {_figure(estimate.cpu_h)} CPU-h for "
-        f"{plural(len(estimate.known), 'run')} ({_HOW})"
+        f"{plural(len(estimate.known), 'run')} ({how})"
     )
 
 
@@ -331,6 +353,7 @@ def expected_json(estimate: Expected) -> dict[str, object]:
         "gpu_hours": estimate.gpu_h,
         "cpu_hours": estimate.cpu_h,
         "how": _HOW,
+        "durations_from": estimate.source,
         "unknown_runs": [run.name for run in estimate.unknown],
         "unknown_ceiling_gpu_hours": estimate.ceiling_gpu_h,
         "runs": [

@@ -134,6 +134,9 @@ class Ledger:
     looked_at: datetime | None = None  # when running jobs were read; None: not asked
     not_reached: str | None = None  # why the cluster was not asked, or did not answer
     backfilled: int = 0  # jobs settled before recon read usage, back-filled just now
+    # run -> how long its newest success that ran its command ran (``last_durations``):
+    # what `recon cost --format json` exports for plans made without the journal
+    last_durations: dict[str, float] = field(default_factory=dict)
 
 
 def ledger(
@@ -183,6 +186,8 @@ def ledger(
             book.unknown += 1
             book.unknown_gone += record.usage_sought
             continue
+        if _ran(record):
+            book.last_durations[record.name] = usage.elapsed_s  # the newest wins
         cause = causes.get(record.job_id)
         hours = _hours(record, usage, record.id in current, cause is not None)
         _book(book, record, hours)
@@ -412,9 +417,12 @@ class RunEstimate:
 
 @dataclass(frozen=True)
 class Expected:
-    """The expected GPU-hours and CPU-hours of the runs a plan or change will run."""
+    """The expected GPU-hours and CPU-hours of the runs a plan or change will run.
+    ``source``: the file some last durations were read from (a clone with no journal),
+    None when the journal said them all."""
 
     runs: tuple[RunEstimate, ...]
+    source: str | None = None
 
     @property
     def known(self) -> tuple[RunEstimate, ...]:
@@ -445,17 +453,34 @@ def last_durations(records: Iterable[SubmissionRecord]) -> dict[str, float]:
     time), from the journal's records, oldest first."""
     durations: dict[str, float] = {}
     for record in records:
-        ran = record.final_health is Health.SUCCEEDED and record.reason != SKIPPED
-        if ran and record.kind == "run" and (usage := record.usage) is not None:
+        if _ran(record) and (usage := record.usage) is not None:
             durations[record.name] = usage.elapsed_s
     return durations
 
 
-def expected(asks: Mapping[str, Asks], durations: Mapping[str, float]) -> Expected:
+def _ran(record: SubmissionRecord) -> bool:
+    """A run's job that succeeded running its command (not one that skipped it)."""
+    return (
+        record.kind == "run"
+        and record.final_health is Health.SUCCEEDED
+        and record.reason != SKIPPED
+    )
+
+
+def expected(
+    asks: Mapping[str, Asks],
+    durations: Mapping[str, float],
+    exported: Mapping[str, float] | None = None,
+    source: str | None = None,
+) -> Expected:
     """The expected cost of running each run of ``asks`` (run -> what it asks for now),
-    from its last successful duration (``durations``, run -> seconds)."""
+    from its last successful duration (``durations``, run -> seconds, the journal's);
+    ``exported``: those read from ``source`` (`recon cost --format json`'s
+    ``last_durations``), for the runs the journal has none of."""
+    known = {**(exported or {}), **durations}
+    used = source if exported and any(n not in durations and n in exported for n in asks) else None
     return Expected(
-        tuple(RunEstimate(name, ask, durations.get(name)) for name, ask in asks.items())
+        tuple(RunEstimate(name, ask, known.get(name)) for name, ask in asks.items()), used
     )
 
 
