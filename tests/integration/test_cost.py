@@ -231,7 +231,10 @@ def test_running_jobs_so_far_and_older_jobs_back_filled_once(project: Project) -
     import sqlite3
 
     project.repo.commit(
-        {"specs/long.yaml": LONG, "specs/quick.yaml": run_spec("quick", "sleep 1; echo > x")}
+        {
+            "specs/long.yaml": LONG,
+            "specs/quick.yaml": run_spec("quick", "sleep 1; echo > {outputs.out.path}"),
+        }
     )
     project.apply()
     long_id = project.listed_job_of("long")["id"]
@@ -283,3 +286,68 @@ def _journal_rows(project: Project) -> list[dict[str, object]]:
     with sqlite3.connect(path) as db:
         db.row_factory = sqlite3.Row
         return [dict(row) for row in db.execute("SELECT * FROM submissions ORDER BY id")]
+
+
+def coupled(name: str, partner: str, command: str) -> str:
+    return run_spec(name, command, extra=f"coupled_with: [{partner}]\n")
+
+
+def test_a_run_held_back_for_its_coupled_partner_is_a_saving_valued_as_sacct_says(
+    project: Project,
+) -> None:
+    """simulator and monitor succeed together; a commit makes monitor fail, so recon tears
+    simulator's new job down and holds simulator back (blocked) instead of running it
+    alone. The saving is what the torn-down job held (its AllocTRES) for the shorter of
+    the wait and simulator's last success's ElapsedRaw, both read from sacct here."""
+    project.repo.commit(
+        {
+            "specs/simulator.yaml": coupled(
+                "simulator", "monitor", "sleep 2; echo > {outputs.out.path}"
+            ),
+            "specs/monitor.yaml": coupled(
+                "monitor", "simulator", "sleep 1; echo > {outputs.out.path}"
+            ),
+        }
+    )
+    done = recon(project, "apply", ".", "--auto-approve", "--wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (first,) = project.job_of("simulator")
+    project.repo.commit(
+        {
+            "specs/simulator.yaml": coupled(
+                "simulator", "monitor", "sleep 300; echo > {outputs.out.path}"
+            ),
+            "specs/monitor.yaml": coupled("monitor", "simulator", "sleep 3; exit 1"),
+        },
+        message="monitor breaks",
+    )
+    project.apply()
+
+    def torn_down() -> bool:
+        project.apply()
+        jobs = project.job_of("simulator")
+        return len(jobs) == 2 and all(
+            job["state"].startswith(("COMPLETED", "CANCELLED")) for job in jobs
+        )
+
+    project.wait_for("simulator's second job to be torn down", torn_down)
+    second = next(job for job in project.job_of("simulator") if job["id"] != first["id"])
+    project.wait_for("the teardown to be settled", lambda: _settled(project, second["id"]))
+    time.sleep(4)  # held back longer than the last success ran: the saving is capped by it
+    cost = json.loads(recon(project, "cost", ".", "--offline", "--format", "json").stdout)
+    rows = sacct_rows(project)
+    last = next(r for r in rows if r["JobID"] == first["id"])
+    torn = next(r for r in rows if r["JobID"] == second["id"])
+    assert torn["State"].startswith("CANCELLED"), torn
+    expected_cpu = _tres(torn["AllocTRES"], "cpu") * int(last["ElapsedRaw"]) / 3600
+    saved = cost["saved"]["coupled_wait"]
+    assert saved["jobs"] == 1 and saved["cpu_hours"] == pytest.approx(expected_cpu, abs=1e-9)
+    assert "held back until it ran again" in saved["how"]
+
+
+def _settled(project: Project, job_id: str) -> bool:
+    project.apply()
+    return any(
+        row["job_id"] == job_id and row["final_health"] is not None and row["usage"] is not None
+        for row in _journal_rows(project)
+    )
