@@ -125,7 +125,12 @@ def backfill(
     """Ask the accounting for ``missing`` jobs' usage (their ids, over their records'
     window) and write it into the journal; jobs it has no record of at all are stamped,
     not asked again. A job it lists that cannot be matched to its record (an array whose
-    member map is gone) is left for a later call. Returns (filled, not found)."""
+    member map is gone) is left for a later call. Returns (filled, not found).
+
+    Jobs are stamped only when the accounting knew at least one of those asked for: one
+    that knows none may be the wrong one (`scheduler: auto` on a machine without Slurm
+    picks the local backend, whose store never held the cluster's jobs), and stamping
+    would hide them from the right one for good. They are then asked again next time."""
     since = min(record.created_at for record in missing) - BACKFILL_MARGIN
     until = max(record.updated_at for record in missing) + BACKFILL_MARGIN
     ids = sorted({record.job_id for record in missing if record.job_id is not None})
@@ -141,6 +146,8 @@ def backfill(
             found[record.id] = usage
     accounted = {_top(job.job_id) for job in listed.jobs} | {_top(j.job_id) for j in own.jobs}
     gone = [r.id for r in missing if r.id not in found and _top(r.job_id or "") not in accounted]
+    if not found and not own.jobs:
+        gone = []  # it knew none of them: maybe not the accounting they went to
     with Journal(journal_path(desired)) as journal:
         journal.record_usages(found, gone, now)
     return len(found), len(gone)

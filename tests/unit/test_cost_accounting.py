@@ -152,3 +152,15 @@ def test_jobs_settled_before_usage_was_read_are_back_filled_once(desired: Desire
     assert (book.unknown, book.unknown_gone) == (1, 1)
     again = ScriptedScheduler()  # done once: nothing is asked again
     assert account(desired, NOW, scheduler=again).backfilled == 0 and again.calls == []
+
+
+def test_an_accounting_that_knows_none_of_the_jobs_stamps_none(desired: Desired) -> None:
+    """It may be the wrong one (the local backend picked where Slurm is not installed):
+    the jobs are asked again next time, not hidden for good."""
+    journalled(desired, ("150", Health.SUCCEEDED, None))
+    knows_none = ScriptedScheduler(accounting=seen())
+    accounted = account(desired, NOW, scheduler=knows_none)
+    assert (accounted.backfilled, accounted.not_found) == (0, 0)
+    asked_again = ScriptedScheduler(accounting=seen())
+    account(desired, NOW, scheduler=asked_again)
+    assert asked_again.methods() == ["accounting"]
