@@ -249,9 +249,16 @@ def test_running_jobs_so_far_and_older_jobs_back_filled_once(project: Project) -
     journal = project.root / ".recon" / "journal.sqlite"
     with sqlite3.connect(journal) as db:  # as a recon before usage was read left it
         db.execute("UPDATE submissions SET usage = NULL WHERE name = 'quick'")
+        # and a job sacct holds no record of (an id never handed out on this cluster)
+        db.execute(
+            "INSERT INTO submissions (project, kind, name, spec_hash, git_commit, job_id,"
+            " status, final_health, created_at, updated_at) SELECT project, kind, name,"
+            " spec_hash, git_commit, '99999998', status, final_health, created_at, updated_at"
+            " FROM submissions WHERE name = 'quick'"
+        )
 
     offline = json.loads(recon(project, "cost", ".", "--offline", "--format", "json").stdout)
-    assert (offline["jobs_running"], offline["jobs_without_usage"]) == (1, 1), offline
+    assert (offline["jobs_running"], offline["jobs_without_usage"]) == (1, 2), offline
     assert "--offline" in offline["cluster_not_reached"]
     assert offline["total"]["gpu_hours"] == 0
 
@@ -262,13 +269,16 @@ def test_running_jobs_so_far_and_older_jobs_back_filled_once(project: Project) -
     assert (cost["jobs_running"], cost["jobs_running_counted"]) == (0, 1), cost
     running = cost["runs"]["long"]["gpu_hours_by"]["running"]
     assert before[0] * before[1] / 3600 <= running <= after[0] * after[1] / 3600, (before, after)
-    assert cost["jobs_backfilled"] == 1 and cost["jobs_without_usage"] == 0
+    assert cost["jobs_backfilled"] == 1 and cost["jobs_without_usage"] == 1
+    assert cost["jobs_without_usage_not_in_accounting"] == 1  # 99999998: stamped, not asked again
     quick_rows = [r for r in sacct_rows(project) if run_of(r, sacct_rows(project)) == "quick"]
     quick_cpu = held_hours(quick_rows, "cpu")
     assert quick_cpu > 0
     assert cost["runs"]["quick"]["cpu_hours"] == pytest.approx(quick_cpu, abs=1e-9)
-    assert [r["usage"] is not None for r in _journal_rows(project) if r["name"] == "quick"] == [
-        True
+    quick_journal = [r for r in _journal_rows(project) if r["name"] == "quick"]
+    assert [(r["usage"] is not None, r["usage_sought_at"] is not None) for r in quick_journal] == [
+        (True, False),
+        (False, True),
     ]
     again = json.loads(recon(project, "cost", ".", "--format", "json").stdout)
     assert again["jobs_backfilled"] == 0  # done once: the journal holds it now
