@@ -50,7 +50,8 @@ class Accounted:
     records: Sequence[SubmissionRecord]
     live: Mapping[str, JobUsage] | None = None  # job id -> held so far; None: not asked
     looked_at: datetime | None = None  # when the cluster was observed for running jobs
-    not_reached: str | None = None  # why the cluster was not asked, or did not answer
+    # why the cluster was not asked, did not answer, or answered in part
+    not_reached: str | None = None
     backfilled: int = 0  # jobs whose usage this call back-filled
     not_found: int = 0  # jobs the accounting was asked for and had no record of
 
@@ -99,7 +100,8 @@ def account(
         why = f"the cluster could not be asked: {error}"
         return Accounted(journal.records, not_reached=why, backfilled=filled, not_found=not_found)
     live = running_usage(observation, records)
-    return Accounted(records, live, observation.taken_at, None, filled, not_found)
+    partial = None if observation.complete else "; ".join(observation.problems[:3])
+    return Accounted(records, live, observation.taken_at, partial, filled, not_found)
 
 
 def _judged(

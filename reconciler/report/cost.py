@@ -119,6 +119,7 @@ def _notes(book: Ledger) -> list[str]:
     if book.running:
         if book.looked_at is not None:
             why = "queued, or not in sacct's accounting yet"
+            why += f" ({book.not_reached})" if book.not_reached else ""
         else:
             why = f"this figure excludes them ({book.not_reached or 'the cluster was not asked'})"
         notes.append(f"{plural(book.running, 'job')} not ended yet: {why}; counted once ended.")

@@ -164,3 +164,17 @@ def test_an_accounting_that_knows_none_of_the_jobs_stamps_none(desired: Desired)
     asked_again = ScriptedScheduler(accounting=seen())
     account(desired, NOW, scheduler=asked_again)
     assert asked_again.methods() == ["accounting"]
+
+
+def test_a_partial_observation_is_said_beside_the_jobs_it_could_not_count(
+    desired: Desired,
+) -> None:
+    journalled(desired, ("201", None, None))
+    partial = Observation(
+        taken_at=NOW, jobs=(), complete=False, problems=("sacct failed, only live jobs seen: x",)
+    )
+    accounted = account(desired, NOW, scheduler=ScriptedScheduler(observe=partial))
+    book = ledger(accounted.records, {}, live=accounted.live)
+    book.looked_at, book.not_reached = accounted.looked_at, accounted.not_reached
+    text = report.as_text(book, "vision", width=400)
+    assert "1 job not ended yet: queued, or not in sacct's accounting yet (sacct failed" in text
