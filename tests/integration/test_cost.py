@@ -214,13 +214,19 @@ LONG = (
 
 
 def _elapsed(job_id: str) -> tuple[int, int]:
-    """(GPUs, ElapsedRaw) of a job as sacct prints them now."""
-    line = subprocess.run(
-        ["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "AllocTRES,ElapsedRaw"],
+    """(GPUs, ElapsedRaw) of a job as sacct's window lists it now, as recon asks for it:
+    (0, 0) until it does (accounting lists a job some seconds after it starts, later
+    under load, where ``sacct -j`` already shows it)."""
+    listing = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-S", "now-1hours", "-E", "now", "-s", STATES,
+         "-o", "JobID,AllocTRES,ElapsedRaw"],
         capture_output=True, text=True, check=True,
-    ).stdout.splitlines()[0]  # fmt: skip
-    tres, elapsed = line.split("|")
-    return _tres(tres, "gres/gpu"), int(elapsed)
+    ).stdout  # fmt: skip
+    for line in listing.splitlines():
+        found, tres, elapsed = line.split("|")
+        if found == job_id:
+            return _tres(tres, "gres/gpu"), int(elapsed or 0)
+    return 0, 0
 
 
 def test_running_jobs_so_far_and_older_jobs_back_filled_once(project: Project) -> None:
