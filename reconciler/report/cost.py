@@ -144,6 +144,12 @@ def _notes(book: Ledger) -> list[str]:
     return notes
 
 
+def _source(book: Ledger) -> str:
+    """Where the figures come from: the journal, and the cluster when it was asked."""
+    asked = book.looked_at is not None or book.backfilled
+    return "from its journal and the cluster" if asked else "from its journal"
+
+
 def _saved_lines(book: Ledger) -> list[str]:
     return [
         f"{_figure(saved.gpu_h)} GPU-h, {_figure(saved.cpu_h)} CPU-h over "
@@ -154,7 +160,7 @@ def _saved_lines(book: Ledger) -> list[str]:
 
 def as_text(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
     """Tables as they are (a row is never broken); the lines of words wrapped to ``width``."""
-    lines = [f"Cost of project {project}, from its journal"]
+    lines = [f"Cost of project {project}, {_source(book)}"]
     for title, (head, rows) in _tables(book, unit):
         widths = [max(len(cells[i]) for cells in (head, *rows)) for i in range(len(head))]
         lines += ["", f"{title}:"]
@@ -173,7 +179,7 @@ def as_text(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None
 
 
 def as_markdown(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
-    lines = [f"### Cost of project {project}, from its journal"]
+    lines = [f"### Cost of project {project}, {_source(book)}"]
     for title, (head, rows) in _tables(book, unit):
         lines += ["", f"**{title}**", "", "| " + " | ".join(head) + " |"]
         lines.append("|" + "|".join(["---", *["---:"] * (len(head) - 1)]) + "|")

@@ -96,6 +96,7 @@ def test_a_running_job_is_counted_as_held_so_far_from_one_observation(desired: D
     assert (book.running, book.running_counted) == (0, 1)
     book.looked_at = accounted.looked_at
     text = report.as_text(book, "vision")
+    assert text.startswith("Cost of project vision, from its journal and the cluster\n")
     assert ["running", "1.000", "4.000"] in [line.split() for line in text.splitlines()]
     assert "1 job still running counted as held so far (sacct's ElapsedRaw at 11:00:00" in text
 
