@@ -1,5 +1,6 @@
 """`recon cost`: GPU-hours and CPU-hours per run, sweep, allocation and commit, from the
-journal alone (no cluster), and what recon saved."""
+journal (and the cluster, for jobs still running or settled before recon read usage), and
+what recon saved."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import typer
 from reconciler.commands.common import (
     Format,
     RevisionOption,
+    SchedulerOption,
     TargetsArgument,
     WorktreeOption,
+    chosen,
     split_arguments,
     warn,
     width,
@@ -48,15 +51,28 @@ def cost(
             "in GPU-hours (default) or CPU-hours. (JSON has both.)",
         ),
     ] = "gpu",
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline",
+            help="Never ask the cluster: the journal alone (jobs still running, and jobs "
+            "settled before recon read usage, are then said, not counted).",
+        ),
+    ] = False,
+    scheduler: SchedulerOption = None,
 ) -> None:
     """GPU-hours and CPU-hours the project's jobs held, by how they were spent.
 
     PROJECT is the folder holding recon.yaml (default: the current folder); RUN names a
-    run, sweep or allocation to count (default: all). Read from the journal alone: what
-    each job held (sacct's AllocTRES for its ElapsedRaw), recorded when it ended; no
-    cluster is asked. Split into current successes, superseded ones, failed attempts,
-    cancelled and torn-down jobs, allocations' idle and working time, and queue wait; per
-    run, sweep, allocation and commit; and what recon saved, each figure explained.
+    run, sweep or allocation to count (default: all). Read from the journal: what each
+    job held (sacct's AllocTRES for its ElapsedRaw), recorded when it ended. The cluster
+    is asked only when the journal has jobs still running (their usage so far, from one
+    squeue and sacct over the journal's window) or jobs settled before recon read usage
+    (back-filled from sacct by id, once, into the journal); never once per job, never
+    with --offline. Split into current successes, superseded ones, failed attempts,
+    cancelled and torn-down jobs, allocations' idle and working time, jobs still running
+    and queue wait; per run, sweep, allocation and commit; and what recon saved, each
+    figure explained.
 
     \b
     Examples:
@@ -65,10 +81,14 @@ def cost(
       recon cost --since 7d --format markdown
       recon cost --since v1.2            jobs for commit v1.2 and later ones
     """
+    from dataclasses import replace
+
     from reconciler.desired.desired import spec_hash_of
     from reconciler.desired.matrix import sweep_of
+    from reconciler.engine.accounting import account
     from reconciler.engine.plan.cost import ledger
-    from reconciler.engine.reconcile import Request, load, read_cancel_causes, read_journal
+    from reconciler.engine.plan.inputs import coupled_partners
+    from reconciler.engine.reconcile import Request, load, read_cancel_causes
     from reconciler.errors import UnknownTarget
     from reconciler.report import cost as cost_report
 
@@ -77,8 +97,9 @@ def cost(
     repo, targets = split_arguments(arguments)
     desired = warn(load(Request(repo, rev, worktree)))
     known = set(desired.runs) | set(desired.allocations) | set(desired.sweeps)
-    journal = read_journal(desired)
-    recorded = {record.name for record in journal.records}
+    now = datetime.now(UTC)
+    accounted = account(desired, now, offline=offline, choice=chosen(scheduler))
+    recorded = {record.name for record in accounted.records}
     recorded |= {sweep for name in recorded if (sweep := sweep_of(name)) is not None}
     for name in targets:
         if name not in known and name not in recorded:
@@ -88,12 +109,21 @@ def cost(
             )
     after, commits = _since(since, desired.root, rev)
     book = ledger(
-        journal.records,
+        accounted.records,
         {name: spec_hash_of(desired.runs, name) for name in desired.runs},
         cancel_causes=read_cancel_causes(desired),
         since=after,
         commits=commits,
         names=targets,
+        live=accounted.live,
+        partners=coupled_partners(desired),
+        now=now,
+    )
+    book = replace(
+        book,
+        looked_at=accounted.looked_at,
+        not_reached=accounted.not_reached,
+        backfilled=accounted.backfilled,
     )
     render = cost_report.RENDERERS[output_format.value]
     sys.stdout.write(render(book, desired.project.project, cost_report.Unit(unit), width()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -71,12 +71,24 @@ def plan(
         bool,
         typer.Option("--members", help="List each sweep member's action under its sweep's line."),
     ] = False,
+    durations: Annotated[
+        Path | None,
+        typer.Option(
+            "--durations",
+            envvar="RECON_DURATIONS",
+            metavar="FILE",
+            help="Last run durations for the expected cost where the journal has none (a "
+            "PR's CI): a file `recon cost --format json > FILE` wrote.",
+        ),
+    ] = None,
 ) -> None:
     """Show what apply would do; never submits, cancels or runs anything.
 
     PROJECT is the folder holding recon.yaml (default: the current folder); RUN names a
     run to plan, with the runs it needs (default: all runs). With --against REV: the
-    spec diff from REV to HEAD, for PR CI (no cluster needed).
+    spec diff from REV to HEAD, for PR CI (no cluster needed). With --durations FILE:
+    the expected cost of the GPU runs it will run also from the last durations FILE holds
+    (for the runs the journal has none of: a fresh clone has no journal).
 
     \b
     Examples:
@@ -84,10 +96,12 @@ def plan(
       recon plan train --downstream      train, the runs it needs and those needing it
       recon plan --members               each member of a sweep on a line of its own
       recon plan --against origin/main --format markdown --detailed-exitcode
+      recon plan --against origin/main --durations recon-durations.json
     """
     repo, targets = split_arguments(arguments)
+    exported = _exported(durations)
     if against is not None:
-        _plan_against(repo, against, rev, worktree, output_format, detailed_exitcode)
+        _plan_against(repo, against, rev, worktree, output_format, detailed_exitcode, exported)
         return
     # The engine is imported when a command runs, and only the one it needs: `recon
     # --help` and the diff of --against (PR CI, no cluster) stay quick.
@@ -112,7 +126,7 @@ def plan(
     note_uncommitted(seen.desired, rev, "plan")
     result = seen.plan
     shown = with_file_notes(seen.desired, result)
-    estimate = _expected(seen.desired, _submitted(result), seen.records)
+    estimate = _expected(seen.desired, _submitted(result), seen.records, exported)
     if output_format is Format.text:
         text = plan_report.as_text(shown, members=members, width=width())
         print_plan(text + cost_report.expected_text(estimate, width()))
@@ -153,6 +167,7 @@ def _plan_against(
     worktree: bool,
     output_format: Format,
     detailed_exitcode: bool,
+    exported: Exported | None,
 ) -> None:
     from reconciler.desired.cache import SharedCache
     from reconciler.desired.loader import load_desired, open_source
@@ -180,7 +195,7 @@ def _plan_against(
     from reconciler.report import cost as cost_report
 
     # What the change will run, valued from this clone's journal, if it has one: offline.
-    estimate = _expected(head, runs, read_journal(head).records)
+    estimate = _expected(head, runs, read_journal(head).records, exported)
     if output_format is Format.json:
         document = json.loads(specdiff_report.as_json(result))
         document["expected_cost"] = cost_report.expected_json(estimate)
@@ -229,11 +244,54 @@ def _changed_runs(result: SpecDiff, head: Desired) -> list[str]:
     return [name for name in names if name in head.runs]
 
 
+@dataclass(frozen=True)
+class Exported:
+    """Last durations read from a file (``--durations``), and the file's name."""
+
+    durations: dict[str, float]
+    source: str
+
+
+def _exported(path: Path | None) -> Exported | None:
+    """The last durations in ``path``, a `recon cost --format json` document; a bad file
+    is a one-line error naming it."""
+    if path is None:
+        return None
+    from reconciler.report.cost import durations_of
+
+    def bad(why: str) -> typer.BadParameter:
+        return typer.BadParameter(f"{path} {why}", param_hint="--durations")
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise bad(
+            "does not exist: write it with `recon cost --format json > FILE` where the "
+            "project's journal is"
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise bad(f"cannot be read: {error}") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise bad(f"is not JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
+    try:
+        return Exported(durations_of(document), str(path))
+    except ValueError as error:
+        raise bad(str(error)) from None
+
+
 def _expected(
-    desired: Desired, runs: Iterable[str], records: Sequence[SubmissionRecord]
+    desired: Desired,
+    runs: Iterable[str],
+    records: Sequence[SubmissionRecord],
+    exported: Exported | None = None,
 ) -> Expected:
-    """What running ``runs`` is expected to cost, from the journal's last durations."""
+    """What running ``runs`` is expected to cost, from the journal's last durations and,
+    for the runs it has none of, those of ``exported``."""
     from reconciler.engine.plan.cost import Asks, expected, last_durations
 
     asks = {name: Asks.of(desired.runs[name].resources) for name in runs}
-    return expected(asks, last_durations(records))
+    if exported is None:
+        return expected(asks, last_durations(records))
+    return expected(asks, last_durations(records), exported.durations, exported.source)

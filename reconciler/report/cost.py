@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from datetime import UTC, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -22,6 +22,7 @@ COLUMNS: tuple[tuple[Spent, str], ...] = (
     (Spent.CANCELLED, "cancelled"),
     (Spent.IDLE, "alloc idle"),
     (Spent.ALLOCATION_WORK, "alloc work"),
+    (Spent.RUNNING, "running"),
 )
 
 
@@ -53,6 +54,7 @@ def _project_table(book: Ledger) -> Table:
             _figure(book.project.cpu.get(spent, 0.0)),
         ]
         for spent, title in COLUMNS
+        if spent is not Spent.RUNNING or book.running_counted  # said when any job runs
     ]
     rows.append(["total", _figure(book.project.gpu_h), _figure(book.project.cpu_h)])
     return ["", "GPU-h", "CPU-h"], rows
@@ -108,14 +110,44 @@ def _notes(book: Ledger) -> list[str]:
     ]
     if not book.project.jobs:
         notes.append("No job of the project has ended with what it held recorded yet.")
+    if book.running_counted and book.looked_at is not None:
+        at = book.looked_at.astimezone(UTC).strftime("%H:%M:%S")
+        notes.append(
+            f"{plural(book.running_counted, 'job')} still running counted as held so far "
+            f"(sacct's ElapsedRaw at {at} UTC), as running (an allocation's: idle and work)."
+        )
     if book.running:
-        notes.append(f"{plural(book.running, 'job')} not ended yet: counted once ended.")
+        if book.looked_at is not None:
+            why = "queued, or not in sacct's accounting yet"
+            why += f" ({book.not_reached})" if book.not_reached else ""
+        else:
+            why = f"this figure excludes them ({book.not_reached or 'the cluster was not asked'})"
+        notes.append(f"{plural(book.running, 'job')} not ended yet: {why}; counted once ended.")
+    if book.backfilled:
+        notes.append(
+            f"{plural(book.backfilled, 'job')} settled before recon read usage: back-filled "
+            "from the scheduler's accounting into the journal just now."
+        )
     if book.unknown:
+        gone, asked = book.unknown_gone, book.unknown - book.unknown_gone
+        said = []
+        if asked and book.not_reached:
+            said.append(f"{asked} not asked for ({book.not_reached})")
+        elif asked:
+            said.append(f"{asked} not read from the scheduler's accounting")
+        if gone:
+            said.append(f"{gone} no longer in the scheduler's accounting")
         notes.append(
             f"{plural(book.unknown, 'ended job')} with no usage in the journal (settled by "
-            "a recon that did not read it): not counted."
+            f"a recon that did not read it): not counted; {listed(said)}."
         )
     return notes
+
+
+def _source(book: Ledger) -> str:
+    """Where the figures come from: the journal, and the cluster when it was asked."""
+    asked = book.looked_at is not None or book.backfilled
+    return "from its journal and the cluster" if asked else "from its journal"
 
 
 def _saved_lines(book: Ledger) -> list[str]:
@@ -128,7 +160,7 @@ def _saved_lines(book: Ledger) -> list[str]:
 
 def as_text(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
     """Tables as they are (a row is never broken); the lines of words wrapped to ``width``."""
-    lines = [f"Cost of project {project}, from its journal"]
+    lines = [f"Cost of project {project}, {_source(book)}"]
     for title, (head, rows) in _tables(book, unit):
         widths = [max(len(cells[i]) for cells in (head, *rows)) for i in range(len(head))]
         lines += ["", f"{title}:"]
@@ -147,7 +179,7 @@ def as_text(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None
 
 
 def as_markdown(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
-    lines = [f"### Cost of project {project}, from its journal"]
+    lines = [f"### Cost of project {project}, {_source(book)}"]
     for title, (head, rows) in _tables(book, unit):
         lines += ["", f"**{title}**", "", "| " + " | ".join(head) + " |"]
         lines.append("|" + "|".join(["---", *["---:"] * (len(head) - 1)]) + "|")
@@ -195,14 +227,39 @@ def ledger_data(book: Ledger, project: str) -> dict[str, Any]:
             }
             for kind, saved in book.saved.items()
         },
+        # read back by `recon plan --durations FILE` (``durations_of``)
+        "last_durations": dict(sorted(book.last_durations.items())),
         "jobs_running": book.running,
+        "jobs_running_counted": book.running_counted,
+        "running_read_at": None if book.looked_at is None else book.looked_at.isoformat(),
+        "cluster_not_reached": book.not_reached,
         "jobs_without_usage": book.unknown,
+        "jobs_without_usage_not_in_accounting": book.unknown_gone,
+        "jobs_backfilled": book.backfilled,
     }
 
 
 def as_json(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
     """Every figure, both units (``unit`` and ``width`` are the text's)."""
     return json.dumps(ledger_data(book, project), indent=2) + "\n"
+
+
+def durations_of(document: object) -> dict[str, float]:
+    """The last durations (run -> seconds) a `recon cost --format json` document holds,
+    for `recon plan --durations`; ValueError saying what is wrong, in words."""
+    if not isinstance(document, dict) or not isinstance(document.get("last_durations"), dict):
+        raise ValueError(
+            'holds no "last_durations" object (run -> seconds): write it with `recon cost '
+            "--format json > FILE` where the project's journal is"
+        )
+    durations: dict[str, float] = {}
+    for name, seconds in document["last_durations"].items():
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise ValueError(
+                f"last_durations.{name} is {json.dumps(seconds)}, not a number of seconds"
+            )
+        durations[str(name)] = float(seconds)
+    return durations
 
 
 RENDERERS: dict[str, Callable[[Ledger, str, Unit, int | None], str]] = {
@@ -250,9 +307,11 @@ def _shown(estimate: Expected) -> bool:
 
 
 def _known_words(estimate: Expected) -> str:
+    how = _HOW if estimate.source is None else f"{_HOW}; durations the journal lacks from "
+    how += "" if estimate.source is None else estimate.source
     return (
         f"{_figure(estimate.gpu_h)} GPU-h, {_figure(estimate.cpu_h)} CPU-h for "
-        f"{plural(len(estimate.known), 'run')} ({_HOW})"
+        f"{plural(len(estimate.known), 'run')} ({how})"
     )
 
 
@@ -301,6 +360,7 @@ def expected_json(estimate: Expected) -> dict[str, object]:
         "gpu_hours": estimate.gpu_h,
         "cpu_hours": estimate.cpu_h,
         "how": _HOW,
+        "durations_from": estimate.source,
         "unknown_runs": [run.name for run in estimate.unknown],
         "unknown_ceiling_gpu_hours": estimate.ceiling_gpu_h,
         "runs": [

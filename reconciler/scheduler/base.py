@@ -11,7 +11,7 @@ observation may still have a job, and nothing may be submitted on the strength o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -509,6 +509,20 @@ class ConcurrentScheduler(Protocol):
     each call is an sbatch of its own): apply keeps this many submissions in flight."""
 
     submissions_at_once: int
+
+
+@runtime_checkable
+class AccountingScheduler(Protocol):
+    """A scheduler whose accounting can be asked for jobs long ended, by id (Slurm's
+    sacct; the local backend's store): `recon cost` back-fills the usage of jobs settled
+    before recon read it."""
+
+    def accounting(self, job_ids: Sequence[str], since: datetime, until: datetime) -> Observation:
+        """recon's jobs among ``job_ids`` (the ids sbatch or salloc returned) as the
+        accounting holds them, every row and step, for the jobs seen in [since, until]:
+        in a few calls whatever the number of ids (Slurm: one per ``NAMED_JOBS_MAX``).
+        Raises ``ObservationError`` when it cannot be read."""
+        ...
 
 
 @runtime_checkable

@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import (
     Literal,
@@ -55,6 +55,7 @@ Answer: TypeAlias = Callable[P, R] | R | BaseException | list[Callable[P, R] | R
 
 Method = Literal[
     "observe",
+    "accounting",
     "submit",
     "cancel",
     "max_array_size",
@@ -64,8 +65,9 @@ Method = Literal[
     "containers",
     "start_step",
 ]
-# What a call was given: the one argument of the method (None for those that take none).
-Argument = datetime | SubmitRequest | AllocateRequest | StepRequest | str | None
+# What a call was given: the one argument of the method (None for those that take none;
+# the job ids for ``accounting``).
+Argument = datetime | SubmitRequest | AllocateRequest | StepRequest | str | tuple[str, ...] | None
 
 
 class Call(NamedTuple):
@@ -80,6 +82,7 @@ class Scripts(TypedDict, total=False):
     called."""
 
     observe: Answer[[datetime], Observation]
+    accounting: Answer[[Sequence[str], datetime, datetime], Observation]
     submit: Answer[[SubmitRequest], str]
     cancel: Answer[[str], None]
     max_array_size: Answer[[], int]
@@ -119,6 +122,11 @@ class ScriptedScheduler:
     def observe(self, since: datetime) -> Observation:
         turn = self._called("observe", since)
         return _answer("observe", self._scripts["observe"], turn, since)
+
+    def accounting(self, job_ids: Sequence[str], since: datetime, until: datetime) -> Observation:
+        """``AccountingScheduler``: the ids are what the call records."""
+        turn = self._called("accounting", tuple(job_ids))
+        return _answer("accounting", self._scripts["accounting"], turn, job_ids, since, until)
 
     def submit(self, request: SubmitRequest) -> str:
         turn = self._called("submit", request)

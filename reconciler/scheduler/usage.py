@@ -14,6 +14,11 @@ How the figures are made, for every kind of job alike:
 - idle (allocations only): the time the allocation was held with no step of its own
   running (Slurm's ``batch``, ``extern`` and ``interactive`` steps are not work), times
   what it held.
+- held when cancelled: what the components that ended ``CANCELLED`` held (a cancel ends
+  every component still running; one that had failed or completed before keeps its own
+  state), so a teardown's saving counts what the cancel freed, not what had ended already.
+- a job still running: the same figures so far (``ElapsedRaw`` as sacct printed it), an
+  allocation's idle time up to then; ``ended`` stays None.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.scheduler.base import OWN_STEPS, JobRecord, ObservedJob
+from reconciler.scheduler.states import Health
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +49,10 @@ class JobUsage:
     idle_gpu_s: float = 0.0
     idle_cpu_s: float = 0.0
     time_limit_s: float | None = None  # the job's own limit, when it has one
+    # GPUs and CPUs of the components that ended cancelled (still held when cancelled);
+    # None on usage journalled before recon recorded it
+    cancelled_gpus: int | None = None
+    cancelled_cpus: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -70,6 +80,7 @@ def usage_of(job: ObservedJob, *, allocation: bool = False) -> JobUsage | None:
     parts = job.components or job.rows  # a run inside an allocation is its step's row
     if all(row.held is None and row.elapsed is None for row in parts):
         return None
+    cancelled = [row for row in parts if row.health is Health.CANCELLED]
     elapsed = [_elapsed(row) for row in parts]
     gpus = sum(row.held.gpus for row in parts if row.held is not None)
     cpus = sum(row.held.cpus for row in parts if row.held is not None)
@@ -88,11 +99,15 @@ def usage_of(job: ObservedJob, *, allocation: bool = False) -> JobUsage | None:
         time_limit_s=max(
             (row.time_limit.total_seconds() for row in parts if row.time_limit), default=None
         ),
+        cancelled_gpus=sum(row.held.gpus for row in cancelled if row.held is not None),
+        cancelled_cpus=sum(row.held.cpus for row in cancelled if row.held is not None),
     )
-    if not allocation or usage.started is None or usage.ended is None:
+    if not allocation or usage.started is None:
         return usage
+    # a running allocation: idle up to the moment its ElapsedRaw was read
+    until = usage.ended or usage.started + timedelta(seconds=usage.elapsed_s)
     work = [row for row in job.steps if row.step not in OWN_STEPS]
-    idle = max(usage.elapsed_s - _busy(work, usage.started, usage.ended), 0.0)
+    idle = max(usage.elapsed_s - _busy(work, usage.started, until), 0.0)
     share = idle / usage.elapsed_s if usage.elapsed_s else 0.0
     return JobUsage(
         **{

@@ -148,6 +148,10 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE submissions ADD COLUMN usage TEXT",
         "ALTER TABLE cancels ADD COLUMN cause TEXT",
     ),
+    # 7: when the scheduler was asked for the usage of a job settled before recon read it
+    # (``record_usages``, `recon cost`'s back-fill) and had no record of it: it is not
+    # asked again. NULL: not asked, or found (its usage is then in ``usage``).
+    ("ALTER TABLE submissions ADD COLUMN usage_sought_at TEXT",),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -430,6 +434,27 @@ class Journal:
                 (json.dumps(dict(inputs)), _stamp(now), job_id),
             )
             return cursor.rowcount > 0
+
+    def record_usages(
+        self,
+        found: Mapping[int, JobUsage],
+        missing: Collection[int],
+        now: datetime,
+    ) -> None:
+        """What jobs settled before recon read their usage held, back-filled from the
+        scheduler's accounting, in one transaction: ``found`` (record id -> usage) is
+        written where none is yet; ``missing`` (record ids the scheduler had no record
+        of) are stamped so that they are not asked for again."""
+        stamp = _stamp(now)
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE submissions SET usage = ? WHERE id = ? AND usage IS NULL",
+                [(json.dumps(usage.to_json()), record_id) for record_id, usage in found.items()],
+            )
+            db.executemany(
+                "UPDATE submissions SET usage_sought_at = ? WHERE id = ? AND usage IS NULL",
+                [(stamp, record_id) for record_id in missing],
+            )
 
     def records(self, project: str) -> list[SubmissionRecord]:
         """Every submission record of the project, oldest first."""
@@ -891,6 +916,7 @@ def _record(row: sqlite3.Row) -> SubmissionRecord:
         output_versions=_mapping(row["output_versions"]),
         code_versions=_mapping(row["code_versions"]),
         usage_json=row["usage"],
+        usage_sought=row["usage_sought_at"] is not None,
         created_at=datetime.fromisoformat(row["created_at"]),
         updated_at=datetime.fromisoformat(row["updated_at"]),
     )

@@ -125,6 +125,9 @@ class SubmissionRecord:
     # the journal keeps it (``JobUsage`` as JSON, read by ``usage``: a pass that plans
     # never needs it); None while it runs, and on records from before recon read it
     usage_json: str | None = None
+    # the scheduler was asked for the usage of this job, settled before recon read it,
+    # and had no record of it (``Journal.record_usages``): it is not asked again
+    usage_sought: bool = False
     created_at: datetime
     updated_at: datetime
 

@@ -25,7 +25,8 @@ from ruamel.yaml import YAML
 from reconciler.desired.desired import Desired, DesiredRun, spec_hash_of
 from reconciler.desired.loader import open_source
 from reconciler.desired.matrix import member_order, sweep_of
-from reconciler.engine.plan.cost import ledger
+from reconciler.engine.plan.cost import ledger, running_usage
+from reconciler.engine.plan.inputs import coupled_partners
 from reconciler.engine.plan.status import (
     AllocationStatus,
     RunStatus,
@@ -80,7 +81,10 @@ class Snapshot:
             "plan": self.plan_text,
             "graph_svg": self.graph_svg,
             # the project's cost (a run's is in its details: 10,000 runs' are not sent)
-            "cost": {key: self.cost.get(key) for key in ("total", "saved", "jobs_running")},
+            "cost": {
+                key: self.cost.get(key)
+                for key in ("total", "saved", "jobs_running", "jobs_running_counted")
+            },
         }
 
 
@@ -97,10 +101,20 @@ def snapshot_of(look: Look, observed_at: datetime, graph_limit: int) -> Snapshot
 
 
 def _cost(look: Look) -> dict[str, Any]:
-    """What `recon cost` says of the project, from the look's journal records."""
+    """What `recon cost` says of the project, from the look's journal records, and its
+    jobs still running as held so far, from the look's observation (no call of its own)."""
     desired = look.desired
     specs = {name: spec_hash_of(desired.runs, name) for name in desired.runs}
-    book = ledger(look.records, specs, cancel_causes=read_cancel_causes(desired))
+    live = running_usage(look.observation, look.records)
+    book = ledger(
+        look.records,
+        specs,
+        cancel_causes=read_cancel_causes(desired),
+        live=live,
+        partners=coupled_partners(desired),
+        now=look.observation.taken_at,
+    )
+    book.looked_at = look.observation.taken_at
     return ledger_data(book, desired.project.project)
 
 

@@ -100,3 +100,22 @@ def test_a_finished_job_reports_what_it_held_and_for_how_long(backend: Harness) 
     usage = usage_of(job)
     assert usage is not None and usage.cpus == 2
     assert usage.cpu_s == 2 * component.elapsed.total_seconds() and usage.gpu_s == 0
+
+
+def test_the_accounting_of_an_ended_job_is_asked_by_its_id(backend: Harness) -> None:
+    """`recon cost`'s back-fill: a job named by its id, long after a pass would look for
+    it, reads as the pass read it (the same usage); an id the scheduler never handed out
+    is simply not there."""
+    from datetime import UTC, datetime, timedelta
+
+    from reconciler.scheduler.base import AccountingScheduler
+    from reconciler.scheduler.usage import usage_of
+
+    job_id = backend.submit("held", "sleep 1", header=["--cpus-per-task=2"])
+    seen = backend.wait("held", final)
+    assert isinstance(backend.scheduler, AccountingScheduler)
+    until = datetime.now(UTC) + timedelta(minutes=1)
+    listed = backend.scheduler.accounting([job_id, "99999997"], backend.since, until)
+    (found,) = [job for job in listed.jobs if job.tag.project == backend.project]
+    assert found.job_id == job_id and {job.job_id for job in listed.jobs} <= {job_id}
+    assert usage_of(found) == usage_of(seen) and usage_of(found) is not None

@@ -341,6 +341,28 @@ def test_the_action_fails_on_changes_when_asked(
     assert len(comments.by_recon()) == 1
 
 
+def test_the_action_values_gpu_runs_from_the_durations_file_it_is_given(
+    tmp_path: Path, recon_release: Path, github_api: tuple[str, Comments]
+) -> None:
+    """A fresh clone has no journal: the `durations` input (a file `recon cost --format
+    json` wrote, committed beside recon.yaml) gives train its last duration, 30 minutes,
+    so the comment expects 2 GPUs for 30 minutes instead of "never run"."""
+    api, comments = github_api
+    pull = pull_request(tmp_path)
+    exported = {"last_durations": {"train": 1800.0}, "project": "cartpole"}
+    (pull.workspace / "recon-durations.json").write_text(json.dumps(exported))
+    context = github_context(pull, api, recon_release, tmp_path)
+    environment = github_environment(context, ci_path(tmp_path, sys.executable), tmp_path)
+    runner_temp = tmp_path / "runner-temp"
+    runner_temp.mkdir()
+    done = run_action(recon_release, {"durations": "recon-durations.json"}, context,
+                      environment, runner_temp)  # fmt: skip
+    assert done.code == 0, done.log
+    (posted,) = comments.by_recon()
+    assert "durations the journal lacks from recon-durations.json" in posted["body"], posted
+    assert "| `train` | 2 |" in posted["body"] and "| 30m | 1.000 |" in posted["body"], posted
+
+
 # -- GitLab: the component's job, its inputs filled in as GitLab does ----------------------------
 
 _INPUT = re.compile(r"\$\[\[\s*inputs\.(\w+)\s*\]\]")

@@ -133,7 +133,8 @@ def test_recon_cost_matches_sacct_for_each_category(project: Project) -> None:
 
     def settled() -> bool:
         project.apply()  # settles what ended into the journal, usage included
-        shown = json.loads(recon(project, "cost", ".", "--format", "json").stdout)
+        # offline: a job still running is then not counted, only said
+        shown = json.loads(recon(project, "cost", ".", "--offline", "--format", "json").stdout)
         return shown["jobs_running"] == 0 and bool(shown["allocations"])
 
     project.wait_for("every job to end and be settled", settled)
@@ -203,3 +204,166 @@ def _union_seconds(spans: list[tuple[str, str]]) -> int:
             busy += int((end - begin).total_seconds())
             reach = end
     return busy
+
+
+LONG = (
+    "kind: Run\nname: long\ncommand: 'sleep 120; echo ok > {outputs.out.path}'\n"
+    "resources:\n  partition: gpu\n  cpus: 1\n  memory: 100MiB\n  gpus: 'a100:1'\n  time: 5\n"
+    "outputs:\n  out: out.txt\n"
+)
+
+
+def _elapsed(job_id: str) -> tuple[int, int]:
+    """(GPUs, ElapsedRaw) of a job as sacct's window lists it now, as recon asks for it:
+    (0, 0) until it does (accounting lists a job some seconds after it starts, later
+    under load, where ``sacct -j`` already shows it)."""
+    listing = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-S", "now-1hours", "-E", "now", "-s", STATES,
+         "-o", "JobID,AllocTRES,ElapsedRaw"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    for line in listing.splitlines():
+        found, tres, elapsed = line.split("|")
+        if found == job_id:
+            return _tres(tres, "gres/gpu"), int(elapsed or 0)
+    return 0, 0
+
+
+def test_running_jobs_so_far_and_older_jobs_back_filled_once(project: Project) -> None:
+    """A GPU run still running is counted as held so far (between two sacct readings of
+    its ElapsedRaw taken around `recon cost`); a job whose usage the journal lacks (as
+    one settled before recon read usage) is back-filled from sacct once, and equals
+    what sacct says; --offline says what it leaves out instead."""
+    import sqlite3
+
+    project.repo.commit(
+        {
+            "specs/long.yaml": LONG,
+            "specs/quick.yaml": run_spec("quick", "sleep 1; echo > {outputs.out.path}"),
+        }
+    )
+    project.apply()
+    long_id = project.listed_job_of("long")["id"]
+
+    def quick_settled_and_long_accounted() -> bool:
+        project.apply()
+        records = _journal_rows(project)
+        quick = [r for r in records if r["name"] == "quick"]
+        return bool(quick) and quick[0]["final_health"] is not None and _elapsed(long_id)[1] > 0
+
+    project.wait_for("quick to be settled, long to run", quick_settled_and_long_accounted)
+    journal = project.root / ".recon" / "journal.sqlite"
+    with sqlite3.connect(journal) as db:  # as a recon before usage was read left it
+        db.execute("UPDATE submissions SET usage = NULL WHERE name = 'quick'")
+        # and a job sacct holds no record of (an id never handed out on this cluster)
+        db.execute(
+            "INSERT INTO submissions (project, kind, name, spec_hash, git_commit, job_id,"
+            " status, final_health, created_at, updated_at) SELECT project, kind, name,"
+            " spec_hash, git_commit, '99999998', status, final_health, created_at, updated_at"
+            " FROM submissions WHERE name = 'quick'"
+        )
+
+    offline = json.loads(recon(project, "cost", ".", "--offline", "--format", "json").stdout)
+    assert (offline["jobs_running"], offline["jobs_without_usage"]) == (1, 2), offline
+    assert "--offline" in offline["cluster_not_reached"]
+    assert offline["total"]["gpu_hours"] == 0
+
+    before = _elapsed(long_id)
+    shown = recon(project, "cost", ".", "--format", "json")
+    after = _elapsed(long_id)
+    cost = json.loads(shown.stdout)
+    assert (cost["jobs_running"], cost["jobs_running_counted"]) == (0, 1), cost
+    running = cost["runs"]["long"]["gpu_hours_by"]["running"]
+    assert before[0] * before[1] / 3600 <= running <= after[0] * after[1] / 3600, (before, after)
+    assert cost["jobs_backfilled"] == 1 and cost["jobs_without_usage"] == 1
+    assert cost["jobs_without_usage_not_in_accounting"] == 1  # 99999998: stamped, not asked again
+    quick_rows = [r for r in sacct_rows(project) if run_of(r, sacct_rows(project)) == "quick"]
+    quick_cpu = held_hours(quick_rows, "cpu")
+    assert quick_cpu > 0
+    assert cost["runs"]["quick"]["cpu_hours"] == pytest.approx(quick_cpu, abs=1e-9)
+    quick_journal = [r for r in _journal_rows(project) if r["name"] == "quick"]
+    assert [(r["usage"] is not None, r["usage_sought_at"] is not None) for r in quick_journal] == [
+        (True, False),
+        (False, True),
+    ]
+    again = json.loads(recon(project, "cost", ".", "--format", "json").stdout)
+    assert again["jobs_backfilled"] == 0  # done once: the journal holds it now
+    assert again["runs"]["quick"]["cpu_hours"] == pytest.approx(quick_cpu, abs=1e-9)
+    text = recon(project, "cost", ".").stdout
+    assert "still running counted as held so far" in text and "running" in text, text
+
+
+def _journal_rows(project: Project) -> list[dict[str, object]]:
+    import sqlite3
+
+    path = project.root / ".recon" / "journal.sqlite"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as db:
+        db.row_factory = sqlite3.Row
+        return [dict(row) for row in db.execute("SELECT * FROM submissions ORDER BY id")]
+
+
+def coupled(name: str, partner: str, command: str) -> str:
+    return run_spec(name, command, extra=f"coupled_with: [{partner}]\n")
+
+
+def test_a_run_held_back_for_its_coupled_partner_is_a_saving_valued_as_sacct_says(
+    project: Project,
+) -> None:
+    """simulator and monitor succeed together; a commit makes monitor fail, so recon tears
+    simulator's new job down and holds simulator back (blocked) instead of running it
+    alone. The saving is what the torn-down job held (its AllocTRES) for the shorter of
+    the wait and simulator's last success's ElapsedRaw, both read from sacct here."""
+    project.repo.commit(
+        {
+            "specs/simulator.yaml": coupled(
+                "simulator", "monitor", "sleep 2; echo > {outputs.out.path}"
+            ),
+            "specs/monitor.yaml": coupled(
+                "monitor", "simulator", "sleep 1; echo > {outputs.out.path}"
+            ),
+        }
+    )
+    done = recon(project, "apply", ".", "--auto-approve", "--wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (first,) = project.job_of("simulator")
+    project.repo.commit(
+        {
+            "specs/simulator.yaml": coupled(
+                "simulator", "monitor", "sleep 300; echo > {outputs.out.path}"
+            ),
+            "specs/monitor.yaml": coupled("monitor", "simulator", "sleep 3; exit 1"),
+        },
+        message="monitor breaks",
+    )
+    project.apply()
+
+    def torn_down() -> bool:
+        project.apply()
+        jobs = project.job_of("simulator")
+        return len(jobs) == 2 and all(
+            job["state"].startswith(("COMPLETED", "CANCELLED")) for job in jobs
+        )
+
+    project.wait_for("simulator's second job to be torn down", torn_down)
+    second = next(job for job in project.job_of("simulator") if job["id"] != first["id"])
+    project.wait_for("the teardown to be settled", lambda: _settled(project, second["id"]))
+    time.sleep(4)  # held back longer than the last success ran: the saving is capped by it
+    cost = json.loads(recon(project, "cost", ".", "--offline", "--format", "json").stdout)
+    rows = sacct_rows(project)
+    last = next(r for r in rows if r["JobID"] == first["id"])
+    torn = next(r for r in rows if r["JobID"] == second["id"])
+    assert torn["State"].startswith("CANCELLED"), torn
+    expected_cpu = _tres(torn["AllocTRES"], "cpu") * int(last["ElapsedRaw"]) / 3600
+    saved = cost["saved"]["coupled_wait"]
+    assert saved["jobs"] == 1 and saved["cpu_hours"] == pytest.approx(expected_cpu, abs=1e-9)
+    assert "held back until it ran again" in saved["how"]
+
+
+def _settled(project: Project, job_id: str) -> bool:
+    project.apply()
+    return any(
+        row["job_id"] == job_id and row["final_health"] is not None and row["usage"] is not None
+        for row in _journal_rows(project)
+    )

@@ -197,6 +197,7 @@ def test_the_component_is_valid_for_gitlab() -> None:
         "package",
         "image",
         "fail_on_changes",
+        "durations",
     }
     broken = {"spec": {**spec["spec"], "input": spec["spec"]["inputs"]}}  # a misspelt key
     assert schema_errors(broken, "gitlab-ci.json"), "the schema check finds nothing"
@@ -221,6 +222,22 @@ def test_the_action_plans_against_the_base_in_markdown() -> None:
     assert plan["output_format"].value == "markdown"
     # Inputs reach the shell through env only: a branch name is text, not code.
     assert not any("${{" in script for script in scripts)
+    # the durations input reaches recon plan as its --durations, by the variable it reads
+    (step,) = [step for step in action["runs"]["steps"] if step.get("id") == "plan"]
+    assert step["env"]["RECON_DURATIONS"] == "${{ inputs.durations }}"
+    assert action["inputs"]["durations"]["default"] == ""
+    assert option_envvar("plan", "durations") == "RECON_DURATIONS"
+
+
+def option_envvar(command: str, option: str) -> str | None:
+    """The variable a command's option is read from when not given."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    with group.make_context("recon", [command], resilient_parsing=True) as context:
+        found = group.get_command(context, command)
+    assert found is not None
+    (param,) = [p for p in found.params if p.name == option]
+    return param.envvar if isinstance(param.envvar, str) else None
 
 
 def test_the_component_plans_each_merge_request_against_its_target() -> None:
@@ -232,6 +249,7 @@ def test_the_component_plans_each_merge_request_against_its_target() -> None:
     (plan,) = commands["plan"]
     assert plan["against"] == "origin/main" and plan["detailed_exitcode"]
     assert plan["output_format"].value == "markdown"
+    assert job["variables"]["RECON_DURATIONS"] == "$[[ inputs.durations ]]"
 
 
 def test_the_examples_use_the_action_and_the_component() -> None:

@@ -38,10 +38,16 @@ def job(
     limit_h: float | None = None,
     usage: bool = True,
     at: datetime = T0,
+    freed: tuple[int, int] | None = None,
+    freed_known: bool = True,
+    ended: datetime | None = None,
 ) -> SubmissionRecord:
+    """``freed``: the GPUs and CPUs its components still held when it was cancelled (all
+    it held unless said); ``freed_known`` False: usage journalled before recon said it."""
     record_id = next(_ids)
     seconds = hours * HOUR
     held = JobUsage(
+        ended=ended,
         elapsed_s=seconds,
         wait_s=wait_h * HOUR,
         gpus=gpus,
@@ -52,6 +58,8 @@ def job(
         idle_gpu_s=gpus * idle_h * HOUR,
         idle_cpu_s=cpus * idle_h * HOUR,
         time_limit_s=None if limit_h is None else limit_h * HOUR,
+        cancelled_gpus=(freed or (gpus, cpus))[0] if freed_known else None,
+        cancelled_cpus=(freed or (gpus, cpus))[1] if freed_known else None,
     )
     return SubmissionRecord(
         id=record_id,
@@ -143,6 +151,52 @@ def test_savings_each_estimated_as_said() -> None:
     assert book.saved[Saving.TEARDOWN].gpu_h == 4 and book.saved[Saving.TEARDOWN].jobs == 1
     lines = report.as_text(book, "p")
     assert "6.000 GPU-h" in lines and "time left to its limit" in lines
+
+
+def test_a_teardown_saves_only_what_the_components_still_running_held() -> None:
+    """A het job of 2 GPUs (its GPU half) and 1 CPU: the GPU half failed on its own, so
+    the teardown freed only the CPU half, for the 2 h the last success ran beyond it."""
+    records = [
+        job("het", Health.SUCCEEDED, gpus=2, cpus=3, hours=3),
+        job("het", Health.FAILED, gpus=2, cpus=3, hours=1, job_id="7", freed=(0, 1)),
+        # the same, journalled before recon recorded what a cancel freed: not counted
+        job("old", Health.SUCCEEDED, gpus=2, hours=3),
+        job("old", Health.FAILED, gpus=2, hours=1, job_id="8", freed_known=False),
+    ]
+    causes = {"7": Cause.COMPONENT_FAILED, "8": Cause.COMPONENT_FAILED}
+    book = ledger(records, {"het": "s1", "old": "s1"}, cancel_causes=causes)
+    saved = book.saved[Saving.TEARDOWN]
+    assert (saved.gpu_h, saved.cpu_h, saved.jobs) == (0, 2, 1)
+
+
+def test_a_run_held_back_for_its_coupled_partner_saves_what_it_would_have_held_alone() -> None:
+    """simulator (1 GPU) torn down at 10:00 when monitor failed; it waits, blocked, and is
+    submitted with monitor's fix at 12:00: 2 h alone on 1 GPU not spent (its last success
+    ran 4 h). A second teardown at 13:00 whose partner is still down at 13:30 (now): 0.5 h."""
+    t = datetime(2026, 12, 2, tzinfo=UTC)
+    records = [
+        job("simulator", Health.SUCCEEDED, gpus=1, cpus=2, hours=4, at=t),
+        job("monitor", Health.FAILED, at=t + timedelta(hours=8)),
+        job("simulator", Health.CANCELLED, gpus=1, cpus=2, hours=1, job_id="20",
+            at=t + timedelta(hours=9), ended=t + timedelta(hours=10)),
+        job("monitor", Health.FAILED, at=t + timedelta(hours=12)),
+        job("simulator", Health.CANCELLED, gpus=1, cpus=2, hours=1, job_id="21",
+            at=t + timedelta(hours=12), ended=t + timedelta(hours=13)),
+    ]  # fmt: skip
+    causes = {"20": Cause.PARTNER_FAILED, "21": Cause.PARTNER_FAILED}
+    partners = {"simulator": ["monitor"], "monitor": ["simulator"]}
+    now = t + timedelta(hours=13, minutes=30)
+    book = ledger(records, {}, cancel_causes=causes, partners=partners, now=now)
+    saved = book.saved[Saving.COUPLED_WAIT]
+    assert (saved.gpu_h, saved.cpu_h, saved.jobs) == (2.5, 5.0, 2)
+    assert "held back until it ran again" in report.as_text(book, "p")
+    # without a now, the wait still open is not counted; without a last success, none
+    assert ledger(records, {}, cancel_causes=causes, partners=partners).saved[
+        Saving.COUPLED_WAIT
+    ].gpu_h == 2
+    assert Saving.COUPLED_WAIT not in ledger(
+        records[1:], {}, cancel_causes=causes, partners=partners, now=now
+    ).saved
 
 
 def test_running_jobs_and_jobs_without_usage_are_said_not_counted() -> None:

@@ -30,6 +30,11 @@ CHECKED = {
     "docs/cost.md: $ recon cost": COST,
     'docs/cost.md: $ git commit -am "train on 4 GPUs, add finetune"': COST,
     "docs/cost.md: $ recon plan --against HEAD~1 --format markdown": COST,
+    "docs/cost.md: $ recon cost --format json > recon-durations.json": COST,
+    "docs/cost.md: $ recon plan --against HEAD~1 --durations recon-durations.js": COST,
+    "docs/cost.md: error: Invalid value for --durations: recon-durations.json h": (
+        "tests/unit/test_doc_cost.py::test_a_bad_durations_file_is_one_error_naming_it"
+    ),
     "docs/specs.md: <output's folder>/.recon-staging/<output's name>     what {o": (
         "tests/unit/test_staged_outputs.py::test_the_staging_path_the_docs_show"
     ),

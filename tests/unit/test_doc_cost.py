@@ -7,6 +7,10 @@ held). Then each command the page shows is run and its output compared with the 
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
@@ -17,6 +21,7 @@ from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.plan.actions import Cause
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.usage import JobUsage
+from reconciler.state.directory import prepare_state_dir
 from reconciler.state.journal import Journal
 from reconciler.state.paths import journal_path
 from tests.cli import recon
@@ -71,7 +76,7 @@ def journalled(root: Path) -> None:
     desired = load_desired(open_source(root, None, False))
     commit = desired.commit
     path = journal_path(desired)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    prepare_state_dir(path.parent)  # as recon makes it: git ignores it, a clone has none
     spec = {name: run.spec_hash for name, run in desired.runs.items()}
     spec["warm"] = desired.allocations["warm"].spec_hash
     jobs = [  # name, job id, how it ended, usage, recon's cancel cause
@@ -118,7 +123,10 @@ def vision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_pages_outputs_are_what_recon_prints(
-    vision: Path, capsys: pytest.CaptureFixture[str]
+    vision: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     shown = shown_by_command(DOC)
     for (command, _), item in shown.items():
@@ -131,11 +139,75 @@ def test_the_pages_outputs_are_what_recon_prints(
                 message="train on 4 GPUs, add finetune",
             )
             continue
-        ran = recon(capsys, *command.split()[1:])
+        words, _, into = command.partition(" > ")
+        if "--durations" in words:  # the PR's CI: a fresh clone, no journal
+            monkeypatch.chdir(ci_clone(vision, tmp_path / "ci"))
+        ran = recon(capsys, *words.split()[1:])
+        monkeypatch.chdir(vision)
         assert ran.code == 0, f"docs/cost.md:{item.line}: {command}\n{ran.err}"
+        if into:
+            (vision / into).write_text(ran.out)
+            ran = replace(ran, out="")
         assert matches(ran.out + ran.err, item.output), (
             f"docs/cost.md:{item.line}: `{command}` prints\n{ran.out}{ran.err}"
         )
+
+
+def ci_clone(vision: Path, where: Path) -> Path:
+    """A clone of the project as a CI job checks it out (no state directory, no journal),
+    with the exported durations beside recon.yaml, as if committed."""
+    if not where.exists():
+        subprocess.run(["git", "clone", "--quiet", str(vision), str(where)], check=True)
+        shutil.copy(vision / "recon-durations.json", where / "recon-durations.json")
+    return where
+
+
+def test_the_ci_reads_the_exported_durations_or_says_each_run_never_ran(
+    vision: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exported = json.loads(recon(capsys, "cost", "--format", "json").out)["last_durations"]
+    # the newest success that ran its command, of each run (seeds[seed=1]: its second job)
+    assert exported == {
+        "prepare": 900.0, "seeds[seed=0]": 3600.0, "seeds[seed=1]": 3600.0, "train": 5400.0,
+    }  # fmt: skip
+    (vision / "recon-durations.json").write_text(json.dumps({"last_durations": exported}))
+    GitRepo(vision).commit(
+        {"specs/train.yaml": TRAIN.replace("gpus: 2", "gpus: 4"), "specs/finetune.yaml": FINETUNE},
+        message="train on 4 GPUs, add finetune",
+    )
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as patched:
+        patched.chdir(ci_clone(vision, tmp_path / "ci"))
+        bare = recon(capsys, "plan", "--against", "HEAD~1")
+        assert "Never run: finetune and train (2 runs)" in bare.out
+        assert "Expected cost" not in bare.out
+        patched.setenv("RECON_DURATIONS", "recon-durations.json")  # as the CI action sets it
+        data = json.loads(recon(capsys, "plan", "--against", "HEAD~1", "--format", "json").out)
+        cost = data["expected_cost"]
+        assert cost["gpu_hours"] == 6.0 and cost["unknown_runs"] == ["finetune"]
+        assert cost["durations_from"] == "recon-durations.json"
+        markdown = recon(capsys, "plan", "--against", "HEAD~1", "--format", "markdown").out
+        assert "| `train` | 4 | 8 | 1h 30m | 6.000 |" in markdown
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "recon-durations.json does not exist: write it with `recon cost --format json"),
+        ("{", "recon-durations.json is not JSON (line 1, column 2"),
+        ('{"runs": {}}', DOC.read_text().split("error: ")[-1].split("\n")[0]),
+        ('{"last_durations": {"train": -1}}', "last_durations.train is -1, not a number of"),
+    ],
+    ids=["missing", "not-json", "no-durations", "bad-value"],
+)
+def test_a_bad_durations_file_is_one_error_naming_it(
+    vision: Path, capsys: pytest.CaptureFixture[str], content: str | None, said: str
+) -> None:
+    if content is not None:
+        (vision / "recon-durations.json").write_text(content)
+    ran = recon(capsys, "plan", "--against", "HEAD", "--durations", "recon-durations.json")
+    assert ran.code == 1 and "Traceback" not in ran.err
+    assert f"error: Invalid value for --durations: {said}" in ran.err or said in ran.err, ran.err
 
 
 def test_bad_input_names_the_option_and_what_to_write(

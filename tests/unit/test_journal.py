@@ -597,3 +597,37 @@ def test_a_jobs_usage_is_recorded_once_and_not_wiped_by_a_later_word(journal: Jo
     journal.record_final("101", Health.FAILED, 3, "NonZeroExitCode", T2)  # no rows now
     (record,) = journal.records("demo")
     assert (record.usage, record.reason) == (held, "NonZeroExitCode")
+
+
+def test_a_version_6_journal_goes_on_and_back_fills_its_older_jobs_once(tmp_path: Path) -> None:
+    """The release that first kept usage: its records and usage (without what a cancel
+    freed) read on as they were; a job settled before it gets its usage back-filled, or
+    is stamped as not found, each once."""
+    from reconciler.scheduler.usage import JobUsage
+    from reconciler.state import journal as journal_module
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statements in journal_module._MIGRATIONS[:6]:
+        for statement in statements:
+            db.execute(statement)
+    old_usage = '{"elapsed_s": 10.0, "gpus": 2, "gpu_s": 20.0, "started": null}'
+    for job_id, usage in (("1", old_usage), ("2", None), ("3", None)):
+        db.execute(
+            "INSERT INTO submissions (project, kind, name, spec_hash, git_commit, job_id,"
+            " status, final_health, usage, created_at, updated_at)"
+            " VALUES ('p', 'run', 'a', 'h', 'c1', ?, 'submitted', 'succeeded', ?, ?, ?)",
+            (job_id, usage, "2026-11-29T12:00:00+00:00", "2026-11-29T12:00:00+00:00"),
+        )
+    db.execute("PRAGMA user_version = 6")
+    db.close()
+    held = JobUsage(elapsed_s=5, cpus=1, cpu_s=5, started=T0)
+    with journal_module.Journal(path) as journal:
+        kept, two, three = journal.records("p")
+        assert kept.usage == JobUsage(elapsed_s=10, gpus=2, gpu_s=20)
+        assert kept.usage is not None and kept.usage.cancelled_gpus is None
+        assert (two.usage, two.usage_sought, three.usage_sought) == (None, False, False)
+        journal.record_usages({two.id: held, kept.id: held}, [three.id], T1)
+        kept, two, three = journal.records("p")
+        assert (kept.usage, two.usage) == (JobUsage(elapsed_s=10, gpus=2, gpu_s=20), held)
+        assert (two.usage_sought, three.usage, three.usage_sought) == (False, None, True)

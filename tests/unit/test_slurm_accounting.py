@@ -11,6 +11,8 @@ job cancelled while it waited; then a GPU job caught running.
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -47,6 +49,7 @@ RUNNING = """\
 3632.0|3632.0|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1||3||cpu=1,gres/gpu=1,mem=100M,node=1||sleep|
 """
 
+Result = subprocess.CompletedProcess[str]
 TAG = Tag(project="costcap", deployment="0123456789ab", kind="run", name="x", spec_hash="0" * 16)
 
 
@@ -161,3 +164,80 @@ def test_rows_without_accounting_give_no_usage() -> None:
         for cells in (line.split("|") for line in ENDED.splitlines()[:3])
     )
     assert usage_of(jobs(text)["3585"]) is None
+
+
+def test_what_a_cancel_freed_is_what_its_cancelled_components_held() -> None:
+    both = usage_of(jobs(ENDED)["3588"])  # cancelled while both halves ran
+    assert both is not None and (both.cancelled_gpus, both.cancelled_cpus) == (1, 3)
+    # the same het job, its GPU half having failed 10 s before the teardown
+    gpu_half_failed = ENDED.replace(
+        "3588+1|3589|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|gpu1|gpu|21",
+        "3588+1|3589|FAILED|1:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:42|gpu1|gpu|11",
+    )
+    usage = usage_of(jobs(gpu_half_failed)["3588"])
+    assert usage is not None and (usage.gpus, usage.gpu_s, usage.cpu_s) == (1, 11, 43)
+    assert (usage.cancelled_gpus, usage.cancelled_cpus) == (0, 1)
+    done = usage_of(jobs(ENDED)["3585"])  # completed: its cancel freed nothing
+    assert done is not None and (done.cancelled_gpus, done.cancelled_cpus) == (0, 0)
+
+
+def test_a_running_allocation_is_idle_so_far_while_no_step_runs() -> None:
+    # held 3 s so far (ElapsedRaw); its step started 1 s in and still runs
+    text = RUNNING.replace(
+        "3632.0|3632.0|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36",
+        "3632.0|3632.0|RUNNING|0:0||2026-12-02T16:42:37|2026-12-02T16:42:37",
+    )
+    usage = usage_of(jobs(text)["3632"], allocation=True)
+    assert usage is not None and usage.ended is None
+    assert (usage.gpu_s, usage.idle_s, usage.idle_gpu_s) == (3, 1, 1)
+
+
+def test_usage_journalled_before_the_cancelled_split_reads_back_without_it() -> None:
+    usage = usage_of(jobs(ENDED)["3588"])
+    assert usage is not None
+    older = {k: v for k, v in usage.to_json().items() if not k.startswith("cancelled_")}
+    read = JobUsage.from_json(older)
+    assert (read.gpu_s, read.cancelled_gpus, read.cancelled_cpus) == (21, None, None)
+
+
+def test_the_accounting_of_named_jobs_is_asked_in_bounded_sacct_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`recon cost`'s back-fill: the jobs named by the ids sbatch returned (a step's, an
+    array task's and a het component's own ids named by their job's), steps included, in
+    the records' window; one sacct call per NAMED_JOBS_MAX jobs, no squeue."""
+    from reconciler.errors import ObservationError
+    from reconciler.scheduler.slurm import adapter
+    from reconciler.scheduler.slurm.testing import ScriptedRunner, failed, ok
+
+    tagged = ENDED.replace("|costcap\n", f"|{TAG.format()}\n")
+    monkeypatch.setattr(adapter, "NAMED_JOBS_MAX", 2)
+
+    def sacct(argv: Sequence[str], _stdin: str | None) -> Result:
+        """sacct's rows of the jobs named, as it lists them."""
+        named = next(a for a in argv if a.startswith("--jobs=")).split("=")[1].split(",")
+        return ok("".join(f"{line}\n" for line in tagged.splitlines() if _top(line) in named))
+
+    runner = ScriptedRunner(sacct=[sacct])
+    slurm = adapter.SlurmScheduler(runner, tz=UTC, user="tester", project="costcap")
+    since, until = datetime(2026, 12, 2, 15, tzinfo=UTC), datetime(2026, 12, 2, 18, tzinfo=UTC)
+    listed = slurm.accounting(["3585", "3586", "3588+1", "3587_1", "3591.0"], since, until)
+    assert runner.commands() == ["sacct", "sacct", "sacct"]  # 5 jobs, 2 a call
+    named = [next(a for a in argv if a.startswith("--jobs=")) for argv, _ in runner.calls]
+    assert named == ["--jobs=3585,3586", "--jobs=3587,3588", "--jobs=3591"]
+    first = runner.calls[0][0]
+    assert "--starttime=2026-12-02T15:00:00" in first and "--endtime=2026-12-02T18:00:00" in first
+    assert "--allocations" not in first  # steps: an allocation's idle time needs them
+    het = next(job for job in listed.jobs if job.job_id == "3588")
+    usage = usage_of(het)
+    assert usage is not None and (usage.gpu_s, usage.cpu_s) == (21, 63)
+    assert {job.job_id for job in listed.jobs} >= {"3585", "3586", "3587", "3588", "3591"}
+    broken = adapter.SlurmScheduler(
+        ScriptedRunner(sacct=[failed("slurmdbd down")]), tz=UTC, user="tester"
+    )
+    with pytest.raises(ObservationError, match="sacct failed, usage not read: slurmdbd down"):
+        broken.accounting(["3585"], since, until)
+
+
+def _top(line: str) -> str:
+    return line.split("|")[0].partition(".")[0].partition("_")[0].partition("+")[0]

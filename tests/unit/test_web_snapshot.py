@@ -201,8 +201,12 @@ def test_an_orphan_clicked_shows_why_and_its_jobs_not_a_dead_end(tmp_path: Path)
 def test_the_cost_panel_and_a_runs_cost_come_from_the_looks_journal(tmp_path: Path) -> None:
     import json
     from dataclasses import replace
+    from datetime import timedelta
 
+    from reconciler.engine.plan.identity import tag_for
     from reconciler.engine.reconcile import Request, look_once
+    from reconciler.scheduler.base import Held, JobRecord, ObservedJob
+    from reconciler.scheduler.states import SlurmState
     from reconciler.scheduler.usage import JobUsage
     from reconciler.web.snapshot import snapshot_of
     from tests.local.serving import example_project
@@ -221,3 +225,18 @@ def test_the_cost_panel_and_a_runs_cost_come_from_the_looks_journal(tmp_path: Pa
     assert train is not None and train["cost"]["cpu_hours"] == 2 and train["cost"]["jobs"] == 1
     prepare = details(shown, "prepare")
     assert prepare is not None and prepare["cost"] is None  # no job yet
+    # a job still running, in the look's observation: counted as held so far
+    evaluate = look.desired.runs["evaluate"].spec_hash
+    running = record("evaluate", evaluate, "12", None)
+    tag = tag_for(look.desired, "run", "evaluate", evaluate)
+    row = JobRecord(
+        job_id="12", top_id="12", state=SlurmState.RUNNING, tag=tag, start=datetime(2026, 1, 1,
+        tzinfo=UTC), elapsed=timedelta(seconds=900), held=Held(cpus=4), source="sacct",
+    )  # fmt: skip
+    observation = look.observation.model_copy(
+        update={"jobs": (ObservedJob(job_id="12", tag=tag, rows=(row,)),)}
+    )
+    seen = replace(look, records=[ran, running], observation=observation)
+    cost = snapshot_of(seen, datetime(2026, 1, 1, tzinfo=UTC), 200).summary()["cost"]
+    assert cost["jobs_running_counted"] == 1 and cost["jobs_running"] == 0
+    assert cost["total"]["cpu_hours_by"]["running"] == 1.0

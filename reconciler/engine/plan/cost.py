@@ -15,7 +15,10 @@ How each job is counted (GPU-hours and CPU-hours held, ``JobUsage``):
   and ``allocation work`` (the rest: its runs' steps and its setup). A run that ran as
   a step inside it is shown on its run's line, and counted once, in the allocation's.
 - queue wait: wall hours from submission to start, summed; no resources are held.
-- a job still queued or running has no usage yet: counted once it has ended.
+- a job still running: its usage so far, when the cluster was asked (``live``, read
+  from the observation: ``running_usage``), ``running`` for a run's job, idle and work
+  so far for an allocation's; without it, or while it waits in the queue, it is counted
+  once it has ended.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from enum import StrEnum
 from reconciler.desired.matrix import sweep_of
 from reconciler.desired.models import RunResources
 from reconciler.engine.plan.actions import Cause
+from reconciler.scheduler.base import Observation
 from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.states import Health
-from reconciler.scheduler.usage import JobUsage
+from reconciler.scheduler.usage import JobUsage, usage_of
 from reconciler.state.records import SubmissionRecord
 
 HOUR = 3600.0
@@ -45,6 +49,7 @@ class Spent(StrEnum):
     CANCELLED = "cancelled"
     IDLE = "idle"  # an allocation held with no step running
     ALLOCATION_WORK = "allocation_work"  # an allocation's held time its steps used
+    RUNNING = "running"  # a run's job still running: held so far
 
 
 @dataclass
@@ -81,6 +86,9 @@ class Saving(StrEnum):
     SKIPPED = "skipped"  # a rerun whose job skipped its command: inputs unchanged
     IDLE_RELEASE = "idle_release"  # an allocation released after idle_release
     TEARDOWN = "teardown"  # a het component or coupled partner torn down early
+    # a run torn down with its coupled partner, held back until the partner runs again
+    # and then submitted with it, instead of run again alone
+    COUPLED_WAIT = "coupled_wait"
 
 
 # One line each, said with its number: how the saving is estimated.
@@ -89,8 +97,13 @@ SAVING_WORDS: dict[Saving, str] = {
     "the run's last job that ran it, less what the skipping job held",
     Saving.IDLE_RELEASE: "allocations released after idle_release, each valued at what it "
     "held times the time left to its limit, which Slurm would have kept it for",
-    Saving.TEARDOWN: "jobs torn down when a coupled part failed, each valued at what it held "
-    "times the time the run's last success ran beyond it (none counted without one)",
+    Saving.TEARDOWN: "jobs torn down when a coupled part failed, each valued at what its "
+    "components still running held when torn down times the time the run's last success ran "
+    "beyond it (none counted without one)",
+    Saving.COUPLED_WAIT: "runs torn down with a coupled partner and held back until it ran "
+    "again, then submitted with it instead of alone, each valued at what its torn-down job "
+    "held times the shorter of the time it was held back (to the next submission of it or a "
+    "partner, or to now) and the run's last successful duration (none counted without one)",
 }
 
 
@@ -114,7 +127,16 @@ class Ledger:
     commits: dict[str, Hours] = field(default_factory=dict)  # in order of first job
     saved: dict[Saving, Saved] = field(default_factory=dict)
     unknown: int = 0  # ended jobs with no usage recorded (before recon read it)
-    running: int = 0  # jobs not ended yet: counted once they have
+    unknown_gone: int = 0  # of those, the ones the scheduler was asked for and had no record of
+    running: int = 0  # jobs not ended yet, not counted: counted once they have
+    running_counted: int = 0  # jobs not ended yet, counted as held so far (``live``)
+    # what the cluster added to the journal (``engine/accounting``), for the report to say
+    looked_at: datetime | None = None  # when running jobs were read; None: not asked
+    not_reached: str | None = None  # why the cluster was not asked, or did not answer
+    backfilled: int = 0  # jobs settled before recon read usage, back-filled just now
+    # run -> how long its newest success that ran its command ran (``last_durations``):
+    # what `recon cost --format json` exports for plans made without the journal
+    last_durations: dict[str, float] = field(default_factory=dict)
 
 
 def ledger(
@@ -125,18 +147,26 @@ def ledger(
     since: datetime | None = None,
     commits: Collection[str] | None = None,
     names: Collection[str] = (),
+    live: Mapping[str, JobUsage] | None = None,
+    partners: Mapping[str, Sequence[str]] | None = None,
+    now: datetime | None = None,
 ) -> Ledger:
     """The cost of ``records`` (one project's, oldest first). ``current_specs``: run ->
     its spec hash now (a run not in it left the repo: its successes are superseded).
     ``since``: only jobs submitted then or later; ``commits``: only jobs submitted for
     these commits; ``names``: only these runs and allocations (a sweep's name: its
-    members). ``cancel_causes``: job id -> why recon cancelled it (``Cause`` values)."""
+    members). ``cancel_causes``: job id -> why recon cancelled it (``Cause`` values).
+    ``live``: job id -> what each job not ended yet has held so far (``running_usage``);
+    None when the cluster was not asked. ``partners``: run -> the runs coupled with it
+    (``coupled_with``, both ways), for the coupled wait's saving, which ``now`` ends for
+    a partner not run again yet (None: such a wait is not counted)."""
     causes = cancel_causes or {}
     commits = None if commits is None else set(commits)
     names = set(names)
     current = _current(records, current_specs)
     usages = {record.id: record.usage for record in records if record.usage_json is not None}
     last_ran = _last_ran(records, usages)
+    submitted: dict[str, list[datetime]] = {}  # made when a coupled wait needs it
     book = Ledger()
     for record in records:
         if not _chosen(record, since, commits, names):
@@ -144,17 +174,84 @@ def ledger(
         if record.job_id is None:
             continue  # only intended, or refused: no job
         if record.final_health is None:
-            book.running += 1
+            so_far = None if live is None else live.get(record.job_id)
+            if so_far is None:
+                book.running += 1
+            else:
+                book.running_counted += 1
+                _book(book, record, _hours(record, so_far, current=False, ended_by_recon=False))
             continue
         usage = usages.get(record.id)
         if usage is None:
             book.unknown += 1
+            book.unknown_gone += record.usage_sought
             continue
+        if _ran(record):
+            book.last_durations[record.name] = usage.elapsed_s  # the newest wins
         cause = causes.get(record.job_id)
         hours = _hours(record, usage, record.id in current, cause is not None)
         _book(book, record, hours)
         _save(book, record, usage, cause, last_ran)
+        if cause == Cause.PARTNER_FAILED and record.id in last_ran:
+            submitted = submitted or _submissions(records)
+            names = (record.name, *(partners or {}).get(record.name, ()))
+            later = sorted(at for name in names for at in submitted.get(name, ()))
+            _held_back(book, usage, last_ran[record.id], later, now)
     return book
+
+
+def _submissions(records: Sequence[SubmissionRecord]) -> dict[str, list[datetime]]:
+    """run -> when each of its jobs was submitted (its intent written)."""
+    submitted: dict[str, list[datetime]] = {}
+    for record in records:
+        if record.job_id is not None:
+            submitted.setdefault(record.name, []).append(record.created_at)
+    return submitted
+
+
+def _held_back(
+    book: Ledger,
+    torn: JobUsage,
+    earlier: JobUsage,
+    submitted: Sequence[datetime],
+    now: datetime | None,
+) -> None:
+    """A run torn down with its coupled partner waits (blocked) until the partner runs
+    again, and is then submitted with it: without that rule it would have been submitted
+    again at once, alone, holding what its torn-down job held while the partner stayed
+    down. Valued conservatively: for no longer than the run's last success ran."""
+    if torn.ended is None or torn.cancelled_gpus is None or torn.cancelled_cpus is None:
+        return
+    ended = torn.ended
+    until = next((at for at in submitted if at > ended), now)
+    if until is None:
+        return  # the partner is still down and the ledger was not told when now is
+    alone = min(max((until - ended).total_seconds(), 0.0), earlier.elapsed_s)
+    if torn.time_limit_s is not None:
+        alone = min(alone, torn.time_limit_s)
+    _saved(book, Saving.COUPLED_WAIT, alone * torn.cancelled_gpus, alone * torn.cancelled_cpus)
+
+
+def running_usage(
+    observation: Observation, records: Iterable[SubmissionRecord]
+) -> dict[str, JobUsage]:
+    """job id -> what each job of ``records`` that has not ended in the journal has held
+    so far, from the rows an observation already holds (sacct's ``ElapsedRaw`` and
+    ``AllocTRES`` of a running job): no call of its own. A job sacct has no accounting of
+    yet (queued, or started a moment ago) is left out."""
+    open_jobs = {
+        (record.job_id, record.kind, record.name)
+        for record in records
+        if record.job_id is not None and record.final_health is None
+    }
+    found: dict[str, JobUsage] = {}
+    for job in observation.jobs:
+        if (job.job_id, job.tag.kind, job.tag.name) not in open_jobs:
+            continue
+        usage = usage_of(job, allocation=job.tag.kind == "alloc")
+        if usage is not None and usage.started is not None:
+            found[job.job_id] = usage
+    return found
 
 
 def _chosen(
@@ -210,10 +307,13 @@ def _hours(record: SubmissionRecord, usage: JobUsage, current: bool, ended_by_re
         busy_gpu = (usage.gpu_s - usage.idle_gpu_s) / HOUR
         hours.add(Spent.ALLOCATION_WORK, busy_gpu, (usage.cpu_s - usage.idle_cpu_s) / HOUR)
         return hours
+    if record.final_health is None:  # still running: held so far
+        hours.add(Spent.RUNNING, usage.gpu_s / HOUR, usage.cpu_s / HOUR)
+        return hours
     spent = {
         Health.SUCCEEDED: Spent.CURRENT if current else Spent.SUPERSEDED,
         Health.FAILED: Spent.FAILED,
-    }.get(record.final_health or Health.CANCELLED, Spent.CANCELLED)
+    }.get(record.final_health, Spent.CANCELLED)
     if ended_by_recon and spent is not Spent.CURRENT:
         spent = Spent.CANCELLED  # torn down, pruned or replaced: recon's doing, not the run's
     hours.add(spent, usage.gpu_s / HOUR, usage.cpu_s / HOUR)
@@ -254,10 +354,13 @@ def _save(
         left = max(usage.time_limit_s - usage.elapsed_s, 0.0)
         _saved(book, Saving.IDLE_RELEASE, left * usage.gpus, left * usage.cpus)
     elif cause in (Cause.COMPONENT_FAILED, Cause.PARTNER_FAILED) and earlier is not None:
+        if usage.cancelled_gpus is None or usage.cancelled_cpus is None:
+            return  # journalled before recon recorded what the cancel freed: not counted
         beyond = max(earlier.elapsed_s - usage.elapsed_s, 0.0)
         if usage.time_limit_s is not None:
             beyond = min(beyond, max(usage.time_limit_s - usage.elapsed_s, 0.0))
-        _saved(book, Saving.TEARDOWN, beyond * usage.gpus, beyond * usage.cpus)
+        # only what was still held: a component that had failed already freed its own
+        _saved(book, Saving.TEARDOWN, beyond * usage.cancelled_gpus, beyond * usage.cancelled_cpus)
 
 
 def _saved(book: Ledger, kind: Saving, gpu_s: float, cpu_s: float) -> None:
@@ -314,9 +417,12 @@ class RunEstimate:
 
 @dataclass(frozen=True)
 class Expected:
-    """The expected GPU-hours and CPU-hours of the runs a plan or change will run."""
+    """The expected GPU-hours and CPU-hours of the runs a plan or change will run.
+    ``source``: the file some last durations were read from (a clone with no journal),
+    None when the journal said them all."""
 
     runs: tuple[RunEstimate, ...]
+    source: str | None = None
 
     @property
     def known(self) -> tuple[RunEstimate, ...]:
@@ -347,17 +453,34 @@ def last_durations(records: Iterable[SubmissionRecord]) -> dict[str, float]:
     time), from the journal's records, oldest first."""
     durations: dict[str, float] = {}
     for record in records:
-        ran = record.final_health is Health.SUCCEEDED and record.reason != SKIPPED
-        if ran and record.kind == "run" and (usage := record.usage) is not None:
+        if _ran(record) and (usage := record.usage) is not None:
             durations[record.name] = usage.elapsed_s
     return durations
 
 
-def expected(asks: Mapping[str, Asks], durations: Mapping[str, float]) -> Expected:
+def _ran(record: SubmissionRecord) -> bool:
+    """A run's job that succeeded running its command (not one that skipped it)."""
+    return (
+        record.kind == "run"
+        and record.final_health is Health.SUCCEEDED
+        and record.reason != SKIPPED
+    )
+
+
+def expected(
+    asks: Mapping[str, Asks],
+    durations: Mapping[str, float],
+    exported: Mapping[str, float] | None = None,
+    source: str | None = None,
+) -> Expected:
     """The expected cost of running each run of ``asks`` (run -> what it asks for now),
-    from its last successful duration (``durations``, run -> seconds)."""
+    from its last successful duration (``durations``, run -> seconds, the journal's);
+    ``exported``: those read from ``source`` (`recon cost --format json`'s
+    ``last_durations``), for the runs the journal has none of."""
+    known = {**(exported or {}), **durations}
+    used = source if exported and any(n not in durations and n in exported for n in asks) else None
     return Expected(
-        tuple(RunEstimate(name, ask, durations.get(name)) for name, ask in asks.items())
+        tuple(RunEstimate(name, ask, known.get(name)) for name, ask in asks.items()), used
     )
 
 

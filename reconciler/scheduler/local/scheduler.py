@@ -12,7 +12,7 @@ import os
 import shlex
 import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -82,6 +82,13 @@ class LocalScheduler:
             raise ObservationError(
                 f"the local jobs in {self.root} cannot be read: {error}"
             ) from error
+
+    def accounting(self, job_ids: Sequence[str], since: datetime, until: datetime) -> Observation:
+        """The named jobs of the store's seen since ``since`` (its records are kept:
+        ``until`` bounds nothing more here), read as ``observe`` reads them."""
+        named = {job_id.partition(".")[0].partition("_")[0] for job_id in job_ids}
+        seen = self.observe(since)
+        return seen.model_copy(update={"jobs": tuple(j for j in seen.jobs if j.job_id in named)})
 
     def _observe(self, since: datetime) -> Observation:
         if not self._store.root.exists():  # nothing was ever submitted; leave no trace

@@ -39,6 +39,7 @@ from reconciler.scheduler.slurm.launches import running_launches
 from reconciler.scheduler.slurm.localtime import SystemLocalTime
 from reconciler.scheduler.slurm.parse import (
     Parsed,
+    Rejected,
     parse_granted,
     parse_max_array_size,
     parse_sacct,
@@ -171,6 +172,27 @@ class SlurmScheduler:
         if len(ours) > NAMED_JOBS_MAX:
             return self._runner(argv.sacct(since, tz, user), None)
         return self._runner(argv.sacct(since, tz, user, of=ours), None)
+
+    def accounting(self, job_ids: Sequence[str], since: datetime, until: datetime) -> Observation:
+        """One sacct call per ``NAMED_JOBS_MAX`` jobs named (``--jobs``, steps included),
+        in the window [since, until]; no squeue: the jobs asked for have ended. A failed
+        call is an ObservationError: nothing is known of the jobs it named."""
+        taken_at = self._clock()
+        tops = sorted({_top_id(job_id) for job_id in job_ids}, key=int)
+        rows: list[JobRecord] = []
+        rejected: list[Rejected] = []
+        for first in range(0, len(tops), NAMED_JOBS_MAX):
+            named = tops[first : first + NAMED_JOBS_MAX]
+            command = argv.sacct(since, self._tz, self._user, of=named, until=until)
+            listed = self._runner(command, None)
+            if listed.returncode != 0:
+                raise ObservationError(f"sacct failed, usage not read: {message_of(listed)}")
+            parsed = parse_sacct(recon_rows(listed.stdout, (), self._project), self._tz)
+            rows += parsed.records
+            rejected += parsed.rejected
+        nothing_live = Parsed(records=(), rejected=())
+        history = Parsed(records=tuple(rows), rejected=tuple(rejected))
+        return combine(nothing_live, history, taken_at)
 
     def _running_steps(self, live: Iterable[JobRecord]) -> Parsed | None:
         """The steps slurmctld lists in recon's running allocations; None when none runs.
@@ -380,6 +402,12 @@ class SlurmScheduler:
             if record.tag == tag and record.submit is not None and record.submit >= since:
                 return record.top_id
         return None
+
+
+def _top_id(job_id: str) -> str:
+    """The id sbatch returned: 12 of 12.3 (a step), 123_4 (an array task), 4+1 (a het
+    component)."""
+    return job_id.partition(".")[0].partition("_")[0].partition("+")[0]
 
 
 def sbatch_environment(

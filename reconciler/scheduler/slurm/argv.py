@@ -26,6 +26,7 @@ def sacct(
     *,
     jobs_only: bool = False,
     of: Sequence[str] = (),
+    until: datetime | None = None,
 ) -> list[str]:
     """Every job and step of ``user``'s seen in [since, now], in every state.
 
@@ -37,9 +38,11 @@ def sacct(
 
     ``jobs_only``: the jobs' own rows, no steps (``-X``): slurmdbd's cost is in the steps
     (7,400 rows of two days' history: 1.5-2.8 s with steps, 0.15 s without). ``of``: only
-    these jobs (``--jobs``), in the same window.
+    these jobs (``--jobs``), in the same window. ``until``: the window's end (now unless
+    told).
     """
     start = since.astimezone(tz) if since.tzinfo else since
+    end = "now" if until is None else _local(until, tz).strftime("%Y-%m-%dT%H:%M:%S")
     return [
         "sacct",
         "--parsable2",
@@ -47,11 +50,15 @@ def sacct(
         *(["--allocations"] if jobs_only else []),
         f"--format={','.join(SACCT_FIELDS)}",
         f"--starttime={start.strftime('%Y-%m-%dT%H:%M:%S')}",
-        "--endtime=now",
+        f"--endtime={end}",
         f"--state={','.join(SACCT_STATES)}",
         f"--user={user}",
         *([f"--jobs={','.join(of)}"] if of else []),
     ]
+
+
+def _local(moment: datetime, tz: tzinfo) -> datetime:
+    return moment.astimezone(tz) if moment.tzinfo else moment
 
 
 def squeue() -> list[str]:

@@ -150,6 +150,7 @@ const SPENT = [
   ["current", "current successes"], ["superseded", "superseded successes"],
   ["failed", "failed attempts"], ["cancelled", "cancelled or torn down"],
   ["idle", "allocations idle"], ["allocation_work", "allocations working"],
+  ["running", "running so far"],
 ];
 
 function hours(value) {
@@ -172,6 +173,8 @@ function fillCost(cost) {
   fillTable("cost", rows, ["name", (r) => hours(r.gpu), (r) => hours(r.cpu)]);
   byId("cost-notes").textContent =
     "Queue wait " + hours(total.queue_wait_hours) + " h over " + jobs(total.jobs) +
+    (cost.jobs_running_counted
+      ? "; " + jobs(cost.jobs_running_counted) + " still running, counted as held so far" : "") +
     (cost.jobs_running ? "; " + cost.jobs_running + " not ended yet, counted once ended." : ".");
   const saved = byId("cost-saved");
   saved.replaceChildren(...Object.values(cost.saved || {}).map((s) => {
