@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from reconciler.engine.incremental import commit_pass
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.inputs import FileState
 from reconciler.engine.reconcile import (
@@ -53,6 +54,7 @@ from reconciler.engine.reconcile import (
     open_project,
     scheduler_for,
 )
+from reconciler.errors import ReconError
 from reconciler.scheduler.base import Scheduler
 from reconciler.state.journal import WriteStamps
 from reconciler.state.paths import journal_path
@@ -79,12 +81,18 @@ class Kept:
     observed: Observed
     files: FileState | None
     outcome: PassOutcome | None
+    replanned: bool = False  # made by a commit's pass that planned a few runs again
 
     def reusable(self, commit: str, stamp: Stamp, now: datetime) -> bool:
         """Whether a pass at ``commit`` at ``now`` may reuse this one, if the scheduler
         answers as it did."""
+        return commit == self.commit and self.followed_by(stamp, now)
+
+    def followed_by(self, stamp: Stamp, now: datetime) -> bool:
+        """Whether nothing but a commit may have changed since: the journal unwritten and
+        the plan's next look not come."""
         look = self.plan.next_look
-        return commit == self.commit and stamp == self.stamp and (look is None or now < look.at)
+        return stamp == self.stamp and (look is None or now < look.at)
 
 
 def steady(outcome: PassOutcome) -> bool:
@@ -118,10 +126,16 @@ class SteadyPasses:
     log: Log = lambda *_args, **_fields: None
     scheduler: Scheduler | None = None
     full_every: int = FULL_EVERY
+    # for a commit's pass planned in part (engine/incremental.py), as ``full`` has them
+    approve: Callable[[Plan], bool] = lambda _plan: True
+    lock_timeout: float = 0.0
     kept: Kept | None = field(default=None, init=False)
     passes: int = field(default=0, init=False)  # since the last full pass
-    # What the passes did, for tests and metrics: kept passes, full ones, mismatches.
+    # What the passes did, for tests and metrics: kept passes, commits' passes planned in
+    # part (and how many runs the last one planned again), full ones, mismatches.
     reused: int = field(default=0, init=False)
+    replanned: int = field(default=0, init=False)
+    visited: int = field(default=0, init=False)
     fulls: int = field(default=0, init=False)
     mismatches: int = field(default=0, init=False)
     _stamps: WriteStamps = field(default_factory=WriteStamps, init=False)
@@ -139,9 +153,46 @@ class SteadyPasses:
                     self.passes += 1
                     self.reused += 1
                     return kept.outcome
+            elif commit != kept.commit and kept.followed_by(stamp, now):
+                outcome = self._commit(kept, request, commit)
+                if outcome is not None:
+                    return outcome
         checked = None if kept is None or kept.commit != commit else replace(kept, outcome=None)
         kept = None  # let the kept pass's loaded state go before the full pass loads anew
         return self._full(commit, request, checked)
+
+    def _commit(self, kept: Kept, request: Request, commit: str) -> PassOutcome | None:
+        """The pass after a commit, planned in part from the kept one; None when it
+        cannot be (engine/incremental.py): a full pass is made instead."""
+        assert kept.outcome is not None
+        try:
+            made = commit_pass(
+                kept.outcome,
+                kept.stamp,
+                kept.observed,
+                request,
+                commit,
+                scheduler=self.scheduler,
+                stamps=self._stamps,
+                clock=self.clock,
+                approve=self.approve,
+                lock_timeout=self.lock_timeout,
+            )
+        except ReconError:
+            raise  # what a full pass would say too (a busy lock, the scheduler down)
+        except Exception as error:  # a fault of the part-planning's: a full pass instead
+            self.log("warning", "replan-failed", commit=commit, message=f"{_FAILED}: {error!r}")
+            return None
+        if made is None:
+            return None
+        self.passes += 1
+        self.replanned += 1
+        self.visited = len(made.visited)
+        outcome = made.outcome
+        if steady(outcome):
+            files = outcome.look.files
+            self.kept = Kept(commit, made.stamp, outcome.plan, made.observed, files, outcome, True)
+        return outcome
 
     def _observe(self, kept: PassOutcome, request: Request, now: datetime) -> Observed:
         """The scheduler asked as a full pass asks it, over the kept journal's window."""
@@ -183,12 +234,18 @@ class SteadyPasses:
             self.log("info", "files-changed", **fields, message=_FILES_CHANGED)
             return
         self.mismatches += 1
-        self.log("warning", "steady-mismatch", **fields, message=_MISMATCH)
+        message = _REPLAN_MISMATCH if kept.replanned else _MISMATCH
+        self.log("warning", "steady-mismatch", **fields, message=message)
 
 
 _FILES_CHANGED = (
     "files on disk changed since the last full pass (an output or an input): the plan "
     "follows them now"
+)
+_FAILED = "planning the commit's changed runs alone failed; a full pass instead"
+_REPLAN_MISMATCH = (
+    "the plan made for a commit's changed runs alone differs from a fresh one; the fresh "
+    "one is carried out (this is a fault of recon's, please report it)"
 )
 _MISMATCH = (
     "a timer pass that found nothing changed kept a plan that differs from a fresh one; "

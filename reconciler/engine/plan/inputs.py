@@ -8,7 +8,7 @@ collects, and later runs read the earlier ones' decisions from that collection.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -221,3 +221,46 @@ class Decision:
     renewal: tuple[str, timedelta] | None = None
     demand: str | None = None
     uses: str | None = None
+
+
+@dataclass
+class PlanMemo:
+    """What one plan was made from and what it decided, kept by `recon watch` to re-plan
+    only the runs a commit changed and their downstream (engine/plan/replan.py).
+
+    ``notes``: the plan's notes but the one said of its actions (``bare_notes``), which a
+    re-plan says again over the whole plan; ``targeted``: the plan was of some runs only
+    (targets or --replace), never re-planned in part."""
+
+    inputs: PlanInputs  # with the allocations' states
+    decided: Mapping[str, Decision]  # every chosen run's decision, in the plan's order
+    positions: Mapping[str, int]  # run -> the index of its action in the plan's actions
+    notes: tuple[str, ...]
+    targeted: bool = False
+    # run -> the runs that read its outputs, made on first use and handed on to a re-plan
+    # of the same graph
+    _downstream: dict[str, list[str]] | None = field(default=None, repr=False)
+
+    def downstream(self) -> Mapping[str, list[str]]:
+        if self._downstream is None:
+            found: dict[str, list[str]] = {}
+            for name, upstreams in self.inputs.desired.upstreams.items():
+                for upstream in upstreams:
+                    found.setdefault(upstream, []).append(name)
+            self._downstream = found
+        return self._downstream
+
+    def affected(self, changed: Collection[str]) -> list[str] | None:
+        """The changed runs and every run downstream of them, in the plan's order; None
+        when one of them was not in the plan."""
+        below = self.downstream()
+        seen = set(changed)
+        todo = list(changed)
+        while todo:
+            for child in below.get(todo.pop(), ()):
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+        if not all(name in self.positions for name in seen):
+            return None
+        return sorted(seen, key=self.positions.__getitem__)

@@ -1,0 +1,109 @@
+"""A plan made again for a few runs: those a commit changed and their downstream. Pure.
+
+`recon watch` keeps its last plan and what it was made from (``PlanMemo``). When a commit
+changes a few runs' specs and nothing else changed (the same journal, the same answer
+from the scheduler, before the plan's next look: engine/steady.py checks), a run's
+decision can differ from the kept one only if the run changed or an upstream's decision
+did, since each run is decided from its own spec, jobs, records and files and its
+upstreams' decisions (engine/plan/runs.py). So the changed runs and everything
+downstream of them are decided again, in the plan's order, and the rest of the plan is
+kept as it was.
+
+What ties a run to more than its upstreams is not re-planned in part: a run in an
+allocation (its steps share the allocation's jobs and GPUs, and decide renewals and idle
+releases), a coupled run (its partners tear down with it), a sweep's member (its job
+arrays are placed across the sweep), a run with a teardown, a plan of some runs only,
+and a kept next look that one of them set (the next one after it is not kept). Each
+returns None: the caller makes a full plan instead. The project's settings, other files
+and the graph's shape are the caller's to check (desired/loader.reload).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime
+
+from reconciler.desired.desired import Desired
+from reconciler.engine.plan.actions import ActionKind, Plan
+from reconciler.engine.plan.inputs import FileState, PlanMemo
+from reconciler.engine.plan.notes import bare_notes
+from reconciler.engine.plan.requeue import next_look
+from reconciler.engine.plan.runs import decide
+from reconciler.engine.plan.teardown import teardowns
+
+
+@dataclasses.dataclass(frozen=True)
+class Replanned:
+    plan: Plan
+    memo: PlanMemo
+    visited: tuple[str, ...]  # the runs decided again
+
+
+def replan(
+    kept: Plan,
+    memo: PlanMemo,
+    desired: Desired,
+    affected: list[str],
+    now: datetime,
+    files: FileState,
+    code_at: Mapping[str, Mapping[str, str | None]],
+) -> Replanned | None:
+    """``kept`` (made with ``memo``) with ``affected`` (``PlanMemo.affected``: changed
+    runs and their downstream, in order) decided again against ``desired``, at ``now``.
+    ``files`` and ``code_at``: as a full plan would read them now, for the affected runs
+    at least. None when the change is not local to them (see the module's docstring)."""
+    before = memo.inputs.desired
+    if memo.targeted or desired.upstreams is not before.upstreams:
+        return None
+    if kept.next_look is not None and kept.next_look.target in affected:
+        return None
+    for name in affected:
+        if name not in desired.runs or not _alone(desired, name) or not _alone(before, name):
+            return None
+        if name in memo.inputs.partners_by_run:
+            return None
+    inputs = dataclasses.replace(
+        memo.inputs, desired=desired, now=now, files=files, code_at=code_at
+    )
+    if kept.observation_complete and teardowns(inputs, affected):
+        return None
+    if any(kept.actions[memo.positions[name]].target != name for name in affected):
+        return None  # the plan is not the one the memo was made with
+    if any(a.kind is ActionKind.TEARDOWN and a.target in affected for a in kept.actions):
+        return None
+    decided = dict(memo.decided)
+    actions = list(kept.actions)
+    for name in affected:
+        made = decide(inputs, desired.runs[name], decided)
+        if made.renewal is not None or made.demand is not None or made.uses is not None:
+            return None
+        decided[name] = made
+        actions[memo.positions[name]] = made.action
+    mine = {name: decided[name] for name in affected}
+    own_actions = [decided[name].action for name in affected]
+    # The affected runs' own moments (graces, time limits), beside the kept plan's first:
+    # that one was set by a run not affected, or by an allocation, and holds.
+    alone = dataclasses.replace(inputs, allocation_states={}, setups=())
+    due = [
+        look for look in (kept.next_look, next_look(alone, mine, own_actions)) if look is not None
+    ]
+    first = min(due, key=lambda look: (look.at, look.kind, look.target), default=None)
+    plan = kept.model_copy(
+        update={
+            "commit": desired.commit,
+            "created_at": now,
+            "actions": tuple(actions),
+            "notes": (*memo.notes, *bare_notes(desired.runs, actions)),
+            "next_look": first,
+        }
+    )
+    renewed = PlanMemo(inputs, decided, memo.positions, memo.notes, memo.targeted)
+    renewed._downstream = memo._downstream
+    return Replanned(plan, renewed, tuple(affected))
+
+
+def _alone(desired: Desired, name: str) -> bool:
+    """A run whose decision reads no other run's but its upstreams'."""
+    run = desired.runs[name]
+    return run.allocation is None and not run.coupled_with and run.member is None
