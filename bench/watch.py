@@ -17,7 +17,8 @@ it), with the clock moving 30 s per pass:
 - first: the first pass (a full one: load, journal, observe, plan);
 - timer: a timer pass with nothing changed (the median of --repeat);
 - commit: the pass after a commit that changes one run's command (planned, and the
-  plan declined: what is timed is the re-plan, not the sbatch);
+  plan declined: what is timed is the re-plan, not the sbatch), the median of --repeat
+  such commits, each changed back (a full pass) before the next;
 in CPU seconds, and the process's peak RSS, and how far back the last pass asked the
 scheduler (every job settled: the window's margin alone, however many runs); then
 growth per doubling of runs. Targets
@@ -90,17 +91,29 @@ first, outcome = timed(tip())
 assert not outcome.plan.has_changes, outcome.plan.summary
 del outcome  # as a watch holds no pass of its own between passes
 timer = statistics.median(timed(tip())[0] for _ in range(repeat))
-changed = root / "specs" / "sweep-00007.yaml"
-text = changed.read_text().replace("--lr ", "--lr 0.5 --x ")
-changed.unlink()  # the file may be a hard link shared with another checkout's copy
-changed.write_text(text)
 import subprocess
 env = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
        "GIT_COMMITTER_EMAIL": "b@b", "PATH": "/usr/bin:/bin"}
-subprocess.run(["git", "commit", "-q", "-am", "one run"], cwd=root, env=env, check=True)
-commit, outcome = timed(tip())
-assert [a.target for a in outcome.plan.actions if a.changes_cluster] == ["sweep-7"], (
-    outcome.plan.summary)
+
+def commit_text(path, text, message):
+    path.unlink()  # the file may be a hard link shared with another checkout's copy
+    path.write_text(text)
+    subprocess.run(["git", "commit", "-q", "-am", message], cwd=root, env=env, check=True)
+
+commits = []
+for turn in range(repeat):  # each: one run changed (timed), then changed back (a full pass)
+    changed = root / "specs" / f"sweep-{7 + turn:05d}.yaml"
+    text = changed.read_text()
+    commit_text(changed, text.replace("--lr ", "--lr 0.5 --x "), "one run")
+    seconds, outcome = timed(tip())
+    commits.append(seconds)
+    assert [a.target for a in outcome.plan.actions if a.changes_cluster] == [f"sweep-{7 + turn}"], (
+        outcome.plan.summary)
+    del outcome
+    commit_text(changed, text, "changed back")
+    timed(tip())
+    timed(tip())  # kept again, as before the change
+commit = statistics.median(commits)
 replanned = getattr(watch, "replanned", 0)  # planned in part (engine/incremental.py)
 peak = 0
 with open("/proc/self/status") as status:
@@ -182,7 +195,9 @@ def main() -> None:
                 print(
                     f"{label:6} {size:6} runs: first pass {seen['first']:6.2f} s cpu, "
                     f"timer pass (nothing changed) {seen['timer']:7.4f} s cpu, "
-                    f"one-run commit {seen['commit']:6.2f} s cpu, peak {seen['peak']:5.0f} MiB, "
+                    f"one-run commit {seen['commit']:6.2f} s cpu "
+                    f"({seen.get('replanned', 0):.0f} planned in part), "
+                    f"peak {seen['peak']:5.0f} MiB, "
                     f"window {seen['window']:.1f} h back",
                     flush=True,
                 )

@@ -20,12 +20,15 @@ from hypothesis import strategies as st
 
 from reconciler.desired import loader
 from reconciler.desired.source import changed_files
+from reconciler.engine import incremental
 from reconciler.engine.plan import assemble, replan
 from reconciler.engine.plan.actions import ActionKind, Cause
 from reconciler.engine.plan.runs import decide as decide_run
 from reconciler.engine.reconcile import Request, reconcile_once
 from reconciler.engine.steady import SteadyPasses, same_plan
 from reconciler.scheduler.states import SlurmState
+from reconciler.state.journal import Journal
+from reconciler.state.paths import journal_path
 from tests.gitrepo import GitRepo
 from tests.unit.test_steady import World, fresh_plan, tip
 
@@ -354,3 +357,34 @@ def test_a_reload_is_a_fresh_load_or_nothing(tmp_path: Path, change: str) -> Non
     assert same_runs(made.desired, fresh)
     expected = {"command": {"b"}, "retries": {"d"}, "comment": set(), "sweep's input": {"d"}}
     assert made.changed == expected[change]
+
+
+@pytest.mark.parametrize("news", ["journal write", "job state", "fault"])
+def test_a_commit_with_other_news_or_a_fault_makes_a_full_pass(tmp_path: Path, news: str) -> None:
+    project, world, passes = watched(tmp_path)
+    told: list[str] = []
+    passes.log = lambda _level, event, **_fields: told.append(event)
+    settled(project, world, passes)
+    project.words["a"] = "2"
+    project.commit()
+    world.now += timedelta(seconds=30)
+    if news == "journal write":  # another process's: an event, no record changed
+        kept = passes.kept
+        assert kept is not None and kept.outcome is not None
+        desired = kept.outcome.desired
+        with Journal(journal_path(desired)) as journal:
+            journal.log_event(desired.project.project, "a", "note", "elsewhere", world.now)
+    elif news == "job state":  # a job the scheduler now shows that it did not
+        world.submit(world.requests["501"])
+    fresh = fresh_plan(project.repo, world)
+    with pytest.MonkeyPatch.context() as patch:
+        if news == "fault":
+            patch.setattr(incremental, "replan", _broken)
+        outcome = passes(tip(project.repo))
+    assert (passes.replanned, passes.fulls) == (0, 4)
+    assert same_plan(fresh, outcome.plan)
+    assert told == (["replan-failed"] if news == "fault" else [])
+
+
+def _broken(*_args: Any) -> None:
+    raise RuntimeError("a fault of the part-planning's")
