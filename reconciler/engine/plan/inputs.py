@@ -241,6 +241,13 @@ class PlanMemo:
     # of the same graph
     _downstream: dict[str, list[str]] | None = field(default=None, repr=False)
 
+    def renewed(self, inputs: PlanInputs, decided: Mapping[str, Decision]) -> PlanMemo:
+        """The memo of a plan made from this one for some runs again (engine/plan/replan):
+        the same graph, so the same downstream index."""
+        return PlanMemo(
+            inputs, decided, self.positions, self.notes, self.targeted, self._downstream
+        )
+
     def downstream(self) -> Mapping[str, list[str]]:
         if self._downstream is None:
             found: dict[str, list[str]] = {}

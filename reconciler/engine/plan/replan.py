@@ -98,9 +98,7 @@ def replan(
             "next_look": first,
         }
     )
-    renewed = PlanMemo(inputs, decided, memo.positions, memo.notes, memo.targeted)
-    renewed._downstream = memo._downstream
-    return Replanned(plan, renewed, tuple(affected))
+    return Replanned(plan, memo.renewed(inputs, decided), tuple(affected))
 
 
 def _alone(desired: Desired, name: str) -> bool:
