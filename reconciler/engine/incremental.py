@@ -30,14 +30,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import reload
 from reconciler.desired.source import changed_files
+from reconciler.engine.apply.arrays import read_maps
 from reconciler.engine.plan.actions import Plan
+from reconciler.engine.plan.identity import split_by_owner
 from reconciler.engine.plan.inputs import FileState, PlanMemo
-from reconciler.engine.plan.replan import replan
+from reconciler.engine.plan.replan import replan, replan_jobs
 from reconciler.engine.reconcile import (
     JournalState,
     Observed,
@@ -56,7 +58,7 @@ from reconciler.state.directory import prepare_state_dir
 from reconciler.state.journal import WriteStamps
 from reconciler.state.lock import project_lock
 from reconciler.state.outputs import observe_inputs, observe_outputs
-from reconciler.state.paths import journal_path, state_dir
+from reconciler.state.paths import deployment, journal_path, state_dir
 from reconciler.state.records import SubmissionRecord
 
 Clock = Callable[[], datetime]
@@ -211,3 +213,59 @@ def _unsettled(memo: PlanMemo, observation: Observation, project: str) -> bool:
         if not any(r.job_id == job.job_id and r.final_health is not None for r in history):
             return True
     return False
+
+
+def jobs_pass(
+    kept: PassOutcome, kept_observed: Observed, observed: Observed, now: datetime
+) -> PassOutcome | None:
+    """A timer pass at the kept pass's commit, the journal unwritten, before its next
+    look, whose scheduler answered ``observed`` where the kept pass had ``kept_observed``:
+    made from the kept pass when the only news is that some of the deployment's live jobs
+    changed state or rows and are still live (a job started; on Slurm, a running job's
+    time left, every pass). Those runs and their downstream are planned again
+    (``replan_jobs``); None when anything else differs, or the plan then has something
+    to carry out (a full pass does it, under the lock)."""
+    look = kept.look
+    if look.memo is None or look.endings or look.setup_changes:
+        return None
+    new, old = observed.jobs, kept_observed.jobs
+    if observed.partitions != kept_observed.partitions or _beside_jobs(new) != _beside_jobs(old):
+        return None
+    desired = kept.desired
+    project, place = desired.project.project, deployment(desired)
+    share = split_by_owner(new, project, place, look.records, read_maps(new, project, place))
+    if share.elsewhere != look.elsewhere or _beside_jobs(share.own) != _beside_jobs(
+        look.observation
+    ):
+        return None
+    before = look.observation.jobs
+    if [job.job_id for job in share.own.jobs] != [job.job_id for job in before]:
+        return None  # a job came or went: adopted, lost or pruned by a full pass
+    changed: set[str] = set()
+    for job, was in zip(share.own.jobs, before, strict=True):
+        if job == was:
+            continue
+        if (
+            job.tag != was.tag
+            or job.tag.kind != "run"
+            or job.tag.name not in desired.runs
+            or job.finished
+            or was.finished
+        ):
+            return None  # an end to judge, an allocation's job, an array not told apart
+        changed.add(job.tag.name)
+    made = replan_jobs(look.plan, look.memo, share.own, changed, now)
+    if made is None or made.plan.held:
+        return None
+    if any(a.changes_cluster or a.kind.value == "adopt" for a in made.plan.actions):
+        return None
+    seen = replace(look, observation=share.own, plan=made.plan, observed=observed, memo=made.memo)
+    return PassOutcome(seen, None)
+
+
+def _beside_jobs(observation: Observation) -> Observation:
+    """What an observation says beside its jobs and when it was taken."""
+    return observation.model_copy(update={"jobs": (), "taken_at": _EPOCH})
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

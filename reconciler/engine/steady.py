@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from reconciler.engine.incremental import commit_pass
+from reconciler.engine.incremental import commit_pass, jobs_pass
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.inputs import FileState
 from reconciler.engine.reconcile import (
@@ -50,6 +50,7 @@ from reconciler.engine.reconcile import (
     Observed,
     PassOutcome,
     Request,
+    cycles_collected_after,
     observe,
     open_project,
     scheduler_for,
@@ -135,6 +136,7 @@ class SteadyPasses:
     # part (and how many runs the last one planned again), full ones, mismatches.
     reused: int = field(default=0, init=False)
     replanned: int = field(default=0, init=False)
+    rejobbed: int = field(default=0, init=False)  # timer passes whose jobs changed, likewise
     visited: int = field(default=0, init=False)
     fulls: int = field(default=0, init=False)
     mismatches: int = field(default=0, init=False)
@@ -153,6 +155,9 @@ class SteadyPasses:
                     self.passes += 1
                     self.reused += 1
                     return kept.outcome
+                outcome = self._jobs(kept, observed, now)
+                if outcome is not None:
+                    return outcome
             elif commit != kept.commit and kept.followed_by(stamp, now):
                 outcome = self._commit(kept, request, commit)
                 if outcome is not None:
@@ -160,6 +165,28 @@ class SteadyPasses:
         checked = None if kept is None or kept.commit != commit else replace(kept, outcome=None)
         kept = None  # let the kept pass's loaded state go before the full pass loads anew
         return self._full(commit, request, checked)
+
+    def _jobs(self, kept: Kept, observed: Observed, now: datetime) -> PassOutcome | None:
+        """A timer pass whose only news is some live jobs' states or rows, planned in part
+        from the kept one; None when it cannot be (engine/incremental.py)."""
+        assert kept.outcome is not None
+        try:
+            with cycles_collected_after():
+                outcome = jobs_pass(kept.outcome, kept.observed, observed, now)
+        except ReconError:
+            raise
+        except Exception as error:  # a fault of the part-planning's: a full pass instead
+            self.log(
+                "warning", "replan-failed", commit=kept.commit, message=f"{_FAILED}: {error!r}"
+            )
+            return None
+        if outcome is None:
+            return None
+        self.passes += 1
+        self.rejobbed += 1
+        files = outcome.look.files
+        self.kept = Kept(kept.commit, kept.stamp, outcome.plan, observed, files, outcome, True)
+        return outcome
 
     def _commit(self, kept: Kept, request: Request, commit: str) -> PassOutcome | None:
         """The pass after a commit, planned in part from the kept one; None when it
@@ -242,7 +269,7 @@ _FILES_CHANGED = (
     "files on disk changed since the last full pass (an output or an input): the plan "
     "follows them now"
 )
-_FAILED = "planning the commit's changed runs alone failed; a full pass instead"
+_FAILED = "planning the changed runs alone failed; a full pass instead"
 _REPLAN_MISMATCH = (
     "the plan made for a commit's changed runs alone differs from a fresh one; the fresh "
     "one is carried out (this is a fault of recon's, please report it)"

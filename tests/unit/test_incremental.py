@@ -8,9 +8,10 @@ scripted world, which lists the jobs submitted to it in the states the test sets
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,12 @@ from reconciler.engine.plan.actions import ActionKind, Cause
 from reconciler.engine.plan.runs import decide as decide_run
 from reconciler.engine.reconcile import Request, reconcile_once
 from reconciler.engine.steady import SteadyPasses, same_plan
+from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import SlurmState
 from reconciler.state.journal import Journal
 from reconciler.state.paths import journal_path
 from tests.gitrepo import GitRepo
-from tests.unit.test_steady import World, fresh_plan, tip
+from tests.unit.test_steady import START, World, fresh_plan, tip
 
 # a -> b -> c (c's command runs train.py, its code); d alone; a sweep `grid` reading d.
 PLAIN = (
@@ -80,10 +82,26 @@ class Project:
         self.repo.commit(wanted)
 
 
+class TickingWorld(World):
+    """test_steady's world, whose running jobs' rows say how much time they have left, as
+    squeue's do: a running job's rows differ at every pass."""
+
+    def observe(self, since: datetime) -> Observation:
+        seen = super().observe(since)
+        return seen.model_copy(update={"jobs": tuple(map(self._ticking, seen.jobs))})
+
+    def _ticking(self, job: ObservedJob) -> ObservedJob:
+        if self.states[job.job_id] is not SlurmState.RUNNING:
+            return job
+        left = timedelta(hours=2) - (self.now - START)
+        rows = tuple(dataclasses.replace(row, time_left=left) for row in job.rows)
+        return ObservedJob(job_id=job.job_id, tag=job.tag, rows=rows)
+
+
 def watched(tmp_path: Path) -> tuple[Project, World, SteadyPasses]:
     project = Project(tmp_path / "repo")
     project.commit()
-    world = World(project.repo.root)
+    world = TickingWorld(project.repo.root)
     passes = SteadyPasses(
         request=lambda commit: Request(project.repo.root, commit),
         full=lambda request: reconcile_once(request, scheduler=world.scheduler, clock=world.clock),
@@ -237,6 +255,7 @@ STEPS = st.one_of(
     st.tuples(st.just("extra")),
     st.tuples(st.just("finish"), st.sampled_from([SlurmState.COMPLETED, SlurmState.FAILED])),
     st.tuples(st.just("run"), st.sampled_from("abcd")),
+    st.tuples(st.just("run"), st.sampled_from("abcd")),
     st.tuples(st.just("wait"), st.integers(1, 600)),
     st.tuples(st.just("output"), st.sampled_from("abcd")),
 )
@@ -289,13 +308,15 @@ def test_passes_planned_in_part_equal_full_ones_over_random_histories(
                     files_changed = True
         if kind in ("command", "retries", "code", "inputs", "extra"):
             project.commit()
-        fresh = fresh_plan(project.repo, world)
-        before = (passes.replanned, passes.reused)
-        outcome = passes(tip(project.repo))
-        if (passes.replanned, passes.reused) == before:
-            files_changed = False  # a full pass looked at the files
-        elif not files_changed:
-            assert same_plan(fresh, outcome.plan), (kind, fresh.summary, outcome.plan.summary)
+        for _ in range(2):  # the step's pass, and the next one 30 s on (running jobs tick)
+            fresh = fresh_plan(project.repo, world)
+            before = (passes.replanned, passes.reused, passes.rejobbed)
+            outcome = passes(tip(project.repo))
+            if (passes.replanned, passes.reused, passes.rejobbed) == before:
+                files_changed = False  # a full pass looked at the files
+            elif not files_changed:
+                assert same_plan(fresh, outcome.plan), (kind, fresh.summary, outcome.plan.summary)
+            world.now += timedelta(seconds=30)
     assert passes.mismatches == 0
 
 
@@ -388,3 +409,31 @@ def test_a_commit_with_other_news_or_a_fault_makes_a_full_pass(tmp_path: Path, n
 
 def _broken(*_args: Any) -> None:
     raise RuntimeError("a fault of the part-planning's")
+
+
+def test_a_timer_pass_whose_jobs_changed_plans_their_runs_again(tmp_path: Path) -> None:
+    """A job started, then its rows changed (its time left): each a timer pass planned in
+    part, the same plan as a fresh look's; its end is recorded by a full pass."""
+    project, world, passes = watched(tmp_path)
+    settled(project, world, passes)
+    project.words["a"] = "2"
+    project.commit()
+    for _ in range(3):  # a's new job and its downstream sent, recorded, then kept
+        world.now += timedelta(seconds=30)
+        passes(tip(project.repo))
+    assert passes.kept is not None
+    job = next(job for job, request in reversed(world.requests.items()) if request.tag.name == "a")
+    world.set(job, SlurmState.RUNNING)
+    for _ in range(2):  # started, then its time left moved on
+        world.now += timedelta(seconds=30)
+        fresh = fresh_plan(project.repo, world)
+        before = passes.rejobbed
+        outcome = passes(tip(project.repo))
+        assert passes.rejobbed == before + 1
+        assert same_plan(fresh, outcome.plan)
+        assert outcome.plan.next_look is not None and outcome.plan.next_look.target == "a"
+    world.set(job, SlurmState.COMPLETED)
+    world.now += timedelta(seconds=30)
+    fulls = passes.fulls
+    passes(tip(project.repo))
+    assert passes.fulls == fulls + 1

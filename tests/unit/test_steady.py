@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.desired import loader
-from reconciler.engine.plan import assemble
+from reconciler.engine.plan import assemble, replan
 from reconciler.engine.plan.actions import LookKind, NextLook, Plan
 from reconciler.engine.plan.runs import decide as decide_run
 from reconciler.engine.reconcile import (
@@ -166,6 +166,8 @@ def test_a_change_makes_the_pass_a_full_one(tmp_path: Path, change: str) -> None
     passes(tip(repo))
     if change == "commit":  # one run's command: that run planned again, the rest kept
         assert (passes.reused, passes.replanned, passes.fulls) == (0, 1, 2)
+    elif change == "job state":  # a job started: its run planned again, the rest kept
+        assert (passes.reused, passes.rejobbed, passes.fulls) == (0, 1, 2)
     else:
         assert (passes.reused, passes.fulls) == (0, 3)
 
@@ -217,6 +219,7 @@ def counting_visits() -> Iterator[list[str]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(loader, "_desired_run", counted_made)
         patch.setattr(assemble, "decide", counted_decide)
+        patch.setattr(replan, "decide", counted_decide)
         yield visits
 
 
@@ -228,7 +231,11 @@ def test_a_timer_pass_with_nothing_changed_visits_no_run(tmp_path: Path, runs: i
     with counting_visits() as visits:
         passes(tip(repo))
     assert visits == []
-    world.set("501", SlurmState.RUNNING)  # one job's news: a full pass, which counts
+    world.set("501", SlurmState.RUNNING)  # one job's news: its run alone planned again
+    with counting_visits() as visits:
+        passes(tip(repo))
+    assert visits == ["r0"]
+    world.set("501", SlurmState.COMPLETED)  # an end to record: a full pass, which counts
     with counting_visits() as visits:
         passes(tip(repo))
     assert len(visits) >= runs
@@ -281,9 +288,9 @@ def test_kept_passes_equal_full_ones_over_random_histories(
                 if request.tag.name == f"r{step[1]}" and output.exists():
                     output.unlink()
                     files_changed = True
-        before = passes.reused
+        before = (passes.reused, passes.rejobbed, passes.replanned)
         outcome = passes(tip(repo))
-        if passes.reused == before:
+        if (passes.reused, passes.rejobbed, passes.replanned) == before:
             files_changed = False  # a full pass looked at the files
         elif not files_changed:
             assert same_plan(fresh_plan(repo, world), outcome.plan)

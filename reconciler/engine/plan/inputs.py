@@ -99,19 +99,7 @@ class PlanInputs:
         cancelled: frozenset[str] = frozenset(),
     ) -> PlanInputs:
         project = desired.project.project
-        jobs: dict[str, list[ObservedJob]] = {}
-        tasks: dict[str, list[ObservedJob]] = {}
-        allocation_jobs: dict[str, list[ObservedJob]] = {}
-        for job in observation.jobs:
-            if job.tag.project != project:
-                continue
-            if job.tag.kind == "run":
-                jobs.setdefault(job.tag.name, []).append(job)
-                array, task, _ = job.job_id.partition("_")
-                if task:
-                    tasks.setdefault(array, []).append(job)
-            elif job.tag.kind == "alloc":
-                allocation_jobs.setdefault(job.tag.name, []).append(job)
+        jobs, tasks, allocation_jobs = _job_indexes(observation, project)
         history: dict[str, list[SubmissionRecord]] = {}
         allocation_history: dict[str, list[SubmissionRecord]] = {}
         steps: dict[str, list[SubmissionRecord]] = {}
@@ -137,16 +125,29 @@ class PlanInputs:
             scheduler=scheduler,
             setups=setups,
             containers=containers,
-            jobs_by_run={name: tuple(group) for name, group in jobs.items()},
+            jobs_by_run=jobs,
             history_by_run=history,
             partners_by_run=coupled_partners(desired),
-            tasks_by_array={array: tuple(group) for array, group in tasks.items()},
-            jobs_by_allocation={name: tuple(group) for name, group in allocation_jobs.items()},
+            tasks_by_array=tasks,
+            jobs_by_allocation=allocation_jobs,
             history_by_allocation=allocation_history,
             steps_by_job=steps,
             specs_by_run=specs,
             code_at=code_at or {},
             cancelled=cancelled,
+        )
+
+    def with_observation(self, observation: Observation, now: datetime) -> PlanInputs:
+        """These inputs with another observation of the same jobs (their states changed)
+        at ``now``: its jobs indexed again, the journal's indexes kept."""
+        jobs, tasks, allocation_jobs = _job_indexes(observation, self.project)
+        return dataclasses.replace(
+            self,
+            observation=observation,
+            now=now,
+            jobs_by_run=jobs,
+            tasks_by_array=tasks,
+            jobs_by_allocation=allocation_jobs,
         )
 
     def with_allocations(self, states: Mapping[str, AllocationState]) -> PlanInputs:
@@ -186,6 +187,31 @@ class PlanInputs:
         """The spec (flat fields) the journal recorded the run started with at that hash;
         None when no record of it holds one."""
         return self.specs_by_run.get((name, spec_hash))
+
+
+JobIndex = dict[str, tuple[ObservedJob, ...]]
+
+
+def _job_indexes(observation: Observation, project: str) -> tuple[JobIndex, JobIndex, JobIndex]:
+    """The project's jobs by run, array tasks by array, and jobs by allocation."""
+    jobs: dict[str, list[ObservedJob]] = {}
+    tasks: dict[str, list[ObservedJob]] = {}
+    allocation_jobs: dict[str, list[ObservedJob]] = {}
+    for job in observation.jobs:
+        if job.tag.project != project:
+            continue
+        if job.tag.kind == "run":
+            jobs.setdefault(job.tag.name, []).append(job)
+            array, task, _ = job.job_id.partition("_")
+            if task:
+                tasks.setdefault(array, []).append(job)
+        elif job.tag.kind == "alloc":
+            allocation_jobs.setdefault(job.tag.name, []).append(job)
+    return (
+        {name: tuple(group) for name, group in jobs.items()},
+        {array: tuple(group) for array, group in tasks.items()},
+        {name: tuple(group) for name, group in allocation_jobs.items()},
+    )
 
 
 def coupled_partners(desired: Desired) -> dict[str, list[str]]:

@@ -21,16 +21,18 @@ and the graph's shape are the caller's to check (desired/loader.reload).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.plan.actions import ActionKind, Plan
-from reconciler.engine.plan.inputs import FileState, PlanMemo
+from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan
+from reconciler.engine.plan.assemble import fingerprint
+from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs, PlanMemo
 from reconciler.engine.plan.notes import bare_notes
 from reconciler.engine.plan.requeue import next_look
 from reconciler.engine.plan.runs import decide
 from reconciler.engine.plan.teardown import teardowns
+from reconciler.scheduler.base import Observation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,20 +68,10 @@ def replan(
     inputs = dataclasses.replace(
         memo.inputs, desired=desired, now=now, files=files, code_at=code_at
     )
-    if kept.observation_complete and teardowns(inputs, affected):
+    again = _decide_again(kept, memo, inputs, affected)
+    if again is None:
         return None
-    if any(kept.actions[memo.positions[name]].target != name for name in affected):
-        return None  # the plan is not the one the memo was made with
-    if any(a.kind is ActionKind.TEARDOWN and a.target in affected for a in kept.actions):
-        return None
-    decided = dict(memo.decided)
-    actions = list(kept.actions)
-    for name in affected:
-        made = decide(inputs, desired.runs[name], decided)
-        if made.renewal is not None or made.demand is not None or made.uses is not None:
-            return None
-        decided[name] = made
-        actions[memo.positions[name]] = made.action
+    decided, actions = again
     mine = {name: decided[name] for name in affected}
     own_actions = [decided[name].action for name in affected]
     # The affected runs' own moments (graces, time limits), beside the kept plan's first:
@@ -105,3 +97,71 @@ def _alone(desired: Desired, name: str) -> bool:
     """A run whose decision reads no other run's but its upstreams'."""
     run = desired.runs[name]
     return run.allocation is None and not run.coupled_with and run.member is None
+
+
+def replan_jobs(
+    kept: Plan, memo: PlanMemo, observation: Observation, changed: Collection[str], now: datetime
+) -> Replanned | None:
+    """``kept`` (made with ``memo``) with the runs whose jobs changed and their downstream
+    decided again against ``observation``: the deployment's jobs, the same jobs as the
+    kept plan's (same ids, in the same order), some in another state or with other rows
+    (a job started, a running job's time left). Members of a sweep may be among them as
+    long as none is submitted, before or now (their job arrays are placed across the
+    sweep). The next look is made again over every run (on Slurm, the kept one is often
+    a running job's time limit, counted from the kept observation). None when the
+    change is not local to them, as for ``replan``."""
+    affected = memo.affected(changed)
+    before = memo.inputs
+    if memo.targeted or affected is None:
+        return None
+    for name in affected:
+        run = before.desired.runs[name]
+        if run.allocation is not None or run.coupled_with or name in before.partners_by_run:
+            return None
+    inputs = before.with_observation(observation, now)
+    if inputs.jobs_by_allocation != before.jobs_by_allocation:
+        return None  # an allocation's job: its state planned again only by a full plan
+    again = _decide_again(kept, memo, inputs, affected, members=True)
+    if again is None:
+        return None
+    decided, actions = again
+    used = {made.uses for made in decided.values() if made.uses is not None}
+    plan = kept.model_copy(
+        update={
+            "created_at": now,
+            "actions": tuple(actions),
+            "notes": (*memo.notes, *bare_notes(before.desired.runs, actions)),
+            "fingerprint": fingerprint(observation, memo.inputs.project),
+            "next_look": next_look(inputs, decided, actions, used=used, idle_from=before),
+        }
+    )
+    return Replanned(plan, memo.renewed(inputs, decided), tuple(affected))
+
+
+def _decide_again(
+    kept: Plan, memo: PlanMemo, inputs: PlanInputs, affected: list[str], members: bool = False
+) -> tuple[dict[str, Decision], list[Action]] | None:
+    """Each affected run decided again, in order, its action put in its place; None when
+    one cannot be decided apart from the rest (see the module's docstring). With
+    ``members``, a sweep's member may be among them if it submits nothing, before or now."""
+    if any(kept.actions[memo.positions[name]].target != name for name in affected):
+        return None  # the plan is not the one the memo was made with
+    if kept.observation_complete and teardowns(inputs, affected):
+        return None
+    if any(a.kind is ActionKind.TEARDOWN and a.target in affected for a in kept.actions):
+        return None
+    decided = dict(memo.decided)
+    actions = list(kept.actions)
+    for name in affected:
+        run = inputs.desired.runs[name]
+        position = memo.positions[name]
+        made = decide(inputs, run, decided)
+        if made.renewal is not None or made.demand is not None or made.uses is not None:
+            return None
+        if run.member is not None and (
+            not members or made.action.kind in SUBMITTING or actions[position].kind in SUBMITTING
+        ):
+            return None
+        decided[name] = made
+        actions[position] = made.action
+    return decided, actions
