@@ -16,6 +16,8 @@ function where the checkout has engine/steady.py, else reconcile_once as its wat
 it), with the clock moving 30 s per pass:
 - first: the first pass (a full one: load, journal, observe, plan);
 - timer: a timer pass with nothing changed (the median of --repeat);
+- jobs: a timer pass when one run's job runs and its rows change at every pass (its
+  time left, as squeue shows it), the median of --repeat;
 - commit: the pass after a commit that changes one run's command (planned, and the
   plan declined: what is timed is the re-plan, not the sbatch), the median of --repeat
   such commits, each changed back (a full pass) before the next;
@@ -57,8 +59,9 @@ clock = lambda: now[0]
 def no_sinfo():  # a new error each time: one kept and raised again keeps its frames
     raise ObservationError("no sinfo here")
 
+jobs_seen = [lambda: ()]  # what the scheduler lists: nothing, until one job runs
 scheduler = ScriptedScheduler(
-    observe=lambda since: Observation(taken_at=now[0], jobs=(), complete=True),
+    observe=lambda since: Observation(taken_at=now[0], jobs=jobs_seen[0](), complete=True),
     partitions=no_sinfo,
     max_array_size=1001,
 )
@@ -114,6 +117,32 @@ for turn in range(repeat):  # each: one run changed (timed), then changed back (
     timed(tip())
     timed(tip())  # kept again, as before the change
 commit = statistics.median(commits)
+
+# One run's job running (its journal record not settled yet), its rows ticking as squeue's
+# time left does: every timer pass sees that one job changed.
+from reconciler.desired.loader import load_desired, open_source
+from reconciler.engine.plan.identity import tag_for
+from reconciler.scheduler.base import JobRecord, ObservedJob
+from reconciler.scheduler.states import SlurmState
+import sqlite3
+desired = load_desired(open_source(root))
+name = "sweep-11"
+tag = tag_for(desired, "run", name, desired.runs[name].spec_hash)
+started = now[0]
+del desired
+with sqlite3.connect(root / ".recon" / "journal.sqlite") as db:
+    db.execute("UPDATE submissions SET final_health = NULL, job_id = '999911' WHERE name = ?",
+               (name,))
+def running():
+    row = JobRecord(job_id="999911", top_id="999911", tag=tag, state=SlurmState.RUNNING,
+                    submit=started, start=started, source="squeue",
+                    time_left=timedelta(hours=10) - (now[0] - started))
+    return (ObservedJob(job_id="999911", tag=tag, rows=(row,)),)
+jobs_seen[0] = running
+timed(tip())  # the journal changed: a full pass
+timed(tip())  # the job's rows moved on: kept from here
+jobs = statistics.median(timed(tip())[0] for _ in range(repeat))
+rejobbed = getattr(watch, "rejobbed", 0)
 replanned = getattr(watch, "replanned", 0)  # planned in part (engine/incremental.py)
 peak = 0
 with open("/proc/self/status") as status:
@@ -123,7 +152,7 @@ with open("/proc/self/status") as status:
 window = (now[0] - scheduler.observed_since[-1]).total_seconds() / 3600  # sacct -S, hours back
 print(json.dumps(
     {"first": first, "timer": timer, "commit": commit, "peak": peak, "window": window,
-     "replanned": replanned}
+     "replanned": replanned, "jobs": jobs, "rejobbed": rejobbed}
 ))
 """
 
@@ -197,6 +226,8 @@ def main() -> None:
                     f"timer pass (nothing changed) {seen['timer']:7.4f} s cpu, "
                     f"one-run commit {seen['commit']:6.2f} s cpu "
                     f"({seen.get('replanned', 0):.0f} planned in part), "
+                    f"timer pass with one job running {seen['jobs']:7.4f} s cpu "
+                    f"({seen.get('rejobbed', 0):.0f} planned in part), "
                     f"peak {seen['peak']:5.0f} MiB, "
                     f"window {seen['window']:.1f} h back",
                     flush=True,
@@ -207,7 +238,7 @@ def main() -> None:
                 f"{label:6} growth per doubling: "
                 + "; ".join(
                     f"{name} {growth(sizes, [row[name] for row in rows])}"
-                    for name in ("first", "timer", "commit", "peak")
+                    for name in ("first", "timer", "commit", "jobs", "peak")
                 )
             )
     finally:
