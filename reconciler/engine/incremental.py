@@ -1,5 +1,6 @@
-"""`recon watch`'s pass after a commit that changes a few runs: those runs and their
-downstream planned again, the rest of the last pass kept.
+"""`recon watch`'s passes planned in part: after a commit that changes a few runs
+(``commit_pass``), and on the timer when only some live jobs changed (``jobs_pass``):
+those runs and their downstream planned again, the rest of the last pass kept.
 
 A full pass at 100,000 runs loads every spec, reads every journal record, looks at every
 output on disk and plans every run: about 9 CPU-seconds, for a commit that may change
@@ -18,6 +19,13 @@ it did, and the plan's next look has not come, the only news is the commit. Then
   kept pass's, as in a kept timer pass;
 - the plan is carried out as a full pass's would be, under the project's lock, the
   journal and the scheduler checked again under it.
+
+A timer pass whose scheduler answers otherwise than for the kept pass, but only in some
+of the deployment's jobs that are live before and after (a job started; on Slurm, a
+running job's time left, which changes at every pass), is planned likewise from the
+kept pass (``jobs_pass``): those jobs' runs and their downstream decided again against
+the new answer, the next look made again over every run. It writes nothing and takes no
+lock, as a kept timer pass; a plan with something to carry out is left to a full pass.
 
 Every None, and every error but the user's own, makes the pass a full one instead
 (``SteadyPasses``); so does every ``full_every``-th pass, whose plan is then checked

@@ -18,8 +18,10 @@ pass, checks only what could change the plan without a commit:
 
 When all hold, the pass returns the kept outcome: no spec is loaded, no record read, no
 run planned; it costs the scheduler's calls and one comparison of their answers. When
-one does not, the pass is a full one (``reconcile_once``), and so is every
-``full_every``-th pass and the pass after any error.
+only the commit differs, or only some live jobs in the scheduler's answer, the pass is
+planned in part from the kept one (engine/incremental.py: the changed runs and their
+downstream). When none of these holds, the pass is a full one (``reconcile_once``), and
+so is every ``full_every``-th pass and the pass after any error.
 
 What a kept pass does not look at: the files on disk (the outputs of runs that
 succeeded, external inputs: a full pass stats every one) and what the scheduler says of
