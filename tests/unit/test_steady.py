@@ -292,7 +292,8 @@ def test_kept_passes_equal_full_ones_over_random_histories(
         outcome = passes(tip(repo))
         if (passes.reused, passes.rejobbed, passes.replanned) == before:
             files_changed = False  # a full pass looked at the files
-        elif not files_changed:
+        elif passes.replanned == before[2] and not files_changed:
+            # (a commit's pass may act: test_incremental compares it before it does)
             assert same_plan(fresh_plan(repo, world), outcome.plan)
     assert passes.mismatches == 0
 
