@@ -16,13 +16,14 @@ function where the checkout has engine/steady.py, else reconcile_once as its wat
 it), with the clock moving 30 s per pass:
 - first: the first pass (a full one: load, journal, observe, plan);
 - timer: a timer pass with nothing changed (the median of --repeat);
-- jobs: a timer pass when one run's job runs and its rows change at every pass (its
-  time left, as squeue shows it), the median of --repeat;
 - commit: the pass after a commit that changes one run's command (planned, and the
   plan declined: what is timed is the re-plan, not the sbatch), the median of --repeat
   such commits, each changed back (a full pass) before the next;
-in CPU seconds, and the process's peak RSS, and how far back the last pass asked the
-scheduler (every job settled: the window's margin alone, however many runs); then
+- jobs: then, a timer pass when one run's job runs and its rows change at every pass
+  (its time left, as squeue shows it), the median of --repeat;
+in CPU seconds, and the process's peak RSS (before the jobs part, which edits the
+journal), and how far back the last pass asked the scheduler (every job settled: the
+window's margin alone, however many runs; with the job running, from its record); then
 growth per doubling of runs. Targets
 (issue 30): a nothing-changed pass at most 0.5 CPU-s at 100,000 runs, a one-run commit
 re-planned within 1 s. --versus DIR measures another checkout in turn (say, /work/main),
@@ -117,6 +118,11 @@ for turn in range(repeat):  # each: one run changed (timed), then changed back (
     timed(tip())
     timed(tip())  # kept again, as before the change
 commit = statistics.median(commits)
+peak = 0  # the watch's own, before the part below
+with open("/proc/self/status") as status:
+    for line in status:
+        if line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) / 1024
 
 # One run's job running (its journal record not settled yet), its rows ticking as squeue's
 # time left does: every timer pass sees that one job changed.
@@ -125,7 +131,10 @@ from reconciler.engine.plan.identity import tag_for
 from reconciler.scheduler.base import JobRecord, ObservedJob
 from reconciler.scheduler.states import SlurmState
 import sqlite3
-desired = load_desired(open_source(root))
+kept = getattr(watch, "kept", None)  # the kept pass's desired state: no second load
+desired = kept.outcome.desired if kept is not None and kept.outcome is not None else (
+    load_desired(open_source(root)))
+del kept
 name = "sweep-11"
 tag = tag_for(desired, "run", name, desired.runs[name].spec_hash)
 started = now[0]
@@ -144,11 +153,6 @@ timed(tip())  # the job's rows moved on: kept from here
 jobs = statistics.median(timed(tip())[0] for _ in range(repeat))
 rejobbed = getattr(watch, "rejobbed", 0)
 replanned = getattr(watch, "replanned", 0)  # planned in part (engine/incremental.py)
-peak = 0
-with open("/proc/self/status") as status:
-    for line in status:
-        if line.startswith("VmHWM:"):
-            peak = int(line.split()[1]) / 1024
 window = (now[0] - scheduler.observed_since[-1]).total_seconds() / 3600  # sacct -S, hours back
 print(json.dumps(
     {"first": first, "timer": timer, "commit": commit, "peak": peak, "window": window,
