@@ -84,7 +84,9 @@ class Kept:
     observed: Observed
     files: FileState | None
     outcome: PassOutcome | None
-    replanned: bool = False  # made by a commit's pass that planned a few runs again
+    # made by a pass planned in part (engine/incremental.py: after a commit, or when only
+    # some live jobs changed)
+    replanned: bool = False
 
     def reusable(self, commit: str, stamp: Stamp, now: datetime) -> bool:
         """Whether a pass at ``commit`` at ``now`` may reuse this one, if the scheduler
@@ -273,8 +275,9 @@ _FILES_CHANGED = (
 )
 _FAILED = "planning the changed runs alone failed; a full pass instead"
 _REPLAN_MISMATCH = (
-    "the plan made for a commit's changed runs alone differs from a fresh one; the fresh "
-    "one is carried out (this is a fault of recon's, please report it)"
+    "a plan made for the changed runs alone (after a commit, or when some jobs changed) "
+    "differs from a fresh one; the fresh one is carried out (this is a fault of recon's, "
+    "please report it)"
 )
 _MISMATCH = (
     "a timer pass that found nothing changed kept a plan that differs from a fresh one; "
