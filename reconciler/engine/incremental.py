@@ -148,9 +148,6 @@ def _commit_pass(
     if reloaded is None:
         return None
     desired = reloaded.desired
-    affected = look.memo.affected(reloaded.changed)
-    if affected is None:
-        return None
     directory = state_dir(desired)
     prepare_state_dir(directory)
     with project_lock(directory, lock_timeout):
@@ -162,18 +159,35 @@ def _commit_pass(
             return None
         scheduler = scheduler or scheduler_for(desired, request.scheduler)
         observed = observe(scheduler, JournalState(look.records, look.setups), now)
-        if not observed.same_as(kept_observed):
-            return None
-        if _unsettled(look.memo, look.observation, desired.project.project):
+        own, jobs_changed = look.observation, set[str]()
+        if not observed.same_as(kept_observed):  # on Slurm, whenever a job runs
+            found = changed_jobs(kept, kept_observed, observed, desired)
+            if found is None:
+                return None
+            own, jobs_changed = found
+        if _unsettled(look.memo, own, desired.project.project):
             return None  # a job's end to judge and record: a full pass does
+        affected = look.memo.affected(reloaded.changed | jobs_changed)
+        if affected is None:
+            return None
         files = _files(desired, look.files, look.memo, affected)
         versions = {**look.code_at, **code_at(desired, _records_of(look.memo, affected))}
-        made = replan(look.plan, look.memo, desired, affected, now, files, versions)
+        made = replan(
+            look.plan,
+            look.memo,
+            desired,
+            affected,
+            now,
+            files,
+            versions,
+            own if jobs_changed else None,
+        )
         if made is None:
             return None
         seen = replace(
             look,
             desired=desired,
+            observation=own,
             plan=made.plan,
             observed=observed,
             files=files,
@@ -236,10 +250,29 @@ def jobs_pass(
     look = kept.look
     if look.memo is None or look.endings or look.setup_changes:
         return None
+    found = changed_jobs(kept, kept_observed, observed, kept.desired)
+    if found is None:
+        return None
+    own, changed = found
+    made = replan_jobs(look.plan, look.memo, own, changed, now)
+    if made is None or made.plan.held:
+        return None
+    if any(a.changes_cluster or a.kind.value == "adopt" for a in made.plan.actions):
+        return None
+    seen = replace(look, observation=own, plan=made.plan, observed=observed, memo=made.memo)
+    return PassOutcome(seen, None)
+
+
+def changed_jobs(
+    kept: PassOutcome, kept_observed: Observed, observed: Observed, desired: Desired
+) -> tuple[Observation, set[str]] | None:
+    """This deployment's jobs in ``observed`` and the runs whose jobs differ from the kept
+    pass's, when that is all that differs and every changed job is a run's (of
+    ``desired``) that was live and still is; None otherwise."""
+    look = kept.look
     new, old = observed.jobs, kept_observed.jobs
     if observed.partitions != kept_observed.partitions or _beside_jobs(new) != _beside_jobs(old):
         return None
-    desired = kept.desired
     project, place = desired.project.project, deployment(desired)
     share = split_by_owner(new, project, place, look.records, read_maps(new, project, place))
     if share.elsewhere != look.elsewhere or _beside_jobs(share.own) != _beside_jobs(
@@ -262,13 +295,7 @@ def jobs_pass(
         ):
             return None  # an end to judge, an allocation's job, an array not told apart
         changed.add(job.tag.name)
-    made = replan_jobs(look.plan, look.memo, share.own, changed, now)
-    if made is None or made.plan.held:
-        return None
-    if any(a.changes_cluster or a.kind.value == "adopt" for a in made.plan.actions):
-        return None
-    seen = replace(look, observation=share.own, plan=made.plan, observed=observed, memo=made.memo)
-    return PassOutcome(seen, None)
+    return share.own, changed
 
 
 def _beside_jobs(observation: Observation) -> Observation:

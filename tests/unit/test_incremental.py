@@ -438,3 +438,27 @@ def test_a_timer_pass_whose_jobs_changed_plans_their_runs_again(tmp_path: Path) 
     fulls = passes.fulls
     passes(tip(project.repo))
     assert passes.fulls == fulls + 1
+
+
+def test_a_commit_while_a_job_runs_plans_both_changes_in_part(tmp_path: Path) -> None:
+    """On Slurm a running job's rows change at every pass: a commit's pass then plans the
+    changed runs and those of the jobs that changed, and their downstream."""
+    project, world, passes = watched(tmp_path)
+    settled(project, world, passes)
+    project.words["a"] = "2"
+    project.commit()
+    for _ in range(3):  # a's new job and its downstream sent, recorded, then kept
+        world.now += timedelta(seconds=30)
+        passes(tip(project.repo))
+    job = next(job for job, request in reversed(world.requests.items()) if request.tag.name == "a")
+    world.set(job, SlurmState.RUNNING)
+    world.now += timedelta(seconds=30)
+    passes(tip(project.repo))  # a started: a jobs pass, kept
+    project.retries["d"] = 1
+    project.commit()
+    world.now += timedelta(seconds=30)  # a's time left moved on meanwhile
+    fresh = fresh_plan(project.repo, world)
+    replanned = passes.replanned
+    outcome = passes(tip(project.repo))
+    assert (passes.replanned, passes.visited) == (replanned + 1, 4)  # a, b, c; d
+    assert same_plan(fresh, outcome.plan)

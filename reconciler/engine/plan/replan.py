@@ -50,15 +50,18 @@ def replan(
     now: datetime,
     files: FileState,
     code_at: Mapping[str, Mapping[str, str | None]],
+    observation: Observation | None = None,
 ) -> Replanned | None:
     """``kept`` (made with ``memo``) with ``affected`` (``PlanMemo.affected``: changed
     runs and their downstream, in order) decided again against ``desired``, at ``now``.
     ``files`` and ``code_at``: as a full plan would read them now, for the affected runs
-    at least. None when the change is not local to them (see the module's docstring)."""
+    at least. ``observation``: when some live jobs changed too (``replan_jobs``' rule:
+    their runs are among ``affected``); then the next look and fingerprint are made
+    again. None when the change is not local to them (see the module's docstring)."""
     before = memo.inputs.desired
     if memo.targeted or desired.upstreams is not before.upstreams:
         return None
-    if kept.next_look is not None and kept.next_look.target in affected:
+    if observation is None and kept.next_look is not None and kept.next_look.target in affected:
         return None
     for name in affected:
         if name not in desired.runs or not _alone(desired, name) or not _alone(before, name):
@@ -68,10 +71,27 @@ def replan(
     inputs = dataclasses.replace(
         memo.inputs, desired=desired, now=now, files=files, code_at=code_at
     )
+    if observation is not None:
+        inputs = inputs.with_observation(observation, now)
+        if inputs.jobs_by_allocation != memo.inputs.jobs_by_allocation:
+            return None
     again = _decide_again(kept, memo, inputs, affected)
     if again is None:
         return None
     decided, actions = again
+    if observation is not None:
+        used = {made.uses for made in decided.values() if made.uses is not None}
+        plan = kept.model_copy(
+            update={
+                "commit": desired.commit,
+                "created_at": now,
+                "actions": tuple(actions),
+                "notes": (*memo.notes, *bare_notes(desired.runs, actions)),
+                "fingerprint": fingerprint(observation, memo.inputs.project),
+                "next_look": next_look(inputs, decided, actions, used=used, idle_from=memo.inputs),
+            }
+        )
+        return Replanned(plan, memo.renewed(inputs, decided), tuple(affected))
     mine = {name: decided[name] for name in affected}
     own_actions = [decided[name].action for name in affected]
     # The affected runs' own moments (graces, time limits), beside the kept plan's first:
