@@ -263,7 +263,7 @@ STEPS = st.one_of(
 
 @settings(
     max_examples=30,
-    derandomize=True,  # the same histories in every run: 35 commit and 33 jobs passes
+    derandomize=True,  # the same histories in every run: 36 commit and 33 jobs passes
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
