@@ -17,9 +17,13 @@ it), with the clock moving 30 s per pass:
 - first: the first pass (a full one: load, journal, observe, plan);
 - timer: a timer pass with nothing changed (the median of --repeat);
 - commit: the pass after a commit that changes one run's command (planned, and the
-  plan declined: what is timed is the re-plan, not the sbatch);
-in CPU seconds, and the process's peak RSS, and how far back the last pass asked the
-scheduler (every job settled: the window's margin alone, however many runs); then
+  plan declined: what is timed is the re-plan, not the sbatch), the median of --repeat
+  such commits, each changed back (a full pass) before the next;
+- jobs: then, a timer pass when one run's job runs and its rows change at every pass
+  (its time left, as squeue shows it), the median of --repeat;
+in CPU seconds, and the process's peak RSS (before the jobs part, which edits the
+journal), and how far back the last pass asked the scheduler (every job settled: the
+window's margin alone, however many runs; with the job running, from its record); then
 growth per doubling of runs. Targets
 (issue 30): a nothing-changed pass at most 0.5 CPU-s at 100,000 runs, a one-run commit
 re-planned within 1 s. --versus DIR measures another checkout in turn (say, /work/main),
@@ -56,8 +60,9 @@ clock = lambda: now[0]
 def no_sinfo():  # a new error each time: one kept and raised again keeps its frames
     raise ObservationError("no sinfo here")
 
+jobs_seen = [lambda: ()]  # what the scheduler lists: nothing, until one job runs
 scheduler = ScriptedScheduler(
-    observe=lambda since: Observation(taken_at=now[0], jobs=(), complete=True),
+    observe=lambda since: Observation(taken_at=now[0], jobs=jobs_seen[0](), complete=True),
     partitions=no_sinfo,
     max_array_size=1001,
 )
@@ -76,6 +81,7 @@ try:
     from reconciler.engine.steady import SteadyPasses
     watch = SteadyPasses(request=lambda commit: Request(root, commit), full=full, clock=clock,
                          scheduler=scheduler)
+    watch.approve = lambda plan: False  # a commit's pass planned in part declines alike
 except ImportError:  # a recon before engine/steady.py: every pass a full one
     watch = lambda commit: full(Request(root, commit))
 
@@ -89,25 +95,68 @@ first, outcome = timed(tip())
 assert not outcome.plan.has_changes, outcome.plan.summary
 del outcome  # as a watch holds no pass of its own between passes
 timer = statistics.median(timed(tip())[0] for _ in range(repeat))
-changed = root / "specs" / "sweep-00007.yaml"
-text = changed.read_text().replace("--lr ", "--lr 0.5 --x ")
-changed.unlink()  # the file may be a hard link shared with another checkout's copy
-changed.write_text(text)
 import subprocess
 env = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
        "GIT_COMMITTER_EMAIL": "b@b", "PATH": "/usr/bin:/bin"}
-subprocess.run(["git", "commit", "-q", "-am", "one run"], cwd=root, env=env, check=True)
-commit, outcome = timed(tip())
-assert [a.target for a in outcome.plan.actions if a.changes_cluster] == ["sweep-7"], (
-    outcome.plan.summary)
-peak = 0
+
+def commit_text(path, text, message):
+    path.unlink()  # the file may be a hard link shared with another checkout's copy
+    path.write_text(text)
+    subprocess.run(["git", "commit", "-q", "-am", message], cwd=root, env=env, check=True)
+
+commits = []
+for turn in range(repeat):  # each: one run changed (timed), then changed back (a full pass)
+    changed = root / "specs" / f"sweep-{7 + turn:05d}.yaml"
+    text = changed.read_text()
+    commit_text(changed, text.replace("--lr ", "--lr 0.5 --x "), "one run")
+    seconds, outcome = timed(tip())
+    commits.append(seconds)
+    assert [a.target for a in outcome.plan.actions if a.changes_cluster] == [f"sweep-{7 + turn}"], (
+        outcome.plan.summary)
+    del outcome
+    commit_text(changed, text, "changed back")
+    timed(tip())
+    timed(tip())  # kept again, as before the change
+commit = statistics.median(commits)
+peak = 0  # the watch's own, before the part below
 with open("/proc/self/status") as status:
     for line in status:
         if line.startswith("VmHWM:"):
             peak = int(line.split()[1]) / 1024
+
+# One run's job running (its journal record not settled yet), its rows ticking as squeue's
+# time left does: every timer pass sees that one job changed.
+from reconciler.desired.loader import load_desired, open_source
+from reconciler.engine.plan.identity import tag_for
+from reconciler.scheduler.base import JobRecord, ObservedJob
+from reconciler.scheduler.states import SlurmState
+import sqlite3
+kept = getattr(watch, "kept", None)  # the kept pass's desired state: no second load
+desired = kept.outcome.desired if kept is not None and kept.outcome is not None else (
+    load_desired(open_source(root)))
+del kept
+name = "sweep-11"
+tag = tag_for(desired, "run", name, desired.runs[name].spec_hash)
+started = now[0]
+del desired
+with sqlite3.connect(root / ".recon" / "journal.sqlite") as db:
+    db.execute("UPDATE submissions SET final_health = NULL, job_id = '999911' WHERE name = ?",
+               (name,))
+def running():
+    row = JobRecord(job_id="999911", top_id="999911", tag=tag, state=SlurmState.RUNNING,
+                    submit=started, start=started, source="squeue",
+                    time_left=timedelta(hours=10) - (now[0] - started))
+    return (ObservedJob(job_id="999911", tag=tag, rows=(row,)),)
+jobs_seen[0] = running
+timed(tip())  # the journal changed: a full pass
+timed(tip())  # the job's rows moved on: kept from here
+jobs = statistics.median(timed(tip())[0] for _ in range(repeat))
+rejobbed = getattr(watch, "rejobbed", 0)
+replanned = getattr(watch, "replanned", 0)  # planned in part (engine/incremental.py)
 window = (now[0] - scheduler.observed_since[-1]).total_seconds() / 3600  # sacct -S, hours back
 print(json.dumps(
-    {"first": first, "timer": timer, "commit": commit, "peak": peak, "window": window}
+    {"first": first, "timer": timer, "commit": commit, "peak": peak, "window": window,
+     "replanned": replanned, "jobs": jobs, "rejobbed": rejobbed}
 ))
 """
 
@@ -179,7 +228,11 @@ def main() -> None:
                 print(
                     f"{label:6} {size:6} runs: first pass {seen['first']:6.2f} s cpu, "
                     f"timer pass (nothing changed) {seen['timer']:7.4f} s cpu, "
-                    f"one-run commit {seen['commit']:6.2f} s cpu, peak {seen['peak']:5.0f} MiB, "
+                    f"one-run commit {seen['commit']:6.2f} s cpu "
+                    f"({seen.get('replanned', 0):.0f} planned in part), "
+                    f"timer pass with one job running {seen['jobs']:7.4f} s cpu "
+                    f"({seen.get('rejobbed', 0):.0f} planned in part), "
+                    f"peak {seen['peak']:5.0f} MiB, "
                     f"window {seen['window']:.1f} h back",
                     flush=True,
                 )
@@ -189,7 +242,7 @@ def main() -> None:
                 f"{label:6} growth per doubling: "
                 + "; ".join(
                     f"{name} {growth(sizes, [row[name] for row in rows])}"
-                    for name in ("first", "timer", "commit", "peak")
+                    for name in ("first", "timer", "commit", "jobs", "peak")
                 )
             )
     finally:

@@ -37,6 +37,7 @@ from reconciler.desired.models import (
 )
 
 if TYPE_CHECKING:
+    from reconciler.desired.loader import Loaded
     from reconciler.desired.sweeps import Sweep
 
 S = TypeVar("S", bound=NodeShape)
@@ -293,6 +294,9 @@ class Desired:
     upstreams: Mapping[str, tuple[str, ...]]  # run -> the runs whose outputs it reads
     warnings: tuple[str, ...] = ()  # what is valid but likely not what the author meant
     sweeps: Mapping[str, Sweep] = field(default_factory=dict)  # runs with a matrix
+    # what the loader made it from, for a load of a later commit that changes a few runs
+    # (``loader.reload``); None where it was not loaded from a commit
+    loaded: Loaded | None = field(default=None, compare=False, repr=False)
 
 
 class LazyMapping(Mapping[str, T]):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import marshal
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,10 +59,12 @@ from reconciler.desired.models import (
 from reconciler.desired.source import (
     PROJECT_FILE,
     CommitSource,
+    FileChange,
     SpecSource,
     WorktreeSource,
     matches_some,
     matching,
+    read_blobs,
 )
 from reconciler.desired.summary import DocumentSummary, raw_document, summarize
 from reconciler.desired.yamlsource import parse_documents
@@ -130,6 +132,9 @@ def load_desired(
     allocations = {s.name: s for s in summaries if s.kind == "Allocation"}
     made = _MadeOnce(code=code)
     warnings = () if summaries else (_nothing_declared(source, project, all_paths),)
+    loaded = None
+    if isinstance(source, CommitSource):
+        loaded = Loaded(project, summaries, runs, expansion, scripts, blobs, made)
     return Desired(
         project,
         source.root,
@@ -151,6 +156,7 @@ def load_desired(
         upstreams,
         warnings,
         expansion.sweeps,
+        loaded,
     )
 
 
@@ -243,6 +249,10 @@ class CodeFiles:
         self._paths: set[str] | None = None
         self._made: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, str]] = {}
         self._globbed: dict[tuple[str, ...], list[str]] = {}
+
+    @property
+    def source_has_links(self) -> bool:
+        return isinstance(self.source, CommitSource) and self.source.has_links
 
     @property
     def paths(self) -> set[str]:
@@ -759,3 +769,174 @@ def _desired_allocation(summary: DocumentSummary, project: Project) -> DesiredAl
     return DesiredAllocation(
         allocation, Location(summary.file, summary.line), summary.spec_hash or spec_hash(allocation)
     )
+
+
+@dataclass
+class Loaded:
+    """What one load of a commit was made from, kept with its ``Desired`` so that a later
+    commit that changes a few runs' specs is loaded from it (``reload``) instead of
+    from every file again. ``expansion`` is the load's: its members, singles and gathers
+    hold for a reload, which changes none of them."""
+
+    project: Project
+    documents: list[DocumentSummary]  # every document, each sweep as its members
+    runs: dict[str, DocumentSummary]
+    expansion: sweeps.Expansion
+    scripts: dict[str, str]
+    blobs: dict[str, str]  # environment files -> blob id
+    made: _MadeOnce
+    # file -> the names of its documents, in order (made on first use)
+    _by_file: dict[str, list[str]] | None = None
+    # what runs read beside their specs, made on first use: the words of their commands
+    # (those naming a file are code), scripts and environment files; and their globs
+    _read: set[str] | None = None
+    _globs: set[tuple[str, ...]] = field(default_factory=set)
+
+    def by_file(self) -> dict[str, list[str]]:
+        if self._by_file is None:
+            found: dict[str, list[str]] = {}
+            for document in self.documents:
+                found.setdefault(document.file, []).append(document.name)
+            self._by_file = found
+        return self._by_file
+
+    def read_by_runs(self, paths: Collection[str]) -> bool:
+        """Whether any run reads one of ``paths`` beside its spec: as its code (a word of
+        its command, or a file its `code:` globs match, or a link to one), its script or
+        an environment file."""
+        if self._read is None:
+            words: set[str] = set(self.blobs)
+            globs: set[tuple[str, ...]] = set()
+            for summary in self.runs.values():
+                words.update(summary.code_words)
+                if summary.code_globs:
+                    globs.add(summary.code_globs)
+                if summary.script is not None:
+                    words.add(Path(summary.script).as_posix())
+            self._read = words
+            self._globs = globs
+        if self.made.code.source_has_links:
+            return True  # a word may name a link to one of them: not told apart here
+        return any(path in self._read for path in paths) or any(
+            matching(list(paths), patterns) for patterns in self._globs
+        )
+
+
+@dataclass(frozen=True)
+class Reloaded:
+    desired: Desired
+    changed: frozenset[str]  # the runs whose document differs, in any way
+
+
+def reload(previous: Desired, commit: str, changes: list[FileChange]) -> Reloaded | None:
+    """The desired state at ``commit``, made from ``previous`` (loaded from an earlier
+    commit) and the files that differ between them (``source.changed_files``), when the
+    change is one this can tell apart: spec files changed in place whose runs keep
+    their names, files, shapes (directory, inputs, outputs, allocation, coupling,
+    environment kind), code globs and environment files, and no sweep or allocation
+    among them. Anything else is None, and the caller loads in full: recon.yaml, a file
+    added, removed or turned into a link, a file that is not a spec (a run's code or
+    script), a spec file any run reads beside its spec, a spec with a problem (a full
+    load reports it with the others). The graph, the sweeps, the allocations and every
+    project-wide check (unique names, references, output paths, cycles) are then the
+    previous load's, since nothing they read changed."""
+    loaded = previous.loaded
+    if loaded is None or previous.commit is None or not changes:
+        return None
+    project = loaded.project
+    paths = {change.path for change in changes}
+    for change in changes:
+        regular = change.old_mode == change.new_mode and change.new_mode in _REGULAR
+        if change.status != "M" or not regular or change.path == PROJECT_FILE:
+            return None
+        if not matching([change.path], project.specs):
+            return None
+    if loaded.read_by_runs(paths):
+        return None
+    contents = read_blobs(previous.root, [change.new_blob for change in changes])
+    by_file = loaded.by_file()
+    replaced: dict[str, DocumentSummary] = {}
+    for change, content in zip(changes, contents, strict=True):
+        result = _parse_file(change.path, content, project)
+        if result.issues or result.invalid:
+            return None
+        names = [document.name for document in result.documents]
+        if names != by_file.get(change.path, []):
+            return None
+        for document in result.documents:
+            before = loaded.runs.get(document.name)
+            if before is None:  # an allocation (or a sweep, as its members)
+                return None
+            if document != before:
+                replaced[document.name] = document
+    made = loaded.made
+    runs = previous.runs
+    for name, document in replaced.items():
+        if not _same_shape(loaded, runs[name], document, paths):
+            return None
+    summaries = {**loaded.runs, **replaced}
+    expansion, scripts, blobs = loaded.expansion, loaded.scripts, loaded.blobs
+
+    def build(name: str) -> DesiredRun:
+        if name in replaced:
+            return _desired_run(replaced[name], project, scripts, expansion, made, blobs)
+        return runs[name]
+
+    known_hash = runs.known_hash if isinstance(runs, LazyMapping) else _no_hash
+    code_of = made.code.of
+    reloaded = Loaded(
+        project, loaded.documents, summaries, expansion, scripts, blobs, made, by_file
+    )
+    if loaded._read is not None:  # the changed runs' words and globs were the same kind
+        words = {word for document in replaced.values() for word in document.code_words}
+        reloaded._read, reloaded._globs = loaded._read | words, loaded._globs
+    desired = Desired(
+        previous.project,
+        previous.root,
+        commit,
+        LazyMapping(
+            list(runs),
+            build,
+            lambda name: replaced[name].spec_hash if name in replaced else known_hash(name),
+            lambda name: code_of(summaries[name]),
+        ),
+        previous.allocations,
+        previous.upstreams,
+        previous.warnings,
+        previous.sweeps,
+        reloaded,
+    )
+    return Reloaded(desired, frozenset(replaced))
+
+
+_REGULAR = frozenset({"100644", "100755"})  # git's modes of a file that is no link
+
+
+def _no_hash(_name: str) -> str | None:
+    return None
+
+
+def _same_shape(
+    loaded: Loaded, before: DesiredRun, document: DocumentSummary, changed: set[str]
+) -> bool:
+    """Whether a run's new document keeps everything but what is its own alone: the
+    shape every pass reads (its directory, inputs, outputs, allocation, coupling and
+    environment kind), no matrix and no script, the same code globs and environment
+    files, and code that names no changed file."""
+    old = loaded.runs[document.name]
+    if document.kind != "Run" or document.name in loaded.expansion.members:
+        return False
+    if document.name in loaded.expansion.sweeps or document.data.get("matrix") is not None:
+        return False
+    if document.spec_hash is None or document.script is not None or old.script is not None:
+        return False
+    if (document.code_globs, document.environment_files) != (old.code_globs, old.environment_files):
+        return False
+    if [(ref.name, ref.run, ref.output) for ref in document.inputs] != [
+        (ref.name, ref.run, ref.output) for ref in old.inputs
+    ]:
+        return False
+    singles = loaded.expansion.singles.get(document.name, {})
+    if _shape(document, loaded.project, singles, loaded.made) != before.shape:
+        return False
+    return not changed & set(loaded.made.code.of(document))

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from reconciler.errors import RepoError
 
@@ -179,14 +179,7 @@ class CommitSource:
         )
         if output.returncode != 0:
             raise RepoError(f"git cat-file failed: {output.stderr.decode(errors='replace')}")
-        contents: dict[str, bytes] = {}
-        data, offset = output.stdout, 0
-        for path in paths:
-            header_end = data.index(b"\n", offset)
-            size = int(data[offset:header_end].split()[2])
-            contents[path] = data[header_end + 1 : header_end + 1 + size]
-            offset = header_end + 1 + size + 1  # the content is followed by a newline
-        return contents
+        return dict(zip(paths, _batch_contents(output.stdout, len(paths)), strict=True))
 
 
 @lru_cache(maxsize=64)
@@ -350,3 +343,62 @@ def commits_since(root: Path, since: str, revision: str = "HEAD") -> list[str] |
     if later.returncode != 0:
         raise RepoError(f"git rev-list {first}..{revision} failed: {later.stderr.strip()}")
     return [first, *later.stdout.split()]
+
+
+class FileChange(NamedTuple):
+    """One file that differs between two commits (``changed_files``)."""
+
+    path: str  # relative to the project folder
+    status: str  # git's letter: M modified, A added, D deleted, T type changed
+    old_mode: str
+    new_mode: str
+    old_blob: str
+    new_blob: str
+
+
+# One entry of `git diff-tree -r -z` (raw format): modes, blob ids and status, then the
+# path after a NUL.
+_DIFF_TREE_ENTRY = re.compile(r":(\d+) (\d+) ([0-9a-f]+) ([0-9a-f]+) ([A-Z])\d*\x00([^\x00]*)\x00")
+
+
+def changed_files(root: Path, old: str, new: str) -> list[FileChange] | None:
+    """The files of the project folder `root` that differ between commits `old` and
+    `new` (no rename detection: a move is a deletion and an addition); None when git
+    cannot compare them (a commit gone after a rebase and a gc)."""
+    listed = _git(root, "diff-tree", "-r", "-z", "--no-renames", "--relative", old, new)
+    if listed.returncode != 0:
+        return None
+    return [
+        FileChange(path, status, old_mode, new_mode, old_blob, new_blob)
+        for old_mode, new_mode, old_blob, new_blob, status, path in _DIFF_TREE_ENTRY.findall(
+            listed.stdout
+        )
+    ]
+
+
+def read_blobs(root: Path, blobs: list[str]) -> list[bytes]:
+    """The content of each blob, through one `git cat-file --batch` run in `root`."""
+    if not blobs:
+        return []
+    request = "".join(blob + "\n" for blob in blobs).encode()
+    output = subprocess.run(
+        ["git", "cat-file", "--batch"], cwd=root, input=request, capture_output=True, check=False
+    )
+    if output.returncode != 0:
+        raise RepoError(f"git cat-file failed: {output.stderr.decode(errors='replace')}")
+    return _batch_contents(output.stdout, len(blobs))
+
+
+def _batch_contents(data: bytes, count: int) -> list[bytes]:
+    """The contents `git cat-file --batch` wrote, in the order asked."""
+    contents: list[bytes] = []
+    offset = 0
+    for _ in range(count):
+        header_end = data.index(b"\n", offset)
+        header = data[offset:header_end].split()
+        if len(header) < 3 or header[1] == b"missing":
+            raise RepoError(f"git cat-file: {data[offset:header_end].decode(errors='replace')}")
+        size = int(header[2])
+        contents.append(data[header_end + 1 : header_end + 1 + size])
+        offset = header_end + 1 + size + 1  # the content is followed by a newline
+    return contents

@@ -18,8 +18,10 @@ pass, checks only what could change the plan without a commit:
 
 When all hold, the pass returns the kept outcome: no spec is loaded, no record read, no
 run planned; it costs the scheduler's calls and one comparison of their answers. When
-one does not, the pass is a full one (``reconcile_once``), and so is every
-``full_every``-th pass and the pass after any error.
+only the commit differs, or only some live jobs in the scheduler's answer, the pass is
+planned in part from the kept one (engine/incremental.py: the changed runs and their
+downstream). When none of these holds, the pass is a full one (``reconcile_once``), and
+so is every ``full_every``-th pass and the pass after any error.
 
 What a kept pass does not look at: the files on disk (the outputs of runs that
 succeeded, external inputs: a full pass stats every one) and what the scheduler says of
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from reconciler.engine.incremental import commit_pass, jobs_pass
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.inputs import FileState
 from reconciler.engine.reconcile import (
@@ -49,10 +52,12 @@ from reconciler.engine.reconcile import (
     Observed,
     PassOutcome,
     Request,
+    cycles_collected_after,
     observe,
     open_project,
     scheduler_for,
 )
+from reconciler.errors import ReconError
 from reconciler.scheduler.base import Scheduler
 from reconciler.state.journal import WriteStamps
 from reconciler.state.paths import journal_path
@@ -79,12 +84,20 @@ class Kept:
     observed: Observed
     files: FileState | None
     outcome: PassOutcome | None
+    # made by a pass planned in part (engine/incremental.py: after a commit, or when only
+    # some live jobs changed)
+    replanned: bool = False
 
     def reusable(self, commit: str, stamp: Stamp, now: datetime) -> bool:
         """Whether a pass at ``commit`` at ``now`` may reuse this one, if the scheduler
         answers as it did."""
+        return commit == self.commit and self.followed_by(stamp, now)
+
+    def followed_by(self, stamp: Stamp, now: datetime) -> bool:
+        """Whether nothing but a commit may have changed since: the journal unwritten and
+        the plan's next look not come."""
         look = self.plan.next_look
-        return commit == self.commit and stamp == self.stamp and (look is None or now < look.at)
+        return stamp == self.stamp and (look is None or now < look.at)
 
 
 def steady(outcome: PassOutcome) -> bool:
@@ -118,10 +131,17 @@ class SteadyPasses:
     log: Log = lambda *_args, **_fields: None
     scheduler: Scheduler | None = None
     full_every: int = FULL_EVERY
+    # for a commit's pass planned in part (engine/incremental.py), as ``full`` has them
+    approve: Callable[[Plan], bool] = lambda _plan: True
+    lock_timeout: float = 0.0
     kept: Kept | None = field(default=None, init=False)
     passes: int = field(default=0, init=False)  # since the last full pass
-    # What the passes did, for tests and metrics: kept passes, full ones, mismatches.
+    # What the passes did, for tests and metrics: kept passes, commits' passes planned in
+    # part (and how many runs the last one planned again), full ones, mismatches.
     reused: int = field(default=0, init=False)
+    replanned: int = field(default=0, init=False)
+    rejobbed: int = field(default=0, init=False)  # timer passes whose jobs changed, likewise
+    visited: int = field(default=0, init=False)
     fulls: int = field(default=0, init=False)
     mismatches: int = field(default=0, init=False)
     _stamps: WriteStamps = field(default_factory=WriteStamps, init=False)
@@ -139,9 +159,71 @@ class SteadyPasses:
                     self.passes += 1
                     self.reused += 1
                     return kept.outcome
+                outcome = self._jobs(kept, observed, now)
+                if outcome is not None:
+                    return outcome
+            elif commit != kept.commit and kept.followed_by(stamp, now):
+                outcome = self._commit(kept, request, commit)
+                if outcome is not None:
+                    return outcome
         checked = None if kept is None or kept.commit != commit else replace(kept, outcome=None)
         kept = None  # let the kept pass's loaded state go before the full pass loads anew
         return self._full(commit, request, checked)
+
+    def _jobs(self, kept: Kept, observed: Observed, now: datetime) -> PassOutcome | None:
+        """A timer pass whose only news is some live jobs' states or rows, planned in part
+        from the kept one; None when it cannot be (engine/incremental.py)."""
+        assert kept.outcome is not None
+        try:
+            with cycles_collected_after():
+                outcome = jobs_pass(kept.outcome, kept.observed, observed, now)
+        except ReconError:
+            raise
+        except Exception as error:  # a fault of the part-planning's: a full pass instead
+            self.log(
+                "warning", "replan-failed", commit=kept.commit, message=f"{_FAILED}: {error!r}"
+            )
+            return None
+        if outcome is None:
+            return None
+        self.passes += 1
+        self.rejobbed += 1
+        files = outcome.look.files
+        self.kept = Kept(kept.commit, kept.stamp, outcome.plan, observed, files, outcome, True)
+        return outcome
+
+    def _commit(self, kept: Kept, request: Request, commit: str) -> PassOutcome | None:
+        """The pass after a commit, planned in part from the kept one; None when it
+        cannot be (engine/incremental.py): a full pass is made instead."""
+        assert kept.outcome is not None
+        try:
+            made = commit_pass(
+                kept.outcome,
+                kept.stamp,
+                kept.observed,
+                request,
+                commit,
+                scheduler=self.scheduler,
+                stamps=self._stamps,
+                clock=self.clock,
+                approve=self.approve,
+                lock_timeout=self.lock_timeout,
+            )
+        except ReconError:
+            raise  # what a full pass would say too (a busy lock, the scheduler down)
+        except Exception as error:  # a fault of the part-planning's: a full pass instead
+            self.log("warning", "replan-failed", commit=commit, message=f"{_FAILED}: {error!r}")
+            return None
+        if made is None:
+            return None
+        self.passes += 1
+        self.replanned += 1
+        self.visited = len(made.visited)
+        outcome = made.outcome
+        if steady(outcome):
+            files = outcome.look.files
+            self.kept = Kept(commit, made.stamp, outcome.plan, made.observed, files, outcome, True)
+        return outcome
 
     def _observe(self, kept: PassOutcome, request: Request, now: datetime) -> Observed:
         """The scheduler asked as a full pass asks it, over the kept journal's window."""
@@ -183,12 +265,19 @@ class SteadyPasses:
             self.log("info", "files-changed", **fields, message=_FILES_CHANGED)
             return
         self.mismatches += 1
-        self.log("warning", "steady-mismatch", **fields, message=_MISMATCH)
+        message = _REPLAN_MISMATCH if kept.replanned else _MISMATCH
+        self.log("warning", "steady-mismatch", **fields, message=message)
 
 
 _FILES_CHANGED = (
     "files on disk changed since the last full pass (an output or an input): the plan "
     "follows them now"
+)
+_FAILED = "planning the changed runs alone failed; a full pass instead"
+_REPLAN_MISMATCH = (
+    "a plan made for the changed runs alone (after a commit, or when some jobs changed) "
+    "differs from a fresh one; the fresh one is carried out (this is a fault of recon's, "
+    "please report it)"
 )
 _MISMATCH = (
     "a timer pass that found nothing changed kept a plan that differs from a fresh one; "

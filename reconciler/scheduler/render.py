@@ -211,7 +211,7 @@ def _publishing_lines(
         f'  {{ mkdir -p "$RECON_RUN_DIR/{UNWRITTEN_DIR}" && '
         f'echo $recon_unwritten >"$RECON_RUN_DIR/{UNWRITTEN_DIR}/$recon_job"; }} || true',
         '  echo "recon: the command did not write its declared outputs:$recon_unwritten;'
-        ' nothing published; write each where {outputs.NAME.path} points,'
+        " nothing published; write each where {outputs.NAME.path} points,"
         ' or set staged: false" >&2',
         "  exit 1",
         "fi",

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.desired import loader
-from reconciler.engine.plan import assemble
+from reconciler.engine.plan import assemble, replan
 from reconciler.engine.plan.actions import LookKind, NextLook, Plan
 from reconciler.engine.plan.runs import decide as decide_run
 from reconciler.engine.reconcile import (
@@ -164,7 +164,12 @@ def test_a_change_makes_the_pass_a_full_one(tmp_path: Path, change: str) -> None
         looked = kept.plan.model_copy(update={"next_look": _look_at(world.now)})
         passes.kept = _with_plan(passes.kept, looked)
     passes(tip(repo))
-    assert (passes.reused, passes.fulls) == (0, 3)
+    if change == "commit":  # one run's command: that run planned again, the rest kept
+        assert (passes.reused, passes.replanned, passes.fulls) == (0, 1, 2)
+    elif change == "job state":  # a job started: its run planned again, the rest kept
+        assert (passes.reused, passes.rejobbed, passes.fulls) == (0, 1, 2)
+    else:
+        assert (passes.reused, passes.fulls) == (0, 3)
 
 
 def _look_at(at: datetime) -> NextLook:
@@ -214,6 +219,7 @@ def counting_visits() -> Iterator[list[str]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(loader, "_desired_run", counted_made)
         patch.setattr(assemble, "decide", counted_decide)
+        patch.setattr(replan, "decide", counted_decide)
         yield visits
 
 
@@ -225,7 +231,11 @@ def test_a_timer_pass_with_nothing_changed_visits_no_run(tmp_path: Path, runs: i
     with counting_visits() as visits:
         passes(tip(repo))
     assert visits == []
-    world.set("501", SlurmState.RUNNING)  # one job's news: a full pass, which counts
+    world.set("501", SlurmState.RUNNING)  # one job's news: its run alone planned again
+    with counting_visits() as visits:
+        passes(tip(repo))
+    assert visits == ["r0"]
+    world.set("501", SlurmState.COMPLETED)  # an end to record: a full pass, which counts
     with counting_visits() as visits:
         passes(tip(repo))
     assert len(visits) >= runs
@@ -278,11 +288,12 @@ def test_kept_passes_equal_full_ones_over_random_histories(
                 if request.tag.name == f"r{step[1]}" and output.exists():
                     output.unlink()
                     files_changed = True
-        before = passes.reused
+        before = (passes.reused, passes.rejobbed, passes.replanned)
         outcome = passes(tip(repo))
-        if passes.reused == before:
+        if (passes.reused, passes.rejobbed, passes.replanned) == before:
             files_changed = False  # a full pass looked at the files
-        elif not files_changed:
+        elif passes.replanned == before[2] and not files_changed:
+            # (a commit's pass may act: test_incremental compares it before it does)
             assert same_plan(fresh_plan(repo, world), outcome.plan)
     assert passes.mismatches == 0
 
@@ -324,7 +335,7 @@ def test_the_kept_state_is_let_go_before_a_full_pass_loads_its_own(tmp_path: Pat
         return full(request)
 
     passes.full = watched
-    repo.commit({"specs/r1.yaml": RUN.format(name="r1", word="changed")})
+    repo.commit({"specs/r9.yaml": RUN.format(name="r9", word="new")})  # a run added: full
     gc.disable()  # as during a pass: dropped, not collected
     try:
         passes(tip(repo))

@@ -41,8 +41,9 @@ Safety rules that hold whatever the inputs:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import ParamSpec
 
 from reconciler.desired import graph
 from reconciler.desired.desired import Desired, DesiredAllocation
@@ -53,13 +54,14 @@ from reconciler.engine.plan.allocations.state import idle_releases, plan_allocat
 from reconciler.engine.plan.allocations.state import prunes as allocation_prunes
 from reconciler.engine.plan.arrays import place
 from reconciler.engine.plan.fit import Fit
-from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs
+from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs, PlanMemo
 from reconciler.engine.plan.notes import (
+    bare_notes,
     claimed_notes,
     coupled_waits,
     elsewhere_note,
-    environment_notes,
     incomplete_notes,
+    inheriting_notes,
 )
 from reconciler.engine.plan.prune import guard, prunes
 from reconciler.engine.plan.requeue import next_look
@@ -68,10 +70,12 @@ from reconciler.engine.plan.teardown import teardowns
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.state.records import SetupRecord, SubmissionRecord
 
-__all__ = ["FileState", "fingerprint", "plan"]
+__all__ = ["FileState", "fingerprint", "plan", "planned"]
+
+P = ParamSpec("P")
 
 
-def plan(
+def planned(
     desired: Desired,
     observation: Observation,
     records: Sequence[SubmissionRecord],
@@ -90,8 +94,9 @@ def plan(
     allow_prune_all: bool = False,
     code_at: Mapping[str, Mapping[str, str | None]] | None = None,
     cancelled: frozenset[str] = frozenset(),
-) -> Plan:
-    """`setups`: the journal's allocation setups; `containers`: what the cluster offers
+) -> tuple[Plan, PlanMemo]:
+    """The plan, and what it was made from and decided (``PlanMemo``), which ``replan``
+    starts from. `setups`: the journal's allocation setups; `containers`: what the cluster offers
     containers (``Container.features``: pyxis), None when not looked at; `elsewhere`:
     live jobs of the project that other deployments own (only named in a note, never
     acted on); `replace`: runs to submit anew although nothing changed (Terraform's
@@ -134,12 +139,14 @@ def plan(
     if observation.complete:  # a teardown is a cancel: never on half a picture
         actions.extend(teardowns(inputs, chosen))
     decided: dict[str, Decision] = {}
+    positions: dict[str, int] = {}  # run -> where its action is in the plan's actions
     # What GPU steps hold in each ready allocation job, the ones this plan starts added
     # as it goes: a GPU run starts only where its share is still free.
     in_use = {name: state.in_use for name, state in allocation_states.items()}
     for name in chosen:
         made = decide(inputs, desired.runs[name], decided, in_use)
         decided[name] = made
+        positions[name] = len(actions)
         actions.append(made.action)
         where = desired.runs[name].allocation
         if made.action.allocation_job is not None and where is not None:
@@ -167,9 +174,9 @@ def plan(
         *claimed_notes(observation),
         *coupled_waits(inputs, chosen),
         *elsewhere_note(project, elsewhere),
-        *environment_notes(desired.runs, chosen, actions),
+        *inheriting_notes(desired.runs, chosen),
     )
-    return Plan(
+    made_plan = Plan(
         project=project,
         root=str(desired.root),
         commit=desired.commit,
@@ -178,7 +185,7 @@ def plan(
         targets=asked,
         downstream=downstream,
         observation_complete=observation.complete,
-        notes=notes,
+        notes=(*notes, *bare_notes(desired.runs, actions)),
         fingerprint=fingerprint(observation, project),
         actions=tuple(place(actions, max_array_size)),
         replace=tuple(replace),
@@ -193,6 +200,19 @@ def plan(
         prune_guard=prune_guard,
         next_look=next_look(inputs, decided, actions, used=used),
     )
+    targeted = bool(targets or replace)
+    return made_plan, PlanMemo(inputs, decided, positions, notes, targeted)
+
+
+def _plan_alone(make: Callable[P, tuple[Plan, PlanMemo]]) -> Callable[P, Plan]:
+    def plan(*args: P.args, **kwargs: P.kwargs) -> Plan:
+        return make(*args, **kwargs)[0]
+
+    plan.__doc__ = "The plan ``planned`` makes, without what it was made from."
+    return plan
+
+
+plan = _plan_alone(planned)
 
 
 def members_of(desired: Desired, names: Sequence[str]) -> list[str]:

@@ -8,7 +8,7 @@ collects, and later runs read the earlier ones' decisions from that collection.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -99,19 +99,7 @@ class PlanInputs:
         cancelled: frozenset[str] = frozenset(),
     ) -> PlanInputs:
         project = desired.project.project
-        jobs: dict[str, list[ObservedJob]] = {}
-        tasks: dict[str, list[ObservedJob]] = {}
-        allocation_jobs: dict[str, list[ObservedJob]] = {}
-        for job in observation.jobs:
-            if job.tag.project != project:
-                continue
-            if job.tag.kind == "run":
-                jobs.setdefault(job.tag.name, []).append(job)
-                array, task, _ = job.job_id.partition("_")
-                if task:
-                    tasks.setdefault(array, []).append(job)
-            elif job.tag.kind == "alloc":
-                allocation_jobs.setdefault(job.tag.name, []).append(job)
+        jobs, tasks, allocation_jobs = _job_indexes(observation, project)
         history: dict[str, list[SubmissionRecord]] = {}
         allocation_history: dict[str, list[SubmissionRecord]] = {}
         steps: dict[str, list[SubmissionRecord]] = {}
@@ -137,16 +125,29 @@ class PlanInputs:
             scheduler=scheduler,
             setups=setups,
             containers=containers,
-            jobs_by_run={name: tuple(group) for name, group in jobs.items()},
+            jobs_by_run=jobs,
             history_by_run=history,
             partners_by_run=coupled_partners(desired),
-            tasks_by_array={array: tuple(group) for array, group in tasks.items()},
-            jobs_by_allocation={name: tuple(group) for name, group in allocation_jobs.items()},
+            tasks_by_array=tasks,
+            jobs_by_allocation=allocation_jobs,
             history_by_allocation=allocation_history,
             steps_by_job=steps,
             specs_by_run=specs,
             code_at=code_at or {},
             cancelled=cancelled,
+        )
+
+    def with_observation(self, observation: Observation, now: datetime) -> PlanInputs:
+        """These inputs with another observation of the same jobs (their states changed)
+        at ``now``: its jobs indexed again, the journal's indexes kept."""
+        jobs, tasks, allocation_jobs = _job_indexes(observation, self.project)
+        return dataclasses.replace(
+            self,
+            observation=observation,
+            now=now,
+            jobs_by_run=jobs,
+            tasks_by_array=tasks,
+            jobs_by_allocation=allocation_jobs,
         )
 
     def with_allocations(self, states: Mapping[str, AllocationState]) -> PlanInputs:
@@ -188,6 +189,31 @@ class PlanInputs:
         return self.specs_by_run.get((name, spec_hash))
 
 
+JobIndex = dict[str, tuple[ObservedJob, ...]]
+
+
+def _job_indexes(observation: Observation, project: str) -> tuple[JobIndex, JobIndex, JobIndex]:
+    """The project's jobs by run, array tasks by array, and jobs by allocation."""
+    jobs: dict[str, list[ObservedJob]] = {}
+    tasks: dict[str, list[ObservedJob]] = {}
+    allocation_jobs: dict[str, list[ObservedJob]] = {}
+    for job in observation.jobs:
+        if job.tag.project != project:
+            continue
+        if job.tag.kind == "run":
+            jobs.setdefault(job.tag.name, []).append(job)
+            array, task, _ = job.job_id.partition("_")
+            if task:
+                tasks.setdefault(array, []).append(job)
+        elif job.tag.kind == "alloc":
+            allocation_jobs.setdefault(job.tag.name, []).append(job)
+    return (
+        {name: tuple(group) for name, group in jobs.items()},
+        {array: tuple(group) for array, group in tasks.items()},
+        {name: tuple(group) for name, group in allocation_jobs.items()},
+    )
+
+
 def coupled_partners(desired: Desired) -> dict[str, list[str]]:
     """Each coupled run's partners, sorted. Coupling goes both ways: naming a run in
     `coupled_with` couples it back."""
@@ -221,3 +247,53 @@ class Decision:
     renewal: tuple[str, timedelta] | None = None
     demand: str | None = None
     uses: str | None = None
+
+
+@dataclass
+class PlanMemo:
+    """What one plan was made from and what it decided, kept by `recon watch` to re-plan
+    only the runs a commit changed and their downstream (engine/plan/replan.py).
+
+    ``notes``: the plan's notes but the one said of its actions (``bare_notes``), which a
+    re-plan says again over the whole plan; ``targeted``: the plan was of some runs only
+    (targets or --replace), never re-planned in part."""
+
+    inputs: PlanInputs  # with the allocations' states
+    decided: Mapping[str, Decision]  # every chosen run's decision, in the plan's order
+    positions: Mapping[str, int]  # run -> the index of its action in the plan's actions
+    notes: tuple[str, ...]
+    targeted: bool = False
+    # run -> the runs that read its outputs, made on first use and handed on to a re-plan
+    # of the same graph
+    _downstream: dict[str, list[str]] | None = field(default=None, repr=False)
+
+    def renewed(self, inputs: PlanInputs, decided: Mapping[str, Decision]) -> PlanMemo:
+        """The memo of a plan made from this one for some runs again (engine/plan/replan):
+        the same graph, so the same downstream index."""
+        return PlanMemo(
+            inputs, decided, self.positions, self.notes, self.targeted, self._downstream
+        )
+
+    def downstream(self) -> Mapping[str, list[str]]:
+        if self._downstream is None:
+            found: dict[str, list[str]] = {}
+            for name, upstreams in self.inputs.desired.upstreams.items():
+                for upstream in upstreams:
+                    found.setdefault(upstream, []).append(name)
+            self._downstream = found
+        return self._downstream
+
+    def affected(self, changed: Collection[str]) -> list[str] | None:
+        """The changed runs and every run downstream of them, in the plan's order; None
+        when one of them was not in the plan."""
+        below = self.downstream()
+        seen = set(changed)
+        todo = list(changed)
+        while todo:
+            for child in below.get(todo.pop(), ()):
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+        if not all(name in self.positions for name in seen):
+            return None
+        return sorted(seen, key=self.positions.__getitem__)

@@ -88,20 +88,30 @@ def environment_notes(
     """What a plan says of its runs' environments: in every plan, the runs that take the
     environment of whoever applies; in a plan that submits runs declaring none, that
     their jobs start from the clean base (before this release, they took the applier's)."""
-    notes = []
+    return (*inheriting_notes(runs, chosen), *bare_notes(runs, actions))
+
+
+def inheriting_notes(runs: Mapping[str, DesiredRun], chosen: Sequence[str]) -> tuple[str, ...]:
+    """The runs that take the environment of whoever applies (from the runs alone)."""
     inheriting = [
         runs[name].sweep or name
         for name in chosen
         if runs[name].shape.environment is EnvironmentKind.INHERIT
     ]
-    if inheriting:
-        notes.append(
-            f"Results depend on who applies: {_some(inheriting)} "
-            f"{'takes' if len(set(inheriting)) == 1 else 'take'} the environment of "
-            "the process that runs recon (environment: {inherit: true}), so a shell with "
-            "a conda env, cron or recon watch give their jobs different PATH, PYTHONPATH "
-            "and modules. Declare the environment instead (docs/specs.md, environment)."
-        )
+    if not inheriting:
+        return ()
+    return (
+        f"Results depend on who applies: {_some(inheriting)} "
+        f"{'takes' if len(set(inheriting)) == 1 else 'take'} the environment of "
+        "the process that runs recon (environment: {inherit: true}), so a shell with "
+        "a conda env, cron or recon watch give their jobs different PATH, PYTHONPATH "
+        "and modules. Declare the environment instead (docs/specs.md, environment).",
+    )
+
+
+def bare_notes(runs: Mapping[str, DesiredRun], actions: Sequence[Action]) -> tuple[str, ...]:
+    """The runs submitted with no environment declared (from the plan's actions: a
+    re-plan of a few runs says it again over the whole plan)."""
     bare = [
         runs[action.target].sweep or action.target
         for action in actions
@@ -110,14 +120,14 @@ def environment_notes(
         and action.target in runs
         and runs[action.target].shape.environment is EnvironmentKind.NONE
     ]
-    if bare:
-        notes.append(
-            f"No environment declared for {_some(bare)}: their jobs start from a clean "
-            f"one ({CLEAN_BASE}), not from the environment of whoever applies. Declare "
-            "what they need (environment: in recon.yaml's defaults or the run), or "
-            "environment: {inherit: true} to keep the applier's (docs/specs.md, environment)."
-        )
-    return tuple(notes)
+    if not bare:
+        return ()
+    return (
+        f"No environment declared for {_some(bare)}: their jobs start from a clean "
+        f"one ({CLEAN_BASE}), not from the environment of whoever applies. Declare "
+        "what they need (environment: in recon.yaml's defaults or the run), or "
+        "environment: {inherit: true} to keep the applier's (docs/specs.md, environment).",
+    )
 
 
 def _some(names: Sequence[str]) -> str:

@@ -56,16 +56,19 @@ def next_look(
     actions: Sequence[Action],
     *,
     used: Collection[str] = (),
+    idle_from: PlanInputs | None = None,
 ) -> NextLook | None:
     """The earliest moment after ``inputs.now`` at which the same observation would be
     planned otherwise, or None when nothing is due. ``inputs``: with the allocations'
     states; ``decided``: each chosen run's decision; ``actions``: the plan's (a job it
     cancels or releases has nothing more to wait for); ``used``: the allocations a run
-    starts a step in (or waits to be listed in) in this plan."""
+    starts a step in (or waits to be listed in) in this plan; ``idle_from``: the inputs
+    the allocations' states were planned with, when ``inputs`` holds a later ``now``
+    (a re-plan of the same allocations: an idle time counts from its plan's now)."""
     ending = frozenset(job for action in actions if action.kind in _ENDS for job in action.job_ids)
     found = [
         *renewals(inputs, ending),
-        *idle_releases(inputs, used, ending),
+        *idle_releases(idle_from or inputs, used, ending),
         *grace_ends(inputs, decided),
         *time_limits(inputs, decided, ending),
     ]
