@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 import time
+from dataclasses import replace
 
 from reconciler.scheduler.states import Health, SlurmState
 from tests.contract.harness import Harness, final, has, quoted
