@@ -17,7 +17,7 @@ from reconciler.scheduler.runfolder import published_marker, publishing_dir
 from reconciler.state.provenance import read_manifest
 from tests.gitrepo import GitRepo
 from tests.integration.harness import Project
-from tests.local.test_staged_outputs import MAKE, READ, published
+from tests.local.test_staged_outputs import MAKE, READ, killing_shim, on_path, published
 from tests.projects import new_project_name
 
 pytestmark = pytest.mark.slurm
@@ -76,21 +76,8 @@ def test_a_job_killed_between_two_renames_is_rolled_back_by_the_next_pass(
     root = project.root
     before = published(root)
     shims = root.parent / "shims"
-    shims.mkdir()
-    count = shims / "renames"
-    mv = shims / "mv"
-    mv.write_text(
-        "#!/bin/sh\n"
-        'if [ "$1" = -T ]; then\n'
-        f"  n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
-        '  if [ "$n" = 3 ]; then kill -9 $PPID; sleep 5; fi\n'
-        "fi\n"
-        'exec /bin/mv "$@"\n'
-    )
-    mv.chmod(0o755)
-    killed = MAKE.replace("VERSION", "v2").replace(
-        "outputs:", f"env: {{PATH: '{shims}:/usr/bin:/bin'}}\noutputs:", 1
-    )
+    count = killing_shim(shims, "mv", '"-T "*', at=3)  # the third rename
+    killed = on_path(MAKE.replace("VERSION", "v2"), shims)
     project.repo.commit({"specs/make.yaml": _on_cluster(killed)})
     project.apply("make")
     run = root / "runs" / "make"
@@ -114,21 +101,9 @@ def test_a_job_killed_once_it_has_published_everything_is_a_success(project: Pro
     last output was published); recon counts it a success of its spec, with its manifest."""
     root = project.root
     shims = root.parent / "shims"
-    shims.mkdir()
-    count = shims / "removals"
-    rm = shims / "rm"
-    rm.write_text(
-        "#!/bin/sh\n"
-        'case "$*" in *.recon-previous*)\n'
-        f"  n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
-        '  if [ "$n" = 2 ]; then kill -9 $PPID; sleep 5; fi;;\n'
-        "esac\n"
-        'exec /bin/rm "$@"\n'
-    )
-    rm.chmod(0o755)
-    killed = MAKE.replace("VERSION", "v2").replace(
-        "outputs:", f"env: {{PATH: '{shims}:/usr/bin:/bin'}}\noutputs:", 1
-    )
+    # the second removal of what it kept aside: after the last rename
+    count = killing_shim(shims, "rm", "*.recon-previous*", at=2)
+    killed = on_path(MAKE.replace("VERSION", "v2"), shims)
     project.repo.commit({"specs/make.yaml": _on_cluster(killed)})
     project.apply("make")
     run = root / "runs" / "make"

@@ -44,6 +44,30 @@ outputs:
 Seen = dict[str, tuple[bytes, int, int]]
 
 
+def killing_shim(folder: Path, command: str, pattern: str, at: int) -> Path:
+    """A ``command`` for the job's PATH that SIGKILLs the job's script the ``at``-th time
+    its arguments match the shell ``pattern``, then does as the real one; the file
+    counting those calls."""
+    folder.mkdir(exist_ok=True)
+    count = folder / f"{command}.calls"
+    shim = folder / command
+    shim.write_text(
+        "#!/bin/sh\n"
+        f'case "$*" in {pattern})\n'
+        f"  n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
+        f'  if [ "$n" = {at} ]; then kill -9 $PPID; sleep 5; fi;;\n'
+        "esac\n"
+        f'exec /bin/{command} "$@"\n'
+    )
+    shim.chmod(0o755)
+    return count
+
+
+def on_path(spec: str, folder: Path) -> str:
+    """The spec with ``folder`` first on its job's PATH."""
+    return spec.replace("outputs:", f"env: {{PATH: '{folder}:/usr/bin:/bin'}}\noutputs:", 1)
+
+
 def published(root: Path) -> Seen:
     run = root / "runs" / "make"
     seen: Seen = {}
@@ -100,21 +124,8 @@ def test_a_job_killed_between_two_renames_is_rolled_back_by_the_next_pass(
     root = project.root
     before = published(root)
     shims = root.parent / "shims"
-    shims.mkdir()
-    count = shims / "renames"
-    mv = shims / "mv"
-    mv.write_text(
-        "#!/bin/sh\n"
-        'if [ "$1" = -T ]; then\n'
-        f"  n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
-        '  if [ "$n" = 3 ]; then kill -9 $PPID; sleep 5; fi\n'
-        "fi\n"
-        'exec /bin/mv "$@"\n'
-    )
-    mv.chmod(0o755)
-    killed = MAKE.replace("VERSION", "v2").replace(
-        "outputs:", f"env: {{PATH: '{shims}:/usr/bin:/bin'}}\noutputs:", 1
-    )
+    count = killing_shim(shims, "mv", '"-T "*', at=3)  # the third rename
+    killed = on_path(MAKE.replace("VERSION", "v2"), shims)
     project.commit({"specs/make.yaml": killed})
     ok(recon(root, "apply", ".", "make", "--auto-approve"))
     _wait_ended(root)
@@ -140,21 +151,9 @@ def test_a_job_killed_once_it_has_published_everything_is_a_success(
     the journal records the outputs readers see."""
     root = project.root
     shims = root.parent / "shims"
-    shims.mkdir()
-    count = shims / "removals"
-    rm = shims / "rm"
-    rm.write_text(
-        "#!/bin/sh\n"
-        'case "$*" in *.recon-previous*)\n'
-        f"  n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
-        '  if [ "$n" = 2 ]; then kill -9 $PPID; sleep 5; fi;;\n'
-        "esac\n"
-        'exec /bin/rm "$@"\n'
-    )
-    rm.chmod(0o755)
-    killed = MAKE.replace("VERSION", "v2").replace(
-        "outputs:", f"env: {{PATH: '{shims}:/usr/bin:/bin'}}\noutputs:", 1
-    )
+    # the second removal of what it kept aside: after the last rename
+    count = killing_shim(shims, "rm", "*.recon-previous*", at=2)
+    killed = on_path(MAKE.replace("VERSION", "v2"), shims)
     project.commit({"specs/make.yaml": killed})
     ok(recon(root, "apply", ".", "make", "--auto-approve"))
     _wait_ended(root)
@@ -218,8 +217,6 @@ def test_a_staged_output_that_is_a_symbolic_link_is_refused_not_replaced(
     assert "Traceback" not in said, said
     assert set(jobs(root)) == before  # nothing submitted
     assert (run / "data").is_symlink() and (scratch / "part.txt").read_text() == "old"
-    project.commit(
-        {"specs/scratch.yaml": LINKED.replace("STAGED", "{path: data/, staged: false}")}
-    )
+    project.commit({"specs/scratch.yaml": LINKED.replace("STAGED", "{path: data/, staged: false}")})
     ok(recon(root, "apply", ".", "scratch", "--auto-approve", "--wait"))
     assert (run / "data").is_symlink() and (scratch / "part.txt").read_text() == "new"
