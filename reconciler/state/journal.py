@@ -32,7 +32,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -758,10 +758,8 @@ def _create(path: Path) -> None:
     its report reads the journal) let another process's closing connection take itself
     for the last one, checkpoint and remove the WAL under the kept connection, which then
     saw no later write or read 'file is not a database'."""
-    try:
+    with suppress(FileExistsError):
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass
 
 
 # The errors of a file or filesystem this process may read but not write.
