@@ -20,25 +20,41 @@ the benchmark stops. --others M adds M jobs of the same user's that are not reco
 each window first (the whole window lists them and their steps; naming skips them).
 Everything it submits is cancelled at the end (it has ended by then).
 It is a benchmark, not a test: it loads the shared cluster, hence the lock.
+
+    python bench/observe.py --live 500,1000,2000 --shape array --json [--repeat 5]
+
+``--json`` compares the two forms Slurm prints an observation in, on the release it
+runs on (``sinfo --version``), instead of the forms of the second call: each command of
+the adapter's pass (at its own NAMED_JOBS_MAX) is timed --repeat times as recon runs it
+(``--parsable2``/``--noheader`` with its ``--format`` list, or squeue's ``--format``) and
+again with those replaced by ``--json``, same window, filters and jobs. Per command and
+per observation (the commands' sum): median wall seconds, bytes printed, and the time
+to read them (recon's parser of that text; ``json.loads`` of the JSON, less than a
+reader of its records would take); then growth per doubling of N of each form's time
+and bytes. The JSON must name every job of the project's the text names, or the
+benchmark stops.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from reconciler.scheduler.base import ArrayRequest, Observation, ObservedJob, SubmitRequest
 from reconciler.scheduler.slurm import adapter
 from reconciler.scheduler.slurm.adapter import SlurmScheduler
+from reconciler.scheduler.slurm.parse import Parsed, parse_sacct, parse_squeue
 from reconciler.scheduler.slurm.runner import run
 from reconciler.scheduler.states import ENDED
 from reconciler.scheduler.tag import Tag
@@ -57,11 +73,13 @@ class Timed:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, float, int, bool]] = []  # name, seconds, lines, --jobs
+        self.argvs: list[list[str]] = []
         self.wall = 0.0
 
     def __call__(
         self, argv: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
+        self.argvs.append(list(argv))
         start = time.perf_counter()
         result = run(argv, stdin, env)
         named = any(arg.startswith("--jobs=") for arg in argv)
@@ -193,6 +211,103 @@ def content(observation: Observation, project: str) -> dict[str, object]:
     }
 
 
+# What recon asks for text with; ``--json`` replaces it all (it prints every field).
+TEXT_OPTIONS = ("--parsable2", "--noheader")
+COMMAND_NAMES = ("squeue", "sacct -X", "sacct 2nd")
+
+
+def as_json(argv: Sequence[str]) -> list[str]:
+    """The same command asking for JSON: same window, filters and jobs, no text options."""
+    kept = [arg for arg in argv if arg not in TEXT_OPTIONS and not arg.startswith("--format=")]
+    return [*kept, "--json"]
+
+
+class Form:
+    """One command in one form, run --repeat times: median seconds, bytes, read time."""
+
+    def __init__(self, argv: Sequence[str], repeat: int, read: Callable[[str], Any]) -> None:
+        seconds: list[float] = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            result = run(argv)
+            seconds.append(time.perf_counter() - start)
+            if result.returncode != 0:
+                sys.exit(f"{' '.join(argv)} failed: {result.stderr.strip()}")
+        self.seconds = statistics.median(seconds)
+        self.text = result.stdout
+        self.bytes = len(result.stdout.encode())
+        reads: list[float] = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            self.read = read(self.text)
+            reads.append(time.perf_counter() - start)
+        self.reading = statistics.median(reads)
+
+
+def text_reader(argv: Sequence[str]) -> Callable[[str], Parsed]:
+    """recon's own parser of the command's text."""
+    parse = parse_squeue if argv[0] == "squeue" else parse_sacct
+    return lambda text: parse(text, UTC)
+
+
+def text_ids(parsed: Parsed, project: str) -> set[str]:
+    """The numeric ids of the rows of the project's jobs (a step's are its job's)."""
+    return {
+        record.raw_id.partition(".")[0]
+        for record in parsed.records
+        if record.raw_id and record.tag is not None and record.tag.project == project
+    }
+
+
+def json_ids(document: dict[str, Any]) -> set[str]:
+    return {str(job["job_id"]) for job in document["jobs"]}
+
+
+def release() -> str:
+    return run(["sinfo", "--version"]).stdout.strip()
+
+
+def compare_forms(shape: Shape, repeat: int) -> tuple[float, int, float, int]:
+    """Each command of one adapter pass in text and in JSON; prints a line per command
+    and the observation's sums: (text seconds, text bytes, JSON seconds, JSON bytes)."""
+    _, timed = observe(shape, adapter.NAMED_JOBS_MAX)
+    sums = [0.0, 0, 0.0, 0]
+    for name, argv in zip(COMMAND_NAMES, timed.argvs, strict=True):
+        text = Form(argv, repeat, text_reader(argv))
+        encoded = Form(as_json(argv), repeat, json.loads)
+        missing = text_ids(text.read, shape.project) - json_ids(encoded.read)
+        if missing:
+            sys.exit(f"{name}: --json leaves out jobs the text names: {sorted(missing)[:10]}")
+        print(
+            f"    {name:9}: text {text.seconds:6.3f} s {text.bytes / 1e3:9.1f} kB "
+            f"(read {text.reading * 1e3:6.1f} ms) | json {encoded.seconds:6.3f} s "
+            f"{encoded.bytes / 1e3:9.1f} kB (read {encoded.reading * 1e3:6.1f} ms)",
+            flush=True,
+        )
+        sums[0] += text.seconds + text.reading
+        sums[1] += text.bytes
+        sums[2] += encoded.seconds + encoded.reading
+        sums[3] += encoded.bytes
+    text_seconds, text_bytes, json_seconds, json_bytes = sums
+    print(
+        f"    observation: text {text_seconds:6.3f} s {text_bytes / 1e3:9.1f} kB | "
+        f"json {json_seconds:6.3f} s {json_bytes / 1e3:9.1f} kB "
+        f"(json/text: {json_seconds / text_seconds:.1f}x time, "
+        f"{json_bytes / text_bytes:.1f}x bytes)",
+        flush=True,
+    )
+    return text_seconds, int(text_bytes), json_seconds, int(json_bytes)
+
+
+def growth(sizes: Sequence[int], figures: Sequence[float]) -> str:
+    """Each step's factor per doubling of N."""
+    steps = [
+        f"{(figures[i] / figures[i - 1]) ** (1 / math.log2(sizes[i] / sizes[i - 1])):.2f}x"
+        for i in range(1, len(sizes))
+    ]
+    return ", ".join(steps) or "-"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--live", required=True, help="job counts, e.g. 500,1000,2000")
@@ -201,8 +316,13 @@ def main() -> None:
     parser.add_argument(
         "--others", type=int, default=0, help="other jobs of the user's in each window"
     )
+    parser.add_argument(
+        "--json", action="store_true", help="compare the text and --json forms instead"
+    )
     options = parser.parse_args()
     sizes = [int(size) for size in options.live.split(",")]
+    if options.json:
+        print(release())
     for shape_name in options.shape.split(","):
         workdir = Path("/tmp") / f"recon-bench-observe-{uuid.uuid4().hex[:8]}"
         workdir.mkdir()
@@ -211,6 +331,7 @@ def main() -> None:
             f"shape {shape_name} (project {shape.project}, NAMED_JOBS_MAX {adapter.NAMED_JOBS_MAX})"
         )
         totals: dict[str, list[float]] = {form: [] for form in FORMS}
+        forms: list[tuple[float, int, float, int]] = []  # text s, text B, json s, json B
         try:
             if options.others:
                 started = time.monotonic()
@@ -222,6 +343,9 @@ def main() -> None:
                 shape.grow_to(size)
                 took = time.monotonic() - started
                 print(f"  {size} {shape_name}: submitted and ended in {took:.0f} s", flush=True)
+                if options.json:
+                    forms.append(compare_forms(shape, options.repeat))
+                    continue
                 seen: dict[str, dict[str, object]] = {}
                 for form, limit in FORMS.items():
                     runs = [observe(shape, limit) for _ in range(options.repeat)]
@@ -249,12 +373,13 @@ def main() -> None:
                                 print(f"    {job_id} named: {seen['named'].get(job_id)}")
                                 print(f"    {job_id} {form}: {seen[form].get(job_id)}")
                     sys.exit(f"the named and whole passes differ at {size} {shape_name}")
+            if options.json:
+                for i, figure in enumerate(("text time", "text bytes", "json time", "json bytes")):
+                    column = [row[i] for row in forms]
+                    print(f"  growth per doubling of N, {figure}: {growth(sizes, column)}")
+                continue
             for form, times in totals.items():
-                steps = [
-                    f"{(times[i] / times[i - 1]) ** (1 / math.log2(sizes[i] / sizes[i - 1])):.2f}x"
-                    for i in range(1, len(sizes))
-                ]
-                print(f"  growth per doubling of N, {form} observe: {', '.join(steps) or '-'}")
+                print(f"  growth per doubling of N, {form} observe: {growth(sizes, times)}")
         finally:
             shape.cancel()
 

@@ -221,18 +221,26 @@ class Project:
         actions: list[dict[str, Any]] = json.loads(plan.stdout)["actions"]
         return actions
 
-    def cancel_all(self, within: float = 180) -> None:
+    def cancel_all(self, within: float = 180, quiet: float = 0.0) -> None:
         """Cancel every job of the project, and again until none is live: a job on a node
         that went down is requeued only once the node answers again (it then waits on
         BeginTime), so a cancel sent while it was still completing does not hold."""
         for ids in self.jobs().values():
             for job_id in ids:
                 subprocess.run(["scancel", job_id], capture_output=True, check=False)
+        # Until none has been live for ``quiet`` seconds: a job whose node went down can
+        # leave squeue for a moment and come back requeued (24.11: 11 jobs left so).
         deadline = time.monotonic() + within
-        while (live := live_jobs({self.name})) and time.monotonic() < deadline:
-            time.sleep(2)
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            live = live_jobs({self.name})
+            if live:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= quiet:
+                return
             for row in live:
                 subprocess.run(["scancel", row.split("|")[0]], capture_output=True, check=False)
+            time.sleep(2)
 
 
 def live_jobs(projects: set[str]) -> list[str]:
@@ -398,7 +406,7 @@ def node_trials(base: Path, trials: int) -> Tally:
                     ["scontrol", "update", f"nodename={node}", "state=resume"],
                     capture_output=True, check=False,
                 )  # fmt: skip
-            project.cancel_all()
+            project.cancel_all(quiet=30)
     return tally
 
 

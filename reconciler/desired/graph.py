@@ -7,7 +7,7 @@ targets with what they need (upstream) and, on request, what needs them (downstr
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from reconciler.desired.matrix import member_order, sweep_of
@@ -84,19 +84,25 @@ def cycles(graph: nx.DiGraph[str], locations: Mapping[str, Location]) -> list[Sp
     return issues
 
 
+def check_known(names: Iterable[str], runs: Collection[str]) -> None:
+    """UnknownTarget naming each of ``names`` that is none of ``runs`` (sweep members
+    by their own names), listing the project's runs, a sweep once."""
+    unknown = [name for name in names if name not in runs]
+    if unknown:
+        listed = sorted({sweep_of(name) or name for name in runs})
+        raise UnknownTarget(
+            f"no run named {', '.join(unknown)} in this project "
+            f"(runs: {', '.join(listed[:10])}{', ...' if len(listed) > 10 else ''})"
+        )
+
+
 def select(graph: nx.DiGraph[str], targets: Iterable[str], downstream: bool = False) -> list[str]:
     """The targets with everything they need (and, with `downstream`, all that needs
     them), in an order where every run comes after its upstreams."""
     import networkx as nx  # only when a graph is needed: most loads never build one
 
     targets = list(targets)
-    unknown = [name for name in targets if name not in graph]
-    if unknown:
-        names = sorted({sweep_of(name) or name for name in graph})  # a sweep once
-        raise UnknownTarget(
-            f"no run named {', '.join(unknown)} in this project "
-            f"(runs: {', '.join(names[:10])}{', ...' if len(names) > 10 else ''})"
-        )
+    check_known(targets, graph)
     chosen = set(targets)
     for name in targets:
         chosen |= nx.ancestors(graph, name)

@@ -38,7 +38,7 @@ ROOT = Path("/var/lib/recon-dev/trixie")
 SUITE = "trixie"
 # What the root needs beyond debootstrap's minimal base: the cluster's packages, Python
 # with venv for recon's own dependencies, and what recon and its tests call (git, ps; node
-# and npm check the Mermaid diagrams recon draws).
+# and npm check the Mermaid diagrams recon draws; zsh, recon's zsh completion).
 PACKAGES = (
     *CLUSTER_PACKAGES,
     "python3",
@@ -48,6 +48,7 @@ PACKAGES = (
     "procps",
     "nodejs",
     "npm",
+    "zsh",
 )
 # One program of each package that must be there (as the root sees them).
 _REQUIRED = tuple(
@@ -63,6 +64,7 @@ _REQUIRED = tuple(
         "/usr/bin/git",
         "/usr/bin/ps",
         "/usr/bin/npm",
+        "/usr/bin/zsh",
     )
 )
 # recon's dependencies, inside the root: Debian 13's Python marks its own site-packages

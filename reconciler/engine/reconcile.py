@@ -38,6 +38,7 @@ from reconciler.engine.apply.faults import fault_point
 from reconciler.engine.apply.planfile import check_fresh
 from reconciler.engine.plan import planned
 from reconciler.engine.plan.actions import Plan, PruneGuard
+from reconciler.engine.plan.assemble import check_targets
 from reconciler.engine.plan.fit import Fit, FitChecker, MachineFit
 from reconciler.engine.plan.identity import split_by_owner
 from reconciler.engine.plan.inputs import FileState, PlanMemo
@@ -181,14 +182,20 @@ def _load(opened: Opened) -> Desired:
 
 
 def load_while_observing(
-    opened: Opened, scheduler: Scheduler, journal: JournalState, now: datetime
+    opened: Opened,
+    scheduler: Scheduler,
+    journal: JournalState,
+    now: datetime,
+    named: Sequence[str] = (),
 ) -> tuple[Desired, Observed]:
     """The desired state, loaded while the scheduler is asked in a thread.
 
     The thread ends before this returns or raises: a spec error is told once the
     observation is over (no squeue or sacct is left running), and before any error of
-    the observation's, as when the observation came after the load. An error of the
-    observation's is raised here as it was raised there.
+    the observation's, as when the observation came after the load. So is a name in
+    ``named`` (the runs the command line names) that is no run of the project: a typo is
+    told as such even where the cluster cannot be seen. An error of the observation's
+    is raised here as it was raised there.
 
     The two share nothing: Slurm's observation runs commands and parses their output;
     the local backend's reads its store and may run a dispatch pass, which writes only
@@ -197,6 +204,7 @@ def load_while_observing(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="recon-observe") as pool:
         observing = pool.submit(observe, scheduler, journal, now)
         desired = _load(opened)  # on an error, leaving `with` waits for the thread
+        check_targets(desired, named)
         return desired, observing.result()
 
 
@@ -390,7 +398,8 @@ def look_once(
     with cycles_collected_after():
         scheduler, journal = _scheduler_and_journal(opened, request, scheduler)
         now = clock()
-        desired, observed = load_while_observing(opened, scheduler, journal, now)
+        named = (*request.targets, *request.replace)
+        desired, observed = load_while_observing(opened, scheduler, journal, now, named)
         seen = look(request, desired, scheduler, journal, now, observed)
         # what the plan was decided from is for a watch's next pass alone: let it go
         # before the plan is shown (at 100,000 runs, 25-35 MiB of a status's peak)
@@ -512,7 +521,8 @@ def reconcile_once(
             held.enter_context(project_lock(directory, lock_timeout))
             recorded = read_journal(opened.where)
         now = clock()
-        desired, observed = load_while_observing(opened, scheduler, recorded, now)
+        named = (*request.targets, *request.replace)
+        desired, observed = load_while_observing(opened, scheduler, recorded, now, named)
         journal = held.enter_context(open_journal(desired))  # made once the specs are good
         seen = look(request, desired, scheduler, recorded, now, observed, roll_back=True)
         settle.record(

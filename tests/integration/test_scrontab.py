@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import site
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +24,7 @@ import pytest
 
 from tests.gitrepo import GitRepo
 from tests.integration.harness import Project
+from tests.launcher import checkout_venv
 from tests.projects import new_project_name
 from tests.slurmrelease import SLURM_24_11, slurm_release
 
@@ -50,14 +49,7 @@ def scrontab_usable() -> str | None:
 def launcher(tmp_path: Path) -> Path:
     """A bin folder whose python3 runs this checkout's recon, and its `recon`: the entry
     names that recon, as it would a venv's."""
-    # A venv of its own that sees this interpreter's packages and this checkout: a
-    # symlink to a venv's python outside its venv (the Debian 13 root's) would lose them.
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
-    (site_dir,) = (venv / "lib").glob("python3*/site-packages")
-    added = [f"import site; site.addsitedir({path!r})" for path in site.getsitepackages()]
-    (site_dir / "recon-test.pth").write_text("\n".join([str(ROOT), *added]) + "\n")
-    bin_dir = venv / "bin"
+    bin_dir = checkout_venv(tmp_path / "venv")
     recon = bin_dir / "recon"
     recon.write_text(f'#!/bin/sh\nexec {bin_dir}/python3 -m reconciler "$@"\n')
     recon.chmod(0o755)

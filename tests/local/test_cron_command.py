@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.gitrepo import GitRepo
+from tests.launcher import checkout_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 CRON_PATH = "/usr/bin:/bin"  # what cron gives a job
@@ -45,13 +45,9 @@ class Machine:
     def __init__(self, tmp_path: Path) -> None:
         self.home = tmp_path / "home"
         self.home.mkdir()
-        self.bin = tmp_path / "bin"
-        self.bin.mkdir()
+        self.bin = checkout_venv(tmp_path / "venv")
         self.calls = tmp_path / "calls"
-        (self.bin / "python3").symlink_to(sys.executable)
-        self._script(
-            "recon", f'#!/bin/sh\nPYTHONPATH={ROOT} exec {self.bin}/python3 -m reconciler "$@"\n'
-        )
+        self._script("recon", f'#!/bin/sh\nexec {self.bin}/python3 -m reconciler "$@"\n')
         for name in ("crontab", "scrontab"):
             self._script(
                 name, FAKE_TABLE.format(table=tmp_path / f"{name}.table", calls=self.calls)

@@ -22,7 +22,7 @@ from reconciler.desired import loader
 from reconciler.desired.desired import Desired
 from reconciler.engine import reconcile
 from reconciler.engine.reconcile import Request, look_once, reconcile_once
-from reconciler.errors import LockedError, ObservationError, SpecError
+from reconciler.errors import LockedError, ObservationError, SpecError, UnknownTarget
 from reconciler.scheduler.base import Observation
 from reconciler.scheduler.testing import ScriptedScheduler
 from reconciler.state.lock import project_lock
@@ -175,6 +175,31 @@ def test_a_spec_error_is_told_first_and_once_the_observation_is_over(
     assert "specs/b.yaml" in str(raised.value)
     assert meeting.observed.is_set()  # the thread had ended when the error came out
     assert observing_threads() == []
+
+
+@pytest.mark.parametrize(
+    "request_of",
+    [
+        lambda root: Request(root, targets=("nosuch",)),
+        lambda root: Request(root, replace=("nosuch",)),
+    ],
+    ids=["target", "replace"],
+)
+def test_a_run_name_that_is_none_is_told_before_the_observations_error(
+    tmp_path: Path, meeting: Meeting, request_of: Callable[[Path], Request]
+) -> None:
+    """A typo on the command line is told as such even where the cluster cannot be seen
+    (plan, status and apply alike), once the observation is over."""
+    root = project(tmp_path)
+    for step in (look_once, reconcile_once):
+        met = Meeting(loading=meeting.loading, observing=meeting.observing)
+        scheduler = meeting_scheduler(met, ObservationError("squeue failed"))
+        with pytest.raises(
+            UnknownTarget, match=r"^no run named nosuch in this project \(runs: a\)$"
+        ):
+            step(request_of(root), scheduler=scheduler)
+        assert met.observed.is_set()
+        assert observing_threads() == []
 
 
 def test_a_broken_scheduler_choice_waits_behind_a_spec_error(

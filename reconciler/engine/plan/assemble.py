@@ -215,6 +215,12 @@ def _plan_alone(make: Callable[P, tuple[Plan, PlanMemo]]) -> Callable[P, Plan]:
 plan = _plan_alone(planned)
 
 
+def check_targets(desired: Desired, names: Sequence[str]) -> None:
+    """UnknownTarget when a name given (a target or a run to replace) is no run or sweep
+    of the project: the check ``plan`` makes, without building the graph."""
+    graph.check_known(members_of(desired, names), desired.upstreams)
+
+
 def members_of(desired: Desired, names: Sequence[str]) -> list[str]:
     """The names with each sweep's name replaced by its members' names."""
     return [
