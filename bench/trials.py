@@ -243,11 +243,24 @@ class Project:
             time.sleep(2)
 
 
-def live_jobs(projects: set[str]) -> list[str]:
-    """Every live job of these projects, as `id|state|reason|submitted|tag` (squeue)."""
-    rows = subprocess.run(
-        ["squeue", "-h", "-o", "%i|%T|%r|%V|%k"], capture_output=True, text=True, check=False
-    ).stdout.splitlines()
+def live_jobs(projects: set[str], within: float = 120) -> list[str]:
+    """Every live job of these projects, as `id|state|reason|submitted|tag` (squeue).
+
+    squeue is asked again until it answers (for at most ``within`` seconds, then an
+    error): while a trial's slurmctld restarts, a failed squeue printed nothing, which
+    read as "none live", and a trial's clean-up stopped with its jobs still queued (24.11:
+    13 jobs of one trial left so)."""
+    deadline = time.monotonic() + within
+    while True:
+        listed = subprocess.run(
+            ["squeue", "-h", "-o", "%i|%T|%r|%V|%k"], capture_output=True, text=True, check=False
+        )
+        if listed.returncode == 0:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"squeue did not answer for {within:g} s: {listed.stderr.strip()}")
+        time.sleep(2)
+    rows = listed.stdout.splitlines()
     found = []
     for row in rows:
         tag = Tag.parse(row.rsplit("|", 1)[-1])
