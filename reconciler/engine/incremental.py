@@ -55,7 +55,6 @@ from reconciler.engine.reconcile import (
     Request,
     carry_out,
     code_at,
-    cycles_collected_after,
     observe,
     open_journal,
     scheduler_for,
@@ -93,40 +92,12 @@ def commit_pass(
     scheduler: Scheduler | None,
     stamps: WriteStamps,
     clock: Clock,
-    approve: Callable[[Plan], bool] = lambda _plan: True,
-    lock_timeout: float = 0.0,
+    approve: Callable[[Plan], bool],
+    lock_timeout: float,
 ) -> CommitPass | None:
     """The pass at ``commit`` made from the kept one (at an earlier commit), or None
     when it cannot be (then a full pass is made). ``kept_stamp``: the journal's stamp
     taken before the kept pass read it; ``kept_observed``: the scheduler's answer then."""
-    with cycles_collected_after():  # as a full pass: 100,000 runs' objects stay put
-        return _commit_pass(
-            kept,
-            kept_stamp,
-            kept_observed,
-            request,
-            commit,
-            scheduler=scheduler,
-            stamps=stamps,
-            clock=clock,
-            approve=approve,
-            lock_timeout=lock_timeout,
-        )
-
-
-def _commit_pass(
-    kept: PassOutcome,
-    kept_stamp: Stamp,
-    kept_observed: Observed,
-    request: Request,
-    commit: str,
-    *,
-    scheduler: Scheduler | None,
-    stamps: WriteStamps,
-    clock: Clock,
-    approve: Callable[[Plan], bool],
-    lock_timeout: float,
-) -> CommitPass | None:
     look, before = kept.look, kept.desired
     if (
         look.memo is None

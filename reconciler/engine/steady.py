@@ -197,18 +197,19 @@ class SteadyPasses:
         cannot be (engine/incremental.py): a full pass is made instead."""
         assert kept.outcome is not None
         try:
-            made = commit_pass(
-                kept.outcome,
-                kept.stamp,
-                kept.observed,
-                request,
-                commit,
-                scheduler=self.scheduler,
-                stamps=self._stamps,
-                clock=self.clock,
-                approve=self.approve,
-                lock_timeout=self.lock_timeout,
-            )
+            with cycles_collected_after():  # as a full pass: 100,000 runs' objects stay put
+                made = commit_pass(
+                    kept.outcome,
+                    kept.stamp,
+                    kept.observed,
+                    request,
+                    commit,
+                    scheduler=self.scheduler,
+                    stamps=self._stamps,
+                    clock=self.clock,
+                    approve=self.approve,
+                    lock_timeout=self.lock_timeout,
+                )
         except ReconError:
             raise  # what a full pass would say too (a busy lock, the scheduler down)
         except Exception as error:  # a fault of the part-planning's: a full pass instead

@@ -90,10 +90,3 @@ def _tidy(folder: Path) -> None:
     with contextlib.suppress(OSError):  # not empty, or gone
         folder.rmdir()
 
-
-def finish_published(marker: Path) -> None:
-    """Remove the marker of a job that published everything and was killed before it
-    exited (``runfolder.published_marker``), once the journal says how it ended. The
-    previous outputs it kept aside are left: another job of the run may be publishing
-    beside it, and the run's next publishing removes them first."""
-    marker.unlink(missing_ok=True)

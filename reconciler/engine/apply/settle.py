@@ -61,7 +61,7 @@ from reconciler.state.provenance import (
     read_environment_record,
     write_manifest,
 )
-from reconciler.state.publishing import finish_published, roll_back_ended
+from reconciler.state.publishing import roll_back_ended
 from reconciler.state.records import (
     NO_OUTPUTS,
     PUBLISHED_BEFORE_IT_ENDED,
@@ -203,8 +203,10 @@ def record(
         _record(journal, desired, ending, now, code_dir, remote)
         job = ending.job
         if job.tag.kind == "run" and (run := desired.runs.get(job.tag.name)) is not None:
-            # once the journal says how it ended: a pass killed before then judges again
-            finish_published(published_marker(run_dir(desired, run), job.job_id))
+            # Once the journal says how it ended (a pass killed before then judges again).
+            # What it kept aside stays: another job of the run may be publishing beside
+            # it, and the run's next publishing removes it first.
+            published_marker(run_dir(desired, run), job.job_id).unlink(missing_ok=True)
 
 
 def _record(

@@ -79,37 +79,31 @@ def replan(
     if again is None:
         return None
     decided, actions = again
+    update: dict[str, object] = {
+        "commit": desired.commit,
+        "created_at": now,
+        "actions": tuple(actions),
+        "notes": (*memo.notes, *bare_notes(desired.runs, actions)),
+    }
     if observation is not None:
         used = {made.uses for made in decided.values() if made.uses is not None}
-        plan = kept.model_copy(
-            update={
-                "commit": desired.commit,
-                "created_at": now,
-                "actions": tuple(actions),
-                "notes": (*memo.notes, *bare_notes(desired.runs, actions)),
-                "fingerprint": fingerprint(observation, memo.inputs.project),
-                "next_look": next_look(inputs, decided, actions, used=used, idle_from=memo.inputs),
-            }
+        update["fingerprint"] = fingerprint(observation, memo.inputs.project)
+        update["next_look"] = next_look(inputs, decided, actions, used=used, idle_from=memo.inputs)
+    else:
+        mine = {name: decided[name] for name in affected}
+        own_actions = [decided[name].action for name in affected]
+        # The affected runs' own moments (graces, time limits), beside the kept plan's
+        # first: that one was set by a run not affected, or by an allocation, and holds.
+        alone = dataclasses.replace(inputs, allocation_states={}, setups=())
+        due = [
+            look
+            for look in (kept.next_look, next_look(alone, mine, own_actions))
+            if look is not None
+        ]
+        update["next_look"] = min(
+            due, key=lambda look: (look.at, look.kind, look.target), default=None
         )
-        return Replanned(plan, memo.renewed(inputs, decided), tuple(affected))
-    mine = {name: decided[name] for name in affected}
-    own_actions = [decided[name].action for name in affected]
-    # The affected runs' own moments (graces, time limits), beside the kept plan's first:
-    # that one was set by a run not affected, or by an allocation, and holds.
-    alone = dataclasses.replace(inputs, allocation_states={}, setups=())
-    due = [
-        look for look in (kept.next_look, next_look(alone, mine, own_actions)) if look is not None
-    ]
-    first = min(due, key=lambda look: (look.at, look.kind, look.target), default=None)
-    plan = kept.model_copy(
-        update={
-            "commit": desired.commit,
-            "created_at": now,
-            "actions": tuple(actions),
-            "notes": (*memo.notes, *bare_notes(desired.runs, actions)),
-            "next_look": first,
-        }
-    )
+    plan = kept.model_copy(update=update)
     return Replanned(plan, memo.renewed(inputs, decided), tuple(affected))
 
 
