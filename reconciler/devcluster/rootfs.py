@@ -264,16 +264,46 @@ def mounted_paths() -> set[Path]:
     return found
 
 
+# Mounted from the kernel (or with their submounts): never replaced by another folder.
+_SYSTEM_MOUNTS = (Path("/proc"), Path("/dev"), Path("/sys"))
+
+
 def missing_mounts() -> list[Path]:
-    """The paths that should be mounted inside the root and are not."""
+    """The paths that should be mounted inside the root and are not, or are stale."""
     mounted = mounted_paths()
     wanted = [Path("/proc"), *shared_paths()]
-    return [path for path in wanted if _in_root(path) not in mounted]
+    return [
+        path
+        for path in wanted
+        if _in_root(path) not in mounted
+        or (path not in _SYSTEM_MOUNTS and not _shows(_in_root(path), path))
+    ]
+
+
+def _shows(target: Path, path: Path) -> bool:
+    """True if the folder mounted at ``target`` is ``path`` itself. A bind mount keeps the
+    folder it was made from: once that folder is deleted and one made again at the same
+    path (a fresh clone, a machine's /work set up anew), the mount still shows the
+    deleted one, and recon inside the root finds no source tree."""
+    try:
+        inside, outside = target.stat(), path.stat()
+    except OSError:
+        return False
+    return (inside.st_dev, inside.st_ino) == (outside.st_dev, outside.st_ino)
 
 
 def ensure_mounts(report: Report) -> None:
+    mounted = mounted_paths()
     for path in missing_mounts():
         target = _in_root(path)
+        if target in mounted:
+            _unmount_under(target)
+            # Until none is left: a bind mount made again over a stale one stacks on it.
+            for _ in range(10):
+                if target not in mounted_paths():
+                    break
+                run(["umount", "--lazy", str(target)], check=False)
+            report(f"unmounted {target}: it showed a folder since deleted from {path}")
         target.mkdir(parents=True, exist_ok=True)
         if path == Path("/proc"):
             # The root's own /proc: same processes, mounted afresh.
