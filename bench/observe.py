@@ -1,7 +1,6 @@
 """What one observation costs on the real dev cluster's slurmdbd: 500 to 2,000 ended jobs.
 
-    flock /work/wt/notes/cluster.lock python bench/observe.py --live 500,1000,2000 \\
-        [--shape jobs,array] [--repeat 3] [--others 0]
+    python bench/observe.py --live 500,1000,2000 [--shape jobs,array] [--repeat 3] [--others 0]
 
 For each shape, under a project of its own and a window that starts when it does, the
 benchmark submits jobs running ``true`` until the project holds N of them, waits until
@@ -19,7 +18,7 @@ doubling of N; the named and whole passes must observe the same jobs, rows and s
 the benchmark stops. --others M adds M jobs of the same user's that are not recon's to
 each window first (the whole window lists them and their steps; naming skips them).
 Everything it submits is cancelled at the end (it has ended by then).
-It is a benchmark, not a test: it loads the shared cluster, hence the lock.
+It is a benchmark, not a test: it loads the cluster, so run it where nothing else does.
 
     python bench/observe.py --live 500,1000,2000 --shape array --json [--repeat 5]
 
