@@ -9,8 +9,6 @@ scripted world, which lists the jobs submitted to it in the states the test sets
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,9 +20,7 @@ from hypothesis import strategies as st
 from reconciler.desired import loader
 from reconciler.desired.source import changed_files
 from reconciler.engine import incremental
-from reconciler.engine.plan import assemble, replan
 from reconciler.engine.plan.actions import ActionKind, Cause
-from reconciler.engine.plan.runs import decide as decide_run
 from reconciler.engine.reconcile import Request, reconcile_once
 from reconciler.engine.steady import SteadyPasses, same_plan
 from reconciler.scheduler.base import Observation, ObservedJob
@@ -32,7 +28,7 @@ from reconciler.scheduler.states import SlurmState
 from reconciler.state.journal import Journal
 from reconciler.state.paths import journal_path
 from tests.gitrepo import GitRepo
-from tests.unit.test_steady import START, World, fresh_plan, tip
+from tests.unit.test_steady import START, World, counting_visits, fresh_plan, tip
 
 # a -> b -> c (c's command runs train.py, its code); d alone; a sweep `grid` reading d.
 PLAIN = (
@@ -196,27 +192,6 @@ def test_a_change_that_is_not_one_runs_own_makes_a_full_pass(tmp_path: Path, cha
     outcome = passes(tip(project.repo))
     assert (passes.replanned, passes.fulls) == (0, fulls + 1)
     assert same_plan(fresh, outcome.plan)
-
-
-@contextmanager
-def counting_visits() -> Iterator[list[str]]:
-    """Each run a pass visits: loaded (its DesiredRun made) or decided, in full or in part."""
-    visits: list[str] = []
-    made = loader._desired_run
-
-    def counted_made(summary: Any, *args: Any) -> Any:
-        visits.append(summary.name)
-        return made(summary, *args)
-
-    def counted_decide(inputs: Any, run: Any, *args: Any) -> Any:
-        visits.append(run.name)
-        return decide_run(inputs, run, *args)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(loader, "_desired_run", counted_made)
-        patch.setattr(assemble, "decide", counted_decide)
-        patch.setattr(replan, "decide", counted_decide)
-        yield visits
 
 
 @pytest.mark.parametrize("others", [0, 30])
@@ -412,18 +387,23 @@ def _broken(*_args: Any) -> None:
     raise RuntimeError("a fault of the part-planning's")
 
 
-def test_a_timer_pass_whose_jobs_changed_plans_their_runs_again(tmp_path: Path) -> None:
-    """A job started, then its rows changed (its time left): each a timer pass planned in
-    part, the same plan as a fresh look's; its end is recorded by a full pass."""
-    project, world, passes = watched(tmp_path)
+def a_changed_and_sent(project: Project, world: World, passes: SteadyPasses) -> str:
+    """Run a's command changed and its new job sent, recorded, then kept: the job's id."""
     settled(project, world, passes)
     project.words["a"] = "2"
     project.commit()
     for _ in range(3):  # a's new job and its downstream sent, recorded, then kept
         world.now += timedelta(seconds=30)
         passes(tip(project.repo))
+    return next(job for job, request in reversed(world.requests.items()) if request.tag.name == "a")
+
+
+def test_a_timer_pass_whose_jobs_changed_plans_their_runs_again(tmp_path: Path) -> None:
+    """A job started, then its rows changed (its time left): each a timer pass planned in
+    part, the same plan as a fresh look's; its end is recorded by a full pass."""
+    project, world, passes = watched(tmp_path)
+    job = a_changed_and_sent(project, world, passes)
     assert passes.kept is not None
-    job = next(job for job, request in reversed(world.requests.items()) if request.tag.name == "a")
     world.set(job, SlurmState.RUNNING)
     for _ in range(2):  # started, then its time left moved on
         world.now += timedelta(seconds=30)
@@ -444,13 +424,7 @@ def test_a_commit_while_a_job_runs_plans_both_changes_in_part(tmp_path: Path) ->
     """On Slurm a running job's rows change at every pass: a commit's pass then plans the
     changed runs and those of the jobs that changed, and their downstream."""
     project, world, passes = watched(tmp_path)
-    settled(project, world, passes)
-    project.words["a"] = "2"
-    project.commit()
-    for _ in range(3):  # a's new job and its downstream sent, recorded, then kept
-        world.now += timedelta(seconds=30)
-        passes(tip(project.repo))
-    job = next(job for job, request in reversed(world.requests.items()) if request.tag.name == "a")
+    job = a_changed_and_sent(project, world, passes)
     world.set(job, SlurmState.RUNNING)
     world.now += timedelta(seconds=30)
     passes(tip(project.repo))  # a started: a jobs pass, kept

@@ -204,7 +204,8 @@ def test_every_nth_pass_is_a_full_one_and_finds_a_deleted_output(tmp_path: Path)
 
 @contextmanager
 def counting_visits() -> Iterator[list[str]]:
-    """Each run a pass visits: loaded (its DesiredRun made) or decided by the planner."""
+    """Each run a pass visits: loaded (its DesiredRun made) or decided, in full or in part
+    (engine/plan/replan)."""
     visits: list[str] = []
     made, decide = loader._desired_run, decide_run
 
