@@ -228,19 +228,24 @@ class Project:
         for ids in self.jobs().values():
             for job_id in ids:
                 subprocess.run(["scancel", job_id], capture_output=True, check=False)
-        # Until none has been live for ``quiet`` seconds: a job whose node went down can
-        # leave squeue for a moment and come back requeued (24.11: 11 jobs left so).
-        deadline = time.monotonic() + within
-        quiet_since = time.monotonic()
-        while time.monotonic() < deadline:
-            live = live_jobs({self.name})
-            if live:
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since >= quiet:
-                return
-            for row in live:
-                subprocess.run(["scancel", row.split("|")[0]], capture_output=True, check=False)
-            time.sleep(2)
+        cancel_live({self.name}, within, quiet)
+
+
+def cancel_live(projects: set[str], within: float = 180, quiet: float = 0.0) -> None:
+    """Cancel the live jobs of these projects until none has been live for ``quiet``
+    seconds: a job whose node went down can leave squeue for a moment and come back
+    requeued (24.11: 11 jobs left so)."""
+    deadline = time.monotonic() + within
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        live = live_jobs(projects)
+        if live:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet:
+            return
+        for row in live:
+            subprocess.run(["scancel", row.split("|")[0]], capture_output=True, check=False)
+        time.sleep(2)
 
 
 def live_jobs(projects: set[str], within: float = 120) -> list[str]:
@@ -390,6 +395,10 @@ def ctld_trials(base: Path, trials: int, window: float, restore: Callable[[], No
         finally:
             restore()
             project.cancel_all()
+            # slurmctld saves its state every few seconds: killed, it came back with the
+            # jobs an earlier trial had cancelled just before as running, with no process
+            # behind them (22.05: 5 such jobs, requeued by the node trial, left queued).
+            cancel_live(set(MADE))
     return tally
 
 
