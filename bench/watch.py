@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -170,6 +171,29 @@ def prepared(work: Path, size: int, sweep: int) -> Path:
     return root
 
 
+def readable_by(code: Path, journal: Path) -> None:
+    """Let an earlier checkout read the journal this one seeded: stamp it with the schema
+    version that checkout knows, when every later migration only adds columns (which an
+    earlier recon does not read); otherwise stop, saying so."""
+    from reconciler.state.journal import _MIGRATIONS, SCHEMA_VERSION
+
+    asked = "from reconciler.state.journal import SCHEMA_VERSION; print(SCHEMA_VERSION)"
+    known = subprocess.run(
+        [sys.executable, "-c", asked],
+        cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    theirs = int(known)
+    if theirs >= SCHEMA_VERSION:
+        return
+    later = [statement for step in _MIGRATIONS[theirs:] for statement in step]
+    if not all(s.startswith("ALTER TABLE") and " ADD COLUMN " in s for s in later):
+        sys.exit(f"{code} knows journal schema {theirs}: its journals differ from this one's")
+    with sqlite3.connect(journal) as db:
+        db.execute(f"PRAGMA user_version = {theirs}")
+    db.close()
+
+
 def copy_of(root: Path, label: str) -> Path:
     """A copy for one measurement: files hard-linked, the state directory (the journal,
     which a pass writes) copied; no parse cache, then one made by a first load."""
@@ -222,6 +246,7 @@ def main() -> None:
             root = prepared(work, size, options.sweep)
             for label, code in codes.items():  # in turn, in the same minutes
                 copy = copy_of(root, label)
+                readable_by(code, copy / ".recon" / "journal.sqlite")
                 seen = measure(copy, code, options.repeat)
                 shutil.rmtree(copy)
                 figures[label].append(seen)
