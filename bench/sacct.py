@@ -36,6 +36,10 @@ PROJECT = "benchsacct"
 HASH = "0123456789abcdef"
 DEPLOYMENT = "0123456789ab"
 TIMES = "2026-12-01T10:00:00|2026-12-01T10:01:00|2026-12-01T10:02:00"
+# ElapsedRaw, TimelimitRaw and AllocTRES, after Partition (recon reads them since its
+# journal schema 6); left out for a checkout that does not ask for them (``fitted``).
+USAGE = "60|10|billing=1,cpu=1,mem=100M,node=1"
+USAGE_AT = 10  # the index of ElapsedRaw among the columns
 ARRAY = 1000  # tasks to an array: MaxArraySize 1,001
 
 CHILD = """\
@@ -95,11 +99,13 @@ def generate(rows: int, recon_jobs: int) -> tuple[str, str]:
             else:
                 state, tag_cell, end = "COMPLETED", tag, "2026-12-01T10:02:00"
             times = TIMES.rsplit("|", 1)[0] + f"|{end}"
-            sacct.append(f"{job}|{job}|{state}|0:0||{times}|cpu1|cpu||{PROJECT}.{name}|{tag_cell}")
+            sacct.append(
+                f"{job}|{job}|{state}|0:0||{times}|cpu1|cpu|{USAGE}||{PROJECT}.{name}|{tag_cell}"
+            )
         else:
-            sacct.append(f"{job}|{job}|COMPLETED|0:0||{TIMES}|cpu2|cpu||analysis-{job}|")
-        sacct.append(f"{job}.batch|{job}.batch|COMPLETED|0:0||{TIMES}|cpu1|||batch|")
-        sacct.append(f"{job}.extern|{job}.extern|COMPLETED|0:0||{TIMES}|cpu1|||extern|")
+            sacct.append(f"{job}|{job}|COMPLETED|0:0||{TIMES}|cpu2|cpu|{USAGE}||analysis-{job}|")
+        sacct.append(f"{job}.batch|{job}.batch|COMPLETED|0:0||{TIMES}|cpu1||{USAGE}||batch|")
+        sacct.append(f"{job}.extern|{job}.extern|COMPLETED|0:0||{TIMES}|cpu1||{USAGE}||extern|")
         written += 3
     return "\n".join(squeue) + "\n", "\n".join(sacct) + "\n"
 
@@ -118,14 +124,36 @@ def generate_tasks(tasks: int) -> tuple[str, str]:
                     f"{job}|{raw}|RUNNING|None|cpu1|cpu|2026-12-01T10:00:00|"
                     f"2026-12-01T10:01:00|10:00||{name}|{tag}"
                 )
-                head = f"{job}|{raw}|RUNNING|0:0||{TIMES.rsplit('|', 1)[0]}|Unknown|cpu1|cpu||"
+                head = (
+                    f"{job}|{raw}|RUNNING|0:0||{TIMES.rsplit('|', 1)[0]}|Unknown|cpu1|cpu|{USAGE}||"
+                )
                 sacct.append(f"{head}{name}|")
-                sacct.append(f"{job}.batch|{raw}.batch|RUNNING|0:0||{TIMES}|cpu1|||batch|")
+                sacct.append(f"{job}.batch|{raw}.batch|RUNNING|0:0||{TIMES}|cpu1||{USAGE}||batch|")
             else:
-                sacct.append(f"{job}|{raw}|COMPLETED|0:0||{TIMES}|cpu1|cpu||{name}|{tag}")
-                sacct.append(f"{job}.batch|{raw}.batch|COMPLETED|0:0||{TIMES}|cpu1|||batch|")
-            sacct.append(f"{job}.extern|{raw}.extern|COMPLETED|0:0||{TIMES}|cpu1|||extern|")
+                sacct.append(f"{job}|{raw}|COMPLETED|0:0||{TIMES}|cpu1|cpu|{USAGE}||{name}|{tag}")
+                sacct.append(
+                    f"{job}.batch|{raw}.batch|COMPLETED|0:0||{TIMES}|cpu1||{USAGE}||batch|"
+                )
+            sacct.append(f"{job}.extern|{raw}.extern|COMPLETED|0:0||{TIMES}|cpu1||{USAGE}||extern|")
     return "\n".join(squeue) + "\n", "\n".join(sacct) + "\n"
+
+
+def fitted(sacct_text: str, code: Path) -> str:
+    """The sacct text in the columns the checkout at ``code`` asks for: without the usage
+    columns for one that predates them."""
+    asked = "from reconciler.scheduler.slurm.parse import SACCT_FIELDS; print(len(SACCT_FIELDS))"
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    told = subprocess.run(
+        [sys.executable, "-c", asked], cwd=code, env=env, capture_output=True, text=True, check=True
+    )
+    fields = int(told.stdout)
+    extra = len(USAGE.split("|"))
+    if fields == sacct_text.split("\n", 1)[0].count("|") + 1:
+        return sacct_text
+    if fields != sacct_text.split("\n", 1)[0].count("|") + 1 - extra:
+        sys.exit(f"{code} asks sacct for {fields} columns: this benchmark writes them otherwise")
+    lines = (line.split("|") for line in sacct_text.splitlines())
+    return "".join("|".join(cells[:USAGE_AT] + cells[USAGE_AT + extra :]) + "\n" for cells in lines)
 
 
 def timed(
@@ -194,6 +222,7 @@ def tasks_main(sizes: list[int], codes: dict[str, Path]) -> None:
             sacct.write_text(sacct_text)
             rows = sacct_text.count("\n")
             for label, code in codes.items():  # in turn, in the same minutes
+                sacct.write_text(fitted(sacct_text, code))
                 seconds, cpu, peak, seen = timed("tasks", squeue, sacct, code)
                 times[label].append(cpu)
                 print(
