@@ -104,11 +104,13 @@ def down(slurm: str | None = SLURM) -> None:
 
         check_platform()
         with rootfs.locked():
-            if not rootfs.is_built() or rootfs.missing_mounts():
-                # Daemons of the root cannot run without its /proc and /dev mounted.
+            if not rootfs.is_built() or not rootfs.daemons_may_run():
                 rootfs.unmount_all(typer.echo)
                 typer.echo("dev cluster was not running")
                 return
+            # A shared folder missing or stale (say /work made anew) stops no daemon, but
+            # recon inside needs its source tree to stop them: mount what is not there.
+            rootfs.ensure_mounts(typer.echo)
             code = rootfs.recon_inside(["dev-cluster", "down"])
             if code:
                 raise typer.Exit(code=code)

@@ -280,6 +280,13 @@ def missing_mounts() -> list[Path]:
     ]
 
 
+def daemons_may_run() -> bool:
+    """Whether the root's daemons can be running: they cannot without its /proc, /dev
+    and /sys mounted (the shared folders' mounts do not matter to them)."""
+    mounted = mounted_paths()
+    return all(_in_root(path) in mounted for path in _SYSTEM_MOUNTS)
+
+
 def _shows(target: Path, path: Path) -> bool:
     """True if the folder mounted at ``target`` is ``path`` itself. A bind mount keeps the
     folder it was made from: once that folder is deleted and one made again at the same
@@ -403,7 +410,10 @@ def not_ready() -> str | None:
         return f"the Debian 13 root of the Slurm {ROOT_RELEASE} dev cluster is not built ({ROOT})"
     missing = missing_mounts()
     if missing:
-        return f"{', '.join(map(str, missing))} not mounted inside {ROOT}"
+        return (
+            f"{', '.join(map(str, missing))} not mounted inside {ROOT} "
+            "(or showing a folder since deleted)"
+        )
     return None
 
 

@@ -3,6 +3,7 @@ run under may be the same, and the host's cluster is rendered exactly as before.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,34 @@ def test_run_on_the_host_gives_the_commands_exit_code_and_a_clear_error_for_none
     assert recon(capsys, "dev-cluster", "run", "--", "sh", "-c", "exit 3").code == 3
     missing = recon(capsys, "dev-cluster", "run", "--", "no-such-command-here")
     assert (missing.code, missing.err) == (1, "error: no-such-command-here: command not found\n")
+
+
+@pytest.mark.parametrize(
+    ("may_run", "done"), [(True, ["mount", "down", "unmount"]), (False, ["unmount"])]
+)
+def test_down_stops_the_roots_daemons_though_a_shared_folder_went_stale(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    may_run: bool,
+    done: list[str],
+) -> None:
+    # /work made anew leaves its mount inside the root stale: the daemons run on (they
+    # need only /proc, /dev and /sys), so down mounts it again and stops them.
+    import reconciler.devcluster.host
+
+    carried: list[str] = []
+    monkeypatch.setattr(rootfs, "release_here", lambda: None)
+    monkeypatch.setattr(reconciler.devcluster.host, "check_platform", lambda: None)
+    monkeypatch.setattr(rootfs, "locked", contextlib.nullcontext)
+    monkeypatch.setattr(rootfs, "is_built", lambda: True)
+    monkeypatch.setattr(rootfs, "daemons_may_run", lambda: may_run)
+    monkeypatch.setattr(rootfs, "ensure_mounts", lambda report: carried.append("mount"))
+    monkeypatch.setattr(rootfs, "unmount_all", lambda report: carried.append("unmount"))
+
+    def recon_inside(args: list[str]) -> int:
+        carried.append(" ".join(args[1:]))
+        return 0
+
+    monkeypatch.setattr(rootfs, "recon_inside", recon_inside)
+    assert recon(capsys, "dev-cluster", "down", "--slurm", "24.11").code == 0
+    assert carried == done
