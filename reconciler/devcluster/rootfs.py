@@ -255,13 +255,7 @@ def dependencies(pyproject: Path) -> list[str]:
 
 def mounted_paths() -> set[Path]:
     """Mount points under the root, from this process's mount table."""
-    found = set()
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        # Field 5 is the mount point, with spaces and the like escaped as \\ooo.
-        point = Path(line.split()[4].encode().decode("unicode_escape"))
-        if point == ROOT or point.is_relative_to(ROOT):
-            found.add(point)
-    return found
+    return {point for point in _mount_points() if point.is_relative_to(ROOT)}
 
 
 # Mounted from the kernel (or with their submounts): never replaced by another folder.
@@ -345,7 +339,9 @@ def _unmount_under(root: Path) -> bool:
 
 
 def _mount_points() -> list[Path]:
+    """Every mount point of this process's mount table."""
     lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    # Field 5 is the mount point, with spaces and the like escaped as \\ooo.
     return [Path(line.split()[4].encode().decode("unicode_escape")) for line in lines]
 
 
