@@ -299,7 +299,7 @@ def environment_lines(environment: Environment | None, context: RenderContext) -
             "# environment: modules",
             "set +u",
             "if ! command -v module >/dev/null 2>&1; then",
-            f"  for init in {' '.join(_MODULE_INITS)}; do",
+            f"  for init in {' '.join(MODULE_INITS)}; do",
             '    if [ -r "$init" ]; then . "$init"; break; fi',
             "  done",
             "fi",
@@ -341,7 +341,7 @@ def environment_lines(environment: Environment | None, context: RenderContext) -
 
 # Where Lmod and Environment Modules keep the shell code that defines `module`: a login
 # shell reads it from /etc/profile.d, a batch script must read it itself.
-_MODULE_INITS = (
+MODULE_INITS = (
     "/etc/profile.d/lmod.sh",
     "/etc/profile.d/modules.sh",
     "/usr/share/lmod/lmod/init/bash",

@@ -32,6 +32,7 @@ from ruamel.yaml import YAML
 from reconciler.prcomment import marker
 from tests.e2e.test_quickstart import cloned
 from tests.gitrepo import GitRepo
+from tests.programs import path_without
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "repo"
@@ -159,9 +160,8 @@ def ci_path(tmp_path: Path, python: str) -> str:
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "python3").unlink(missing_ok=True)
     (bin_dir / "python3").symlink_to(python)
-    path = f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"
-    assert shutil.which("recon", path=path) is None
-    return path
+    system = path_without(tmp_path / "runner-system-bin", {"recon"}, "/usr/bin:/bin")
+    return f"{bin_dir}{os.pathsep}{system}"
 
 
 @pytest.fixture(scope="module")

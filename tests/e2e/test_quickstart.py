@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.programs import path_without
+
 ROOT = Path(__file__).resolve().parents[2]
 SLURM_COMMANDS = {"sbatch", "squeue", "sacct", "salloc", "srun", "scancel", "sinfo", "scontrol"}
 
@@ -45,18 +47,9 @@ def slurm_command() -> str:
 
 
 def path_without_slurm(tmp_path: Path) -> str:
-    """This machine's PATH, each tool linked into one folder, Slurm's commands left out."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for directory in [str(Path(sys.executable).parent), *os.environ["PATH"].split(os.pathsep)]:
-        if not Path(directory).is_dir():
-            continue
-        for tool in Path(directory).iterdir():
-            target = bin_dir / tool.name
-            if tool.name in SLURM_COMMANDS or target.exists() or not os.access(tool, os.X_OK):
-                continue
-            target.symlink_to(tool)
-    return str(bin_dir)
+    """This machine's PATH (this Python's folder first), Slurm's commands left out."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    return path_without(tmp_path / "bin", SLURM_COMMANDS, path)
 
 
 def cloned(tmp_path: Path) -> Path:

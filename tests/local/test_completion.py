@@ -2,18 +2,20 @@
 and a real zsh, completes recon's commands and options by asking recon itself.
 
 recon is put on PATH as a small launcher of this checkout, as an installed `recon` is;
-zsh comes from Debian's package (apt-get install zsh) and the test fails without it.
+zsh comes from Debian's package, installed by the test when missing (it fails, never
+skips, when it cannot).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.programs import installed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,8 +78,7 @@ words=(recon plan --det); CURRENT=3; _recon_completion
 
 
 def test_zsh_completes_commands_and_options(path: str, tmp_path: Path) -> None:
-    zsh = shutil.which("zsh")
-    assert zsh is not None, "zsh is missing: apt-get install zsh"
+    zsh = installed("zsh")
     lines = shell([zsh, "-f", "-c"], ZSH, path, tmp_path)
     assert lines[0] == "registered: _recon_completion"
     assert lines[1].startswith('*: :(("plan":"Show what apply would do')

@@ -20,6 +20,7 @@ import pytest
 
 from tests.gitrepo import GitRepo
 from tests.launcher import checkout_venv
+from tests.programs import installed, path_without
 
 ROOT = Path(__file__).resolve().parents[2]
 CRON_PATH = "/usr/bin:/bin"  # what cron gives a job
@@ -54,18 +55,23 @@ class Machine:
             )
         self._script("systemctl", FAKE_SYSTEMCTL.format(calls=self.calls))
         self.tables = tmp_path
+        self.system_path = CRON_PATH
+        self._hidden = tmp_path / "system-bin"
 
     def _script(self, name: str, text: str) -> None:
         (self.bin / name).write_text(text)
         (self.bin / name).chmod(0o755)
 
     def without(self, name: str) -> None:
+        """No ``name`` on this machine's PATH: neither the stand-in nor the machine's own
+        (Debian's cron puts a real crontab in /usr/bin)."""
         (self.bin / name).unlink()
+        self.system_path = path_without(self._hidden, {name}, CRON_PATH)
 
     @property
     def environment(self) -> dict[str, str]:
         return {
-            "PATH": f"{self.bin}:{CRON_PATH}",
+            "PATH": f"{self.bin}:{self.system_path}",
             "HOME": str(self.home),
             "XDG_CONFIG_HOME": str(self.home / ".config"),
             "LANG": "C.UTF-8",
@@ -202,13 +208,14 @@ def test_systemd_units_are_valid_and_the_timer_enabled(machine: Machine, project
     ]
     runtime = machine.home / "runtime"
     runtime.mkdir(mode=0o700)
+    analyze = installed("systemd-analyze", "systemd")
     verified = subprocess.run(
-        ["systemd-analyze", "verify", "--user", str(service), str(timer)],
+        [analyze, "verify", "--user", str(service), str(timer)],
         env={**machine.environment, "XDG_RUNTIME_DIR": str(runtime)},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert (verified.returncode, verified.stderr) == (0, ""), verified.stderr
-    calendar = subprocess.run(["systemd-analyze", "calendar", "*-*-* *:00/10:00"],
+    calendar = subprocess.run([analyze, "calendar", "*-*-* *:00/10:00"],
                               capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert "Normalized form: *-*-* *:00/10:00" in calendar
 

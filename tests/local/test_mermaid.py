@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import recon
+from tests.programs import installed
 
 CHECKER = Path(__file__).resolve().parents[1] / "mermaid"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
@@ -26,11 +27,11 @@ def mermaid_parser() -> Path:
 
 def installed_checker() -> Path:
     """The checker script, its packages installed (once)."""
-    node = shutil.which("node")
-    assert node is not None, "node is needed to check diagrams: apt-get install nodejs npm"
+    installed("node", "nodejs")
+    npm = installed("npm")
     if not (CHECKER / "node_modules" / "mermaid").exists():
         subprocess.run(
-            ["npm", "ci", "--silent", "--no-audit", "--no-fund"],
+            [npm, "ci", "--silent", "--no-audit", "--no-fund"],
             cwd=CHECKER, check=True, timeout=600,
         )  # fmt: skip
     return CHECKER / "check.mjs"

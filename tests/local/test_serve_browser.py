@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from reconciler.desired.matrix import sweep_of
 from tests.local.serving import ROOT, artifacts, example_project, recon, serving, settle
 from tests.local.test_mermaid import installed_checker, mermaid_of
+from tests.programs import apt_install
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -32,17 +32,8 @@ RUNS = ["actor-learner", "prepare", "train", "evaluate", "seeds", "compare"]  # 
 
 def _install_chromium() -> None:
     """Debian's chromium and chromium-driver, installed as root when missing."""
-    if CHROMIUM.exists() and CHROMEDRIVER.exists():
-        return
-    if os.geteuid() != 0:
-        pytest.fail("needs Debian's chromium: sudo apt-get install -y chromium chromium-driver")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "chromium-driver"]
-    if subprocess.run(install, env=env, capture_output=True, check=False).returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, check=False)
-        done = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            pytest.fail(f"apt-get install chromium chromium-driver failed:\n{done.stderr}")
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        apt_install("chromium", "chromium-driver", why="the browser tests need Debian's chromium")
 
 
 @pytest.fixture(scope="module")

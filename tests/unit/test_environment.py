@@ -18,13 +18,19 @@ from reconciler.engine.plan import plan
 from reconciler.errors import SpecError
 from reconciler.scheduler.base import Observation, SubmitRequest
 from reconciler.scheduler.jobenv import BASE_PATH, submission_environment
-from reconciler.scheduler.render import ENVIRONMENT_RECORD, RenderContext, environment_lines
+from reconciler.scheduler.render import (
+    ENVIRONMENT_RECORD,
+    MODULE_INITS,
+    RenderContext,
+    environment_lines,
+)
 from reconciler.scheduler.slurm.adapter import SlurmScheduler
 from reconciler.scheduler.slurm.testing import ScriptedRunner, ok
 from reconciler.scheduler.tag import Tag
 from reconciler.state.provenance import read_environment_record
 from tests.docs import EXAMPLE, shown_block
 from tests.planning import NOW
+from tests.programs import hiding
 
 RUN = """\
 kind: Run
@@ -180,11 +186,16 @@ def context(project_dir: str = "/srv/demo") -> RenderContext:
     return RenderContext("demo", "/srv/demo/code", "/srv/demo/runs/a", tag, {}, {}, project_dir)
 
 
-def bash(lines: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def bash(
+    lines: list[str], env: dict[str, str], cwd: Path, hidden: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """The lines run by bash as a batch script runs them; each of ``hidden`` (a path)
+    absent for it, whatever the machine holds there."""
     script = "set -euo pipefail\n" + "\n".join(lines) + "\n"
     return subprocess.run(
-        ["/bin/bash", "-c", script], env=env, cwd=cwd, capture_output=True, text=True
-    )
+        hiding(hidden, ["/bin/bash", "-c", script]) if hidden else ["/bin/bash", "-c", script],
+        env=env, cwd=cwd, capture_output=True, text=True,
+    )  # fmt: skip
 
 
 def test_a_venv_is_activated_and_a_missing_one_ends_the_job(tmp_path: Path) -> None:
@@ -210,9 +221,8 @@ def test_modules_without_a_module_command_end_the_job(tmp_path: Path) -> None:
     from reconciler.desired.models import Environment
 
     lines = environment_lines(Environment(modules=("gcc/12",)), context())
-    failed = bash([*lines, "echo ran"], {"PATH": BASE_PATH}, tmp_path)
-    if shutil.which("modulecmd") or Path("/etc/profile.d/lmod.sh").exists():
-        pytest.skip("this machine has environment modules")
+    # Hidden: a machine with Lmod or Environment Modules installed defines `module` there.
+    failed = bash([*lines, "echo ran"], {"PATH": BASE_PATH}, tmp_path, hidden=MODULE_INITS)
     assert failed.returncode == 1 and "no module command (Lmod" in failed.stderr
 
 
