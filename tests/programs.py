@@ -72,8 +72,12 @@ def hiding(paths: Sequence[str], argv: Sequence[str]) -> list[str]:
     """``argv`` run in a mount namespace of its own where each of ``paths`` that exists
     reads as an empty, non-executable file (/dev/null bound over it), so a script that
     looks for it at that fixed path finds nothing; the rest of the machine is unchanged.
-    Needs root, or user namespaces (``--map-root-user``)."""
+    Needs root, or user namespaces (``--map-root-user``), and a root directory that is a
+    mount point; with nothing to hide (a chroot made for tests, where neither holds),
+    ``argv`` runs as it is."""
     present = [path for path in paths if os.path.lexists(path)]
+    if not present:
+        return list(argv)
     privilege = [] if os.geteuid() == 0 else ["--map-root-user"]
     # $1 says how many paths follow; the rest is the command.
     bind_then_run = (

@@ -55,10 +55,16 @@ def _extract(repo: git.Repo, commit: str, snapshot: Path) -> None:
         repo.archive(archive, treeish=commit, format="tar")
         archive.seek(0)
         with tarfile.open(fileobj=archive) as tar:
-            # "tar", not "data": symbolic links are extracted as links wherever they point
-            # (`data -> /scratch/...`), as `git checkout` makes them; files are still never
-            # written outside the snapshot, and git trees hold nothing else.
-            tar.extractall(staging, filter="tar")
+            if hasattr(tarfile, "tar_filter"):
+                # "tar", not "data": symbolic links are extracted as links wherever they
+                # point (`data -> /scratch/...`), as `git checkout` makes them; files are
+                # still never written outside the snapshot, and git trees hold nothing else.
+                tar.extractall(staging, filter="tar")
+            else:
+                # Pythons before 3.11.4 have no filters (Debian 12's is 3.11.2): git
+                # archive writes the tree's own relative paths only, so there is nothing
+                # to filter out.
+                tar.extractall(staging)
         try:
             os.rename(staging, snapshot)
         except OSError:

