@@ -217,6 +217,19 @@ def test_a_staged_output_that_is_a_symbolic_link_is_refused_not_replaced(
     assert "Traceback" not in said, said
     assert set(jobs(root)) == before  # nothing submitted
     assert (run / "data").is_symlink() and (scratch / "part.txt").read_text() == "old"
+    # Refused until the commit changes: shown so, and `apply --wait` ends saying why
+    # (it tried again pass after pass for ever).
+    for command in (("plan", ".", "scratch"), ("status", ".", "scratch")):
+        shown = recon(root, *command)
+        assert "blocked" in shown.stdout and "refused at submission" in shown.stdout, (
+            shown.stdout + shown.stderr
+        )
+    waited = recon(root, "apply", ".", "scratch", "--auto-approve", "--wait", timeout=60)
+    assert waited.returncode == 1, waited.stdout + waited.stderr
+    assert "blocked scratch: refused at submission: specs/scratch.yaml:1: outputs.data:" in (
+        waited.stderr
+    ), waited.stderr
+    assert set(jobs(root)) == before
     project.commit({"specs/scratch.yaml": LINKED.replace("STAGED", "{path: data/, staged: false}")})
     ok(recon(root, "apply", ".", "scratch", "--auto-approve", "--wait"))
     assert (run / "data").is_symlink() and (scratch / "part.txt").read_text() == "new"

@@ -235,6 +235,13 @@ class Applier:
                 "the lost runs again"
             )
 
+    def _refused_unsent(self, run: DesiredRun, why: str) -> None:
+        """Refused before it was sent, as the scheduler would refuse it: journalled like
+        its refusals, so the next pass shows the run refused (``plan.runs.refused``)
+        rather than trying it again for ever; what waits for it is skipped."""
+        self.journal.record_refused(self._intent_of(run), why, self.clock())
+        self._refused(run.name, why)
+
     def _refused(self, name: str, why: str) -> None:
         self.result.refused[name] = why
         self.report(Done(f"refused {name}: {why}", problem=True))
@@ -291,15 +298,14 @@ class Applier:
         context = render_context(self.desired, run, self.code_dir)
         tag = context.tag
         if (linked := linked_output(run, context)) is not None:
-            self._refused(run.name, linked)  # like a refusal: what waits for it is skipped
+            self._refused_unsent(run, linked)
             return
         script = render_batch_script(run, context)
         try:
             prepare(run, context, action.skip_check)
         except OSError as error:
-            # Like a refusal by the scheduler: this run and what waits for it are skipped.
             where = Path(error.filename) if error.filename else Path(context.run_dir)
-            self._refused(run.name, str(cannot_create(where, error, RUNS_DIR_HINT)))
+            self._refused_unsent(run, str(cannot_create(where, error, RUNS_DIR_HINT)))
             return
         if action.allocation_job is not None:
             self._start_step(action, run, script, Path(context.run_dir), tag)
@@ -433,7 +439,7 @@ class Applier:
             if missing:
                 self._skipped(action.target, f"upstream {missing[0]} was not submitted")
             elif linked := linked_output(run, render_context(self.desired, run, self.code_dir)):
-                self._refused(action.target, linked)
+                self._refused_unsent(run, linked)
             else:
                 ready.append(action)
         if ready:
@@ -466,7 +472,7 @@ class Applier:
         except OSError as error:
             where = Path(error.filename or sweep_dir)
             for run in runs:
-                self._refused(run.name, str(cannot_create(where, error, RUNS_DIR_HINT)))
+                self._refused_unsent(run, str(cannot_create(where, error, RUNS_DIR_HINT)))
             return
         tasks = arrays.task_script(sweep_dir, members.digest, 0).parent
         sweep_spec = self.desired.sweeps.get(sweep)

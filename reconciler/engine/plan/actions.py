@@ -135,6 +135,9 @@ class Cause(StrEnum):
     # no partition of the cluster holds it, or its allocation cannot (blocked, too small,
     # too short-lived)
     DOES_NOT_FIT = "does_not_fit"
+    # its last submission at this spec and commit was refused (by the scheduler, or
+    # before it was sent: an output that is a symbolic link, a run folder not made)
+    REFUSED = "refused"
     # jobs found or cancelled
     ADOPT = "adopt"  # a tagged job of the project's the journal does not know
     COMPONENT_FAILED = "component_failed"  # a het job's component failed: torn down

@@ -14,6 +14,8 @@ decides is submitted:
     not_seen_yet         the journal's job is not shown yet            WAITING
     step_not_listed_yet  its step's id is not listed yet               WAITING
     fate_not_seen        partial observation, a job's end not shown    WAITING
+    refused              its last submission at this spec and commit    BLOCKED
+                         was refused
     outdated_still_live  only an older spec's job is alive             INFLIGHT (replace) or WAITING
     failed_before        attempts failed since its last success        INFLIGHT (retry) or FAILED
                          (or its last failure's code or inputs changed,  INFLIGHT (submit)
@@ -56,7 +58,7 @@ from reconciler.engine.plan.submit import submit
 from reconciler.engine.plan.sync import sync_status
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
-from reconciler.state.records import SubmissionRecord
+from reconciler.state.records import SubmissionRecord, SubmissionStatus
 
 
 @dataclass(frozen=True)
@@ -333,6 +335,32 @@ def fate_not_seen(facts: RunFacts) -> Decision | None:
     )
 
 
+def refused(facts: RunFacts) -> Decision | None:
+    """Its last submission, of this spec at this commit, was refused: sending it again
+    would be refused again (a symbolic link where an output goes, a partition sbatch
+    does not know), and a pass that tries it for ever never ends `apply --wait`. A new
+    commit tries again, as `--replace` does."""
+    history = facts.history
+    if not history:
+        return None
+    last = history[-1]
+    if (
+        last.status is not SubmissionStatus.REFUSED
+        or last.spec_hash != facts.run.spec_hash
+        or last.commit != facts.inputs.desired.commit
+    ):
+        return None
+    action = Action(
+        kind=ActionKind.BLOCKED,
+        target=facts.run.name,
+        cause=Cause.REFUSED,
+        reason=f"refused at submission: {last.reason or 'no reason given'}. Fix it and "
+        f"commit, or `recon apply --replace {facts.run.name}` to try again",
+        spec_hash=facts.run.spec_hash,
+    )
+    return Decision(action, RunOutcome.BLOCKED)
+
+
 def _submit_anew(facts: RunFacts) -> Decision:
     """No row decided: the run has no job of its current spec to wait for (its journalled
     job, if any, was lost: Slurm gave its id to another job, or it stayed unseen past its
@@ -360,6 +388,7 @@ DECISION_TABLE: tuple[Row, ...] = (
     not_seen_yet,
     step_not_listed_yet,
     fate_not_seen,
+    refused,
     outdated_still_live,
     failed_before,
     succeeded,
