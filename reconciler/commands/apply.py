@@ -31,7 +31,7 @@ from reconciler.commands.common import (
     width,
     with_file_notes,
 )
-from reconciler.words import plural
+from reconciler.words import listed, plural
 
 if TYPE_CHECKING:  # the engine is imported when a command runs: `recon --help` stays quick
     from reconciler.desired.desired import Desired
@@ -162,7 +162,9 @@ def apply(
     if wait and (outcome.applied is not None or not outcome.plan.has_changes):
         # Replaced once: the passes that follow only follow the new job.
         try:
-            code = _wait(dataclasses.replace(request, replace=()), lock_timeout)
+            code = _wait(
+                dataclasses.replace(request, replace=()), lock_timeout, outcome.desired.commit
+            )
         except KeyboardInterrupt:
             from rich.text import Text
 
@@ -219,11 +221,13 @@ def _refuse(outcome: PassOutcome, show_plan: bool) -> None:
     raise PruneRefusedError(f"refused to apply: {explain(outcome.held)}")
 
 
-def _wait(request: Request, lock_timeout: float) -> int:
-    """Follow the runs to the end with a live view; the exit code says how they ended."""
+def _wait(request: Request, lock_timeout: float, approved: str | None) -> int:
+    """Follow the runs of the plan approved at commit ``approved`` to the end with a live
+    view; the exit code says how they ended."""
     from rich.live import Live
     from rich.text import Text
 
+    from reconciler.engine.plan.actions import FINAL
     from reconciler.engine.wait import wait_until_final
     from reconciler.report.plan import skipped_allocations
     from reconciler.report.progress import counts_line, live_view
@@ -234,9 +238,35 @@ def _wait(request: Request, lock_timeout: float) -> int:
             _report_applied(outcome.applied)
         live.update(live_view(progress))
 
+    def moved(head: str) -> None:
+        assert approved is not None  # told only when following a commit
+        err_console.print(
+            Text(
+                f"HEAD moved to {head[:12]}: not applied; run `recon apply` again (this wait "
+                f"follows {approved[:12]}, the plan it showed, and carries out nothing more)"
+            ),
+            soft_wrap=True,
+        )
+
     with Live(console=console, auto_refresh=False, transient=not console.is_terminal) as live:
-        last = wait_until_final(request, on_pass=show, lock_timeout=max(lock_timeout, 60.0))
+        last = wait_until_final(
+            request,
+            on_pass=show,
+            lock_timeout=max(lock_timeout, 60.0),
+            approved=approved,
+            on_moved=moved,
+        )
     console.print(counts_line(last))
+    if last.moved_to is not None and not last.final:
+        left = [a.target for a in last.runs if a.outcome not in FINAL]
+        err_console.print(
+            Text(
+                f"not followed to the end: HEAD moved to {last.moved_to[:12]}, and "
+                f"{listed(left)} wait for `recon apply`"
+            ),
+            soft_wrap=True,
+        )
+        return EXIT_ERROR
     if not last.failed:
         skipped = skipped_allocations(last.plan)
         tail = f" {skipped[0].upper()}{skipped[1:]}." if skipped else ""

@@ -332,6 +332,12 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         raise RepoError(f"cannot run git: {error.strerror}") from None
 
 
+def commit_of(root: Path, revision: str = "HEAD") -> str | None:
+    """The full id of the commit ``revision`` names now; None when it names none."""
+    found = _git(root, "rev-parse", "--verify", "-q", f"{revision}^{{commit}}")
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
 def commits_since(root: Path, since: str, revision: str = "HEAD") -> list[str] | None:
     """``since`` and every commit after it up to ``revision`` (``git rev-list``), full
     ids; None when ``since`` names no commit of the repository."""

@@ -4,17 +4,24 @@ Each pass is an ordinary `reconcile_once` (so outputs that change upstream casca
 the following pass, and teardowns happen), then the loop sleeps. It ends when a pass
 finds nothing to change and no targeted run still in flight: each run is then done
 (current), failed (no retries left) or blocked.
+
+The passes follow the commit of the plan that was shown and approved, never a later
+one: a commit made meanwhile is reported and left to `recon apply` or `recon watch`,
+which show it first. From then on the passes carry out nothing (at the older commit they
+would take the newer commit's jobs for outdated ones), and the wait ends once nothing
+the approved plan started is still in flight.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.plan.actions import FINAL, Action, Plan, RunOutcome
+from reconciler.desired.source import commit_of
+from reconciler.engine.plan.actions import CHANGING, FINAL, Action, Plan, RunOutcome
 from reconciler.engine.plan.prune import explain
 from reconciler.engine.reconcile import PassOutcome, Request, reconcile_once
 from reconciler.errors import PruneRefusedError
@@ -29,6 +36,7 @@ class Progress:
     passes: int
     desired: Desired
     records: Sequence[SubmissionRecord]  # the journal's, as the last pass left it
+    moved_to: str | None = None  # the commit HEAD moved to while waiting: not applied
 
     @property
     def runs(self) -> list[Action]:
@@ -38,6 +46,11 @@ class Progress:
     def final(self) -> bool:
         """Nothing left to change, and every run done, failed or blocked."""
         return not self.plan.has_changes and all(a.outcome in FINAL for a in self.runs)
+
+    @property
+    def nothing_in_flight(self) -> bool:
+        """Every run final, or waiting for an action this wait will not carry out."""
+        return all(a.outcome in FINAL or a.kind in CHANGING for a in self.runs)
 
     @property
     def failed(self) -> list[Action]:
@@ -55,22 +68,54 @@ def wait_until_final(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    approved: str | None = None,
+    on_moved: Callable[[str], None] = lambda _commit: None,
 ) -> Progress:
     """Reconcile until every run's outcome is final (or `timeout` seconds); returns the
-    last progress."""
+    last progress. ``approved``: the commit of the plan shown and approved (None for the
+    work tree), which the passes follow; ``on_moved`` is told once of a later commit
+    that the request's revision (HEAD) names instead."""
     started = clock()
     passes = 0
+    pinned = request if approved is None else replace(request, revision=approved)
+    moved_to: str | None = None
     while True:
-        outcome = reconcile_once(request, scheduler=scheduler, lock_timeout=lock_timeout, clock=now)
+        if approved is not None and moved_to is None:
+            head = commit_of(request.root, request.revision or "HEAD")
+            if head is not None and head != approved:
+                moved_to = head
+                on_moved(head)
+        outcome = reconcile_once(
+            pinned,
+            scheduler=scheduler,
+            approve=_carry_out if moved_to is None else _carry_out_nothing,
+            lock_timeout=lock_timeout,
+            clock=now,
+        )
         passes += 1
         progress = Progress(
-            outcome.plan, clock() - started, passes, outcome.desired, outcome.look.records
+            outcome.plan,
+            clock() - started,
+            passes,
+            outcome.desired,
+            outcome.look.records,
+            moved_to,
         )
         on_pass(progress, outcome)
-        if outcome.held is not None:  # a commit made while waiting empties the project
+        if outcome.held is not None:  # the approved plan's prunes held (a journal lost)
             raise PruneRefusedError(f"refused to apply: {explain(outcome.held)}")
         if progress.final and outcome.applied is None:
+            return progress
+        if moved_to is not None and progress.nothing_in_flight:
             return progress
         if timeout is not None and progress.elapsed >= timeout:
             return progress
         sleep(poll)
+
+
+def _carry_out(_plan: Plan) -> bool:
+    return True
+
+
+def _carry_out_nothing(_plan: Plan) -> bool:
+    return False
