@@ -4,23 +4,31 @@ what plan and status say of it."""
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.desired.retries import RetryKind
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, RetryBudget
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, RetryBudget, RunOutcome
 from reconciler.engine.plan.budgets import kind_of
+from reconciler.engine.plan.status import run_statuses
+from reconciler.engine.wait import Progress
+from reconciler.report.plan import as_json, as_markdown, as_text
+from reconciler.report.progress import live_view
+from reconciler.report.status import Layout, render
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from reconciler.scheduler.usage import JobUsage
 from reconciler.state.records import EndingKind, SubmissionRecord
+from reconciler.web.snapshot import why_words
 from tests.gitrepo import GitRepo
 from tests.planning import NOW, desired, hash_of, job, observed, record, run
 
@@ -255,3 +263,32 @@ def test_a_sweep_s_members_each_draw_from_their_own_budgets(repo: GitRepo) -> No
         ActionKind.NOOP,
         RetryBudget(kind=RetryKind.TIMEOUT, shared=False, allowed=1, failed=2),
     )
+
+
+def test_every_surface_says_the_budget_and_what_is_left() -> None:
+    """plan (text, markdown, JSON), status (text, JSON), the web view and `apply --wait`'s
+    live view all say which budget the retry draws from, from the one action."""
+    spec = desired(run("train", retries={"failure": 0, "timeout": 3}))
+    digest = hash_of(spec, "train")
+    records = [settled(digest, "60", S.TIMEOUT)]
+    made = plan(spec, observed(), records, NOW, scheduler="slurm")
+    said = "attempt 2: job 60 timed out after 01:00:00; 2 of 3 timeout retries left"
+    budget = {"kind": "timeout", "shared": False, "allowed": 3, "failed": 1}
+
+    assert said in " ".join(as_text(made).split())  # wrapped at any width
+    assert said in as_markdown(made)
+    (shown,) = json.loads(as_json(made))["actions"]
+    assert (shown["reason"], shown["retry_budget"]) == (said, budget)
+
+    (row,) = run_statuses(spec, made, observed(), records)
+    assert row.retry_budget is not None and row.retry_budget.left == 2
+    printed = render(made, [row], [], Layout(), NOW).plain
+    assert f"retry: {said}" in printed
+    assert json.loads(row.model_dump_json())["retry_budget"] == budget
+    assert why_words(row).endswith(f"retry: {said}")
+
+    action = made.actions[0].model_copy(update={"outcome": RunOutcome.INFLIGHT})
+    waited = Progress(made.model_copy(update={"actions": (action,)}), 3.0, 1, spec, records)
+    out = io.StringIO()
+    Console(file=out, width=200).print(live_view(waited))
+    assert said in out.getvalue()
