@@ -325,7 +325,7 @@ def _recorded_attempt(record: SubmissionRecord) -> Attempt:
 def _observed_attempt(job: ObservedJob) -> Attempt:
     """A failed attempt the journal has not settled yet, from its rows: its kind from
     the Slurm state of the first component that says more than "failed"."""
-    ended = next((kind for row in job.components if (kind := EndingKind.of_state(row.state))), None)
+    ended = EndingKind.of_states(row.state for row in job.components)
     how = None
     if ended is EndingKind.TIMEOUT:
         elapsed = [row.elapsed.total_seconds() for row in job.components if row.elapsed]
