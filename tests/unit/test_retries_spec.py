@@ -41,6 +41,10 @@ def test_budgets_per_kind_give_an_unlisted_kind_none() -> None:
     assert budgets.form() == {"failure": 1, "timeout": 3, "preemption": "unlimited"}
     assert budgets.text == "{failure: 1, timeout: 3, preemption: unlimited}"
     assert retries_of({}).allowed(RetryKind.FAILURE) == 0
+    written = Run.model_validate({"kind": "Run", "name": "a", "command": "x", "retries": {}})
+    assert Run.model_validate(written.model_dump(mode="json")) == written  # reads back equal
+    spec = {"kind": "Run", "name": "a", "command": "x", "retries": budgets.form()}
+    assert Run.model_validate(spec).retries == budgets
 
 
 def test_the_default_is_no_retries() -> None:
