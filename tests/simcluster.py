@@ -45,6 +45,7 @@ ENDINGS = (
     SlurmState.TIMEOUT,
     SlurmState.NODE_FAIL,
     SlurmState.OUT_OF_MEMORY,
+    SlurmState.PREEMPTED,
 )
 
 

@@ -24,6 +24,7 @@ from pydantic.json_schema import SkipJsonSchema
 from reconciler.desired.fields import EnvKey, ModuleName, Name, SafeText, SbatchFlag, env_suffix
 from reconciler.desired.matrix import parse_reference
 from reconciler.desired.resources import CpuCount, Duration, Gpus, Memory
+from reconciler.desired.retries import Retries
 
 
 class Model(BaseModel):
@@ -338,7 +339,8 @@ class Run(Document):
     resources: RunResources = Field(default_factory=lambda: RunResources())
     inputs: dict[Name, Input] = Field(default_factory=dict)
     outputs: dict[Name, Output] = Field(default_factory=dict)
-    retries: Annotated[int, Field(ge=0, le=100)] = 0
+    # the default as written in the schema: the dataclass itself would show as its fields
+    retries: Retries = Field(Retries(0), json_schema_extra={"default": 0})
     teardown: Literal["coupled", "none"] = Field(
         "coupled",
         description="For a heterogeneous run: when a component's step fails while the job "

@@ -21,7 +21,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 
-class _SpecValue:
+class SpecValue:
     """Glue that lets a frozen dataclass with `parse`/`text` act as a pydantic field type.
 
     Serialised as the user's text, or with `context={"canonical": True}` as the form the
@@ -82,7 +82,7 @@ _COUNT = re.compile(r"^\s*(\d+)\s*(\+?)\s*$")
 
 
 @dataclass(frozen=True)
-class CpuCount(_SpecValue):
+class CpuCount(SpecValue):
     """`8` asks for exactly 8 CPUs; `8+` for at least 8."""
 
     count: int
@@ -143,7 +143,7 @@ _BARE_MIB_FROM = 64
 
 
 @dataclass(frozen=True)
-class Memory(_SpecValue):
+class Memory(SpecValue):
     """`32GB` is 32*10^9 bytes, `32GiB` is 32*2^30: both exact, as the user wrote them.
 
     Slurm's own `--mem=32G` means GiB; recon renders whole MiB, rounded up, so a job gets
@@ -193,7 +193,7 @@ _GPU_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
 
 
 @dataclass(frozen=True)
-class Gpus(_SpecValue):
+class Gpus(SpecValue):
     """`4` (any type), `A100:4`, or `{A100: 4}`."""
 
     count: int
@@ -246,7 +246,7 @@ _CLOCK = re.compile(r"^\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*$")
 
 
 @dataclass(frozen=True)
-class Duration(_SpecValue):
+class Duration(SpecValue):
     """A time limit: Slurm's forms (`12:00:00`, `1-00:00:00`, `90` minutes) or `90m`, `2h`, `1d`."""
 
     seconds: int

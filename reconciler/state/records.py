@@ -70,6 +70,13 @@ class EndingKind(StrEnum):
         """The ending a Slurm state says more of than its health; None for the others."""
         return _OF_STATE.get(state)
 
+    @classmethod
+    def of_states(cls, states: Iterable[SlurmState]) -> EndingKind | None:
+        """The ending of a job from its components' states: that of the first which says
+        more than its health (a het job with one component TIMEOUT, the other CANCELLED
+        by it, timed out); None when none does."""
+        return next((kind for state in states if (kind := _OF_STATE.get(state))), None)
+
 
 _SLURM_STATES: dict[EndingKind, SlurmState] = {
     EndingKind.TIMEOUT: SlurmState.TIMEOUT,

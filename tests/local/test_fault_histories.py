@@ -84,11 +84,16 @@ def run_spec(name: str, version: int, present: set[str]) -> str:
     reads = upstream is not None and upstream in present
     inputs = f"inputs:\n  up: {upstream}.out\n" if reads else ""
     source = " $(cat {inputs.up.path})" if reads else ""
+    # d, alone, has budgets per kind: a preemption never spends it, a timeout twice
+    retries = D_RETRIES if name == "d" else "1"
     return (
         f"kind: Run\nname: {name}\n"
         f"command: 'echo {name}{version}{source} > {{outputs.out.path}}'\n"
-        f"retries: 1\nresources: {{cpus: 1}}\n{inputs}outputs:\n  out: out.txt\n"
+        f"retries: {retries}\nresources: {{cpus: 1}}\n{inputs}outputs:\n  out: out.txt\n"
     )
+
+
+D_RETRIES = "{failure: 1, timeout: 2, preemption: unlimited, node_failure: 1, out_of_memory: 1}"
 
 
 def allocation_specs(shape: int, version: int) -> dict[str, str]:

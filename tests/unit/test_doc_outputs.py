@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import re
 import shutil
 from datetime import timedelta
@@ -49,9 +50,10 @@ from reconciler.scheduler.slurm.steps import srun
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.scheduler.testing import ScriptedScheduler
+from reconciler.scheduler.usage import JobUsage
 from reconciler.state.journal import Journal
 from reconciler.state.paths import state_dir
-from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from reconciler.state.records import EndingKind, SubmissionRecord, SubmissionStatus
 from tests.cli import recon
 from tests.docs import (
     COMMIT,
@@ -232,6 +234,29 @@ def test_a_teardown_in_a_plan(tmp_path: Path) -> None:
     made = plan(desired, observation, records, NOW, scheduler="slurm", targets=["actor-learner"])
     printed = as_text(made, width=WIDTH)
     shown = shown_block("docs/het.md: recon plan for project cartpole at commit 209efed50411 (sche")
+    assert but_commits(printed) == but_commits(shown.body), (
+        f"{shown.where}: the planner prints\n{printed}"
+    )
+
+
+def test_a_retry_by_kind_in_a_plan(tmp_path: Path) -> None:
+    """docs/specs.md's: train, with budgets per kind, whose job 4102 timed out after
+    20 minutes 34 seconds, as the journal settled it."""
+    budgets = "retries: {failure: 1, timeout: 3, preemption: unlimited}\n"
+    desired = example_desired(tmp_path, PIPELINE.replace("retries: 1\n", budgets))
+    usage = json.dumps(JobUsage(elapsed_s=1234.0).to_json())
+    timed_out = dataclasses.replace(
+        journal_record(desired, "train", "4102", Health.FAILED),
+        ending=EndingKind.TIMEOUT,
+        reason="timed out",
+        usage_json=usage,
+    )
+    records = [journal_record(desired, "prepare", "4101", Health.SUCCEEDED), timed_out]
+    observation = Observation(taken_at=NOW, jobs=(), complete=True)
+    made = plan(desired, observation, records, NOW, scheduler="slurm", targets=["train"])
+    printed = as_text(made, width=WIDTH)
+    key = "docs/specs.md: recon plan for project cartpole at commit 7a1c3e9f0b42 (sche"
+    shown = shown_block(key)
     assert but_commits(printed) == but_commits(shown.body), (
         f"{shown.where}: the planner prints\n{printed}"
     )

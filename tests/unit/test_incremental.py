@@ -39,6 +39,8 @@ SWEEP = (
     "kind: Run\nname: grid\nmatrix:\n  i: [1, 2]\ncommand: echo {word} {{matrix.i}}\n"
     "resources: {{cpus: 1}}\ninputs:\n  x: d.out\noutputs:\n  out: out.txt\n"
 )
+# What a history's retries step writes: a number, or budgets per kind (neither hashed).
+RETRY_FORMS = ("0", "1", "{failure: 1, timeout: 2, preemption: unlimited}")
 
 
 class Project:
@@ -47,7 +49,7 @@ class Project:
     def __init__(self, root: Path) -> None:
         self.repo = GitRepo(root)
         self.words = {"a": "1", "b": "1", "c": "1", "d": "1"}
-        self.retries = {"a": 0, "b": 0, "c": 0, "d": 0}
+        self.retries = {"a": "0", "b": "0", "c": "0", "d": "0"}
         self.c_reads = "b"
         self.extra = False  # run e, alone
         self.code = "print(1)\n"
@@ -147,7 +149,7 @@ def test_a_commit_that_changes_no_decision_is_kept_and_checked_by_the_next_full_
     told: list[str] = []
     passes.log = lambda _level, event, **_fields: told.append(event)
     settled(project, world, passes)
-    project.retries["d"] = 2  # not part of its identity: nothing to do
+    project.retries["d"] = "{failure: 2, preemption: unlimited}"  # not its identity: nothing to do
     project.commit()
     world.now += timedelta(seconds=30)
     outcome = passes(tip(project.repo))
@@ -259,7 +261,7 @@ def test_passes_planned_in_part_equal_full_ones_over_random_histories(
         if kind == "command":
             project.words[step[1]] = f"v{count}"  # never the word it had
         elif kind == "retries":
-            project.retries[step[1]] = count % 3
+            project.retries[step[1]] = RETRY_FORMS[count % len(RETRY_FORMS)]
         elif kind == "code":
             project.code = f"print({count})\n"
         elif kind == "inputs":
@@ -326,7 +328,7 @@ def test_a_reload_is_a_fresh_load_or_nothing(tmp_path: Path, change: str) -> Non
     if change == "command":
         project.words["b"] = "2"
     elif change == "retries":
-        project.retries["d"] = 1
+        project.retries["d"] = "1"
     elif change == "sweep changed":
         project.sweep = "2"
     elif change == "sweep added":
@@ -428,7 +430,7 @@ def test_a_commit_while_a_job_runs_plans_both_changes_in_part(tmp_path: Path) ->
     world.set(job, SlurmState.RUNNING)
     world.now += timedelta(seconds=30)
     passes(tip(project.repo))  # a started: a jobs pass, kept
-    project.retries["d"] = 1
+    project.retries["d"] = "{timeout: 1}"
     project.commit()
     world.now += timedelta(seconds=30)  # a's time left moved on meanwhile
     fresh = fresh_plan(project.repo, world)

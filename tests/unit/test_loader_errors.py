@@ -384,7 +384,7 @@ def test_a_colon_in_flow_style_says_quote_it(repo: GitRepo) -> None:
         ("description: [a]", "description", "expected text, got a list"),
         ("resources: gpu", "resources", "expected a mapping (one `key: value` a line), got 'gpu'"),
         ("coupled_with: x", "coupled_with", "expected a list ([a, b], or one `- item` a line)"),
-        ("retries: 1.5", "retries", "expected a whole number, got the number 1.5"),
+        ("retries: 1.5", "retries", "expected a whole number (retries after any failure, 0 to"),
         ("update: sometimes", "update", "must be 'defer' or 'replace', got 'sometimes'"),
         ("inputs: {a: 5}", "inputs.a", "expected another run's output (prepare.dataset) or"),
         ("comand: x", "comand", "unknown field: did you mean command?"),

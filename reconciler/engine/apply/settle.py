@@ -296,7 +296,7 @@ def _judge_job(
     if job.in_words in ENDINGS:  # "timed out", "node failed": more than "failed" says
         reason = f"{job.in_words}: {reason}" if reason else job.in_words
         # the state of the component that says it (every state of ENDINGS has a kind)
-        kind = next(kind for row in rows if (kind := EndingKind.of_state(row.state)))
+        kind = EndingKind.of_states(row.state for row in rows)
     elif job.health in ENDED_BADLY and waited_for_dependency(reason):
         kind = EndingKind.DEPENDENCY
     run = desired.runs.get(job.tag.name) if job.tag.kind == "run" else None

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from reconciler.desired.retries import RetryKind
+
 # What makes a failed run with no retries left run again, told wherever it is failed: a
 # new spec or code (an attempt counts only at the spec, code and inputs it ran with), or
 # asking for it.
@@ -203,6 +205,32 @@ class ArrayPlace(BaseModel):
     )
 
 
+class RetryBudget(BaseModel):
+    """The budget a failed run's last attempt draws from (``engine/plan/budgets``): its
+    kind's in the mapping form of `retries`, the one shared budget for a plain number.
+    The run is retried while ``failed`` is within ``allowed``."""
+
+    model_config = _FROZEN
+
+    kind: RetryKind = Field(description="how the last attempt ended: failure, timeout, ...")
+    shared: bool = Field(description="a plain `retries: N`: one budget for every kind")
+    allowed: int | None = Field(description="the retries the budget holds; None: unlimited")
+    failed: int = Field(
+        description="the failed attempts counted against it since the run's last success, "
+        "the last one included: each draws one retry"
+    )
+
+    @property
+    def retries(self) -> bool:
+        """Whether the last attempt is retried: the budget holds a retry for each failure."""
+        return self.allowed is None or self.failed <= self.allowed
+
+    @property
+    def left(self) -> int | None:
+        """The retries left once this one is drawn; None: unlimited."""
+        return None if self.allowed is None else max(self.allowed - self.failed, 0)
+
+
 class Action(BaseModel):
     model_config = _FROZEN
 
@@ -251,6 +279,11 @@ class Action(BaseModel):
         None,
         description="for a sweep's member submitted as a batch job: the job array it goes "
         "in and its index there",
+    )
+    retry_budget: RetryBudget | None = Field(
+        None,
+        description="for a run whose last attempt failed (retried, or failed with no "
+        "retries left): the budget it draws from and what is left",
     )
 
     @property

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from reconciler.desired.desired import DesiredRun
 from reconciler.engine.plan.actions import Cause, RunOutcome, SkipCheck
+from reconciler.engine.plan.budgets import Attempt, kind_of, timed_out
 from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, Health, ending, waited_for_dependency
@@ -230,12 +231,13 @@ def skip_check(
 
 @dataclass(frozen=True)
 class Attempts:
-    """The failed attempts at the current spec since its last success, as (job id, how it
-    ended), oldest first; and, when the newest failed job of the spec is not one (its
-    code or inputs changed since, or recon cancelled it), why not (`why_not`: code
-    changed, inputs changed or cancelled by recon; `again`: that in words)."""
+    """The failed attempts at the current spec since its last success, oldest first,
+    each with its kind (``budgets.kind_of``); and, when the newest failed job of the spec
+    is not one (its code or inputs changed since, or recon cancelled it), why not
+    (`why_not`: code changed, inputs changed or cancelled by recon; `again`: that in
+    words)."""
 
-    counted: list[tuple[str, str]]
+    counted: list[Attempt]
     again: str | None = None
     why_not: Cause | None = None
 
@@ -255,8 +257,11 @@ def failed_attempts(
     attempt of its own (its upstream's failure is what counts). Nor is a job recon itself
     cancelled (prune, teardown, replace, a held job's cleanup) and that ended cancelled:
     ending it was recon's doing (a job that failed on its own first stays a failure).
+
+    Each attempt's kind is read from how it ended, as a value: the journal's ``ending``,
+    or for a job not settled yet the Slurm state of its components.
     """
-    attempts: dict[str, str] = {}
+    attempts: dict[str, Attempt] = {}
     not_attempts: dict[str, tuple[Cause, str]] = {}  # job id -> why it is no attempt
     said: set[str] = set()  # jobs whose journal record says more than the cluster's words
     for record in inputs.history(run.name):
@@ -271,13 +276,9 @@ def failed_attempts(
         if excluded is not None:
             not_attempts[record.job_id] = excluded
             continue
-        # How it ended, in words: the reason settle wrote when it says more than the
-        # health does (timed out, no outputs), else its health and exit code.
+        attempts[record.job_id] = _recorded_attempt(record)
         if record.ending is not None and record.reason:
-            attempts[record.job_id] = record.reason
             said.add(record.job_id)
-        else:
-            attempts[record.job_id] = ending(record.final_health, record.exit_code)
     for job in current:
         reason = next((row.reason for row in job.components if row.reason), None)
         if (
@@ -290,21 +291,49 @@ def failed_attempts(
             if job.job_id in inputs.cancelled and job.health is Health.CANCELLED:
                 not_attempts[job.job_id] = _recon_cancelled(job.job_id)
                 continue
-            exit_code = next((r.exit_code for r in job.components if r.exit_code), None)
-            attempts[job.job_id] = ending(job.health, exit_code, job.in_words)
+            attempts[job.job_id] = _observed_attempt(job)
     since = job_order(success.job_id) if success is not None else (-1, -1)
     counted = sorted(
-        ((job_id, how) for job_id, how in attempts.items() if job_order(job_id) > since),
-        key=lambda item: job_order(item[0]),
+        (attempt for job_id, attempt in attempts.items() if job_order(job_id) > since),
+        key=lambda attempt: job_order(attempt.job_id),
     )
     if not not_attempts:
         return Attempts(counted)
     later = [job_id for job_id in not_attempts if job_order(job_id) > since]
     newest = max(later, key=job_order, default=None)
-    if newest is None or (counted and job_order(counted[-1][0]) > job_order(newest)):
+    if newest is None or (counted and job_order(counted[-1].job_id) > job_order(newest)):
         return Attempts(counted)
     kind, again = not_attempts[newest]
     return Attempts(counted, again, kind)
+
+
+def _recorded_attempt(record: SubmissionRecord) -> Attempt:
+    """A failed attempt as the journal settled it. How it ended, in words: the reason
+    settle wrote when it says more than the health does (timed out, no outputs), else its
+    health and exit code; a timeout with how long it ran, when the usage says."""
+    assert record.job_id is not None
+    how = None
+    if record.ending is EndingKind.TIMEOUT:
+        usage = record.usage
+        how = timed_out(usage.elapsed_s if usage is not None else None)
+    if how is None and record.ending is not None and record.reason:
+        how = record.reason
+    how = how or ending(record.final_health, record.exit_code)
+    return Attempt(record.job_id, how, kind_of(record.ending))
+
+
+def _observed_attempt(job: ObservedJob) -> Attempt:
+    """A failed attempt the journal has not settled yet, from its rows: its kind from
+    the Slurm state of the first component that says more than "failed"."""
+    ended = EndingKind.of_states(row.state for row in job.components)
+    how = None
+    if ended is EndingKind.TIMEOUT:
+        elapsed = [row.elapsed.total_seconds() for row in job.components if row.elapsed]
+        how = timed_out(max(elapsed, default=None))
+    if how is None:
+        exit_code = next((r.exit_code for r in job.components if r.exit_code), None)
+        how = ending(job.health, exit_code, job.in_words)
+    return Attempt(job.job_id, how, kind_of(ended))
 
 
 def _no_attempt(

@@ -37,6 +37,7 @@ from reconciler.desired.desired import DesiredRun
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.plan.actions import FAILED_FIXES, Action, ActionKind, Cause, RunOutcome
 from reconciler.engine.plan.allocations.gpus import InUse
+from reconciler.engine.plan.budgets import drawn, exhausted_words, retry_words
 from reconciler.engine.plan.changes import why_submit
 from reconciler.engine.plan.history import (
     Stale,
@@ -247,20 +248,19 @@ def failed_before(facts: RunFacts) -> Decision | None:
         return facts.submit(ActionKind.SUBMIT, found.why_not, found.again)
     if not attempts:
         return None
-    job_id, how = attempts[-1]
-    allowed = run.spec.retries + 1
-    if len(attempts) < allowed:
-        return facts.submit(
-            ActionKind.RETRY,
-            Cause.RETRY,
-            f"attempt {len(attempts) + 1} of {allowed}: job {job_id} {how}",
+    retries = run.spec.retries
+    budget = drawn(retries, attempts)
+    if budget.retries:
+        made = facts.submit(ActionKind.RETRY, Cause.RETRY, retry_words(retries, attempts, budget))
+    else:
+        why = exhausted_words(retries, attempts, budget)
+        made = facts.stays(
+            RunOutcome.FAILED,
+            Cause.RETRIES_EXHAUSTED,
+            f"failed: {why}. {FAILED_FIXES.format(name=run.name)}",
         )
-    return facts.stays(
-        RunOutcome.FAILED,
-        Cause.RETRIES_EXHAUSTED,
-        f"failed: job {job_id} {how}; no retries left (retries: {run.spec.retries}). "
-        f"{FAILED_FIXES.format(name=run.name)}",
-    )
+    action = made.action.model_copy(update={"retry_budget": budget})
+    return replace(made, action=action)
 
 
 def succeeded(facts: RunFacts) -> Decision | None:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.plan.actions import ActionKind, Cause, Plan, SyncStatus
+from reconciler.engine.plan.actions import ActionKind, Cause, Plan, RetryBudget, SyncStatus
 from reconciler.engine.plan.allocations.judging import held_back, idle_for, judged_health
 from reconciler.engine.plan.history import settled_health, settled_healths
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
@@ -40,6 +40,9 @@ class RunStatus(BaseModel):
     # what the next apply would do, typed (``reason`` says it in words: "<next>: <why>")
     next: ActionKind
     cause: Cause | None = None
+    # its last attempt failed: the retry budget that draws from, what is left (``reason``
+    # says it in words)
+    retry_budget: RetryBudget | None = None
 
     @property
     def why(self) -> str:
@@ -84,6 +87,7 @@ def run_statuses(
                 waiting_for=waiting,
                 next=action.kind,
                 cause=action.cause,
+                retry_budget=action.retry_budget,
             )
         )
     return rows
