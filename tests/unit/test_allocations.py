@@ -1206,3 +1206,22 @@ def test_an_outdated_steps_gpus_are_read_from_the_journal() -> None:
     result = plan(state, observation, [_known(job), adopted], NOW, scheduler="slurm")
     (starts,) = [a for a in result.actions if a.target == "c"]
     assert starts.allocation_job == "12"
+
+
+def test_a_refused_allocation_is_blocked_and_its_runs_with_it_until_the_commit_changes() -> None:
+    """salloc refused it (a QOS it does not know, say): allocated again it would be
+    refused again, and its runs would wait for ever (`apply --wait` never ended)."""
+    state = desired(run("a", allocation="warm", resources={"time": "10m"}))
+    why = "salloc: error: Invalid qos specification"
+    refused = replace(
+        alloc_record("1", status=SubmissionStatus.REFUSED, reason=why, commit=state.commit),
+        job_id=None,
+    )
+    actions = planned(state, records=[refused], fit=None)
+    (warm,) = actions["warm"]
+    assert (warm.kind, warm.cause) == (ActionKind.BLOCKED, Cause.REFUSED)
+    assert warm.reason == f"refused at submission: {why}. Fix it and commit to try again"
+    (inside,) = actions["a"]
+    assert inside.kind is ActionKind.BLOCKED
+    earlier = replace(refused, commit="0ld" * 13 + "0")  # a later commit tries again
+    assert planned(state, records=[earlier], fit=None)["warm"][0].kind is ActionKind.SUBMIT

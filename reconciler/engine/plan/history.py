@@ -506,3 +506,21 @@ def fate_unknown(
         and record.job_id not in seen
         for record in history
     )
+
+
+def refused_last(
+    history: Sequence[SubmissionRecord], spec_hash: str, commit: str | None
+) -> str | None:
+    """Why the last submission of a run or allocation was refused, if it was, at this
+    spec hash and commit (the scheduler's words, or recon's before it sent it): sent
+    again, it would be refused again. None otherwise, and once the commit moves on."""
+    if not history:
+        return None
+    last = history[-1]
+    if (
+        last.status is not SubmissionStatus.REFUSED
+        or last.spec_hash != spec_hash
+        or last.commit != commit
+    ):
+        return None
+    return last.reason or "no reason given"

@@ -47,6 +47,7 @@ from reconciler.engine.plan.history import (
     last_success,
     lost_jobs,
     partner_failed,
+    refused_last,
     rerunning,
     skip_check,
     staleness,
@@ -59,7 +60,7 @@ from reconciler.engine.plan.submit import submit
 from reconciler.engine.plan.sync import sync_status
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
-from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from reconciler.state.records import SubmissionRecord
 
 
 @dataclass(frozen=True)
@@ -337,25 +338,18 @@ def fate_not_seen(facts: RunFacts) -> Decision | None:
 
 def refused(facts: RunFacts) -> Decision | None:
     """Its last submission, of this spec at this commit, was refused: sending it again
-    would be refused again (a symbolic link where an output goes, a partition sbatch
-    does not know), and a pass that tries it for ever never ends `apply --wait`. A new
-    commit tries again, as `--replace` does."""
-    history = facts.history
-    if not history:
-        return None
-    last = history[-1]
-    if (
-        last.status is not SubmissionStatus.REFUSED
-        or last.spec_hash != facts.run.spec_hash
-        or last.commit != facts.inputs.desired.commit
-    ):
+    would be refused again (a symbolic link where an output goes, a QOS sbatch does not
+    know), and a pass that tries it for ever never ends `apply --wait`. A new commit
+    tries again, as `--replace` does."""
+    why = refused_last(facts.history, facts.run.spec_hash, facts.inputs.desired.commit)
+    if why is None:
         return None
     action = Action(
         kind=ActionKind.BLOCKED,
         target=facts.run.name,
         cause=Cause.REFUSED,
-        reason=f"refused at submission: {last.reason or 'no reason given'}. Fix it and "
-        f"commit, or `recon apply --replace {facts.run.name}` to try again",
+        reason=f"refused at submission: {why}. Fix it and commit, or "
+        f"`recon apply --replace {facts.run.name}` to try again",
         spec_hash=facts.run.spec_hash,
     )
     return Decision(action, RunOutcome.BLOCKED)

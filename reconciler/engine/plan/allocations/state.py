@@ -30,6 +30,7 @@ from reconciler.engine.plan.actions import Action, ActionKind, Cause
 from reconciler.engine.plan.allocations import judging
 from reconciler.engine.plan.allocations.gpus import InUse, in_use
 from reconciler.engine.plan.allocations.judging import Stage
+from reconciler.engine.plan.history import refused_last
 from reconciler.engine.plan.inputs import PlanInputs
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.state.records import unseen_job
@@ -101,6 +102,13 @@ def _decide(
     failed = judging.setup_failures(inputs, allocation, mine)
     refusal = _refusal(inputs, allocation)
     cause = Cause.UNSUPPORTED if refusal is not None else Cause.SETUP_FAILED
+    refused = refused_last(
+        inputs.allocation_history(allocation.name), allocation.spec_hash, inputs.desired.commit
+    )
+    if refusal is None and refused is not None and not live:
+        # Allocated again, it would be refused again; its runs would wait for ever.
+        cause = Cause.REFUSED
+        refusal = f"refused at submission: {refused}. Fix it and commit to try again"
     refusal = refusal or judging.setup_failure(allocation, failed)
     if refusal is not None:
         action = _action(ActionKind.BLOCKED, allocation, cause, refusal)
