@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from reconciler.scheduler.local import LocalScheduler
+from tests.docs import matches, shown_block
 from tests.gitrepo import GitRepo
 from tests.local.serving import environment
 from tests.local.test_cascade import jobs
@@ -20,6 +21,8 @@ name: slow
 command: sleep 4 && echo done > {outputs.out.path}
 outputs: {out: out.txt}
 """
+# docs/cli.md shows the line.
+MOVED = "docs/cli.md: HEAD moved to 3f1c0e9a7b21: not applied; run `recon apply` a"
 EXTRA = SLOW.replace("name: slow", "name: extra").replace("sleep 4 && ", "")
 
 
@@ -58,6 +61,7 @@ def test_a_commit_made_while_waiting_is_reported_not_applied(tmp_path: Path) -> 
         f"HEAD moved to {head[:12]}: not applied; run `recon apply` again (this wait "
         f"follows {approved[:12]}, the plan it showed, and carries out nothing more)"
     ), err
+    assert matches(err.splitlines()[-1] + "\n", shown_block(MOVED).body)
     assert out.splitlines()[-1] == "All runs done."
     submitted = [json.dumps(job) for job in jobs(repo.root).values()]
     assert len(submitted) == 1 and "slow" in submitted[0], submitted

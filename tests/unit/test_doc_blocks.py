@@ -54,6 +54,9 @@ CHECKED = {
         f"{STORIES}::test_a_revision_that_is_not_there"
     ),
     "docs/cli.md: Apply this plan? [y/N]:": f"{STORIES}::test_the_prompt_at_a_terminal",
+    "docs/cli.md: HEAD moved to 3f1c0e9a7b21: not applied; run `recon apply` a": (
+        "tests/local/test_apply_wait.py::test_a_commit_made_while_waiting_is_reported_not_applied"
+    ),
     "docs/cli.md: cancelled job 4099": f"{UNIT}::test_the_other_lines_apply_prints",
     "docs/cli.md: error: another recon apply (pid 20915 on vm, since 23:54:23)": (
         f"{STORIES}::test_the_lock_held_by_another_apply"
