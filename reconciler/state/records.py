@@ -125,9 +125,13 @@ class SubmissionRecord:
     # the journal keeps it (``JobUsage`` as JSON, read by ``usage``: a pass that plans
     # never needs it); None while it runs, and on records from before recon read it
     usage_json: str | None = None
-    # the scheduler was asked for the usage of this job, settled before recon read it,
-    # and had no record of it (``Journal.record_usages``): it is not asked again
+    # the scheduler was asked for the usage of this job, settled before recon read it
+    # (or what it used), and had no record of it (``Journal.record_usages``): it is not
+    # asked again
     usage_sought: bool = False
+    # ``usage_json`` holds what the job used (peak memory, CPU time), or was read by a
+    # recon that asked for it; False on usage journalled before recon read it
+    used_read: bool = False
     created_at: datetime
     updated_at: datetime
 

@@ -23,30 +23,30 @@ from reconciler.scheduler.tag import Tag
 from reconciler.scheduler.usage import JobUsage, usage_of
 
 ENDED = """\
-3585|3585|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:41|gpu1|gpu|10|5|billing=2,cpu=2,gres/gpu=2,mem=500M,node=1|/tmp/costcap|costcap-gpu|costcap
-3585.batch|3585.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:41|gpu1||10||cpu=2,gres/gpu=2,mem=500M,node=1||batch|
-3585.0|3585.0|COMPLETED|0:0||2026-12-02T16:38:39|2026-12-02T16:38:39|2026-12-02T16:38:41|gpu1||2||cpu=2,gres/gpu=2,mem=500M,node=1||sleep|
-3586|3586|FAILED|3:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:34|cpu2|cpu|3|5|billing=1,cpu=1,mem=100M,node=1|/tmp/costcap|costcap-fail|costcap
-3586.batch|3586.batch|FAILED|3:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:34|cpu2||3||cpu=1,mem=100M,node=1||batch|
-3588+0|3588|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|cpu2|cpu|21|5|billing=1,cpu=1,mem=100M,node=1|/tmp/costcap|costcap-het|costcap
-3588+0.batch|3588.batch|CANCELLED|0:15||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|cpu2||21||cpu=1,mem=100M,node=1||batch|
-3588+1|3589|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|gpu1|gpu|21|5|billing=2,cpu=2,gres/gpu=1,mem=200M,node=1|/tmp/costcap|costcap-het|costcap
-3590|3590|CANCELLED by 0|0:0|JobHeldUser|2026-12-02T16:38:31|None|2026-12-02T16:38:42|None assigned|cpu|0|5||/tmp/costcap|costcap-pend|costcap
-3591|3591|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:32|2026-12-02T16:38:52|gpu1|gpu|20|5|billing=2,cpu=2,gres/gpu=1,mem=300M,node=1|/tmp/costcap|costcap-alloc|costcap
-3591.0|3591.0|COMPLETED|0:0||2026-12-02T16:38:33|2026-12-02T16:38:33|2026-12-02T16:38:36|gpu1||3||cpu=2,gres/gpu=1,mem=300M,node=1||sleep|
-3587_0|3592|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|/tmp/costcap|costcap-arr|costcap
-3587_0.batch|3592.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||batch|
-3587_1|3593|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|/tmp/costcap|costcap-arr|costcap
-3587_1.batch|3593.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||batch|
-3587_2|3587|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|/tmp/costcap|costcap-arr|costcap
-3587_2.batch|3587.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||batch|
-3594|3594|CANCELLED by 0|0:0|None|2026-12-02T16:39:06|None|2026-12-02T16:39:21|None assigned|cpu|0|5||/tmp/costcap|costcap-run|costcap
+3585|3585|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:41|gpu1|gpu|10|5|billing=2,cpu=2,gres/gpu=2,mem=500M,node=1|||/tmp/costcap|costcap-gpu|costcap
+3585.batch|3585.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:41|gpu1||10||cpu=2,gres/gpu=2,mem=500M,node=1||||batch|
+3585.0|3585.0|COMPLETED|0:0||2026-12-02T16:38:39|2026-12-02T16:38:39|2026-12-02T16:38:41|gpu1||2||cpu=2,gres/gpu=2,mem=500M,node=1||||sleep|
+3586|3586|FAILED|3:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:34|cpu2|cpu|3|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/costcap|costcap-fail|costcap
+3586.batch|3586.batch|FAILED|3:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:34|cpu2||3||cpu=1,mem=100M,node=1||||batch|
+3588+0|3588|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|cpu2|cpu|21|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/costcap|costcap-het|costcap
+3588+0.batch|3588.batch|CANCELLED|0:15||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|cpu2||21||cpu=1,mem=100M,node=1||||batch|
+3588+1|3589|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|gpu1|gpu|21|5|billing=2,cpu=2,gres/gpu=1,mem=200M,node=1|||/tmp/costcap|costcap-het|costcap
+3590|3590|CANCELLED by 0|0:0|JobHeldUser|2026-12-02T16:38:31|None|2026-12-02T16:38:42|None assigned|cpu|0|5||||/tmp/costcap|costcap-pend|costcap
+3591|3591|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:32|2026-12-02T16:38:52|gpu1|gpu|20|5|billing=2,cpu=2,gres/gpu=1,mem=300M,node=1|||/tmp/costcap|costcap-alloc|costcap
+3591.0|3591.0|COMPLETED|0:0||2026-12-02T16:38:33|2026-12-02T16:38:33|2026-12-02T16:38:36|gpu1||3||cpu=2,gres/gpu=1,mem=300M,node=1||||sleep|
+3587_0|3592|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/costcap|costcap-arr|costcap
+3587_0.batch|3592.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||||batch|
+3587_1|3593|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/costcap|costcap-arr|costcap
+3587_1.batch|3593.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||||batch|
+3587_2|3587|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/costcap|costcap-arr|costcap
+3587_2.batch|3587.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||||batch|
+3594|3594|CANCELLED by 0|0:0|None|2026-12-02T16:39:06|None|2026-12-02T16:39:21|None assigned|cpu|0|5||||/tmp/costcap|costcap-run|costcap
 """
 
 RUNNING = """\
-3632|3632|RUNNING|0:0|None|2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1|gpu|3|5|billing=1,cpu=1,gres/gpu=1,mem=100M,node=1|/tmp/costcap|costcap-run|
-3632.batch|3632.batch|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1||3||cpu=1,gres/gpu=1,mem=100M,node=1||batch|
-3632.0|3632.0|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1||3||cpu=1,gres/gpu=1,mem=100M,node=1||sleep|
+3632|3632|RUNNING|0:0|None|2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1|gpu|3|5|billing=1,cpu=1,gres/gpu=1,mem=100M,node=1|||/tmp/costcap|costcap-run|
+3632.batch|3632.batch|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1||3||cpu=1,gres/gpu=1,mem=100M,node=1||||batch|
+3632.0|3632.0|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1||3||cpu=1,gres/gpu=1,mem=100M,node=1||||sleep|
 """
 
 Result = subprocess.CompletedProcess[str]
