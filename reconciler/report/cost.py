@@ -224,7 +224,7 @@ def _sizes_table(sizes: Sizes) -> Table:
 
 
 def _sizes_notes(sizes: Sizes) -> list[str]:
-    notes = [f"Sizes suggested: {SIZES_HOW}."]
+    notes = [f"The rule: {SIZES_HOW}."]
     if sizes.runs or sizes.sweeps:
         notes.append(
             "Saved had they asked so, over the same jobs: CPU-h and memory GiB-h held beyond "

@@ -194,7 +194,7 @@ def test_cost_text_says_the_sizes_the_rule_and_the_saving() -> None:
     for said in ("8.00 GiB", "1.50 GiB (lower)", "4h", "1h 30m (lower)", "2 (lower)"):
         assert said in row
     assert row.split()[-4:] == ["30.000", "32.500", "25.000", "0.500"]
-    assert "each 1.5 x the most its last 5 successes used" in text
+    assert "The rule: each 1.5 x the most its last 5 successes used" in text
 
 
 def test_cost_markdown_and_json_hold_the_same_suggestions() -> None:
