@@ -208,6 +208,7 @@ class _Cells:
         self._texts: dict[str, str | None] = {}
         self._exit_codes: dict[str, tuple[int | None, int | None]] = {}
         self._held: dict[str, Held | None] = {}
+        self._cpu_times: dict[str, timedelta | None] = {}
 
     def text(self, text: str) -> str | None:
         """A free-text cell (reason, nodes, partition, working directory): None when empty."""
@@ -243,6 +244,14 @@ class _Cells:
         if text not in self._held:
             self._held[text] = parse_tres(text)
         return self._held[text]
+
+    def cpu_time(self, text: str) -> timedelta | None:
+        """TotalCPU: a job's row repeats its one step's, and a pending job's is 00:00:00."""
+        try:
+            return self._cpu_times[text]
+        except KeyError:
+            read = self._cpu_times[text] = _cpu_time(text)
+            return read
 
     def tag(self, text: str) -> Tag | None:
         try:
@@ -329,7 +338,7 @@ def _sacct_row(row: list[str], cells: _Cells) -> JobRecord:
     _set(record, "time_limit", _minutes(limit))
     _set(record, "held", cells.held(tres))
     _set(record, "peak_memory_mb", _peak_megabytes(max_rss))
-    _set(record, "cpu_time", _cpu_time(total_cpu))
+    _set(record, "cpu_time", cells.cpu_time(total_cpu))
     _set(record, "source", "sacct")
     return record
 
@@ -522,6 +531,8 @@ def _peak_megabytes(text: str) -> float | None:
     (``JobAcctGatherType=jobacct_gather/none``) and on rows that predate it."""
     if not text:
         return None
+    if text[-1] == "K" and text[:-1].isdigit():  # what nearly every step prints
+        return int(text[:-1]) / 1024
     match = _MEMORY.match(text)
     if match is None:
         raise _Unreadable(f"unknown MaxRSS {text!r}")
@@ -536,6 +547,9 @@ def _cpu_time(text: str) -> timedelta | None:
     ``01:02:03``, ``1-02:03:04``); empty on rows that predate it."""
     if not text:
         return None
+    head, _, tail = text.partition(":")
+    if head.isdigit() and tail.replace(".", "", 1).isdigit():  # MM:SS.mmm: most rows
+        return timedelta(seconds=int(head) * 60 + float(tail))
     match = _CPU_TIME.match(text)
     if match is None:
         raise _Unreadable(f"unknown TotalCPU {text!r}")
