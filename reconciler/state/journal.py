@@ -153,9 +153,10 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # asked again. NULL: not asked, or found (its usage is then in ``usage``).
     ("ALTER TABLE submissions ADD COLUMN usage_sought_at TEXT",),
     # 8: whether a job's usage holds what it used (peak memory, CPU time: right-sizing,
-    # ``engine/plan/sizes``): 1 once read by a recon that reads them, whether or not the
-    # scheduler measured them; 0 on older usage, which `recon cost` back-fills again (the
-    # whole usage, read anew) while the scheduler's accounting still holds the job.
+    # ``engine/plan/sizes``): 1 once settled with them, or back-filled whether or not the
+    # scheduler measured them; 0 on older usage (and usage settled without them), which
+    # `recon cost` back-fills again (the whole usage, read anew) while the scheduler's
+    # accounting still holds the job.
     ("ALTER TABLE submissions ADD COLUMN used_read INTEGER NOT NULL DEFAULT 0",),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -401,13 +402,17 @@ class Journal:
             if row is None:
                 return False
             held = None if usage is None else json.dumps(usage.to_json())
+            # Read in full only with its peak: a step's accounting can lag its job's end
+            # (sacct lists the batch step running a moment after squeue's COMPLETED), so
+            # usage without one is read again, once, by `recon cost`'s back-fill.
+            measured = usage is not None and usage.peak_memory_mb is not None
             known = (row["final_health"], row["exit_code"], row["reason"], row["ending"])
             if known != (health, exit_code, reason, ending) or (held and held != row["usage"]):
                 db.execute(
                     "UPDATE submissions SET final_health = ?, exit_code = ?, reason = ?,"
-                    " ending = ?, usage = COALESCE(?, usage),"
-                    " used_read = used_read OR ? IS NOT NULL, updated_at = ? WHERE id = ?",
-                    (health, exit_code, reason, ending, held, held, _stamp(now), row["id"]),
+                    " ending = ?, usage = COALESCE(?, usage), used_read = used_read OR ?,"
+                    " updated_at = ? WHERE id = ?",
+                    (health, exit_code, reason, ending, held, measured, _stamp(now), row["id"]),
                 )
         return True
 

@@ -129,8 +129,9 @@ class SubmissionRecord:
     # (or what it used), and had no record of it (``Journal.record_usages``): it is not
     # asked again
     usage_sought: bool = False
-    # ``usage_json`` holds what the job used (peak memory, CPU time), or was read by a
-    # recon that asked for it; False on usage journalled before recon read it
+    # ``usage_json`` holds what the job used (peak memory, CPU time), or `recon cost`'s
+    # back-fill asked the accounting for it; False on usage journalled before recon read
+    # it, or settled without it (the accounting may have lagged): back-filled once
     used_read: bool = False
     created_at: datetime
     updated_at: datetime

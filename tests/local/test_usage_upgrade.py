@@ -96,7 +96,10 @@ def test_an_upgrade_resubmits_nothing_and_back_fills_usage_once(
             applied = ok(recon(project, "apply", "--auto-approve"))
             assert "submit" not in applied, applied
             time.sleep(1)
-        assert _records(journal)["live"][:2] == ("succeeded", 1)
+        # its supervisor, the old release's, measured nothing: read again by recon cost
+        assert _records(journal)["live"][:2] == ("succeeded", 0)
+        after = json.loads(ok(recon(project, "cost", "--format", "json")))
+        assert after["jobs_backfilled"] == 1 and _records(journal)["live"][1] == 1
         with sqlite3.connect(journal) as db:
             (count,) = db.execute("SELECT count(*) FROM submissions").fetchone()
         assert count == 2

@@ -676,5 +676,14 @@ def test_a_version_7_journal_goes_on_and_its_usage_is_read_again_once(tmp_path: 
         journal.record_submitted(intent, "3", T1)
         journal.record_final("3", Health.SUCCEEDED, 0, None, T2, usage=read)
         assert journal.records("p")[-1].used_read
-        journal.record_final("3", Health.SUCCEEDED, 0, None, T2)  # settled again, no usage
-        assert journal.records("p")[-1].used_read
+        # settled without a peak (the step's accounting lagged, or no gatherer): its
+        # usage is kept and read again once by the back-fill
+        intent = journal.record_intent("p", "run", "a", "h", "c2", {}, T1)
+        journal.record_submitted(intent, "4", T1)
+        lagged = JobUsage(elapsed_s=10, cpus=8, cpu_s=80)
+        journal.record_final("4", Health.SUCCEEDED, 0, None, T2, usage=lagged)
+        newest = journal.records("p")[-1]
+        assert (newest.usage, newest.used_read) == (lagged, False)
+        assert [r.job_id for r in unaccounted(journal.records("p"))] == ["4"]
+        journal.record_usages({newest.id: lagged}, [], T2)
+        assert unaccounted(journal.records("p")) == []
