@@ -32,7 +32,7 @@ How the figures are made, for every kind of job alike:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -70,7 +70,9 @@ class JobUsage:
     cpu_time_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        # Field by field, not dataclasses.asdict: that deep-copies every value, and a pass
+        # that settles 10,000 jobs spent 1.5 s in it (every field here is a number or None)
+        data = {key: getattr(self, key) for key in _FIELDS}
         for key in _TIMES:
             data[key] = None if data[key] is None else data[key].isoformat()
         return data
@@ -78,14 +80,15 @@ class JobUsage:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> JobUsage:
         """What ``to_json`` wrote (the journal reads 30,000 of them for `recon cost`)."""
-        fields = dict(data)
+        values = dict(data)
         for key in _TIMES:
-            if (text := fields.get(key)) is not None:
-                fields[key] = datetime.fromisoformat(text)
-        return cls(**fields)
+            if (text := values.get(key)) is not None:
+                values[key] = datetime.fromisoformat(text)
+        return cls(**values)
 
 
 _TIMES = ("submitted", "started", "ended")
+_FIELDS = tuple(field.name for field in fields(JobUsage))
 
 
 def usage_of(job: ObservedJob, *, allocation: bool = False) -> JobUsage | None:
