@@ -72,7 +72,9 @@ def cost(
     with --offline. Split into current successes, superseded ones, failed attempts,
     cancelled and torn-down jobs, allocations' idle and working time, jobs still running
     and queue wait; per run, sweep, allocation and commit; and what recon saved, each
-    figure explained.
+    figure explained. Then the sizes the last successes of each run and sweep needed
+    (1.5 x their peak memory, longest time and busiest CPUs, rounded up) and what asking
+    so would have saved; the specs are never edited.
 
     \b
     Examples:
