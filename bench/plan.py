@@ -44,7 +44,11 @@ cache filled) and --status `recon status` beside each plan of the `none` scenari
 --versus DIR measures the checkout at DIR too (say, /work/main), command by command in
 turn with this one, on a copy of each repo of its own (hard links; the parse cache is
 each code's own): on a machine shared with other work, figures taken side by side in
-the same minutes are the only fair comparison.
+the same minutes are the only fair comparison. A completed or unsettled scenario's copy
+is seeded with jobs, journal and sacct text of its own (its state directory, and so its
+deployment id, differs from the original's: the original's jobs would be another
+deployment's, and the copy would plan every run anew), its journal stamped with the
+schema that checkout knows, its sacct text in the columns it asks for.
 
 At the largest size it also times `recon status`, and `recon plan --against HEAD~1` after
 one file changed. It is a benchmark, not a test.
@@ -57,6 +61,7 @@ import json
 import math
 import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -429,6 +434,41 @@ def commands_of(scenario: str, options: argparse.Namespace) -> list[str]:
     return [*extra, "plan", *(["status"] if options.status and scenario == "none" else [])]
 
 
+def readable_by(code: Path, journal: Path) -> None:
+    """Let an earlier checkout read the journal this one seeded: stamp it with the schema
+    version that checkout knows, when every later migration only adds columns (which an
+    earlier recon does not read); otherwise stop, saying so."""
+    from reconciler.state.journal import _MIGRATIONS, SCHEMA_VERSION
+
+    asked = "from reconciler.state.journal import SCHEMA_VERSION; print(SCHEMA_VERSION)"
+    known = subprocess.run(
+        [sys.executable, "-c", asked],
+        cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    theirs = int(known)
+    if theirs >= SCHEMA_VERSION:
+        return
+    later = [statement for step in _MIGRATIONS[theirs:] for statement in step]
+    if not all(s.startswith("ALTER TABLE") and " ADD COLUMN " in s for s in later):
+        sys.exit(f"{code} knows journal schema {theirs}: its journals differ from this one's")
+    with sqlite3.connect(journal) as db:
+        db.execute(f"PRAGMA user_version = {theirs}")
+    db.close()
+
+
+def seeded_copy(copy: Path, backend: str, scenario: str, code: Path) -> Path | None:
+    """A completed or unsettled scenario's copy for another checkout: its own jobs,
+    journal and sacct text, seeded as the original was (a copy's state directory, and so
+    its deployment id, is its own: the original's jobs would be another deployment's),
+    the journal stamped with the schema that checkout knows. The sacct file, for slurm."""
+    sacct = copy.with_name(f"{copy.name}.sacct")
+    if not (copy / ".recon" / "journal.sqlite").exists():
+        seed_completed(copy, backend, sacct, scenario != "unsettled")
+        readable_by(code, copy / ".recon" / "journal.sqlite")
+    return sacct if backend == "slurm" else None
+
+
 def copy_for(root: Path, label: str) -> Path:
     """The repo ``root`` for another checkout's code: hard links, so it costs seconds at
     100,000 files, and no state directory (its parse cache is that code's own)."""
@@ -479,9 +519,13 @@ def main() -> None:
                     generated = sacct if backend == "slurm" and scenario != "none" else None
                     for command in commands:
                         for label, code in codes.items():  # in turn, in the same minutes
-                            repo = root if code == HERE else copy_for(root, label)
+                            repo, text = root, generated
+                            if code != HERE:
+                                repo = copy_for(root, label)
+                                if scenario != "none":
+                                    text = seeded_copy(repo, backend, scenario, code)
                             args = [command, str(repo)]
-                            wall, peak = measure(args, options.repeat, generated, code=code)
+                            wall, peak = measure(args, options.repeat, text, code=code)
                             key = (command, label)
                             walls.setdefault(key, []).append(wall)
                             cpus.setdefault(key, []).append(cpu())
