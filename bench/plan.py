@@ -44,7 +44,11 @@ cache filled) and --status `recon status` beside each plan of the `none` scenari
 --versus DIR measures the checkout at DIR too (say, /work/main), command by command in
 turn with this one, on a copy of each repo of its own (hard links; the parse cache is
 each code's own): on a machine shared with other work, figures taken side by side in
-the same minutes are the only fair comparison.
+the same minutes are the only fair comparison. A completed or unsettled scenario's copy
+is seeded with jobs, journal and sacct text of its own (its state directory, and so its
+deployment id, differs from the original's: the original's jobs would be another
+deployment's, and the copy would plan every run anew), its journal stamped with the
+schema that checkout knows, its sacct text in the columns it asks for.
 
 At the largest size it also times `recon status`, and `recon plan --against HEAD~1` after
 one file changed. It is a benchmark, not a test.
@@ -57,6 +61,7 @@ import json
 import math
 import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -281,18 +286,55 @@ def _local_jobs(
 def _sacct_text(
     names: list[str], tags: dict[str, Tag], ids: dict[str, str], ended: datetime
 ) -> str:
+    """Three rows a job (its own, its batch and extern steps) in the columns this checkout
+    asks sacct for, as Slurm with an accounting gatherer prints them: usage (ElapsedRaw,
+    TimelimitRaw, AllocTRES) on every row, MaxRSS on the steps, TotalCPU on all."""
+    from reconciler.scheduler.slurm.parse import SACCT_FIELDS
+
     local = ended.astimezone()
     end = local.strftime("%Y-%m-%dT%H:%M:%S")
     start = (local - timedelta(minutes=4)).strftime("%Y-%m-%dT%H:%M:%S")
     submit = (local - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S")
+    tres = "billing=1,cpu=1,mem=500M,node=1"
     lines = []
     for name in names:
         job, tag = ids[name], tags[name]
-        common = f"COMPLETED|0:0||{submit}|{start}|{end}|cpu1"
-        lines.append(f"{job}|{job}|{common}|cpu||{tag.job_name}|{tag.format()}")
-        lines.append(f"{job}.batch|{job}.batch|{common}|||batch|")
-        lines.append(f"{job}.extern|{job}.extern|{common}|||extern|")
+        common = {
+            "State": "COMPLETED", "ExitCode": "0:0", "Submit": submit, "Start": start,
+            "End": end, "NodeList": "cpu1", "ElapsedRaw": "240", "AllocTRES": tres,
+            "TotalCPU": f"00:{int(job) % 60:02}.{int(job) % 1000:03}",
+        }  # fmt: skip
+        rows = (
+            {"JobID": job, "Partition": "cpu", "TimelimitRaw": "60", "JobName": tag.job_name,
+             "Comment": tag.format()},
+            {"JobID": f"{job}.batch", "MaxRSS": f"{100000 + int(job) % 90000}K",
+             "JobName": "batch"},
+            {"JobID": f"{job}.extern", "MaxRSS": "0", "JobName": "extern"},
+        )  # fmt: skip
+        for row in rows:
+            cells = {**common, "JobIDRaw": row["JobID"], **row}
+            lines.append("|".join(cells.get(field, "") for field in SACCT_FIELDS))
     return "\n".join(lines) + "\n"
+
+
+def _fitted(sacct: Path, code: Path) -> Path:
+    """``sacct`` in the columns the checkout at ``code`` asks for (one that predates some
+    of this one's: without them), beside it; ``sacct`` itself for this checkout."""
+    from reconciler.scheduler.slurm.parse import SACCT_FIELDS
+
+    if code == HERE:
+        return sacct
+    asked = "from reconciler.scheduler.slurm.parse import SACCT_FIELDS; print(*SACCT_FIELDS)"
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    told = subprocess.run(
+        [sys.executable, "-c", asked], cwd=code, env=env, capture_output=True, text=True, check=True
+    )
+    keep = [SACCT_FIELDS.index(field) for field in told.stdout.split()]
+    fitted = sacct.with_name(f"{sacct.name}-{len(keep)}")
+    if not fitted.exists():
+        rows = (line.split("|") for line in sacct.read_text().splitlines())
+        fitted.write_text("".join("|".join(cells[i] for i in keep) + "\n" for cells in rows))
+    return fitted
 
 
 def measure(
@@ -321,6 +363,7 @@ def cpu() -> float:
 
 
 def _timed_rss(args: list[str], sacct: Path | None, code: Path = HERE) -> tuple[float, float]:
+    sacct = None if sacct is None else _fitted(sacct, code)
     argv = [sys.executable, "-c", CHILD, *(["--sacct", str(sacct)] if sacct else []), *args]
     peak_file = Path(tempfile.gettempdir()) / f"recon-bench-peak-{os.getpid()}"
     env = {**os.environ, "PYTHONPATH": str(code), "BENCH_PEAK_FILE": str(peak_file)}
@@ -391,6 +434,41 @@ def commands_of(scenario: str, options: argparse.Namespace) -> list[str]:
     return [*extra, "plan", *(["status"] if options.status and scenario == "none" else [])]
 
 
+def readable_by(code: Path, journal: Path) -> None:
+    """Let an earlier checkout read the journal this one seeded: stamp it with the schema
+    version that checkout knows, when every later migration only adds columns (which an
+    earlier recon does not read); otherwise stop, saying so."""
+    from reconciler.state.journal import _MIGRATIONS, SCHEMA_VERSION
+
+    asked = "from reconciler.state.journal import SCHEMA_VERSION; print(SCHEMA_VERSION)"
+    known = subprocess.run(
+        [sys.executable, "-c", asked],
+        cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    theirs = int(known)
+    if theirs >= SCHEMA_VERSION:
+        return
+    later = [statement for step in _MIGRATIONS[theirs:] for statement in step]
+    if not all(s.startswith("ALTER TABLE") and " ADD COLUMN " in s for s in later):
+        sys.exit(f"{code} knows journal schema {theirs}: its journals differ from this one's")
+    with sqlite3.connect(journal) as db:
+        db.execute(f"PRAGMA user_version = {theirs}")
+    db.close()
+
+
+def seeded_copy(copy: Path, backend: str, scenario: str, code: Path) -> Path | None:
+    """A completed or unsettled scenario's copy for another checkout: its own jobs,
+    journal and sacct text, seeded as the original was (a copy's state directory, and so
+    its deployment id, is its own: the original's jobs would be another deployment's),
+    the journal stamped with the schema that checkout knows. The sacct file, for slurm."""
+    sacct = copy.with_name(f"{copy.name}.sacct")
+    if not (copy / ".recon" / "journal.sqlite").exists():
+        seed_completed(copy, backend, sacct, scenario != "unsettled")
+        readable_by(code, copy / ".recon" / "journal.sqlite")
+    return sacct if backend == "slurm" else None
+
+
 def copy_for(root: Path, label: str) -> Path:
     """The repo ``root`` for another checkout's code: hard links, so it costs seconds at
     100,000 files, and no state directory (its parse cache is that code's own)."""
@@ -441,9 +519,13 @@ def main() -> None:
                     generated = sacct if backend == "slurm" and scenario != "none" else None
                     for command in commands:
                         for label, code in codes.items():  # in turn, in the same minutes
-                            repo = root if code == HERE else copy_for(root, label)
+                            repo, text = root, generated
+                            if code != HERE:
+                                repo = copy_for(root, label)
+                                if scenario != "none":
+                                    text = seeded_copy(repo, backend, scenario, code)
                             args = [command, str(repo)]
-                            wall, peak = measure(args, options.repeat, generated, code=code)
+                            wall, peak = measure(args, options.repeat, text, code=code)
                             key = (command, label)
                             walls.setdefault(key, []).append(wall)
                             cpus.setdefault(key, []).append(cpu())

@@ -36,7 +36,6 @@ import argparse
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan import HERE, growth, make_repo, seed_completed
+from plan import HERE, growth, make_repo, readable_by, seed_completed
 
 CHILD = """\
 import json, statistics, sys, time
@@ -169,29 +168,6 @@ def prepared(work: Path, size: int, sweep: int) -> Path:
         make_repo(root, size, "none", "slurm", sweep=sweep if size > sweep else 0)
         seed_completed(root, "slurm", work / f"watch-{size}.sacct")
     return root
-
-
-def readable_by(code: Path, journal: Path) -> None:
-    """Let an earlier checkout read the journal this one seeded: stamp it with the schema
-    version that checkout knows, when every later migration only adds columns (which an
-    earlier recon does not read); otherwise stop, saying so."""
-    from reconciler.state.journal import _MIGRATIONS, SCHEMA_VERSION
-
-    asked = "from reconciler.state.journal import SCHEMA_VERSION; print(SCHEMA_VERSION)"
-    known = subprocess.run(
-        [sys.executable, "-c", asked],
-        cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    theirs = int(known)
-    if theirs >= SCHEMA_VERSION:
-        return
-    later = [statement for step in _MIGRATIONS[theirs:] for statement in step]
-    if not all(s.startswith("ALTER TABLE") and " ADD COLUMN " in s for s in later):
-        sys.exit(f"{code} knows journal schema {theirs}: its journals differ from this one's")
-    with sqlite3.connect(journal) as db:
-        db.execute(f"PRAGMA user_version = {theirs}")
-    db.close()
 
 
 def copy_of(root: Path, label: str) -> Path:

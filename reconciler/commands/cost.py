@@ -72,7 +72,9 @@ def cost(
     with --offline. Split into current successes, superseded ones, failed attempts,
     cancelled and torn-down jobs, allocations' idle and working time, jobs still running
     and queue wait; per run, sweep, allocation and commit; and what recon saved, each
-    figure explained.
+    figure explained. Then the sizes the last successes of each run and sweep needed
+    (1.5 x their peak memory, longest time and busiest CPUs, rounded up) and what asking
+    so would have saved; the specs are never edited.
 
     \b
     Examples:
@@ -86,8 +88,9 @@ def cost(
     from reconciler.desired.desired import spec_hash_of
     from reconciler.desired.matrix import sweep_of
     from reconciler.engine.accounting import account
-    from reconciler.engine.plan.cost import ledger
+    from reconciler.engine.plan.cost import in_scope, ledger
     from reconciler.engine.plan.inputs import coupled_partners
+    from reconciler.engine.plan.sizes import suggest
     from reconciler.engine.reconcile import Request, load, read_cancel_causes
     from reconciler.errors import UnknownTarget
     from reconciler.report import cost as cost_report
@@ -119,11 +122,18 @@ def cost(
         partners=coupled_partners(desired),
         now=now,
     )
+    in_period = [r for r in accounted.records if in_scope(r, after, commits, ())]
+    memory = {
+        name: float(run.resources.memory.mebibytes)
+        for name, run in desired.runs.items()
+        if run.resources.memory is not None
+    }
     book = replace(
         book,
         looked_at=accounted.looked_at,
         not_reached=accounted.not_reached,
         backfilled=accounted.backfilled,
+        sizes=suggest(in_period, names=targets, asked_memory=memory),
     )
     render = cost_report.RENDERERS[output_format.value]
     sys.stdout.write(render(book, desired.project.project, cost_report.Unit(unit), width()))

@@ -57,14 +57,15 @@ class Accounted:
 
 
 def unaccounted(records: Sequence[SubmissionRecord]) -> list[SubmissionRecord]:
-    """Jobs that ended with no usage in the journal (settled before recon read it) that
-    the scheduler has not been asked for yet."""
+    """Jobs that ended with no usage in the journal (settled before recon read it), or
+    with usage from before recon read what they used (peak memory, CPU time), that the
+    scheduler has not been asked for yet."""
     return [
         record
         for record in records
         if record.job_id is not None
         and record.final_health is not None
-        and record.usage_json is None
+        and (record.usage_json is None or not record.used_read)
         and not record.usage_sought
     ]
 

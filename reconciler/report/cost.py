@@ -11,6 +11,16 @@ from typing import Any
 from reconciler.desired.matrix import sweep_of
 from reconciler.desired.resources import span
 from reconciler.engine.plan.cost import SAVING_WORDS, Expected, Hours, Ledger, RunEstimate, Spent
+from reconciler.engine.plan.sizes import (
+    FEWEST,
+    LAST,
+    MARGIN,
+    MEMORY_STEP_MB,
+    Change,
+    Sizes,
+    Suggested,
+    Suggestion,
+)
 from reconciler.report.wrap import wrapped
 from reconciler.words import listed, plural
 
@@ -158,20 +168,164 @@ def _saved_lines(book: Ledger) -> list[str]:
     ]
 
 
+# -- sizes suggested from what the jobs used (``engine/plan/sizes``) ------------------------
+
+SIZES_HOW = (
+    f"each {MARGIN:g} x the most its last {LAST} successes used (peak memory, elapsed time, "
+    f"busy CPUs), rounded up; from {FEWEST} successes on; the specs are not changed"
+)
+_CHANGE = {Change.LOWER: "lower", Change.RAISE: "RAISE", Change.KEEP: "keep"}
+
+
+def _memory(mib: float | None) -> str:
+    if mib is None:
+        return "-"
+    return f"{mib / 1024:.2f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
+
+
+def _duration(seconds: float | None) -> str:
+    return "none" if seconds is None else span(timedelta(seconds=round(seconds)))
+
+
+def _cpus(count: float | None) -> str:
+    return "-" if count is None else f"{count:g}"
+
+
+def _resource(suggested: Suggested, say: Callable[[float | None], str]) -> list[str]:
+    """held, used, suggested (and what to do) of one resource."""
+    change = suggested.change
+    to = say(suggested.suggested) + ("" if change is Change.KEEP else f" ({_CHANGE[change]})")
+    return [say(suggested.held), say(suggested.needed), to]
+
+
+def _sizes_table(sizes: Sizes) -> Table:
+    head = ["run", "jobs", "memory", "peak", "suggest", "time", "longest", "suggest"]
+    head += ["CPUs", "busy", "suggest", "CPU-h", "mem GiB-h", "GPU-h reserved", "wait h"]
+    rows = []
+    for name, suggestion in [*sizes.runs.items(), *sizes.sweeps.items()]:
+        shown = f"{name} (sweep)" if name in sizes.sweeps else name
+        busy = Suggested(
+            suggestion.cpus.held, round(suggestion.cpus.needed, 2), suggestion.cpus.suggested
+        )
+        rows.append(
+            [
+                shown,
+                str(suggestion.jobs),
+                *_resource(suggestion.memory, _memory),
+                *_resource(suggestion.time, _duration),
+                *_resource(busy, _cpus),
+                _figure(suggestion.saved_cpu_h),
+                _figure(suggestion.saved_memory_gib_h),
+                _figure(suggestion.reserved_gpu_h),
+                _figure(suggestion.wait_h),
+            ]
+        )
+    return head, rows
+
+
+def _sizes_notes(sizes: Sizes) -> list[str]:
+    notes = [f"The rule: {SIZES_HOW}."]
+    if sizes.runs or sizes.sweeps:
+        notes.append(
+            "Saved had they asked so, over the same jobs: CPU-h and memory GiB-h held beyond "
+            "the suggestion; GPU-h their time limits reserved beyond the suggested one "
+            "(promised to the job, so not planned for others'); and the queue wait they had, "
+            "which a smaller request puts at stake (by how much it would shrink, the queue "
+            "decides)."
+        )
+    if sizes.too_few:
+        notes.append(
+            f"Too few measured successes yet to suggest sizes for: {listed(list(sizes.too_few))}."
+        )
+    return notes
+
+
+def _sizes_text(book: Ledger, width: int | None) -> list[str]:
+    if book.sizes is None or not book.sizes.any:
+        return []
+    lines = ["", "Sizes suggested:"]
+    head, rows = _sizes_table(book.sizes)
+    if rows:
+        lines += _aligned(head, rows)
+    for note in _sizes_notes(book.sizes):
+        lines += wrapped(f"  {note}", width, 4)
+    return lines
+
+
+def _sizes_markdown(book: Ledger) -> list[str]:
+    if book.sizes is None or not book.sizes.any:
+        return []
+    lines = ["", "**Sizes suggested**", ""]
+    head, rows = _sizes_table(book.sizes)
+    if rows:
+        lines += ["| " + " | ".join(head) + " |"]
+        lines.append("|" + "|".join(["---", *["---:"] * (len(head) - 1)]) + "|")
+        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+        lines.append("")
+    return lines + [f"_{note}_" for note in _sizes_notes(book.sizes)]
+
+
+def _suggested_json(suggested: Suggested) -> dict[str, object]:
+    return {
+        "held": suggested.held,
+        "needed": suggested.needed,
+        "suggested": suggested.suggested,
+        "change": suggested.change.value,
+    }
+
+
+def _suggestion_json(suggestion: Suggestion) -> dict[str, object]:
+    return {
+        "jobs": suggestion.jobs,
+        "memory_mib_per_node": _suggested_json(suggestion.memory),
+        "time_limit_seconds": _suggested_json(suggestion.time),
+        "cpus": _suggested_json(suggestion.cpus),
+        "saved_cpu_hours": suggestion.saved_cpu_h,
+        "saved_memory_gib_hours": suggestion.saved_memory_gib_h,
+        "reserved_gpu_hours": suggestion.reserved_gpu_h,
+        "queue_wait_hours": suggestion.wait_h,
+    }
+
+
+def sizes_data(sizes: Sizes | None) -> dict[str, object] | None:
+    """The suggestions as JSON data (`recon cost --format json`'s ``sizes``)."""
+    if sizes is None:
+        return None
+    return {
+        "how": SIZES_HOW,
+        "rule": {
+            "last": LAST,
+            "fewest": FEWEST,
+            "margin": MARGIN,
+            "memory_step_mib": MEMORY_STEP_MB,
+        },
+        "runs": {name: _suggestion_json(s) for name, s in sizes.runs.items()},
+        "sweeps": {name: _suggestion_json(s) for name, s in sizes.sweeps.items()},
+        "too_few_successes": list(sizes.too_few),
+    }
+
+
+def _aligned(head: list[str], rows: list[list[str]]) -> list[str]:
+    """A table's lines, its first column left-aligned and the others right."""
+    widths = [max(len(cells[i]) for cells in (head, *rows)) for i in range(len(head))]
+    lines = []
+    for cells in (head, *rows):
+        first = cells[0].ljust(widths[0])
+        rest = [cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True)]
+        lines.append("  " + "  ".join([first, *rest]).rstrip())
+    return lines
+
+
 def as_text(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | None = None) -> str:
     """Tables as they are (a row is never broken); the lines of words wrapped to ``width``."""
     lines = [f"Cost of project {project}, {_source(book)}"]
     for title, (head, rows) in _tables(book, unit):
-        widths = [max(len(cells[i]) for cells in (head, *rows)) for i in range(len(head))]
-        lines += ["", f"{title}:"]
-        for cells in (head, *rows):
-            first = cells[0].ljust(widths[0])
-            rest = [cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True)]
-            lines.append("  " + "  ".join([first, *rest]).rstrip())
+        lines += ["", f"{title}:", *_aligned(head, rows)]
     saved = _saved_lines(book)
     lines += ["", "Saved by recon:"]
     for line in saved or ["nothing counted"]:
         lines += wrapped(f"  {line}", width, 4)
+    lines += _sizes_text(book, width)
     lines.append("")
     for note in _notes(book):
         lines += wrapped(note, width, 2)
@@ -186,6 +340,7 @@ def as_markdown(book: Ledger, project: str, unit: Unit = Unit.gpu, width: int | 
         lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     saved = _saved_lines(book)
     lines += ["", "**Saved by recon**", "", *(f"- {line}" for line in saved or ["nothing counted"])]
+    lines += _sizes_markdown(book)
     lines += ["", *(f"_{note}_" for note in _notes(book))]
     return "\n".join(lines) + "\n"
 
@@ -236,6 +391,7 @@ def ledger_data(book: Ledger, project: str) -> dict[str, Any]:
         "jobs_without_usage": book.unknown,
         "jobs_without_usage_not_in_accounting": book.unknown_gone,
         "jobs_backfilled": book.backfilled,
+        "sizes": sizes_data(book.sizes),
     }
 
 

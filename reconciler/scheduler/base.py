@@ -185,6 +185,11 @@ class JobRecord:
     elapsed: timedelta | None = None
     time_limit: timedelta | None = None
     held: Held | None = None
+    # What it used, for right-sizing (sacct's MaxRSS and TotalCPU, the local store's own):
+    # the most resident memory one task held, in MiB (on steps; None where nothing
+    # gathered it), and the CPU time its processes took, user and system
+    peak_memory_mb: float | None = None
+    cpu_time: timedelta | None = None
     source: Literal["sacct", "squeue"]  # which command's state this is
 
     def __post_init__(self) -> None:

@@ -152,6 +152,12 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # (``record_usages``, `recon cost`'s back-fill) and had no record of it: it is not
     # asked again. NULL: not asked, or found (its usage is then in ``usage``).
     ("ALTER TABLE submissions ADD COLUMN usage_sought_at TEXT",),
+    # 8: whether a job's usage holds what it used (peak memory, CPU time: right-sizing,
+    # ``engine/plan/sizes``): 1 once settled with them, or back-filled whether or not the
+    # scheduler measured them; 0 on older usage (and usage settled without them), which
+    # `recon cost` back-fills again (the whole usage, read anew) while the scheduler's
+    # accounting still holds the job.
+    ("ALTER TABLE submissions ADD COLUMN used_read INTEGER NOT NULL DEFAULT 0",),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -396,12 +402,17 @@ class Journal:
             if row is None:
                 return False
             held = None if usage is None else json.dumps(usage.to_json())
+            # Read in full only with its peak: a step's accounting can lag its job's end
+            # (sacct lists the batch step running a moment after squeue's COMPLETED), so
+            # usage without one is read again, once, by `recon cost`'s back-fill.
+            measured = usage is not None and usage.peak_memory_mb is not None
             known = (row["final_health"], row["exit_code"], row["reason"], row["ending"])
             if known != (health, exit_code, reason, ending) or (held and held != row["usage"]):
                 db.execute(
                     "UPDATE submissions SET final_health = ?, exit_code = ?, reason = ?,"
-                    " ending = ?, usage = COALESCE(?, usage), updated_at = ? WHERE id = ?",
-                    (health, exit_code, reason, ending, held, _stamp(now), row["id"]),
+                    " ending = ?, usage = COALESCE(?, usage), used_read = used_read OR ?,"
+                    " updated_at = ? WHERE id = ?",
+                    (health, exit_code, reason, ending, held, measured, _stamp(now), row["id"]),
                 )
         return True
 
@@ -441,18 +452,20 @@ class Journal:
         missing: Collection[int],
         now: datetime,
     ) -> None:
-        """What jobs settled before recon read their usage held, back-filled from the
-        scheduler's accounting, in one transaction: ``found`` (record id -> usage) is
-        written where none is yet; ``missing`` (record ids the scheduler had no record
-        of) are stamped so that they are not asked for again."""
+        """What jobs settled before recon read their usage (or what they used: peak
+        memory, CPU time) held, back-filled from the scheduler's accounting, in one
+        transaction: ``found`` (record id -> usage) is written where none is yet, or
+        where the one there predates what they used; ``missing`` (record ids the
+        scheduler had no record of) are stamped so that they are not asked for again."""
         stamp = _stamp(now)
+        unread = "(usage IS NULL OR NOT used_read)"
         with self._transaction() as db:
             db.executemany(
-                "UPDATE submissions SET usage = ? WHERE id = ? AND usage IS NULL",
+                f"UPDATE submissions SET usage = ?, used_read = 1 WHERE id = ? AND {unread}",
                 [(json.dumps(usage.to_json()), record_id) for record_id, usage in found.items()],
             )
             db.executemany(
-                "UPDATE submissions SET usage_sought_at = ? WHERE id = ? AND usage IS NULL",
+                f"UPDATE submissions SET usage_sought_at = ? WHERE id = ? AND {unread}",
                 [(stamp, record_id) for record_id in missing],
             )
 
@@ -917,6 +930,7 @@ def _record(row: sqlite3.Row) -> SubmissionRecord:
         code_versions=_mapping(row["code_versions"]),
         usage_json=row["usage"],
         usage_sought=row["usage_sought_at"] is not None,
+        used_read=bool(row["used_read"]),
         created_at=datetime.fromisoformat(row["created_at"]),
         updated_at=datetime.fromisoformat(row["updated_at"]),
     )

@@ -132,9 +132,14 @@ class SubmissionRecord:
     # the journal keeps it (``JobUsage`` as JSON, read by ``usage``: a pass that plans
     # never needs it); None while it runs, and on records from before recon read it
     usage_json: str | None = None
-    # the scheduler was asked for the usage of this job, settled before recon read it,
-    # and had no record of it (``Journal.record_usages``): it is not asked again
+    # the scheduler was asked for the usage of this job, settled before recon read it
+    # (or what it used), and had no record of it (``Journal.record_usages``): it is not
+    # asked again
     usage_sought: bool = False
+    # ``usage_json`` holds what the job used (peak memory, CPU time), or `recon cost`'s
+    # back-fill asked the accounting for it; False on usage journalled before recon read
+    # it, or settled without it (the accounting may have lagged): back-filled once
+    used_read: bool = False
     created_at: datetime
     updated_at: datetime
 

@@ -140,3 +140,52 @@ def test_the_accounting_of_an_ended_job_is_asked_by_its_id(backend: Harness) -> 
     # the job in squeue took it from there, one that did not may not have it.
     assert usage.time_limit_s == 300
     assert replace(usage, time_limit_s=None) == replace(seen_usage, time_limit_s=None)
+
+
+# A job that holds about 200 MiB (every page written, so it is resident) and keeps one CPU
+# busy for 4 s: longer than the dev clusters' accounting samples (JobAcctGatherFrequency
+# task=2), so a sampling gatherer sees its peak too.
+HUNGRY = """python3 - <<'PY'
+import time
+block = bytearray(200 * 1024 * 1024)
+for page in range(0, len(block), 4096):
+    block[page] = 1
+start = time.process_time()
+while time.process_time() - start < 4:
+    pass
+PY"""
+
+
+def _gatherer(backend: Harness) -> str:
+    """The scheduler's accounting gatherer: Slurm's JobAcctGatherType; the local
+    backend's own measure of its children."""
+    import subprocess
+
+    if backend.scheduler.name == "local":
+        return "local"
+    shown = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True)
+    line = next(line for line in shown.stdout.splitlines() if line.startswith("JobAcctGatherType"))
+    return line.partition("=")[2].strip()
+
+
+def test_a_finished_job_reports_its_peak_memory_and_cpu_time(backend: Harness) -> None:
+    """Right-sizing's figures (sacct's MaxRSS and TotalCPU; the local backend's rusage of
+    the script): a job that held ~200 MiB and 4 s of CPU shows them. Where Slurm runs no
+    gatherer they are unknown, never read as zero."""
+    from reconciler.scheduler.usage import usage_of
+
+    backend.submit("hungry", HUNGRY, header=["--mem=1G"])
+    job = backend.wait("hungry", final)
+    assert job.health is Health.SUCCEEDED
+    if backend.scheduler.name != "local":  # the batch step's accounting follows its end
+        deadline = time.monotonic() + 30
+        while not any(row.peak_memory_mb for row in job.rows) and time.monotonic() < deadline:
+            time.sleep(1)
+            job = backend.job("hungry") or job
+    usage = usage_of(job)
+    assert usage is not None
+    if _gatherer(backend) == "jobacct_gather/none":
+        assert (usage.peak_memory_mb, usage.cpu_time_s) == (None, None)
+        return
+    assert usage.peak_memory_mb is not None and 200 <= usage.peak_memory_mb <= 400
+    assert usage.cpu_time_s is not None and 3.5 <= usage.cpu_time_s <= 4 + usage.elapsed_s

@@ -78,7 +78,10 @@ def seen(*jobs: ObservedJob) -> Observation:
 
 
 def test_a_journal_with_nothing_open_asks_no_cluster(desired: Desired) -> None:
-    used = JobUsage(elapsed_s=3600, gpus=2, cpus=8, gpu_s=7200, cpu_s=28800, started=T0)
+    used = JobUsage(
+        elapsed_s=3600, gpus=2, cpus=8, gpu_s=7200, cpu_s=28800, started=T0,
+        peak_memory_mb=512.0, cpu_time_s=3000.0,  # what it used, read with the rest
+    )  # fmt: skip
     journalled(desired, ("101", Health.SUCCEEDED, used))
     scheduler = ScriptedScheduler()  # nothing scripted: any call fails the test
     accounted = account(desired, NOW, scheduler=scheduler)

@@ -28,6 +28,7 @@ ARRAYS = "tests/unit/test_doc_arrays.py"
 COST = "tests/unit/test_doc_cost.py::test_the_pages_outputs_are_what_recon_prints"
 CHECKED = {
     "docs/cost.md: $ recon cost": COST,
+    "docs/cost.md: $ recon cost embed": COST,
     'docs/cost.md: $ git commit -am "train on 4 GPUs, add finetune"': COST,
     "docs/cost.md: $ recon plan --against HEAD~1 --format markdown": COST,
     "docs/cost.md: $ recon cost --format json > recon-durations.json": COST,

@@ -103,6 +103,25 @@ def journalled(root: Path) -> None:
             journal.record_final(job_id, health, None, None, now, usage=usage)
 
 
+def embed_journalled(root: Path) -> None:
+    """The sizes section's run: 5 successes on 1 GPU and 8 CPUs with 8 GiB and a 4-hour
+    limit, each an hour long, peaking at 1 GiB with one CPU busy (as settling records
+    sacct's MaxRSS and TotalCPU)."""
+    desired = load_desired(open_source(root, None, False))
+    usage = held(
+        1.0, 1, 8, wait_s=360, time_limit_s=4 * HOUR, node_memory_mb=8192.0,
+        peak_memory_mb=1024.0, cpu_time_s=HOUR,
+    )  # fmt: skip
+    with Journal(journal_path(desired)) as journal:
+        for number in range(5):
+            now = T0 + timedelta(days=1, hours=number)
+            record = journal.record_intent(
+                "vision", "run", "embed", "e" * 16, desired.commit, {}, now
+            )
+            journal.record_submitted(record, f"20{number}", now)
+            journal.record_final(f"20{number}", Health.SUCCEEDED, 0, None, now, usage=usage)
+
+
 @pytest.fixture
 def vision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     repo = GitRepo(tmp_path / "vision")
@@ -139,6 +158,8 @@ def test_the_pages_outputs_are_what_recon_prints(
                 message="train on 4 GPUs, add finetune",
             )
             continue
+        if command == "recon cost embed":  # the sizes section's own run
+            embed_journalled(vision)
         words, _, into = command.partition(" > ")
         if "--durations" in words:  # the PR's CI: a fresh clone, no journal
             monkeypatch.chdir(ci_clone(vision, tmp_path / "ci"))
@@ -160,6 +181,38 @@ def ci_clone(vision: Path, where: Path) -> Path:
         subprocess.run(["git", "clone", "--quiet", str(vision), str(where)], check=True)
         shutil.copy(vision / "recon-durations.json", where / "recon-durations.json")
     return where
+
+
+def test_the_pages_examples_of_the_sizes_rule_are_what_it_suggests() -> None:
+    """Each row of the page's table: three successes that used what it says (memory in
+    MiB, time in minutes, busy CPUs) of what it says they held."""
+    from reconciler.engine.plan.sizes import suggest
+    from reconciler.state.records import SubmissionRecord, SubmissionStatus
+
+    text = DOC.read_text()
+    table = text[text.index("<!-- doc-test: sizes -->") :].split("\n\n")[0]
+    rows = [line.strip("|").split("|") for line in table.splitlines()[3:]]
+    assert len(rows) == 9
+    for resource, used, holds, suggested, says in ([c.strip() for c in row] for row in rows):
+        most, had, wanted = (float(cell.split()[0]) for cell in (used, holds, suggested))
+        hours = most / 60 if resource == "time" else 1.0
+        usage = JobUsage(
+            elapsed_s=hours * HOUR,
+            cpus=int(had) if resource == "CPUs" else 1,
+            time_limit_s=had * 60 if resource == "time" else None,
+            node_memory_mb=had if resource == "memory" else None,
+            peak_memory_mb=most if resource == "memory" else 1.0,
+            cpu_time_s=(most if resource == "CPUs" else 1.0) * hours * HOUR,
+        )
+        record = SubmissionRecord(
+            id=1, project="p", name="r", spec_hash="s", commit=None, job_id="1",
+            status=SubmissionStatus.SUBMITTED, final_health=Health.SUCCEEDED,
+            usage_json=json.dumps(usage.to_json()), created_at=T0, updated_at=T0,
+        )  # fmt: skip
+        sized = suggest([record] * 3).runs["r"]
+        got = {"memory": sized.memory, "time": sized.time, "CPUs": sized.cpus}[resource]
+        scale = 60 if resource == "time" else 1
+        assert (got.suggested / scale, got.change.value) == (wanted, says), (resource, used)
 
 
 def test_the_ci_reads_the_exported_durations_or_says_each_run_never_ran(

@@ -602,7 +602,8 @@ def test_a_jobs_usage_is_recorded_once_and_not_wiped_by_a_later_word(journal: Jo
 def test_a_version_6_journal_goes_on_and_back_fills_its_older_jobs_once(tmp_path: Path) -> None:
     """The release that first kept usage: its records and usage (without what a cancel
     freed) read on as they were; a job settled before it gets its usage back-filled, or
-    is stamped as not found, each once."""
+    is stamped as not found, each once, and so does one whose usage predates what jobs
+    used (schema 8: read anew, whole)."""
     from reconciler.scheduler.usage import JobUsage
     from reconciler.state import journal as journal_module
 
@@ -629,5 +630,60 @@ def test_a_version_6_journal_goes_on_and_back_fills_its_older_jobs_once(tmp_path
         assert (two.usage, two.usage_sought, three.usage_sought) == (None, False, False)
         journal.record_usages({two.id: held, kept.id: held}, [three.id], T1)
         kept, two, three = journal.records("p")
-        assert (kept.usage, two.usage) == (JobUsage(elapsed_s=10, gpus=2, gpu_s=20), held)
+        assert (kept.usage, two.usage) == (held, held)
+        assert (kept.used_read, two.used_read, three.used_read) == (True, True, False)
         assert (two.usage_sought, three.usage, three.usage_sought) == (False, None, True)
+        journal.record_usages({kept.id: JobUsage(elapsed_s=99)}, [], T2)
+        assert journal.records("p")[0].usage == held  # read once: never overwritten
+
+
+def test_a_version_7_journal_goes_on_and_its_usage_is_read_again_once(tmp_path: Path) -> None:
+    """The release before what jobs used (schema 7, today's main before right-sizing):
+    its usage reads on, without peak memory or CPU time, and its records are due for a
+    back-fill (``accounting.unaccounted``) until one writes the usage anew or stamps
+    the job as gone; a job settled from then on has its usage with them at once."""
+    from reconciler.engine.accounting import unaccounted
+    from reconciler.scheduler.usage import JobUsage
+    from reconciler.state import journal as journal_module
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statements in journal_module._MIGRATIONS[:7]:
+        for statement in statements:
+            db.execute(statement)
+    old_usage = '{"elapsed_s": 10.0, "cpus": 8, "cpu_s": 80.0, "cancelled_cpus": 0}'
+    for job_id in ("1", "2"):
+        db.execute(
+            "INSERT INTO submissions (project, kind, name, spec_hash, git_commit, job_id,"
+            " status, final_health, usage, created_at, updated_at)"
+            " VALUES ('p', 'run', 'a', 'h', 'c1', ?, 'submitted', 'succeeded', ?, ?, ?)",
+            (job_id, old_usage, "2026-11-29T12:00:00+00:00", "2026-11-29T12:00:00+00:00"),
+        )
+    db.execute("PRAGMA user_version = 7")
+    db.close()
+    read = JobUsage(elapsed_s=10, cpus=8, cpu_s=80, peak_memory_mb=900.0, cpu_time_s=12.5)
+    with journal_module.Journal(path) as journal:
+        one, two = journal.records("p")
+        assert one.usage == JobUsage(elapsed_s=10, cpus=8, cpu_s=80, cancelled_cpus=0)
+        assert one.usage is not None and one.usage.peak_memory_mb is None
+        assert [r.job_id for r in unaccounted([one, two])] == ["1", "2"]
+        journal.record_usages({one.id: read}, [two.id], T1)
+        one, two = journal.records("p")
+        assert (one.usage, one.used_read) == (read, True)
+        assert (two.usage is not None, two.used_read, two.usage_sought) == (True, False, True)
+        assert unaccounted([one, two]) == []
+        intent = journal.record_intent("p", "run", "a", "h", "c2", {}, T1)
+        journal.record_submitted(intent, "3", T1)
+        journal.record_final("3", Health.SUCCEEDED, 0, None, T2, usage=read)
+        assert journal.records("p")[-1].used_read
+        # settled without a peak (the step's accounting lagged, or no gatherer): its
+        # usage is kept and read again once by the back-fill
+        intent = journal.record_intent("p", "run", "a", "h", "c2", {}, T1)
+        journal.record_submitted(intent, "4", T1)
+        lagged = JobUsage(elapsed_s=10, cpus=8, cpu_s=80)
+        journal.record_final("4", Health.SUCCEEDED, 0, None, T2, usage=lagged)
+        newest = journal.records("p")[-1]
+        assert (newest.usage, newest.used_read) == (lagged, False)
+        assert [r.job_id for r in unaccounted(journal.records("p"))] == ["4"]
+        journal.record_usages({newest.id: lagged}, [], T2)
+        assert unaccounted(journal.records("p")) == []

@@ -177,3 +177,37 @@ def test_a_dispatch_pass_neither_reads_nor_writes_the_gathered_file(store: Store
     assert not (store.root / "final.marshal").exists()
     Store(store.root).snapshot([ended], gathered=True)  # as an observation does
     assert (store.root / "final.marshal").exists()
+
+
+def test_what_a_job_used_reads_back_and_a_het_job_counts_its_cpu_time_once(
+    store: Store,
+) -> None:
+    """The supervisor's peak memory and CPU time are kept in ended.json; a het job is one
+    script, so its CPU time is on its first component's row alone (not once per
+    component), its peak on each; an ending an older recon wrote has neither."""
+    from reconciler.scheduler.local.decide import settled_status
+    from reconciler.scheduler.local.records import observed_job
+    from reconciler.scheduler.usage import usage_of
+
+    het, old = add(store, 0), add(store, 1)
+    for job_id in (het, old):
+        store.write_started(job_id, T0)
+    store.write_ended(
+        het, Ending(T0 + timedelta(seconds=10), 0, peak_memory_mb=300.0, cpu_time_s=7.5)
+    )
+    store.write_ended(old, Ending(T0 + timedelta(seconds=10), 0))
+    facts = Store(store.root).snapshot([het, old], gathered=True).facts
+    rows = {}
+    for job_id in (het, old):
+        spec, status = store.spec(job_id), settled_status(facts[job_id])
+        assert spec is not None and status is not None
+        rows[job_id] = observed_job(spec, facts[job_id], status, "host", T0)
+    job = rows[het]
+    assert job is not None
+    assert [row.peak_memory_mb for row in job.components] == [300.0, 300.0]
+    assert [row.cpu_time for row in job.components] == [timedelta(seconds=7.5), None]
+    usage = usage_of(job)
+    assert usage is not None and (usage.peak_memory_mb, usage.cpu_time_s) == (300.0, 7.5)
+    older = rows[old]
+    assert older is not None and (usage := usage_of(older)) is not None
+    assert (usage.peak_memory_mb, usage.cpu_time_s) == (None, None)

@@ -6,7 +6,9 @@ The text is literal ``sacct --parsable2 --noheader --format=<SACCT_FIELDS>`` out
 the dev cluster (Slurm 22.05.8): a GPU job with a step, a failed job, a job array of three
 tasks, a het job cancelled while both halves ran (one with a GPU), a held job cancelled
 before it started, an allocation (``salloc --no-shell``) with one 3-second step, and a
-job cancelled while it waited; then a GPU job caught running.
+job cancelled while it waited; then a GPU job caught running. Those captures predate
+the MaxRSS and TotalCPU columns (blank in them); ``HUNGRY`` holds them, captured on both
+dev clusters with an accounting gatherer.
 """
 
 from __future__ import annotations
@@ -23,30 +25,30 @@ from reconciler.scheduler.tag import Tag
 from reconciler.scheduler.usage import JobUsage, usage_of
 
 ENDED = """\
-3585|3585|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:41|gpu1|gpu|10|5|billing=2,cpu=2,gres/gpu=2,mem=500M,node=1|/tmp/costcap|costcap-gpu|costcap
-3585.batch|3585.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:41|gpu1||10||cpu=2,gres/gpu=2,mem=500M,node=1||batch|
-3585.0|3585.0|COMPLETED|0:0||2026-12-02T16:38:39|2026-12-02T16:38:39|2026-12-02T16:38:41|gpu1||2||cpu=2,gres/gpu=2,mem=500M,node=1||sleep|
-3586|3586|FAILED|3:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:34|cpu2|cpu|3|5|billing=1,cpu=1,mem=100M,node=1|/tmp/costcap|costcap-fail|costcap
-3586.batch|3586.batch|FAILED|3:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:34|cpu2||3||cpu=1,mem=100M,node=1||batch|
-3588+0|3588|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|cpu2|cpu|21|5|billing=1,cpu=1,mem=100M,node=1|/tmp/costcap|costcap-het|costcap
-3588+0.batch|3588.batch|CANCELLED|0:15||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|cpu2||21||cpu=1,mem=100M,node=1||batch|
-3588+1|3589|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|gpu1|gpu|21|5|billing=2,cpu=2,gres/gpu=1,mem=200M,node=1|/tmp/costcap|costcap-het|costcap
-3590|3590|CANCELLED by 0|0:0|JobHeldUser|2026-12-02T16:38:31|None|2026-12-02T16:38:42|None assigned|cpu|0|5||/tmp/costcap|costcap-pend|costcap
-3591|3591|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:32|2026-12-02T16:38:52|gpu1|gpu|20|5|billing=2,cpu=2,gres/gpu=1,mem=300M,node=1|/tmp/costcap|costcap-alloc|costcap
-3591.0|3591.0|COMPLETED|0:0||2026-12-02T16:38:33|2026-12-02T16:38:33|2026-12-02T16:38:36|gpu1||3||cpu=2,gres/gpu=1,mem=300M,node=1||sleep|
-3587_0|3592|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|/tmp/costcap|costcap-arr|costcap
-3587_0.batch|3592.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||batch|
-3587_1|3593|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|/tmp/costcap|costcap-arr|costcap
-3587_1.batch|3593.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||batch|
-3587_2|3587|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|/tmp/costcap|costcap-arr|costcap
-3587_2.batch|3587.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||batch|
-3594|3594|CANCELLED by 0|0:0|None|2026-12-02T16:39:06|None|2026-12-02T16:39:21|None assigned|cpu|0|5||/tmp/costcap|costcap-run|costcap
+3585|3585|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:41|gpu1|gpu|10|5|billing=2,cpu=2,gres/gpu=2,mem=500M,node=1|||/tmp/costcap|costcap-gpu|costcap
+3585.batch|3585.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:41|gpu1||10||cpu=2,gres/gpu=2,mem=500M,node=1||||batch|
+3585.0|3585.0|COMPLETED|0:0||2026-12-02T16:38:39|2026-12-02T16:38:39|2026-12-02T16:38:41|gpu1||2||cpu=2,gres/gpu=2,mem=500M,node=1||||sleep|
+3586|3586|FAILED|3:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:34|cpu2|cpu|3|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/costcap|costcap-fail|costcap
+3586.batch|3586.batch|FAILED|3:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:34|cpu2||3||cpu=1,mem=100M,node=1||||batch|
+3588+0|3588|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|cpu2|cpu|21|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/costcap|costcap-het|costcap
+3588+0.batch|3588.batch|CANCELLED|0:15||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|cpu2||21||cpu=1,mem=100M,node=1||||batch|
+3588+1|3589|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:52|gpu1|gpu|21|5|billing=2,cpu=2,gres/gpu=1,mem=200M,node=1|||/tmp/costcap|costcap-het|costcap
+3590|3590|CANCELLED by 0|0:0|JobHeldUser|2026-12-02T16:38:31|None|2026-12-02T16:38:42|None assigned|cpu|0|5||||/tmp/costcap|costcap-pend|costcap
+3591|3591|CANCELLED by 0|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:32|2026-12-02T16:38:52|gpu1|gpu|20|5|billing=2,cpu=2,gres/gpu=1,mem=300M,node=1|||/tmp/costcap|costcap-alloc|costcap
+3591.0|3591.0|COMPLETED|0:0||2026-12-02T16:38:33|2026-12-02T16:38:33|2026-12-02T16:38:36|gpu1||3||cpu=2,gres/gpu=1,mem=300M,node=1||||sleep|
+3587_0|3592|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/costcap|costcap-arr|costcap
+3587_0.batch|3592.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||||batch|
+3587_1|3593|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/costcap|costcap-arr|costcap
+3587_1.batch|3593.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||||batch|
+3587_2|3587|COMPLETED|0:0|None|2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2|cpu|4|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/costcap|costcap-arr|costcap
+3587_2.batch|3587.batch|COMPLETED|0:0||2026-12-02T16:38:31|2026-12-02T16:38:31|2026-12-02T16:38:35|cpu2||4||cpu=1,mem=100M,node=1||||batch|
+3594|3594|CANCELLED by 0|0:0|None|2026-12-02T16:39:06|None|2026-12-02T16:39:21|None assigned|cpu|0|5||||/tmp/costcap|costcap-run|costcap
 """
 
 RUNNING = """\
-3632|3632|RUNNING|0:0|None|2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1|gpu|3|5|billing=1,cpu=1,gres/gpu=1,mem=100M,node=1|/tmp/costcap|costcap-run|
-3632.batch|3632.batch|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1||3||cpu=1,gres/gpu=1,mem=100M,node=1||batch|
-3632.0|3632.0|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1||3||cpu=1,gres/gpu=1,mem=100M,node=1||sleep|
+3632|3632|RUNNING|0:0|None|2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1|gpu|3|5|billing=1,cpu=1,gres/gpu=1,mem=100M,node=1|||/tmp/costcap|costcap-run|
+3632.batch|3632.batch|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1||3||cpu=1,gres/gpu=1,mem=100M,node=1||||batch|
+3632.0|3632.0|RUNNING|0:0||2026-12-02T16:42:36|2026-12-02T16:42:36|Unknown|gpu1||3||cpu=1,gres/gpu=1,mem=100M,node=1||||sleep|
 """
 
 Result = subprocess.CompletedProcess[str]
@@ -241,3 +243,70 @@ def test_the_accounting_of_named_jobs_is_asked_in_bounded_sacct_calls(
 
 def _top(line: str) -> str:
     return line.split("|")[0].partition(".")[0].partition("_")[0].partition("+")[0]
+
+
+# The same job on both dev clusters with an accounting gatherer (jobacct_gather/linux,
+# JobAcctGatherFrequency=task=2), in recon's columns: a batch script that wrote 200 MiB
+# and kept one CPU busy for 3 s. MaxRSS is on the step, TotalCPU on the job and its step.
+HUNGRY = {
+    "22.05.8": """\
+24|24|COMPLETED|0:0|None|2026-12-07T16:52:53|2026-12-07T16:52:54|2026-12-07T16:52:57|cpu1|cpu|3|525600|billing=1,cpu=1,mem=1G,node=1||00:03.067|/tmp/i39probe|probe.hungry|i39probe
+24.batch|24.batch|COMPLETED|0:0||2026-12-07T16:52:54|2026-12-07T16:52:54|2026-12-07T16:52:57|cpu1||3||cpu=1,mem=1G,node=1|221264K|00:03.067||batch|
+""",
+    "24.11.5": """\
+13|13|COMPLETED|0:0|None|2026-12-07T16:53:09|2026-12-07T16:53:09|2026-12-07T16:53:12|cpu1|cpu|3|525600|billing=1,cpu=1,mem=1G,node=1||00:03.056|/tmp/i39probe|probe.hungry|i39probe
+13.batch|13.batch|COMPLETED|0:0||2026-12-07T16:53:09|2026-12-07T16:53:09|2026-12-07T16:53:12|cpu1||3||cpu=1,mem=1G,node=1|216488K|00:03.056||batch|
+""",
+}
+
+
+@pytest.mark.parametrize("release", sorted(HUNGRY))
+def test_peak_memory_and_cpu_time_read_alike_on_both_releases(release: str) -> None:
+    text = HUNGRY[release]
+    (job,) = jobs(text).values()
+    top, batch = job.rows
+    assert (top.peak_memory_mb, batch.peak_memory_mb is not None) == (None, True)
+    usage = usage_of(job)
+    assert usage is not None and usage.node_memory_mb == 1024
+    peak = 221264 / 1024 if release == "22.05.8" else 216488 / 1024
+    assert usage.peak_memory_mb == pytest.approx(peak)
+    # the job's row repeats its steps' CPU time (Slurm fills it from them): counted once
+    seconds = 3.067 if release == "22.05.8" else 3.056
+    assert usage.cpu_time_s == pytest.approx(seconds)
+
+
+def test_without_a_gatherer_nothing_used_is_known_not_zero() -> None:
+    """jobacct_gather/none (the dev cluster before it had one): every row has an empty
+    MaxRSS and a TotalCPU of 00:00:00, whatever ran."""
+    off = HUNGRY["22.05.8"].replace("221264K", "").replace("00:03.067", "00:00:00")
+    usage = usage_of(next(iter(jobs(off).values())))
+    assert usage is not None and usage.elapsed_s == 3
+    assert (usage.peak_memory_mb, usage.cpu_time_s) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("max_rss", "total_cpu", "peak_mb", "cpu_s"),
+    [
+        ("204800K", "00:03.215", 200.0, 3.215),
+        ("1.50G", "01:02:03", 1536.0, 3723.0),
+        ("2048M", "1-02:03:04", 2048.0, 93784.0),
+        ("0", "00:00.001", 0.0, 0.001),
+    ],
+)
+def test_max_rss_and_total_cpu_in_each_form_slurm_prints(
+    max_rss: str, total_cpu: str, peak_mb: float, cpu_s: float
+) -> None:
+    line = HUNGRY["24.11.5"].splitlines()[1].split("|")
+    line[13:15] = [max_rss, total_cpu]
+    (row,) = parse_sacct("|".join(line), UTC).records
+    assert row.peak_memory_mb == pytest.approx(peak_mb)
+    assert row.cpu_time is not None and row.cpu_time.total_seconds() == pytest.approx(cpu_s)
+
+
+def test_an_unreadable_max_rss_or_total_cpu_rejects_the_line() -> None:
+    line = HUNGRY["24.11.5"].splitlines()[1].split("|")
+    for cell, bad in ((13, "lots"), (14, "3 s")):
+        broken = [*line]
+        broken[cell] = bad
+        parsed = parse_sacct("|".join(broken), UTC)
+        assert parsed.records == () and bad in parsed.rejected[0].why

@@ -51,7 +51,7 @@ def sacct_row(job_id: str, state: str, tag: Tag | None, exit_code: str = "0:0", 
     return (
         f"{job_id}|{job_id.split('+')[0]}|{state}|{exit_code}|None|2026-11-29T22:41:04"
         f"|2026-11-29T22:41:04|{kw.get('end', '2026-11-29T22:41:09')}|{nodes}|cpu"
-        f"|5|10|cpu=1,mem=500M,node=1||n|{comment}"
+        f"|5|10|cpu=1,mem=500M,node=1||||n|{comment}"
     )
 
 
@@ -82,7 +82,7 @@ def test_observe_runs_one_squeue_and_one_sacct_with_explicit_columns_and_states(
     assert {"--parsable2", "--noheader", "--endtime=now"} <= set(sacct)
     assert "--starttime=2026-11-29T21:45:00" in sacct
     assert (
-        "--format=JobID,JobIDRaw,State,ExitCode,Reason,Submit,Start,End,NodeList,Partition,ElapsedRaw,TimelimitRaw,AllocTRES,"
+        "--format=JobID,JobIDRaw,State,ExitCode,Reason,Submit,Start,End,NodeList,Partition,ElapsedRaw,TimelimitRaw,AllocTRES,MaxRSS,TotalCPU,"
         "WorkDir,JobName,Comment" in sacct
     )
     assert "--allocations" in sacct  # the jobs' own rows: slurmdbd's cost is in the steps
@@ -147,10 +147,10 @@ def test_only_tagged_jobs_are_recons_and_het_components_and_steps_join_their_job
     past = lines(
         sacct_row("5+0", "COMPLETED", TAG),
         "5+0.batch|5.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|"
-        "2026-11-29T22:41:07|cpu1||||||batch|",
+        "2026-11-29T22:41:07|cpu1||||||||batch|",
         sacct_row("5+1", "FAILED", TAG, exit_code="3:0"),
         "5+1.0|6.0|FAILED|3:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:04|"
-        "gpu1||||||bash|",
+        "gpu1||||||||bash|",
         sacct_row("6", "COMPLETED", None),
         sacct_row("7", "FAILED", None),
     )
@@ -185,7 +185,7 @@ def test_squeue_speaks_for_live_jobs_and_sacct_fills_in_what_only_it_knows() -> 
         sacct_row("40", "PENDING", TAG, nodes="None assigned", end="Unknown"),
         sacct_row("41", "FAILED", OTHER, exit_code="2:0"),
         "41.batch|41.batch|FAILED|2:0||2026-11-29T22:41:04|2026-11-29T22:41:04|"
-        "2026-11-29T22:41:09|cpu1||||||batch|",
+        "2026-11-29T22:41:09|cpu1||||||||batch|",
     )
     observation = scheduler(ScriptedRunner(squeue=[ok(live)], sacct=[ok(past)])).observe(SINCE)
     jobs = {job.job_id: job for job in observation.jobs}
@@ -218,10 +218,10 @@ def test_finished_array_tasks_come_from_sacct_and_its_stale_pending_range_is_dro
 # What sacct printed for het job 41 in the second after it ran, before it settled to
 # 41+0, 41+0.batch, 41+1, 41+1.0: each component under its own id, named "allocation".
 UNSETTLED_HET = f"""\
-41|41|COMPLETED|0:0|None|2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|cpu1||||||allocation|{TAG.format()}
-41.batch|41.batch|COMPLETED|0:0||2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|cpu1||||||batch|
-42|42|COMPLETED|0:0|None|2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|gpu1||||||allocation|{TAG.format()}
-42.0|42.0|COMPLETED|0:0||2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|gpu1||||||bash|
+41|41|COMPLETED|0:0|None|2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|cpu1||||||||allocation|{TAG.format()}
+41.batch|41.batch|COMPLETED|0:0||2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|cpu1||||||||batch|
+42|42|COMPLETED|0:0|None|2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|gpu1||||||||allocation|{TAG.format()}
+42.0|42.0|COMPLETED|0:0||2026-11-29T22:46:23|2026-11-29T22:46:23|2026-11-29T22:46:23|gpu1||||||||bash|
 """
 HET_IN_SQUEUE = f"""\
 41+0|41|COMPLETED|None|cpu1|cpu|2026-11-29T22:46:23|2026-11-29T22:46:23|5:00||demo.train|{TAG.format()}
@@ -252,8 +252,8 @@ def test_unsettled_rows_squeue_cannot_explain_make_the_observation_incomplete() 
 # Job 164 after `scontrol requeue`: sacct still holds its first run (REQUEUED, and the batch
 # step killed with it) while squeue has it pending, then running again.
 REQUEUED = f"""\
-164|164|REQUEUED|0:0|None|2026-11-29T22:51:57|2026-11-29T22:51:58|2026-11-29T22:51:59|cpu1|cpu|||||demo.train|{TAG.format()}
-164.batch|164.batch|CANCELLED|0:15||2026-11-29T22:51:58|2026-11-29T22:51:58|2026-11-29T22:51:59|cpu1||||||batch|
+164|164|REQUEUED|0:0|None|2026-11-29T22:51:57|2026-11-29T22:51:58|2026-11-29T22:51:59|cpu1|cpu|||||||demo.train|{TAG.format()}
+164.batch|164.batch|CANCELLED|0:15||2026-11-29T22:51:58|2026-11-29T22:51:58|2026-11-29T22:51:59|cpu1||||||||batch|
 """
 
 
@@ -592,10 +592,10 @@ def test_sacct_lists_in_full_only_the_jobs_its_own_rows_or_squeue_say_are_recons
     full = lines(
         sacct_row("5+0", "COMPLETED", TAG),
         "5+0.batch|5.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|"
-        "2026-11-29T22:41:07|cpu1||||||batch|",
+        "2026-11-29T22:41:07|cpu1||||||||batch|",
         sacct_row("5+1", "COMPLETED", TAG),
         sacct_row("8", "RUNNING", None),
-        "8.0|8.0|RUNNING|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1||||||step|",
+        "8.0|8.0|RUNNING|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1||||||||step|",
     )
     live = lines(squeue_row("8", "RUNNING", TAG.model_copy(update={"name": "eval"})))
     runner = ScriptedRunner(squeue=[ok(live)], sacct=[ok(jobs_only), ok(full)])

@@ -47,11 +47,11 @@ SQUEUE = "\n".join(
 )
 # sacct a moment later: it has not heard that 5 and 6 started (the range still holds them).
 SACCT = f"""\
-14769_0|14770|COMPLETED|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1|cpu||||/tmp/arrprobe|probe.arr|{TAG}
-14769_0.batch|14770.batch|COMPLETED|0:0||2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1||||||batch|
-14769_2|14771|FAILED|1:0|None|2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1|cpu||||/tmp/arrprobe|probe.arr|{TAG}
-14769_2.batch|14771.batch|FAILED|1:0||2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1||||||batch|
-14769_[5-6,8-9%2]|14769|PENDING|0:0|JobArrayTaskLimit|2026-12-01T17:34:22|Unknown|Unknown|None assigned|cpu||||/tmp/arrprobe|probe.arr|
+14769_0|14770|COMPLETED|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1|cpu||||||/tmp/arrprobe|probe.arr|{TAG}
+14769_0.batch|14770.batch|COMPLETED|0:0||2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1||||||||batch|
+14769_2|14771|FAILED|1:0|None|2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1|cpu||||||/tmp/arrprobe|probe.arr|{TAG}
+14769_2.batch|14771.batch|FAILED|1:0||2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1||||||||batch|
+14769_[5-6,8-9%2]|14769|PENDING|0:0|JobArrayTaskLimit|2026-12-01T17:34:22|Unknown|Unknown|None assigned|cpu||||||/tmp/arrprobe|probe.arr|
 """
 
 
@@ -96,9 +96,9 @@ def test_a_task_sacct_saw_start_after_squeue_looked_reads_as_started() -> None:
         ]
     )
     sacct = """\
-14769_5|14772|RUNNING|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:25|Unknown|cpu1|cpu||||/tmp/arrprobe|probe.arr|
-14769_5.batch|14772.batch|RUNNING|0:0||2026-12-01T17:34:25|2026-12-01T17:34:25|Unknown|cpu1||||||batch|
-14769_[6,8-9%2]|14769|PENDING|0:0|JobArrayTaskLimit|2026-12-01T17:34:22|Unknown|Unknown|None assigned|cpu||||/tmp/arrprobe|probe.arr|
+14769_5|14772|RUNNING|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:25|Unknown|cpu1|cpu||||||/tmp/arrprobe|probe.arr|
+14769_5.batch|14772.batch|RUNNING|0:0||2026-12-01T17:34:25|2026-12-01T17:34:25|Unknown|cpu1||||||||batch|
+14769_[6,8-9%2]|14769|PENDING|0:0|JobArrayTaskLimit|2026-12-01T17:34:22|Unknown|Unknown|None assigned|cpu||||||/tmp/arrprobe|probe.arr|
 """
     (job,) = observe(squeue, sacct).jobs
     assert states(job) == {
@@ -116,8 +116,8 @@ def test_a_task_squeue_forgot_while_sacct_lags_stays_rather_than_vanish() -> Non
     # Task 5 ended more than MinJobAge ago (squeue dropped it); sacct still has it running.
     squeue = live("9", 14769, "RUNNING", start="2026-12-01T17:34:29")
     sacct = """\
-14769_5|14772|RUNNING|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:25|Unknown|cpu1|cpu||||/tmp/arrprobe|probe.arr|
-14769_[9]|14769|PENDING|0:0|JobArrayTaskLimit|2026-12-01T17:34:22|Unknown|Unknown|None assigned|cpu||||/tmp/arrprobe|probe.arr|
+14769_5|14772|RUNNING|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:25|Unknown|cpu1|cpu||||||/tmp/arrprobe|probe.arr|
+14769_[9]|14769|PENDING|0:0|JobArrayTaskLimit|2026-12-01T17:34:22|Unknown|Unknown|None assigned|cpu||||||/tmp/arrprobe|probe.arr|
 """
     (job,) = observe(squeue, sacct).jobs
     assert states(job) == {5: SlurmState.RUNNING, 9: SlurmState.RUNNING}
@@ -125,7 +125,7 @@ def test_a_task_squeue_forgot_while_sacct_lags_stays_rather_than_vanish() -> Non
 
 def test_tasks_of_sacct_range_that_squeue_shows_nowhere_stay_pending() -> None:
     squeue = live("5", 14772, "RUNNING", start="2026-12-01T17:34:25")
-    sacct = "14769_[5-6%2]|14769|PENDING|0:0|JobArrayTaskLimit|2026-12-01T17:34:22|Unknown|Unknown|None assigned|cpu||||/tmp/arrprobe|probe.arr|\n"
+    sacct = "14769_[5-6%2]|14769|PENDING|0:0|JobArrayTaskLimit|2026-12-01T17:34:22|Unknown|Unknown|None assigned|cpu||||||/tmp/arrprobe|probe.arr|\n"
     (job,) = observe(squeue, sacct).jobs
     assert [row.job_id for row in job.components] == ["14769_5", "14769_[6]"]
     assert states(job) == {5: SlurmState.RUNNING, 6: SlurmState.PENDING}
@@ -134,8 +134,8 @@ def test_tasks_of_sacct_range_that_squeue_shows_nowhere_stay_pending() -> None:
 def test_a_task_that_ended_by_squeue_while_sacct_runs_it_is_not_final() -> None:
     squeue = live("0", 14770, "COMPLETED", start="2026-12-01T17:34:22")
     sacct = """\
-14769_0|14770|RUNNING|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:22|Unknown|cpu1|cpu||||/tmp/arrprobe|probe.arr|
-14769_0.batch|14770.batch|RUNNING|0:0||2026-12-01T17:34:22|2026-12-01T17:34:22|Unknown|cpu1||||||batch|
+14769_0|14770|RUNNING|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:22|Unknown|cpu1|cpu||||||/tmp/arrprobe|probe.arr|
+14769_0.batch|14770.batch|RUNNING|0:0||2026-12-01T17:34:22|2026-12-01T17:34:22|Unknown|cpu1||||||||batch|
 """
     (job,) = observe(squeue, sacct).jobs
     task = job.tasks()[0]
@@ -155,8 +155,8 @@ def test_each_step_is_matched_to_its_task_once_not_against_every_task() -> None:
     count = 2000
     squeue = live(f"[{count}-{count + 9}]", 14769, "PENDING")
     sacct = "".join(
-        f"14769_{i}|{20000 + i}|COMPLETED|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1|cpu||||/tmp/arrprobe|probe.arr|{TAG}\n"
-        f"14769_{i}.batch|{20000 + i}.batch|COMPLETED|0:0||2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1||||||batch|\n"
+        f"14769_{i}|{20000 + i}|COMPLETED|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1|cpu||||||/tmp/arrprobe|probe.arr|{TAG}\n"
+        f"14769_{i}.batch|{20000 + i}.batch|COMPLETED|0:0||2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1||||||||batch|\n"
         for i in range(count)
     )
     calls = 0
@@ -227,8 +227,8 @@ def test_observing_a_large_array_is_one_squeue_and_two_saccts() -> None:
         ]
     )
     sacct = "".join(
-        f"14769_{i}|{20000 + i}|COMPLETED|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1|cpu||||/tmp/arrprobe|probe.arr|{TAG}\n"
-        f"14769_{i}.batch|{20000 + i}.batch|COMPLETED|0:0||2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1||||||batch|\n"
+        f"14769_{i}|{20000 + i}|COMPLETED|0:0|None|2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1|cpu||||||/tmp/arrprobe|probe.arr|{TAG}\n"
+        f"14769_{i}.batch|{20000 + i}.batch|COMPLETED|0:0||2026-12-01T17:34:22|2026-12-01T17:34:22|2026-12-01T17:34:25|cpu1||||||||batch|\n"
         for i in range(50, count // 2)
     )
     runner = ScriptedRunner(squeue=[ok(squeue)], sacct=[ok(sacct)])
@@ -245,8 +245,8 @@ def test_observing_a_large_array_is_one_squeue_and_two_saccts() -> None:
 # had just ended under its own id, named "allocation", with no partition.
 UNSETTLED_TAG = "recon2:arr7cc481d3bc:0123456789ab:run:many:0123456789abcdef"
 SACCT_UNSETTLED = f"""\
-15157|15157|COMPLETED|0:0|None|2026-12-01T17:40:21|2026-12-01T17:40:21|2026-12-01T17:40:21|cpu1||||||allocation|{UNSETTLED_TAG}
-15157.batch|15157.batch|COMPLETED|0:0||2026-12-01T17:40:21|2026-12-01T17:40:21|2026-12-01T17:40:21|cpu1||||||batch|
+15157|15157|COMPLETED|0:0|None|2026-12-01T17:40:21|2026-12-01T17:40:21|2026-12-01T17:40:21|cpu1||||||||allocation|{UNSETTLED_TAG}
+15157.batch|15157.batch|COMPLETED|0:0||2026-12-01T17:40:21|2026-12-01T17:40:21|2026-12-01T17:40:21|cpu1||||||||batch|
 """
 SQUEUE_ENDED = f"15154_2|15157|COMPLETED|None|cpu1|cpu|2026-12-01T17:40:20|2026-12-01T17:40:21|1:00|/tmp|arr7cc481d3bc.many|{UNSETTLED_TAG}\n"
 SQUEUE_WAITING = f"15154_[3-999%50]|15154|PENDING|JobArrayTaskLimit||cpu|2026-12-01T17:40:20|N/A|1:00|/tmp|arr7cc481d3bc.many|{UNSETTLED_TAG}\n"

@@ -23,17 +23,17 @@ TAKEN = datetime(2026, 12, 1, 14, 2, 0, tzinfo=UTC)
 # sacct still has the job and its batch step RUNNING.
 SQUEUE_COMPLETED = f"3131|3131|COMPLETED|None|cpu1|cpu|2026-12-01T14:01:10|2026-12-01T14:01:11|4:58|/home/u/demo|demo.train|{TAG}\n"
 SACCT_RUNNING = """\
-3131|3131|RUNNING|0:0|None|2026-12-01T14:01:10|2026-12-01T14:01:11|Unknown|cpu1|cpu||||/home/u/demo|demo.train|
-3131.batch|3131.batch|RUNNING|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|Unknown|cpu1|||||/home/u/demo|batch|
+3131|3131|RUNNING|0:0|None|2026-12-01T14:01:10|2026-12-01T14:01:11|Unknown|cpu1|cpu||||||/home/u/demo|demo.train|
+3131.batch|3131.batch|RUNNING|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|Unknown|cpu1|||||||/home/u/demo|batch|
 """
 # A little later: the job's own row has caught up, its batch step not yet.
 SACCT_STEP_RUNNING = f"""\
-3131|3131|COMPLETED|0:0|None|2026-12-01T14:01:10|2026-12-01T14:01:11|2026-12-01T14:01:41|cpu1|cpu||||/home/u/demo|demo.train|{TAG}
-3131.batch|3131.batch|RUNNING|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|Unknown|cpu1|||||/home/u/demo|batch|
+3131|3131|COMPLETED|0:0|None|2026-12-01T14:01:10|2026-12-01T14:01:11|2026-12-01T14:01:41|cpu1|cpu||||||/home/u/demo|demo.train|{TAG}
+3131.batch|3131.batch|RUNNING|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|Unknown|cpu1|||||||/home/u/demo|batch|
 """
 SACCT_SETTLED = f"""\
-3131|3131|COMPLETED|0:0|None|2026-12-01T14:01:10|2026-12-01T14:01:11|2026-12-01T14:01:41|cpu1|cpu||||/home/u/demo|demo.train|{TAG}
-3131.batch|3131.batch|COMPLETED|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|2026-12-01T14:01:41|cpu1|||||/home/u/demo|batch|
+3131|3131|COMPLETED|0:0|None|2026-12-01T14:01:10|2026-12-01T14:01:11|2026-12-01T14:01:41|cpu1|cpu||||||/home/u/demo|demo.train|{TAG}
+3131.batch|3131.batch|COMPLETED|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|2026-12-01T14:01:41|cpu1|||||||/home/u/demo|batch|
 """
 
 
@@ -79,9 +79,9 @@ def test_a_step_accounting_never_ends_holds_the_end_back_only_so_long() -> None:
 def test_a_running_job_whose_steps_ended_is_running() -> None:
     squeue = f"3140|3140|RUNNING|None|cpu1|cpu|2026-12-01T14:01:10|2026-12-01T14:01:11|4:20|/home/u/demo|demo.train|{TAG}\n"
     sacct = """\
-3140|3140|RUNNING|0:0|None|2026-12-01T14:01:10|2026-12-01T14:01:11|Unknown|cpu1|cpu||||/home/u/demo|demo.train|
-3140.batch|3140.batch|COMPLETED|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|2026-12-01T14:01:50|cpu1|||||/home/u/demo|batch|
-3140.0|3140.0|COMPLETED|0:0||2026-12-01T14:01:12|2026-12-01T14:01:12|2026-12-01T14:01:49|cpu1|||||/home/u/demo|hostname|
+3140|3140|RUNNING|0:0|None|2026-12-01T14:01:10|2026-12-01T14:01:11|Unknown|cpu1|cpu||||||/home/u/demo|demo.train|
+3140.batch|3140.batch|COMPLETED|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|2026-12-01T14:01:50|cpu1|||||||/home/u/demo|batch|
+3140.0|3140.0|COMPLETED|0:0||2026-12-01T14:01:12|2026-12-01T14:01:12|2026-12-01T14:01:49|cpu1|||||||/home/u/demo|hostname|
 """
     (job,) = observe(squeue, sacct).jobs
     assert job.components[0].state is SlurmState.RUNNING
@@ -91,9 +91,9 @@ def test_a_running_job_whose_steps_ended_is_running() -> None:
 def test_a_step_whose_job_row_neither_source_lists_leaves_the_job_unsettled() -> None:
     # Het job 3150: sacct has component 0 and the step of component 1, not component 1.
     sacct = f"""\
-3150+0|3150|COMPLETED|0:0|None|2026-12-01T14:01:10|2026-12-01T14:01:11|2026-12-01T14:01:41|cpu1|cpu||||/home/u/demo|demo.train|{TAG}
-3150+0.batch|3150.batch|COMPLETED|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|2026-12-01T14:01:41|cpu1|||||/home/u/demo|batch|
-3150+1.0|3151.0|RUNNING|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|Unknown|gpu1|||||/home/u/demo|bash|
+3150+0|3150|COMPLETED|0:0|None|2026-12-01T14:01:10|2026-12-01T14:01:11|2026-12-01T14:01:41|cpu1|cpu||||||/home/u/demo|demo.train|{TAG}
+3150+0.batch|3150.batch|COMPLETED|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|2026-12-01T14:01:41|cpu1|||||||/home/u/demo|batch|
+3150+1.0|3151.0|RUNNING|0:0||2026-12-01T14:01:11|2026-12-01T14:01:11|Unknown|gpu1|||||||/home/u/demo|bash|
 """
     observation = observe("", sacct)
     assert observation.jobs == ()  # neither finished nor gone: unknown
@@ -129,7 +129,7 @@ def test_a_job_without_a_recon_tag_is_kept_apart_matched_by_id_only() -> None:
 # the two commands printed them.
 HELD_TAG = "recon2:skb8885260:a5d45d19f410:run:r09:aeeac7e0cef2b804"
 SQUEUE_LAUNCH_FAILED = f"4411|4411|PENDING|launch failed requeued held||cpu|2026-12-02T17:42:43|N/A|10:00|/tmp/s/runs/r09|skb8885260.r09|{HELD_TAG}\n"
-SACCT_HELD = "4411|4411|PENDING|0:0|JobHeldUser|2026-12-02T17:42:43|None|Unknown|None assigned|cpu|0|10||/tmp/s/runs/r09|skb8885260.r09|\n"
+SACCT_HELD = "4411|4411|PENDING|0:0|JobHeldUser|2026-12-02T17:42:43|None|Unknown|None assigned|cpu|0|10||||/tmp/s/runs/r09|skb8885260.r09|\n"
 
 
 def test_a_job_held_after_its_launch_failed_is_a_failed_attempt_still_queued() -> None:

@@ -36,20 +36,20 @@ def at(hh_mm_ss: str) -> datetime:
 #   NodeList,Partition,JobName,Comment  (a het job, a failed upstream, its cancelled dependent,
 #   an array with one failed task, a user cancel, a held job cancelled while pending)
 SACCT = f"""\
-5+0|5|COMPLETED|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1|cpu|||||probe.het|{TAG}
-5+0.batch|5.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1||||||batch|
-5+1|6|COMPLETED|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|gpu1|gpu|||||probe.het|{TAG}
-5+1.0|6.0|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:04|gpu1||||||bash|
-7|7|FAILED|1:0|None|2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|cpu1|cpu|||||sbatch|probe-up
-7.batch|7.batch|FAILED|1:0||2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|cpu1||||||batch|
-8|8|CANCELLED|0:0|Dependency|2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|None assigned|cpu|||||sbatch|probe-down
-9_5|13|FAILED|1:0|JobArrayTaskLimit|2026-11-29T22:41:18|2026-11-29T22:41:21|2026-11-29T22:41:23|cpu1|cpu|||||sbatch|probe-arr
-9_5.batch|13.batch|FAILED|1:0||2026-11-29T22:41:21|2026-11-29T22:41:21|2026-11-29T22:41:23|cpu1||||||batch|
-9_[6-7%2]|9|PENDING|0:0|JobArrayTaskLimit|2026-11-29T22:41:18|Unknown|Unknown|None assigned|cpu|||||sbatch|probe-arr
-15|15|CANCELLED by 0|0:0|None|2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1|cpu|||||sbatch|probe-run
-15.batch|15.batch|CANCELLED|0:15||2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1||||||batch|
-15.extern|15.extern|CANCELLED+|0:0||2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1||||||extern|
-10|10|CANCELLED by 0|0:0|JobHeldUser|2026-11-29T22:41:18|None|2026-11-29T22:41:54|None assigned|cpu|||||sbatch|probe-held
+5+0|5|COMPLETED|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1|cpu|||||||probe.het|{TAG}
+5+0.batch|5.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1||||||||batch|
+5+1|6|COMPLETED|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|gpu1|gpu|||||||probe.het|{TAG}
+5+1.0|6.0|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:04|gpu1||||||||bash|
+7|7|FAILED|1:0|None|2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|cpu1|cpu|||||||sbatch|probe-up
+7.batch|7.batch|FAILED|1:0||2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|cpu1||||||||batch|
+8|8|CANCELLED|0:0|Dependency|2026-11-29T22:41:18|2026-11-29T22:41:18|2026-11-29T22:41:18|None assigned|cpu|||||||sbatch|probe-down
+9_5|13|FAILED|1:0|JobArrayTaskLimit|2026-11-29T22:41:18|2026-11-29T22:41:21|2026-11-29T22:41:23|cpu1|cpu|||||||sbatch|probe-arr
+9_5.batch|13.batch|FAILED|1:0||2026-11-29T22:41:21|2026-11-29T22:41:21|2026-11-29T22:41:23|cpu1||||||||batch|
+9_[6-7%2]|9|PENDING|0:0|JobArrayTaskLimit|2026-11-29T22:41:18|Unknown|Unknown|None assigned|cpu|||||||sbatch|probe-arr
+15|15|CANCELLED by 0|0:0|None|2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1|cpu|||||||sbatch|probe-run
+15.batch|15.batch|CANCELLED|0:15||2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1||||||||batch|
+15.extern|15.extern|CANCELLED+|0:0||2026-11-29T22:41:38|2026-11-29T22:41:38|2026-11-29T22:41:41|cpu1||||||||extern|
+10|10|CANCELLED by 0|0:0|JobHeldUser|2026-11-29T22:41:18|None|2026-11-29T22:41:54|None assigned|cpu|||||||sbatch|probe-held
 """
 
 # squeue --noheader --me --states=all --format=%i|%A|%T|%r|%N|%P|%V|%S|%L|%j|%k
@@ -65,7 +65,7 @@ SQUEUE = f"""\
 
 
 def test_the_column_lists_are_what_the_fixtures_hold() -> None:
-    assert len(SACCT_FIELDS) == 16 and SACCT_FIELDS[-3:] == ("WorkDir", "JobName", "Comment")
+    assert len(SACCT_FIELDS) == 18 and SACCT_FIELDS[-3:] == ("WorkDir", "JobName", "Comment")
     assert len(SQUEUE_FIELDS) == 12 and SQUEUE_FIELDS[-3:] == ("%Z", "%j", "%k")
 
 
@@ -161,7 +161,9 @@ def test_times_are_read_in_the_zone_slurm_prints_them_in(text: str, tz_hours: in
 
 @pytest.mark.parametrize("state", [s.value for s in SlurmState])
 def test_every_state_reads_in_both_parsers(state: str) -> None:
-    sacct = f"3|3|{state}|0:0|None|2026-11-29T22:41:18|Unknown|Unknown|None assigned|cpu|||||n|c\n"
+    sacct = (
+        f"3|3|{state}|0:0|None|2026-11-29T22:41:18|Unknown|Unknown|None assigned|cpu|||||||n|c\n"
+    )
     squeue = f"3|3|{state}|None||cpu|2026-11-29T22:41:18|N/A|NOT_SET||n|c\n"
     assert parse_sacct(sacct, UTC).records[0].state == SlurmState(state)
     assert parse_squeue(squeue, UTC).records[0].state == SlurmState(state)
@@ -174,24 +176,24 @@ def test_empty_output_is_no_rows(text: str) -> None:
 
 
 def test_unreadable_lines_are_skipped_and_reported_not_fatal() -> None:
-    good = f"21|21|RUNNING|0:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu|||||a.b|{TAG}"
+    good = f"21|21|RUNNING|0:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu|||||||a.b|{TAG}"
     bad = [
         "sacct: error: something odd",  # too few fields
-        "22|22|EXPLODED|0:0|None|||Unknown|cpu1|cpu|||||n|",  # unknown state
-        "23|23|RUNNING|x:y|None|||Unknown|cpu1|cpu|||||n|",  # bad exit code
-        "24|24|RUNNING|0:0|None|yesterday||Unknown|cpu1|cpu|||||n|",  # bad time
-        "abc|24|RUNNING|0:0|None|||Unknown|cpu1|cpu|||||n|",  # bad job id
+        "22|22|EXPLODED|0:0|None|||Unknown|cpu1|cpu|||||||n|",  # unknown state
+        "23|23|RUNNING|x:y|None|||Unknown|cpu1|cpu|||||||n|",  # bad exit code
+        "24|24|RUNNING|0:0|None|yesterday||Unknown|cpu1|cpu|||||||n|",  # bad time
+        "abc|24|RUNNING|0:0|None|||Unknown|cpu1|cpu|||||||n|",  # bad job id
     ]
     parsed = parse_sacct("\n".join([bad[0], good, *bad[1:]]), UTC)
     assert [r.job_id for r in parsed.records] == ["21"]
     assert [r.line for r in parsed.rejected] == bad
-    assert "16" in parsed.rejected[0].why and "EXPLODED" in parsed.rejected[1].why
+    assert "18" in parsed.rejected[0].why and "EXPLODED" in parsed.rejected[1].why
 
 
 def test_a_pipe_in_a_foreign_name_or_comment_does_not_shift_the_columns() -> None:
     text = (
-        "30|30|RUNNING|0:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu||||/w|a|b|c\n"
-        f"31|31|FAILED|2:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu||||/w|x|y|{TAG}\n"
+        "30|30|RUNNING|0:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu||||||/w|a|b|c\n"
+        f"31|31|FAILED|2:0|None|2026-11-29T22:41:50|2026-11-29T22:41:50|Unknown|cpu1|cpu||||||/w|x|y|{TAG}\n"
     )
     first, second = parse_sacct(text, UTC).records
     assert (first.state, first.name, first.tag) == (SlurmState.RUNNING, "a|b", None)
@@ -220,14 +222,14 @@ def test_salloc_granted_message() -> None:
 # --- which rows are read at all ---------------------------------------------------------
 
 OTHERS = """\
-40|40|COMPLETED|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1|cpu|||||analysis|
-40.batch|40.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1||||||batch|
+40|40|COMPLETED|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1|cpu|||||||analysis|
+40.batch|40.batch|COMPLETED|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|2026-11-29T22:41:07|cpu1||||||||batch|
 """
 RUNNING = """\
-50|50|RUNNING|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1|cpu|||||probe.live|
-50.batch|50.batch|RUNNING|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1||||||batch|
-51|51|RUNNING|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1|cpu|||||probe.split|
-51.0|51.0|RUNNING|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1||||||bash|
+50|50|RUNNING|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1|cpu|||||||probe.live|
+50.batch|50.batch|RUNNING|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1||||||||batch|
+51|51|RUNNING|0:0|None|2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1|cpu|||||||probe.split|
+51.0|51.0|RUNNING|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1||||||||bash|
 """
 # squeue: job 50 running with its tag (sacct shows no comment before the end), and a het
 # job 49 whose component 49+1 has its own id 51 (sacct's 51 and 51.0 before it settles).
@@ -256,7 +258,7 @@ def test_an_unreadable_row_that_holds_a_tag_is_kept_to_be_reported() -> None:
 
 def test_with_a_project_other_projects_rows_are_not_kept() -> None:
     other = TAG.replace("probe", "other")
-    text = f"70|70|COMPLETED|0:0|None|||||cpu|||||other.x|{other}\n70.batch|70.batch|COMPLETED|0:0|||||||||||batch|\n"
+    text = f"70|70|COMPLETED|0:0|None|||||cpu|||||||other.x|{other}\n70.batch|70.batch|COMPLETED|0:0|||||||||||||batch|\n"
     live = parse_squeue(LIVE, UTC).records
     assert recon_rows(text + SACCT, live, "other").splitlines()[:2] == text.splitlines()
     kept = recon_rows(text + SACCT + RUNNING, live, "probe")

@@ -11,7 +11,9 @@ every one alike except the last (see test_a_job_no_node_can_hold, docs/arrays.md
 sacct's rows were read again from the same jobs, later the same day, once recon's column
 list gained ElapsedRaw, TimelimitRaw and AllocTRES; the one job still pending when first
 captured (22.05's 3721) keeps the row it had then, with what sacct prints for a pending
-job in those columns (0, its limit, nothing allocated).
+job in those columns (0, its limit, nothing allocated). The two columns asked for since
+right-sizing, MaxRSS and TotalCPU, came after both captures and are left blank here;
+tests/unit/test_slurm_accounting.py reads them from rows that hold them.
 """
 
 # ruff: noqa: E501  (Slurm's rows are kept verbatim, whatever their length)
@@ -52,24 +54,24 @@ SLURM_22_05 = Capture(
         "huge": "3721",
     },
     sacct=f"""\
-3714+0|3714|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:14|cpu2|cpu|16|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2205|probe.het|{TAG}
-3714+0.batch|3714.batch|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:14|cpu2||16||cpu=1,mem=100M,node=1||batch|
-3714+1|3715|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:14|gpu1|gpu|16|5|billing=1,cpu=1,gres/gpu=2,mem=100M,node=1|/tmp/s24/cap2205|probe.het|{TAG}
-3714+1.0|3715.0|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:59|gpu1||1||cpu=1,gres/gpu=2,mem=100M,node=1||bash|
-3716|3716|FAILED|1:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2|cpu|0|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2205|wrap|capt-up
-3716.batch|3716.batch|FAILED|1:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2||0||cpu=1,mem=100M,node=1||batch|
-3717|3717|CANCELLED|0:0|None|2026-12-02T16:49:58|None|2026-12-02T16:49:59|None assigned|cpu|0|5||/tmp/s24/cap2205|wrap|capt-down
-3719|3719|CANCELLED by 0|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:04|cpu2|cpu|6|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2205|wrap|capt-run
-3719.batch|3719.batch|CANCELLED|0:15||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:04|cpu2||6||cpu=1,mem=100M,node=1||batch|
-3719.0|3719.0|CANCELLED|0:15||2026-12-02T16:49:59|2026-12-02T16:49:59|2026-12-02T16:50:04|cpu2||5||cpu=1,mem=100M,node=1||sleep|
-3720|3720|CANCELLED by 0|0:0|None|2026-12-02T16:49:58|None|2026-12-02T16:50:04|None assigned|cpu|0|5||/tmp/s24/cap2205|wrap|capt-held
-3718_3|3722|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:18|cpu2|cpu|20|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2205|wrap|capt-arr
-3718_3.batch|3722.batch|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:18|cpu2||20||cpu=1,mem=100M,node=1||batch|
-3718_4|3723|FAILED|1:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2|cpu|0|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2205|wrap|capt-arr
-3718_4.batch|3723.batch|FAILED|1:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2||0||cpu=1,mem=100M,node=1||batch|
-3718_5|3724|COMPLETED|0:0|JobArrayTaskLimit|2026-12-02T16:49:58|2026-12-02T16:49:59|2026-12-02T16:50:19|cpu2|cpu|20|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2205|wrap|capt-arr
-3718_5.batch|3724.batch|COMPLETED|0:0||2026-12-02T16:49:59|2026-12-02T16:49:59|2026-12-02T16:50:19|cpu2||20||cpu=1,mem=100M,node=1||batch|
-3721|3721|PENDING|0:0|None|2026-12-02T16:49:58|Unknown|Unknown|None assigned|cpu|0|5||/tmp/s24/cap2205|wrap|
+3714+0|3714|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:14|cpu2|cpu|16|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2205|probe.het|{TAG}
+3714+0.batch|3714.batch|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:14|cpu2||16||cpu=1,mem=100M,node=1||||batch|
+3714+1|3715|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:14|gpu1|gpu|16|5|billing=1,cpu=1,gres/gpu=2,mem=100M,node=1|||/tmp/s24/cap2205|probe.het|{TAG}
+3714+1.0|3715.0|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:59|gpu1||1||cpu=1,gres/gpu=2,mem=100M,node=1||||bash|
+3716|3716|FAILED|1:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2|cpu|0|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2205|wrap|capt-up
+3716.batch|3716.batch|FAILED|1:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2||0||cpu=1,mem=100M,node=1||||batch|
+3717|3717|CANCELLED|0:0|None|2026-12-02T16:49:58|None|2026-12-02T16:49:59|None assigned|cpu|0|5||||/tmp/s24/cap2205|wrap|capt-down
+3719|3719|CANCELLED by 0|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:04|cpu2|cpu|6|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2205|wrap|capt-run
+3719.batch|3719.batch|CANCELLED|0:15||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:04|cpu2||6||cpu=1,mem=100M,node=1||||batch|
+3719.0|3719.0|CANCELLED|0:15||2026-12-02T16:49:59|2026-12-02T16:49:59|2026-12-02T16:50:04|cpu2||5||cpu=1,mem=100M,node=1||||sleep|
+3720|3720|CANCELLED by 0|0:0|None|2026-12-02T16:49:58|None|2026-12-02T16:50:04|None assigned|cpu|0|5||||/tmp/s24/cap2205|wrap|capt-held
+3718_3|3722|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:18|cpu2|cpu|20|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2205|wrap|capt-arr
+3718_3.batch|3722.batch|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:18|cpu2||20||cpu=1,mem=100M,node=1||||batch|
+3718_4|3723|FAILED|1:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2|cpu|0|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2205|wrap|capt-arr
+3718_4.batch|3723.batch|FAILED|1:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2||0||cpu=1,mem=100M,node=1||||batch|
+3718_5|3724|COMPLETED|0:0|JobArrayTaskLimit|2026-12-02T16:49:58|2026-12-02T16:49:59|2026-12-02T16:50:19|cpu2|cpu|20|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2205|wrap|capt-arr
+3718_5.batch|3724.batch|COMPLETED|0:0||2026-12-02T16:49:59|2026-12-02T16:49:59|2026-12-02T16:50:19|cpu2||20||cpu=1,mem=100M,node=1||||batch|
+3721|3721|PENDING|0:0|None|2026-12-02T16:49:58|Unknown|Unknown|None assigned|cpu|0|5||||/tmp/s24/cap2205|wrap|
 """,
     squeue=f"""\
 3717|3717|CANCELLED|DependencyNeverSatisfied||cpu|2026-12-02T16:49:58|2026-12-02T16:49:59|5:00|/tmp/s24/cap2205|wrap|capt-down
@@ -105,24 +107,24 @@ SLURM_24_11 = Capture(
         "huge": "70",
     },
     sacct=f"""\
-63+0|63|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:13|cpu2|cpu|15|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2411|probe.het|{TAG}
-63+0.batch|63.batch|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:13|cpu2||15||cpu=1,mem=100M,node=1||batch|
-63+1|64|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:13|gpu1|gpu|15|5|billing=1,cpu=1,gres/gpu=2,mem=100M,node=1|/tmp/s24/cap2411|probe.het|{TAG}
-63+1.0|64.0|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|gpu1||0||cpu=1,gres/gpu=2,mem=100M,node=1||bash|
-65|65|FAILED|1:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2|cpu|0|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2411|wrap|capt-up
-65.batch|65.batch|FAILED|1:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2||0||cpu=1,mem=100M,node=1||batch|
-66|66|CANCELLED|0:0|None|2026-12-02T16:49:58|None|2026-12-02T16:49:58|None assigned|cpu|0|5||/tmp/s24/cap2411|wrap|capt-down
-68|68|CANCELLED by 0|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:04|cpu2|cpu|6|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2411|wrap|capt-run
-68.batch|68.batch|CANCELLED|0:15||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:04|cpu2||6||cpu=1,mem=100M,node=1||batch|
-68.0|68.0|CANCELLED|0:15||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:04|cpu2||6||cpu=1,mem=100M,node=1||sleep|
-69|69|CANCELLED by 0|0:0|None|2026-12-02T16:49:58|None|2026-12-02T16:50:04|None assigned|cpu|0|5||/tmp/s24/cap2411|wrap|capt-held
-70|70|FAILED|1:0|None|2026-12-02T16:49:58|None|2026-12-02T16:49:58|None assigned|cpu|0|5||/tmp/s24/cap2411|wrap|capt-huge
-67_3|71|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:18|cpu2|cpu|20|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2411|wrap|capt-arr
-67_3.batch|71.batch|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:18|cpu2||20||cpu=1,mem=100M,node=1||batch|
-67_4|72|FAILED|1:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2|cpu|0|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2411|wrap|capt-arr
-67_4.batch|72.batch|FAILED|1:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2||0||cpu=1,mem=100M,node=1||batch|
-67_5|73|COMPLETED|0:0|JobArrayTaskLimit|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:19|cpu2|cpu|21|5|billing=1,cpu=1,mem=100M,node=1|/tmp/s24/cap2411|wrap|capt-arr
-67_5.batch|73.batch|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:19|cpu2||21||cpu=1,mem=100M,node=1||batch|
+63+0|63|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:13|cpu2|cpu|15|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2411|probe.het|{TAG}
+63+0.batch|63.batch|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:13|cpu2||15||cpu=1,mem=100M,node=1||||batch|
+63+1|64|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:13|gpu1|gpu|15|5|billing=1,cpu=1,gres/gpu=2,mem=100M,node=1|||/tmp/s24/cap2411|probe.het|{TAG}
+63+1.0|64.0|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|gpu1||0||cpu=1,gres/gpu=2,mem=100M,node=1||||bash|
+65|65|FAILED|1:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2|cpu|0|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2411|wrap|capt-up
+65.batch|65.batch|FAILED|1:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2||0||cpu=1,mem=100M,node=1||||batch|
+66|66|CANCELLED|0:0|None|2026-12-02T16:49:58|None|2026-12-02T16:49:58|None assigned|cpu|0|5||||/tmp/s24/cap2411|wrap|capt-down
+68|68|CANCELLED by 0|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:04|cpu2|cpu|6|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2411|wrap|capt-run
+68.batch|68.batch|CANCELLED|0:15||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:04|cpu2||6||cpu=1,mem=100M,node=1||||batch|
+68.0|68.0|CANCELLED|0:15||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:04|cpu2||6||cpu=1,mem=100M,node=1||||sleep|
+69|69|CANCELLED by 0|0:0|None|2026-12-02T16:49:58|None|2026-12-02T16:50:04|None assigned|cpu|0|5||||/tmp/s24/cap2411|wrap|capt-held
+70|70|FAILED|1:0|None|2026-12-02T16:49:58|None|2026-12-02T16:49:58|None assigned|cpu|0|5||||/tmp/s24/cap2411|wrap|capt-huge
+67_3|71|COMPLETED|0:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:18|cpu2|cpu|20|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2411|wrap|capt-arr
+67_3.batch|71.batch|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:18|cpu2||20||cpu=1,mem=100M,node=1||||batch|
+67_4|72|FAILED|1:0|None|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2|cpu|0|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2411|wrap|capt-arr
+67_4.batch|72.batch|FAILED|1:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:49:58|cpu2||0||cpu=1,mem=100M,node=1||||batch|
+67_5|73|COMPLETED|0:0|JobArrayTaskLimit|2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:19|cpu2|cpu|21|5|billing=1,cpu=1,mem=100M,node=1|||/tmp/s24/cap2411|wrap|capt-arr
+67_5.batch|73.batch|COMPLETED|0:0||2026-12-02T16:49:58|2026-12-02T16:49:58|2026-12-02T16:50:19|cpu2||21||cpu=1,mem=100M,node=1||||batch|
 """,
     squeue=f"""\
 66|66|CANCELLED|DependencyNeverSatisfied||cpu|2026-12-02T16:49:58|2026-12-02T16:49:58|5:00|/tmp/s24/cap2411|wrap|capt-down

@@ -55,10 +55,10 @@ SQUEUE = (
     "|recon2:demo:0123456789ab:alloc:warm:0123456789abcdef\n"
 )
 SACCT = """\
-1063|1063|RUNNING|0:0|None|2026-11-29T23:42:25|2026-11-29T23:42:25|Unknown|cpu1|cpu|||||demo.warm|
-1063.0|1063.0|COMPLETED|0:0||2026-11-29T23:42:25|2026-11-29T23:42:25|2026-11-29T23:42:25|cpu1||||||recon2:demo:0123456789ab:alloc:warm:0123456789abcdef|
-1063.1|1063.1|FAILED|3:0||2026-11-29T23:42:25|2026-11-29T23:42:25|2026-11-29T23:42:25|cpu1||||||recon2:demo:0123456789ab:run:prep:fedcba9876543210|
-1063.2|1063.2|RUNNING|0:0||2026-11-29T23:42:25|2026-11-29T23:42:25|Unknown|cpu1||||||recon2:demo:0123456789ab:run:train:00112233445566ff|
+1063|1063|RUNNING|0:0|None|2026-11-29T23:42:25|2026-11-29T23:42:25|Unknown|cpu1|cpu|||||||demo.warm|
+1063.0|1063.0|COMPLETED|0:0||2026-11-29T23:42:25|2026-11-29T23:42:25|2026-11-29T23:42:25|cpu1||||||||recon2:demo:0123456789ab:alloc:warm:0123456789abcdef|
+1063.1|1063.1|FAILED|3:0||2026-11-29T23:42:25|2026-11-29T23:42:25|2026-11-29T23:42:25|cpu1||||||||recon2:demo:0123456789ab:run:prep:fedcba9876543210|
+1063.2|1063.2|RUNNING|0:0||2026-11-29T23:42:25|2026-11-29T23:42:25|Unknown|cpu1||||||||recon2:demo:0123456789ab:run:train:00112233445566ff|
 """
 
 
@@ -103,10 +103,10 @@ FRESH_STEPS = (
 )
 FRESH_SACCT = (
     "21707|21707|CANCELLED by 0|0:0|None|2026-12-01T21:00:04|2026-12-01T21:00:04"
-    "|2026-12-01T21:00:10|cpu1|cpu||||/tmp/stepseen-pvn55d6f/repo|ss9bc6ec51fa.warm"
+    "|2026-12-01T21:00:10|cpu1|cpu||||||/tmp/stepseen-pvn55d6f/repo|ss9bc6ec51fa.warm"
     "|recon2:ss9bc6ec51fa:4dfd1de48986:alloc:warm:3ee743b5bb857759\n"
     "21707.0|21707.0|CANCELLED|0:15||2026-12-01T21:00:07|2026-12-01T21:00:07"
-    "|2026-12-01T21:00:11|cpu1||||||recon2:ss9bc6ec51fa:4dfd1de48986:run:sleeper:cd07677326ea71e8|\n"
+    "|2026-12-01T21:00:11|cpu1||||||||recon2:ss9bc6ec51fa:4dfd1de48986:run:sleeper:cd07677326ea71e8|\n"
 )
 SLEEPER = Tag(
     project="sscapbdd212",
@@ -156,9 +156,9 @@ def test_sacct_speaks_for_a_step_it_lists_and_squeue_only_for_jobs_it_holds() ->
     # The step ended between the two calls: squeue --steps still listed it, sacct not.
     ended = (
         "21708|21708|RUNNING|0:0|None|2026-12-01T21:00:23|2026-12-01T21:00:23|Unknown|cpu1|cpu"
-        "|||||sscapbdd212.warm|\n"
+        "|||||||sscapbdd212.warm|\n"
         "21708.0|21708.0|COMPLETED|0:0||2026-12-01T21:00:23|2026-12-01T21:00:23"
-        "|2026-12-01T21:00:33|cpu1||||||recon2:sscapbdd212:0123456789ab:run:sleeper:00112233445566ff|\n"
+        "|2026-12-01T21:00:33|cpu1||||||||recon2:sscapbdd212:0123456789ab:run:sleeper:00112233445566ff|\n"
     )
     squeue, steps = parse_squeue(FRESH_SQUEUE, UTC), parse_squeue_steps(FRESH_STEPS, UTC)
     observation = combine(squeue, parse_sacct(ended, UTC), NOW, live_steps=steps)

@@ -31,6 +31,7 @@ from enum import StrEnum
 from reconciler.desired.matrix import sweep_of
 from reconciler.desired.models import RunResources
 from reconciler.engine.plan.actions import Cause
+from reconciler.engine.plan.sizes import Sizes
 from reconciler.scheduler.base import Observation
 from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.states import Health
@@ -137,6 +138,8 @@ class Ledger:
     # run -> how long its newest success that ran its command ran (``last_durations``):
     # what `recon cost --format json` exports for plans made without the journal
     last_durations: dict[str, float] = field(default_factory=dict)
+    # sizes suggested from what the jobs used (``sizes.suggest``); None: not asked
+    sizes: Sizes | None = None
 
 
 def ledger(
@@ -169,7 +172,7 @@ def ledger(
     submitted: dict[str, list[datetime]] = {}  # made when a coupled wait needs it
     book = Ledger()
     for record in records:
-        if not _chosen(record, since, commits, names):
+        if not in_scope(record, since, commits, names):
             continue
         if record.job_id is None:
             continue  # only intended, or refused: no job
@@ -254,12 +257,14 @@ def running_usage(
     return found
 
 
-def _chosen(
+def in_scope(
     record: SubmissionRecord,
     since: datetime | None,
     commits: Collection[str] | None,
     names: Collection[str],
 ) -> bool:
+    """Whether ``ledger`` counts the record: submitted ``since`` or for one of
+    ``commits``, of one of ``names`` (a sweep's name: its members); None or empty: any."""
     if since is not None and record.created_at < since:
         return False
     if commits is not None and record.commit not in commits:

@@ -47,6 +47,11 @@ class Ending:
     exit_code: int
     signal: int = 0
     timed_out: bool = False
+    # What its processes used (``supervisor._used``): the largest one's peak resident
+    # memory, in MiB, and their CPU time, user and system; None where not measured (a
+    # job that never ran its script, an ending written by an older recon)
+    peak_memory_mb: float | None = None
+    cpu_time_s: float | None = None
 
 
 @dataclass(frozen=True)

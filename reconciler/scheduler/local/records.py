@@ -45,6 +45,8 @@ def observed_job(
             job_id=f"{top}+{offset}",
             het_offset=offset,
             held=_held(component.cpus) if base.held is not None else None,
+            # one script ran them all: its CPU time is counted once, on the first
+            cpu_time=base.cpu_time if offset == 0 else None,
         )
         for offset, component in enumerate(spec.components)
     )
@@ -115,6 +117,8 @@ def _record(
         elapsed=_elapsed(facts, status, now),
         time_limit=None if spec.time_limit is None else timedelta(seconds=spec.time_limit),
         held=_held(spec.cpus) if facts.started is not None else None,
+        peak_memory_mb=None if facts.ended is None else facts.ended.peak_memory_mb,
+        cpu_time=_cpu_time(facts),
         source="squeue" if HEALTH[status.state] in ALIVE else "sacct",
     )
 
@@ -125,6 +129,11 @@ def _elapsed(facts: JobFacts, status: Status, now: datetime) -> timedelta:
     if facts.started is None:
         return timedelta(0)
     return max((status.end or now) - facts.started, timedelta(0))
+
+
+def _cpu_time(facts: JobFacts) -> timedelta | None:
+    seconds = None if facts.ended is None else facts.ended.cpu_time_s
+    return None if seconds is None else timedelta(seconds=seconds)
 
 
 def _held(cpus: int) -> Held:

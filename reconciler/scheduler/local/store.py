@@ -440,6 +440,8 @@ class Store:
             "exit_code": ending.exit_code,
             "signal": ending.signal,
             "timed_out": ending.timed_out,
+            "peak_memory_mb": ending.peak_memory_mb,
+            "cpu_time_s": ending.cpu_time_s,
         }
         write_json(self.job_dir(job_id) / "ended.json", value)
         self.retire(job_id)
@@ -474,6 +476,8 @@ def _ending(data: JsonObject) -> Ending:
         exit_code=int(data["exit_code"]),
         signal=int(data.get("signal", 0)),
         timed_out=bool(data.get("timed_out", False)),
+        peak_memory_mb=data.get("peak_memory_mb"),
+        cpu_time_s=data.get("cpu_time_s"),
     )
 
 

@@ -9,6 +9,8 @@ its whole life, it:
    SIGTERM, then SIGKILL after ``KILL_WAIT`` seconds if anything is left (Slurm's
    KillWait), and SIGKILL to whatever the script left behind once it exits, as Slurm
    ends a batch job's stray processes;
+   what the script's processes used (peak memory, CPU time) is read from the kernel's
+   accounting of them once it is reaped (``_used``);
 3. under the store's lock, writes ``ended.json`` and runs a dispatch pass, which starts
    the jobs that waited for these CPUs or this job, or cancels the ones that cannot run.
 
@@ -19,6 +21,7 @@ its lock drops and readers report the job NODE_FAIL (``SupervisorLost``).
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -90,12 +93,30 @@ def supervise(store: Store, spec: JobSpec) -> Ending:
     store.write_pids(spec.job_id, os.getpid(), process.pid)
     returncode, timed_out = _wait(store, spec, process)
     signal_group(process.pid, signal.SIGKILL)
+    peak_memory_mb, cpu_time_s = _used()
     return Ending(
         datetime.now(UTC),
         exit_code=max(returncode, 0),
         signal=max(-returncode, 0),
         timed_out=timed_out,
+        peak_memory_mb=peak_memory_mb,
+        cpu_time_s=cpu_time_s,
     )
+
+
+def _used() -> tuple[float, float]:
+    """The peak resident memory (MiB) of the largest of the script's processes and the
+    CPU time (user and system) of all of them, from ``getrusage(RUSAGE_CHILDREN)``.
+
+    The supervisor's one child is the script, so once it is reaped the kernel's figures
+    for this process's children are the script's and every process it waited for: the
+    same figures as Slurm's MaxRSS (the largest task's peak) and TotalCPU, measured
+    exactly at the end rather than sampled (a gatherer polling /proc misses a short peak
+    and a process that ended between two looks). A process the script left running is
+    not counted: it was never waited for."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    per_mib = 1024 * 1024 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes, or KiB
+    return used.ru_maxrss / per_mib, used.ru_utime + used.ru_stime
 
 
 def _open_logs(spec: JobSpec) -> tuple[int, int]:

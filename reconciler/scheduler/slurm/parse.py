@@ -38,6 +38,8 @@ SACCT_FIELDS: tuple[str, ...] = (
     "ElapsedRaw",
     "TimelimitRaw",
     "AllocTRES",
+    "MaxRSS",
+    "TotalCPU",
     "WorkDir",
     "JobName",
     "Comment",
@@ -206,6 +208,7 @@ class _Cells:
         self._texts: dict[str, str | None] = {}
         self._exit_codes: dict[str, tuple[int | None, int | None]] = {}
         self._held: dict[str, Held | None] = {}
+        self._cpu_times: dict[str, timedelta | None] = {}
 
     def text(self, text: str) -> str | None:
         """A free-text cell (reason, nodes, partition, working directory): None when empty."""
@@ -241,6 +244,14 @@ class _Cells:
         if text not in self._held:
             self._held[text] = parse_tres(text)
         return self._held[text]
+
+    def cpu_time(self, text: str) -> timedelta | None:
+        """TotalCPU: a job's row repeats its one step's, and a pending job's is 00:00:00."""
+        try:
+            return self._cpu_times[text]
+        except KeyError:
+            read = self._cpu_times[text] = _cpu_time(text)
+            return read
 
     def tag(self, text: str) -> Tag | None:
         try:
@@ -294,7 +305,7 @@ def _split_name_last(line: str, width: int) -> list[str] | None:
 
 def _sacct_row(row: list[str], cells: _Cells) -> JobRecord:
     job_id, raw_id, state_text, exit_code, reason, submit, start, end = row[:8]
-    nodes, partition, elapsed, limit, tres, workdir, name, comment = row[8:]
+    nodes, partition, elapsed, limit, tres, max_rss, total_cpu, workdir, name, comment = row[8:]
     ids = _job_id(job_id)
     state, cancelled_by = cells.state(state_text)
     code, signal = cells.exit_code(exit_code)
@@ -326,6 +337,8 @@ def _sacct_row(row: list[str], cells: _Cells) -> JobRecord:
     _set(record, "elapsed", _seconds(elapsed))
     _set(record, "time_limit", _minutes(limit))
     _set(record, "held", cells.held(tres))
+    _set(record, "peak_memory_mb", _peak_megabytes(max_rss))
+    _set(record, "cpu_time", cells.cpu_time(total_cpu))
     _set(record, "source", "sacct")
     return record
 
@@ -510,6 +523,38 @@ def _seconds(text: str) -> timedelta | None:
     if not text.isdigit():
         raise _Unreadable(f"unknown elapsed seconds {text!r}")
     return timedelta(seconds=int(text))
+
+
+def _peak_megabytes(text: str) -> float | None:
+    """MaxRSS: the most resident memory one task of a step held, ``123456K`` (Slurm picks
+    the unit: K, M, G...); empty on a job's own row, on a step that had no gatherer
+    (``JobAcctGatherType=jobacct_gather/none``) and on rows that predate it."""
+    if not text:
+        return None
+    if text[-1] == "K" and text[:-1].isdigit():  # what nearly every step prints
+        return int(text[:-1]) / 1024
+    match = _MEMORY.match(text)
+    if match is None:
+        raise _Unreadable(f"unknown MaxRSS {text!r}")
+    return float(match["amount"]) * _MEBIBYTES[match["unit"]]
+
+
+_CPU_TIME = re.compile(r"^(?:(?:(?P<d>\d+)-)?(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)$")
+
+
+def _cpu_time(text: str) -> timedelta | None:
+    """TotalCPU: user and system CPU time, ``[DD-[HH:]]MM:SS[.mmm]`` (``00:03.123``,
+    ``01:02:03``, ``1-02:03:04``); empty on rows that predate it."""
+    if not text:
+        return None
+    head, _, tail = text.partition(":")
+    if head.isdigit() and tail.replace(".", "", 1).isdigit():  # MM:SS.mmm: most rows
+        return timedelta(seconds=int(head) * 60 + float(tail))
+    match = _CPU_TIME.match(text)
+    if match is None:
+        raise _Unreadable(f"unknown TotalCPU {text!r}")
+    days, hours, minutes = (int(match[key] or 0) for key in ("d", "h", "m"))
+    return timedelta(days=days, hours=hours, minutes=minutes, seconds=float(match["s"]))
 
 
 def _minutes(text: str) -> timedelta | None:
