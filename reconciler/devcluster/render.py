@@ -90,7 +90,7 @@ def render_slurm_conf(cluster: ClusterSpec) -> str:
         # instead (JobAcctGatherParams=OverMemoryKill) ends such a job FAILED on 22.05.
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/cgroup",
-        # Samples each step's processes every 2 s: sacct's MaxRSS and TotalCPU.
+        # Samples each step's processes every 2 s, so sacct reports a step's MaxRSS.
         "JobAcctGatherType=jobacct_gather/linux",
         "JobAcctGatherFrequency=task=2",
         "SelectType=select/cons_tres",
