@@ -74,6 +74,11 @@ def render_slurm_conf(cluster: ClusterSpec) -> str:
         f"SlurmctldPort={cluster.slurmctld_port}",
         "SlurmUser=slurm",
         "AuthType=auth/munge",
+        # A requeued job (preempted, or by `scontrol requeue`) may start again only after
+        # the job credential's lifetime (slurm.conf(5)): 120 s by default, 30 s here, so a
+        # test of a run requeued several times takes minutes, not a quarter of an hour.
+        # Steps launch in milliseconds here; the credential needs no longer.
+        "AuthInfo=cred_expire=30",
         f"StateSaveLocation={layout.state_dir}",
         f"SlurmctldPidFile={layout.run_dir / 'slurmctld.pid'}",
         f"SlurmctldLogFile={layout.slurmctld_log}",

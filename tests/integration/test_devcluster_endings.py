@@ -75,17 +75,23 @@ def final_state(job_id: str, timeout: float) -> SlurmState:
 _LIVE = {SlurmState.PENDING, SlurmState.RUNNING, SlurmState.COMPLETING, SlurmState.REQUEUED}
 
 
-def test_a_preempt_job_is_requeued_when_a_gpu_job_needs_its_node(
+def runs(log: Path) -> list[str]:
+    """The restart count each run of the job wrote, one per run."""
+    return re.findall(r"^ran ?(\d*)$", log.read_text(), re.MULTILINE)
+
+
+def test_a_preempt_job_is_requeued_when_a_gpu_job_needs_its_node_and_runs_again(
     tmp_path: Path, jobs: list[str]
 ) -> None:
     name = new_project_name("preempt")
+    log = tmp_path / "low.out"
     # Both ask for all four GPUs of gpu1: the gpu job can only start by taking the
     # preempt job's place. A batch job is requeueable by default (JobRequeue=1);
-    # --requeue says so whatever the cluster's default.
+    # --requeue says so whatever the cluster's default. Appended, so each run shows.
     low = sbatch(
         "--partition=preempt", "--gres=gpu:a100:4", "--requeue", "--time=10",
-        f"--job-name={name}-low", f"--output={tmp_path}/low-%j.out",
-        "--wrap", "echo ran; sleep 600",
+        f"--job-name={name}-low", f"--output={log}", "--open-mode=append",
+        "--wrap", "echo ran $SLURM_RESTART_COUNT; sleep 600",
     )  # fmt: skip
     jobs.append(low)
     wait_for(f"{low} runs", lambda: slurm("squeue", "-h", "-j", low, "-o", "%T") == "RUNNING\n", 90)
@@ -103,6 +109,12 @@ def test_a_preempt_job_is_requeued_when_a_gpu_job_needs_its_node(
     assert re.search(r"JobState=PENDING\b", shown), shown
     assert re.search(r"Restarts=1\b", shown), shown
     assert final_state(high, 60) is SlurmState.COMPLETED
+    # Once the gpu job is done and the credential's lifetime has passed (AuthInfo=
+    # cred_expire=30: 30 s), the same job runs again, its script from the start: about a
+    # minute after the preemption here, where the default lifetime made it over two.
+    wait_for(f"{low} runs again", lambda: len(runs(log)) == 2, 90)
+    assert runs(log) == ["", "1"]  # SLURM_RESTART_COUNT: unset at first, then 1
+    assert "DUE TO PREEMPTION" in log.read_text()
     assert records(low)[0] is SlurmState.PREEMPTED
 
 

@@ -57,6 +57,7 @@ def test_slurm_conf_keys_the_bring_up_and_the_tests_depend_on() -> None:
     assert conf["JobAcctGatherType"] == "jobacct_gather/linux"
     assert conf["PreemptType"] == "preempt/partition_prio"
     assert conf["PreemptMode"] == "REQUEUE"
+    assert conf["AuthInfo"] == "cred_expire=30"
     assert conf["SelectType"] == "select/cons_tres"
     assert conf["SelectTypeParameters"] == "CR_Core_Memory"
     assert conf["GresTypes"] == "gpu"
