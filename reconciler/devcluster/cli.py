@@ -174,8 +174,8 @@ def render_health(health: ClusterHealth, release: str | None = None) -> str:
         for daemon in health.daemons
     ]
     if health.nodes:
-        lines += ["", f"{'NODE':<8} {'PARTITION':<10} STATE"]
-        lines += [f"{n.name:<8} {n.partition:<10} {n.state}" for n in health.nodes]
+        lines += ["", f"{'NODE':<8} {'PARTITIONS':<12} STATE"]
+        lines += [f"{n.name:<8} {','.join(n.partitions):<12} {n.state}" for n in health.nodes]
     if health.problems:
         lines += ["", "problems:", *(f"  {problem}" for problem in health.problems)]
         flag = f" --slurm {release}" if release not in (None, HOST_RELEASE) else ""

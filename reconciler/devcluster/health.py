@@ -26,7 +26,8 @@ SINFO_FORMAT = "%N|%P|%t"
 @dataclass(frozen=True)
 class NodeState:
     name: str
-    partition: str
+    # A node may be in several partitions (gpu1: gpu and preempt), shown sorted.
+    partitions: tuple[str, ...]
     state: str
 
     @property
@@ -51,14 +52,17 @@ class NodeState:
 
 
 def parse_sinfo(text: str) -> tuple[NodeState, ...]:
-    """Parse `sinfo --noheader --Node --format='%N|%P|%t'`; the default partition has a '*'."""
-    nodes = []
+    """Parse `sinfo --noheader --Node --format='%N|%P|%t'`, one line per node and partition
+    (the default partition has a '*'), into one state per node, in order of first line."""
+    partitions: dict[str, set[str]] = {}
+    states: dict[str, str] = {}
     for line in text.splitlines():
         if not line.strip():
             continue
         name, partition, state = line.strip().split("|")
-        nodes.append(NodeState(name, partition.rstrip("*"), state))
-    return tuple(nodes)
+        partitions.setdefault(name, set()).add(partition.rstrip("*"))
+        states[name] = state  # a node has one state, whichever partition lists it
+    return tuple(NodeState(name, tuple(sorted(partitions[name])), states[name]) for name in states)
 
 
 @dataclass(frozen=True)

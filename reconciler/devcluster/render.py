@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.devcluster.daemons import PROGRAM_LINK_DIR
-from reconciler.devcluster.spec import HOST_RELEASE, ClusterSpec, Node
+from reconciler.devcluster.spec import HOST_RELEASE, ClusterSpec, Node, PreemptMode
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,11 @@ def render_slurm_conf(cluster: ClusterSpec) -> str:
         f"SlurmctldPort={cluster.slurmctld_port}",
         "SlurmUser=slurm",
         "AuthType=auth/munge",
+        # A requeued job (preempted, or by `scontrol requeue`) may start again only after
+        # the job credential's lifetime (slurm.conf(5)): 120 s by default, 30 s here, so a
+        # test of a run requeued several times takes minutes, not a quarter of an hour.
+        # Steps launch in milliseconds here; the credential needs no longer.
+        "AuthInfo=cred_expire=30",
         f"StateSaveLocation={layout.state_dir}",
         f"SlurmctldPidFile={layout.run_dir / 'slurmctld.pid'}",
         f"SlurmctldLogFile={layout.slurmctld_log}",
@@ -84,10 +89,15 @@ def render_slurm_conf(cluster: ClusterSpec) -> str:
         f"SlurmdLogFile={layout.log_dir / 'slurmd-%n.log'}",
         # Lets a node declare more CPUs and memory than the machine has.
         "SlurmdParameters=config_overrides",
-        # No systemd and no cgroup delegation here: track processes without cgroups.
+        # No systemd here: processes are tracked by their parent pids. task/cgroup puts
+        # each step in a cgroup v1 memory group capped at its --mem (cgroup.conf), so the
+        # kernel kills a job past its memory and sacct shows OUT_OF_MEMORY. Polling
+        # instead (JobAcctGatherParams=OverMemoryKill) ends such a job FAILED on 22.05.
         "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "JobAcctGatherType=jobacct_gather/none",
+        "TaskPlugin=task/cgroup",
+        # Samples each step's processes every 2 s, so sacct reports a step's MaxRSS.
+        "JobAcctGatherType=jobacct_gather/linux",
+        "JobAcctGatherFrequency=task=2",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         f"DefMemPerCPU={cluster.def_mem_per_cpu_mb}",
@@ -103,6 +113,10 @@ def render_slurm_conf(cluster: ClusterSpec) -> str:
         f"AccountingStoragePort={cluster.slurmdbd_port}",
         # Without it sacct shows every job's Comment as empty.
         "AccountingStoreFlags=job_comment",
+        # A pending job of a higher-tier partition requeues the running jobs of a lower
+        # tier on a node both share; partitions say OFF for jobs that are never preempted.
+        "PreemptType=preempt/partition_prio",
+        f"PreemptMode={PreemptMode.REQUEUE}",
         "JobCompType=jobcomp/none",
         "MpiDefault=none",
         "SwitchType=switch/none",
@@ -119,11 +133,12 @@ def render_slurm_conf(cluster: ClusterSpec) -> str:
     lines.append("")
     lines += [_node_line(cluster, node) for node in cluster.nodes]
     lines.append("")
-    for partition, nodes in cluster.partitions.items():
-        default = "YES" if partition == cluster.default_partition else "NO"
+    for partition in cluster.partitions:
+        default = "YES" if partition.name == cluster.default_partition else "NO"
         lines.append(
-            f"PartitionName={partition} Nodes={','.join(nodes)} Default={default} "
-            "MaxTime=INFINITE State=UP"
+            f"PartitionName={partition.name} Nodes={','.join(partition.nodes)} "
+            f"Default={default} MaxTime=INFINITE State=UP "
+            f"PriorityTier={partition.priority_tier} PreemptMode={partition.preempt_mode}"
         )
     return "\n".join(lines) + "\n"
 
@@ -161,13 +176,15 @@ def render_gres_conf(cluster: ClusterSpec) -> str:
 
 
 def render_cgroup_conf(release: str = HOST_RELEASE) -> str:
-    # Slurm 22.05 has no "disabled" cgroup plugin and slurmd will not start without a
-    # usable one; v1 with automount off loads fine even though no plugin uses it.
+    # cgroup v1 is what this machine mounts (/sys/fs/cgroup/memory); slurmd makes its
+    # groups itself under it, one tree per node (slurm_<node>), so automount stays off.
     # 24.11 logs an error for CgroupAutomount at every step ("defunct"): left out there.
     lines = [_HEADER, "CgroupPlugin=cgroup/v1", "CgroupMountpoint=/sys/fs/cgroup"]
     if release == HOST_RELEASE:
         lines.append("CgroupAutomount=no")
     lines.append("IgnoreSystemd=yes")
+    # A step's memory group is capped at what the job asked (--mem or DefMemPerCPU).
+    lines.append("ConstrainRAMSpace=yes")
     return "\n".join(lines) + "\n"
 
 

@@ -6,6 +6,7 @@ module acts on it. Tests build their own instances instead of touching the machi
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -31,12 +32,29 @@ class Gres(_Frozen):
 
 class Node(_Frozen):
     name: str
-    partition: str
     cpus: int = Field(gt=0)
     real_memory_mb: int = Field(gt=0)
     # Every slurmd of the cluster runs on this one host, so each needs its own port.
     port: int = Field(gt=1024, lt=65536)
     gres: Gres | None = None
+
+
+class PreemptMode(StrEnum):
+    """What Slurm does to a job of this partition when a higher tier's job needs its node."""
+
+    OFF = "OFF"
+    # The job is stopped and put back in the queue under the same id (sacct: PREEMPTED,
+    # then a new record of the same job once it starts again).
+    REQUEUE = "REQUEUE"
+
+
+class Partition(_Frozen):
+    name: str
+    nodes: tuple[str, ...] = Field(min_length=1)
+    # With PreemptType=preempt/partition_prio, a pending job of a higher tier preempts
+    # running jobs of a lower tier whose PreemptMode is not OFF, on the nodes both share.
+    priority_tier: int = Field(default=1, ge=1)
+    preempt_mode: PreemptMode = PreemptMode.OFF
 
 
 class Layout(_Frozen):
@@ -75,6 +93,8 @@ class ClusterSpec(_Frozen):
     # default one and sacct's Account tells them apart.
     other_accounts: tuple[str, ...] = ()
     nodes: tuple[Node, ...]
+    # A node may be in several partitions: that is how one is preempted by another.
+    partitions: tuple[Partition, ...]
     default_partition: str
     # Without a default, a job that does not ask for memory is given the whole node.
     def_mem_per_cpu_mb: int = Field(gt=0)
@@ -102,17 +122,17 @@ class ClusterSpec(_Frozen):
         ports += [self.mariadb_port] if self.mariadb_port is not None else []
         if len(set(ports)) != len(ports):
             raise ValueError(f"every daemon needs its own port: {ports}")
-        if self.default_partition not in self.partitions:
-            raise ValueError(f"default partition {self.default_partition!r} has no nodes")
+        partitions = [partition.name for partition in self.partitions]
+        if len(set(partitions)) != len(partitions):
+            raise ValueError(f"partition names must be unique: {partitions}")
+        if self.default_partition not in partitions:
+            raise ValueError(f"default partition {self.default_partition!r} is not declared")
+        placed = {name for partition in self.partitions for name in partition.nodes}
+        if placed - set(names):
+            raise ValueError(f"partitions name undeclared nodes: {sorted(placed - set(names))}")
+        if set(names) - placed:
+            raise ValueError(f"nodes in no partition: {sorted(set(names) - placed)}")
         return self
-
-    @property
-    def partitions(self) -> dict[str, tuple[str, ...]]:
-        """Partition name to its node names, in the order the nodes are declared."""
-        grouped: dict[str, tuple[str, ...]] = {}
-        for node in self.nodes:
-            grouped[node.partition] = (*grouped.get(node.partition, ()), node.name)
-        return grouped
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -124,23 +144,30 @@ class ClusterSpec(_Frozen):
 
 
 def default_cluster(hostname: str) -> ClusterSpec:
-    """The cluster `recon dev-cluster up` brings up: two CPU nodes and one with four GPUs."""
+    """The cluster `recon dev-cluster up` brings up: two CPU nodes and one with four GPUs.
+
+    gpu1 is in two partitions: `gpu`, whose jobs are never preempted, and `preempt`, a
+    lower tier whose jobs a `gpu` job that needs their place requeues."""
     return ClusterSpec(
         cluster_name="recondev",
         hostname=hostname,
         account="recon",
         other_accounts=("recon-other-acct",),
         nodes=(
-            Node(name="cpu1", partition="cpu", cpus=8, real_memory_mb=16000, port=6821),
-            Node(name="cpu2", partition="cpu", cpus=8, real_memory_mb=16000, port=6822),
+            Node(name="cpu1", cpus=8, real_memory_mb=16000, port=6821),
+            Node(name="cpu2", cpus=8, real_memory_mb=16000, port=6822),
             Node(
                 name="gpu1",
-                partition="gpu",
                 cpus=8,
                 real_memory_mb=16000,
                 port=6823,
                 gres=Gres(type="a100", count=4),
             ),
+        ),
+        partitions=(
+            Partition(name="cpu", nodes=("cpu1", "cpu2")),
+            Partition(name="gpu", nodes=("gpu1",), priority_tier=2),
+            Partition(name="preempt", nodes=("gpu1",), preempt_mode=PreemptMode.REQUEUE),
         ),
         default_partition="cpu",
         def_mem_per_cpu_mb=500,

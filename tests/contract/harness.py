@@ -94,16 +94,18 @@ class Harness:
         assert len(found) <= 1, found
         return found[0] if found else None
 
-    def wait(self, name: str, until: Callable[[ObservedJob], bool]) -> ObservedJob:
+    def wait(
+        self, name: str, until: Callable[[ObservedJob], bool], timeout: float = TIMEOUT
+    ) -> ObservedJob:
         """Observe every quarter second until the job of ``name`` satisfies ``until``."""
-        deadline = time.monotonic() + TIMEOUT
+        deadline = time.monotonic() + timeout
         job = None
         while time.monotonic() < deadline:
             job = self.job(name)
             if job is not None and until(job):
                 return job
             time.sleep(0.25)
-        raise AssertionError(f"{name} not as expected after {TIMEOUT} s: {job}")
+        raise AssertionError(f"{name} not as expected after {timeout} s: {job}")
 
     def slurm_release(self) -> tuple[int, int] | None:
         """The Slurm release this backend talks to, or None when it is not Slurm."""

@@ -55,7 +55,7 @@ def test_status_reports_all_three_nodes_usable(slurm_cluster: ClusterSpec) -> No
         if line.split() and line.split()[0] in slurm_cluster.node_names
     }
     assert set(node_rows) == {"cpu1", "cpu2", "gpu1"}
-    assert node_rows["gpu1"][1] == "gpu"
+    assert node_rows["gpu1"][1] == "gpu,preempt"
     assert all(row[2] in {"idle", "mix", "alloc", "comp"} for row in node_rows.values())
 
 

@@ -29,9 +29,11 @@ def test_partitions_of_the_dev_cluster_in_one_command() -> None:
     partitions = {p.name: p for p in SlurmScheduler(runner).partitions()}
 
     assert runner.commands() == ["sinfo"]
-    assert set(partitions) == {"cpu", "gpu"}
+    assert set(partitions) == {"cpu", "gpu", "preempt"}
     cpu, gpu = partitions["cpu"], partitions["gpu"]
     assert cpu.default and not gpu.default
+    # The preemptible partition holds the GPU node too: its jobs make way for gpu's.
+    assert [node.name for node in partitions["preempt"].nodes] == ["gpu1"]
     assert sorted(node.name for node in cpu.nodes) == ["cpu1", "cpu2"]
     assert [node.cpus for node in cpu.nodes] == [8, 8]
     assert all(node.gres == () and node.memory_mb > 0 for node in cpu.nodes)

@@ -16,7 +16,14 @@ from reconciler.devcluster.render import (
     render_slurm_conf,
     render_slurmdbd_conf,
 )
-from reconciler.devcluster.spec import ClusterSpec, Gres, Node, default_cluster
+from reconciler.devcluster.spec import (
+    ClusterSpec,
+    Gres,
+    Node,
+    Partition,
+    PreemptMode,
+    default_cluster,
+)
 
 CLUSTER = default_cluster("testhost")
 
@@ -46,7 +53,11 @@ def test_slurm_conf_keys_the_bring_up_and_the_tests_depend_on() -> None:
     assert conf["MaxJobCount"] == "100000"
     assert conf["SlurmdParameters"] == "config_overrides"
     assert conf["ProctrackType"] == "proctrack/linuxproc"
-    assert conf["TaskPlugin"] == "task/none"
+    assert conf["TaskPlugin"] == "task/cgroup"
+    assert conf["JobAcctGatherType"] == "jobacct_gather/linux"
+    assert conf["PreemptType"] == "preempt/partition_prio"
+    assert conf["PreemptMode"] == "REQUEUE"
+    assert conf["AuthInfo"] == "cred_expire=30"
     assert conf["SelectType"] == "select/cons_tres"
     assert conf["SelectTypeParameters"] == "CR_Core_Memory"
     assert conf["GresTypes"] == "gpu"
@@ -78,13 +89,30 @@ def test_slurm_conf_partitions_with_cpu_the_default() -> None:
         if line.startswith("PartitionName=")
     ]
     assert partition_lines == [
-        "PartitionName=cpu Nodes=cpu1,cpu2 Default=YES MaxTime=INFINITE State=UP",
-        "PartitionName=gpu Nodes=gpu1 Default=NO MaxTime=INFINITE State=UP",
+        "PartitionName=cpu Nodes=cpu1,cpu2 Default=YES MaxTime=INFINITE State=UP "
+        "PriorityTier=1 PreemptMode=OFF",
+        "PartitionName=gpu Nodes=gpu1 Default=NO MaxTime=INFINITE State=UP "
+        "PriorityTier=2 PreemptMode=OFF",
+        "PartitionName=preempt Nodes=gpu1 Default=NO MaxTime=INFINITE State=UP "
+        "PriorityTier=1 PreemptMode=REQUEUE",
     ]
 
 
+def test_only_the_preempt_partition_can_lose_its_jobs_and_only_to_gpu() -> None:
+    # partition_prio preempts jobs of a lower tier on shared nodes: cpu shares no node,
+    # gpu is the highest tier on gpu1, so jobs the other tests run there are never preempted.
+    tiers = {p.name: (p.priority_tier, p.preempt_mode, p.nodes) for p in CLUSTER.partitions}
+    assert tiers == {
+        "cpu": (1, PreemptMode.OFF, ("cpu1", "cpu2")),
+        "gpu": (2, PreemptMode.OFF, ("gpu1",)),
+        "preempt": (1, PreemptMode.REQUEUE, ("gpu1",)),
+    }
+
+
 def test_slurm_conf_without_gres_nodes_declares_no_gres_types() -> None:
-    cpu_only = CLUSTER.model_copy(update={"nodes": CLUSTER.nodes[:2]})
+    cpu_only = CLUSTER.model_copy(
+        update={"nodes": CLUSTER.nodes[:2], "partitions": CLUSTER.partitions[:1]}
+    )
     assert "GresTypes" not in settings(render_slurm_conf(cpu_only))
     assert "AccountingStorageTRES" not in settings(render_slurm_conf(cpu_only))
     assert render_gres_conf(cpu_only).splitlines()[1:] == []
@@ -100,15 +128,14 @@ def test_gres_conf_points_the_gpus_at_fake_device_files() -> None:
 
 
 def test_gres_conf_with_a_single_gpu_names_its_file_without_a_range() -> None:
-    one = Node(
-        name="g",
-        partition="gpu",
-        cpus=2,
-        real_memory_mb=1000,
-        port=7000,
-        gres=Gres(type="t4", count=1),
+    one = Node(name="g", cpus=2, real_memory_mb=1000, port=7000, gres=Gres(type="t4", count=1))
+    cluster = CLUSTER.model_copy(
+        update={
+            "nodes": (one,),
+            "partitions": (Partition(name="gpu", nodes=("g",)),),
+            "default_partition": "gpu",
+        }
     )
-    cluster = CLUSTER.model_copy(update={"nodes": (one,), "default_partition": "gpu"})
     assert render_gres_conf(cluster).splitlines()[1:] == [
         "NodeName=g Name=gpu Type=t4 File=/dev/fakegpu/nvidia0"
     ]
@@ -120,6 +147,7 @@ def test_cgroup_conf_is_the_v1_setup_slurmd_22_05_starts_with() -> None:
         "CgroupMountpoint": "/sys/fs/cgroup",
         "CgroupAutomount": "no",
         "IgnoreSystemd": "yes",
+        "ConstrainRAMSpace": "yes",
     }
 
 
@@ -156,8 +184,12 @@ def test_every_rendered_file_ends_with_a_newline_and_says_it_is_generated() -> N
         assert file.text.startswith("# Written by `recon dev-cluster up`")
 
 
-def test_partitions_group_nodes_in_declaration_order() -> None:
-    assert CLUSTER.partitions == {"cpu": ("cpu1", "cpu2"), "gpu": ("gpu1",)}
+def test_partitions_and_nodes_in_declaration_order() -> None:
+    assert [(p.name, p.nodes) for p in CLUSTER.partitions] == [
+        ("cpu", ("cpu1", "cpu2")),
+        ("gpu", ("gpu1",)),
+        ("preempt", ("gpu1",)),
+    ]
     assert CLUSTER.node_names == ("cpu1", "cpu2", "gpu1")
 
 
@@ -166,7 +198,10 @@ def test_partitions_group_nodes_in_declaration_order() -> None:
     [
         ({"nodes": (*default_cluster("h").nodes[:2], default_cluster("h").nodes[0])}, "unique"),
         ({"slurmdbd_port": 6821}, "own port"),
-        ({"default_partition": "bigmem"}, "no nodes"),
+        ({"default_partition": "bigmem"}, "not declared"),
+        ({"partitions": ({"name": "cpu", "nodes": ("cpu1",)},)}, "in no partition"),
+        ({"partitions": ({"name": "cpu", "nodes": ("cpu1", "cpu2", "gpu1", "gpu9")},)}, "gpu9"),
+        ({"partitions": ({"name": "cpu", "nodes": ("cpu1", "cpu2", "gpu1")},) * 2}, "unique"),
     ],
 )
 def test_cluster_spec_rejects_inconsistent_descriptions(

@@ -19,12 +19,13 @@ from reconciler.devcluster.spec import default_cluster
 CLUSTER = default_cluster("testhost")
 
 
-def test_parse_sinfo_strips_the_default_partition_marker() -> None:
-    text = "cpu1|cpu*|idle\ncpu2|cpu*|mix\ngpu1|gpu|drain\n"
+def test_parse_sinfo_strips_the_default_partition_marker_and_joins_partitions() -> None:
+    # Literal output on the dev cluster: gpu1 is listed once per partition it is in.
+    text = "cpu1|cpu*|idle\ncpu2|cpu*|mix\ngpu1|preempt|drain\ngpu1|gpu|drain\n"
     assert parse_sinfo(text) == (
-        NodeState("cpu1", "cpu", "idle"),
-        NodeState("cpu2", "cpu", "mix"),
-        NodeState("gpu1", "gpu", "drain"),
+        NodeState("cpu1", ("cpu",), "idle"),
+        NodeState("cpu2", ("cpu",), "mix"),
+        NodeState("gpu1", ("gpu", "preempt"), "drain"),
     )
     assert parse_sinfo("") == ()
 
@@ -48,7 +49,7 @@ def test_parse_sinfo_strips_the_default_partition_marker() -> None:
     ],
 )
 def test_node_state_readiness(state: str, ready: bool, needs_resume: bool) -> None:
-    node = NodeState("n", "p", state)
+    node = NodeState("n", ("p",), state)
     assert (node.ready, node.needs_resume) == (ready, needs_resume)
 
 
@@ -56,17 +57,17 @@ def all_up() -> tuple[DaemonStatus, ...]:
     return tuple(DaemonStatus(d.name, (100 + i,)) for i, d in enumerate(all_daemons(CLUSTER)))
 
 
-IDLE = tuple(NodeState(n, "cpu", "idle") for n in CLUSTER.node_names)
+IDLE = tuple(NodeState(n, ("cpu",), "idle") for n in CLUSTER.node_names)
 
 
 def test_no_problems_when_everything_runs_and_nodes_are_idle_or_busy() -> None:
-    nodes = (*IDLE[:2], NodeState("gpu1", "gpu", "alloc"))
+    nodes = (*IDLE[:2], NodeState("gpu1", ("gpu",), "alloc"))
     assert find_problems(CLUSTER, all_up(), nodes, ()) == ()
 
 
 def test_problems_name_each_down_daemon_missing_node_and_bad_state() -> None:
     daemons = tuple(DaemonStatus(d.name, ()) if d.name == "slurmdbd" else d for d in all_up())
-    nodes = (IDLE[0], NodeState("cpu2", "cpu", "drain"))
+    nodes = (IDLE[0], NodeState("cpu2", ("cpu",), "drain"))
     assert find_problems(CLUSTER, daemons, nodes, ("sacct failed: x",)) == (
         "slurmdbd is not running",
         "sacct failed: x",
@@ -82,10 +83,12 @@ def test_nodes_not_asked_are_not_reported_missing() -> None:
 
 def test_render_health_lists_daemons_nodes_and_what_to_do() -> None:
     daemons = all_up()
-    health = ClusterHealth(daemons, (NodeState("cpu1", "cpu", "down*"),), ("node cpu1 is down*",))
+    health = ClusterHealth(
+        daemons, (NodeState("cpu1", ("cpu",), "down*"),), ("node cpu1 is down*",)
+    )
     text = render_health(health)
     assert "slurmctld    up    pid 103" in text
-    assert "cpu1     cpu        down*" in text
+    assert "cpu1     cpu          down*" in text
     assert text.endswith("start it with: sudo recon dev-cluster up")
     assert "problems" not in render_health(ClusterHealth(daemons, IDLE, ()))
 

@@ -68,6 +68,10 @@ def states(assessment: Assessment) -> dict[int, tuple[S, str | None]]:
             job(1, started=1, ended=Ending(at(5), 0, signal=15, timed_out=True)),
             Status(S.TIMEOUT, "TimeLimit", at(5)),
         ),
+        (
+            job(1, started=1, ended=Ending(at(5), 0, signal=9, out_of_memory=True)),
+            Status(S.OUT_OF_MEMORY, None, at(5)),
+        ),
         (job(1, cancelled=Cancel(at(2), 0)), Status(S.CANCELLED, None, at(2))),
         # Cancelled while running: CANCELLED at once, ended when its processes are gone.
         (job(1, started=1, cancelled=Cancel(at(2), 0)), Status(S.CANCELLED, None, at(2))),

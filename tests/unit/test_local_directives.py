@@ -9,8 +9,11 @@ import pytest
 from reconciler.scheduler.local.directives import (
     Component,
     DirectiveError,
+    WarningSignal,
     expand_pattern,
     parse_directives,
+    parse_memory,
+    parse_signal,
     parse_time_limit,
 )
 from reconciler.scheduler.local.environment import array_environment
@@ -39,8 +42,10 @@ srun --het-group=1 python3 learner.py
 
 def test_a_rendered_het_script_is_two_components_and_one_job() -> None:
     directives = parse_directives(RENDERED_HET)
-    assert directives.components == (Component(2, 1), Component(3, 1))
+    assert directives.components == (Component(2, 1, memory_mb=1024), Component(3, 1))
     assert directives.cpus == 5
+    # One component without a limit: the job, run as one, has none.
+    assert directives.memory_mb is None
     assert directives.output == "/runs/my dir/logs/slurm-%j.out"
     assert directives.error == "/runs/logs/slurm-%j.err"
     assert directives.time_limit == timedelta(minutes=15)
@@ -172,3 +177,69 @@ def test_an_array_task_learns_its_array_as_slurm_tells_it(
         "SLURM_ARRAY_TASK_MAX": str(indices[-1]),
         "SLURM_ARRAY_TASK_STEP": step,
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "mebibytes"),
+    [("100", 100), ("100M", 100), ("2G", 2048), ("2g", 2048), ("1T", 1 << 20), ("512K", 1),
+     ("4096k", 4), ("0", 0), ("1024MB", 1024)],
+)  # fmt: skip
+def test_memory_sizes_as_sbatch_reads_them(text: str, mebibytes: int) -> None:
+    assert parse_memory(text) == mebibytes
+
+
+@pytest.mark.parametrize("text", ["", "1.5G", "lots", "-1", "2P"])
+def test_memory_sizes_sbatch_refuses(text: str) -> None:
+    with pytest.raises(DirectiveError, match="not a memory size"):
+        parse_memory(text)
+
+
+@pytest.mark.parametrize(
+    ("lines", "components"),
+    [
+        (["--mem=2G"], (Component(1, 1, 2048),)),
+        (["-c 4 --mem-per-cpu=100"], (Component(4, 1, 400),)),
+        # The later of the two wins, as sbatch takes the last.
+        (["--mem-per-cpu=100 -n 2", "--mem 300M"], (Component(1, 2, 300),)),
+        (["--mem=0"], (Component(1, 1),)),  # all the node's memory: no limit here
+        (
+            ["--mem=1G", "hetjob", "-c 2 --mem-per-cpu=1G"],
+            (Component(1, 1, 1024), Component(2, 1, 2048)),
+        ),
+    ],
+)  # fmt: skip
+def test_memory_per_component_and_the_jobs_limit(
+    lines: list[str], components: tuple[Component, ...]
+) -> None:
+    header = "".join(f"#SBATCH {line}\n" for line in lines)
+    directives = parse_directives(f"#!/bin/bash\n{header}true\n")
+    assert directives.components == components
+    if all(c.memory_mb is not None for c in components):
+        assert directives.memory_mb == sum(c.memory_mb or 0 for c in components)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("B:USR1@120", WarningSignal(10, timedelta(seconds=120), batch_only=True)),
+        ("USR2", WarningSignal(12, timedelta(seconds=60), batch_only=False)),
+        ("SIGTERM@5", WarningSignal(15, timedelta(seconds=5), batch_only=False)),
+        ("10@0", WarningSignal(10, timedelta(0), batch_only=False)),
+        ("RB:usr1@30", WarningSignal(10, timedelta(seconds=30), batch_only=True)),
+        ("R:USR1@30", WarningSignal(10, timedelta(seconds=30), batch_only=False)),
+    ],
+)
+def test_signal_forms_sbatch_takes(text: str, expected: WarningSignal) -> None:
+    assert parse_signal(text) == expected
+
+
+@pytest.mark.parametrize("text", ["B:USR9", "B:", "X:USR1", "USR1@", "USR1@70000", "0", "99"])
+def test_signals_sbatch_refuses(text: str) -> None:
+    with pytest.raises(DirectiveError, match="--signal"):
+        parse_signal(text)
+
+
+def test_the_warning_signal_is_read_from_the_header() -> None:
+    script = "#!/bin/bash\n#SBATCH --time=1 --signal=B:USR1@30\ntrue\n"
+    assert parse_directives(script).warning == parse_signal("B:USR1@30")
+    assert parse_directives("#!/bin/bash\ntrue\n").warning is None

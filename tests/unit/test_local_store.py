@@ -5,13 +5,15 @@ No process is started here: jobs are written and their facts recorded by hand.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from reconciler.scheduler.local.decide import Cancel, Ending
-from reconciler.scheduler.local.directives import Component
+from reconciler.scheduler.local.directives import Component, WarningSignal
+from reconciler.scheduler.local.files import write_json
 from reconciler.scheduler.local.store import ArrayTask, JobSpec, Store
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -50,6 +52,44 @@ def test_a_spec_reads_back_as_written_by_a_fresh_store(store: Store) -> None:
     assert Store(store.root).spec(job_id) == written
     assert written is not None and written.cpus == 5
     assert Store(store.root).spec(99) is None
+
+
+def test_memory_and_the_warning_signal_read_back_and_older_specs_have_neither(
+    store: Store,
+) -> None:
+    job_id = add(store, 0, ())
+    written = store.spec(job_id)
+    assert written is not None and written.memory_limit is None
+    limited = replace(
+        written,
+        components=(Component(2, 1, 300), Component(1, 3, 100)),
+        warning=WarningSignal(10, timedelta(seconds=30), batch_only=True),
+    )
+    assert JobSpec.from_json(limited.to_json()) == limited
+    assert limited.memory_limit == 400 << 20
+    # job.json as a recon without memory limits or warnings wrote it.
+    older = {**written.to_json(), "components": [[2, 1], [1, 3]]}
+    del older["warning"]
+    assert JobSpec.from_json(older) == written
+
+
+def ending(root: Path, job_id: int) -> Ending | None:
+    """The job's ending as a fresh store reads it from its files."""
+    fresh = Store(root)
+    spec = fresh.spec(job_id)
+    assert spec is not None
+    return fresh.facts(spec).ended
+
+
+def test_an_ending_by_memory_reads_back_and_older_endings_were_not(store: Store) -> None:
+    job_id = add(store, 0, ())
+    store.write_started(job_id, T0)
+    store.write_ended(job_id, Ending(T0, 0, signal=9, out_of_memory=True))
+    assert ending(store.root, job_id) == Ending(T0, 0, signal=9, out_of_memory=True)
+    # ended.json as a recon without memory limits wrote it.
+    older = {"at": T0.isoformat(), "exit_code": 0, "signal": 9, "timed_out": False}
+    write_json(store.job_dir(job_id) / "ended.json", older)
+    assert ending(store.root, job_id) == Ending(T0, 0, signal=9)
 
 
 def test_jobs_are_active_until_final(store: Store) -> None:

@@ -25,10 +25,12 @@ and the array is observed as Slurm shows one (``records.observed_array``).
 Heterogeneous scripts (``#SBATCH hetjob``) run as one local job holding every
 component's CPUs; an ``srun`` shim first on the job's PATH runs ``srun --het-group=N cmd``
 as plain ``cmd``, and every ``SLURM_JOB_NODELIST_HET_GROUP_<n>`` names this host.
-Memory, partitions, GPUs and other options are not enforced: a run asking for GPUs runs
-all the same (``CUDA_VISIBLE_DEVICES`` is not set by the backend). ``--time`` is: a job
-past it is ended and reads TIMEOUT. An allocation is a job that holds its CPUs, running
-nothing, until released or out of time; no step can run inside it.
+Partitions, GPUs and other options are not enforced: a run asking for GPUs runs all the
+same (``CUDA_VISIBLE_DEVICES`` is not set by the backend). ``--time`` is: a job past it is
+ended and reads TIMEOUT, warned first by its ``--signal`` if it has one. ``--mem`` is: a
+job whose processes hold more (``memory``) is killed and reads OUT_OF_MEMORY. An
+allocation is a job that holds its CPUs, running nothing, until released or out of time;
+no step can run inside it.
 
 Jobs outlive recon, its terminal and its process group, but not the machine (they then
 read NODE_FAIL, reason ``SupervisorLost``), nor a login manager that ends every process

@@ -41,12 +41,14 @@ CANCELLED_ALONE = "CancelledAlone"
 
 @dataclass(frozen=True)
 class Ending:
-    """How the job's script ended: its exit code, or the signal that killed it."""
+    """How the job's script ended: its exit code, or the signal that killed it, and
+    whether the supervisor ended it for its time limit or for its memory."""
 
     at: datetime
     exit_code: int
     signal: int = 0
     timed_out: bool = False
+    out_of_memory: bool = False
     # What its processes used (``supervisor._used``): the largest one's peak resident
     # memory, in MiB, and their CPU time, user and system; None where not measured (a
     # job that never ran its script, an ending written by an older recon)
@@ -123,6 +125,8 @@ def settled_status(job: JobFacts) -> Status | None:
 def _ended_status(ending: Ending) -> Status:
     if ending.timed_out:
         return Status(SlurmState.TIMEOUT, TIME_LIMIT, ending.at)
+    if ending.out_of_memory:
+        return Status(SlurmState.OUT_OF_MEMORY, None, ending.at)
     if ending.signal or ending.exit_code:
         return Status(SlurmState.FAILED, NONZERO_EXIT if ending.exit_code else None, ending.at)
     return Status(SlurmState.COMPLETED, None, ending.at)

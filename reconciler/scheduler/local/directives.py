@@ -5,16 +5,18 @@ comments, and stops at the first command. Each ``#SBATCH`` line holds one or mor
 split like shell words (quotes group, a ``#`` that starts a word begins a comment). A line
 ``#SBATCH hetjob`` starts the next heterogeneous component.
 
-Only what the local backend acts on is kept: CPUs per component, the output and error
-file patterns, the time limit and the job name. Every other option (partition, memory,
-gres, account...) means nothing on one machine and is skipped, as sbatch would skip a
-comment; a value it cannot read for an option it keeps is an error, as in sbatch.
+Only what the local backend acts on is kept: CPUs and memory per component, the output
+and error file patterns, the time limit, the warning signal before it (``--signal``) and
+the job name. Every other option (partition, gres, account...) means nothing on one
+machine and is skipped, as sbatch would skip a comment; a value it cannot read for an
+option it keeps is an error, as in sbatch.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -30,13 +32,21 @@ _KEPT = {
     "error": "e",
     "time": "t",
     "job-name": "J",
+    "mem": "",
+    "mem-per-cpu": "",
+    "signal": "",
 }
-_SHORT = {letter: name for name, letter in _KEPT.items()}
+_SHORT = {letter: name for name, letter in _KEPT.items() if letter}
 # sbatch's short options that take a value (man sbatch), so `-p cpu` skips `cpu` too.
 _SHORT_WITH_VALUE = set("AabcDdeFGiJLMmNnoprSstw") | set(_SHORT)
 _UNLIMITED = {"UNLIMITED", "INFINITE", "-1"}
 _TIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$")
 _PATTERN = re.compile(r"%(\d*)([%AaJjNnstux])")
+_MEMORY = re.compile(r"^(?P<amount>\d+)(?P<unit>[KMGT]?)B?$", re.IGNORECASE)
+_MEBIBYTES = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+_SIGNAL = re.compile(r"^(?:(?P<flags>[RB]+):)?(?P<signal>[A-Za-z0-9]+)(?:@(?P<lead>\d+))?$")
+# sbatch(1): "If sig_time is not specified, the default time is 60 seconds."
+_DEFAULT_LEAD = 60
 
 
 class DirectiveError(ValueError):
@@ -45,14 +55,27 @@ class DirectiveError(ValueError):
 
 @dataclass(frozen=True)
 class Component:
-    """One het component's CPU ask (a plain job has one component)."""
+    """One het component's CPU and memory ask (a plain job has one component)."""
 
     cpus_per_task: int = 1
     tasks: int = 1
+    # MiB; None: no limit (no --mem or --mem-per-cpu, or --mem=0: "all the node has").
+    memory_mb: int | None = None
 
     @property
     def cpus(self) -> int:
         return self.cpus_per_task * self.tasks
+
+
+@dataclass(frozen=True)
+class WarningSignal:
+    """``--signal=[B:]<sig>[@<seconds>]``: the signal sent that long before the time limit."""
+
+    signum: int
+    lead: timedelta
+    # B: only the batch script's own process gets it; without, Slurm signals the job's
+    # steps, which on one machine are whatever the script started: its process group.
+    batch_only: bool
 
 
 @dataclass(frozen=True)
@@ -61,12 +84,19 @@ class Directives:
     output: str | None = None  # a filename pattern, e.g. logs/slurm-%j.out
     error: str | None = None  # None: stderr goes where stdout goes
     time_limit: timedelta | None = None  # None: no limit
+    warning: WarningSignal | None = None
     job_name: str | None = None
 
     @property
     def cpus(self) -> int:
         """All components run as one local job, so it holds the CPUs of all of them."""
         return sum(component.cpus for component in self.components)
+
+    @property
+    def memory_mb(self) -> int | None:
+        """The job's memory limit, all components together; None if any has no limit."""
+        asked = [component.memory_mb for component in self.components]
+        return None if None in asked else sum(m for m in asked if m is not None)
 
 
 def has_shebang(script: str) -> bool:
@@ -88,6 +118,7 @@ def parse_directives(script: str) -> Directives:
         output=job_wide.get("output"),
         error=job_wide.get("error"),
         time_limit=parse_time_limit(job_wide["time"]) if "time" in job_wide else None,
+        warning=parse_signal(job_wide["signal"]) if "signal" in job_wide else None,
         job_name=job_wide.get("job-name"),
     )
 
@@ -139,10 +170,53 @@ def _next_value(words: list[str], index: int, option: str) -> tuple[str, int]:
 def _component(block: dict[str, str]) -> Component:
     # A component's task count: --ntasks, else one task per node, else one.
     tasks = block.get("ntasks") or block.get("nodes", "1").split("-")[0]
-    return Component(
+    component = Component(
         cpus_per_task=_count(block.get("cpus-per-task", "1"), "--cpus-per-task"),
         tasks=_count(tasks, "--ntasks"),
     )
+    # The last of --mem and --mem-per-cpu wins, as in sbatch (they exclude each other).
+    memory = [(name, block[name]) for name in block if name in ("mem", "mem-per-cpu")]
+    if not memory:
+        return component
+    name, value = memory[-1]
+    mebibytes = parse_memory(value, f"--{name}")
+    if mebibytes == 0:  # "all the memory of the node": no limit on one machine
+        return component
+    per_cpu = component.cpus if name == "mem-per-cpu" else 1
+    return Component(component.cpus_per_task, component.tasks, mebibytes * per_cpu)
+
+
+def parse_memory(text: str, option: str = "--mem") -> int:
+    """sbatch's memory size in MiB: a number with an optional K, M (the default), G or T."""
+    match = _MEMORY.match(text.strip())
+    if match is None:
+        raise DirectiveError(f"{option}={text}: not a memory size (500M, 4G)")
+    amount = int(match["amount"]) * _MEBIBYTES[(match["unit"] or "M").upper()]
+    return max(int(amount), 1) if amount else 0
+
+
+def parse_signal(text: str) -> WarningSignal:
+    """``--signal=[{R|B}:]<sig_num>[@sig_time]``: a signal number or name (with or
+    without SIG), seconds before the time limit (60 when not given). R (reservations)
+    means nothing on one machine."""
+    match = _SIGNAL.match(text.strip())
+    if match is None:
+        raise DirectiveError(f"--signal={text}: not [B:]<signal>[@<seconds>] (B:USR1@120)")
+    name = match["signal"].upper()
+    try:
+        signum = int(name) if name.isdigit() else signal.Signals[_with_sig(name)].value
+    except KeyError:
+        raise DirectiveError(f"--signal={text}: no signal {match['signal']!r}") from None
+    if not 0 < signum < signal.NSIG:
+        raise DirectiveError(f"--signal={text}: no signal {signum}")
+    lead = int(match["lead"]) if match["lead"] is not None else _DEFAULT_LEAD
+    if lead > 0xFFFF:
+        raise DirectiveError(f"--signal={text}: at most 65535 seconds before the end")
+    return WarningSignal(signum, timedelta(seconds=lead), batch_only="B" in (match["flags"] or ""))
+
+
+def _with_sig(name: str) -> str:
+    return name if name.startswith("SIG") else "SIG" + name
 
 
 def _count(text: str, option: str) -> int:

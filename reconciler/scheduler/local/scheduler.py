@@ -280,6 +280,7 @@ class LocalScheduler:
             time_limit=None if limit is None else limit.total_seconds(),
             submitted=datetime.now(UTC),
             array=array,
+            warning=directives.warning,
         )
 
     def cancel(self, job_id: str) -> None:

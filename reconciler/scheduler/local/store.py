@@ -9,8 +9,9 @@
                             reads, so its cost does not grow with every job ever run
         bin/srun            the shim local jobs find first on their PATH
         jobs/<id>/
-            job.json        what was submitted: name, tag, workdir, dependencies, CPUs,
-                            log files, time limit, submit time, and for an array's task
+            job.json        what was submitted: name, tag, workdir, dependencies, CPUs and
+                            memory, log files, time limit and the signal to send before
+                            it (--signal), submit time, and for an array's task
                             its array id, index, the array's size and cap
             script          the batch script, run as it is (its shebang picks the shell)
             env.json        the environment it runs in (mode 0600: it may be the submitter's),
@@ -24,7 +25,8 @@
             started.json    when the dispatcher started it
             pid.json        the supervisor's pid and the script's process group
             cancelled.json  when and by whom it was cancelled, and why
-            ended.json      when its script ended, with what exit code or signal
+            ended.json      when its script ended, with what exit code or signal, and
+                            whether its time limit or memory limit ended it
         final.marshal       the four JSON files above (job, started, cancelled, ended) of
                             every final job the last observation read: they never change,
                             and one read of this file replaces four opens per ended job
@@ -41,11 +43,11 @@ import marshal
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from reconciler.scheduler.local.decide import Cancel, Ending, JobFacts
-from reconciler.scheduler.local.directives import Component
+from reconciler.scheduler.local.directives import Component, WarningSignal
 from reconciler.scheduler.local.environment import SRUN_SHIM
 from reconciler.scheduler.local.files import (
     JsonObject,
@@ -89,10 +91,19 @@ class JobSpec:
     time_limit: float | None  # seconds; None: no limit
     submitted: datetime
     array: ArrayTask | None = None  # None: the job is no array task
+    warning: WarningSignal | None = None
 
     @property
     def cpus(self) -> int:
         return sum(component.cpus for component in self.components)
+
+    @property
+    def memory_limit(self) -> int | None:
+        """Bytes the job's processes may hold resident together; None: no limit."""
+        asked = [component.memory_mb for component in self.components]
+        if None in asked:
+            return None
+        return sum(m for m in asked if m is not None) << 20
 
     def to_json(self) -> JsonObject:
         return {
@@ -101,12 +112,13 @@ class JobSpec:
             "comment": self.comment,
             "workdir": self.workdir,
             "dependencies": list(self.dependencies),
-            "components": [[c.cpus_per_task, c.tasks] for c in self.components],
+            "components": [[c.cpus_per_task, c.tasks, c.memory_mb] for c in self.components],
             "stdout": self.stdout,
             "stderr": self.stderr,
             "time_limit": self.time_limit,
             "submitted": self.submitted.isoformat(),
             "array": None if self.array is None else _array_json(self.array),
+            "warning": None if self.warning is None else _warning_json(self.warning),
         }
 
     @classmethod
@@ -117,13 +129,36 @@ class JobSpec:
             comment=str(data["comment"]),
             workdir=str(data["workdir"]),
             dependencies=tuple(int(dep) for dep in data["dependencies"]),
-            components=tuple(Component(int(c), int(t)) for c, t in data["components"]),
+            components=tuple(_component(values) for values in data["components"]),
             stdout=str(data["stdout"]),
             stderr=None if data["stderr"] is None else str(data["stderr"]),
             time_limit=None if data["time_limit"] is None else float(data["time_limit"]),
             submitted=datetime.fromisoformat(data["submitted"]),
             array=_array_task(data.get("array")),
+            warning=_warning(data.get("warning")),
         )
+
+
+def _component(values: list[int | None]) -> Component:
+    # A job written before memory was kept lists [cpus per task, tasks] only.
+    cpus_per_task, tasks, *memory = values
+    memory_mb = memory[0] if memory else None
+    return Component(int(cpus_per_task or 1), int(tasks or 1), memory_mb)
+
+
+def _warning_json(warning: WarningSignal) -> JsonObject:
+    return {
+        "signal": warning.signum,
+        "lead": warning.lead.total_seconds(),
+        "batch_only": warning.batch_only,
+    }
+
+
+def _warning(data: JsonObject | None) -> WarningSignal | None:
+    if data is None:
+        return None
+    lead = timedelta(seconds=float(data["lead"]))
+    return WarningSignal(int(data["signal"]), lead, bool(data["batch_only"]))
 
 
 def _array_json(task: ArrayTask) -> JsonObject:
@@ -440,6 +475,7 @@ class Store:
             "exit_code": ending.exit_code,
             "signal": ending.signal,
             "timed_out": ending.timed_out,
+            "out_of_memory": ending.out_of_memory,
             "peak_memory_mb": ending.peak_memory_mb,
             "cpu_time_s": ending.cpu_time_s,
         }
@@ -476,6 +512,7 @@ def _ending(data: JsonObject) -> Ending:
         exit_code=int(data["exit_code"]),
         signal=int(data.get("signal", 0)),
         timed_out=bool(data.get("timed_out", False)),
+        out_of_memory=bool(data.get("out_of_memory", False)),
         peak_memory_mb=data.get("peak_memory_mb"),
         cpu_time_s=data.get("cpu_time_s"),
     )
