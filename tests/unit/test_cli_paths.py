@@ -107,7 +107,9 @@ PATH_PARTS = st.sampled_from(
 PATHS = (
     st.lists(PATH_PARTS, min_size=1, max_size=3)
     .map(lambda parts: "/".join(parts))
-    .filter(lambda path: not path.startswith("/") or path.startswith("/proc"))
+    # normpath: "/proc/../recon.yaml" is /recon.yaml (it wrote a saved plan there, and
+    # the schemas into /, which then made / look like a project to other tests)
+    .filter(lambda path: not path.startswith("/") or os.path.normpath(path).startswith("/proc"))
     .filter(lambda path: path.split("/").count("..") <= 1)
 )
 COMMANDS = st.sampled_from(
