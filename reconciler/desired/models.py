@@ -357,6 +357,12 @@ class Run(Document):
         description="When the spec changes while the job runs: `defer` lets it finish and "
         "reruns after; `replace` cancels it and submits the new spec.",
     )
+    renamed_from: Name | None = Field(
+        None,
+        description="The run's name before a rename: recon carries the old run's journal "
+        "records, outputs, manifest and live job over to this name, with no job, when the "
+        "spec is otherwise unchanged. Not part of the spec hash; may stay or go once moved.",
+    )
     allocation: Name | None = Field(
         None,
         description="Run as a step inside this Allocation of the project instead of as a "

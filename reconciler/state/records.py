@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -194,3 +194,55 @@ def gathered_digest(digests: Mapping[str, str | None]) -> str:
     while a fourth was still running is stale once the fourth is there."""
     material = "\n".join(f"{name}\t{digests[name] or 'missing'}" for name in sorted(digests))
     return hashlib.sha256(material.encode()).hexdigest()
+
+
+class Rename(NamedTuple):
+    """A run's identity carried to a new one (`renamed_from`, ``engine/plan/moves``): the
+    records and jobs of ``old_name`` at ``old_hash`` are ``new_name``'s at ``new_hash``.
+    A run that only reads a renamed run's output keeps its name and changes its hash."""
+
+    kind: Literal["run", "alloc"]
+    old_name: str
+    old_hash: str
+    new_name: str
+    new_hash: str
+
+
+class Renames:
+    """Renames in the order they were made, followed through: a run renamed twice (a to
+    b, then b to c) reads as c. Its records keep the names they were written with in the
+    journal; whoever reads them sees the names of today (``Journal.records``), and a job
+    tagged with an old name is the new name's (``engine/plan/identity``)."""
+
+    def __init__(self, renames: Iterable[Rename] = ()) -> None:
+        self._to: dict[tuple[Literal["run", "alloc"], str, str], tuple[str, str]] = {}
+        for rename in renames:
+            new = (rename.new_name, rename.new_hash)
+            for key, value in self._to.items():  # what an earlier rename made, renamed on
+                if value == (rename.old_name, rename.old_hash) and key[0] == rename.kind:
+                    self._to[key] = new
+            self._to[(rename.kind, rename.old_name, rename.old_hash)] = new
+
+    def __bool__(self) -> bool:
+        return bool(self._to)
+
+    def made(self) -> list[Rename]:
+        """Each old name and hash with the name and hash it has now."""
+        return [Rename(kind, name, old, *new) for (kind, name, old), new in self._to.items()]
+
+    def of(self, kind: Literal["run", "alloc"], name: str, spec_hash: str) -> tuple[str, str] | None:
+        """The name and hash a job or record of ``name`` at ``spec_hash`` has now; None
+        when no rename reaches it."""
+        return self._to.get((kind, name, spec_hash))
+
+    def records(self, records: Iterable[SubmissionRecord]) -> list[SubmissionRecord]:
+        """``records`` under the names and hashes of today."""
+        if not self._to:
+            return list(records)
+        renamed = []
+        for record in records:
+            now = self._to.get((record.kind, record.name, record.spec_hash))
+            if now is not None:
+                record = replace(record, name=now[0], spec_hash=now[1])
+            renamed.append(record)
+        return renamed
