@@ -319,7 +319,7 @@ def look(
     observed = observed or observe(scheduler, journal, now)
     found = observed.jobs
     project, place = desired.project.project, deployment(desired)
-    maps = read_maps(found, project, place)
+    maps = read_maps(found, project, place, plan_moves.moved_folders(desired))
     done = plan_moves.renames_of(journal.renames, ())
     moves: tuple[Move, ...] = ()
     if desired.renamed:  # runs renamed: the moves not made yet, judged on what is known
@@ -333,7 +333,7 @@ def look(
     outputs_seen: OutputsSeen = {}  # each output looked at once in this pass
     # A job of a run whose folder has not moved yet is judged once it has: its outputs
     # are still under the old name.
-    moving = {move.new: move.old_dir for move in moves if move.old_dir is not None}
+    moving = {move.new: move.old_run_dir for move in moves if move.old_run_dir is not None}
     judged = _without_runs(share.own, moving) if moving else share.own
     endings = settle.judge(desired, judged, journalled, outputs_seen)
     records = settle.as_recorded(journalled, endings)

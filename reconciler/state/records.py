@@ -230,7 +230,9 @@ class Renames:
         """Each old name and hash with the name and hash it has now."""
         return [Rename(kind, name, old, *new) for (kind, name, old), new in self._to.items()]
 
-    def of(self, kind: Literal["run", "alloc"], name: str, spec_hash: str) -> tuple[str, str] | None:
+    def of(
+        self, kind: Literal["run", "alloc"], name: str, spec_hash: str
+    ) -> tuple[str, str] | None:
         """The name and hash a job or record of ``name`` at ``spec_hash`` has now; None
         when no rename reaches it."""
         return self._to.get((kind, name, spec_hash))

@@ -162,11 +162,15 @@ class Applier:
         if not self.plan.moves:
             return
         root = self.desired.root.resolve()
+        linked = {move.old_dir for move in self.plan.moves if move.live_jobs}
         for move in self.plan.moves:
             if move.old_dir is None or move.new_dir is None:
                 continue
-            move_folder(root, move.old_dir, move.new_dir, link=bool(move.live_jobs))
-            move_manifest(root / move.new_dir, move.new, root / move.old_dir, move.new_hash)
+            # a sweep's folder is moved with its first member, found moved by the rest
+            move_folder(root, move.old_dir, move.new_dir, link=move.old_dir in linked)
+            assert move.old_run_dir is not None and move.new_run_dir is not None
+            new_run_dir, old_run_dir = root / move.new_run_dir, root / move.old_run_dir
+            move_manifest(new_run_dir, move.new, old_run_dir, move.new_hash)
         project = self.desired.project.project
         renames = [rename_of(move) for move in self.plan.moves]
         self.journal.record_renames(project, renames, self.clock())

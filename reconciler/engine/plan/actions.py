@@ -311,9 +311,15 @@ class Move(BaseModel):
     new: str
     new_hash: str
     old_dir: str | None = Field(
-        None, description="the folder to rename, relative to the project; None: it stays"
+        None,
+        description="the folder to rename (the run's, or its sweep's for a member), "
+        "relative to the project; None: it stays",
     )
     new_dir: str | None = Field(None, description="what it is renamed to")
+    old_run_dir: str | None = Field(
+        None, description="the run's own folder before the move (a member's is in its sweep's)"
+    )
+    new_run_dir: str | None = Field(None, description="the run's own folder after it")
     live_jobs: tuple[str, ...] = Field(
         (),
         description="jobs of the old name still queued or running: they write under the "

@@ -16,6 +16,7 @@ the disk (the applier renames the folder, and refuses when the new one exists).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 
 from reconciler.desired.desired import Desired, former_identity, run_workdir
@@ -48,21 +49,45 @@ def pending(
         if former is None or former == (name, run.spec_hash) or former not in known:
             continue
         old, old_hash = former
-        old_dir = new_dir = None
-        if old != name and run.workdir == run_workdir(None, runs_dir, name):
-            old_dir, new_dir = run_workdir(None, runs_dir, old), run.workdir
+        folders: dict[str, str] = {}
+        document = run.member.sweep if run.member is not None else name
+        default = run_workdir(None, runs_dir, document)
+        if old != name and (run.workdir == default or run.workdir.startswith(default + "/")):
+            before = run_workdir(None, runs_dir, desired.renamed[document])
+            folders = {
+                "old_dir": before,
+                "new_dir": default,
+                "old_run_dir": before + run.workdir[len(default) :],
+                "new_run_dir": run.workdir,
+            }
         moves.append(
             Move(
                 old=old,
                 old_hash=old_hash,
                 new=name,
                 new_hash=run.spec_hash,
-                old_dir=old_dir,
-                new_dir=new_dir,
                 live_jobs=tuple(live.get(former, ())),
+                **folders,
             )
         )
     return tuple(moves)
+
+
+def moved_folders(desired: Desired) -> dict[str, str]:
+    """The folder of each run or sweep renamed whose folder is named after it: its old
+    folder -> its new one, both absolute. A job array of a sweep renamed runs in the old
+    one, where its map is looked for first (``apply/arrays.read_maps``)."""
+    runs_dir = desired.project.runs_dir
+    folders = {}
+    for new, old in desired.renamed.items():
+        sweep = desired.sweeps.get(new)
+        one = desired.runs[sweep.members[0] if sweep is not None else new]
+        default = run_workdir(None, runs_dir, new)
+        if one.workdir != default and not one.workdir.startswith(default + "/"):
+            continue  # its own `workdir:`, which stays
+        before = os.path.join(desired.root, run_workdir(None, runs_dir, old))
+        folders[os.path.normpath(before)] = os.path.normpath(os.path.join(desired.root, default))
+    return folders
 
 
 def renames_of(done: Iterable[Rename], moves: Iterable[Move]) -> Renames:
@@ -81,9 +106,10 @@ def actions(moves: Iterable[Move]) -> list[Action]:
             kind=ActionKind.MOVED,
             target=move.new,
             cause=Cause.RENAMED,
-            reason=f"{move.old} -> {move.new}: records, outputs and manifest carried over"
-            + (f", job {', '.join(move.live_jobs)} adopted" if move.live_jobs else "")
-            + ", no job",
+            # a sweep's members said once: `seeds -> trials`, with the members counted
+            reason=f"{_document(move.old)} -> {_document(move.new)}: records, outputs and "
+            "manifest carried over, no job"
+            + ("; its live job adopted, not cancelled" if move.live_jobs else ""),
             spec_hash=move.new_hash,
             job_ids=move.live_jobs,
             details=(f"folder {move.old_dir} -> {move.new_dir}",) if move.old_dir else (),
@@ -92,3 +118,8 @@ def actions(moves: Iterable[Move]) -> list[Action]:
         for move in moves
         if move.renamed
     ]
+
+
+def _document(name: str) -> str:
+    """A run's name, or a member's sweep's: `seeds` of `seeds[seed=0]`."""
+    return name.partition("[")[0]
