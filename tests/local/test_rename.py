@@ -96,7 +96,8 @@ def test_a_live_job_of_the_old_name_is_adopted_and_ends_current(project: GitRepo
     try:
         applied(project)
         (job,) = local_jobs(project)
-        project.commit({"specs/a.yaml": slow.format(name="prepare", renamed="renamed_from: prep\n")})
+        renamed = slow.format(name="prepare", renamed="renamed_from: prep\n")
+        project.commit({"specs/a.yaml": renamed})
         out = applied(project)
         assert "moved prep -> prepare" in out and "\ncancelled " not in out, out
         assert "\nsubmitted " not in out, out
@@ -144,7 +145,8 @@ def test_a_renamed_sweep_moves_member_by_member(project: GitRepo) -> None:
     assert "moved seeds[seed=0] -> trials[seed=0]" in out and "\nsubmitted " not in out, out
     assert (project.root / "runs/trials/seed=1/m.txt").read_text() == "1\n"
     assert not os.path.lexists(project.root / "runs/seeds")
-    manifest = json.loads((project.root / "runs/trials/seed=1/.recon-run/manifest.json").read_text())
+    member = project.root / "runs/trials/seed=1"
+    manifest = json.loads((member / ".recon-run/manifest.json").read_text())
     assert manifest["run"] == "trials[seed=1]"
     plan = recon(project, "plan", ".", "--detailed-exitcode")
     assert plan.returncode == 0, plan.stdout  # the old array's map is read where it moved
