@@ -117,7 +117,7 @@ def check_project(
     for document in documents:
         issues.extend(_check_inputs(document, first, invalid, renamed))
         issues.extend(_check_coupling(document, first, invalid))
-        issues.extend(_check_allocation(document, first, invalid))
+        issues.extend(_check_allocation(document, first, invalid, renamed))
     return issues
 
 
@@ -162,7 +162,10 @@ def check_output_paths(documents: list[DocumentSummary], runs_dir: str) -> list[
 
 
 def _check_allocation(
-    document: DocumentSummary, by_name: dict[str, DocumentSummary], invalid: Collection[str]
+    document: DocumentSummary,
+    by_name: dict[str, DocumentSummary],
+    invalid: Collection[str],
+    renamed: dict[str, list[DocumentSummary]],
 ) -> list[SpecIssue]:
     if document.allocation is None:
         return []
@@ -171,6 +174,13 @@ def _check_allocation(
         return []
     if target is not None and target.kind == "Allocation":
         return []
+    if target is None and document.allocation in renamed:
+        new_name = renamed[document.allocation][0].name
+        message = (
+            f"names {document.allocation!r}, renamed to {new_name!r} (renamed_from): "
+            f"say allocation: {new_name}"
+        )
+        return [SpecIssue(document.file, document.allocation_line, "allocation", message)]
     what = f"the {target.kind} {target.name!r}" if target is not None else "nothing"
     return [
         SpecIssue(

@@ -408,6 +408,16 @@ def former_identity(desired: Desired, name: str) -> tuple[str, str] | None:
     return former, spec_hash(before, run.script_text, run.environment_blobs)
 
 
+def former_allocation(desired: Desired, name: str) -> tuple[str, str] | None:
+    """The name and spec hash allocation ``name`` had before its `renamed_from`; None
+    when it says none. Its hash covers its name, as a run's does."""
+    old = desired.renamed.get(name)
+    if old is None:
+        return None
+    spec = desired.allocations[name].spec
+    return old, spec_hash(spec.model_copy(update={"name": old}))
+
+
 def _document_of(reference: str) -> str:
     """The run or sweep an input's `from:` names: `seeds` of `seeds[seed=0].model`."""
     return reference.partition(".")[0].partition("[")[0]

@@ -173,9 +173,8 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
     environment_files: tuple[str, ...] = ()
     code_words: tuple[str, ...] = ()
     code_globs: tuple[str, ...] = ()
-    renamed_from: str | None = None
+    renamed_from = spec.renamed_from
     if isinstance(spec, Run):
-        renamed_from = spec.renamed_from
         if spec.environment is not None:
             environment_files = spec.environment.files
         if spec.code != "none":

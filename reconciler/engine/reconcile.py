@@ -327,6 +327,7 @@ def look(
         moves = plan_moves.pending(desired, journal.records, known.own.jobs)
     renames = plan_moves.renames_of(journal.renames, moves)
     journalled = renames.records(journal.records) if moves else journal.records
+    journal_setups = renames.setups(journal.setups) if moves else journal.setups
     share = split_by_owner(found, project, place, journalled, maps, renames)
     if roll_back:
         settle.roll_back_publishing(desired, share.own, journalled)
@@ -337,8 +338,8 @@ def look(
     judged = _without_runs(share.own, moving) if moving else share.own
     endings = settle.judge(desired, judged, journalled, outputs_seen)
     records = settle.as_recorded(journalled, endings)
-    setup_changes = settle.judge_setups(share.own, journal.setups)
-    setups = settle.with_setups(journal.setups, setup_changes)
+    setup_changes = settle.judge_setups(share.own, journal_setups)
+    setups = settle.with_setups(journal_setups, setup_changes)
     files = file_state(desired, records, share.own, outputs_seen, moving)
     versions = code_at(desired, records)
     plan, memo = planned(

@@ -638,7 +638,11 @@ class Journal:
         )
 
     def setups(self, project: str) -> list[SetupRecord]:
-        """Every setup of the project's allocations, oldest first."""
+        """Every setup of the project's allocations, oldest first, under the names and
+        hashes of today (``renames``)."""
+        return self.renames(project).setups(self._setups(project))
+
+    def _setups(self, project: str) -> list[SetupRecord]:
         with self._sqlite_errors():
             rows = self._db.execute(
                 "SELECT * FROM setups WHERE project = ? ORDER BY id", (project,)

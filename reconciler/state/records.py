@@ -237,6 +237,15 @@ class Renames:
         when no rename reaches it."""
         return self._to.get((kind, name, spec_hash))
 
+    def setups(self, setups: Iterable[SetupRecord]) -> list[SetupRecord]:
+        """An allocation's ``setups`` under its name and hash of today."""
+        return [
+            setup
+            if (now := self.of("alloc", setup.name, setup.spec_hash)) is None
+            else setup.model_copy(update={"name": now[0], "spec_hash": now[1]})
+            for setup in setups
+        ]
+
     def records(self, records: Iterable[SubmissionRecord]) -> list[SubmissionRecord]:
         """``records`` under the names and hashes of today."""
         if not self._to:

@@ -19,6 +19,7 @@ from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from reconciler.state.records import Rename, SubmissionRecord
 from tests.planning import NOW, PROJECT, desired, job, observed, record
+from tests.unit.test_allocations import alloc_record, allocation, held
 from tests.planning import run as named_run
 
 DEPLOYMENT = "0123456789ab"  # the deployment tests.planning.job tags with
@@ -179,3 +180,38 @@ def test_a_failed_run_renamed_keeps_its_failures() -> None:
     assert kinds(result) == {"prepare": {ActionKind.MOVED, ActionKind.NOOP}}
     (kept,) = [a for a in result.actions if a.kind is ActionKind.NOOP]
     assert kept.cause is Cause.RETRIES_EXHAUSTED
+
+
+def test_a_renamed_allocation_keeps_its_held_job() -> None:
+    """Its job, tagged with the old name, is reused under the new name: not released as
+    an allocation that left the specs, not allocated again."""
+    pool, renamed = allocation("pool"), allocation("warm-pool", renamed_from="pool")
+    state = desired(allocations=(renamed,))
+    running = held("12", of=pool)
+    result = planned(state, [alloc_record("12", of=pool)], [running])
+    (move,) = result.moves
+    assert (move.kind, move.old, move.new, move.live_jobs) == (
+        "alloc",
+        "pool",
+        "warm-pool",
+        ("12",),
+    )
+    assert (move.old_hash, move.new_hash) == (pool.spec_hash, renamed.spec_hash)
+    assert [(a.kind, a.target, a.target_kind) for a in result.actions] == [
+        (ActionKind.MOVED, "warm-pool", "alloc"),
+        (ActionKind.REUSE, "warm-pool", "alloc"),
+    ]
+    assert result.actions[0].reason == (
+        "pool -> warm-pool: records and setups carried over; its held job adopted, not released"
+    )
+    assert result.prune_guard is None
+
+
+def test_an_allocation_renamed_and_changed_is_a_new_one() -> None:
+    pool = allocation("pool")
+    changed = allocation("warm-pool", renamed_from="pool", time_limit="2h")
+    result = planned(
+        desired(allocations=(changed,)), [alloc_record("12", of=pool)], [held("12", of=pool)]
+    )
+    assert result.moves == ()
+    assert {(a.kind, a.target) for a in result.actions} >= {(ActionKind.CANCEL, "pool")}

@@ -306,6 +306,7 @@ class Move(BaseModel):
 
     model_config = _FROZEN
 
+    kind: Literal["run", "alloc"] = "run"
     old: str = Field(description="the run's name before (the new name's, for a reader)")
     old_hash: str
     new: str

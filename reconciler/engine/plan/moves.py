@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from reconciler.desired.desired import Desired, former_identity, run_workdir
+from reconciler.desired.desired import Desired, former_allocation, former_identity, run_workdir
 from reconciler.engine.plan.actions import Action, ActionKind, Cause, Move, SyncStatus
 from reconciler.scheduler.base import ObservedJob
 from reconciler.state.records import Rename, Renames, SubmissionRecord
@@ -33,20 +33,19 @@ def pending(
     Once made, the records read under the new name and nothing is pending: idempotent."""
     if not desired.renamed:
         return ()
-    known = {(r.name, r.spec_hash) for r in records if r.kind == "run"}
-    live: dict[tuple[str, str], list[str]] = {}
+    known = {(r.kind, r.name, r.spec_hash) for r in records}
+    live: dict[tuple[str, str, str], list[str]] = {}
     for job in jobs:
-        if job.tag.kind != "run":
-            continue
-        known.add((job.tag.name, job.tag.spec_hash))
+        key = (job.tag.kind, job.tag.name, job.tag.spec_hash)
+        known.add(key)
         if not job.finished:
-            live.setdefault((job.tag.name, job.tag.spec_hash), []).append(job.job_id)
+            live.setdefault(key, []).append(job.job_id)
     runs_dir = desired.project.runs_dir
     moves = []
     for name in desired.runs:
         former = former_identity(desired, name)
         run = desired.runs[name]
-        if former is None or former == (name, run.spec_hash) or former not in known:
+        if former is None or former == (name, run.spec_hash) or ("run", *former) not in known:
             continue
         old, old_hash = former
         folders: dict[str, str] = {}
@@ -66,8 +65,22 @@ def pending(
                 old_hash=old_hash,
                 new=name,
                 new_hash=run.spec_hash,
-                live_jobs=tuple(live.get(former, ())),
+                live_jobs=tuple(live.get(("run", *former), ())),
                 **folders,
+            )
+        )
+    for name, allocation in ((n, desired.allocations[n]) for n in desired.allocations):
+        held = former_allocation(desired, name)
+        if held is None or ("alloc", *held) not in known:
+            continue
+        moves.append(
+            Move(
+                kind="alloc",
+                old=held[0],
+                old_hash=held[1],
+                new=name,
+                new_hash=allocation.spec_hash,
+                live_jobs=tuple(live.get(("alloc", *held), ())),
             )
         )
     return tuple(moves)
@@ -80,6 +93,8 @@ def moved_folders(desired: Desired) -> dict[str, str]:
     runs_dir = desired.project.runs_dir
     folders = {}
     for new, old in desired.renamed.items():
+        if new in desired.allocations:
+            continue  # an allocation has no folder
         sweep = desired.sweeps.get(new)
         one = desired.runs[sweep.members[0] if sweep is not None else new]
         default = run_workdir(None, runs_dir, new)
@@ -96,28 +111,38 @@ def renames_of(done: Iterable[Rename], moves: Iterable[Move]) -> Renames:
 
 
 def rename_of(move: Move) -> Rename:
-    return Rename("run", move.old, move.old_hash, move.new, move.new_hash)
+    return Rename(move.kind, move.old, move.old_hash, move.new, move.new_hash)
 
 
 def actions(moves: Iterable[Move]) -> list[Action]:
-    """A `moved` action for each run renamed: `old -> new`, no job."""
+    """A `moved` action for each run or allocation renamed: `old -> new`, no job."""
     return [
         Action(
             kind=ActionKind.MOVED,
             target=move.new,
+            target_kind=move.kind,
             cause=Cause.RENAMED,
-            # a sweep's members said once: `seeds -> trials`, with the members counted
-            reason=f"{_document(move.old)} -> {_document(move.new)}: records, outputs and "
-            "manifest carried over, no job"
-            + ("; its live job adopted, not cancelled" if move.live_jobs else ""),
+            reason=_reason(move),
             spec_hash=move.new_hash,
             job_ids=move.live_jobs,
             details=(f"folder {move.old_dir} -> {move.new_dir}",) if move.old_dir else (),
-            sync=SyncStatus.CURRENT,
+            sync=SyncStatus.CURRENT if move.kind == "run" else None,
         )
         for move in moves
         if move.renamed
     ]
+
+
+def _reason(move: Move) -> str:
+    if move.kind == "alloc":
+        return f"{move.old} -> {move.new}: records and setups carried over" + (
+            "; its held job adopted, not released" if move.live_jobs else ""
+        )
+    # a sweep's members said once: `seeds -> trials`, with the members counted
+    return (
+        f"{_document(move.old)} -> {_document(move.new)}: records, outputs and manifest "
+        "carried over, no job" + ("; its live job adopted, not cancelled" if move.live_jobs else "")
+    )
 
 
 def _document(name: str) -> str:
