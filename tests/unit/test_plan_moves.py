@@ -19,8 +19,8 @@ from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from reconciler.state.records import Rename, SubmissionRecord
 from tests.planning import NOW, PROJECT, desired, job, observed, record
-from tests.unit.test_allocations import alloc_record, allocation, held
 from tests.planning import run as named_run
+from tests.unit.test_allocations import alloc_record, allocation, held
 
 DEPLOYMENT = "0123456789ab"  # the deployment tests.planning.job tags with
 
