@@ -45,3 +45,42 @@ def test_a_renamed_run_whose_job_runs_is_adopted_and_ends_current(project: Proje
     assert f"prepare  current  succeeded  {job['id']}" in status.stdout, status.stdout
     again = project.recon("plan", ".", "--detailed-exitcode")
     assert again.returncode == 0, again.stdout
+
+
+ALLOCATION = (
+    "kind: Allocation\nname: {name}\n{renamed}resources:\n  partition: cpu\n  cpus: 1\n"
+    "  memory: 200MiB\ntime_limit: 10m\nmin_remaining: 1m\n"
+)
+STEP = (
+    "kind: Run\nname: inside\nallocation: {name}\ncommand: 'echo in > {{outputs.out.path}}'\n"
+    "resources:\n  cpus: 1\n  memory: 100MiB\n  time: 2m\noutputs:\n  out: out.txt\n"
+)
+
+
+def test_a_renamed_allocation_keeps_its_held_job_and_runs_start_in_it(project: Project) -> None:
+    project.repo.commit({"specs/w.yaml": ALLOCATION.format(name="pool", renamed="")})
+    project.apply()
+    project.wait_for(
+        "the allocation to run", lambda: [j["state"] for j in project.job_of("pool")] == ["RUNNING"]
+    )
+    (job,) = project.job_of("pool")
+    renamed = ALLOCATION.format(name="warm-pool", renamed="renamed_from: pool\n")
+    project.repo.commit({"specs/w.yaml": renamed, "specs/r.yaml": STEP.format(name="warm-pool")})
+
+    planned = project.recon("plan", ".")
+    assert planned.returncode == 0, planned.stderr
+    assert "pool -> warm-pool: records and setups carried over; its held job adopted, not " in (
+        planned.stdout
+    )
+    moved = project.apply()
+    assert "moved pool -> warm-pool" in moved.stdout, moved.stdout
+    assert "\ncancelled " not in moved.stdout and "submitted warm-pool" not in moved.stdout
+    waited = project.apply("--wait")
+    assert "submitted warm-pool" not in waited.stdout, waited.stdout
+    assert (project.root / "runs/inside/out.txt").read_text() == "in\n"
+    # the one allocation job, still held: the step ran in it
+    assert [(j["id"], j["state"]) for j in project.jobs() if j["run"] == "pool"] == [
+        (job["id"], "RUNNING")
+    ]
+    status = project.recon("status", ".")
+    assert "inside" in status.stdout and "current" in status.stdout, status.stdout
