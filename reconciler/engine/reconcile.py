@@ -341,6 +341,9 @@ def look(
     setup_changes = settle.judge_setups(share.own, journal_setups)
     setups = settle.with_setups(journal_setups, setup_changes)
     files = file_state(desired, records, share.own, outputs_seen, moving)
+    if moves:  # a run gathering a renamed sweep: the version it read, under the new names
+        moves = plan_moves.with_gathered(desired, moves, files.outputs)
+        records = plan_moves.carried_inputs(moves).records(records)
     versions = code_at(desired, records)
     plan, memo = planned(
         desired,

@@ -177,6 +177,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             old_hash TEXT NOT NULL,
             new_name TEXT NOT NULL,
             new_hash TEXT NOT NULL,
+            inputs TEXT NOT NULL DEFAULT '[]',
             created_at TEXT NOT NULL
         )""",
         "CREATE INDEX renames_by_project ON renames (project)",
@@ -509,8 +510,12 @@ class Journal:
         with self._transaction() as db:
             db.executemany(
                 "INSERT INTO renames (project, kind, old_name, old_hash, new_name, new_hash,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(project, *rename, stamp) for rename in renames if rename not in known],
+                " inputs, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (project, *rename[:5], json.dumps(rename.inputs), stamp)
+                    for rename in renames
+                    if rename not in known
+                ],
             )
 
     def renames(self, project: str) -> Renames:
@@ -520,11 +525,21 @@ class Journal:
     def _renames(self, project: str) -> list[Rename]:
         with self._sqlite_errors():
             rows = self._db.execute(
-                "SELECT kind, old_name, old_hash, new_name, new_hash FROM renames"
+                "SELECT kind, old_name, old_hash, new_name, new_hash, inputs FROM renames"
                 " WHERE project = ? ORDER BY id",
                 (project,),
             ).fetchall()
-        return [Rename(*row) for row in rows]
+        return [
+            Rename(
+                row["kind"],
+                row["old_name"],
+                row["old_hash"],
+                row["new_name"],
+                row["new_hash"],
+                tuple((str(a), str(b), str(c)) for a, b, c in json.loads(row["inputs"])),
+            )
+            for row in rows
+        ]
 
     # -- cancels -------------------------------------------------------------------------
 

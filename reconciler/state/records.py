@@ -199,13 +199,17 @@ def gathered_digest(digests: Mapping[str, str | None]) -> str:
 class Rename(NamedTuple):
     """A run's identity carried to a new one (`renamed_from`, ``engine/plan/moves``): the
     records and jobs of ``old_name`` at ``old_hash`` are ``new_name``'s at ``new_hash``.
-    A run that only reads a renamed run's output keeps its name and changes its hash."""
+    A run that only reads a renamed run's output keeps its name and changes its hash;
+    one that gathers a renamed sweep's members has the version each of its records read
+    of that input carried too (``inputs``: input, version under the old members' names,
+    the same under the new: ``gathered_digest`` names the members)."""
 
     kind: Literal["run", "alloc"]
     old_name: str
     old_hash: str
     new_name: str
     new_hash: str
+    inputs: tuple[tuple[str, str, str], ...] = ()
 
 
 class Renames:
@@ -216,19 +220,27 @@ class Renames:
 
     def __init__(self, renames: Iterable[Rename] = ()) -> None:
         self._to: dict[tuple[Literal["run", "alloc"], str, str], tuple[str, str]] = {}
+        self._inputs: dict[tuple[Literal["run", "alloc"], str, str], list[tuple[str, str, str]]]
+        self._inputs = {}
         for rename in renames:
             new = (rename.new_name, rename.new_hash)
             for key, value in self._to.items():  # what an earlier rename made, renamed on
                 if value == (rename.old_name, rename.old_hash) and key[0] == rename.kind:
                     self._to[key] = new
-            self._to[(rename.kind, rename.old_name, rename.old_hash)] = new
+                    self._inputs[key] = [*self._inputs.get(key, ()), *rename.inputs]
+            key = (rename.kind, rename.old_name, rename.old_hash)
+            self._to[key] = new
+            self._inputs[key] = [*self._inputs.get(key, ()), *rename.inputs]
 
     def __bool__(self) -> bool:
         return bool(self._to)
 
     def made(self) -> list[Rename]:
         """Each old name and hash with the name and hash it has now."""
-        return [Rename(kind, name, old, *new) for (kind, name, old), new in self._to.items()]
+        return [
+            Rename(kind, name, old, *new, tuple(self._inputs[(kind, name, old)]))
+            for (kind, name, old), new in self._to.items()
+        ]
 
     def of(
         self, kind: Literal["run", "alloc"], name: str, spec_hash: str
@@ -252,8 +264,17 @@ class Renames:
             return list(records)
         renamed = []
         for record in records:
-            now = self._to.get((record.kind, record.name, record.spec_hash))
+            key = (record.kind, record.name, record.spec_hash)
+            now = self._to.get(key)
             if now is not None:
-                record = replace(record, name=now[0], spec_hash=now[1])
+                versions = record.input_versions
+                carried = {
+                    name: new
+                    for name, old, new in self._inputs[key]
+                    if name in versions and versions[name] == old
+                }
+                if carried:
+                    versions = {**versions, **carried}
+                record = replace(record, name=now[0], spec_hash=now[1], input_versions=versions)
             renamed.append(record)
         return renamed

@@ -133,7 +133,10 @@ def test_a_new_folder_in_the_way_is_refused_and_nothing_is_done(project: GitRepo
 def test_a_renamed_sweep_moves_member_by_member(project: GitRepo) -> None:
     sweep = (
         "kind: Run\nname: {name}\n{renamed}matrix:\n  seed: [0, 1]\n"
-        "command: echo {{matrix.seed}} > {{outputs.m.path}}\noutputs:\n  m: m.txt\n"
+        "command: echo {{matrix.seed}} > {{outputs.m.path}}\noutputs:\n  m: m.txt\n---\n"
+        # a run gathering every member: what it read names them, carried to the new names
+        "kind: Run\nname: gather\ncommand: cat {{inputs.ms.paths}} > {{outputs.o.path}}\n"
+        "inputs:\n  ms: {name}.m\noutputs:\n  o: o.txt\n"
     )
     project.commit({"specs/a.yaml": sweep.format(name="seeds", renamed="")})
     applied(project, "--wait")

@@ -743,3 +743,19 @@ def test_a_version_8_journal_goes_on_with_no_renames(tmp_path: Path) -> None:
         journal.record_renames("p", [Rename("run", "a", "h", "b", "h2")], T1)
         (record,) = journal.records("p")
         assert (record.name, record.spec_hash, record.job_id) == ("b", "h2", "1")
+
+
+def test_a_rename_carries_the_gathered_version_its_records_read(journal: Journal) -> None:
+    """A run gathering a renamed sweep: the version its success read names the old
+    members; the move carries it to the one the new names give, and only that one."""
+    journal.record_submitted(intent(journal, "gather", "h1"), "1", T0)
+    journal.record_final("1", Health.SUCCEEDED, 0, None, T1)
+    journal.record_versions("1", {"ms": "old-names", "raw": "old-names"}, {}, T1)
+    carried = ("ms", "old-names", "new-names")
+    journal.record_renames("demo", [Rename("run", "gather", "h1", "gather", "h2", (carried,))], T2)
+    (record,) = journal.records("demo")
+    assert (record.spec_hash, record.input_versions) == (
+        "h2",
+        {"ms": "new-names", "raw": "old-names"},
+    )
+    assert journal.renames("demo").made()[0].inputs == (carried,)

@@ -321,6 +321,11 @@ class Move(BaseModel):
         None, description="the run's own folder before the move (a member's is in its sweep's)"
     )
     new_run_dir: str | None = Field(None, description="the run's own folder after it")
+    inputs: tuple[tuple[str, str, str], ...] = Field(
+        (),
+        description="for a run gathering a renamed sweep's members: input, its version "
+        "under the old members' names, the same under the new (``records.Rename``)",
+    )
     live_jobs: tuple[str, ...] = Field(
         (),
         description="jobs of the old name still queued or running: they write under the "

@@ -17,12 +17,12 @@ the disk (the applier renames the folder, and refuses when the new one exists).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from reconciler.desired.desired import Desired, former_allocation, former_identity, run_workdir
 from reconciler.engine.plan.actions import Action, ActionKind, Cause, Move, SyncStatus
 from reconciler.scheduler.base import ObservedJob
-from reconciler.state.records import Rename, Renames, SubmissionRecord
+from reconciler.state.records import Rename, Renames, SubmissionRecord, gathered_digest
 
 
 def pending(
@@ -111,7 +111,43 @@ def renames_of(done: Iterable[Rename], moves: Iterable[Move]) -> Renames:
 
 
 def rename_of(move: Move) -> Rename:
-    return Rename(move.kind, move.old, move.old_hash, move.new, move.new_hash)
+    return Rename(move.kind, move.old, move.old_hash, move.new, move.new_hash, move.inputs)
+
+
+def with_gathered(
+    desired: Desired, moves: Sequence[Move], outputs: Mapping[tuple[str, str], str | None]
+) -> tuple[Move, ...]:
+    """``moves`` with the versions carried of what each run gathers from a renamed sweep
+    (``Move.inputs``): the digest of the members' outputs (``outputs``: the pass's
+    ``FileState``) under their old names, and under their new ones."""
+    renamed = desired.renamed
+    found = []
+    for move in moves:
+        if move.kind != "run":
+            found.append(move)
+            continue
+        run = desired.runs[move.new]
+        carried = []
+        for name, members in run.gathers.items():
+            upstream = run.inputs[name].upstream
+            sweep = members[0].partition("[")[0] if members else None
+            if upstream is None or sweep not in renamed:
+                continue
+            assert sweep is not None
+            digests = {m: outputs.get((m, upstream[1])) for m in members}
+            before = {renamed[sweep] + m[len(sweep) :]: d for m, d in digests.items()}
+            old, new = gathered_digest(before), gathered_digest(digests)
+            if old != new:
+                carried.append((name, old, new))
+        found.append(move.model_copy(update={"inputs": tuple(carried)}) if carried else move)
+    return tuple(found)
+
+
+def carried_inputs(moves: Iterable[Move]) -> Renames:
+    """The input versions ``moves`` carry, for records already under their new names."""
+    return Renames(
+        Rename(m.kind, m.new, m.new_hash, m.new, m.new_hash, m.inputs) for m in moves if m.inputs
+    )
 
 
 def actions(moves: Iterable[Move]) -> list[Action]:
