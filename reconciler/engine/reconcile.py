@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -333,8 +334,12 @@ def look(
         settle.roll_back_publishing(desired, share.own, journalled)
     outputs_seen: OutputsSeen = {}  # each output looked at once in this pass
     # A job of a run whose folder has not moved yet is judged once it has: its outputs
-    # are still under the old name.
-    moving = {move.new: move.old_run_dir for move in moves if move.old_run_dir is not None}
+    # are still under the old name (a pass cut short after the rename finds them moved).
+    moving = {
+        move.new: move.old_run_dir
+        for move in moves
+        if move.old_run_dir is not None and os.path.lexists(desired.root / move.old_run_dir)
+    }
     judged = _without_runs(share.own, moving) if moving else share.own
     endings = settle.judge(desired, judged, journalled, outputs_seen)
     records = settle.as_recorded(journalled, endings)

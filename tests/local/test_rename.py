@@ -169,3 +169,26 @@ def test_a_watch_moves_a_renamed_run_once(project: GitRepo) -> None:
     assert log.count(" moved ") == 1, log
     assert " submitted " not in log, log
     assert (project.root / "runs/prepare/data.txt").exists()
+
+
+def test_a_pass_killed_after_the_folder_moved_is_finished_by_the_next(project: GitRepo) -> None:
+    """Killed once the folder is renamed and before the journal records the move: the next
+    pass finds the outputs in the new folder, records the move, and runs nothing."""
+    project.commit({"specs/a.yaml": pipeline("prep")})
+    applied(project, "--wait")
+    before = {job["id"] for job in local_jobs(project)}
+    project.commit({"specs/a.yaml": pipeline("prepare", renamed_from="prep")})
+    killed = recon(
+        project, "apply", ".", "--auto-approve", env={"RECON_FAULT_INJECT": "after-move"}
+    )
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    assert (project.root / "runs/prepare/data.txt").exists()
+    assert not os.path.lexists(project.root / "runs/prep")
+
+    planned = recon(project, "plan", ".")
+    assert " -> moved     prepare" in planned.stdout, planned.stdout
+    assert "current (job 1 succeeded)" in planned.stdout, planned.stdout
+    out = applied(project)
+    assert "moved prep -> prepare" in out and "\nsubmitted " not in out, out
+    assert recon(project, "plan", ".", "--detailed-exitcode").returncode == 0
+    assert {job["id"] for job in local_jobs(project)} == before

@@ -44,6 +44,7 @@ from reconciler.desired.desired import Desired, DesiredRun, flat_fields
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.apply import allocations as apply_allocations
 from reconciler.engine.apply import arrays
+from reconciler.engine.apply.faults import fault_point
 from reconciler.engine.apply.scripts import (
     environment_fields,
     linked_output,
@@ -171,6 +172,7 @@ class Applier:
             assert move.old_run_dir is not None and move.new_run_dir is not None
             new_run_dir, old_run_dir = root / move.new_run_dir, root / move.old_run_dir
             move_manifest(new_run_dir, move.new, old_run_dir, move.new_hash)
+        fault_point("after-move")
         project = self.desired.project.project
         renames = [rename_of(move) for move in self.plan.moves]
         self.journal.record_renames(project, renames, self.clock())
