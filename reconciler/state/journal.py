@@ -178,6 +178,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             new_name TEXT NOT NULL,
             new_hash TEXT NOT NULL,
             inputs TEXT NOT NULL DEFAULT '[]',
+            up_to INTEGER NOT NULL,
             created_at TEXT NOT NULL
         )""",
         "CREATE INDEX renames_by_project ON renames (project)",
@@ -505,16 +506,17 @@ class Journal:
         """Carry the records and jobs of each old name and hash to the new ones, all in
         one transaction: a move is done whole or not at all. A rename already recorded is
         not recorded again."""
-        known = set(self._renames(project))
+        known = {rename[:6] for rename in self._renames(project)}
         stamp = _stamp(now)
         with self._transaction() as db:
+            (up_to,) = db.execute("SELECT COALESCE(MAX(id), 0) FROM submissions").fetchone()
             db.executemany(
                 "INSERT INTO renames (project, kind, old_name, old_hash, new_name, new_hash,"
-                " inputs, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " inputs, up_to, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (project, *rename[:5], json.dumps(rename.inputs), stamp)
+                    (project, *rename[:5], json.dumps(rename.inputs), up_to, stamp)
                     for rename in renames
-                    if rename not in known
+                    if rename[:6] not in known
                 ],
             )
 
@@ -525,7 +527,7 @@ class Journal:
     def _renames(self, project: str) -> list[Rename]:
         with self._sqlite_errors():
             rows = self._db.execute(
-                "SELECT kind, old_name, old_hash, new_name, new_hash, inputs FROM renames"
+                "SELECT kind, old_name, old_hash, new_name, new_hash, inputs, up_to FROM renames"
                 " WHERE project = ? ORDER BY id",
                 (project,),
             ).fetchall()
@@ -537,6 +539,7 @@ class Journal:
                 row["new_name"],
                 row["new_hash"],
                 tuple((str(a), str(b), str(c)) for a, b, c in json.loads(row["inputs"])),
+                row["up_to"],
             )
             for row in rows
         ]

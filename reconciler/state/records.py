@@ -210,6 +210,10 @@ class Rename(NamedTuple):
     new_name: str
     new_hash: str
     inputs: tuple[tuple[str, str, str], ...] = ()
+    # the newest record when the move was journalled: a record written after it under
+    # the old name and hash (a run of that name added again, a rename reverted) is that
+    # run's own, and so is its job; None: a move not journalled yet, every record
+    up_to: int | None = None
 
 
 class Renames:
@@ -222,6 +226,7 @@ class Renames:
         self._to: dict[tuple[Literal["run", "alloc"], str, str], tuple[str, str]] = {}
         self._inputs: dict[tuple[Literal["run", "alloc"], str, str], list[tuple[str, str, str]]]
         self._inputs = {}
+        self._up_to: dict[tuple[Literal["run", "alloc"], str, str], int | None] = {}
         for rename in renames:
             new = (rename.new_name, rename.new_hash)
             for key, value in self._to.items():  # what an earlier rename made, renamed on
@@ -231,6 +236,7 @@ class Renames:
             key = (rename.kind, rename.old_name, rename.old_hash)
             self._to[key] = new
             self._inputs[key] = [*self._inputs.get(key, ()), *rename.inputs]
+            self._up_to[key] = rename.up_to
 
     def __bool__(self) -> bool:
         return bool(self._to)
@@ -238,8 +244,8 @@ class Renames:
     def made(self) -> list[Rename]:
         """Each old name and hash with the name and hash it has now."""
         return [
-            Rename(kind, name, old, *new, tuple(self._inputs[(kind, name, old)]))
-            for (kind, name, old), new in self._to.items()
+            Rename(*key, *new, tuple(self._inputs[key]), self._up_to[key])
+            for key, new in self._to.items()
         ]
 
     def of(
@@ -266,7 +272,8 @@ class Renames:
         for record in records:
             key = (record.kind, record.name, record.spec_hash)
             now = self._to.get(key)
-            if now is not None:
+            up_to = self._up_to.get(key)
+            if now is not None and (up_to is None or record.id <= up_to):
                 versions = record.input_versions
                 carried = {
                     name: new

@@ -192,3 +192,21 @@ def test_a_pass_killed_after_the_folder_moved_is_finished_by_the_next(project: G
     assert "moved prep -> prepare" in out and "\nsubmitted " not in out, out
     assert recon(project, "plan", ".", "--detailed-exitcode").returncode == 0
     assert {job["id"] for job in local_jobs(project)} == before
+
+
+def test_a_rename_reverted_without_renamed_from_runs_the_old_name_once(
+    project: GitRepo,
+) -> None:
+    """The move is remembered for what was journalled before it: `prep` back under its
+    own name (a plain revert) is a new run, submitted once and then current, its job
+    never taken for `prepare`'s."""
+    project.commit({"specs/a.yaml": pipeline("prep")})
+    applied(project, "--wait")
+    project.commit({"specs/a.yaml": pipeline("prepare", renamed_from="prep")})
+    applied(project)
+    project.commit({"specs/a.yaml": pipeline("prep")})
+    back = applied(project, "--wait")
+    assert back.count("submitted prep: job") == 1, back
+    assert recon(project, "plan", ".", "--detailed-exitcode").returncode == 0
+    status = recon(project, "status", ".").stdout
+    assert "prep   current  succeeded" in status, status

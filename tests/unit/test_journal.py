@@ -715,7 +715,7 @@ def test_a_rename_recorded_twice_is_recorded_once(journal: Journal) -> None:
     rename = Rename("run", "a", "h1", "b", "h2")
     journal.record_renames("demo", [rename], T0)
     journal.record_renames("demo", [rename], T1)
-    assert journal.renames("demo").made() == [rename]
+    assert journal.renames("demo").made() == [rename._replace(up_to=0)]  # no record yet
 
 
 def test_a_version_8_journal_goes_on_with_no_renames(tmp_path: Path) -> None:
@@ -759,3 +759,15 @@ def test_a_rename_carries_the_gathered_version_its_records_read(journal: Journal
         {"ms": "new-names", "raw": "old-names"},
     )
     assert journal.renames("demo").made()[0].inputs == (carried,)
+
+
+def test_a_record_of_the_old_name_written_after_the_move_is_its_own(journal: Journal) -> None:
+    """A run of the old name added again (a rename reverted): its records are not the
+    renamed run's, and a job of it is not retagged."""
+    journal.record_submitted(intent(journal, "a", "h1"), "1", T0)
+    journal.record_renames("demo", [Rename("run", "a", "h1", "b", "h2")], T1)
+    journal.record_submitted(intent(journal, "a", "h1", T2), "2", T2)
+    assert [(r.name, r.spec_hash, r.job_id) for r in journal.records("demo")] == [
+        ("b", "h2", "1"),
+        ("a", "h1", "2"),
+    ]

@@ -72,7 +72,7 @@ def split_by_owner(
     ``renames``: runs renamed, whose jobs tagged with the old name are the new one's."""
     observation = split_arrays(observation, project, deployment_id, arrays)
     if renames:
-        observation = renamed(observation, project, deployment_id, renames)
+        observation = renamed(observation, project, deployment_id, renames, records)
     own = tuple(job for job in observation.jobs if job.tag.owned_by(project, deployment_id))
     elsewhere = tuple(
         job
@@ -124,14 +124,26 @@ def split_arrays(
 
 
 def renamed(
-    observation: Observation, project: str, deployment_id: str, renames: Renames
+    observation: Observation,
+    project: str,
+    deployment_id: str,
+    renames: Renames,
+    records: Sequence[SubmissionRecord] = (),
 ) -> Observation:
     """The deployment's jobs of a renamed run under the new name and hash: a job keeps
-    the tag it was submitted with, and a move (``engine/plan/moves``) adopts it."""
+    the tag it was submitted with, and a move (``engine/plan/moves``) adopts it. Not a
+    job the journal holds under the old name still (``records``, read under today's
+    names): one submitted after the move, for a run that has the old name again."""
+    kept = {
+        record.job_id
+        for record in records
+        if record.job_id is not None
+        and renames.of(record.kind, record.name, record.spec_hash) is not None
+    }
     jobs = []
     for job in observation.jobs:
         now = renames.of(job.tag.kind, job.tag.name, job.tag.spec_hash)
-        if now is not None and job.tag.owned_by(project, deployment_id):
+        if now is not None and job.tag.owned_by(project, deployment_id) and job.job_id not in kept:
             job = job.model_copy(
                 update={"tag": job.tag.model_copy(update={"name": now[0], "spec_hash": now[1]})}
             )
