@@ -70,6 +70,7 @@ def test_a_renamed_run_moves_with_its_outputs_and_manifest_and_reruns_nothing(
 
     out = applied(project)
     assert "moved prep -> prepare" in out and "\nsubmitted " not in out, out
+    assert "Apply complete: 0 submitted, 0 cancelled, 0 adopted, 1 moved, 0 not done." in out
     assert {job["id"] for job in local_jobs(project)} == before  # no job
     assert not os.path.lexists(project.root / "runs/prep")
     moved = (project.root / "runs/prepare/data.txt").stat()
