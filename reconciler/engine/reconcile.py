@@ -25,7 +25,7 @@ import gc
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -55,7 +55,13 @@ from reconciler.state.journal import Journal, JournalEvent
 from reconciler.state.lock import project_lock
 from reconciler.state.outputs import OutputsSeen, observe_inputs, observe_outputs
 from reconciler.state.paths import deployment, journal_path, state_dir
-from reconciler.state.records import Rename, SetupRecord, SubmissionRecord, SubmissionStatus
+from reconciler.state.records import (
+    Rename,
+    Renames,
+    SetupRecord,
+    SubmissionRecord,
+    SubmissionStatus,
+)
 
 Clock = Callable[[], datetime]
 
@@ -119,6 +125,9 @@ class Look:
     # pass after a commit, engine/steady.py); None where a test made the look.
     memo: PlanMemo | None = None
     code_at: dict[str, dict[str, str | None]] | None = None
+    # the renames the jobs were told apart by (the journal's and the plan's moves), for
+    # a watch's next pass that tells them apart again (engine/incremental.changed_jobs)
+    renames: Renames = field(default_factory=Renames, compare=False)
 
 
 @dataclass(frozen=True)
@@ -383,6 +392,7 @@ def look(
         files,
         memo,
         versions,
+        renames,
     )
 
 
