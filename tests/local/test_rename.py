@@ -67,6 +67,8 @@ def test_a_renamed_run_moves_with_its_outputs_and_manifest_and_reruns_nothing(
     )
     assert "folder runs/prep -> runs/prepare" in planned.stdout
     assert "Plan: 0 to submit, 0 to replace, 0 to cancel, 1 to move." in planned.stdout
+    shown = recon(project, "status", ".").stdout  # before the move: one row, current
+    assert shown.count("prepare  current  succeeded") == 1 and "prep " not in shown, shown
 
     out = applied(project)
     assert "moved prep -> prepare" in out and "\nsubmitted " not in out, out

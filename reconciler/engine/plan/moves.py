@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 
 from reconciler.desired.desired import Desired, former_allocation, former_identity, run_workdir
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Move, SyncStatus
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, Move
 from reconciler.scheduler.base import ObservedJob
 from reconciler.state.records import Rename, Renames, SubmissionRecord, gathered_digest
 
@@ -162,7 +162,6 @@ def actions(moves: Iterable[Move]) -> list[Action]:
             spec_hash=move.new_hash,
             job_ids=move.live_jobs,
             details=(f"folder {move.old_dir} -> {move.new_dir}",) if move.old_dir else (),
-            sync=SyncStatus.CURRENT if move.kind == "run" else None,
         )
         for move in moves
         if move.renamed
