@@ -54,7 +54,7 @@ ROUTINE = frozenset(
         ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE, ActionKind.MAY_RERUN,
         ActionKind.CANCEL,
         ActionKind.ADOPT, ActionKind.REUSE, ActionKind.SETUP, ActionKind.BLOCKED,
-        ActionKind.NOOP,
+        ActionKind.NOOP, ActionKind.MOVED,
     }
 )  # fmt: skip
 SHELL = "/bin/sh"

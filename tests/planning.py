@@ -70,7 +70,12 @@ def desired(
         spec.name: tuple(i.upstream[0] for i in spec.inputs.values() if i.upstream) for spec in runs
     }
     held = {allocation.name: allocation for allocation in allocations}
-    return Desired(project, Path("/repo"), COMMIT, entries, held, upstreams)
+    renamed = {
+        spec.name: spec.renamed_from
+        for spec in (*runs, *(allocation.spec for allocation in allocations))
+        if spec.renamed_from is not None
+    }
+    return Desired(project, Path("/repo"), COMMIT, entries, held, upstreams, renamed=renamed)
 
 
 def hash_of(state: Desired, name: str) -> str:

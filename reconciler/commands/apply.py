@@ -319,8 +319,9 @@ def _report_applied(result: ApplyResult, each: bool = True) -> None:
     for done in result.lines() if each else ():
         _print_done(done)
     set_up = f"{plural(len(result.set_up), 'setup')} started, " if result.set_up else ""
+    moved = f"{len(result.moved)} moved, " if result.moved else ""
     console.print(
         f"Apply complete: {len(result.submitted)} submitted, {len(result.cancelled)} cancelled, "
-        f"{len(result.adopted)} adopted, {set_up}"
+        f"{len(result.adopted)} adopted, {set_up}{moved}"
         f"{len(result.refused) + len(result.skipped)} not done."
     )

@@ -30,7 +30,7 @@ from reconciler.errors import SpecIssue
 
 # Bumped when what is stored changes, the wording of stored problems included, and when
 # a check comes to find what it did not: remembered files and commits would skip it.
-_FORMAT = 13
+_FORMAT = 14
 _FILE_NAME = "spec-cache.marshal"
 # How many commits known to pass the project-wide checks are remembered, newest kept.
 _CHECKED_KEPT = 32

@@ -112,10 +112,12 @@ def check_project(
         named.setdefault(document.name, []).append(document)
     first = {name: same[0] for name, same in named.items()}
     issues = [_twice(same) for same in named.values() if len(same) > 1]
+    renamed = _renamed(documents)
+    issues.extend(_check_renames(documents, first, renamed))
     for document in documents:
-        issues.extend(_check_inputs(document, first, invalid))
+        issues.extend(_check_inputs(document, first, invalid, renamed))
         issues.extend(_check_coupling(document, first, invalid))
-        issues.extend(_check_allocation(document, first, invalid))
+        issues.extend(_check_allocation(document, first, invalid, renamed))
     return issues
 
 
@@ -160,7 +162,10 @@ def check_output_paths(documents: list[DocumentSummary], runs_dir: str) -> list[
 
 
 def _check_allocation(
-    document: DocumentSummary, by_name: dict[str, DocumentSummary], invalid: Collection[str]
+    document: DocumentSummary,
+    by_name: dict[str, DocumentSummary],
+    invalid: Collection[str],
+    renamed: dict[str, list[DocumentSummary]],
 ) -> list[SpecIssue]:
     if document.allocation is None:
         return []
@@ -169,6 +174,13 @@ def _check_allocation(
         return []
     if target is not None and target.kind == "Allocation":
         return []
+    if target is None and document.allocation in renamed:
+        new_name = renamed[document.allocation][0].name
+        message = (
+            f"names {document.allocation!r}, renamed to {new_name!r} (renamed_from): "
+            f"say allocation: {new_name}"
+        )
+        return [SpecIssue(document.file, document.allocation_line, "allocation", message)]
     what = f"the {target.kind} {target.name!r}" if target is not None else "nothing"
     return [
         SpecIssue(
@@ -198,8 +210,53 @@ def _check_coupling(
     return issues
 
 
+def _renamed(documents: list[DocumentSummary]) -> dict[str, list[DocumentSummary]]:
+    """A former name -> the runs that say they had it (`renamed_from`)."""
+    renamed: dict[str, list[DocumentSummary]] = {}
+    for document in documents:
+        if document.renamed_from is not None:
+            renamed.setdefault(document.renamed_from, []).append(document)
+    return renamed
+
+
+def _check_renames(
+    documents: list[DocumentSummary],
+    by_name: dict[str, DocumentSummary],
+    renamed: dict[str, list[DocumentSummary]],
+) -> list[SpecIssue]:
+    """A former name is no run or allocation of the commit, and one run's alone: a move
+    carries one run's records to one other name."""
+    issues = []
+    for old, claims in renamed.items():
+        for document in claims:
+            still = by_name.get(old)
+            if still is document:
+                problem = "names the run itself: say the name it had before, or remove the field"
+            elif still is not None:
+                problem = (
+                    f"names the {still.kind} {old!r} ({still.file}:{still.name_line}), which "
+                    f"is still in the project: a renamed run's old name is gone; rename or "
+                    f"remove that {still.kind}, or remove renamed_from"
+                )
+            elif len(claims) > 1:
+                others = [
+                    f"{d.name} ({d.file}:{d.renamed_line})" for d in claims if d is not document
+                ]
+                problem = (
+                    f"{old!r} is claimed by {listed(others)} too: one run carries an old "
+                    "run's records; remove renamed_from from all but one"
+                )
+            else:
+                continue
+            issues.append(SpecIssue(document.file, document.renamed_line, "renamed_from", problem))
+    return issues
+
+
 def _check_inputs(
-    document: DocumentSummary, by_name: dict[str, DocumentSummary], invalid: Collection[str]
+    document: DocumentSummary,
+    by_name: dict[str, DocumentSummary],
+    invalid: Collection[str],
+    renamed: dict[str, list[DocumentSummary]],
 ) -> list[SpecIssue]:
     issues = []
     for ref in document.inputs:
@@ -210,7 +267,13 @@ def _check_inputs(
             continue  # its own problems say what is wrong with it
         upstream = by_name.get(run)
         problem = None
-        if upstream is None or upstream.kind != "Run":
+        if upstream is None and run in renamed:
+            new_name = renamed[run][0].name
+            problem = (
+                f"'{ref.run}.{ref.output}' names {run!r}, renamed to {new_name!r} "
+                f"(renamed_from): name '{ref.run.replace(run, new_name, 1)}.{ref.output}'"
+            )
+        elif upstream is None or upstream.kind != "Run":
             problem = f"'{ref.run}.{ref.output}' names no run {run!r} in this project"
         elif ref.output not in upstream.outputs:
             declared = ", ".join(sorted(upstream.outputs)) or "none"

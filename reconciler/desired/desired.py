@@ -55,6 +55,9 @@ NOT_HASHED = {
     "teardown",
     "coupled_with",
     "allocation",
+    # A name the run had before: the move judges it by the hash it had then
+    # (``former_identity``), and once moved it may stay or go, so it changes nothing.
+    "renamed_from",
     # Which files are the run's code: their versions are compared job by job instead
     # (``DesiredRun.code``), so adding a glob reruns only what changed.
     "code",
@@ -297,6 +300,8 @@ class Desired:
     # what the loader made it from, for a load of a later commit that changes a few runs
     # (``loader.reload``); None where it was not loaded from a commit
     loaded: Loaded | None = field(default=None, compare=False, repr=False)
+    # a run (a sweep, by its own name) -> the name it says it had (`renamed_from`)
+    renamed: Mapping[str, str] = field(default_factory=dict)
 
 
 class LazyMapping(Mapping[str, T]):
@@ -356,6 +361,66 @@ def code_of(runs: Mapping[str, DesiredRun], name: str) -> Mapping[str, str]:
     if isinstance(runs, LazyMapping) and runs.known_code is not None:
         return runs.known_code(name)
     return runs[name].code
+
+
+def former_identity(desired: Desired, name: str) -> tuple[str, str] | None:
+    """The name and spec hash run ``name`` had before the renames its commit declares
+    (`renamed_from`): its own, and those of the runs whose outputs it reads, which its
+    inputs named by their old names. None when neither applies.
+
+    The hash covers the name, the default directory (`<runs_dir>/<name>`) and each
+    input's reference as written, so a renamed run, and a run that reads one, hash
+    differently from before; "otherwise unchanged" is this hash equal to the hash of the
+    jobs of the old name (``engine/plan/moves``)."""
+    renamed = desired.renamed
+    if not renamed:
+        return None
+    run = desired.runs[name]
+    document = run.member.sweep if run.member is not None else name
+    old = renamed.get(document)
+    reads = {
+        key: item.from_
+        for key, item in run.inputs.items()
+        if item.from_ is not None and _document_of(item.from_) in renamed
+    }
+    if old is None and not reads:
+        return None
+    spec = run.spec
+    update: dict[str, Any] = {}
+    former = name
+    if old is not None:
+        former = old + name[len(document) :]
+        update["name"] = former
+        runs_dir = desired.project.runs_dir
+        default = run_workdir(None, runs_dir, document)
+        assert spec.workdir is not None, "an effective run has its workdir"
+        if spec.workdir == default or spec.workdir.startswith(default + "/"):
+            update["workdir"] = run_workdir(None, runs_dir, old) + spec.workdir[len(default) :]
+    if reads:
+        inputs = dict(spec.inputs)
+        for key, reference in reads.items():
+            upstream = _document_of(reference)
+            inputs[key] = inputs[key].model_copy(
+                update={"from_": renamed[upstream] + reference[len(upstream) :]}
+            )
+        update["inputs"] = inputs
+    before = spec.model_copy(update=update)
+    return former, spec_hash(before, run.script_text, run.environment_blobs)
+
+
+def former_allocation(desired: Desired, name: str) -> tuple[str, str] | None:
+    """The name and spec hash allocation ``name`` had before its `renamed_from`; None
+    when it says none. Its hash covers its name, as a run's does."""
+    old = desired.renamed.get(name)
+    if old is None:
+        return None
+    spec = desired.allocations[name].spec
+    return old, spec_hash(spec.model_copy(update={"name": old}))
+
+
+def _document_of(reference: str) -> str:
+    """The run or sweep an input's `from:` names: `seeds` of `seeds[seed=0].model`."""
+    return reference.partition(".")[0].partition("[")[0]
 
 
 def run_workdir(workdir: str | None, runs_dir: str, name: str) -> str:

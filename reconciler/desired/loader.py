@@ -157,7 +157,18 @@ def load_desired(
         warnings,
         expansion.sweeps,
         loaded,
+        _renamed(summaries, expansion),
     )
+
+
+def _renamed(summaries: list[DocumentSummary], expansion: sweeps.Expansion) -> dict[str, str]:
+    """Each run or sweep (by its own name, not its members') -> the name it says it had."""
+    members = expansion.members
+    return {
+        members[s.name].sweep if s.name in members else s.name: s.renamed_from
+        for s in summaries
+        if s.renamed_from is not None
+    }
 
 
 def _checked(
@@ -905,6 +916,7 @@ def reload(previous: Desired, commit: str, changes: list[FileChange]) -> Reloade
         previous.warnings,
         previous.sweeps,
         reloaded,
+        previous.renamed,
     )
     return Reloaded(desired, frozenset(replaced))
 
@@ -929,6 +941,8 @@ def _same_shape(
     if document.name in loaded.expansion.sweeps or document.data.get("matrix") is not None:
         return False
     if document.spec_hash is None or document.script is not None or old.script is not None:
+        return False
+    if document.renamed_from != old.renamed_from:  # what a pass moves: a full one
         return False
     if (document.code_globs, document.environment_files) != (old.code_globs, old.environment_files):
         return False

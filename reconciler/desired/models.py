@@ -313,6 +313,12 @@ class Document(Model):
     name: Name
     description: str | None = Field(None, description="Free text; not part of the spec hash.")
     labels: dict[Name, str] = Field(default_factory=dict, description="Not part of the hash.")
+    renamed_from: Name | None = Field(
+        None,
+        description="The name it had before a rename: recon carries the old name's journal "
+        "records, outputs, manifest and live job over to this name, with no job, when the "
+        "spec is otherwise unchanged. Not part of the spec hash; may stay or go once moved.",
+    )
 
 
 class Run(Document):

@@ -56,6 +56,8 @@ class DocumentSummary(NamedTuple):
     code_words: tuple[str, ...] = ()
     code_globs: tuple[str, ...] = ()
     code_line: int = 0
+    renamed_from: str | None = None  # the run's name before a rename
+    renamed_line: int = 0
 
     @property
     def upstreams(self) -> list[str]:
@@ -171,6 +173,7 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
     environment_files: tuple[str, ...] = ()
     code_words: tuple[str, ...] = ()
     code_globs: tuple[str, ...] = ()
+    renamed_from = spec.renamed_from
     if isinstance(spec, Run):
         if spec.environment is not None:
             environment_files = spec.environment.files
@@ -221,4 +224,6 @@ def summarize(document: ParsedDocument, spec_hash: str | None) -> DocumentSummar
         code_words,
         code_globs,
         document.line_of("code"),
+        renamed_from,
+        document.line_of("renamed_from"),
     )

@@ -47,6 +47,7 @@ from reconciler.engine.apply.arrays import read_maps
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.identity import split_by_owner
 from reconciler.engine.plan.inputs import FileState, PlanMemo
+from reconciler.engine.plan.moves import moved_folders
 from reconciler.engine.plan.replan import replan, replan_jobs
 from reconciler.engine.reconcile import (
     JournalState,
@@ -245,7 +246,8 @@ def changed_jobs(
     if observed.partitions != kept_observed.partitions or _beside_jobs(new) != _beside_jobs(old):
         return None
     project, place = desired.project.project, deployment(desired)
-    share = split_by_owner(new, project, place, look.records, read_maps(new, project, place))
+    maps = read_maps(new, project, place, moved_folders(desired))
+    share = split_by_owner(new, project, place, look.records, maps, look.renames)
     if share.elsewhere != look.elsewhere or _beside_jobs(share.own) != _beside_jobs(
         look.observation
     ):

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Callable, Iterator, Sequence
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -36,8 +37,9 @@ from reconciler.engine.apply.applier import Applier, ApplyResult, Done
 from reconciler.engine.apply.arrays import read_maps
 from reconciler.engine.apply.faults import fault_point
 from reconciler.engine.apply.planfile import check_fresh
+from reconciler.engine.plan import moves as plan_moves
 from reconciler.engine.plan import planned
-from reconciler.engine.plan.actions import Plan, PruneGuard
+from reconciler.engine.plan.actions import Move, Plan, PruneGuard
 from reconciler.engine.plan.assemble import check_targets
 from reconciler.engine.plan.fit import Fit, FitChecker, MachineFit
 from reconciler.engine.plan.identity import split_by_owner
@@ -53,7 +55,13 @@ from reconciler.state.journal import Journal, JournalEvent
 from reconciler.state.lock import project_lock
 from reconciler.state.outputs import OutputsSeen, observe_inputs, observe_outputs
 from reconciler.state.paths import deployment, journal_path, state_dir
-from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
+from reconciler.state.records import (
+    Rename,
+    Renames,
+    SetupRecord,
+    SubmissionRecord,
+    SubmissionStatus,
+)
 
 Clock = Callable[[], datetime]
 
@@ -89,6 +97,7 @@ class JournalState:
     records: Sequence[SubmissionRecord] = ()
     setups: Sequence[SetupRecord] = ()
     cancelled: frozenset[str] = frozenset()  # the jobs recon itself cancelled
+    renames: Sequence[Rename] = ()  # runs renamed, in the order they were moved
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,9 @@ class Look:
     # pass after a commit, engine/steady.py); None where a test made the look.
     memo: PlanMemo | None = None
     code_at: dict[str, dict[str, str | None]] | None = None
+    # the renames the jobs were told apart by (the journal's and the plan's moves), for
+    # a watch's next pass that tells them apart again (engine/incremental.changed_jobs)
+    renames: Renames = field(default_factory=Renames, compare=False)
 
 
 @dataclass(frozen=True)
@@ -243,7 +255,10 @@ def read_journal(desired: Desired) -> JournalState:
     with Journal(path) as journal:
         project = desired.project.project
         return JournalState(
-            journal.records(project), journal.setups(project), journal.cancelled_jobs(project)
+            journal.records(project),
+            journal.setups(project),
+            journal.cancelled_jobs(project),
+            journal.renames(project).made(),
         )
 
 
@@ -314,15 +329,35 @@ def look(
     observed = observed or observe(scheduler, journal, now)
     found = observed.jobs
     project, place = desired.project.project, deployment(desired)
-    share = split_by_owner(found, project, place, journal.records, read_maps(found, project, place))
+    maps = read_maps(found, project, place, plan_moves.moved_folders(desired))
+    done = plan_moves.renames_of(journal.renames, ())
+    moves: tuple[Move, ...] = ()
+    if desired.renamed:  # runs renamed: the moves not made yet, judged on what is known
+        known = split_by_owner(found, project, place, journal.records, maps, done)
+        moves = plan_moves.pending(desired, journal.records, known.own.jobs)
+    renames = plan_moves.renames_of(journal.renames, moves)
+    journalled = renames.records(journal.records) if moves else journal.records
+    journal_setups = renames.setups(journal.setups) if moves else journal.setups
+    share = split_by_owner(found, project, place, journalled, maps, renames)
     if roll_back:
-        settle.roll_back_publishing(desired, share.own, journal.records)
+        settle.roll_back_publishing(desired, share.own, journalled)
     outputs_seen: OutputsSeen = {}  # each output looked at once in this pass
-    endings = settle.judge(desired, share.own, journal.records, outputs_seen)
-    records = settle.as_recorded(journal.records, endings)
-    setup_changes = settle.judge_setups(share.own, journal.setups)
-    setups = settle.with_setups(journal.setups, setup_changes)
-    files = file_state(desired, records, share.own, outputs_seen)
+    # A job of a run whose folder has not moved yet is judged once it has: its outputs
+    # are still under the old name (a pass cut short after the rename finds them moved).
+    moving = {
+        move.new: move.old_run_dir
+        for move in moves
+        if move.old_run_dir is not None and os.path.lexists(desired.root / move.old_run_dir)
+    }
+    judged = _without_runs(share.own, moving) if moving else share.own
+    endings = settle.judge(desired, judged, journalled, outputs_seen)
+    records = settle.as_recorded(journalled, endings)
+    setup_changes = settle.judge_setups(share.own, journal_setups)
+    setups = settle.with_setups(journal_setups, setup_changes)
+    files = file_state(desired, records, share.own, outputs_seen, moving)
+    if moves:  # a run gathering a renamed sweep: the version it read, under the new names
+        moves = plan_moves.with_gathered(desired, moves, files.outputs)
+        records = plan_moves.carried_inputs(moves).records(records)
     versions = code_at(desired, records)
     plan, memo = planned(
         desired,
@@ -342,6 +377,7 @@ def look(
         allow_prune_all=request.allow_prune_all,
         code_at=versions,
         cancelled=journal.cancelled,
+        moves=moves,
     )
     return Look(
         desired,
@@ -356,7 +392,13 @@ def look(
         files,
         memo,
         versions,
+        renames,
     )
+
+
+def _without_runs(observation: Observation, runs: Mapping[str, object]) -> Observation:
+    jobs = tuple(job for job in observation.jobs if job.tag.name not in runs)
+    return observation.model_copy(update={"jobs": jobs})
 
 
 def code_at(
@@ -469,9 +511,11 @@ def file_state(
     records: Sequence[SubmissionRecord],
     observation: Observation,
     outputs_seen: OutputsSeen | None = None,
+    moving: Mapping[str, str] | None = None,
 ) -> FileState:
     """The versions on disk of what currency depends on: the outputs of runs that have
-    succeeded (a run never run has nothing to look at), and external inputs."""
+    succeeded (a run never run has nothing to look at), and external inputs. `moving`:
+    a renamed run whose folder is still under its old name -> that folder."""
     succeeded = {
         r.name for r in records if r.kind == "run" and r.final_health is Health.SUCCEEDED
     } | {
@@ -482,7 +526,7 @@ def file_state(
         and job.health is Health.SUCCEEDED
     }
     succeeded &= set(desired.runs)
-    outputs = observe_outputs(desired, sorted(succeeded), outputs_seen)
+    outputs = observe_outputs(desired, sorted(succeeded), outputs_seen, moving)
     inputs = observe_inputs(desired, sorted(succeeded))
     return FileState(
         outputs={key: v.digest if v else None for key, v in outputs.items()},
@@ -554,7 +598,9 @@ def carry_out(
     current, desired = seen.plan, seen.desired
     if current.held and not request.allow_prune_all:
         return PassOutcome(seen, None, held=current.prune_guard)
-    if not any(a.changes_cluster or a.kind.value == "adopt" for a in current.actions):
+    if not current.moves and not any(
+        a.changes_cluster or a.kind.value == "adopt" for a in current.actions
+    ):
         return PassOutcome(seen, None)
     if not approve(current):
         return PassOutcome(seen, None)

@@ -344,6 +344,8 @@ class WatchLoop:
                 self.log(Level.INFO, "cancelled", commit=commit, job_id=job_id)
             for job_id in result.adopted:
                 self.log(Level.INFO, "adopted", commit=commit, job_id=job_id)
+            for new, old in result.moved.items():
+                self.log(Level.INFO, "moved", commit=commit, run=new, message=f"{old} -> {new}")
             for name, why in {**result.refused, **result.skipped}.items():
                 self.log(Level.WARNING, "not-done", commit=commit, run=name, message=why)
             for why in result.warnings:

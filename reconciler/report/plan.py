@@ -445,6 +445,7 @@ STYLES = {
     ActionKind.ADOPT: "cyan",
     ActionKind.REUSE: "cyan",
     ActionKind.SETUP: "cyan",
+    ActionKind.MOVED: "cyan",
 }
 _KINDS = "|".join(re.escape(kind.value) for kind in sorted(ActionKind, key=lambda k: -len(k.value)))
 # A line of an action (not its continuations): the symbol's column, then its kind.

@@ -7,7 +7,7 @@ from typing import Any
 
 from reconciler.repository.specdiff import Change, EntryDiff, SpecDiff
 
-SYMBOLS = {Change.ADD: "+", Change.CHANGE: "~", Change.REMOVE: "-"}
+SYMBOLS = {Change.ADD: "+", Change.CHANGE: "~", Change.REMOVE: "-", Change.MOVE: "->"}
 
 
 def _short(commit: str | None) -> str:
@@ -21,9 +21,10 @@ def _value(value: Any) -> str:
 def summary(result: SpecDiff) -> str:
     if not result.has_changes:
         return "No changes. The specs match."
+    moved = result.count(Change.MOVE)
     return (
         f"Plan: {result.count(Change.ADD)} to add, {result.count(Change.CHANGE)} to change, "
-        f"{result.count(Change.REMOVE)} to remove."
+        f"{result.count(Change.REMOVE)} to remove" + (f", {moved} to move." if moved else ".")
     )
 
 
@@ -37,6 +38,8 @@ def as_text(result: SpecDiff) -> str:
         lines.append(
             f"  {SYMBOLS[entry.change]} {entry.kind.lower()} {entry.name}  ({entry.location})"
         )
+        if entry.moved_from is not None:
+            lines.append(f"      renamed from {entry.moved_from}: moved, with no job")
         lines.extend(f"      {line}" for line in member_lines(entry))
         lines.extend(
             f"      {change.field}: {_value(change.old)} -> {_value(change.new)}"
@@ -83,8 +86,10 @@ def as_markdown(result: SpecDiff) -> str:
 
 
 def _markdown_row(entry: EntryDiff) -> str:
+    moved = [] if entry.moved_from is None else [f"renamed from `{entry.moved_from}`"]
     fields = "<br>".join(
         [
+            *moved,
             *(_cell(line) for line in member_lines(entry)),
             *(
                 f"`{_cell(c.field)}`: `{_cell(_value(c.old))}` → `{_cell(_value(c.new))}`"
@@ -108,6 +113,7 @@ def as_json(result: SpecDiff) -> str:
                 "file": entry.location.file,
                 "line": entry.location.line,
                 "fields": [{"field": c.field, "old": c.old, "new": c.new} for c in entry.fields],
+                **({"moved_from": entry.moved_from} if entry.moved_from is not None else {}),
                 **(
                     {
                         "members": {

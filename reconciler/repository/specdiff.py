@@ -22,6 +22,7 @@ from reconciler.desired.desired import (
     changed_fields,
     code_of,
     flat_fields,
+    former_identity,
     spec_hash_of,
 )
 
@@ -30,6 +31,7 @@ class Change(StrEnum):
     ADD = "add"
     CHANGE = "change"
     REMOVE = "remove"
+    MOVE = "move"  # renamed (`renamed_from`), its spec otherwise unchanged
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class EntryDiff:
     location: Location  # where it is in the newer commit, or was in the older
     fields: tuple[FieldChange, ...] = ()  # a sweep's: those of its changed members, once
     members: Members | None = None  # a sweep's
+    moved_from: str | None = None  # a move's old name
 
 
 @dataclass(frozen=True)
@@ -84,9 +87,18 @@ def diff(base: Desired, head: Desired) -> SpecDiff:
     Entries are compared by spec hash, which the loader knows without building a run's
     model; only what is shown is built (a location, the fields that changed), so one
     changed file among 10,000 builds one run on each side."""
-    old_sweeps, new_sweeps = _by_sweep(base), _by_sweep(head)
+    moved = _moved(base, head)
+    gone = set(moved.values())
+    old_sweeps = {name: m for name, m in _by_sweep(base).items() if name not in gone}
+    new_sweeps = {name: m for name, m in _by_sweep(head).items() if name not in moved}
     entries = _sweeps(old_sweeps, new_sweeps)
-    members = {name for sweeps in (old_sweeps, new_sweeps) for m in sweeps.values() for name in m}
+    for new, old in moved.items():
+        kind = "Sweep" if new in head.sweeps else "Run"
+        where = head.runs[head.sweeps[new].members[0] if kind == "Sweep" else new].location
+        entries.append(EntryDiff(kind, new, Change.MOVE, where, moved_from=old))
+    members = {
+        name for sweeps in (_by_sweep(base), _by_sweep(head)) for m in sweeps.values() for name in m
+    }
     pairs: tuple[tuple[str, Entries, Entries, set[str]], ...] = (
         ("Run", base.runs, head.runs, members),
         ("Allocation", base.allocations, head.allocations, set()),
@@ -96,17 +108,20 @@ def diff(base: Desired, head: Desired) -> SpecDiff:
             if name in swept:
                 continue
             if name not in after:
-                entries.append(EntryDiff(kind, name, Change.REMOVE, before[name].location))
+                if name not in gone:
+                    entries.append(EntryDiff(kind, name, Change.REMOVE, before[name].location))
                 continue
             code = _code_changes(before, after, name) if kind == "Run" else ()
-            if spec_hash_of(before, name) != spec_hash_of(after, name):
+            if spec_hash_of(before, name) != spec_hash_of(after, name) and not (
+                kind == "Run" and former_identity(head, name) == (name, before[name].spec_hash)
+            ):  # a run whose input names a renamed run by its new name is unchanged
                 was, now = before[name], after[name]
                 changes = field_changes(was, now) + code
                 entries.append(EntryDiff(kind, name, Change.CHANGE, now.location, changes))
             elif code:
                 entries.append(EntryDiff(kind, name, Change.CHANGE, after[name].location, code))
         for name in after:
-            if name not in before and name not in swept:
+            if name not in before and name not in swept and name not in moved:
                 entries.append(EntryDiff(kind, name, Change.ADD, after[name].location))
     entries.sort(key=lambda entry: (entry.name, entry.kind))
     return SpecDiff(base.commit, head.commit, head.project.project, tuple(entries))
@@ -153,6 +168,34 @@ def _sweeps(
         location = holder[first].location
         entries.append(EntryDiff("Sweep", sweep, change, location, fields, members))
     return entries
+
+
+def _moved(base: Desired, head: Desired) -> dict[str, str]:
+    """Each run or sweep of ``head`` renamed from one of ``base`` (`renamed_from`), its spec
+    otherwise unchanged (``former_identity``: what a plan moves): new name -> old name."""
+    moved = {}
+    for new, old in head.renamed.items():
+        if new in base.runs or new in base.sweeps:
+            continue
+        if new in head.sweeps:
+            if old not in base.sweeps:
+                continue
+            names = head.sweeps[new].members
+            if len(names) != len(base.sweeps[old].members):
+                continue
+        elif old in base.runs:
+            names = (new,)
+        else:
+            continue
+        formers = [former_identity(head, name) for name in names]
+        if all(
+            former is not None
+            and former[0] in base.runs
+            and spec_hash_of(base.runs, former[0]) == former[1]
+            for former in formers
+        ):
+            moved[new] = old
+    return moved
 
 
 def _by_sweep(desired: Desired) -> dict[str, dict[str, Entries]]:

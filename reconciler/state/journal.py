@@ -44,7 +44,14 @@ from reconciler.errors import JournalError
 from reconciler.scheduler.states import ENDED, Health
 from reconciler.scheduler.usage import JobUsage
 from reconciler.state.filesystem import JournalMode, state_filesystem
-from reconciler.state.records import EndingKind, SetupRecord, SubmissionRecord, SubmissionStatus
+from reconciler.state.records import (
+    EndingKind,
+    Rename,
+    Renames,
+    SetupRecord,
+    SubmissionRecord,
+    SubmissionStatus,
+)
 
 # The states a job can end in; record_final accepts nothing else.
 FINAL_HEALTHS = ENDED
@@ -158,6 +165,24 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # `recon cost` back-fills again (the whole usage, read anew) while the scheduler's
     # accounting still holds the job.
     ("ALTER TABLE submissions ADD COLUMN used_read INTEGER NOT NULL DEFAULT 0",),
+    # 9: runs renamed (`renamed_from`, ``records.Rename``): the records and jobs of an old
+    # name and hash are the new name's. The records themselves are not rewritten: a job
+    # still running carries its old tag, and is known by this table.
+    (
+        """CREATE TABLE renames (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            project TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('run', 'alloc')),
+            old_name TEXT NOT NULL,
+            old_hash TEXT NOT NULL,
+            new_name TEXT NOT NULL,
+            new_hash TEXT NOT NULL,
+            inputs TEXT NOT NULL DEFAULT '[]',
+            up_to INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX renames_by_project ON renames (project)",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -470,8 +495,54 @@ class Journal:
             )
 
     def records(self, project: str) -> list[SubmissionRecord]:
-        """Every submission record of the project, oldest first."""
-        return self._submissions("WHERE project = ? ORDER BY id", (project,))
+        """Every submission record of the project, oldest first, under the names and
+        hashes of today (``renames``)."""
+        records = self._submissions("WHERE project = ? ORDER BY id", (project,))
+        return self.renames(project).records(records)
+
+    # -- renames -------------------------------------------------------------------------
+
+    def record_renames(self, project: str, renames: Sequence[Rename], now: datetime) -> None:
+        """Carry the records and jobs of each old name and hash to the new ones, all in
+        one transaction: a move is done whole or not at all. A rename already recorded is
+        not recorded again."""
+        known = {rename[:6] for rename in self._renames(project)}
+        stamp = _stamp(now)
+        with self._transaction() as db:
+            (up_to,) = db.execute("SELECT COALESCE(MAX(id), 0) FROM submissions").fetchone()
+            db.executemany(
+                "INSERT INTO renames (project, kind, old_name, old_hash, new_name, new_hash,"
+                " inputs, up_to, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (project, *rename[:5], json.dumps(rename.inputs), up_to, stamp)
+                    for rename in renames
+                    if rename[:6] not in known
+                ],
+            )
+
+    def renames(self, project: str) -> Renames:
+        """The project's renames, in the order they were made."""
+        return Renames(self._renames(project))
+
+    def _renames(self, project: str) -> list[Rename]:
+        with self._sqlite_errors():
+            rows = self._db.execute(
+                "SELECT kind, old_name, old_hash, new_name, new_hash, inputs, up_to FROM renames"
+                " WHERE project = ? ORDER BY id",
+                (project,),
+            ).fetchall()
+        return [
+            Rename(
+                row["kind"],
+                row["old_name"],
+                row["old_hash"],
+                row["new_name"],
+                row["new_hash"],
+                tuple((str(a), str(b), str(c)) for a, b, c in json.loads(row["inputs"])),
+                row["up_to"],
+            )
+            for row in rows
+        ]
 
     # -- cancels -------------------------------------------------------------------------
 
@@ -585,7 +656,11 @@ class Journal:
         )
 
     def setups(self, project: str) -> list[SetupRecord]:
-        """Every setup of the project's allocations, oldest first."""
+        """Every setup of the project's allocations, oldest first, under the names and
+        hashes of today (``renames``)."""
+        return self.renames(project).setups(self._setups(project))
+
+    def _setups(self, project: str) -> list[SetupRecord]:
         with self._sqlite_errors():
             rows = self._db.execute(
                 "SELECT * FROM setups WHERE project = ? ORDER BY id", (project,)

@@ -156,11 +156,16 @@ OutputsSeen = dict[tuple[str, str], OutputVersion | None]
 
 
 def observe_outputs(
-    desired: Desired, runs: Iterable[str], seen_this_pass: OutputsSeen | None = None
+    desired: Desired,
+    runs: Iterable[str],
+    seen_this_pass: OutputsSeen | None = None,
+    moving: Mapping[str, str] | None = None,
 ) -> dict[tuple[str, str], OutputVersion | None]:
     """``(run, output) -> version`` for every declared output of the given runs.
     `seen_this_pass`: versions already found in this pass, taken as they are, and
-    where the ones found now are added."""
+    where the ones found now are added. `moving`: a renamed run whose folder is still
+    under its old name (``engine/plan/moves``) -> that folder, where its outputs are."""
+    moving = moving or {}
     known = seen_this_pass if seen_this_pass is not None else {}
     seen: dict[tuple[str, HashKind, str | None], OutputVersion | None] = {}
     versions: dict[tuple[str, str], OutputVersion | None] = {}
@@ -168,6 +173,8 @@ def observe_outputs(
         run = desired.runs[name]
         # Plain strings, not Path: pathlib's joins would take longer than the stats.
         directory = run_path(desired, run)
+        if name in moving:
+            directory = os.path.join(desired.root, moving[name])
         for output_name, output in run.outputs.items():
             if (name, output_name) in known:
                 versions[(name, output_name)] = known[(name, output_name)]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -194,3 +194,94 @@ def gathered_digest(digests: Mapping[str, str | None]) -> str:
     while a fourth was still running is stale once the fourth is there."""
     material = "\n".join(f"{name}\t{digests[name] or 'missing'}" for name in sorted(digests))
     return hashlib.sha256(material.encode()).hexdigest()
+
+
+class Rename(NamedTuple):
+    """A run's identity carried to a new one (`renamed_from`, ``engine/plan/moves``): the
+    records and jobs of ``old_name`` at ``old_hash`` are ``new_name``'s at ``new_hash``.
+    A run that only reads a renamed run's output keeps its name and changes its hash;
+    one that gathers a renamed sweep's members has the version each of its records read
+    of that input carried too (``inputs``: input, version under the old members' names,
+    the same under the new: ``gathered_digest`` names the members)."""
+
+    kind: Literal["run", "alloc"]
+    old_name: str
+    old_hash: str
+    new_name: str
+    new_hash: str
+    inputs: tuple[tuple[str, str, str], ...] = ()
+    # the newest record when the move was journalled: a record written after it under
+    # the old name and hash (a run of that name added again, a rename reverted) is that
+    # run's own, and so is its job; None: a move not journalled yet, every record
+    up_to: int | None = None
+
+
+class Renames:
+    """Renames in the order they were made, followed through: a run renamed twice (a to
+    b, then b to c) reads as c. Its records keep the names they were written with in the
+    journal; whoever reads them sees the names of today (``Journal.records``), and a job
+    tagged with an old name is the new name's (``engine/plan/identity``)."""
+
+    def __init__(self, renames: Iterable[Rename] = ()) -> None:
+        self._to: dict[tuple[Literal["run", "alloc"], str, str], tuple[str, str]] = {}
+        self._inputs: dict[tuple[Literal["run", "alloc"], str, str], list[tuple[str, str, str]]]
+        self._inputs = {}
+        self._up_to: dict[tuple[Literal["run", "alloc"], str, str], int | None] = {}
+        for rename in renames:
+            new = (rename.new_name, rename.new_hash)
+            for key, value in self._to.items():  # what an earlier rename made, renamed on
+                if value == (rename.old_name, rename.old_hash) and key[0] == rename.kind:
+                    self._to[key] = new
+                    self._inputs[key] = [*self._inputs.get(key, ()), *rename.inputs]
+            key = (rename.kind, rename.old_name, rename.old_hash)
+            self._to[key] = new
+            self._inputs[key] = [*self._inputs.get(key, ()), *rename.inputs]
+            self._up_to[key] = rename.up_to
+
+    def __bool__(self) -> bool:
+        return bool(self._to)
+
+    def made(self) -> list[Rename]:
+        """Each old name and hash with the name and hash it has now."""
+        return [
+            Rename(*key, *new, tuple(self._inputs[key]), self._up_to[key])
+            for key, new in self._to.items()
+        ]
+
+    def of(
+        self, kind: Literal["run", "alloc"], name: str, spec_hash: str
+    ) -> tuple[str, str] | None:
+        """The name and hash a job or record of ``name`` at ``spec_hash`` has now; None
+        when no rename reaches it."""
+        return self._to.get((kind, name, spec_hash))
+
+    def setups(self, setups: Iterable[SetupRecord]) -> list[SetupRecord]:
+        """An allocation's ``setups`` under its name and hash of today."""
+        return [
+            setup
+            if (now := self.of("alloc", setup.name, setup.spec_hash)) is None
+            else setup.model_copy(update={"name": now[0], "spec_hash": now[1]})
+            for setup in setups
+        ]
+
+    def records(self, records: Iterable[SubmissionRecord]) -> list[SubmissionRecord]:
+        """``records`` under the names and hashes of today."""
+        if not self._to:
+            return list(records)
+        renamed = []
+        for record in records:
+            key = (record.kind, record.name, record.spec_hash)
+            now = self._to.get(key)
+            up_to = self._up_to.get(key)
+            if now is not None and (up_to is None or record.id <= up_to):
+                versions = record.input_versions
+                carried = {
+                    name: new
+                    for name, old, new in self._inputs[key]
+                    if name in versions and versions[name] == old
+                }
+                if carried:
+                    versions = {**versions, **carried}
+                record = replace(record, name=now[0], spec_hash=now[1], input_versions=versions)
+            renamed.append(record)
+        return renamed

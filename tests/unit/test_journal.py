@@ -13,7 +13,7 @@ import pytest
 from reconciler.errors import JournalError
 from reconciler.scheduler.states import Health
 from reconciler.state.journal import SCHEMA_VERSION, CancelRecord, Journal
-from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from reconciler.state.records import Rename, SubmissionRecord, SubmissionStatus
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=1)
@@ -687,3 +687,87 @@ def test_a_version_7_journal_goes_on_and_its_usage_is_read_again_once(tmp_path: 
         assert [r.job_id for r in unaccounted(journal.records("p"))] == ["4"]
         journal.record_usages({newest.id: lagged}, [], T2)
         assert unaccounted(journal.records("p")) == []
+
+
+# -- renames -----------------------------------------------------------------------------
+
+
+def test_records_read_under_the_names_they_were_renamed_to(journal: Journal) -> None:
+    """A move records a rename, never rewrites a record: a run renamed twice reads under
+    its last name, at the hash it has now; records of other hashes keep theirs."""
+    for name, spec_hash, job_id in (("a", "h1", "1"), ("a", "h0", "2"), ("x", "h1", "3")):
+        journal.record_submitted(intent(journal, name, spec_hash), job_id, T0)
+    journal.record_renames("demo", [Rename("run", "a", "h1", "b", "h2")], T1)
+    journal.record_renames("demo", [Rename("run", "b", "h2", "c", "h3")], T2)
+    assert [(r.name, r.spec_hash) for r in journal.records("demo")] == [
+        ("c", "h3"),
+        ("a", "h0"),  # an older spec of the old name: history, not moved
+        ("x", "h1"),
+    ]
+    assert journal.renames("demo").of("run", "a", "h1") == ("c", "h3")
+    assert journal.renames("demo").of("alloc", "a", "h1") is None
+    assert journal.renames("other").of("run", "a", "h1") is None
+
+
+def test_a_rename_recorded_twice_is_recorded_once(journal: Journal) -> None:
+    """A second apply of the same plan (a saved one, or a pass cut short after it wrote
+    the move) finds it made."""
+    rename = Rename("run", "a", "h1", "b", "h2")
+    journal.record_renames("demo", [rename], T0)
+    journal.record_renames("demo", [rename], T1)
+    assert journal.renames("demo").made() == [rename._replace(up_to=0)]  # no record yet
+
+
+def test_a_version_8_journal_goes_on_with_no_renames(tmp_path: Path) -> None:
+    """The release before renames (schema 8, today's main): its records read as they
+    were, and a rename is recorded beside them."""
+    from reconciler.state import journal as journal_module
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statements in journal_module._MIGRATIONS[:8]:
+        for statement in statements:
+            db.execute(statement)
+    db.execute(
+        "INSERT INTO submissions (project, kind, name, spec_hash, git_commit, job_id,"
+        " status, created_at, updated_at)"
+        " VALUES ('p', 'run', 'a', 'h', 'c1', '1', 'submitted', ?, ?)",
+        ("2026-11-29T12:00:00+00:00", "2026-11-29T12:00:00+00:00"),
+    )
+    db.execute("PRAGMA user_version = 8")
+    db.close()
+    with journal_module.Journal(path) as journal:
+        (record,) = journal.records("p")
+        assert (record.name, record.spec_hash, record.job_id) == ("a", "h", "1")
+        assert not journal.renames("p")
+        journal.record_renames("p", [Rename("run", "a", "h", "b", "h2")], T1)
+        (record,) = journal.records("p")
+        assert (record.name, record.spec_hash, record.job_id) == ("b", "h2", "1")
+
+
+def test_a_rename_carries_the_gathered_version_its_records_read(journal: Journal) -> None:
+    """A run gathering a renamed sweep: the version its success read names the old
+    members; the move carries it to the one the new names give, and only that one."""
+    journal.record_submitted(intent(journal, "gather", "h1"), "1", T0)
+    journal.record_final("1", Health.SUCCEEDED, 0, None, T1)
+    journal.record_versions("1", {"ms": "old-names", "raw": "old-names"}, {}, T1)
+    carried = ("ms", "old-names", "new-names")
+    journal.record_renames("demo", [Rename("run", "gather", "h1", "gather", "h2", (carried,))], T2)
+    (record,) = journal.records("demo")
+    assert (record.spec_hash, record.input_versions) == (
+        "h2",
+        {"ms": "new-names", "raw": "old-names"},
+    )
+    assert journal.renames("demo").made()[0].inputs == (carried,)
+
+
+def test_a_record_of_the_old_name_written_after_the_move_is_its_own(journal: Journal) -> None:
+    """A run of the old name added again (a rename reverted): its records are not the
+    renamed run's, and a job of it is not retagged."""
+    journal.record_submitted(intent(journal, "a", "h1"), "1", T0)
+    journal.record_renames("demo", [Rename("run", "a", "h1", "b", "h2")], T1)
+    journal.record_submitted(intent(journal, "a", "h1", T2), "2", T2)
+    assert [(r.name, r.spec_hash, r.job_id) for r in journal.records("demo")] == [
+        ("b", "h2", "1"),
+        ("a", "h1", "2"),
+    ]

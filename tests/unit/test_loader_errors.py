@@ -93,8 +93,8 @@ def test_a_document_with_its_own_problem_is_not_blamed_again_by_its_readers(
         "specs/a.yaml:7: resources.memory: memory needs a unit: 2048MiB, which is 2GiB, if "
         "you meant Slurm's --mem=2048 (a bare number there is MiB); got the bare number 2048",
         "specs/b.yaml:11: bogus: unknown field: known here are container, description, "
-        "idle_release, kind, labels, min_remaining, name, resources, setup, setup_retries, "
-        "time_limit",
+        "idle_release, kind, labels, min_remaining, name, renamed_from, resources, setup, "
+        "setup_retries, time_limit",
     ], found
 
 
@@ -476,3 +476,57 @@ def test_allocation_options_that_cannot_be(
     issue = only(repo, {"specs/w.yaml": WARM + lines})
     assert (issue.file, issue.line, issue.field) == ("specs/w.yaml", 4, field)
     assert message in issue.message
+
+
+# -- renamed_from ------------------------------------------------------------------------
+
+RENAMED = """\
+kind: Run
+name: {name}
+renamed_from: {old}
+command: echo hi > {{outputs.data.path}}
+outputs:
+  data: {name}.txt
+"""
+
+
+def test_renamed_from_a_run_still_in_the_project(repo: GitRepo) -> None:
+    issue = only(
+        repo,
+        {"specs/a.yaml": GOOD_PREPARE, "specs/b.yaml": RENAMED.format(name="prep2", old="prepare")},
+    )
+    assert (issue.file, issue.line, issue.field) == ("specs/b.yaml", 3, "renamed_from")
+    assert issue.message.startswith("names the Run 'prepare' (specs/a.yaml:2), which is still")
+
+
+def test_renamed_from_itself(repo: GitRepo) -> None:
+    issue = only(repo, {"specs/a.yaml": RENAMED.format(name="prep", old="prep")})
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 3, "renamed_from")
+    assert "names the run itself" in issue.message
+
+
+def test_two_runs_claiming_one_old_name(repo: GitRepo) -> None:
+    found = problems(
+        repo,
+        {
+            "specs/a.yaml": RENAMED.format(name="one", old="prep"),
+            "specs/b.yaml": RENAMED.format(name="two", old="prep"),
+        },
+    )
+    assert [(i.file, i.line, i.field) for i in found] == [
+        ("specs/a.yaml", 3, "renamed_from"),
+        ("specs/b.yaml", 3, "renamed_from"),
+    ]
+    assert "'prep' is claimed by two (specs/b.yaml:3) too" in found[0].message
+
+
+def test_an_input_naming_a_renamed_run_by_its_old_name(repo: GitRepo) -> None:
+    reader = "kind: Run\nname: train\ncommand: cat {inputs.d.path}\ninputs:\n  d: prep.data\n"
+    issue = only(
+        repo,
+        {"specs/a.yaml": RENAMED.format(name="prepare", old="prep"), "specs/b.yaml": reader},
+    )
+    assert (issue.file, issue.line, issue.field) == ("specs/b.yaml", 5, "inputs.d")
+    assert issue.message == (
+        "'prep.data' names 'prep', renamed to 'prepare' (renamed_from): name 'prepare.data'"
+    )

@@ -52,7 +52,7 @@ def test_removed_run_and_formats(repo: GitRepo, capsys: pytest.CaptureFixture[st
     as_json = recon(capsys, "plan", root, "--against", base, "--format", "json")
     assert as_json.code == 0
     document = json.loads(as_json.out)
-    assert document["summary"] == {"add": 0, "change": 1, "remove": 1}
+    assert document["summary"] == {"add": 0, "change": 1, "remove": 1, "move": 0}
     changes = {c["name"]: c for c in document["changes"]}
     assert changes["prep"]["action"] == "remove"
     assert changes["train"]["fields"] == [
@@ -207,3 +207,51 @@ def test_a_changed_code_file_is_listed_with_the_file(
     # A file no run names changes nothing.
     other = repo.commit({"x.md": "b"}, "docs")
     assert recon(capsys, "plan", root, "--against", head, "--rev", other).out.count("No changes")
+
+
+PIPELINE = """\
+kind: Run
+name: {name}
+{renamed}command: echo hi > {{outputs.data.path}}
+outputs:
+  data: data.txt
+---
+kind: Run
+name: train
+command: cat {{inputs.d.path}}
+inputs:
+  d: {name}.data
+"""
+
+
+def test_a_renamed_run_is_a_move_and_its_reader_no_change(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = str(repo.root)
+    base = repo.commit({"specs/a.yaml": PIPELINE.format(name="prep", renamed="")})
+    renamed = PIPELINE.format(name="prepare", renamed="renamed_from: prep\n")
+    repo.commit({"specs/a.yaml": renamed})
+    shown = recon(capsys, "plan", root, "--against", base, "--detailed-exitcode")
+    assert shown.code == 2, shown.err
+    assert "  -> run prepare  (specs/a.yaml:1)\n      renamed from prep: moved, with no job\n" in (
+        shown.out
+    )
+    assert "train" not in shown.out  # its input names the new name: the same run
+    assert "Plan: 0 to add, 0 to change, 0 to remove, 1 to move." in shown.out
+    as_json = json.loads(recon(capsys, "plan", root, "--against", base, "--format", "json").out)
+    assert as_json["summary"] == {"add": 0, "change": 0, "remove": 0, "move": 1}
+    (change,) = as_json["changes"]
+    assert (change["name"], change["action"], change["moved_from"]) == ("prepare", "move", "prep")
+
+
+def test_a_rename_with_a_changed_spec_is_a_removal_and_an_addition(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the plan judges it: a run renamed and changed at once is a new run."""
+    root = str(repo.root)
+    base = repo.commit({"specs/a.yaml": PIPELINE.format(name="prep", renamed="")})
+    changed = PIPELINE.format(name="prepare", renamed="renamed_from: prep\n")
+    repo.commit({"specs/a.yaml": changed.replace("echo hi", "echo other")})
+    shown = recon(capsys, "plan", root, "--against", base)
+    assert "+ run prepare" in shown.out and "- run prep" in shown.out, shown.out
+    assert "Plan: 1 to add, 0 to change, 1 to remove." in shown.out

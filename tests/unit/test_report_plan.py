@@ -397,6 +397,7 @@ def test_json_reads_back_as_the_same_plan() -> None:
         "setup": 0,
         "blocked": 1,
         "no-op": 1,
+        "moved": 0,
         "has_changes": True,
         "held": False,
     }

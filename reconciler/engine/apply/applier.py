@@ -44,6 +44,7 @@ from reconciler.desired.desired import Desired, DesiredRun, flat_fields
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.apply import allocations as apply_allocations
 from reconciler.engine.apply import arrays
+from reconciler.engine.apply.faults import fault_point
 from reconciler.engine.apply.scripts import (
     environment_fields,
     linked_output,
@@ -54,12 +55,14 @@ from reconciler.engine.apply.writeahead import Sent, write_ahead
 from reconciler.engine.plan import arrays as plan_arrays
 from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan
 from reconciler.engine.plan.identity import tag_for
+from reconciler.engine.plan.moves import rename_of
 from reconciler.errors import RUNS_DIR_HINT, TransientSchedulerError, cannot_create
 from reconciler.scheduler.base import ConcurrentScheduler, Scheduler, SubmitRequest
 from reconciler.scheduler.render import array_batch_script, render_batch_script
 from reconciler.scheduler.runfolder import logs_dir
 from reconciler.scheduler.tag import Tag
 from reconciler.state.journal import Intent, Journal
+from reconciler.state.moving import move_folder, move_manifest
 from reconciler.state.paths import run_dir
 
 Clock = Callable[[], datetime]
@@ -81,6 +84,7 @@ class ApplyResult:
     cancelled: list[str] = field(default_factory=list)  # job ids
     torn_down: list[str] = field(default_factory=list)  # job ids, also in `cancelled`
     adopted: list[str] = field(default_factory=list)  # job ids
+    moved: dict[str, str] = field(default_factory=dict)  # new name -> old name
     set_up: dict[str, str | None] = field(default_factory=dict)  # allocation -> its step
     refused: dict[str, str] = field(default_factory=dict)  # run -> the scheduler's message
     skipped: dict[str, str] = field(default_factory=dict)  # run -> why
@@ -92,6 +96,7 @@ class ApplyResult:
             *(Done(f"submitted {name}: job {job_id}") for name, job_id in self.submitted.items()),
             *(Done(f"cancelled job {job_id}") for job_id in self.cancelled),
             *(Done(f"adopted job {job_id}") for job_id in self.adopted),
+            *(Done(f"moved {old} -> {new}") for new, old in self.moved.items()),
             *(Done(_setup_line(name, step)) for name, step in self.set_up.items()),
             *(Done(f"refused {name}: {why}", True) for name, why in self.refused.items()),
             *(Done(f"skipped {name}: {why}", True) for name, why in self.skipped.items()),
@@ -134,6 +139,7 @@ class Applier:
     _width: int = 1  # submissions in flight at most
 
     def run(self) -> ApplyResult:
+        self._move()
         self._write_ahead()
         for action in self.plan.actions:
             if action.array is not None:
@@ -148,6 +154,32 @@ class Applier:
             if self._intents:
                 self.journal.withdraw_intents(list(self._intents.values()))
         return self.result
+
+    def _move(self) -> None:
+        """The plan's moves, before anything else: each renamed run's folder renamed
+        (``state/moving``), its manifest under the new name, then every move journalled in
+        one transaction. A folder that cannot be moved stops the apply before any job is
+        submitted or cancelled."""
+        if not self.plan.moves:
+            return
+        root = self.desired.root.resolve()
+        linked = {move.old_dir for move in self.plan.moves if move.live_jobs}
+        for move in self.plan.moves:
+            if move.old_dir is None or move.new_dir is None:
+                continue
+            # a sweep's folder is moved with its first member, found moved by the rest
+            move_folder(root, move.old_dir, move.new_dir, link=move.old_dir in linked)
+            assert move.old_run_dir is not None and move.new_run_dir is not None
+            new_run_dir, old_run_dir = root / move.new_run_dir, root / move.old_run_dir
+            move_manifest(new_run_dir, move.new, old_run_dir, move.new_hash)
+        fault_point("after-move")
+        project = self.desired.project.project
+        renames = [rename_of(move) for move in self.plan.moves]
+        self.journal.record_renames(project, renames, self.clock())
+        for move in self.plan.moves:
+            if move.renamed:
+                self.result.moved[move.new] = move.old
+                self.report(Done(f"moved {move.old} -> {move.new}"))
 
     def _write_ahead(self) -> None:
         """The intents of every batch submission of the plan, in one transaction."""

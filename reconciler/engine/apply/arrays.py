@@ -21,6 +21,10 @@ submitted, whose map is in ``.recon/arrays/``.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from reconciler.engine.plan.arrays import ArrayMap, is_array
 from reconciler.scheduler.base import Observation
 from reconciler.scheduler.runfolder import READ_FROM
@@ -29,11 +33,18 @@ from reconciler.scheduler.runfolder import task_logs as task_logs
 from reconciler.scheduler.runfolder import task_script as task_script
 
 
-def read_maps(observation: Observation, project: str, deployment: str) -> dict[str, ArrayMap]:
+def read_maps(
+    observation: Observation,
+    project: str,
+    deployment: str,
+    moved: Mapping[str, str] = MappingProxyType({}),
+) -> dict[str, ArrayMap]:
     """The map of every job array of the deployment's that the observation shows, read
     from the directory it runs in (the sweep's), where this release writes maps or else
-    where an earlier one did. An array whose map cannot be read is left out:
-    ``identity.split_arrays`` then says the observation is not complete."""
+    where an earlier one did; or, for a sweep renamed since (``moved``: its old folder ->
+    its new one, ``plan/moves.moved_folders``), from the folder it was moved to. An array
+    whose map cannot be read is left out: ``identity.split_arrays`` then says the
+    observation is not complete."""
     maps: dict[str, ArrayMap] = {}
     for job in observation.jobs:
         if not job.tag.owned_by(project, deployment) or not is_array(job):
@@ -42,6 +53,8 @@ def read_maps(observation: Observation, project: str, deployment: str) -> dict[s
         if workdir is None:
             continue
         found = _read_map(workdir, job.tag.spec_hash)
+        if found is None and os.path.normpath(workdir) in moved:
+            found = _read_map(moved[os.path.normpath(workdir)], job.tag.spec_hash)
         if found is not None:
             maps[job.job_id] = found
     return maps

@@ -12,7 +12,10 @@ Points: `pass-start` (a reconcile pass begins: nothing observed, locked or writt
 and one after each kind of scheduler call, before the journal hears what it did:
 `after-sbatch` (a batch job or array made), `after-salloc` (an allocation's job made),
 `after-srun` (a step started in an allocation: a run's, or setup's) and `after-scancel`
-(a job cancelled or an allocation released). ``POINTS`` lists them.
+(a job cancelled or an allocation released). ``POINTS`` lists them. One more,
+`after-move` (a renamed run's folder moved and its manifest rewritten, the journal not
+told yet), is reached only by a pass that moves a run (`renamed_from`), and is tried by
+tests/local/test_rename.py rather than by every trial.
 """
 
 from __future__ import annotations

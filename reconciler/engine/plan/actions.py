@@ -67,6 +67,8 @@ class ActionKind(StrEnum):
     SETUP = "setup"  # an allocation's setup commands, started as a step in it
     BLOCKED = "blocked"
     NOOP = "no-op"
+    # a run renamed (`renamed_from`): its records, outputs and live job carried over
+    MOVED = "moved"
 
 
 # Terraform-like symbols for text output.
@@ -82,6 +84,7 @@ SYMBOLS: dict[ActionKind, str] = {
     ActionKind.SETUP: ">",
     ActionKind.BLOCKED: "!",
     ActionKind.NOOP: " ",
+    ActionKind.MOVED: "->",
 }
 
 # Actions that change the cluster; the rest are shown but not acted on (adopt only
@@ -157,6 +160,8 @@ class Cause(StrEnum):
     ON_DEMAND = "on_demand"  # idle_release: allocated only once a run needs it
     IDLE = "idle"  # no step has run in its job for idle_release
     SUPERSEDED = "superseded"  # a newer job of it took the old one's place
+    # a run renamed, its spec otherwise unchanged: moved, no job (engine/plan/moves)
+    RENAMED = "renamed"
 
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -295,6 +300,44 @@ class Action(BaseModel):
         return self.kind in CHANGING
 
 
+class Move(BaseModel):
+    """One run's records and jobs carried from its old name and hash to its new ones, and
+    its folder with them when the folder is named after the run (``engine/plan/moves``)."""
+
+    model_config = _FROZEN
+
+    kind: Literal["run", "alloc"] = "run"
+    old: str = Field(description="the run's name before (the new name's, for a reader)")
+    old_hash: str
+    new: str
+    new_hash: str
+    old_dir: str | None = Field(
+        None,
+        description="the folder to rename (the run's, or its sweep's for a member), "
+        "relative to the project; None: it stays",
+    )
+    new_dir: str | None = Field(None, description="what it is renamed to")
+    old_run_dir: str | None = Field(
+        None, description="the run's own folder before the move (a member's is in its sweep's)"
+    )
+    new_run_dir: str | None = Field(None, description="the run's own folder after it")
+    inputs: tuple[tuple[str, str, str], ...] = Field(
+        (),
+        description="for a run gathering a renamed sweep's members: input, its version "
+        "under the old members' names, the same under the new (``records.Rename``)",
+    )
+    live_jobs: tuple[str, ...] = Field(
+        (),
+        description="jobs of the old name still queued or running: they write under the "
+        "old folder's path, which is left as a link to the new one",
+    )
+
+    @property
+    def renamed(self) -> bool:
+        """The run's name changed (not only the hash of a run that reads one)."""
+        return self.old != self.new
+
+
 class SweepShape(BaseModel):
     """What a plan says of a sweep as a whole: its members' actions are in ``actions``."""
 
@@ -377,6 +420,12 @@ class Plan(BaseModel):
     prune_guard: PruneGuard | None = Field(
         None, description="set when the prunes would empty the project or pass prune_limit"
     )
+    moves: tuple[Move, ...] = Field(
+        (),
+        description="runs renamed (`renamed_from`) and runs reading them: records, jobs "
+        "and folders carried to the new name and hash, done first by apply "
+        "(``engine/plan/moves``)",
+    )
     next_look: NextLook | None = Field(
         None,
         description="the earliest time the plan changes with no new observation (an "
@@ -394,7 +443,7 @@ class Plan(BaseModel):
 
     @property
     def has_changes(self) -> bool:
-        return any(action.changes_cluster for action in self.actions)
+        return bool(self.moves) or any(action.changes_cluster for action in self.actions)
 
     @property
     def waiting_unseen(self) -> int:
@@ -408,6 +457,8 @@ class Plan(BaseModel):
         may_rerun = self.count(ActionKind.MAY_RERUN)
         tail = f", {teardown} to tear down" if teardown else ""
         tail += f", {may_rerun} may rerun" if may_rerun else ""
+        moved = self.count(ActionKind.MOVED)
+        tail += f", {moved} to move" if moved else ""
         return (
             f"Plan: {submit} to submit, {self.count(ActionKind.REPLACE)} to replace, "
             f"{self.count(ActionKind.CANCEL)} to cancel{tail}."

@@ -47,7 +47,7 @@ from typing import ParamSpec
 
 from reconciler.desired import graph
 from reconciler.desired.desired import Desired, DesiredAllocation
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan, SweepShape
+from reconciler.engine.plan.actions import Action, ActionKind, Cause, Move, Plan, SweepShape
 from reconciler.engine.plan.allocations.gpus import gpu_share
 from reconciler.engine.plan.allocations.placement import on_demand, renewals
 from reconciler.engine.plan.allocations.state import idle_releases, plan_allocations
@@ -55,6 +55,7 @@ from reconciler.engine.plan.allocations.state import prunes as allocation_prunes
 from reconciler.engine.plan.arrays import place
 from reconciler.engine.plan.fit import Fit
 from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs, PlanMemo
+from reconciler.engine.plan.moves import actions as moved_actions
 from reconciler.engine.plan.notes import (
     bare_notes,
     claimed_notes,
@@ -94,6 +95,7 @@ def planned(
     allow_prune_all: bool = False,
     code_at: Mapping[str, Mapping[str, str | None]] | None = None,
     cancelled: frozenset[str] = frozenset(),
+    moves: Sequence[Move] = (),
 ) -> tuple[Plan, PlanMemo]:
     """The plan, and what it was made from and decided (``PlanMemo``), which ``replan``
     starts from. `setups`: the journal's allocation setups; `containers`: what the cluster offers
@@ -135,7 +137,7 @@ def planned(
         inputs, _allocations_of(desired, chosen, bool(targets))
     )
     inputs = inputs.with_allocations(allocation_states)
-    actions: list[Action] = [*_adoptions(inputs), *held]
+    actions: list[Action] = [*moved_actions(moves), *_adoptions(inputs), *held]
     if observation.complete:  # a teardown is a cancel: never on half a picture
         actions.extend(teardowns(inputs, chosen))
     decided: dict[str, Decision] = {}
@@ -199,6 +201,7 @@ def planned(
         },
         prune_guard=prune_guard,
         next_look=next_look(inputs, decided, actions, used=used),
+        moves=tuple(moves),
     )
     targeted = bool(targets or replace)
     return made_plan, PlanMemo(inputs, decided, positions, notes, targeted)

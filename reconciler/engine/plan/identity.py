@@ -33,7 +33,7 @@ from reconciler.scheduler.base import Observation, ObservedJob, UntaggedJob, job
 from reconciler.scheduler.runfolder import ARRAYS_DIR
 from reconciler.scheduler.tag import Tag, TagKind
 from reconciler.state.paths import deployment
-from reconciler.state.records import SubmissionRecord
+from reconciler.state.records import Renames, SubmissionRecord
 
 # Slurm's submit time and the journal's clock may differ a little (another host).
 SUBMIT_CLOCK_SKEW = timedelta(minutes=1)
@@ -65,10 +65,14 @@ def split_by_owner(
     deployment_id: str,
     records: Sequence[SubmissionRecord] = (),
     arrays: Mapping[str, ArrayMap] = MappingProxyType({}),
+    renames: Renames | None = None,
 ) -> Ownership:
     """``records``: the journal's, whose ids make jobs the deployment's too (``by_id``);
-    ``arrays``: the map of each of its job arrays, by the array's id (``split_arrays``)."""
+    ``arrays``: the map of each of its job arrays, by the array's id (``split_arrays``);
+    ``renames``: runs renamed, whose jobs tagged with the old name are the new one's."""
     observation = split_arrays(observation, project, deployment_id, arrays)
+    if renames:
+        observation = renamed(observation, project, deployment_id, renames, records)
     own = tuple(job for job in observation.jobs if job.tag.owned_by(project, deployment_id))
     elsewhere = tuple(
         job
@@ -117,6 +121,34 @@ def split_arrays(
     if problems:
         update.update(complete=False, problems=(*observation.problems, *problems))
     return observation.model_copy(update=update)
+
+
+def renamed(
+    observation: Observation,
+    project: str,
+    deployment_id: str,
+    renames: Renames,
+    records: Sequence[SubmissionRecord] = (),
+) -> Observation:
+    """The deployment's jobs of a renamed run under the new name and hash: a job keeps
+    the tag it was submitted with, and a move (``engine/plan/moves``) adopts it. Not a
+    job the journal holds under the old name still (``records``, read under today's
+    names): one submitted after the move, for a run that has the old name again."""
+    kept = {
+        record.job_id
+        for record in records
+        if record.job_id is not None
+        and renames.of(record.kind, record.name, record.spec_hash) is not None
+    }
+    jobs = []
+    for job in observation.jobs:
+        now = renames.of(job.tag.kind, job.tag.name, job.tag.spec_hash)
+        if now is not None and job.tag.owned_by(project, deployment_id) and job.job_id not in kept:
+            job = job.model_copy(
+                update={"tag": job.tag.model_copy(update={"name": now[0], "spec_hash": now[1]})}
+            )
+        jobs.append(job)
+    return observation.model_copy(update={"jobs": tuple(jobs)})
 
 
 def by_id(

@@ -226,7 +226,10 @@ def allocation_statuses(
     reasons: dict[str, list[str]] = {}
     kinds: dict[str, ActionKind] = {}
     for action in plan.actions:
-        if action.target_kind == "alloc" and action.kind is not ActionKind.ADOPT:
+        if action.target_kind == "alloc" and action.kind not in (
+            ActionKind.ADOPT,
+            ActionKind.MOVED,
+        ):
             reasons.setdefault(action.target, []).append(f"{action.kind.value}: {action.reason}")
             kinds.setdefault(action.target, action.kind)
     return [
