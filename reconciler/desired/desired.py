@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
+from reconciler.desired.checkpoint import NOT_HASHED as CHECKPOINT_NOT_HASHED
 from reconciler.desired.matrix import Member
 from reconciler.desired.models import (
     Allocation,
@@ -443,6 +444,7 @@ def canonical_fields(
             del data["resources"][name]
     if isinstance(spec, Run):  # nor an environment, unless one is declared
         _without_staged(data)
+        _checkpoint_hashed(data)
         data["environment"] = _canonical_environment(spec.environment, environment_files or {})
         if data["environment"] is None:
             del data["environment"]
@@ -452,6 +454,17 @@ def canonical_fields(
             if container[name] == unset:
                 del container[name]
     return data
+
+
+def _checkpoint_hashed(data: dict[str, Any]) -> None:
+    """A checkpoint's folder, signal and warning are in the hash, how many requeues it
+    may take is not (as `retries`); a run without one keeps the hash it had before
+    checkpoints existed."""
+    if data.get("checkpoint") is None:
+        data.pop("checkpoint", None)
+        return
+    for name in CHECKPOINT_NOT_HASHED:
+        data["checkpoint"].pop(name, None)
 
 
 def _without_staged(data: dict[str, Any]) -> None:
@@ -510,6 +523,7 @@ def flat_fields(
     data = spec.model_dump(mode="json", by_alias=True, exclude=NOT_HASHED)
     if isinstance(spec, Run):
         _without_staged(data)
+        _checkpoint_hashed(data)
         data["environment"] = _canonical_environment(spec.environment, environment_files or {})
         if data["environment"] is not None and "files" in data["environment"]:
             # A file's content by its blob id, under its path as one key.

@@ -21,6 +21,7 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
+from reconciler.desired.checkpoint import Checkpoint
 from reconciler.desired.fields import EnvKey, ModuleName, Name, SafeText, SbatchFlag, env_suffix
 from reconciler.desired.matrix import parse_reference
 from reconciler.desired.resources import CpuCount, Duration, Gpus, Memory
@@ -341,6 +342,13 @@ class Run(Document):
     outputs: dict[Name, Output] = Field(default_factory=dict)
     # the default as written in the schema: the dataclass itself would show as its fields
     retries: Retries = Field(Retries(0), json_schema_extra={"default": 0})
+    checkpoint: Checkpoint | None = Field(
+        None,
+        description="The command saves its progress in a folder of the run's when warned "
+        "before its time limit or preempted, and the run's next job resumes from it: "
+        "`{path: ckpt/, signal: USR1, before_end: 2m, max_requeues: 20}`. Such an ending "
+        "is a requeue, drawing from no retry budget.",
+    )
     teardown: Literal["coupled", "none"] = Field(
         "coupled",
         description="For a heterogeneous run: when a component's step fails while the job "
@@ -428,6 +436,27 @@ class Run(Document):
                 "nodes; set them on the Allocation (a run there takes cpus, memory, gpus, "
                 "time, nodes, ntasks, ntasks_per_node)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _checkpoint_apart(self) -> Run:
+        # The checkpoint outlives every attempt: an output holding it would be staged
+        # away, replaced or hashed with it.
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            return self
+        if self.allocation is not None:
+            raise ValueError(
+                f"checkpoint cannot be set on a run inside allocation {self.allocation!r}: "
+                "its steps get no warning before their end; run it as a batch job of its own"
+            )
+        for name, output in self.outputs.items():
+            if checkpoint.overlaps(output.path, "/run"):
+                raise ValueError(
+                    f"checkpoint.path {checkpoint.path!r} overlaps output {name!r} "
+                    f"({output.path}): a checkpoint is kept across attempts and never "
+                    "published; give them separate folders"
+                )
         return self
 
     @model_validator(mode="after")

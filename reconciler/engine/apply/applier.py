@@ -197,7 +197,9 @@ class Applier:
         elif action.kind is ActionKind.REPLACE:
             self._cancel(action, f"replaced: {action.reason}")
             self._submit(action)
-        elif action.kind in (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.MAY_RERUN):
+        elif action.kind in (
+            ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REQUEUE, ActionKind.MAY_RERUN
+        ):
             # A job of the run held in the queue (SpecialExit) is cancelled first, intent
             # journalled, so a release can never run it beside the new one.
             self._cancel(action, f"held original of a run submitted again: {action.reason}")

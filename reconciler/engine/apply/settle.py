@@ -35,7 +35,12 @@ from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.scripts import script_sha256
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.render import SKIPPED
-from reconciler.scheduler.runfolder import published_marker, skipped_markers, unwritten
+from reconciler.scheduler.runfolder import (
+    checkpointed,
+    published_marker,
+    skipped_markers,
+    unwritten,
+)
 from reconciler.scheduler.states import (
     ENDED,
     ENDED_BADLY,
@@ -65,6 +70,7 @@ from reconciler.state.publishing import roll_back_ended
 from reconciler.state.records import (
     NO_OUTPUTS,
     PUBLISHED_BEFORE_IT_ENDED,
+    SAVED_CHECKPOINT,
     EndingKind,
     SetupRecord,
     SubmissionRecord,
@@ -207,6 +213,7 @@ def record(
             # What it kept aside stays: another job of the run may be publishing beside
             # it, and the run's next publishing removes it first.
             published_marker(run_dir(desired, run), job.job_id).unlink(missing_ok=True)
+            checkpointed(run_dir(desired, run), job.job_id).unlink(missing_ok=True)
 
 
 def _record(
@@ -317,6 +324,14 @@ def _judge_job(
     # inputs keep these versions (engine/plan_history.failed_attempts).
     inputs = _input_versions(desired, run, outputs_seen)
     if health is not Health.SUCCEEDED:
+        if run.spec.checkpoint is not None and _checkpointed(desired, run, job):
+            # Its command saved its progress when warned: a requeue, whatever Slurm's
+            # word (failed with its exit status, or timed out, preempted once it exited).
+            said = job.in_words or health.value
+            why = f"{SAVED_CHECKPOINT} ({said})"
+            return Ending(
+                job, record, health, exit_code, why, inputs, kind=EndingKind.CHECKPOINTED
+            )
         if unwritten := _unwritten(desired, run, job):  # the script's own check failed
             why = f"{NO_OUTPUTS}: {', '.join(unwritten)}"
             return Ending(
@@ -337,6 +352,12 @@ def _published(desired: Desired, run: DesiredRun, job: ObservedJob) -> bool:
     """Whether the job's script published every staged output before the job ended
     (``runfolder.published_marker``)."""
     return published_marker(run_path(desired, run), job.job_id).is_file()
+
+
+def _checkpointed(desired: Desired, run: DesiredRun, job: ObservedJob) -> bool:
+    """Whether the job's script found its command exited after the warning signal
+    (``runfolder.checkpointed``)."""
+    return checkpointed(run_path(desired, run), job.job_id).is_file()
 
 
 def _unwritten(desired: Desired, run: DesiredRun, job: ObservedJob) -> list[str]:
