@@ -13,8 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from reconciler.desired.models import Run
-from reconciler.engine.plan import plan
 from reconciler.desired.retries import RetryKind
+from reconciler.engine.plan import plan
 from reconciler.engine.plan.actions import Action, ActionKind, Cause, RunOutcome
 from reconciler.report.plan import as_text
 from reconciler.scheduler.states import Health
