@@ -29,7 +29,7 @@ import getpass
 import os
 import socket
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -70,6 +70,20 @@ class OutputMade(BaseModel):
 
     path: str = Field(description="absolute")
     version: OutputVersion | None = Field(description="None: the job did not leave it")
+
+
+class AttemptMade(BaseModel):
+    """One job of a run with a checkpoint since its last success: those that ended to be
+    resumed (saved their checkpoint, timed out, preempted), then the one that finished."""
+
+    model_config = _FROZEN
+
+    job_id: str
+    ending: str | None = Field(
+        description="how it ended beyond its health (checkpointed, timeout, preempted); "
+        "None: it finished"
+    )
+    elapsed_s: float | None = Field(description="how long it ran; None where not measured")
 
 
 class ComponentRun(BaseModel):
@@ -161,6 +175,11 @@ class Manifest(BaseModel):
     environment: EnvironmentUsed | None = Field(
         None, description="the job's environment; None in manifests of older releases"
     )
+    attempts: tuple[AttemptMade, ...] = Field(
+        (),
+        description="for a run with a checkpoint: every job since its last success, this "
+        "one last; empty for other runs",
+    )
 
 
 def manifest_from(
@@ -179,6 +198,7 @@ def manifest_from(
     host: str,
     recon_version: str = __version__,
     environment: EnvironmentUsed | None = None,
+    attempts: Sequence[AttemptMade] = (),
 ) -> Manifest:
     """The manifest of ``job``, a job of ``run``'s current spec. Pure: every observation
     and the clock are arguments. Refuses (ValueError) a job of another run or spec hash,
@@ -224,6 +244,7 @@ def manifest_from(
         recon_version=recon_version,
         created_at=_utc(now),
         environment=environment,
+        attempts=tuple(attempts),
     )
 
 

@@ -85,11 +85,20 @@ class ApplyResult:
     refused: dict[str, str] = field(default_factory=dict)  # run -> the scheduler's message
     skipped: dict[str, str] = field(default_factory=dict)  # run -> why
     warnings: list[str] = field(default_factory=list)
+    # run -> its requeues since its last success, for a run whose new job resumes it
+    requeued: dict[str, int] = field(default_factory=dict)
+
+    def submitted_line(self, name: str, job_id: str) -> str:
+        """What a submission is said as: `submitted train: job 42`, and for a requeue
+        `(resumes from its checkpoint, requeue 2)` after it."""
+        requeues = self.requeued.get(name)
+        resumes = f" (resumes from its checkpoint, requeue {requeues})" if requeues else ""
+        return f"submitted {name}: job {job_id}{resumes}"
 
     def lines(self) -> list[Done]:
         """Everything it did, kind by kind: for a caller that did not follow `report`."""
         return [
-            *(Done(f"submitted {name}: job {job_id}") for name, job_id in self.submitted.items()),
+            *(Done(self.submitted_line(name, job_id)) for name, job_id in self.submitted.items()),
             *(Done(f"cancelled job {job_id}") for job_id in self.cancelled),
             *(Done(f"adopted job {job_id}") for job_id in self.adopted),
             *(Done(_setup_line(name, step)) for name, step in self.set_up.items()),
@@ -198,10 +207,15 @@ class Applier:
             self._cancel(action, f"replaced: {action.reason}")
             self._submit(action)
         elif action.kind in (
-            ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REQUEUE, ActionKind.MAY_RERUN
+            ActionKind.SUBMIT,
+            ActionKind.RETRY,
+            ActionKind.REQUEUE,
+            ActionKind.MAY_RERUN,
         ):
             # A job of the run held in the queue (SpecialExit) is cancelled first, intent
             # journalled, so a release can never run it beside the new one.
+            if action.kind is ActionKind.REQUEUE and action.requeues is not None:
+                self.result.requeued[action.target] = action.requeues
             self._cancel(action, f"held original of a run submitted again: {action.reason}")
             self._submit(action)
 
@@ -227,7 +241,7 @@ class Applier:
         others = list(self._given.get(job_id, ()))
         self._given.setdefault(job_id, []).append(name)
         self.result.submitted[name] = job_id
-        self.report(Done(f"submitted {name}: job {job_id}"))
+        self.report(Done(self.result.submitted_line(name, job_id)))
         if others:
             # slurmctld restarted and handed out the id of a job it lost; the next pass
             # sees the id under one tag only and submits the others again.

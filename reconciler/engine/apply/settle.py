@@ -60,6 +60,7 @@ from reconciler.state.outputs import (
 )
 from reconciler.state.paths import input_paths, run_dir, run_path
 from reconciler.state.provenance import (
+    AttemptMade,
     environment_used,
     local_identity,
     manifest_from,
@@ -98,6 +99,9 @@ class Ending:
     # success's), recorded instead of ``inputs``
     matched: Mapping[str, str | None] | None = None
     kind: EndingKind | None = None
+    # a success of a run with a checkpoint: every job since the run's last success, for
+    # its manifest (``_attempts``)
+    attempts: tuple[AttemptMade, ...] = ()
 
     @property
     def usage(self) -> JobUsage | None:
@@ -137,8 +141,46 @@ def judge(
         if key in settled or key not in by_job:
             continue  # already settled, or not ours yet (adopted first, settled next pass)
         ending = _judge_job(desired, job, by_job[key], outputs_seen)
+        if ending.outputs is not None and (run := desired.runs.get(job.tag.name)) is not None:
+            ending = _attempts(run, ending, records)
         endings.append(_skipped(desired, ending, successes))
     return endings
+
+
+def _attempts(run: DesiredRun, ending: Ending, records: Sequence[SubmissionRecord]) -> Ending:
+    """A success of a run with a checkpoint, with every job of its spec since the run's
+    last success (those that ended to be resumed, and this one) for its manifest."""
+    if run.spec.checkpoint is None:
+        return ending
+    job = ending.job
+    before = sorted(
+        (
+            record
+            for record in records
+            if record.name == run.name
+            and record.kind == "run"
+            and record.spec_hash == run.spec_hash
+            and record.job_id is not None
+            and job_order(record.job_id) < job_order(job.job_id)
+        ),
+        key=lambda record: job_order(record.job_id or ""),
+    )
+    since: list[SubmissionRecord] = []
+    for record in before:
+        since = [] if record.final_health is Health.SUCCEEDED else [*since, record]
+    earlier = [
+        AttemptMade(
+            job_id=record.job_id or "",
+            ending=None if record.ending is None else record.ending.value,
+            elapsed_s=record.usage.elapsed_s if record.usage is not None else None,
+        )
+        for record in since
+    ]
+    usage = ending.usage
+    last = AttemptMade(
+        job_id=job.job_id, ending=None, elapsed_s=usage.elapsed_s if usage is not None else None
+    )
+    return replace(ending, attempts=(*earlier, last))
 
 
 def _key(record: SubmissionRecord) -> tuple[str | None, str, str]:
@@ -443,6 +485,7 @@ def _write_manifest(
         user=user,
         host=host,
         environment=environment_used(run, read_environment_record(directory, ending.job.job_id)),
+        attempts=ending.attempts,
     )
     write_manifest(manifest, directory)
 
