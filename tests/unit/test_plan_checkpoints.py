@@ -16,7 +16,9 @@ from reconciler.desired.models import Run
 from reconciler.desired.retries import RetryKind
 from reconciler.engine.plan import plan
 from reconciler.engine.plan.actions import Action, ActionKind, Cause, RunOutcome
+from reconciler.engine.plan.status import run_statuses
 from reconciler.report.plan import as_text
+from reconciler.report.status import health_words
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from reconciler.scheduler.usage import JobUsage
@@ -206,3 +208,25 @@ def test_defaults() -> None:
     assert spec.checkpoint is not None
     assert (spec.checkpoint.signal, spec.checkpoint.before_end.seconds) == ("USR1", 120)
     assert spec.checkpoint.max_requeues == 20
+
+
+def test_status_says_which_attempt_a_resumed_run_is_at() -> None:
+    state = desired(run("train", checkpoint=CKPT))
+    digest = hash_of(state, "train")
+    records = [
+        settled(digest, "60", "checkpointed"),
+        settled(digest, "61", "timeout"),
+        record("train", digest, "62"),
+    ]
+    seen = observed(job("train", digest, S.RUNNING, "62"))
+    made = plan(state, seen, records, NOW, scheduler="slurm")
+    (row,) = run_statuses(state, made, seen, records)
+    assert (row.attempt, row.requeues) == (3, 2)
+    assert health_words(row) == "running (attempt 3, 2 requeues)"
+    # A run without a checkpoint: nothing of the kind, its timeouts were failures.
+    plain = desired(run("train"))
+    other = hash_of(plain, "train")
+    records = [settled(other, "60", "timeout"), record("train", other, "61")]
+    seen = observed(job("train", other, S.RUNNING, "61"))
+    (row,) = run_statuses(plain, plan(plain, seen, records, NOW, scheduler="slurm"), seen, records)
+    assert (row.attempt, row.requeues, health_words(row)) == (None, None, "running")
