@@ -52,6 +52,9 @@ NOT_HASHED = {
     "description",
     "labels",
     "retries",
+    # what a retry raises goes with the retry, never into the spec
+    "on_oom",
+    "on_timeout",
     "update",
     "teardown",
     "coupled_with",
@@ -203,6 +206,21 @@ class DesiredRun:
         self.gathers: Mapping[str, tuple[str, ...]] = gathers or {}
         self.environment_blobs: Mapping[str, str] = environment_blobs or {}
         self.code: Mapping[str, str] = code or _NO_CODE
+
+    def with_resources(self, resources: RunResources) -> DesiredRun:
+        """The same run (its hash kept) asking for other resources: a retry's raised
+        memory or time (``engine/plan/raises``), which is no new spec."""
+        return DesiredRun(
+            self.spec.model_copy(update={"resources": resources}),
+            location=self.location,
+            spec_hash=self.spec_hash,
+            script_text=self.script_text,
+            member=self.member,
+            gathers=self.gathers,
+            shape=self.shape,
+            environment_blobs=self.environment_blobs,
+            code=self.code,
+        )
 
     @property
     def spec(self) -> Run:

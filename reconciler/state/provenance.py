@@ -175,6 +175,11 @@ class Manifest(BaseModel):
     environment: EnvironmentUsed | None = Field(
         None, description="the job's environment; None in manifests of older releases"
     )
+    raised: dict[str, int | None] | None = Field(
+        None,
+        description="what the job asked for beyond its spec, a retry's raise after running "
+        "out of memory or time: memory_mb, time_s (None: as declared); None: as its spec",
+    )
     attempts: tuple[AttemptMade, ...] = Field(
         (),
         description="for a run with a checkpoint: every job since its last success, this "
@@ -199,6 +204,7 @@ def manifest_from(
     recon_version: str = __version__,
     environment: EnvironmentUsed | None = None,
     attempts: Sequence[AttemptMade] = (),
+    raised: Mapping[str, int | None] | None = None,
 ) -> Manifest:
     """The manifest of ``job``, a job of ``run``'s current spec. Pure: every observation
     and the clock are arguments. Refuses (ValueError) a job of another run or spec hash,
@@ -245,6 +251,7 @@ def manifest_from(
         created_at=_utc(now),
         environment=environment,
         attempts=tuple(attempts),
+        raised=None if raised is None else dict(raised),
     )
 
 

@@ -146,6 +146,9 @@ class SubmissionRecord:
     # back-fill asked the accounting for it; False on usage journalled before recon read
     # it, or settled without it (the accounting may have lagged): back-filled once
     used_read: bool = False
+    # what the job asked for beyond its spec, a retry's raise (`memory_mb`, `time_s`);
+    # None: as its spec declares (schema 9)
+    raised: Mapping[str, int | None] | None = None
     created_at: datetime
     updated_at: datetime
 

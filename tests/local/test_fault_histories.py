@@ -299,6 +299,20 @@ class History(RuleBasedStateMachine):
         self.cluster.step(lambda job, task: next(picks, None))
         TALLY["job steps"] += 1
 
+    @precondition(lambda self: "c" in self.versions)
+    @rule(ending=st.sampled_from((SlurmState.TIMEOUT, SlurmState.PREEMPTED)))
+    def checkpointing_run_is_stopped(self, ending: SlurmState) -> None:
+        """c, which checkpoints, outlives its time limit or is preempted: requeued, never
+        retried (its jobs start first if they may)."""
+
+        def stopped(job: SimJob, task: object) -> SlurmState | None:
+            mine = job.tag is not None and job.tag.project == PROJECT and job.tag.name == "c"
+            return ending if mine else None
+
+        self.cluster.step(stopped)
+        self.cluster.step(stopped)
+        TALLY["checkpointing jobs stopped"] += 1
+
     @rule(
         faults=st.builds(
             Faults,

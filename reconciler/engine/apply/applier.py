@@ -32,6 +32,7 @@ did submit.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
 from collections.abc import Callable
@@ -52,8 +53,9 @@ from reconciler.engine.apply.scripts import (
 )
 from reconciler.engine.apply.writeahead import Sent, write_ahead
 from reconciler.engine.plan import arrays as plan_arrays
-from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan
+from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan, Raised
 from reconciler.engine.plan.identity import tag_for
+from reconciler.engine.plan.raises import raised_resources
 from reconciler.errors import RUNS_DIR_HINT, TransientSchedulerError, cannot_create
 from reconciler.scheduler.base import ConcurrentScheduler, Scheduler, SubmitRequest
 from reconciler.scheduler.render import array_batch_script, render_batch_script
@@ -173,10 +175,31 @@ class Applier:
         self._written = frozenset(ids)
 
     def _intent(self, run: DesiredRun) -> Intent:
+        run = self.desired.runs.get(run.name, run)  # its fields as declared, not as raised
         fields = flat_fields(run.spec, run.script_text, run.environment_files)
-        return Intent(
-            self.plan.project, "run", run.name, run.spec_hash, self.plan.commit, fields, run.code
+        raise_ = self._raised.get(run.name)
+        raised = (
+            None if raise_ is None else {"memory_mb": raise_.memory_mb, "time_s": raise_.time_s}
         )
+        return Intent(
+            self.plan.project,
+            "run",
+            run.name,
+            run.spec_hash,
+            self.plan.commit,
+            fields,
+            run.code,
+            raised,
+        )
+
+    @functools.cached_property
+    def _raised(self) -> dict[str, Raised]:
+        """run -> what its retry asks for beyond its spec, as the plan says."""
+        return {
+            action.target: action.raised
+            for action in self.plan.actions
+            if action.raised is not None and action.target_kind == "run"
+        }
 
     def _confirm(self) -> None:
         if self._confirmed:
@@ -311,6 +334,8 @@ class Applier:
             )
             return
         run = self.desired.runs[action.target]
+        if action.raised is not None:  # a retry asking for more: the same spec hash
+            run = run.with_resources(raised_resources(run.spec.resources, action.raised))
         context = render_context(self.desired, run, self.code_dir)
         tag = context.tag
         if (linked := linked_output(run, context)) is not None:

@@ -486,6 +486,7 @@ def _write_manifest(
         host=host,
         environment=environment_used(run, read_environment_record(directory, ending.job.job_id)),
         attempts=ending.attempts,
+        raised=ending.record.raised,
     )
     write_manifest(manifest, directory)
 

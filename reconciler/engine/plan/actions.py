@@ -246,6 +246,20 @@ class RetryBudget(BaseModel):
         return None if self.allowed is None else max(self.allowed - self.failed, 0)
 
 
+class Raised(BaseModel):
+    """What a retry asks for beyond its spec (``engine/plan/raises``): memory after
+    running out of it (`on_oom`), time after a timeout (`on_timeout`). Not in the spec
+    hash: journalled with the job it is submitted as."""
+
+    model_config = _FROZEN
+
+    memory_mb: int | None = Field(
+        None, description="the memory asked for, in MiB; None: as declared"
+    )
+    time_s: int | None = Field(None, description="the time limit asked for; None: as declared")
+    words: str = Field(description='in words: "memory 2GiB (x2 after out of memory)"')
+
+
 class Action(BaseModel):
     model_config = _FROZEN
 
@@ -299,6 +313,11 @@ class Action(BaseModel):
         None,
         description="for a run with a checkpoint: the jobs that ended saving it (or timed "
         "out, or were preempted) since its last success",
+    )
+    raised: Raised | None = Field(
+        None,
+        description="for a retry after running out of memory or time (`on_oom`, "
+        "`on_timeout`): what it asks for beyond its spec",
     )
     retry_budget: RetryBudget | None = Field(
         None,

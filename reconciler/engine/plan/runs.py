@@ -65,6 +65,7 @@ from reconciler.engine.plan.history import (
     vanished,
 )
 from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
+from reconciler.engine.plan.raises import raised
 from reconciler.engine.plan.submit import submit
 from reconciler.engine.plan.sync import sync_status
 from reconciler.scheduler.base import ObservedJob
@@ -264,7 +265,13 @@ def failed_before(facts: RunFacts) -> Decision | None:
     retries = run.spec.retries
     budget = drawn(retries, attempts)
     if budget.retries:
-        made = facts.submit(ActionKind.RETRY, Cause.RETRY, retry_words(retries, attempts, budget))
+        words = retry_words(retries, attempts, budget)
+        raise_ = raised(run, attempts, facts.inputs.fit)
+        if raise_ is not None:
+            words = f"{words}; retry with {raise_.words}"
+        made = facts.submit(ActionKind.RETRY, Cause.RETRY, words)
+        if made.action.kind is ActionKind.RETRY:
+            made = replace(made, action=made.action.model_copy(update={"raised": raise_}))
     else:
         why = exhausted_words(retries, attempts, budget)
         made = facts.stays(

@@ -14,10 +14,12 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from reconciler.desired.desired import Desired, DesiredRun
+from reconciler.desired.resources import Duration
 from reconciler.engine.plan.actions import ActionKind, Cause, Plan, RetryBudget, SyncStatus
 from reconciler.engine.plan.allocations.judging import held_back, idle_for, judged_health
 from reconciler.engine.plan.budgets import REQUEUED
 from reconciler.engine.plan.history import settled_health, settled_healths
+from reconciler.engine.plan.raises import mib_text
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord
@@ -77,6 +79,9 @@ def run_statuses(
         resumed = _resumed(run, history) if run is not None else None
         if resumed is not None and how is None:
             how = f"attempt {resumed[0]}, {plural(resumed[1], 'requeue')}"
+        raised = _raised(history, job_id)
+        if raised is not None:
+            how = f"{how}; {raised}" if how else raised
         if action.kind is ActionKind.BLOCKED:
             health = Health.BLOCKED
         waiting = _waiting_for(job) if health is Health.PENDING and job is not None else None
@@ -101,6 +106,20 @@ def run_statuses(
             )
         )
     return rows
+
+
+def _raised(history: Sequence[SubmissionRecord], job_id: str | None) -> str | None:
+    """What the latest job asked for beyond its spec, a retry's raise, in words:
+    "with memory 2GiB, raised"."""
+    record = next((r for r in reversed(history) if r.job_id == job_id), None)
+    if job_id is None or record is None or not record.raised:
+        return None
+    said = []
+    if (memory := record.raised.get("memory_mb")) is not None:
+        said.append(f"memory {mib_text(memory)}")
+    if (time_s := record.raised.get("time_s")) is not None:
+        said.append(f"time {Duration(time_s).text}")
+    return f"with {' and '.join(said)}, raised" if said else None
 
 
 def _resumed(run: DesiredRun, history: Sequence[SubmissionRecord]) -> tuple[int, int] | None:
