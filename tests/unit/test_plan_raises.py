@@ -11,9 +11,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from reconciler.desired.desired import DesiredRun
+from reconciler.desired.matrix import Member
+from reconciler.desired.retries import RetryKind
 from reconciler.engine.plan import plan
 from reconciler.engine.plan.actions import Action, ActionKind, Raised
+from reconciler.engine.plan.budgets import Attempt
 from reconciler.engine.plan.fit import FitChecker
+from reconciler.engine.plan.raises import raised
 from reconciler.engine.plan.status import run_statuses
 from reconciler.report.status import health_words
 from reconciler.scheduler.partitions import Node, Partition
@@ -131,3 +136,17 @@ def test_a_raise_that_cannot_be_is_refused(fields: dict[str, Any], message: str)
     with pytest.raises(ValidationError) as raised:
         run("train", **fields)
     assert message in str(raised.value)
+
+
+def test_a_sweeps_members_are_not_raised() -> None:
+    state = desired(run("train", resources=RESOURCES, retries=RETRIES, **OOM))
+    alone = state.runs["train"]
+    oom = [Attempt("60", "out of memory", RetryKind.OUT_OF_MEMORY)]
+    assert raised(alone, oom, None) is not None
+    member = DesiredRun(
+        alone.spec,
+        location=alone.location,
+        spec_hash=alone.spec_hash,
+        member=Member("train", (("seed", 0),)),
+    )
+    assert raised(member, oom, None) is None

@@ -8,6 +8,8 @@ time limit likewise by `on_timeout.time` per TIMEOUT attempt (for a run with a c
 a timeout is a requeue, which raises nothing), in whole minutes, up to `on_timeout.max`.
 The spec hash does not change: the raised values go with the action (``Raised``), the
 applier renders the job's script with them, and the journal records them with the job.
+A sweep's members are not raised: their retries go in job arrays, whose script says the
+sweep's declared resources.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from reconciler.engine.plan.fit import Fit
 def raised(run: DesiredRun, attempts: Sequence[Attempt], fit: Fit | None) -> Raised | None:
     """What the run's next job asks for beyond its spec, after ``attempts`` (its failed
     attempts since its last success); None when nothing is raised."""
+    if run.member is not None:
+        return None  # a sweep's members go in job arrays, all asking for what is declared
     spec = run.spec
     if spec.on_oom is None and spec.on_timeout is None:
         return None
