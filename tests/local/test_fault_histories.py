@@ -299,7 +299,12 @@ class History(RuleBasedStateMachine):
         self.cluster.step(lambda job, task: next(picks, None))
         TALLY["job steps"] += 1
 
-    @precondition(lambda self: "c" in self.versions)
+    @precondition(
+        lambda self: any(
+            j.tag is not None and j.tag.project == PROJECT and j.tag.name == "c"
+            for j in self.cluster.live()
+        )
+    )
     @rule(ending=st.sampled_from((SlurmState.TIMEOUT, SlurmState.PREEMPTED)))
     def checkpointing_run_is_stopped(self, ending: SlurmState) -> None:
         """c, which checkpoints, outlives its time limit or is preempted: requeued, never
