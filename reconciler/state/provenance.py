@@ -187,6 +187,13 @@ class Manifest(BaseModel):
     )
 
 
+    def as_json(self) -> str:
+        """The manifest as written. What only some runs have (a checkpoint's attempts, a
+        retry's raise) is left out when they have none: any other run's reads as before."""
+        unset = {name for name in ("raised", "attempts") if not getattr(self, name)}
+        return self.model_dump_json(by_alias=True, indent=2, exclude=unset) + "\n"
+
+
 def manifest_from(
     run: DesiredRun,
     job: ObservedJob,
@@ -270,7 +277,7 @@ def write_manifest(manifest: Manifest, run_dir: Path) -> Path:
     or the new one, never half. The run directory must exist: it is the job's, not recon's
     to make."""
     target = manifest_file(run_dir)
-    text = manifest.model_dump_json(by_alias=True, indent=2) + "\n"
+    text = manifest.as_json()
     try:
         target.parent.mkdir(exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{MANIFEST_FILE}.")
