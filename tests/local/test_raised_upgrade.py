@@ -9,6 +9,7 @@ records them:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -106,6 +107,11 @@ def test_out_of_memory_is_retried_with_twice_the_memory(project: GitRepo) -> Non
         assert shown[0]["how"] == "with memory 400MiB, raised", shown
         manifest = json.loads((project.root / "runs/hungry/.recon-run/manifest.json").read_text())
         assert manifest["raised"] == {"memory_mb": 400, "time_s": None}
+        # the digest of the script the retry ran, which asked for the raised memory
+        job_id = manifest["job_id"]
+        ran = (project.root / ".recon/local/jobs" / job_id / "script").read_bytes()
+        assert b"--mem=400M" in ran
+        assert manifest["script_sha256"] == hashlib.sha256(ran).hexdigest()
         again = recon(project, "plan", "--detailed-exitcode")
         assert again.returncode == 0 and "No changes" in again.stdout, again.stdout
     finally:

@@ -33,6 +33,8 @@ from pathlib import Path
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.scripts import script_sha256
+from reconciler.engine.plan.actions import Raised
+from reconciler.engine.plan.raises import raised_resources
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.runfolder import (
@@ -371,9 +373,7 @@ def _judge_job(
             # word (failed with its exit status, or timed out, preempted once it exited).
             said = job.in_words or health.value
             why = f"{SAVED_CHECKPOINT} ({said})"
-            return Ending(
-                job, record, health, exit_code, why, inputs, kind=EndingKind.CHECKPOINTED
-            )
+            return Ending(job, record, health, exit_code, why, inputs, kind=EndingKind.CHECKPOINTED)
         if unwritten := _unwritten(desired, run, job):  # the script's own check failed
             why = f"{NO_OUTPUTS}: {', '.join(unwritten)}"
             return Ending(
@@ -480,7 +480,9 @@ def _write_manifest(
         input_paths=input_paths(desired, run),
         commit=ending.record.commit,
         remote=remote,
-        script_sha256=script_sha256(desired, run, code_dir(ending.record.commit)),
+        script_sha256=script_sha256(
+            desired, _as_ran(run, ending.record), code_dir(ending.record.commit)
+        ),
         now=now,
         user=user,
         host=host,
@@ -489,6 +491,15 @@ def _write_manifest(
         raised=ending.record.raised,
     )
     write_manifest(manifest, directory)
+
+
+def _as_ran(run: DesiredRun, record: SubmissionRecord) -> DesiredRun:
+    """The run as its job ran it: with what its retry raised (the script it was sent)."""
+    if not record.raised:
+        return run
+    memory, time_s = record.raised.get("memory_mb"), record.raised.get("time_s")
+    raise_ = Raised(memory_mb=memory, time_s=time_s, words="")
+    return run.with_resources(raised_resources(run.spec.resources, raise_))
 
 
 def _versions(
