@@ -51,7 +51,8 @@ TIMEOUT_SECONDS = 30.0
 # Action kinds every pass may carry out; the apply-finished counts cover them.
 ROUTINE = frozenset(
     {
-        ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE, ActionKind.MAY_RERUN,
+        ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REQUEUE, ActionKind.REPLACE,
+        ActionKind.MAY_RERUN,
         ActionKind.CANCEL,
         ActionKind.ADOPT, ActionKind.REUSE, ActionKind.SETUP, ActionKind.BLOCKED,
         ActionKind.NOOP, ActionKind.MOVED,

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from reconciler.errors import ObservationError, PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import (
@@ -32,6 +33,7 @@ from reconciler.scheduler.base import (
     UntaggedJob,
 )
 from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.runfolder import CHECKPOINTED_DIR
 from reconciler.scheduler.slurm.steps import step_runs
 from reconciler.scheduler.states import SlurmState
 from reconciler.scheduler.tag import Tag
@@ -47,6 +49,11 @@ ENDINGS = (
     SlurmState.OUT_OF_MEMORY,
     SlurmState.PREEMPTED,
 )
+
+
+# A job stopped before its command finished, when its run checkpoints.
+_STOPPED = (SlurmState.TIMEOUT, SlurmState.PREEMPTED)
+CHECKPOINT_LINE = "# recon checkpoint:"
 
 
 @dataclass
@@ -319,6 +326,16 @@ class SimCluster:
         return SlurmState.FAILED
 
     def _end(self, job: SimJob, task: SimTask, ending: SlurmState) -> None:
+        if ending in _STOPPED and CHECKPOINT_LINE in job.script:
+            # A checkpointing run's job stopped by its time limit or a preemption: its
+            # command never finished, and published nothing. One with an even id had
+            # saved its checkpoint when warned and left the script's marker.
+            if int(job.job_id.split("_")[0]) % 2 == 0:
+                marker = Path(job.workdir, CHECKPOINTED_DIR, job.job_id)
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.touch()
+            task.state, task.end, task.exit_code = ending, self.clock(), None
+            return
         code = self._run(job, task, fail=ending is not SlurmState.COMPLETED)
         if ending is SlurmState.COMPLETED and code != 0:
             ending = SlurmState.FAILED

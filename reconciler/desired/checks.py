@@ -44,7 +44,9 @@ def check_tokens(document: ParsedDocument) -> list[SpecIssue]:
     if not isinstance(run, Run) or run.command is None:
         return []
     axes = matrix.axes_of(run.matrix) if run.matrix is not None else ()
-    known = templates.known_tokens(list(run.inputs), list(run.outputs), axes)
+    known = templates.known_tokens(
+        list(run.inputs), list(run.outputs), axes, checkpoint=run.checkpoint is not None
+    )
     unknown = [
         SpecIssue(
             document.file,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
+from reconciler.desired.checkpoint import NOT_HASHED as CHECKPOINT_NOT_HASHED
 from reconciler.desired.matrix import Member
 from reconciler.desired.models import (
     Allocation,
@@ -51,6 +52,9 @@ NOT_HASHED = {
     "description",
     "labels",
     "retries",
+    # what a retry raises goes with the retry, never into the spec
+    "on_oom",
+    "on_timeout",
     "update",
     "teardown",
     "coupled_with",
@@ -205,6 +209,21 @@ class DesiredRun:
         self.gathers: Mapping[str, tuple[str, ...]] = gathers or {}
         self.environment_blobs: Mapping[str, str] = environment_blobs or {}
         self.code: Mapping[str, str] = code or _NO_CODE
+
+    def with_resources(self, resources: RunResources) -> DesiredRun:
+        """The same run (its hash kept) asking for other resources: a retry's raised
+        memory or time (``engine/plan/raises``), which is no new spec."""
+        return DesiredRun(
+            self.spec.model_copy(update={"resources": resources}),
+            location=self.location,
+            spec_hash=self.spec_hash,
+            script_text=self.script_text,
+            member=self.member,
+            gathers=self.gathers,
+            shape=self.shape,
+            environment_blobs=self.environment_blobs,
+            code=self.code,
+        )
 
     @property
     def spec(self) -> Run:
@@ -508,6 +527,7 @@ def canonical_fields(
             del data["resources"][name]
     if isinstance(spec, Run):  # nor an environment, unless one is declared
         _without_staged(data)
+        _checkpoint_hashed(data)
         data["environment"] = _canonical_environment(spec.environment, environment_files or {})
         if data["environment"] is None:
             del data["environment"]
@@ -517,6 +537,17 @@ def canonical_fields(
             if container[name] == unset:
                 del container[name]
     return data
+
+
+def _checkpoint_hashed(data: dict[str, Any]) -> None:
+    """A checkpoint's folder, signal and warning are in the hash, how many requeues it
+    may take is not (as `retries`); a run without one keeps the hash it had before
+    checkpoints existed."""
+    if data.get("checkpoint") is None:
+        data.pop("checkpoint", None)
+        return
+    for name in CHECKPOINT_NOT_HASHED:
+        data["checkpoint"].pop(name, None)
 
 
 def _without_staged(data: dict[str, Any]) -> None:
@@ -575,6 +606,7 @@ def flat_fields(
     data = spec.model_dump(mode="json", by_alias=True, exclude=NOT_HASHED)
     if isinstance(spec, Run):
         _without_staged(data)
+        _checkpoint_hashed(data)
         data["environment"] = _canonical_environment(spec.environment, environment_files or {})
         if data["environment"] is not None and "files" in data["environment"]:
             # A file's content by its blob id, under its path as one key.

@@ -21,8 +21,10 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
+from reconciler.desired.checkpoint import Checkpoint
 from reconciler.desired.fields import EnvKey, ModuleName, Name, SafeText, SbatchFlag, env_suffix
 from reconciler.desired.matrix import parse_reference
+from reconciler.desired.raises import OnOom, OnTimeout
 from reconciler.desired.resources import CpuCount, Duration, Gpus, Memory
 from reconciler.desired.retries import Retries
 
@@ -347,6 +349,24 @@ class Run(Document):
     outputs: dict[Name, Output] = Field(default_factory=dict)
     # the default as written in the schema: the dataclass itself would show as its fields
     retries: Retries = Field(Retries(0), json_schema_extra={"default": 0})
+    checkpoint: Checkpoint | None = Field(
+        None,
+        description="The command saves its progress in a folder of the run's when warned "
+        "before its time limit or preempted, and the run's next job resumes from it: "
+        "`{path: ckpt/, signal: USR1, before_end: 2m, max_requeues: 20}`. Such an ending "
+        "is a requeue, drawing from no retry budget.",
+    )
+    on_oom: OnOom | None = Field(
+        None,
+        description="A retry after OUT_OF_MEMORY asks for more memory: `{memory: x2, max: "
+        "64GiB}`, multiplied once per such attempt since the last success. Not part of the "
+        "spec hash.",
+    )
+    on_timeout: OnTimeout | None = Field(
+        None,
+        description="A retry after TIMEOUT asks for a longer time limit: `{time: x1.5, max: "
+        "24:00:00}`. Not part of the spec hash.",
+    )
     teardown: Literal["coupled", "none"] = Field(
         "coupled",
         description="For a heterogeneous run: when a component's step fails while the job "
@@ -434,6 +454,49 @@ class Run(Document):
                 "nodes; set them on the Allocation (a run there takes cpus, memory, gpus, "
                 "time, nodes, ntasks, ntasks_per_node)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _checkpoint_apart(self) -> Run:
+        # The checkpoint outlives every attempt: an output holding it would be staged
+        # away, replaced or hashed with it.
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            return self
+        if self.allocation is not None:
+            raise ValueError(
+                f"checkpoint cannot be set on a run inside allocation {self.allocation!r}: "
+                "its steps get no warning before their end; run it as a batch job of its own"
+            )
+        for name, output in self.outputs.items():
+            if checkpoint.overlaps(output.path, "/run"):
+                raise ValueError(
+                    f"checkpoint.path {checkpoint.path!r} overlaps output {name!r} "
+                    f"({output.path}): a checkpoint is kept across attempts and never "
+                    "published; give them separate folders"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _raises_have_a_base(self) -> Run:
+        # A raise multiplies what the run asks for: the cluster's default is no number.
+        resources = self.resources
+        for field, asked, resource in (
+            ("on_oom", self.on_oom, "memory"),
+            ("on_timeout", self.on_timeout, "time"),
+        ):
+            if asked is None:
+                continue
+            if resources.components:
+                raise ValueError(
+                    f"{field} cannot be set on a heterogeneous run: set it on a run of one "
+                    "component"
+                )
+            if getattr(resources, resource) is None:
+                raise ValueError(
+                    f"{field} raises resources.{resource}, which the run does not set: "
+                    f"declare resources.{resource} (what the first attempt asks for)"
+                )
         return self
 
     @model_validator(mode="after")

@@ -1,6 +1,6 @@
 """Command templates: `{inputs.X.path}`, `{outputs.Y.path}`, `{run.name}`, `{run.dir}`,
-and in a sweep `{matrix.AXIS}`; an input that gathers a sweep's members has
-`{inputs.X.paths}` and `{inputs.X.list}`.
+for a run with a checkpoint `{checkpoint.path}`, and in a sweep `{matrix.AXIS}`; an
+input that gathers a sweep's members has `{inputs.X.paths}` and `{inputs.X.list}`.
 
 A token is a brace pair around a dotted name (`{a.b}`); anything else in braces is left
 to the shell (`${HOME}`, `{a,b}`, awk's `{print $1}`). `{{` and `}}` stand for literal
@@ -40,6 +40,7 @@ def tokens(text: str) -> list[Token]:
 RunField = Literal["name", "dir"]
 InputField = Literal["path", "paths", "list"]
 OutputField = Literal["path"]
+CheckpointField = Literal["path"]
 
 
 class TokenValues(Protocol):
@@ -49,24 +50,38 @@ class TokenValues(Protocol):
     def input(self, name: str, field: InputField) -> str: ...
     def output(self, name: str, field: OutputField) -> str: ...
     def matrix(self, axis: str) -> str: ...
+    def checkpoint(self, field: CheckpointField) -> str: ...
 
 
-def known_tokens(inputs: list[str], outputs: list[str], axes: Iterable[str] = ()) -> set[str]:
-    return {expression for expression, _ in _tokens(inputs, outputs, axes)}
+def known_tokens(
+    inputs: list[str], outputs: list[str], axes: Iterable[str] = (), *, checkpoint: bool = False
+) -> set[str]:
+    return {expression for expression, _ in _tokens(inputs, outputs, axes, checkpoint)}
 
 
 def fill_in(
-    values: TokenValues, inputs: Iterable[str], outputs: Iterable[str], axes: Iterable[str]
+    values: TokenValues,
+    inputs: Iterable[str],
+    outputs: Iterable[str],
+    axes: Iterable[str],
+    *,
+    checkpoint: bool = False,
 ) -> dict[str, str]:
-    """The value of every token a run with these inputs, outputs and axes may hold."""
-    return {expression: ask(values) for expression, ask in _tokens(inputs, outputs, axes)}
+    """The value of every token a run with these inputs, outputs and axes (and a
+    checkpoint) may hold."""
+    return {
+        expression: ask(values) for expression, ask in _tokens(inputs, outputs, axes, checkpoint)
+    }
 
 
 def _tokens(
-    inputs: Iterable[str], outputs: Iterable[str], axes: Iterable[str]
+    inputs: Iterable[str], outputs: Iterable[str], axes: Iterable[str], checkpoint: bool
 ) -> Iterator[tuple[str, Callable[[TokenValues], str]]]:
     for run_field in get_args(RunField):
         yield f"run.{run_field}", methodcaller("run", run_field)
+    if checkpoint:
+        for checkpoint_field in get_args(CheckpointField):
+            yield f"checkpoint.{checkpoint_field}", methodcaller("checkpoint", checkpoint_field)
     for name in inputs:
         for input_field in get_args(InputField):
             yield f"inputs.{name}.{input_field}", methodcaller("input", name, input_field)

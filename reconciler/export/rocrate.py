@@ -170,7 +170,7 @@ def _action(crate: ROCrate, data: _DataEntities, name: str, m: Manifest, source:
         properties=properties,
     )
     crate.add_file(
-        StringIO(m.model_dump_json(by_alias=True, indent=2) + "\n"),
+        StringIO(m.as_json()),
         dest_path=f"{MANIFESTS}/{name}.json",
         properties={
             "name": f"recon manifest of {m.run}",

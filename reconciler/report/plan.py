@@ -41,7 +41,9 @@ _MIN_TARGET_WIDTH = 13
 _GAP = "  "
 _CANCELLING = frozenset({ActionKind.REPLACE, ActionKind.CANCEL, ActionKind.TEARDOWN})
 # A run submitted again cancels its job held in the queue first (SpecialExit), if any.
-_SUBMITTING = frozenset({ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.MAY_RERUN})
+_SUBMITTING = frozenset(
+    {ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REQUEUE, ActionKind.MAY_RERUN}
+)
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 # `current (job 123_4 succeeded)`: each member's job differs, its reason does not.
 _JOB_MENTION = re.compile(r" \(jobs? [0-9_., ]+[^)]*\)")
@@ -437,6 +439,7 @@ RENDERERS: dict[str, Renderer] = {"text": as_text, "markdown": as_markdown, "jso
 STYLES = {
     ActionKind.SUBMIT: "green",
     ActionKind.RETRY: "green",
+    ActionKind.REQUEUE: "green",
     ActionKind.REPLACE: "yellow",
     ActionKind.MAY_RERUN: "yellow",
     ActionKind.CANCEL: "red",

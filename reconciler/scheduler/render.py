@@ -13,7 +13,8 @@ lines, and stops at the first command. So the script has two parts:
     <staging>                   a run with staged outputs: where the job writes them
     cd <code_dir>
     <environment record>        what the job had, for its provenance manifest
-    <command, or the script file's text>    (in a subshell, with staged outputs)
+    <command, or the script file's text>    (in a subshell, with staged outputs; in the
+                                            background with a checkpoint: ``checkpoint_lines``)
     <publishing>                each staged output replaces its published one
 
 Nothing a spec says can add a directive: names, partitions, constraints and sbatch_extra
@@ -40,11 +41,13 @@ from pathlib import Path
 from typing import assert_never
 
 from reconciler.desired import matrix, templates
+from reconciler.desired.checkpoint import Checkpoint
 from reconciler.desired.desired import DesiredRun
 from reconciler.desired.fields import env_suffix
 from reconciler.desired.models import Allocation, Billing, Environment, NodeShape, RunResources
 from reconciler.errors import SpecError, SpecIssue
 from reconciler.scheduler.runfolder import (
+    CHECKPOINTED_DIR,
     ENVIRONMENT_DIR,
     NOT_OUTPUTS,
     PUBLISHED_DIR,
@@ -111,9 +114,65 @@ def render_batch_script(run: DesiredRun, context: RenderContext) -> str:
         *_staging_lines(staged),
         f"cd {shlex.quote(os.fspath(context.code_dir))}",
         *ENVIRONMENT_RECORD,
-        *(("(", body, ")", *_publishing_lines(run, context, staged)) if staged else (body,)),
+        *_command_lines(run, context, body, staged),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _command_lines(
+    run: DesiredRun, context: RenderContext, body: str, staged: Mapping[str, str]
+) -> list[str]:
+    """The command, then its staged outputs published: in a subshell when anything follows
+    it; in the background, waited for, when the run checkpoints (``checkpoint_lines``)."""
+    publishing = _publishing_lines(run, context, staged) if staged else []
+    if run.spec.checkpoint is not None:
+        before, after = checkpoint_lines(run.spec.checkpoint.signal)
+        return [*before, "(", body, ") &", *after, *publishing]
+    return ["(", body, ")", *publishing] if staged else [body]
+
+
+def checkpoint_lines(warning: str) -> tuple[list[str], list[str]]:
+    """The lines around a checkpointing run's command (started in the background between
+    them, so the shell is free to take signals while it runs): the warning signal and
+    SIGTERM (a preemption's grace period, the time limit) are passed on to the command,
+    to the script's whole process group when it leads one (as under Slurm and the local
+    backend), else to the command's own process; that the warning came is remembered.
+    Once the command has ended: an exit 0 goes on (to publishing); any other after a
+    signal leaves the marker ``runfolder.checkpointed`` and ends the job with that
+    status, publishing nothing; any other without one ends it as a failure."""
+    signals = [warning] if warning == "TERM" else [warning, "TERM"]
+    traps = [f"trap 'recon_forward {name}' {name}" for name in signals]
+    before = [
+        "# recon checkpoint: the warning signal and SIGTERM are passed on to the command,",
+        "# which saves its progress and exits; the run's next job resumes from it.",
+        "recon_warned=0",
+        "recon_forward() {",
+        "  recon_warned=1",
+        "  trap '' \"$1\"",
+        '  if [ "$(cut -d \' \' -f 5 /proc/$$/stat 2>/dev/null)" = "$$" ]; then',
+        '    kill -s "$1" 0 2>/dev/null || true',
+        '  else kill -s "$1" "${recon_command:-$$}" 2>/dev/null || true; fi',
+        '  trap "recon_forward $1" "$1"',
+        "}",
+        *traps,
+    ]
+    marker = f'"$RECON_RUN_DIR/{CHECKPOINTED_DIR}"'
+    job = '"${recon_job:-${SLURM_JOB_ID:-job}}"'
+    after = [
+        "recon_command=$!",
+        # wait returns early when a trapped signal comes: wait again while it lives
+        'while kill -0 "$recon_command" 2>/dev/null; do wait "$recon_command" || true; done',
+        'recon_status=0; wait "$recon_command" || recon_status=$?',
+        'if [ "$recon_status" -ne 0 ]; then',
+        '  if [ "$recon_warned" = 1 ]; then',
+        f"    {{ mkdir -p {marker} && : >{marker}/{job}; }} || true",
+        '    echo "recon: the command exited $recon_status after the warning signal:'
+        ' its checkpoint stays, nothing published; the run\'s next job resumes" >&2',
+        "  fi",
+        '  exit "$recon_status"',
+        "fi",
+    ]
+    return before, after
 
 
 def staged_outputs(run: DesiredRun, context: RenderContext) -> dict[str, str]:
@@ -429,6 +488,8 @@ def required_directories(run: DesiredRun, context: RenderContext) -> tuple[Path,
     logs = logs_dir(context.run_dir)
     published = _output_paths(run, context, staging=False)
     parents = {Path(path.rstrip("/")).parent for path in published.values()}
+    if run.spec.checkpoint is not None:  # and the checkpoint's folder, kept across attempts
+        parents.add(Path(checkpoint_dir(run, context)))
     return (logs, *sorted(parents - {logs}))
 
 
@@ -463,7 +524,7 @@ def _directives(run: DesiredRun, context: RenderContext) -> list[str]:
     """
     resources = run.spec.resources
     blocks = [shape_options(shape) for shape in resources.shapes]
-    blocks[0] = _job_wide_options(resources, context) + blocks[0]
+    blocks[0] = _job_wide_options(resources, context, run.spec.checkpoint) + blocks[0]
     lines: list[str] = []
     for index, block in enumerate(blocks):
         if index:
@@ -472,7 +533,9 @@ def _directives(run: DesiredRun, context: RenderContext) -> list[str]:
     return lines
 
 
-def _job_wide_options(resources: RunResources, context: RenderContext) -> list[str]:
+def _job_wide_options(
+    resources: RunResources, context: RenderContext, checkpoint: Checkpoint | None = None
+) -> list[str]:
     out, err = log_paths(context.run_dir)
     options = [
         f"--job-name={context.tag.job_name}",
@@ -484,6 +547,11 @@ def _job_wide_options(resources: RunResources, context: RenderContext) -> list[s
     if resources.time is not None:
         options.append(f"--time={resources.time.text}")
     options.extend(billing_options(resources))
+    if checkpoint is not None:
+        # --no-requeue: a preemption on a REQUEUE partition ends the job (PREEMPTED) for
+        # recon to submit the next one, instead of Slurm requeuing it under the same id.
+        seconds = checkpoint.before_end.seconds
+        options += [f"--signal=B:{checkpoint.signal}@{seconds}", "--no-requeue"]
     return options
 
 
@@ -562,12 +630,20 @@ def _exports(run: DesiredRun, context: RenderContext) -> list[str]:
     outputs = _output_paths(run, context, staging=True)
     for name in sorted(outputs):
         variables[f"RECON_OUTPUT_{env_suffix(name)}"] = outputs[name]
+    if run.spec.checkpoint is not None:
+        variables["RECON_CHECKPOINT_DIR"] = checkpoint_dir(run, context)
     if run.member is not None:
         for axis, value in run.member.values:
             variables[f"RECON_MATRIX_{env_suffix(axis)}"] = matrix.text(value)
     # User values are literal text: `$HOME` in a value stays `$HOME`.
     variables.update(sorted(run.spec.env.items()))
     return [f"export {key}={shlex.quote(value)}" for key, value in variables.items()]
+
+
+def checkpoint_dir(run: DesiredRun, context: RenderContext) -> str:
+    """The absolute folder of a run's checkpoint (``{checkpoint.path}``)."""
+    assert run.spec.checkpoint is not None
+    return posixpath.join(os.fspath(context.run_dir), run.spec.checkpoint.folder)
 
 
 def _output_paths(run: DesiredRun, context: RenderContext, *, staging: bool) -> dict[str, str]:
@@ -607,9 +683,11 @@ def _command(command: str, run: DesiredRun, context: RenderContext) -> str:
     space or a quote stays one word (write tokens bare, not inside quotes)."""
     axes = [axis for axis, _ in run.member.values] if run.member is not None else []
     values = _TokenValues(run, context)
-    return templates.render(
-        command, templates.fill_in(values, sorted(context.input_paths), run.outputs, axes)
+    checkpoint = run.spec.checkpoint is not None
+    filled = templates.fill_in(
+        values, sorted(context.input_paths), run.outputs, axes, checkpoint=checkpoint
     )
+    return templates.render(command, filled)
 
 
 @dataclass(frozen=True)
@@ -644,6 +722,13 @@ class _TokenValues:
         match field:
             case "path":
                 return shlex.quote(_output_paths(self.target, self.context, staging=True)[name])
+            case _:
+                assert_never(field)
+
+    def checkpoint(self, field: templates.CheckpointField) -> str:
+        match field:
+            case "path":
+                return shlex.quote(checkpoint_dir(self.target, self.context))
             case _:
                 assert_never(field)
 

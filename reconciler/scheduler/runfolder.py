@@ -13,6 +13,7 @@
         skipped/<job>                       the job skipped its command (the job writes it)
         publishing/<job>                    the job is publishing its outputs (``publishing``)
         unwritten/<job>                     the outputs its command did not write (``unwritten``)
+        checkpointed/<job>                  it ended after saving a checkpoint (``checkpointed``)
         arrays/<hash>.json                  a sweep's array map (in the sweep's directory)
         arrays/<hash>/<index>.sh            the batch script of the member a task runs
         arrays/<hash>/<index>.logs          the folder that member's logs go to
@@ -58,6 +59,7 @@ NOT_OUTPUTS = frozenset(READ_FROM)
 MANIFEST_FILE = "manifest.json"
 _ENVIRONMENT, _SKIPPED, _ARRAYS = "environment", "skipped", "arrays"
 _PUBLISHING, _PUBLISHED, _UNWRITTEN = "publishing", "published", "unwritten"
+_CHECKPOINTED = "checkpointed"
 STAGING, PREVIOUS = ".recon-staging", ".recon-previous"
 # Relative to the run's directory, as the job's script writes them.
 ENVIRONMENT_DIR = f"{BOOKKEEPING}/{_ENVIRONMENT}"
@@ -65,6 +67,7 @@ SKIPPED_DIR = f"{BOOKKEEPING}/{_SKIPPED}"
 PUBLISHING_DIR = f"{BOOKKEEPING}/{_PUBLISHING}"
 PUBLISHED_DIR = f"{BOOKKEEPING}/{_PUBLISHED}"
 UNWRITTEN_DIR = f"{BOOKKEEPING}/{_UNWRITTEN}"
+CHECKPOINTED_DIR = f"{BOOKKEEPING}/{_CHECKPOINTED}"
 ARRAYS_DIR = f"{BOOKKEEPING}/{_ARRAYS}"
 
 # What a job that may rerun compares its inputs with, beside their lists in inputs/:
@@ -198,3 +201,11 @@ def unwritten(run_dir: StrPath, job_id: str) -> Path:
     output: their names, space-separated. The job then fails and publishes nothing;
     settle reads it (``completed without its declared outputs``) and removes it."""
     return Path(run_dir, UNWRITTEN_DIR, job_id)
+
+
+def checkpointed(run_dir: StrPath, job_id: str) -> Path:
+    """The marker a job of a run with a checkpoint leaves when its command exited
+    non-zero after the warning signal (or a preemption's SIGTERM): it saved its progress
+    and published nothing. Settle reads it (a requeue, ``EndingKind.CHECKPOINTED``) and
+    removes it."""
+    return Path(run_dir, CHECKPOINTED_DIR, job_id)

@@ -183,6 +183,10 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX renames_by_project ON renames (project)",
     ),
+    # 10: what a retry asked for beyond its spec (`on_oom`, `on_timeout`:
+    # ``engine/plan/raises``), as JSON `{"memory_mb": 2048, "time_s": null}`, written with
+    # the intent; NULL: as the spec declares (every submission before this, and most after).
+    ("ALTER TABLE submissions ADD COLUMN raised TEXT",),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -200,6 +204,8 @@ class Intent(NamedTuple):
     commit: str | None
     spec_fields: dict[str, Any]
     code_versions: Mapping[str, str] = _NO_CODE
+    # what a retry asks for beyond its spec: `memory_mb`, `time_s` (None: as declared)
+    raised: Mapping[str, int | None] | None = None
 
 
 class CancelRecord(BaseModel):
@@ -278,8 +284,8 @@ class Journal:
             for intent in intents:
                 cursor = db.execute(
                     "INSERT INTO submissions (project, kind, name, spec_hash, git_commit,"
-                    " status, spec_fields, code_versions, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " status, spec_fields, code_versions, raised, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         intent.project,
                         intent.kind,
@@ -289,6 +295,7 @@ class Journal:
                         SubmissionStatus.INTENT,
                         json.dumps(intent.spec_fields, sort_keys=True),
                         json.dumps(dict(intent.code_versions), sort_keys=True),
+                        None if intent.raised is None else json.dumps(dict(intent.raised)),
                         stamp,
                         stamp,
                     ),
@@ -1006,6 +1013,7 @@ def _record(row: sqlite3.Row) -> SubmissionRecord:
         usage_json=row["usage"],
         usage_sought=row["usage_sought_at"] is not None,
         used_read=bool(row["used_read"]),
+        raised=None if row["raised"] is None else json.loads(row["raised"]),
         created_at=datetime.fromisoformat(row["created_at"]),
         updated_at=datetime.fromisoformat(row["updated_at"]),
     )

@@ -29,7 +29,7 @@ import getpass
 import os
 import socket
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -70,6 +70,20 @@ class OutputMade(BaseModel):
 
     path: str = Field(description="absolute")
     version: OutputVersion | None = Field(description="None: the job did not leave it")
+
+
+class AttemptMade(BaseModel):
+    """One job of a run with a checkpoint since its last success: those that ended to be
+    resumed (saved their checkpoint, timed out, preempted), then the one that finished."""
+
+    model_config = _FROZEN
+
+    job_id: str
+    ending: str | None = Field(
+        description="how it ended beyond its health (checkpointed, timeout, preempted); "
+        "None: it finished"
+    )
+    elapsed_s: float | None = Field(description="how long it ran; None where not measured")
 
 
 class ComponentRun(BaseModel):
@@ -161,6 +175,23 @@ class Manifest(BaseModel):
     environment: EnvironmentUsed | None = Field(
         None, description="the job's environment; None in manifests of older releases"
     )
+    raised: dict[str, int | None] | None = Field(
+        None,
+        description="what the job asked for beyond its spec, a retry's raise after running "
+        "out of memory or time: memory_mb, time_s (None: as declared); None: as its spec",
+    )
+    attempts: tuple[AttemptMade, ...] = Field(
+        (),
+        description="for a run with a checkpoint: every job since its last success, this "
+        "one last; empty for other runs",
+    )
+
+
+    def as_json(self) -> str:
+        """The manifest as written. What only some runs have (a checkpoint's attempts, a
+        retry's raise) is left out when they have none: any other run's reads as before."""
+        unset = {name for name in ("raised", "attempts") if not getattr(self, name)}
+        return self.model_dump_json(by_alias=True, indent=2, exclude=unset) + "\n"
 
 
 def manifest_from(
@@ -179,6 +210,8 @@ def manifest_from(
     host: str,
     recon_version: str = __version__,
     environment: EnvironmentUsed | None = None,
+    attempts: Sequence[AttemptMade] = (),
+    raised: Mapping[str, int | None] | None = None,
 ) -> Manifest:
     """The manifest of ``job``, a job of ``run``'s current spec. Pure: every observation
     and the clock are arguments. Refuses (ValueError) a job of another run or spec hash,
@@ -224,6 +257,8 @@ def manifest_from(
         recon_version=recon_version,
         created_at=_utc(now),
         environment=environment,
+        attempts=tuple(attempts),
+        raised=None if raised is None else dict(raised),
     )
 
 
@@ -242,7 +277,7 @@ def write_manifest(manifest: Manifest, run_dir: Path) -> Path:
     or the new one, never half. The run directory must exist: it is the job's, not recon's
     to make."""
     target = manifest_file(run_dir)
-    text = manifest.model_dump_json(by_alias=True, indent=2) + "\n"
+    text = manifest.as_json()
     try:
         target.parent.mkdir(exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{MANIFEST_FILE}.")

@@ -38,6 +38,9 @@ NO_OUTPUTS = "completed without its declared outputs"
 # A job Slurm says ended badly whose script had published every output (killed in the
 # moment before it exited): a success (engine/apply/settle._judge_job).
 PUBLISHED_BEFORE_IT_ENDED = "published its outputs before it ended"
+# A job of a run with a checkpoint whose command exited after the warning signal
+# (engine/apply/settle._judge_job): a requeue, ``EndingKind.CHECKPOINTED``.
+SAVED_CHECKPOINT = "saved its checkpoint when warned"
 
 
 class EndingKind(StrEnum):
@@ -58,6 +61,9 @@ class EndingKind(StrEnum):
     # ended while it waited for its dependency (Slurm cancels a job whose dependency can
     # never be met): it never ran, so it is no attempt of its own
     DEPENDENCY = "dependency"
+    # a run with a checkpoint: its command exited non-zero after the warning signal (or a
+    # preemption's SIGTERM), its progress saved (``runfolder.checkpointed``): a requeue
+    CHECKPOINTED = "checkpointed"
 
     @property
     def in_words(self) -> str | None:
@@ -140,6 +146,9 @@ class SubmissionRecord:
     # back-fill asked the accounting for it; False on usage journalled before recon read
     # it, or settled without it (the accounting may have lagged): back-filled once
     used_read: bool = False
+    # what the job asked for beyond its spec, a retry's raise (`memory_mb`, `time_s`);
+    # None: as its spec declares (schema 10)
+    raised: Mapping[str, int | None] | None = None
     created_at: datetime
     updated_at: datetime
 

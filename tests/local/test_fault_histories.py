@@ -46,7 +46,7 @@ from hypothesis.stateful import (
 
 from reconciler.engine.apply import faults as fault_points
 from reconciler.engine.apply.arrays import map_file
-from reconciler.engine.plan.actions import Plan
+from reconciler.engine.plan.actions import ActionKind, Plan
 from reconciler.engine.plan.arrays import ArrayMap
 from reconciler.engine.reconcile import Look, PassOutcome, Request, look_once, reconcile_once
 from reconciler.errors import ReconError
@@ -86,11 +86,17 @@ def run_spec(name: str, version: int, present: set[str]) -> str:
     source = " $(cat {inputs.up.path})" if reads else ""
     # d, alone, has budgets per kind: a preemption never spends it, a timeout twice
     retries = D_RETRIES if name == "d" else "1"
+    # c checkpoints: a timeout or a preemption is a requeue, at most 3 since a success
+    checkpoint = CHECKPOINT if name == "c" else ""
     return (
         f"kind: Run\nname: {name}\n"
         f"command: 'echo {name}{version}{source} > {{outputs.out.path}}'\n"
-        f"retries: {retries}\nresources: {{cpus: 1}}\n{inputs}outputs:\n  out: out.txt\n"
+        f"retries: {retries}\nresources: {{cpus: 1}}\n{inputs}{checkpoint}"
+        "outputs:\n  out: out.txt\n"
     )
+
+
+CHECKPOINT = "checkpoint: {path: ckpt/, max_requeues: 3}\n"
 
 
 D_RETRIES = "{failure: 1, timeout: 2, preemption: unlimited, node_failure: 1, out_of_memory: 1}"
@@ -293,6 +299,29 @@ class History(RuleBasedStateMachine):
         self.cluster.step(lambda job, task: next(picks, None))
         TALLY["job steps"] += 1
 
+    @precondition(
+        lambda self: any(
+            j.tag is not None and j.tag.project == PROJECT and j.tag.name == "c"
+            for j in self.cluster.live()
+        )
+    )
+    @rule(ending=st.sampled_from((SlurmState.TIMEOUT, SlurmState.PREEMPTED)))
+    def checkpointing_run_is_stopped(self, ending: SlurmState) -> None:
+        """c, which checkpoints, outlives its time limit or is preempted: requeued, never
+        retried."""
+
+        def stopped(job: SimJob, task: object) -> SlurmState | None:
+            # c's upstreams finish, so that c runs; c is stopped
+            if job.tag is None or job.tag.project != PROJECT:
+                return None
+            if job.tag.name != "c":
+                return SlurmState.COMPLETED
+            TALLY["checkpointing jobs stopped"] += 1
+            return ending
+
+        for _ in range(4):  # a's, b's, then c's job start and end in turn
+            self.cluster.step(stopped)
+
     @rule(
         faults=st.builds(
             Faults,
@@ -394,6 +423,9 @@ class History(RuleBasedStateMachine):
         finally:
             self._outputs_kept(before)
         TALLY["passes"] += 1
+        if outcome is not None:
+            plan = outcome.look.plan
+            TALLY["requeues planned"] += sum(a.kind is ActionKind.REQUEUE for a in plan.actions)
         return outcome
 
     def _quiet_pass(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from reconciler.state.journal import SCHEMA_VERSION
 from tests.gitrepo import GitRepo
 from tests.local.test_code_and_healing import ok, old_release, recon
 from tests.local.test_engine import cancel_all, local_jobs
@@ -62,7 +63,7 @@ def test_an_upgrade_resubmits_nothing_and_moves_a_run_renamed_while_it_runs(
         assert "\nsubmitted " not in waited, waited
         assert {job["id"] for job in local_jobs(project)} == jobs  # nothing submitted again
         with sqlite3.connect(journal) as db:
-            assert db.execute("PRAGMA user_version").fetchone() == (9,)
+            assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert (project.root / "runs/alive/live.txt").read_text() == "live\n"
         status = ok(recon(project, "status"))
         assert "alive  current  succeeded" in status and "done   current  succeeded" in status

@@ -4,6 +4,7 @@ and what recon saved, from plain journal records."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,7 +15,7 @@ from reconciler.report import cost as report
 from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.usage import JobUsage
-from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from reconciler.state.records import EndingKind, SubmissionRecord, SubmissionStatus
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 HOUR = 3600.0
@@ -191,12 +192,16 @@ def test_a_run_held_back_for_its_coupled_partner_saves_what_it_would_have_held_a
     assert (saved.gpu_h, saved.cpu_h, saved.jobs) == (2.5, 5.0, 2)
     assert "held back until it ran again" in report.as_text(book, "p")
     # without a now, the wait still open is not counted; without a last success, none
-    assert ledger(records, {}, cancel_causes=causes, partners=partners).saved[
+    assert (
+        ledger(records, {}, cancel_causes=causes, partners=partners)
+        .saved[Saving.COUPLED_WAIT]
+        .gpu_h
+        == 2
+    )
+    assert (
         Saving.COUPLED_WAIT
-    ].gpu_h == 2
-    assert Saving.COUPLED_WAIT not in ledger(
-        records[1:], {}, cancel_causes=causes, partners=partners, now=now
-    ).saved
+        not in ledger(records[1:], {}, cancel_causes=causes, partners=partners, now=now).saved
+    )
 
 
 def test_running_jobs_and_jobs_without_usage_are_said_not_counted() -> None:
@@ -258,3 +263,24 @@ def test_each_jobs_usage_is_read_once_however_many_jobs(monkeypatch: pytest.Monk
         ] + [job("r0", None)]
         book = ledger(records, {f"r{i}": "s1" for i in range(runs)})
         assert book.project.jobs == 3 * runs and reads[0] == 3 * runs
+
+
+def test_a_job_that_saved_its_checkpoint_is_work_not_waste() -> None:
+    def saved(hours: float, spec: str = "new") -> SubmissionRecord:
+        made = job("train", Health.FAILED, gpus=2, hours=hours, spec=spec)
+        return replace(made, ending=EndingKind.CHECKPOINTED)
+
+    records = [
+        saved(1, "old"),  # towards a success of a spec since changed
+        job("train", Health.SUCCEEDED, gpus=2, hours=0.5, spec="old"),
+        saved(1),  # towards the current success
+        job("train", Health.FAILED, gpus=2, hours=1, spec="new"),  # a failure
+        saved(1),
+        job("train", Health.SUCCEEDED, gpus=2, hours=0.5, spec="new"),
+        job("eval", Health.SUCCEEDED, gpus=1, hours=1),
+        replace(job("eval", Health.FAILED, gpus=1, hours=2), ending=EndingKind.CHECKPOINTED),
+    ]
+    book = ledger(records, {"train": "new", "eval": "s1"})
+    assert book.runs["train"].gpu == {Spent.SUPERSEDED: 3, Spent.CURRENT: 5, Spent.FAILED: 2}
+    # eval's newest job saved its checkpoint and the run resumes: held so far, no failure
+    assert book.runs["eval"].gpu == {Spent.CURRENT: 1, Spent.RUNNING: 2}

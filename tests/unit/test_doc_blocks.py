@@ -134,6 +134,9 @@ CHECKED = {
     "docs/specs.md: recon plan for project cartpole at commit 7a1c3e9f0b42 (sche": (
         f"{UNIT}::test_a_retry_by_kind_in_a_plan"
     ),
+    "docs/specs.md: recon plan for project cartpole at commit 7a1c3e9f0b42 (sche #2": (
+        f"{UNIT}::test_a_requeue_in_a_plan"
+    ),
     "docs/specs.md: recon plan for project cartpole at commit dfb3ee034c2a (sche": (
         f"{UNIT}::test_a_cascade_in_a_plan"
     ),

@@ -262,6 +262,29 @@ def test_a_retry_by_kind_in_a_plan(tmp_path: Path) -> None:
     )
 
 
+def test_a_requeue_in_a_plan(tmp_path: Path) -> None:
+    """docs/specs.md's: train, with a checkpoint, whose job 4102 saved it when warned
+    after 18 minutes 34 seconds, as the journal settled it."""
+    checkpoint = "checkpoint: {path: ckpt/, before_end: 2m}\n"
+    desired = example_desired(tmp_path, PIPELINE.replace("retries: 1\n", checkpoint))
+    usage = json.dumps(JobUsage(elapsed_s=1114.0).to_json())
+    saved = dataclasses.replace(
+        journal_record(desired, "train", "4102", Health.FAILED),
+        ending=EndingKind.CHECKPOINTED,
+        reason="saved its checkpoint when warned (failed)",
+        usage_json=usage,
+    )
+    records = [journal_record(desired, "prepare", "4101", Health.SUCCEEDED), saved]
+    observation = Observation(taken_at=NOW, jobs=(), complete=True)
+    made = plan(desired, observation, records, NOW, scheduler="slurm", targets=["train"])
+    printed = as_text(made, width=WIDTH)
+    key = "docs/specs.md: recon plan for project cartpole at commit 7a1c3e9f0b42 (sche #2"
+    shown = shown_block(key)
+    assert but_commits(printed) == but_commits(shown.body), (
+        f"{shown.where}: the planner prints\n{printed}"
+    )
+
+
 def but_commits(text: str) -> str:
     """The text with commit ids masked, and nothing else: what these tests make does not
     depend on the time (a plan's `now` is fixed), so times are compared as shown."""

@@ -390,7 +390,7 @@ def test_a_colon_in_flow_style_says_quote_it(repo: GitRepo) -> None:
         ("comand: x", "comand", "unknown field: did you mean command?"),
         ("resources: {partiton: cpu}", "resources.partiton", "did you mean partition?"),
         ("outputs: {data: {paht: x}}", "outputs.data.paht", "did you mean path?"),
-        ("zzz: 1", "zzz", "unknown field: known here are allocation, code, command, coupled_with,"),
+        ("zzz: 1", "zzz", "unknown field: known here are allocation, checkpoint, code, command,"),
     ],
 )
 def test_messages_in_the_spec_s_words(repo: GitRepo, line: str, field: str, message: str) -> None:

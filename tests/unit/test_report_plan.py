@@ -388,6 +388,7 @@ def test_json_reads_back_as_the_same_plan() -> None:
     assert summary == {
         "submit": 2,
         "retry": 1,
+        "requeue": 0,
         "replace": 2,
         "may rerun": 0,
         "cancel": 1,

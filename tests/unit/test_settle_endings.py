@@ -4,14 +4,17 @@ settle; the planner and status read the field, never the words of the reason."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from reconciler.engine.apply.settle import as_recorded, judge
 from reconciler.engine.plan import plan
 from reconciler.engine.plan.actions import Cause
+from reconciler.scheduler.runfolder import checkpointed
 from reconciler.scheduler.states import ENDINGS, Health
 from reconciler.scheduler.states import SlurmState as S
+from reconciler.state.paths import run_path
 from reconciler.state.records import EndingKind
 from tests.planning import NOW, desired, hash_of, job, observed, record, run
 
@@ -81,3 +84,35 @@ def test_status_tells_how_a_job_the_cluster_forgot_ended_from_its_ending() -> No
                          ending=EndingKind.NO_OUTPUTS)  # fmt: skip
     (row,) = run_statuses(wanted, made, observed(), [no_outputs])
     assert row.how is None  # recon's own judgement: the reason column says it
+
+
+@pytest.mark.parametrize(
+    ("state", "exit_code", "checkpoint", "kind", "words"),
+    [
+        # the script's marker: saved when warned, whatever Slurm calls it
+        (S.FAILED, 3, True, EndingKind.CHECKPOINTED,
+         "saved its checkpoint when warned (failed)"),
+        (S.TIMEOUT, None, True, EndingKind.CHECKPOINTED,
+         "saved its checkpoint when warned (timed out)"),
+        # a marker left behind means nothing for a run that declares no checkpoint
+        (S.FAILED, 3, False, None, None),
+    ],
+)  # fmt: skip
+def test_settle_reads_the_checkpointed_marker(
+    tmp_path: Path,
+    state: S,
+    exit_code: int | None,
+    checkpoint: bool,
+    kind: EndingKind | None,
+    words: str | None,
+) -> None:
+    fields = {"checkpoint": {"path": "ckpt/"}} if checkpoint else {}
+    wanted = replace(desired(run("a", **fields)), root=tmp_path)
+    digest = hash_of(wanted, "a")
+    marker = checkpointed(run_path(wanted, wanted.runs["a"]), "10")
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+    journalled = [record("a", digest, "10")]
+    ended_job = job("a", digest, state, "10", exit_code=exit_code)
+    (ended,) = judge(wanted, observed(ended_job), journalled)
+    assert (ended.kind, ended.reason if kind else None) == (kind, words)

@@ -32,6 +32,7 @@ did submit.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
 from collections.abc import Callable
@@ -53,9 +54,10 @@ from reconciler.engine.apply.scripts import (
 )
 from reconciler.engine.apply.writeahead import Sent, write_ahead
 from reconciler.engine.plan import arrays as plan_arrays
-from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan
+from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan, Raised
 from reconciler.engine.plan.identity import tag_for
 from reconciler.engine.plan.moves import rename_of
+from reconciler.engine.plan.raises import raised_resources
 from reconciler.errors import RUNS_DIR_HINT, TransientSchedulerError, cannot_create
 from reconciler.scheduler.base import ConcurrentScheduler, Scheduler, SubmitRequest
 from reconciler.scheduler.render import array_batch_script, render_batch_script
@@ -89,11 +91,20 @@ class ApplyResult:
     refused: dict[str, str] = field(default_factory=dict)  # run -> the scheduler's message
     skipped: dict[str, str] = field(default_factory=dict)  # run -> why
     warnings: list[str] = field(default_factory=list)
+    # run -> its requeues since its last success, for a run whose new job resumes it
+    requeued: dict[str, int] = field(default_factory=dict)
+
+    def submitted_line(self, name: str, job_id: str) -> str:
+        """What a submission is said as: `submitted train: job 42`, and for a requeue
+        `(resumes from its checkpoint, requeue 2)` after it."""
+        requeues = self.requeued.get(name)
+        resumes = f" (resumes from its checkpoint, requeue {requeues})" if requeues else ""
+        return f"submitted {name}: job {job_id}{resumes}"
 
     def lines(self) -> list[Done]:
         """Everything it did, kind by kind: for a caller that did not follow `report`."""
         return [
-            *(Done(f"submitted {name}: job {job_id}") for name, job_id in self.submitted.items()),
+            *(Done(self.submitted_line(name, job_id)) for name, job_id in self.submitted.items()),
             *(Done(f"cancelled job {job_id}") for job_id in self.cancelled),
             *(Done(f"adopted job {job_id}") for job_id in self.adopted),
             *(Done(f"moved {old} -> {new}") for new, old in self.moved.items()),
@@ -196,10 +207,31 @@ class Applier:
         self._written = frozenset(ids)
 
     def _intent(self, run: DesiredRun) -> Intent:
+        run = self.desired.runs.get(run.name, run)  # its fields as declared, not as raised
         fields = flat_fields(run.spec, run.script_text, run.environment_files)
-        return Intent(
-            self.plan.project, "run", run.name, run.spec_hash, self.plan.commit, fields, run.code
+        raise_ = self._raised.get(run.name)
+        raised = (
+            None if raise_ is None else {"memory_mb": raise_.memory_mb, "time_s": raise_.time_s}
         )
+        return Intent(
+            self.plan.project,
+            "run",
+            run.name,
+            run.spec_hash,
+            self.plan.commit,
+            fields,
+            run.code,
+            raised,
+        )
+
+    @functools.cached_property
+    def _raised(self) -> dict[str, Raised]:
+        """run -> what its retry asks for beyond its spec, as the plan says."""
+        return {
+            action.target: action.raised
+            for action in self.plan.actions
+            if action.raised is not None and action.target_kind == "run"
+        }
 
     def _confirm(self) -> None:
         if self._confirmed:
@@ -229,9 +261,16 @@ class Applier:
         elif action.kind is ActionKind.REPLACE:
             self._cancel(action, f"replaced: {action.reason}")
             self._submit(action)
-        elif action.kind in (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.MAY_RERUN):
+        elif action.kind in (
+            ActionKind.SUBMIT,
+            ActionKind.RETRY,
+            ActionKind.REQUEUE,
+            ActionKind.MAY_RERUN,
+        ):
             # A job of the run held in the queue (SpecialExit) is cancelled first, intent
             # journalled, so a release can never run it beside the new one.
+            if action.kind is ActionKind.REQUEUE and action.requeues is not None:
+                self.result.requeued[action.target] = action.requeues
             self._cancel(action, f"held original of a run submitted again: {action.reason}")
             self._submit(action)
 
@@ -257,7 +296,7 @@ class Applier:
         others = list(self._given.get(job_id, ()))
         self._given.setdefault(job_id, []).append(name)
         self.result.submitted[name] = job_id
-        self.report(Done(f"submitted {name}: job {job_id}"))
+        self.report(Done(self.result.submitted_line(name, job_id)))
         if others:
             # slurmctld restarted and handed out the id of a job it lost; the next pass
             # sees the id under one tag only and submits the others again.
@@ -327,6 +366,8 @@ class Applier:
             )
             return
         run = self.desired.runs[action.target]
+        if action.raised is not None:  # a retry asking for more: the same spec hash
+            run = run.with_resources(raised_resources(run.spec.resources, action.raised))
         context = render_context(self.desired, run, self.code_dir)
         tag = context.tag
         if (linked := linked_output(run, context)) is not None:

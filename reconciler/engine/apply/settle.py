@@ -33,9 +33,16 @@ from pathlib import Path
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.scripts import script_sha256
+from reconciler.engine.plan.actions import Raised
+from reconciler.engine.plan.raises import raised_resources
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.render import SKIPPED
-from reconciler.scheduler.runfolder import published_marker, skipped_markers, unwritten
+from reconciler.scheduler.runfolder import (
+    checkpointed,
+    published_marker,
+    skipped_markers,
+    unwritten,
+)
 from reconciler.scheduler.states import (
     ENDED,
     ENDED_BADLY,
@@ -55,6 +62,7 @@ from reconciler.state.outputs import (
 )
 from reconciler.state.paths import input_paths, run_dir, run_path
 from reconciler.state.provenance import (
+    AttemptMade,
     environment_used,
     local_identity,
     manifest_from,
@@ -65,6 +73,7 @@ from reconciler.state.publishing import roll_back_ended
 from reconciler.state.records import (
     NO_OUTPUTS,
     PUBLISHED_BEFORE_IT_ENDED,
+    SAVED_CHECKPOINT,
     EndingKind,
     SetupRecord,
     SubmissionRecord,
@@ -92,6 +101,9 @@ class Ending:
     # success's), recorded instead of ``inputs``
     matched: Mapping[str, str | None] | None = None
     kind: EndingKind | None = None
+    # a success of a run with a checkpoint: every job since the run's last success, for
+    # its manifest (``_attempts``)
+    attempts: tuple[AttemptMade, ...] = ()
 
     @property
     def usage(self) -> JobUsage | None:
@@ -131,8 +143,46 @@ def judge(
         if key in settled or key not in by_job:
             continue  # already settled, or not ours yet (adopted first, settled next pass)
         ending = _judge_job(desired, job, by_job[key], outputs_seen)
+        if ending.outputs is not None and (run := desired.runs.get(job.tag.name)) is not None:
+            ending = _attempts(run, ending, records)
         endings.append(_skipped(desired, ending, successes))
     return endings
+
+
+def _attempts(run: DesiredRun, ending: Ending, records: Sequence[SubmissionRecord]) -> Ending:
+    """A success of a run with a checkpoint, with every job of its spec since the run's
+    last success (those that ended to be resumed, and this one) for its manifest."""
+    if run.spec.checkpoint is None:
+        return ending
+    job = ending.job
+    before = sorted(
+        (
+            record
+            for record in records
+            if record.name == run.name
+            and record.kind == "run"
+            and record.spec_hash == run.spec_hash
+            and record.job_id is not None
+            and job_order(record.job_id) < job_order(job.job_id)
+        ),
+        key=lambda record: job_order(record.job_id or ""),
+    )
+    since: list[SubmissionRecord] = []
+    for record in before:
+        since = [] if record.final_health is Health.SUCCEEDED else [*since, record]
+    earlier = [
+        AttemptMade(
+            job_id=record.job_id or "",
+            ending=None if record.ending is None else record.ending.value,
+            elapsed_s=record.usage.elapsed_s if record.usage is not None else None,
+        )
+        for record in since
+    ]
+    usage = ending.usage
+    last = AttemptMade(
+        job_id=job.job_id, ending=None, elapsed_s=usage.elapsed_s if usage is not None else None
+    )
+    return replace(ending, attempts=(*earlier, last))
 
 
 def _key(record: SubmissionRecord) -> tuple[str | None, str, str]:
@@ -207,6 +257,7 @@ def record(
             # What it kept aside stays: another job of the run may be publishing beside
             # it, and the run's next publishing removes it first.
             published_marker(run_dir(desired, run), job.job_id).unlink(missing_ok=True)
+            checkpointed(run_dir(desired, run), job.job_id).unlink(missing_ok=True)
 
 
 def _record(
@@ -317,6 +368,12 @@ def _judge_job(
     # inputs keep these versions (engine/plan_history.failed_attempts).
     inputs = _input_versions(desired, run, outputs_seen)
     if health is not Health.SUCCEEDED:
+        if run.spec.checkpoint is not None and _checkpointed(desired, run, job):
+            # Its command saved its progress when warned: a requeue, whatever Slurm's
+            # word (failed with its exit status, or timed out, preempted once it exited).
+            said = job.in_words or health.value
+            why = f"{SAVED_CHECKPOINT} ({said})"
+            return Ending(job, record, health, exit_code, why, inputs, kind=EndingKind.CHECKPOINTED)
         if unwritten := _unwritten(desired, run, job):  # the script's own check failed
             why = f"{NO_OUTPUTS}: {', '.join(unwritten)}"
             return Ending(
@@ -337,6 +394,12 @@ def _published(desired: Desired, run: DesiredRun, job: ObservedJob) -> bool:
     """Whether the job's script published every staged output before the job ended
     (``runfolder.published_marker``)."""
     return published_marker(run_path(desired, run), job.job_id).is_file()
+
+
+def _checkpointed(desired: Desired, run: DesiredRun, job: ObservedJob) -> bool:
+    """Whether the job's script found its command exited after the warning signal
+    (``runfolder.checkpointed``)."""
+    return checkpointed(run_path(desired, run), job.job_id).is_file()
 
 
 def _unwritten(desired: Desired, run: DesiredRun, job: ObservedJob) -> list[str]:
@@ -417,13 +480,26 @@ def _write_manifest(
         input_paths=input_paths(desired, run),
         commit=ending.record.commit,
         remote=remote,
-        script_sha256=script_sha256(desired, run, code_dir(ending.record.commit)),
+        script_sha256=script_sha256(
+            desired, _as_ran(run, ending.record), code_dir(ending.record.commit)
+        ),
         now=now,
         user=user,
         host=host,
         environment=environment_used(run, read_environment_record(directory, ending.job.job_id)),
+        attempts=ending.attempts,
+        raised=ending.record.raised,
     )
     write_manifest(manifest, directory)
+
+
+def _as_ran(run: DesiredRun, record: SubmissionRecord) -> DesiredRun:
+    """The run as its job ran it: with what its retry raised (the script it was sent)."""
+    if not record.raised:
+        return run
+    memory, time_s = record.raised.get("memory_mb"), record.raised.get("time_s")
+    raise_ = Raised(memory_mb=memory, time_s=time_s, words="")
+    return run.with_resources(raised_resources(run.spec.resources, raise_))
 
 
 def _versions(

@@ -56,6 +56,9 @@ FINAL = frozenset({RunOutcome.DONE, RunOutcome.FAILED, RunOutcome.BLOCKED})
 class ActionKind(StrEnum):
     SUBMIT = "submit"
     RETRY = "retry"
+    # a run with a checkpoint whose job saved it and ended (warned, timed out, preempted):
+    # its next job resumes from the checkpoint; no failure, no retry budget drawn
+    REQUEUE = "requeue"
     REPLACE = "replace"
     # submitted after an upstream this plan reruns; its job ends at once, as a success,
     # when its inputs come out as they were (``SkipCheck``)
@@ -75,6 +78,7 @@ class ActionKind(StrEnum):
 SYMBOLS: dict[ActionKind, str] = {
     ActionKind.SUBMIT: "+",
     ActionKind.RETRY: "+",
+    ActionKind.REQUEUE: "+>",
     ActionKind.REPLACE: "-/+",
     ActionKind.MAY_RERUN: "~",
     ActionKind.CANCEL: "-",
@@ -93,6 +97,7 @@ CHANGING = frozenset(
     {
         ActionKind.SUBMIT,
         ActionKind.RETRY,
+        ActionKind.REQUEUE,
         ActionKind.REPLACE,
         ActionKind.MAY_RERUN,
         ActionKind.CANCEL,
@@ -103,7 +108,13 @@ CHANGING = frozenset(
 
 # Actions that submit a run's job.
 SUBMITTING = frozenset(
-    {ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REPLACE, ActionKind.MAY_RERUN}
+    {
+        ActionKind.SUBMIT,
+        ActionKind.RETRY,
+        ActionKind.REQUEUE,
+        ActionKind.REPLACE,
+        ActionKind.MAY_RERUN,
+    }
 )
 
 
@@ -121,6 +132,9 @@ class Cause(StrEnum):
     JOB_LOST = "job_lost"  # its job is gone: unseen past its grace, or its id reused
     RETRY = "retry"  # its last attempt failed and retries are left
     CANCELLED_BY_RECON = "cancelled_by_recon"  # its last job ended by recon's cancel
+    # its last job saved its checkpoint and ended (or timed out, or was preempted), and
+    # requeues are left: the next job resumes from the checkpoint
+    CHECKPOINT_REQUEUE = "checkpoint_requeue"
     REPLACE_REQUESTED = "replace_requested"  # `--replace`
     UPSTREAM_RERUN = "upstream_rerun"  # current, but an upstream in flight may change it
     # a run left as it is
@@ -132,6 +146,7 @@ class Cause(StrEnum):
     ARRAY_UNREAD = "array_unread"  # a job array of its sweep no member map tells apart
     UPDATE_DEFERRED = "update_deferred"  # an older spec's job runs on (update: defer)
     RETRIES_EXHAUSTED = "retries_exhausted"  # failed with no retries left
+    REQUEUES_EXHAUSTED = "requeues_exhausted"  # a checkpointing run past max_requeues
     WAITING_UPSTREAM = "waiting_upstream"  # an upstream must finish (or be decided) first
     WAITING_ALLOCATION = "waiting_allocation"  # its allocation's job, time or room
     # a run blocked
@@ -236,6 +251,20 @@ class RetryBudget(BaseModel):
         return None if self.allowed is None else max(self.allowed - self.failed, 0)
 
 
+class Raised(BaseModel):
+    """What a retry asks for beyond its spec (``engine/plan/raises``): memory after
+    running out of it (`on_oom`), time after a timeout (`on_timeout`). Not in the spec
+    hash: journalled with the job it is submitted as."""
+
+    model_config = _FROZEN
+
+    memory_mb: int | None = Field(
+        None, description="the memory asked for, in MiB; None: as declared"
+    )
+    time_s: int | None = Field(None, description="the time limit asked for; None: as declared")
+    words: str = Field(description='in words: "memory 2GiB (x2 after out of memory)"')
+
+
 class Action(BaseModel):
     model_config = _FROZEN
 
@@ -284,6 +313,16 @@ class Action(BaseModel):
         None,
         description="for a sweep's member submitted as a batch job: the job array it goes "
         "in and its index there",
+    )
+    requeues: int | None = Field(
+        None,
+        description="for a run with a checkpoint: the jobs that ended saving it (or timed "
+        "out, or were preempted) since its last success",
+    )
+    raised: Raised | None = Field(
+        None,
+        description="for a retry after running out of memory or time (`on_oom`, "
+        "`on_timeout`): what it asks for beyond its spec",
     )
     retry_budget: RetryBudget | None = Field(
         None,
@@ -452,7 +491,7 @@ class Plan(BaseModel):
 
     @property
     def summary(self) -> str:
-        submit = self.count(ActionKind.SUBMIT) + self.count(ActionKind.RETRY)
+        submit = sum(self.count(kind) for kind in _SUBMITS)
         teardown = self.count(ActionKind.TEARDOWN)
         may_rerun = self.count(ActionKind.MAY_RERUN)
         tail = f", {teardown} to tear down" if teardown else ""
@@ -463,3 +502,7 @@ class Plan(BaseModel):
             f"Plan: {submit} to submit, {self.count(ActionKind.REPLACE)} to replace, "
             f"{self.count(ActionKind.CANCEL)} to cancel{tail}."
         )
+
+
+# What the summary line counts as "to submit": a retry and a requeue submit a job too.
+_SUBMITS = (ActionKind.SUBMIT, ActionKind.RETRY, ActionKind.REQUEUE)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from reconciler.desired.resources import Duration
 from reconciler.desired.retries import Retries, RetryKind
 from reconciler.engine.plan.actions import RetryBudget
-from reconciler.state.records import EndingKind
+from reconciler.state.records import SAVED_CHECKPOINT, EndingKind
 from reconciler.words import plural
 
 _KINDS: dict[EndingKind, RetryKind] = {
@@ -35,13 +35,36 @@ def kind_of(ending: EndingKind | None) -> RetryKind:
     return _KINDS.get(ending, RetryKind.FAILURE) if ending is not None else RetryKind.FAILURE
 
 
+# How a job of a run with a checkpoint ends to be resumed, not retried: it saved its
+# checkpoint when warned, or reached its time limit, or was preempted.
+REQUEUED = frozenset({EndingKind.CHECKPOINTED, EndingKind.TIMEOUT, EndingKind.PREEMPTED})
+
+
 @dataclass(frozen=True)
 class Attempt:
-    """A failed attempt at the run as it is now: its job, how it ended in words, its kind."""
+    """A failed attempt at the run as it is now: its job, how it ended in words, its kind;
+    ``requeue``: a job of a run with a checkpoint that ended to be resumed (``REQUEUED``),
+    which draws from no budget."""
 
     job_id: str
     how: str
     kind: RetryKind
+    requeue: bool = False
+
+
+def requeue_words(attempt: Attempt, requeues: int, most: int) -> str:
+    """Why a checkpointing run's next job is submitted: "resumes from its checkpoint: job
+    41 timed out after 00:01:00 (requeue 2 of 20)"."""
+    said = f"job {attempt.job_id} {attempt.how}"
+    return f"resumes from its checkpoint: {said} (requeue {requeues} of {most})"
+
+
+def never_finished_words(attempt: Attempt, most: int) -> str:
+    """Why a checkpointing run is failed: its requeues are spent."""
+    return (
+        f"never finished in {plural(most, 'requeue')}: job {attempt.job_id} {attempt.how}; "
+        "raise checkpoint.max_requeues or resources.time"
+    )
 
 
 def timed_out(elapsed_s: float | None) -> str | None:
@@ -50,6 +73,13 @@ def timed_out(elapsed_s: float | None) -> str | None:
     if not elapsed_s or elapsed_s < 1:
         return None
     return f"{EndingKind.TIMEOUT.in_words} after {Duration(int(elapsed_s)).text}"
+
+
+def saved_checkpoint(elapsed_s: float | None) -> str:
+    """A job that saved its checkpoint when warned, with how long it ran when known."""
+    if not elapsed_s or elapsed_s < 1:
+        return SAVED_CHECKPOINT
+    return f"{SAVED_CHECKPOINT} after {Duration(int(elapsed_s)).text}"
 
 
 def drawn(retries: Retries, attempts: Sequence[Attempt]) -> RetryBudget:

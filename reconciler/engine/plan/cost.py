@@ -8,7 +8,9 @@ How each job is counted (GPU-hours and CPU-hours held, ``JobUsage``):
 - a run's batch job: by how it ended. ``current``: the newest success of the run that
   ran its command, at the spec the run has now, and the skipped successes after it;
   ``superseded``: every other success (an older spec or commit, or rerun since);
-  ``failed``: failed attempts and the retries that failed; ``cancelled``: torn down,
+  ``failed``: failed attempts and the retries that failed (a job that saved its
+  checkpoint is none: it counts with the success that resumed from it, or as
+  ``running`` while the run resumes); ``cancelled``: torn down,
   pruned, replaced or cancelled while it ran or waited (a job recon cancelled counts
   here whatever its health: a het job torn down after one half failed, say).
 - an allocation's job: what it held, split into ``idle`` (held with no step running)
@@ -36,7 +38,7 @@ from reconciler.scheduler.base import Observation
 from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.usage import JobUsage, usage_of
-from reconciler.state.records import SubmissionRecord
+from reconciler.state.records import EndingKind, SubmissionRecord
 
 HOUR = 3600.0
 
@@ -166,7 +168,7 @@ def ledger(
     causes = cancel_causes or {}
     commits = None if commits is None else set(commits)
     names = set(names)
-    current = _current(records, current_specs)
+    current, resuming = _current(records, current_specs)
     usages = {record.id: record.usage for record in records if record.usage_json is not None}
     last_ran = _last_ran(records, usages)
     submitted: dict[str, list[datetime]] = {}  # made when a coupled wait needs it
@@ -193,6 +195,8 @@ def ledger(
             book.last_durations[record.name] = usage.elapsed_s  # the newest wins
         cause = causes.get(record.job_id)
         hours = _hours(record, usage, record.id in current, cause is not None)
+        if record.id in resuming and cause is None:  # work the run goes on from
+            hours = _hours(record, usage, current=False, ended_by_recon=False, resuming=True)
         _book(book, record, hours)
         _save(book, record, usage, cause, last_ran)
         if cause == Cause.PARTNER_FAILED and record.id in last_ran:
@@ -272,21 +276,33 @@ def in_scope(
     return not names or record.name in names or sweep_of(record.name) in names
 
 
-def _current(records: Sequence[SubmissionRecord], specs: Mapping[str, str]) -> set[int]:
+def _current(
+    records: Sequence[SubmissionRecord], specs: Mapping[str, str]
+) -> tuple[set[int], set[int]]:
     """The records whose success is current: per run, the newest success that ran its
-    command at the run's spec now, and the skips after it."""
+    command at the run's spec now, the jobs that saved a checkpoint it resumed from
+    (work towards it, not waste), and the skips after it; then the jobs that saved a
+    checkpoint the run has not finished from yet (``resuming``)."""
     current: dict[str, list[int]] = {}
+    saved: dict[str, list[int]] = {}  # run -> its checkpointed jobs since its last success
     for record in records:
-        if record.kind != "run" or record.final_health is not Health.SUCCEEDED:
+        if record.kind != "run":
             continue
+        if record.ending is EndingKind.CHECKPOINTED:
+            saved.setdefault(record.name, []).append(record.id)
+            continue
+        if record.final_health is not Health.SUCCEEDED:
+            continue
+        resumed = saved.pop(record.name, [])
         if specs.get(record.name) != record.spec_hash:
             current.pop(record.name, None)  # a success of another spec: none current yet
             continue
         if record.reason == SKIPPED and record.name in current:
             current[record.name].append(record.id)
         else:
-            current[record.name] = [record.id]
-    return {record_id for ids in current.values() for record_id in ids}
+            current[record.name] = [*resumed, record.id]
+    resuming = {record_id for ids in saved.values() for record_id in ids}
+    return {record_id for ids in current.values() for record_id in ids}, resuming
 
 
 def _last_ran(
@@ -305,20 +321,29 @@ def _last_ran(
     return before
 
 
-def _hours(record: SubmissionRecord, usage: JobUsage, current: bool, ended_by_recon: bool) -> Hours:
+def _hours(
+    record: SubmissionRecord,
+    usage: JobUsage,
+    current: bool,
+    ended_by_recon: bool,
+    *,
+    resuming: bool = False,
+) -> Hours:
     hours = Hours(wait_h=usage.wait_s / HOUR, jobs=1)
     if record.kind == "alloc":
         hours.add(Spent.IDLE, usage.idle_gpu_s / HOUR, usage.idle_cpu_s / HOUR)
         busy_gpu = (usage.gpu_s - usage.idle_gpu_s) / HOUR
         hours.add(Spent.ALLOCATION_WORK, busy_gpu, (usage.cpu_s - usage.idle_cpu_s) / HOUR)
         return hours
-    if record.final_health is None:  # still running: held so far
+    if record.final_health is None or resuming:  # still running (or resuming): held so far
         hours.add(Spent.RUNNING, usage.gpu_s / HOUR, usage.cpu_s / HOUR)
         return hours
     spent = {
         Health.SUCCEEDED: Spent.CURRENT if current else Spent.SUPERSEDED,
         Health.FAILED: Spent.FAILED,
     }.get(record.final_health, Spent.CANCELLED)
+    if record.ending is EndingKind.CHECKPOINTED:  # work its run's success went on from
+        spent = Spent.CURRENT if current else Spent.SUPERSEDED
     if ended_by_recon and spent is not Spent.CURRENT:
         spent = Spent.CANCELLED  # torn down, pruned or replaced: recon's doing, not the run's
     hours.add(spent, usage.gpu_s / HOUR, usage.cpu_s / HOUR)

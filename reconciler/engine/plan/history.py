@@ -8,11 +8,17 @@ and the jobs of its current spec whose fate recon has not seen yet.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from reconciler.desired.desired import DesiredRun
 from reconciler.engine.plan.actions import Cause, RunOutcome, SkipCheck
-from reconciler.engine.plan.budgets import Attempt, kind_of, timed_out
+from reconciler.engine.plan.budgets import (
+    REQUEUED,
+    Attempt,
+    kind_of,
+    saved_checkpoint,
+    timed_out,
+)
 from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, Health, ending, waited_for_dependency
@@ -240,6 +246,15 @@ class Attempts:
     counted: list[Attempt]
     again: str | None = None
     why_not: Cause | None = None
+    # for a run with a checkpoint: its jobs that ended to be resumed since its last
+    # success (``budgets.REQUEUED``), oldest first; none of them is in ``counted``
+    requeues: list[Attempt] = field(default_factory=list)
+
+    @property
+    def last(self) -> Attempt | None:
+        """The newest of the failed attempts and requeues."""
+        both = [*self.counted, *self.requeues]
+        return max(both, key=lambda attempt: job_order(attempt.job_id), default=None)
 
 
 def failed_attempts(
@@ -293,33 +308,43 @@ def failed_attempts(
                 continue
             attempts[job.job_id] = _observed_attempt(job)
     since = job_order(success.job_id) if success is not None else (-1, -1)
-    counted = sorted(
+    ordered = sorted(
         (attempt for job_id, attempt in attempts.items() if job_order(job_id) > since),
         key=lambda attempt: job_order(attempt.job_id),
     )
+    if any(attempt.requeue for attempt in ordered) and run.spec.checkpoint is None:
+        # only a run with a checkpoint resumes (its model built only then)
+        ordered = [replace(attempt, requeue=False) for attempt in ordered]
+    counted = [attempt for attempt in ordered if not attempt.requeue]
+    requeues = [attempt for attempt in ordered if attempt.requeue]
     if not not_attempts:
-        return Attempts(counted)
+        return Attempts(counted, requeues=requeues)
     later = [job_id for job_id in not_attempts if job_order(job_id) > since]
     newest = max(later, key=job_order, default=None)
-    if newest is None or (counted and job_order(counted[-1].job_id) > job_order(newest)):
-        return Attempts(counted)
+    if newest is None or (ordered and job_order(ordered[-1].job_id) > job_order(newest)):
+        return Attempts(counted, requeues=requeues)
     kind, again = not_attempts[newest]
-    return Attempts(counted, again, kind)
+    return Attempts(counted, again, kind, requeues)
 
 
 def _recorded_attempt(record: SubmissionRecord) -> Attempt:
     """A failed attempt as the journal settled it. How it ended, in words: the reason
     settle wrote when it says more than the health does (timed out, no outputs), else its
-    health and exit code; a timeout with how long it ran, when the usage says."""
+    health and exit code; a timeout with how long it ran, when the usage says. A requeue
+    when it ended so (``REQUEUED``), should the run have a checkpoint."""
     assert record.job_id is not None
     how = None
+    usage = record.usage
+    elapsed = usage.elapsed_s if usage is not None else None
     if record.ending is EndingKind.TIMEOUT:
-        usage = record.usage
-        how = timed_out(usage.elapsed_s if usage is not None else None)
+        how = timed_out(elapsed)
+    elif record.ending is EndingKind.CHECKPOINTED:
+        how = saved_checkpoint(elapsed)
     if how is None and record.ending is not None and record.reason:
         how = record.reason
     how = how or ending(record.final_health, record.exit_code)
-    return Attempt(record.job_id, how, kind_of(record.ending))
+    requeue = record.ending in REQUEUED
+    return Attempt(record.job_id, how, kind_of(record.ending), requeue)
 
 
 def _observed_attempt(job: ObservedJob) -> Attempt:
@@ -333,7 +358,7 @@ def _observed_attempt(job: ObservedJob) -> Attempt:
     if how is None:
         exit_code = next((r.exit_code for r in job.components if r.exit_code), None)
         how = ending(job.health, exit_code, job.in_words)
-    return Attempt(job.job_id, how, kind_of(ended))
+    return Attempt(job.job_id, how, kind_of(ended), ended in REQUEUED)
 
 
 def _no_attempt(

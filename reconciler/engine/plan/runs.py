@@ -18,6 +18,8 @@ decides is submitted:
                          was refused
     outdated_still_live  only an older spec's job is alive             INFLIGHT (replace) or WAITING
     failed_before        attempts failed since its last success        INFLIGHT (retry) or FAILED
+                         (a checkpointing run's job ended to resume:   INFLIGHT (requeue) or FAILED
+                         requeued, at most max_requeues times)
                          (or its last failure's code or inputs changed,  INFLIGHT (submit)
                          or recon cancelled it)
     succeeded            a job of its current spec succeeded           DONE, or INFLIGHT when stale
@@ -37,7 +39,14 @@ from reconciler.desired.desired import DesiredRun
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.plan.actions import FAILED_FIXES, Action, ActionKind, Cause, RunOutcome
 from reconciler.engine.plan.allocations.gpus import InUse
-from reconciler.engine.plan.budgets import drawn, exhausted_words, retry_words
+from reconciler.engine.plan.budgets import (
+    Attempt,
+    drawn,
+    exhausted_words,
+    never_finished_words,
+    requeue_words,
+    retry_words,
+)
 from reconciler.engine.plan.changes import why_submit
 from reconciler.engine.plan.history import (
     Stale,
@@ -56,6 +65,7 @@ from reconciler.engine.plan.history import (
     vanished,
 )
 from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
+from reconciler.engine.plan.raises import raised
 from reconciler.engine.plan.submit import submit
 from reconciler.engine.plan.sync import sync_status
 from reconciler.scheduler.base import ObservedJob
@@ -247,12 +257,21 @@ def failed_before(facts: RunFacts) -> Decision | None:
             return facts.submit(ActionKind.SUBMIT, facts.stale.cause, facts.stale.reason)
         assert found.why_not is not None  # set with `again`
         return facts.submit(ActionKind.SUBMIT, found.why_not, found.again)
-    if not attempts:
+    last = found.last
+    if last is None:
         return None
+    if last.requeue:
+        return _requeue(facts, last, len(found.requeues))
     retries = run.spec.retries
     budget = drawn(retries, attempts)
     if budget.retries:
-        made = facts.submit(ActionKind.RETRY, Cause.RETRY, retry_words(retries, attempts, budget))
+        words = retry_words(retries, attempts, budget)
+        raise_ = raised(run, attempts, facts.inputs.fit)
+        if raise_ is not None:
+            words = f"{words}; retry with {raise_.words}"
+        made = facts.submit(ActionKind.RETRY, Cause.RETRY, words)
+        if made.action.kind is ActionKind.RETRY:
+            made = replace(made, action=made.action.model_copy(update={"raised": raise_}))
     else:
         why = exhausted_words(retries, attempts, budget)
         made = facts.stays(
@@ -260,8 +279,28 @@ def failed_before(facts: RunFacts) -> Decision | None:
             Cause.RETRIES_EXHAUSTED,
             f"failed: {why}. {FAILED_FIXES.format(name=run.name)}",
         )
-    action = made.action.model_copy(update={"retry_budget": budget})
+    requeues = len(found.requeues) if found.requeues else None
+    action = made.action.model_copy(update={"retry_budget": budget, "requeues": requeues})
     return replace(made, action=action)
+
+
+def _requeue(facts: RunFacts, last: Attempt, requeues: int) -> Decision:
+    """A run with a checkpoint whose last job ended to be resumed: its next job, unless
+    ``max_requeues`` have been taken since its last success. No retry budget is drawn."""
+    checkpoint = facts.run.spec.checkpoint
+    assert checkpoint is not None  # a requeue is one only for a run with a checkpoint
+    most = checkpoint.max_requeues
+    if requeues <= most:
+        words = requeue_words(last, requeues, most)
+        made = facts.submit(ActionKind.REQUEUE, Cause.CHECKPOINT_REQUEUE, words)
+    else:
+        why = never_finished_words(last, most)
+        made = facts.stays(
+            RunOutcome.FAILED,
+            Cause.REQUEUES_EXHAUSTED,
+            f"failed: {why}. {FAILED_FIXES.format(name=facts.run.name)}",
+        )
+    return replace(made, action=made.action.model_copy(update={"requeues": requeues}))
 
 
 def succeeded(facts: RunFacts) -> Decision | None:

@@ -13,10 +13,13 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, field_serializer
 
-from reconciler.desired.desired import Desired
+from reconciler.desired.desired import Desired, DesiredRun
+from reconciler.desired.resources import Duration
 from reconciler.engine.plan.actions import ActionKind, Cause, Plan, RetryBudget, SyncStatus
 from reconciler.engine.plan.allocations.judging import held_back, idle_for, judged_health
+from reconciler.engine.plan.budgets import REQUEUED
 from reconciler.engine.plan.history import settled_health, settled_healths
+from reconciler.engine.plan.raises import mib_text
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord
@@ -43,6 +46,10 @@ class RunStatus(BaseModel):
     # its last attempt failed: the retry budget that draws from, what is left (``reason``
     # says it in words)
     retry_budget: RetryBudget | None = None
+    # a run with a checkpoint resumed since its last success: which attempt its latest
+    # job is, and how many of them ended to be resumed (``how`` says it in words)
+    attempt: int | None = None
+    requeues: int | None = None
 
     @property
     def why(self) -> str:
@@ -68,10 +75,16 @@ def run_statuses(
         job = _latest_job(observation, plan.project, action.target)
         health, job_id, finished = _health(job, history)
         how = _how(job, history, job_id)
+        run = desired.runs.get(action.target)
+        resumed = _resumed(run, history) if run is not None else None
+        if resumed is not None and how is None:
+            how = f"attempt {resumed[0]}, {plural(resumed[1], 'requeue')}"
+        raised = _raised(history, job_id)
+        if raised is not None:
+            how = f"{how}; {raised}" if how else raised
         if action.kind is ActionKind.BLOCKED:
             health = Health.BLOCKED
         waiting = _waiting_for(job) if health is Health.PENDING and job is not None else None
-        run = desired.runs.get(action.target)
         rows.append(
             RunStatus(
                 name=action.target,
@@ -88,9 +101,43 @@ def run_statuses(
                 next=action.kind,
                 cause=action.cause,
                 retry_budget=action.retry_budget,
+                attempt=resumed[0] if resumed else None,
+                requeues=resumed[1] if resumed else None,
             )
         )
     return rows
+
+
+def _raised(history: Sequence[SubmissionRecord], job_id: str | None) -> str | None:
+    """What the latest job asked for beyond its spec, a retry's raise, in words:
+    "with memory 2GiB, raised"."""
+    record = next((r for r in reversed(history) if r.job_id == job_id), None)
+    if job_id is None or record is None or not record.raised:
+        return None
+    said = []
+    if (memory := record.raised.get("memory_mb")) is not None:
+        said.append(f"memory {mib_text(memory)}")
+    if (time_s := record.raised.get("time_s")) is not None:
+        said.append(f"time {Duration(time_s).text}")
+    return f"with {' and '.join(said)}, raised" if said else None
+
+
+def _resumed(run: DesiredRun, history: Sequence[SubmissionRecord]) -> tuple[int, int] | None:
+    """(attempt, requeues) of a run with a checkpoint whose jobs of its current spec since
+    its last success include one that ended to be resumed (``budgets.REQUEUED``); None
+    otherwise. The run's model is built only for a run with such a job."""
+    since: list[SubmissionRecord] = []
+    for record in history:
+        if record.job_id is None or record.spec_hash != run.spec_hash:
+            continue
+        if record.final_health is Health.SUCCEEDED:
+            since = []
+        else:
+            since.append(record)
+    requeues = sum(1 for record in since if record.ending in REQUEUED)
+    if not requeues or run.spec.checkpoint is None:
+        return None
+    return len(since), requeues
 
 
 def _by_name(records: Sequence[SubmissionRecord], kind: str) -> dict[str, list[SubmissionRecord]]:

@@ -98,7 +98,7 @@ def submit(
     after_jobs = whole_arrays(inputs, [job for job in live_jobs.values() if job is not None])
     submitted_with = tuple(up for up, job in live_jobs.items() if job is None)
     history = inputs.history(run.name)
-    same_spec = kind in (ActionKind.RETRY, ActionKind.MAY_RERUN)
+    same_spec = kind in (ActionKind.RETRY, ActionKind.REQUEUE, ActionKind.MAY_RERUN)
     changes = field_changes(history, run) if not same_spec else ()
     action = Action(
         kind=kind,
