@@ -97,8 +97,9 @@ class StalePlanError(ReconError):
 
 
 class PruneRefusedError(ReconError):
-    """A plan's prunes would cancel every live job of the project, or more than its
-    prune_limit allows, and no one confirmed them: nothing was carried out."""
+    """A plan's prunes look like an accident (the commit declares nothing, or they would
+    cancel more than one job and more than prune_limit allows), and no one confirmed them:
+    nothing was carried out."""
 
 
 class PlanFileError(ReconError):

@@ -7,8 +7,8 @@ Events (the payload's "event"):
     <action kind>    any other action a pass carried out that is not routine submitting,
                      cancelling or adopting, named by its kind: "teardown", and whatever
                      later kinds come (an allocation renewed...)
-    prune-refused    a pass carried out nothing: its prunes would cancel every live job of
-                     the project, or more than prune_limit allows; "message" says which
+    prune-refused    a pass carried out nothing: its prunes look like an accident (the commit
+                     declares nothing, or more than one job and prune_limit); "message" says which
                      runs and what to do. A watch tells it once, not every pass, until it
                      changes (another commit, other jobs) or ends
     watch-failing    `recon watch` had several passes in a row raise something unforeseen

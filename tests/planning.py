@@ -162,9 +162,10 @@ def outcome_of(
 
 
 def guard(*runs: str, live: int | None = None) -> PruneGuard:
-    """The guard of a plan whose prunes would cancel one job of each run, of `live`."""
+    """The guard of a plan whose prunes would cancel one job of each run, of `live`: of a
+    commit that declares nothing when they are every live job."""
     live = len(runs) if live is None else live
-    cause = PruneCause.EVERY if live == len(runs) else PruneCause.OVER_LIMIT
+    cause = PruneCause.EMPTY if live == len(runs) else PruneCause.OVER_LIMIT
     return PruneGuard(
         cause=cause, cancels=len(runs), live=live, limit="50%", allowed=live // 2, runs=runs
     )

@@ -581,7 +581,8 @@ class Project(Model):
         "50%",
         description="The most live jobs one pass may cancel by pruning without "
         "`--allow-prune-all`: a share of the project's live jobs (`50%`) or a number of "
-        "jobs (`20`). A pass that would cancel every live job is refused whatever the limit.",
+        "jobs (`20`). A single job is never held by it (a rename or a replacement); a commit "
+        "that declares no run or allocation while jobs live is held whatever the limit.",
     )
 
     @field_validator("prune_limit", mode="before")

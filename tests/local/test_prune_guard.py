@@ -43,12 +43,12 @@ def test_emptying_the_project_is_held_until_confirmed(project: GitRepo, tmp_path
 
         planned = recon(project, "plan", ".", "--detailed-exitcode")
         assert planned.returncode == 2, planned.stderr  # the cluster does not match
-        assert "Held: the plan's prunes would cancel every live job of the project (2 jobs; " in (
+        assert "Held: the commit declares no run or allocation, and the plan's prunes would " in (
             planned.stdout
         )
         refused = recon(project, "apply", ".", "--auto-approve")
         assert refused.returncode == 1, refused.stdout + refused.stderr
-        assert "error: refused to apply: the plan's prunes would cancel every live job" in (
+        assert "error: refused to apply: the commit declares no run or allocation" in (
             refused.stderr
         )
         assert "cancelled job" not in refused.stdout and live(project) == before
@@ -65,22 +65,19 @@ def test_emptying_the_project_is_held_until_confirmed(project: GitRepo, tmp_path
         cancel_all(project)
 
 
-def test_a_renamed_run_is_held_with_its_new_submission(project: GitRepo) -> None:
-    """The only live job's run renamed: its new name is not submitted beside the old job
-    until the prune is confirmed; then the old job goes and the new one comes."""
+def test_a_renamed_run_is_carried_out(project: GitRepo) -> None:
+    """The only live job's run renamed: one run out, one run in. The old job is
+    cancelled and the new name submitted in one apply, with no confirmation."""
     project.commit({"specs/a.yaml": sleeper("a")})
     try:
         assert recon(project, "apply", ".", "--auto-approve").returncode == 0
         (old,) = live(project).values()
         project.commit({"specs/a.yaml": sleeper("renamed")})
-        refused = recon(project, "apply", ".", "--auto-approve")
-        assert refused.returncode == 1, refused.stdout + refused.stderr
-        assert "+ submit    renamed" in refused.stdout  # shown, not done
-        assert live(project) == {"a": old}
-        confirmed = recon(project, "apply", ".", "--auto-approve", "--allow-prune-all")
-        assert confirmed.returncode == 0, confirmed.stdout + confirmed.stderr
-        assert f"cancelled job {old}" in confirmed.stdout
-        assert "submitted renamed" in confirmed.stdout
+        applied = recon(project, "apply", ".", "--auto-approve")
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        assert "Held" not in applied.stdout
+        assert f"cancelled job {old}" in applied.stdout
+        assert "submitted renamed" in applied.stdout
         assert live(project).keys() == {"renamed"}
     finally:
         cancel_all(project)

@@ -310,13 +310,14 @@ class SweepShape(BaseModel):
 class PruneCause(StrEnum):
     """Why a plan's prunes are held back (engine/plan_prune.py)."""
 
-    EVERY = "every"  # they would cancel every live job of the project
-    OVER_LIMIT = "over-limit"  # more than recon.yaml's prune_limit allows
+    EMPTY = "empty"  # the commit declares nothing, and they would cancel live jobs
+    OVER_LIMIT = "over-limit"  # more than one job, and more than recon.yaml's prune_limit
 
 
 class PruneGuard(BaseModel):
-    """A plan whose prunes would cancel every live job of the project, or more than its
-    `prune_limit` allows. Unless confirmed (`--allow-prune-all`), apply carries out
+    """A plan whose prunes would cancel live jobs of a commit that declares nothing, or
+    more than one job and more than its `prune_limit` allows. Unless confirmed
+    (`--allow-prune-all`), apply carries out
     nothing of such a plan: like Argo CD's automated sync, which refuses to prune every
     resource of an application unless `allowEmpty` is set."""
 
@@ -375,7 +376,9 @@ class Plan(BaseModel):
         default_factory=dict, description="the sweeps the actions' members belong to"
     )
     prune_guard: PruneGuard | None = Field(
-        None, description="set when the prunes would empty the project or pass prune_limit"
+        None,
+        description="set when the prunes look like an accident: the commit declares "
+        "nothing, or they cancel more than one job and more than prune_limit allows",
     )
     next_look: NextLook | None = Field(
         None,

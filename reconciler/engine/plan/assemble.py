@@ -34,8 +34,9 @@ Safety rules that hold whatever the inputs:
 - a job whose spec hash matches the desired one is never cancelled or replaced;
 - with an incomplete observation (sacct down) nothing is cancelled, replaced or pruned,
   and a run whose last job's fate is unknown is not submitted again;
-- prunes that would cancel every live job of the project, or more than its prune_limit
-  allows, hold the whole plan (``Plan.prune_guard``) until a person confirms them.
+- prunes that look like an accident (a commit that declares nothing, or more than one job
+  and more than prune_limit allows) hold the whole plan (``Plan.prune_guard``) until a
+  person confirms them.
 """
 
 from __future__ import annotations
@@ -101,8 +102,8 @@ def planned(
     live jobs of the project that other deployments own (only named in a note, never
     acted on); `replace`: runs to submit anew although nothing changed (Terraform's
     -replace); `max_array_size`: the scheduler's, where a sweep's job arrays split
-    (``plan_arrays.place``); `allow_prune_all`: a person confirmed prunes that would empty the
-    project or pass its prune_limit (plan_prune.guard). A sweep's name among the targets
+    (``plan_arrays.place``); `allow_prune_all`: a person confirmed prunes that look like an
+    accident (plan_prune.guard). A sweep's name among the targets
     or `replace` stands for its members. `code_at`: the committed files' blob ids at the
     commits of journal records that carry no code versions (``PlanInputs.code_at``);
     `cancelled`: the jobs recon itself cancelled, none of them a failed attempt."""
@@ -168,7 +169,10 @@ def planned(
         actions.extend(pruned)
         if desired.project.prune:  # else only orphans the journal lost are released
             limit = desired.project.prune_limit
-            prune_guard = guard(observation, project, limit, pruned, confirmed=allow_prune_all)
+            empty = not desired.runs and not desired.allocations
+            prune_guard = guard(
+                observation, project, limit, pruned, empty=empty, confirmed=allow_prune_all
+            )
     notes = (
         *incomplete_notes(observation),
         *claimed_notes(observation),
