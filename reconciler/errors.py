@@ -102,6 +102,16 @@ class PruneRefusedError(ReconError):
     nothing was carried out."""
 
 
+class OverBudgetError(ReconError):
+    """A plan's submissions are forecast to take more GPU-hours than recon.yaml's budget
+    allows, and no one confirmed them: nothing was carried out."""
+
+
+class SuspendedError(ReconError):
+    """`apply --wait` follows runs that are suspended: nothing of them is carried out
+    until a commit takes `suspend` away, so there is nothing to wait for."""
+
+
 class PlanFileError(ReconError):
     """A plan file cannot be written, or what is read is not a plan this recon applies."""
 

@@ -52,10 +52,12 @@ def desired(
     allocations: tuple[DesiredAllocation, ...] = (),
     prune_limit: str | int = "50%",
     code: dict[str, dict[str, str]] | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> Desired:
-    """`code`: run -> its code files -> blob id (``DesiredRun.code``)."""
+    """`code`: run -> its code files -> blob id (``DesiredRun.code``); `settings`: more
+    of recon.yaml (`suspend`, `budget`)."""
     project = Project.model_validate(
-        {"project": PROJECT, "prune": prune, "prune_limit": prune_limit}
+        {"project": PROJECT, "prune": prune, "prune_limit": prune_limit, **(settings or {})}
     )
     entries = {}
     for index, spec in enumerate(runs):

@@ -124,6 +124,14 @@ AllowPruneAllOption = Annotated[
         "(without it such a plan is held: nothing is done).",
     ),
 ]
+AllowOverBudgetOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-over-budget",
+        help="Confirm a plan whose submissions are forecast to take more GPU-hours than "
+        "recon.yaml's budget allows (without it such a plan is held: nothing is done).",
+    ),
+]
 ReplaceOption = Annotated[
     list[str] | None,
     typer.Option(

@@ -65,6 +65,8 @@ NOT_HASHED = {
     # member's identity, and how many run at once changes no result.
     "matrix",
     "max_parallel",
+    # Whether passes act on it, not what it computes: un-suspended, it goes on where it was.
+    "suspend",
 }
 
 
@@ -130,6 +132,7 @@ class RunShape:
     inputs: Mapping[str, DeclaredInput]
     # Its effective environment's kind: what a plan warns of, read for every run.
     environment: EnvironmentKind = EnvironmentKind.NONE
+    suspended: bool = False  # its own `suspend: true` (a sweep's member: its sweep's)
 
     @classmethod
     def of(cls, run: Run) -> RunShape:
@@ -148,6 +151,7 @@ class RunShape:
             outputs,
             inputs,
             EnvironmentKind.of(run.environment),
+            run.suspend,
         )
 
 

@@ -37,9 +37,10 @@ from reconciler.engine.apply.arrays import read_maps
 from reconciler.engine.apply.faults import fault_point
 from reconciler.engine.apply.planfile import check_fresh
 from reconciler.engine.plan import planned
-from reconciler.engine.plan.actions import Plan, PruneGuard
+from reconciler.engine.plan.actions import BudgetGuard, Plan
 from reconciler.engine.plan.assemble import check_targets
 from reconciler.engine.plan.fit import Fit, FitChecker, MachineFit
+from reconciler.engine.plan.holds import Hold
 from reconciler.engine.plan.identity import split_by_owner
 from reconciler.engine.plan.inputs import FileState, PlanMemo
 from reconciler.errors import ObservationError
@@ -80,6 +81,7 @@ class Request:
     scheduler: Choice | None = None  # --scheduler or RECON_SCHEDULER: over recon.yaml's
     replace: Sequence[str] = ()  # runs to submit anew though nothing changed (--replace)
     allow_prune_all: bool = False  # confirm prunes the guard holds (plan_prune.guard)
+    allow_over_budget: bool = False  # confirm a plan recon.yaml's budget holds (plan/holds)
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ class PassOutcome:
 
     look: Look
     applied: ApplyResult | None  # None when nothing was carried out (declined, or no-op)
-    held: PruneGuard | None = None  # the guard that held the plan: nothing was carried out
+    held: Hold | None = None  # the guard that held the plan: nothing was carried out
 
     @property
     def plan(self) -> Plan:
@@ -340,6 +342,7 @@ def look(
         replace=request.replace,
         max_array_size=array_size_for(scheduler, desired),
         allow_prune_all=request.allow_prune_all,
+        allow_over_budget=request.allow_over_budget,
         code_at=versions,
         cancelled=journal.cancelled,
     )
@@ -552,15 +555,26 @@ def carry_out(
     """A pass's end, under the project's lock: the look's plan carried out, unless its
     prunes are held, it has nothing to carry out, or `approve` declines it."""
     current, desired = seen.plan, seen.desired
-    if current.held and not request.allow_prune_all:
-        return PassOutcome(seen, None, held=current.prune_guard)
+    hold = next((guard for guard in current.holds if not _confirmed(request, guard)), None)
+    if hold is not None:
+        return PassOutcome(seen, None, held=hold)
     if not any(a.changes_cluster or a.kind.value == "adopt" for a in current.actions):
         return PassOutcome(seen, None)
     if not approve(current):
         return PassOutcome(seen, None)
     code = code_dir(desired.root, desired.commit, state_dir(desired))
+    if current.suspended:  # shown and approved, never carried out
+        kept = tuple(action for action in current.actions if not action.suspended)
+        current = current.model_copy(update={"actions": kept})
     applier = Applier(current, desired, scheduler, journal, code, clock, report=on_done)
     return PassOutcome(seen, applier.run())
+
+
+def _confirmed(request: Request, hold: Hold) -> bool:
+    """A guard confirmed by the request (a saved plan made without the flag, applied with)."""
+    if isinstance(hold, BudgetGuard):
+        return request.allow_over_budget
+    return request.allow_prune_all
 
 
 def open_journal(desired: Desired) -> Journal:

@@ -55,6 +55,7 @@ from reconciler.engine.plan.allocations.state import idle_releases, plan_allocat
 from reconciler.engine.plan.allocations.state import prunes as allocation_prunes
 from reconciler.engine.plan.arrays import place
 from reconciler.engine.plan.fit import Fit
+from reconciler.engine.plan.holds import budget_guard, suspend, suspended_notes
 from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs, PlanMemo
 from reconciler.engine.plan.notes import (
     bare_notes,
@@ -93,6 +94,7 @@ def planned(
     replace: Sequence[str] = (),
     max_array_size: int | None = None,
     allow_prune_all: bool = False,
+    allow_over_budget: bool = False,
     code_at: Mapping[str, Mapping[str, str | None]] | None = None,
     cancelled: frozenset[str] = frozenset(),
 ) -> tuple[Plan, PlanMemo]:
@@ -163,9 +165,12 @@ def planned(
         else action
         for action in actions
     ]
+    actions = suspend(actions, desired)
     prune_guard = None
     if not targets:
-        pruned = [*prunes(inputs), *allocation_prunes(inputs, set(desired.allocations))]
+        pruned = suspend(
+            [*prunes(inputs), *allocation_prunes(inputs, set(desired.allocations))], desired
+        )
         actions.extend(pruned)
         if desired.project.prune:  # else only orphans the journal lost are released
             limit = desired.project.prune_limit
@@ -173,6 +178,7 @@ def planned(
             prune_guard = guard(
                 observation, project, limit, pruned, empty=empty, confirmed=allow_prune_all
             )
+    budget = budget_guard(desired, actions, records, now, confirmed=allow_over_budget)
     notes = (
         *incomplete_notes(observation),
         *claimed_notes(observation),
@@ -189,7 +195,7 @@ def planned(
         targets=asked,
         downstream=downstream,
         observation_complete=observation.complete,
-        notes=(*notes, *bare_notes(desired.runs, actions)),
+        notes=(*notes, *bare_notes(desired.runs, actions), *suspended_notes(actions)),
         fingerprint=fingerprint(observation, project),
         actions=tuple(place(actions, max_array_size)),
         replace=tuple(replace),
@@ -202,6 +208,7 @@ def planned(
             for name, sweep in desired.sweeps.items()
         },
         prune_guard=prune_guard,
+        budget_guard=budget,
         next_look=next_look(inputs, decided, actions, used=used),
     )
     targeted = bool(targets or replace)

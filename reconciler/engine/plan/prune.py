@@ -83,7 +83,9 @@ def guard(
     is not cancelled yet), or None when they look like no accident. `empty`: the commit
     declares no run and no allocation. The project's live jobs are counted before the
     plan: the jobs of its runs and allocations still queued or running."""
-    cancelling = [action for action in pruned if action.kind is ActionKind.CANCEL]
+    cancelling = [
+        action for action in pruned if action.kind is ActionKind.CANCEL and not action.suspended
+    ]
     cancels = {job for action in cancelling for job in action.job_ids}
     if not cancels:
         return None
