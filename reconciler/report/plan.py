@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.desired.matrix import member_order, sweep_of
 from reconciler.engine.plan.actions import (
+    SUSPENDED_MARK,
     Action,
     ActionKind,
     Cause,
@@ -24,7 +25,7 @@ from reconciler.engine.plan.actions import (
     RunOutcome,
     SweepShape,
 )
-from reconciler.engine.plan.holds import explain_hold
+from reconciler.engine.plan.holds import explain_hold, suspended_notes
 from reconciler.report.wrap import wrapped
 from reconciler.words import listed, plural
 
@@ -205,6 +206,14 @@ def guard_line(plan: Plan) -> list[str]:
     return lines
 
 
+def banner(plan: Plan) -> list[str]:
+    """What a person must see first (`recon status`, the web view): each guard that holds
+    the plan, with the command that confirms it, and what is suspended."""
+    lines = [f"HELD: {explain_hold(guard)}." for guard in plan.holds]
+    return lines + [f"SUSPENDED: {note.removeprefix('suspended: ')}." for note in
+                    suspended_notes(plan.actions)]  # fmt: skip
+
+
 def _notes(plan: Plan) -> list[str]:
     if plan.notes or plan.observation_complete:
         return list(plan.notes)
@@ -327,7 +336,7 @@ def _text_lines(action: Action, columns: _Columns) -> list[Line]:
 
 
 def _suspended(action: Action) -> str:
-    return "(suspended) " if action.suspended else ""
+    return SUSPENDED_MARK if action.suspended else ""
 
 
 def _change_lines(change: FieldChange, indent: int, width: int | None) -> list[Line]:

@@ -301,6 +301,10 @@ class Action(BaseModel):
         return self.kind in CHANGING and not self.suspended
 
 
+# Before the reason of a suspended action, wherever a person reads it (plan, status, web).
+SUSPENDED_MARK = "(suspended) "
+
+
 class SweepShape(BaseModel):
     """What a plan says of a sweep as a whole: its members' actions are in ``actions``."""
 

@@ -14,7 +14,14 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.plan.actions import ActionKind, Cause, Plan, RetryBudget, SyncStatus
+from reconciler.engine.plan.actions import (
+    SUSPENDED_MARK,
+    ActionKind,
+    Cause,
+    Plan,
+    RetryBudget,
+    SyncStatus,
+)
 from reconciler.engine.plan.allocations.judging import held_back, idle_for, judged_health
 from reconciler.engine.plan.history import settled_health, settled_healths
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
@@ -43,6 +50,9 @@ class RunStatus(BaseModel):
     # its last attempt failed: the retry budget that draws from, what is left (``reason``
     # says it in words)
     retry_budget: RetryBudget | None = None
+    # `next` is shown, not carried out: it, an upstream, its allocation or the project
+    # is suspended
+    suspended: bool = False
 
     @property
     def why(self) -> str:
@@ -82,12 +92,14 @@ def run_statuses(
                 finished_at=finished,
                 last_success_commit=_last_success_commit(history),
                 outputs={n: o.path for n, o in run.outputs.items()} if run else {},
-                reason=f"{action.kind.value}: {action.reason}",
+                reason=f"{action.kind.value}: {SUSPENDED_MARK if action.suspended else ''}"
+                f"{action.reason}",
                 note=notes.get(action.target),
                 waiting_for=waiting,
                 next=action.kind,
                 cause=action.cause,
                 retry_budget=action.retry_budget,
+                suspended=action.suspended,
             )
         )
     return rows
