@@ -34,6 +34,7 @@ from reconciler.engine.plan.cost import HOUR, Asks, last_durations
 from reconciler.engine.plan.prune import explain
 from reconciler.errors import OverBudgetError, PruneRefusedError, ReconError
 from reconciler.state.records import SubmissionRecord
+from reconciler.words import plural
 
 
 def suspend(
@@ -137,9 +138,11 @@ def _spent_today(records: Sequence[SubmissionRecord], now: datetime) -> float:
 
 def explain_budget(guard: BudgetGuard) -> str:
     """Why the plan is held by its budget, and what to do."""
+    runs = plural(len(guard.runs), "GPU run")
+    are = "is" if len(guard.runs) == 1 else "are"
     what = (
-        f"the plan's {len(guard.runs)} GPU run{'s' if len(guard.runs) != 1 else ''} "
-        f"({_listed(guard.runs)}) are forecast to take {guard.forecast:g} GPU-hours"
+        f"the plan's {runs} ({_listed(guard.runs)}) {are} forecast to take "
+        f"{guard.forecast:g} GPU-hours"
     )
     if guard.per == "day":
         what += f", and the project's jobs held {guard.spent:g} today"
