@@ -504,8 +504,8 @@ def reconcile_once(
     on_done: Callable[[Done], None] = lambda _done: None,
 ) -> PassOutcome:
     """Look (as plan does), record what the look judged, check a saved plan is still
-    true, and carry the plan out, unless its prunes are held (``PassOutcome.held``:
-    nothing is carried out, see engine/plan_prune.py).
+    true, and carry the plan out, unless a guard holds it (``PassOutcome.held``:
+    nothing is carried out, see engine/plan/prune.py and engine/plan/holds.py).
 
     `approve` sees the plan before anything is done and may decline it.
     `on_done` is told of each action as soon as it is carried out.
@@ -552,8 +552,9 @@ def carry_out(
     approve: Callable[[Plan], bool] = lambda _plan: True,
     on_done: Callable[[Done], None] = lambda _done: None,
 ) -> PassOutcome:
-    """A pass's end, under the project's lock: the look's plan carried out, unless its
-    prunes are held, it has nothing to carry out, or `approve` declines it."""
+    """A pass's end, under the project's lock: the look's plan carried out, unless a
+    guard holds it (prunes, budget) and the request does not confirm it, it has nothing
+    to carry out, or `approve` declines it. Its suspended actions are never carried out."""
     current, desired = seen.plan, seen.desired
     hold = next((guard for guard in current.holds if not _confirmed(request, guard)), None)
     if hold is not None:
