@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs import Watched
 from tests.gitrepo import GitRepo
 from tests.local.test_engine import cancel_all, local_jobs, recon
 from tests.projects import new_project_name
@@ -95,5 +96,36 @@ def test_within_the_limit_a_prune_needs_no_confirmation(project: GitRepo) -> Non
         assert pruned.returncode == 0, pruned.stdout + pruned.stderr
         assert f"cancelled job {before['a']}" in pruned.stdout
         assert live(project).keys() == {"b", "c"}
+    finally:
+        cancel_all(project)
+
+
+def test_a_watch_carries_out_a_rename_holds_an_emptied_commit_and_recovers(
+    project: GitRepo,
+) -> None:
+    """Under `recon watch`: the only live run renamed is carried out (old job cancelled,
+    new name submitted); a commit that declares nothing is held and logged, a second
+    such commit logged again; the commit that brings a run back ends the hold."""
+    project.commit({"specs/a.yaml": sleeper("a")})
+    try:
+        with Watched(project.root, ".", "--interval", "1s") as watch:
+            watch.until(lambda line: " INFO    submitted " in line and "run=a " in line)
+            (old,) = live(project).values()
+            renamed = project.commit({"specs/a.yaml": sleeper("renamed")}, message="rename")
+            watch.until(lambda line: " pass " in line and f"commit={renamed[:12]}" in line)
+            project.remove("specs/a.yaml")
+            first = project.commit(message="the specs are gone")
+            watch.until(lambda line: " prune-refused " in line and first[:12] in line)
+            again = project.commit({"NOTES": "still nothing\n"}, message="notes")
+            watch.until(lambda line: " prune-refused " in line and again[:12] in line)
+            fixed = project.commit({"specs/a.yaml": sleeper("renamed")}, message="fix")
+            watch.until(lambda line: " pass " in line and f"commit={fixed[:12]}" in line)
+            assert watch.stop() == 0
+        log = "".join(watch.lines)
+        assert f"cancelled commit={renamed[:12]} job_id={old}" in log, log
+        assert f"submitted commit={renamed[:12]} run=renamed" in log, log
+        assert log.count(" prune-refused ") == 2, log
+        assert " INFO    cancelled " not in log.split(f"commit={first[:12]}", 1)[1], log
+        assert live(project).keys() == {"renamed"}
     finally:
         cancel_all(project)
