@@ -97,8 +97,19 @@ class StalePlanError(ReconError):
 
 
 class PruneRefusedError(ReconError):
-    """A plan's prunes would cancel every live job of the project, or more than its
-    prune_limit allows, and no one confirmed them: nothing was carried out."""
+    """A plan's prunes look like an accident (the commit declares nothing, or they would
+    cancel more than one job and more than prune_limit allows), and no one confirmed them:
+    nothing was carried out."""
+
+
+class OverBudgetError(ReconError):
+    """A plan's submissions are forecast to take more GPU-hours than recon.yaml's budget
+    allows, and no one confirmed them: nothing was carried out."""
+
+
+class SuspendedError(ReconError):
+    """`apply --wait` follows runs that are suspended: nothing of them is carried out
+    until a commit takes `suspend` away, so there is nothing to wait for."""
 
 
 class PlanFileError(ReconError):

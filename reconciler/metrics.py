@@ -20,10 +20,19 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from reconciler.engine.plan.actions import BudgetGuard
 from reconciler.engine.plan.cost import OUTCOMES, hours_by_outcome
+from reconciler.engine.plan.holds import Hold
 from reconciler.engine.plan.status import run_statuses
 from reconciler.engine.watch import PassReport, PassResult
 from reconciler.errors import ObservationError
+
+_GUARDS = ("prune", "budget")
+
+
+def _guard_of(hold: Hold) -> str:
+    return "budget" if isinstance(hold, BudgetGuard) else "prune"
+
 
 # Passes take from a fraction of a second (nothing to do) to minutes (sacct slow).
 _BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -84,6 +93,22 @@ class WatchMetrics:
         for outcome in OUTCOMES:  # every outcome shows, at 0 until a job ends so
             self.gpu_hours.labels(outcome)
             self.cpu_hours.labels(outcome)
+        self.held = Gauge(
+            "recon_held",
+            "1 while the last good pass was held, by the guard that held it (prune: its "
+            "prunes look like an accident; budget: over recon.yaml's GPU-hour budget), and "
+            "carried out nothing; 0 otherwise.",
+            ["guard"],
+            registry=into,
+        )
+        for guard in _GUARDS:
+            self.held.labels(guard)
+        self.suspended = Gauge(
+            "recon_suspended_actions",
+            "Actions the last good pass planned and did not carry out because what they "
+            "concern is suspended (`suspend: true`).",
+            registry=into,
+        )
         self.observation_failures = Counter(
             "recon_watch_observation_failures",
             "Passes that could not observe the cluster, or saw it only in part.",
@@ -120,6 +145,11 @@ class WatchMetrics:
             self.submissions.inc(len(applied.submitted))
             self.cancels.inc(len(applied.cancelled))
             self.teardowns.inc(len(applied.torn_down))
+        for guard in _GUARDS:
+            self.held.labels(guard).set(0)
+        if outcome.held is not None:
+            self.held.labels(_guard_of(outcome.held)).set(1)
+        self.suspended.set(len([a for a in outcome.plan.actions if a.suspended]))
         look = outcome.look
         for ending in look.endings:  # settled this pass: each job counted once, as it ends
             usage = ending.usage

@@ -7,10 +7,12 @@ Events (the payload's "event"):
     <action kind>    any other action a pass carried out that is not routine submitting,
                      cancelling or adopting, named by its kind: "teardown", and whatever
                      later kinds come (an allocation renewed...)
-    prune-refused    a pass carried out nothing: its prunes would cancel every live job of
-                     the project, or more than prune_limit allows; "message" says which
+    prune-refused    a pass carried out nothing: its prunes look like an accident (the commit
+                     declares nothing, or more than one job and prune_limit); "message" says which
                      runs and what to do. A watch tells it once, not every pass, until it
                      changes (another commit, other jobs) or ends
+    budget-refused   a pass carried out nothing: the runs it would submit are forecast to
+                     take more GPU-hours than recon.yaml's budget; told as prune-refused is
     watch-failing    `recon watch` had several passes in a row raise something unforeseen
                      (a bug): it keeps trying, backing off; "message" is the last error
 
@@ -37,8 +39,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
-from reconciler.engine.plan.actions import FAILED_FIXES, ActionKind, PruneGuard, RunOutcome
-from reconciler.engine.plan.prune import explain
+from reconciler.engine.plan.actions import FAILED_FIXES, ActionKind, RunOutcome
+from reconciler.engine.plan.holds import Hold, explain_hold, refused_event
 from reconciler.engine.reconcile import PassOutcome
 from reconciler.engine.watch import counts
 from reconciler.errors import ReconError
@@ -96,7 +98,7 @@ def notifications(
         note("run-failed", r.name, r.job_id, _failure_message(r, r.name in spent)) for r in failures
     ]
     if outcome.held is not None:
-        found.append(note("prune-refused", None, None, explain(outcome.held)))
+        found.append(note(refused_event(outcome.held), None, None, explain_hold(outcome.held)))
     if outcome.applied is None:
         return found
     for action in plan.actions:
@@ -176,7 +178,7 @@ class Notifier:
     clock: Callable[[], datetime]
     timeout: float = TIMEOUT_SECONDS
     # The held plan last told (commit, guard): told once, not every pass of a watch.
-    told_held: tuple[str | None, PruneGuard] | None = field(default=None, init=False)
+    told_held: tuple[str | None, Hold] | None = field(default=None, init=False)
 
     def after_pass(self, outcome: PassOutcome, started: datetime) -> None:
         plan = outcome.plan

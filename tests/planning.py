@@ -52,10 +52,12 @@ def desired(
     allocations: tuple[DesiredAllocation, ...] = (),
     prune_limit: str | int = "50%",
     code: dict[str, dict[str, str]] | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> Desired:
-    """`code`: run -> its code files -> blob id (``DesiredRun.code``)."""
+    """`code`: run -> its code files -> blob id (``DesiredRun.code``); `settings`: more
+    of recon.yaml (`suspend`, `budget`)."""
     project = Project.model_validate(
-        {"project": PROJECT, "prune": prune, "prune_limit": prune_limit}
+        {"project": PROJECT, "prune": prune, "prune_limit": prune_limit, **(settings or {})}
     )
     entries = {}
     for index, spec in enumerate(runs):
@@ -167,9 +169,10 @@ def outcome_of(
 
 
 def guard(*runs: str, live: int | None = None) -> PruneGuard:
-    """The guard of a plan whose prunes would cancel one job of each run, of `live`."""
+    """The guard of a plan whose prunes would cancel one job of each run, of `live`: of a
+    commit that declares nothing when they are every live job."""
     live = len(runs) if live is None else live
-    cause = PruneCause.EVERY if live == len(runs) else PruneCause.OVER_LIMIT
+    cause = PruneCause.EMPTY if live == len(runs) else PruneCause.OVER_LIMIT
     return PruneGuard(
         cause=cause, cancels=len(runs), live=live, limit="50%", allowed=live // 2, runs=runs
     )

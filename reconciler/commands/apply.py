@@ -13,6 +13,7 @@ import typer
 
 from reconciler.commands.common import (
     EXIT_ERROR,
+    AllowOverBudgetOption,
     AllowPruneAllOption,
     DownstreamOption,
     NotifyOption,
@@ -54,6 +55,7 @@ def apply(
     downstream: DownstreamOption = False,
     replace: ReplaceOption = None,
     allow_prune_all: AllowPruneAllOption = False,
+    allow_over_budget: AllowOverBudgetOption = False,
     auto_approve: Annotated[
         bool, typer.Option("--auto-approve", help="Apply without asking (cron, CI, scripts).")
     ] = False,
@@ -107,8 +109,9 @@ def apply(
         repo, rest, rev = Path(saved.root), list(saved.targets), None
         worktree, downstream, replace = saved.commit is None, saved.downstream, list(saved.replace)
         # Confirmed when the plan was made (`recon plan --allow-prune-all -out FILE`), or now.
-        guard = saved.prune_guard
+        guard, budget = saved.prune_guard, saved.budget_guard
         allow_prune_all = allow_prune_all or (guard is not None and guard.confirmed)
+        allow_over_budget = allow_over_budget or (budget is not None and budget.confirmed)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     if not auto_approve and not interactive:
         raise typer.BadParameter(
@@ -130,6 +133,7 @@ def apply(
         chosen(scheduler),
         tuple(replace or ()),
         allow_prune_all=allow_prune_all,
+        allow_over_budget=allow_over_budget,
     )
     started = datetime.now(UTC)
     # Each action is printed as it completes: an apply that stops part-way (the controller
@@ -211,14 +215,13 @@ def _say_interrupted(done: Sequence[Done]) -> None:
 
 def _refuse(outcome: PassOutcome, show_plan: bool) -> None:
     """A held plan: show it (as a prompt would have), then fail saying why."""
-    from reconciler.engine.plan.prune import explain
-    from reconciler.errors import PruneRefusedError
+    from reconciler.engine.plan.holds import refusal
     from reconciler.report import plan as plan_report
 
     assert outcome.held is not None
     if show_plan:
         print_plan(plan_report.as_text(outcome.plan, width=width()))
-    raise PruneRefusedError(f"refused to apply: {explain(outcome.held)}")
+    raise refusal(outcome.held)
 
 
 def _wait(request: Request, lock_timeout: float, approved: str | None) -> int:

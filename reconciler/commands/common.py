@@ -119,8 +119,17 @@ AllowPruneAllOption = Annotated[
     bool,
     typer.Option(
         "--allow-prune-all",
-        help="Confirm prunes that would cancel every live job of the project, or more than "
-        "recon.yaml's prune_limit allows (without it such a plan is held: nothing is done).",
+        help="Confirm prunes that look like an accident: of a commit that declares no run or "
+        "allocation, or of more than one job and more than recon.yaml's prune_limit allows "
+        "(without it such a plan is held: nothing is done).",
+    ),
+]
+AllowOverBudgetOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-over-budget",
+        help="Confirm a plan whose submissions are forecast to take more GPU-hours than "
+        "recon.yaml's budget allows (without it such a plan is held: nothing is done).",
     ),
 ]
 ReplaceOption = Annotated[

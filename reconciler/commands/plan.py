@@ -13,6 +13,7 @@ import typer
 
 from reconciler.commands.common import (
     EXIT_CHANGES,
+    AllowOverBudgetOption,
     AllowPruneAllOption,
     DownstreamOption,
     Format,
@@ -56,6 +57,7 @@ def plan(
     downstream: DownstreamOption = False,
     replace: ReplaceOption = None,
     allow_prune_all: AllowPruneAllOption = False,
+    allow_over_budget: AllowOverBudgetOption = False,
     output_format: FormatOption = Format.text,
     out: Annotated[
         Path | None,
@@ -120,6 +122,7 @@ def plan(
             chosen(scheduler),
             tuple(replace or ()),
             allow_prune_all=allow_prune_all,
+            allow_over_budget=allow_over_budget,
         )
     )
     warn(seen.desired)

@@ -67,9 +67,10 @@ def watch(
         bool,
         typer.Option(
             "--allow-prune-all",
-            help="Carry out, in every pass, prunes that would cancel every live job of the "
-            "project or more than prune_limit allows (without it such a pass does nothing, "
-            "logs why and notifies once; confirm one with `recon apply --allow-prune-all`).",
+            help="Carry out, in every pass, prunes that look like an accident (a commit that "
+            "declares nothing, or more than one job and more than prune_limit allows; without "
+            "it such a pass does nothing, logs why and notifies once per commit; confirm one "
+            "with `recon apply --allow-prune-all`).",
         ),
     ] = False,
 ) -> None:

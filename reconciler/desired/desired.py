@@ -72,6 +72,8 @@ NOT_HASHED = {
     # member's identity, and how many run at once changes no result.
     "matrix",
     "max_parallel",
+    # Whether passes act on it, not what it computes: un-suspended, it goes on where it was.
+    "suspend",
 }
 
 
@@ -137,6 +139,7 @@ class RunShape:
     inputs: Mapping[str, DeclaredInput]
     # Its effective environment's kind: what a plan warns of, read for every run.
     environment: EnvironmentKind = EnvironmentKind.NONE
+    suspended: bool = False  # its own `suspend: true` (a sweep's member: its sweep's)
 
     @classmethod
     def of(cls, run: Run) -> RunShape:
@@ -155,6 +158,7 @@ class RunShape:
             outputs,
             inputs,
             EnvironmentKind.of(run.environment),
+            run.suspend,
         )
 
 

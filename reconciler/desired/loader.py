@@ -761,6 +761,7 @@ def _shape(
         outputs,
         inputs,
         made.environment_of(summary, project),
+        summary.data.get("suspend") is True,
     )
 
 

@@ -321,6 +321,12 @@ class Document(Model):
         "records, outputs, manifest and live job over to this name, with no job, when the "
         "spec is otherwise unchanged. Not part of the spec hash; may stay or go once moved.",
     )
+    suspend: bool = Field(
+        False,
+        description="Paused by commit: every pass plans and shows it but submits and cancels "
+        "nothing for it (a run's downstream and the runs of an allocation wait with it); "
+        "false again, it goes on where it was. Not part of the spec hash.",
+    )
 
 
 class Run(Document):
@@ -632,6 +638,21 @@ def prune_allowance(limit: str | int, live: int) -> int:
     return live * int(limit.removesuffix("%")) // 100
 
 
+class Budget(Model):
+    """recon.yaml's GPU-hour budget: a plan whose forecast passes it is held."""
+
+    gpu_hours: Annotated[float, Field(gt=0)] = Field(
+        description="The most GPU-hours the runs a plan submits may be forecast to take "
+        "(each run's last successful duration times its GPUs; a run never run: its time "
+        "limit)."
+    )
+    per: Literal["commit", "day"] = Field(
+        "commit",
+        description="`commit`: the plan's forecast alone; `day`: with the GPU-hours the "
+        "project's jobs that ended today (UTC) held.",
+    )
+
+
 class Project(Model):
     """`recon.yaml` at the repo root."""
 
@@ -650,7 +671,20 @@ class Project(Model):
         "50%",
         description="The most live jobs one pass may cancel by pruning without "
         "`--allow-prune-all`: a share of the project's live jobs (`50%`) or a number of "
-        "jobs (`20`). A pass that would cancel every live job is refused whatever the limit.",
+        "jobs (`20`). A single job is never held by it (a rename or a replacement); a commit "
+        "that declares no run or allocation while jobs live is held whatever the limit.",
+    )
+
+    suspend: bool = Field(
+        False,
+        description="Pause the whole project by commit: every pass plans and shows, but "
+        "submits and cancels nothing; false again, it goes on where it was.",
+    )
+    budget: Budget | None = Field(
+        None,
+        description="A GPU-hour budget: a plan whose forecast would pass it is held (nothing "
+        "submitted) until `--allow-over-budget` confirms it. Running jobs are never cancelled "
+        "by it.",
     )
 
     @field_validator("prune_limit", mode="before")

@@ -39,9 +39,10 @@ from reconciler.engine.apply.faults import fault_point
 from reconciler.engine.apply.planfile import check_fresh
 from reconciler.engine.plan import moves as plan_moves
 from reconciler.engine.plan import planned
-from reconciler.engine.plan.actions import Move, Plan, PruneGuard
+from reconciler.engine.plan.actions import BudgetGuard, Move, Plan
 from reconciler.engine.plan.assemble import check_targets
 from reconciler.engine.plan.fit import Fit, FitChecker, MachineFit
+from reconciler.engine.plan.holds import Hold
 from reconciler.engine.plan.identity import split_by_owner
 from reconciler.engine.plan.inputs import FileState, PlanMemo
 from reconciler.errors import ObservationError
@@ -88,6 +89,7 @@ class Request:
     scheduler: Choice | None = None  # --scheduler or RECON_SCHEDULER: over recon.yaml's
     replace: Sequence[str] = ()  # runs to submit anew though nothing changed (--replace)
     allow_prune_all: bool = False  # confirm prunes the guard holds (plan_prune.guard)
+    allow_over_budget: bool = False  # confirm a plan recon.yaml's budget holds (plan/holds)
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ class PassOutcome:
 
     look: Look
     applied: ApplyResult | None  # None when nothing was carried out (declined, or no-op)
-    held: PruneGuard | None = None  # the guard that held the plan: nothing was carried out
+    held: Hold | None = None  # the guard that held the plan: nothing was carried out
 
     @property
     def plan(self) -> Plan:
@@ -375,6 +377,7 @@ def look(
         replace=request.replace,
         max_array_size=array_size_for(scheduler, desired),
         allow_prune_all=request.allow_prune_all,
+        allow_over_budget=request.allow_over_budget,
         code_at=versions,
         cancelled=journal.cancelled,
         moves=moves,
@@ -545,8 +548,8 @@ def reconcile_once(
     on_done: Callable[[Done], None] = lambda _done: None,
 ) -> PassOutcome:
     """Look (as plan does), record what the look judged, check a saved plan is still
-    true, and carry the plan out, unless its prunes are held (``PassOutcome.held``:
-    nothing is carried out, see engine/plan_prune.py).
+    true, and carry the plan out, unless a guard holds it (``PassOutcome.held``:
+    nothing is carried out, see engine/plan/prune.py and engine/plan/holds.py).
 
     `approve` sees the plan before anything is done and may decline it.
     `on_done` is told of each action as soon as it is carried out.
@@ -593,11 +596,13 @@ def carry_out(
     approve: Callable[[Plan], bool] = lambda _plan: True,
     on_done: Callable[[Done], None] = lambda _done: None,
 ) -> PassOutcome:
-    """A pass's end, under the project's lock: the look's plan carried out, unless its
-    prunes are held, it has nothing to carry out, or `approve` declines it."""
+    """A pass's end, under the project's lock: the look's plan carried out, unless a
+    guard holds it (prunes, budget) and the request does not confirm it, it has nothing
+    to carry out, or `approve` declines it. Its suspended actions are never carried out."""
     current, desired = seen.plan, seen.desired
-    if current.held and not request.allow_prune_all:
-        return PassOutcome(seen, None, held=current.prune_guard)
+    hold = next((guard for guard in current.holds if not _confirmed(request, guard)), None)
+    if hold is not None:
+        return PassOutcome(seen, None, held=hold)
     if not current.moves and not any(
         a.changes_cluster or a.kind.value == "adopt" for a in current.actions
     ):
@@ -605,8 +610,18 @@ def carry_out(
     if not approve(current):
         return PassOutcome(seen, None)
     code = code_dir(desired.root, desired.commit, state_dir(desired))
+    if current.suspended:  # shown and approved, never carried out
+        kept = tuple(action for action in current.actions if not action.suspended)
+        current = current.model_copy(update={"actions": kept})
     applier = Applier(current, desired, scheduler, journal, code, clock, report=on_done)
     return PassOutcome(seen, applier.run())
+
+
+def _confirmed(request: Request, hold: Hold) -> bool:
+    """A guard confirmed by the request (a saved plan made without the flag, applied with)."""
+    if isinstance(hold, BudgetGuard):
+        return request.allow_over_budget
+    return request.allow_prune_all
 
 
 def open_journal(desired: Desired) -> Journal:

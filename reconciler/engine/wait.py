@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from reconciler.desired.desired import Desired
 from reconciler.desired.source import commit_of
 from reconciler.engine.plan.actions import CHANGING, FINAL, Action, Plan, RunOutcome
-from reconciler.engine.plan.prune import explain
+from reconciler.engine.plan.holds import refusal, suspended_notes
 from reconciler.engine.reconcile import PassOutcome, Request, reconcile_once
-from reconciler.errors import PruneRefusedError
+from reconciler.errors import SuspendedError
 from reconciler.scheduler.base import Scheduler
 from reconciler.state.records import SubmissionRecord
 
@@ -102,8 +102,10 @@ def wait_until_final(
             moved_to,
         )
         on_pass(progress, outcome)
-        if outcome.held is not None:  # the approved plan's prunes held (a journal lost)
-            raise PruneRefusedError(f"refused to apply: {explain(outcome.held)}")
+        if outcome.held is not None:  # the approved plan held (prunes, budget)
+            raise refusal(outcome.held)
+        if outcome.plan.suspended and progress.nothing_in_flight:
+            raise SuspendedError(f"not waiting: {suspended_notes(outcome.plan.actions)[0]}")
         if progress.final and outcome.applied is None:
             return progress
         if moved_to is not None and progress.nothing_in_flight:

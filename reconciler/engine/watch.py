@@ -23,9 +23,12 @@ Split in two:
 Errors, by how the loop handles them:
 
     SpecError       the commit is bad: logged, then no pass until the tip moves
-    a held plan     its prunes would empty the project (engine/plan_prune.py): nothing is
-                    done; logged (and notified) once, and the passes go on, each held
-                    until a commit fixes it or `recon apply --allow-prune-all` confirms it
+    a held plan     its prunes look like an accident (engine/plan/prune.py) or it passes
+                    the GPU-hour budget (engine/plan/holds.py): nothing is done; logged
+                    (and notified) once per commit, and the passes go on, each held until
+                    a commit fixes it or `recon apply --allow-prune-all` (or
+                    `--allow-over-budget`) confirms it. A suspended pass carries out
+                    nothing for what is suspended; logged once per commit
     other ReconError transient (scheduler down, sacct failing, the lock held by a cron
                     apply, a git hiccup): back off exponentially, capped, and try again
     anything else   a bug, or a fault nobody foresaw: logged with its traceback, counted,
@@ -43,8 +46,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from reconciler.engine.plan.actions import NextLook, PruneGuard
-from reconciler.engine.plan.prune import explain
+from reconciler.engine.plan.actions import NextLook
+from reconciler.engine.plan.holds import Hold, explain_hold, refused_event, suspended_notes
 from reconciler.engine.reconcile import PassOutcome
 from reconciler.errors import ReconError, SpecError
 
@@ -218,7 +221,9 @@ class WatchLoop:
     on_pass: Callable[[PassReport], None] = lambda _report: None  # metrics; must not raise
     crash_loop_after: int = 3
     # The held plan last logged (commit, guard): a refusal is logged once, not every pass.
-    told_held: tuple[str | None, PruneGuard] | None = field(default=None, init=False)
+    told_held: tuple[str | None, Hold] | None = field(default=None, init=False)
+    # The suspended targets last logged (commit, names): logged once, not every pass.
+    told_suspended: tuple[str | None, tuple[str, ...]] | None = field(default=None, init=False)
     # The next look last logged: logged when it sets the wait, once, not every pass.
     told_look: NextLook | None = field(default=None, init=False)
 
@@ -335,8 +340,14 @@ class WatchLoop:
         held = None if outcome.held is None else (commit, outcome.held)
         if held is not None and held != self.told_held:
             assert outcome.held is not None
-            self.log(Level.WARNING, "prune-refused", commit=commit, message=explain(outcome.held))
+            event = refused_event(outcome.held)
+            self.log(Level.WARNING, event, commit=commit, message=explain_hold(outcome.held))
         self.told_held = held
+        suspended = (commit, outcome.plan.suspended) if outcome.plan.suspended else None
+        if suspended is not None and suspended != self.told_suspended:
+            (said,) = suspended_notes(outcome.plan.actions)
+            self.log(Level.INFO, "suspended", commit=commit, message=said)
+        self.told_suspended = suspended
         if result is not None:
             for name, job_id in result.submitted.items():
                 self.log(Level.INFO, "submitted", commit=commit, run=name, job_id=job_id)

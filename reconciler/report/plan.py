@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.desired.matrix import member_order, sweep_of
 from reconciler.engine.plan.actions import (
+    SUSPENDED_MARK,
     Action,
     ActionKind,
     Cause,
@@ -24,7 +25,7 @@ from reconciler.engine.plan.actions import (
     RunOutcome,
     SweepShape,
 )
-from reconciler.engine.plan.prune import explain
+from reconciler.engine.plan.holds import explain_hold, suspended_notes
 from reconciler.report.wrap import wrapped
 from reconciler.words import listed, plural
 
@@ -157,6 +158,8 @@ def summary(plan: Plan) -> str:
     # Nothing would touch the cluster; say what is still not as the specs want it, and
     # only claim a match when the cluster was fully observed and no job is unaccounted for.
     pending = [unseen] if plan.waiting_unseen else []
+    if suspended := len(plan.suspended):
+        pending.append(f"{plural(suspended, 'action')} suspended")
     if adopt := plan.count(ActionKind.ADOPT):
         pending.append(f"{plural(adopt, 'job')} to adopt into the journal")
     # A run failed with no retries left is a no-op, but not a match: say so.
@@ -195,12 +198,22 @@ def skipped_allocations(plan: Plan) -> str | None:
 
 
 def guard_line(plan: Plan) -> list[str]:
-    """Under the summary: why apply would carry out nothing of the plan (its prunes would
-    empty the project), or that a person confirmed such prunes."""
-    if plan.prune_guard is None:
-        return []
-    said = explain(plan.prune_guard)
-    return [f"Held: {said}." if plan.held else f"{said[0].upper()}{said[1:]}."]
+    """Under the summary: why apply would carry out nothing of the plan (its prunes look
+    like an accident, or it passes the GPU-hour budget), or that a person confirmed it."""
+    lines = []
+    for guard in (plan.prune_guard, plan.budget_guard):
+        if guard is not None:
+            said = explain_hold(guard)
+            lines.append(f"{said[0].upper()}{said[1:]}." if guard.confirmed else f"Held: {said}.")
+    return lines
+
+
+def banner(plan: Plan) -> list[str]:
+    """What a person must see first (`recon status`, the web view): each guard that holds
+    the plan, with the command that confirms it, and what is suspended."""
+    lines = [f"HELD: {explain_hold(guard)}." for guard in plan.holds]
+    return lines + [f"SUSPENDED: {note.removeprefix('suspended: ')}." for note in
+                    suspended_notes(plan.actions)]  # fmt: skip
 
 
 def _notes(plan: Plan) -> list[str]:
@@ -308,7 +321,7 @@ class _Columns:
 
 def _text_lines(action: Action, columns: _Columns) -> list[Line]:
     lead = columns.lead(action.symbol, action.kind, action.target)
-    first = lead + action.reason
+    first = lead + _suspended(action) + action.reason
     own_line = len(action.changes) > 1
     if len(action.changes) == 1:
         one = f"{first}: {action.changes[0]}"
@@ -322,6 +335,10 @@ def _text_lines(action: Action, columns: _Columns) -> list[Line]:
         lines.extend(_change_lines(change, under, columns.width))
     lines.extend(Line(" " * under + _one_line(detail), under + 2) for detail in action.details)
     return lines
+
+
+def _suspended(action: Action) -> str:
+    return SUSPENDED_MARK if action.suspended else ""
 
 
 def _change_lines(change: FieldChange, indent: int, width: int | None) -> list[Line]:
@@ -374,7 +391,7 @@ def _markdown_row(action: Action) -> str:
     fields = "<br>".join(
         [*(_change_cell(c) for c in action.changes), *(_cell(line) for line in action.details)]
     )
-    reason = _cell(action.reason + _context(action))
+    reason = _cell(_suspended(action) + action.reason + _context(action))
     return f"| {symbol} | {action.kind.value} | {_code(action.target)} | {reason} | {fields} |"
 
 

@@ -19,6 +19,7 @@ from rich.text import Text
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.plan.actions import ActionKind, Plan
 from reconciler.engine.plan.status import AllocationStatus, RunStatus
+from reconciler.report.plan import banner
 from reconciler.scheduler.states import Health
 from reconciler.words import plural
 
@@ -56,7 +57,10 @@ def render(
     now: datetime,
 ) -> Text:
     commit = plan.commit[:12] if plan.commit else "the work tree"
-    out = Text(f"{plan.project} at {commit} (scheduler: {plan.scheduler})\n\n")
+    out = Text(f"{plan.project} at {commit} (scheduler: {plan.scheduler})\n")
+    for line in banner(plan):
+        out.append(f"{line}\n", style="bold red" if line.startswith("HELD") else "bold yellow")
+    out.append("\n")
     header = ["RUN", "SYNC", "HEALTH", "JOB"]
     if layout.wide:
         header += ["FINISHED", "LAST SUCCESS", "OUTPUTS"]

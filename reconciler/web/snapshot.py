@@ -36,7 +36,7 @@ from reconciler.engine.plan.status import (
 from reconciler.engine.reconcile import Look, read_cancel_causes
 from reconciler.report.cost import ledger_data
 from reconciler.report.graph import as_svg, graph_of
-from reconciler.report.plan import as_text
+from reconciler.report.plan import as_text, banner
 from reconciler.report.status import by_sweep, counts, health_words, next_words
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.runfolder import log_files
@@ -75,6 +75,8 @@ class Snapshot:
             "observed_at": self.observed_at.isoformat(),
             "observation_complete": plan.observation_complete,
             "notes": list(plan.notes),
+            # a guard that holds the plan, what is suspended: shown above everything
+            "banner": banner(plan),
             # every run, a sweep's members under it (a row each: the page's table)
             "runs": table(self.runs),
             "allocations": [_allocation(row) for row in self.allocations],

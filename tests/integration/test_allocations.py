@@ -416,7 +416,7 @@ def test_an_allocation_that_left_the_repo_is_released(project: Project) -> None:
     (allocation,) = held(project)
     project.repo.remove("specs/warm.yaml")
     project.repo.commit(message="drop warm")
-    # The project's only live job: releasing it empties the project, which takes a
+    # The commit declares nothing any more: releasing the project's only live job takes a
     # confirmation (docs/cli.md, "When a prune would empty the project").
     released = project.apply("--allow-prune-all")
     assert f"cancelled job {allocation['id']}" in released.stdout

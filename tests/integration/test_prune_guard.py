@@ -1,4 +1,5 @@
-"""A prune can never empty a project by accident, on the real dev cluster.
+"""A prune can never empty a project by accident, and a rename is no accident, on the
+real dev cluster.
 
 Running jobs, then a commit that empties the specs pattern: `recon apply` and a pass of
 `recon watch` cancel nothing, exit (apply) non-zero and say why; `--allow-prune-all`
@@ -57,7 +58,7 @@ def test_apply_refuses_to_empty_the_project_until_confirmed(
     planned = project.recon("plan", ".")
     assert planned.returncode == 0, planned.stderr
     assert "Plan: 0 to submit, 0 to replace, 3 to cancel." in planned.stdout
-    assert "Held: the plan's prunes would cancel every live job of the project (3 jobs; " in (
+    assert "Held: the commit declares no run or allocation, and the plan's prunes would " in (
         planned.stdout
     )
 
@@ -65,8 +66,9 @@ def test_apply_refuses_to_empty_the_project_until_confirmed(
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "cancelled job" not in refused.stdout
     assert (
-        "\nerror: refused to apply: the plan's prunes would cancel every live job of the "
-        "project (3 jobs; s0, s1, s2 left the specs). Nothing of it is carried out"
+        "\nerror: refused to apply: the commit declares no run or allocation, and the plan's "
+        "prunes would cancel 3 jobs of the project (s0, s1, s2 left the specs). Nothing of it "
+        "is carried out"
     ) in refused.stderr, refused.stderr
     assert "`recon apply --allow-prune-all`" in refused.stderr
 
@@ -100,7 +102,7 @@ def test_a_watch_pass_cancels_nothing_logs_and_notifies_once(
         refused = watch.wait_for("prune-refused")
         assert refused["level"] == "warning"
         assert refused["message"].startswith(
-            "the plan's prunes would cancel every live job of the project (3 jobs; "
+            "the commit declares no run or allocation, and the plan's prunes would cancel 3 "
         )
         for _ in range(3):  # three more passes, every 2 s: held, and neither logged again
             watch.wait_for("pass")
@@ -138,3 +140,43 @@ def test_a_pattern_that_matches_nothing_is_refused_before_any_plan(project: Proj
         assert "cancelled job" not in result.stdout
     time.sleep(2)
     assert running(project) == jobs
+
+
+def test_a_watch_carries_out_a_rename_holds_an_emptied_commit_and_recovers(
+    project: Project, tmp_path: Path
+) -> None:
+    """The only live run renamed: the watch cancels its job and submits the new name.
+    Then a commit that declares nothing is held (notified), a second such commit is
+    notified again, and the commit that brings the run back ends the hold."""
+    project.repo.commit({"specs/s0.yaml": SLEEPERS["specs/s0.yaml"]}, message="one sleeper")
+    project.apply()
+    project.wait_for("the job to run", lambda: len(running(project)) == 1)
+    (old,) = running(project)
+    told = tmp_path / "told.jsonl"
+    notifier = tmp_path / "notify.sh"
+    notifier.write_text(f'#!/bin/sh\ncat >> "{told}"\n')
+    notifier.chmod(0o755)
+    watch = Watch(project, "--notify", str(notifier))
+    try:
+        watch.wait_for("pass")
+        renamed = project.repo.commit({"specs/s0.yaml": run_spec("renamed", "sleep 300")})
+        watch.wait_for("pass", lambda line: line["commit"] == renamed)
+        done = {(line["event"], line.get("job_id"), line.get("run")) for line in watch.seen}
+        assert ("cancelled", old, None) in done, watch.seen
+        assert any(what[0] == "submitted" and what[2] == "renamed" for what in done)
+        project.wait_for("the new job", lambda: len(running(project) - {old}) == 1)
+        (new,) = running(project) - {old}
+        project.repo.remove("specs/s0.yaml")
+        project.repo.commit(message="the specs are gone")
+        first = watch.wait_for("prune-refused")
+        project.repo.commit({"notes.txt": "still empty"}, message="still nothing declared")
+        second = watch.wait_for("prune-refused", lambda line: line["commit"] != first["commit"])
+        fixed = project.repo.commit({"specs/s0.yaml": run_spec("renamed", "sleep 300")})
+        watch.wait_for("pass", lambda line: line["commit"] == fixed)
+    finally:
+        watch.stop()
+    assert second["message"] == first["message"]
+    assert not [line for line in watch.seen if line["event"] == "cancelled"][1:]
+    events = [json.loads(line)["event"] for line in told.read_text().splitlines()]
+    assert events.count("prune-refused") == 2, events
+    assert running(project) == {new}

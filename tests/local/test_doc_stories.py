@@ -311,8 +311,8 @@ def test_coupled_runs(example: Path, capsys: pytest.CaptureFixture[str]) -> None
             assert matches(as_shown(printed, example), as_shown(item.output, Path("/none"))), (
                 f"docs/het.md:{item.line}: `{key[0]}` prints\n{printed}"
             )
-    finally:  # the runs leave the repo: the prune ends the monitor's job, the project's
-        # only live job, which takes a confirmation (docs/cli.md, "When a prune would empty")
+    finally:  # the runs leave the repo: the prune ends the monitor's job (confirmed, in
+        # case the guard of docs/cli.md, "When a prune would empty", holds it)
         (example / "specs" / "coupled.yaml").unlink()
         GitRepo(example).commit(message="no coupled runs")
         pruned = recon(capsys, "apply", "--auto-approve", "--allow-prune-all")

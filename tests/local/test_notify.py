@@ -222,8 +222,8 @@ def test_a_held_plan_is_told_once_per_refusal(tmp_path: Path) -> None:
         ("prune-refused", "c2"),
     ]  # fmt: skip
     assert received[0]["message"].startswith(
-        "the plan's prunes would cancel every live job of the project (2 jobs; a, b left the "
-        "specs). Nothing of it is carried out"
+        "the commit declares no run or allocation, and the plan's prunes would cancel 2 jobs "
+        "of the project (a, b left the specs). Nothing of it is carried out"
     )
     assert "more than prune_limit 50% allows (1)" in received[-1]["message"]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs import Watched
 from tests.gitrepo import GitRepo
 from tests.local.test_engine import cancel_all, local_jobs, recon
 from tests.projects import new_project_name
@@ -43,12 +44,12 @@ def test_emptying_the_project_is_held_until_confirmed(project: GitRepo, tmp_path
 
         planned = recon(project, "plan", ".", "--detailed-exitcode")
         assert planned.returncode == 2, planned.stderr  # the cluster does not match
-        assert "Held: the plan's prunes would cancel every live job of the project (2 jobs; " in (
+        assert "Held: the commit declares no run or allocation, and the plan's prunes would " in (
             planned.stdout
         )
         refused = recon(project, "apply", ".", "--auto-approve")
         assert refused.returncode == 1, refused.stdout + refused.stderr
-        assert "error: refused to apply: the plan's prunes would cancel every live job" in (
+        assert "error: refused to apply: the commit declares no run or allocation" in (
             refused.stderr
         )
         assert "cancelled job" not in refused.stdout and live(project) == before
@@ -65,22 +66,19 @@ def test_emptying_the_project_is_held_until_confirmed(project: GitRepo, tmp_path
         cancel_all(project)
 
 
-def test_a_renamed_run_is_held_with_its_new_submission(project: GitRepo) -> None:
-    """The only live job's run renamed: its new name is not submitted beside the old job
-    until the prune is confirmed; then the old job goes and the new one comes."""
+def test_a_renamed_run_is_carried_out(project: GitRepo) -> None:
+    """The only live job's run renamed: one run out, one run in. The old job is
+    cancelled and the new name submitted in one apply, with no confirmation."""
     project.commit({"specs/a.yaml": sleeper("a")})
     try:
         assert recon(project, "apply", ".", "--auto-approve").returncode == 0
         (old,) = live(project).values()
         project.commit({"specs/a.yaml": sleeper("renamed")})
-        refused = recon(project, "apply", ".", "--auto-approve")
-        assert refused.returncode == 1, refused.stdout + refused.stderr
-        assert "+ submit    renamed" in refused.stdout  # shown, not done
-        assert live(project) == {"a": old}
-        confirmed = recon(project, "apply", ".", "--auto-approve", "--allow-prune-all")
-        assert confirmed.returncode == 0, confirmed.stdout + confirmed.stderr
-        assert f"cancelled job {old}" in confirmed.stdout
-        assert "submitted renamed" in confirmed.stdout
+        applied = recon(project, "apply", ".", "--auto-approve")
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        assert "Held" not in applied.stdout
+        assert f"cancelled job {old}" in applied.stdout
+        assert "submitted renamed" in applied.stdout
         assert live(project).keys() == {"renamed"}
     finally:
         cancel_all(project)
@@ -98,5 +96,36 @@ def test_within_the_limit_a_prune_needs_no_confirmation(project: GitRepo) -> Non
         assert pruned.returncode == 0, pruned.stdout + pruned.stderr
         assert f"cancelled job {before['a']}" in pruned.stdout
         assert live(project).keys() == {"b", "c"}
+    finally:
+        cancel_all(project)
+
+
+def test_a_watch_carries_out_a_rename_holds_an_emptied_commit_and_recovers(
+    project: GitRepo,
+) -> None:
+    """Under `recon watch`: the only live run renamed is carried out (old job cancelled,
+    new name submitted); a commit that declares nothing is held and logged, a second
+    such commit logged again; the commit that brings a run back ends the hold."""
+    project.commit({"specs/a.yaml": sleeper("a")})
+    try:
+        with Watched(project.root, ".", "--interval", "1s") as watch:
+            watch.until(lambda line: " INFO    submitted " in line and "run=a " in line)
+            (old,) = live(project).values()
+            renamed = project.commit({"specs/a.yaml": sleeper("renamed")}, message="rename")
+            watch.until(lambda line: " pass " in line and f"commit={renamed[:12]}" in line)
+            project.remove("specs/a.yaml")
+            first = project.commit(message="the specs are gone")
+            watch.until(lambda line: " prune-refused " in line and first[:12] in line)
+            again = project.commit({"NOTES": "still nothing\n"}, message="notes")
+            watch.until(lambda line: " prune-refused " in line and again[:12] in line)
+            fixed = project.commit({"specs/a.yaml": sleeper("renamed")}, message="fix")
+            watch.until(lambda line: " pass " in line and f"commit={fixed[:12]}" in line)
+            assert watch.stop() == 0
+        log = "".join(watch.lines)
+        assert f"cancelled commit={renamed[:12]} job_id={old}" in log, log
+        assert f"submitted commit={renamed[:12]} run=renamed" in log, log
+        assert log.count(" prune-refused ") == 2, log
+        assert " INFO    cancelled " not in log.split(f"commit={first[:12]}", 1)[1], log
+        assert live(project).keys() == {"renamed"}
     finally:
         cancel_all(project)

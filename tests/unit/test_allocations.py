@@ -544,13 +544,18 @@ def _guard(state: Desired, *jobs: ObservedJob) -> PruneGuard | None:
 
 
 def test_an_allocation_that_left_counts_for_the_prune_guard() -> None:
-    """Releasing the project's only live job, an allocation, empties the project; one
-    waiting for its step to end is not released yet; an orphan released with prune off
-    is no prune."""
+    """Releasing the project's only live job, an allocation, of a commit that declares
+    nothing is held; one waiting for its step to end is not released yet; an orphan
+    released with prune off is no prune."""
     assert _guard(desired(allocations=()), held("12")) == PruneGuard(
-        cause=PruneCause.EVERY, cancels=1, live=1, limit="50%", allowed=0, runs=("warm",)
+        cause=PruneCause.EMPTY, cancels=1, live=1, limit="50%", allowed=0, runs=("warm",)
     )
     assert _guard(desired(allocations=()), held("12", steps=(RUN_STEP,))) is None
+    # An orphaned allocation found with no journal record, runs still declared: released.
+    orphan = held("12")
+    observation = Observation(taken_at=NOW, jobs=(orphan,), complete=True)
+    result = plan(desired(run("a"), allocations=()), observation, [], NOW, scheduler="slurm")
+    assert result.count(ActionKind.CANCEL) == 1 and not result.held
     without_prune = planning.desired(prune=False)
     observation = Observation(taken_at=NOW, jobs=(held("12"),), complete=True)
     result = plan(without_prune, observation, [], NOW, scheduler="slurm")

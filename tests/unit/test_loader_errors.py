@@ -94,7 +94,7 @@ def test_a_document_with_its_own_problem_is_not_blamed_again_by_its_readers(
         "you meant Slurm's --mem=2048 (a bare number there is MiB); got the bare number 2048",
         "specs/b.yaml:11: bogus: unknown field: known here are container, description, "
         "idle_release, kind, labels, min_remaining, name, renamed_from, resources, setup, "
-        "setup_retries, time_limit",
+        "setup_retries, suspend, time_limit",
     ], found
 
 

@@ -1,5 +1,6 @@
-"""The prune guard: a plan whose prunes would empty the project, or pass prune_limit, is
-held (engine/plan_prune.py). Pure planner tests, plain tables."""
+"""The prune guard: a plan whose prunes look like an accident (a commit that declares
+nothing, or more than one job over prune_limit) is held, and only such a plan
+(engine/plan/prune.py). Pure planner tests, plain tables."""
 
 from __future__ import annotations
 
@@ -39,19 +40,35 @@ def test_a_commit_that_empties_the_project_is_held() -> None:
     result = planned([], gone(3))
     guard = result.prune_guard
     assert guard is not None and result.held
-    assert (guard.cause, guard.cancels, guard.live) == (PruneCause.EVERY, 3, 3)
+    assert (guard.cause, guard.cancels, guard.live) == (PruneCause.EMPTY, 3, 3)
     assert guard.runs == ("old0", "old1", "old2")
     # The plan still shows what the prunes would do: three cancels.
     assert result.count(ActionKind.CANCEL) == 3 and result.has_changes
     said = explain(guard)
-    assert "every live job of the project (3 jobs; old0, old1, old2 left the specs)" in said
+    assert (
+        "the commit declares no run or allocation, and the plan's prunes would cancel 3 jobs "
+        "of the project (old0, old1, old2 left the specs)"
+    ) in said
     assert "`recon apply --allow-prune-all`" in said and "`specs:` pattern" in said
 
 
-def test_the_only_live_job_is_every_live_job() -> None:
-    """The issue's own case: one running job, a commit that matches no spec."""
-    result = planned([], gone(1))
-    assert result.prune_guard is not None and result.prune_guard.cause is PruneCause.EVERY
+def test_a_commit_that_declares_nothing_is_held_for_one_job() -> None:
+    """One running job, a commit that declares nothing: held whatever the limit."""
+    for limit in ("50%", "100%", 10):
+        result = planned([], gone(1), limit=limit)
+        assert result.prune_guard is not None and result.prune_guard.cause is PruneCause.EMPTY
+
+
+def test_a_rename_of_the_only_live_job_is_carried_out() -> None:
+    """One run out, one run in: the project's only live job is pruned, its new name
+    submitted, in one plan that is not held (even with prune_limit 0)."""
+    for limit in ("50%", "0%", 0):
+        state = desired(run("renamed"), prune_limit=limit)
+        jobs = gone(1)
+        records = [record(j.tag.name, GONE, j.job_id) for j in jobs]
+        result = plan(state, observed(*jobs), records, NOW, scheduler="slurm")
+        assert [a.kind for a in result.actions] == [ActionKind.SUBMIT, ActionKind.CANCEL]
+        assert result.prune_guard is None and not result.held
 
 
 @pytest.mark.parametrize(
@@ -63,12 +80,15 @@ def test_the_only_live_job_is_every_live_job() -> None:
         (9, 11, "50%", True),
         (10, 10, "50%", False),
         (5, 5, "0%", True),
-        (1, 1, "0%", True),
-        (1, 3, "100%", False),  # 100%: only emptying the project is held
+        (1, 1, "0%", False),  # one job: a replacement, never held by the limit
+        (0, 1, "50%", True),  # ...unless the commit declares nothing
+        (1, 2, "0%", True),
+        (1, 3, "100%", False),  # 100%: only a commit that declares nothing is held
         (0, 3, "100%", True),
         (7, 3, 3, False),  # a count
         (7, 4, 3, True),
-        (0, 3, 10, True),  # under the count, yet every live job
+        (2, 2, 10, False),  # every live job of runs, within the count: a deliberate commit
+        (0, 3, 10, True),  # under the count, yet the commit declares nothing
     ],
 )
 def test_the_limit(kept: int, pruned: int, limit: str | int, held: bool) -> None:
@@ -120,13 +140,14 @@ def test_targets_prune_nothing_so_nothing_is_held() -> None:
 
 
 def test_submissions_beside_a_held_prune_are_in_the_plan_but_held_with_it() -> None:
-    """A renamed run: its new name is submitted, its old job pruned. The plan shows both
-    and is held whole: the new job would run beside the old one."""
-    state = desired(run("renamed"))
-    jobs = gone(1)
+    """Two runs renamed at once, over the limit: the new names are submitted, the old
+    jobs pruned. The plan shows both and is held whole."""
+    state = desired(run("new0"), run("new1"))
+    jobs = gone(2)
     records = [record(j.tag.name, GONE, j.job_id) for j in jobs]
     result = plan(state, observed(*jobs), records, NOW, scheduler="slurm")
-    assert [a.kind for a in result.actions] == [ActionKind.SUBMIT, ActionKind.CANCEL]
+    kinds = [a.kind for a in result.actions]
+    assert kinds == [ActionKind.SUBMIT, ActionKind.SUBMIT, ActionKind.CANCEL, ActionKind.CANCEL]
     assert result.held
 
 
@@ -149,12 +170,12 @@ def test_every_format_shows_the_hold() -> None:
     result = planned([], gone(2))
     text = as_text(result).splitlines()
     assert text[-2] == "Plan: 0 to submit, 0 to replace, 2 to cancel."
-    assert text[-1].startswith("Held: the plan's prunes would cancel every live job")
-    assert "\n**Held: the plan's prunes would cancel every live job" in as_markdown(result)
+    assert text[-1].startswith("Held: the commit declares no run or allocation")
+    assert "\n**Held: the commit declares no run or allocation" in as_markdown(result)
     document = json.loads(as_json(result))
     assert document["summary"]["held"] is True
-    assert document["prune_guard"]["cause"] == "every"
+    assert document["prune_guard"]["cause"] == "empty"
     confirmed = as_text(planned([], gone(2), allow=True)).splitlines()[-1]
-    assert confirmed.startswith("The plan's prunes would cancel every live job")
+    assert confirmed.startswith("The commit declares no run or allocation")
     assert confirmed.endswith("; confirmed with --allow-prune-all.")
     assert "Held" not in as_text(planned(["a", "b", "c"], gone(1)))

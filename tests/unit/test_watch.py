@@ -276,7 +276,7 @@ def test_a_held_plan_is_logged_once_until_it_changes(frozen: FrozenDateTimeFacto
     assert [r["commit"] for r in refused] == ["c0", "c1"]
     assert all(level is Level.WARNING for level, e, _ in recorder.lines if e == "prune-refused")
     assert refused[0]["message"].startswith(
-        "the plan's prunes would cancel every live job of the project (2 jobs; a, b left"
+        "the commit declares no run or allocation, and the plan's prunes would cancel 2 jobs"
     )
 
 

@@ -329,6 +329,11 @@ class Action(BaseModel):
         description="for a run whose last attempt failed (retried, or failed with no "
         "retries left): the budget it draws from and what is left",
     )
+    suspended: bool = Field(
+        False,
+        description="shown, not carried out: its run or allocation, an upstream, or the "
+        "project is suspended (`suspend: true`)",
+    )
 
     @property
     def symbol(self) -> str:
@@ -336,7 +341,12 @@ class Action(BaseModel):
 
     @property
     def changes_cluster(self) -> bool:
-        return self.kind in CHANGING
+        """Carrying it out changes the cluster (a suspended action is not carried out)."""
+        return self.kind in CHANGING and not self.suspended
+
+
+# Before the reason of a suspended action, wherever a person reads it (plan, status, web).
+SUSPENDED_MARK = "(suspended) "
 
 
 class Move(BaseModel):
@@ -392,13 +402,14 @@ class SweepShape(BaseModel):
 class PruneCause(StrEnum):
     """Why a plan's prunes are held back (engine/plan_prune.py)."""
 
-    EVERY = "every"  # they would cancel every live job of the project
-    OVER_LIMIT = "over-limit"  # more than recon.yaml's prune_limit allows
+    EMPTY = "empty"  # the commit declares nothing, and they would cancel live jobs
+    OVER_LIMIT = "over-limit"  # more than one job, and more than recon.yaml's prune_limit
 
 
 class PruneGuard(BaseModel):
-    """A plan whose prunes would cancel every live job of the project, or more than its
-    `prune_limit` allows. Unless confirmed (`--allow-prune-all`), apply carries out
+    """A plan whose prunes would cancel live jobs of a commit that declares nothing, or
+    more than one job and more than its `prune_limit` allows. Unless confirmed
+    (`--allow-prune-all`), apply carries out
     nothing of such a plan: like Argo CD's automated sync, which refuses to prune every
     resource of an application unless `allowEmpty` is set."""
 
@@ -411,6 +422,24 @@ class PruneGuard(BaseModel):
     allowed: int = Field(description="how many jobs the limit allows one pass to cancel")
     runs: tuple[str, ...] = Field(description="the runs and allocations that left the specs")
     confirmed: bool = Field(False, description="--allow-prune-all was given")
+
+
+class BudgetGuard(BaseModel):
+    """A plan whose submissions are forecast to take more GPU-hours than recon.yaml's
+    `budget` allows (engine/plan/holds.py). Unless confirmed (`--allow-over-budget`),
+    apply carries out nothing of it; running jobs are never cancelled by it."""
+
+    model_config = _FROZEN
+
+    gpu_hours: float = Field(description="the budget, as written")
+    per: Literal["commit", "day"]
+    forecast: float = Field(description="GPU-hours the plan's submissions are forecast to take")
+    spent: float = Field(0.0, description="per day: GPU-hours the project's jobs held today")
+    runs: tuple[str, ...] = Field(description="the GPU runs the plan submits")
+    unforecast: tuple[str, ...] = Field(
+        (), description="GPU runs with neither a last duration nor a time limit: counted 0"
+    )
+    confirmed: bool = Field(False, description="--allow-over-budget was given")
 
 
 class LookKind(StrEnum):
@@ -457,7 +486,12 @@ class Plan(BaseModel):
         default_factory=dict, description="the sweeps the actions' members belong to"
     )
     prune_guard: PruneGuard | None = Field(
-        None, description="set when the prunes would empty the project or pass prune_limit"
+        None,
+        description="set when the prunes look like an accident: the commit declares "
+        "nothing, or they cancel more than one job and more than prune_limit allows",
+    )
+    budget_guard: BudgetGuard | None = Field(
+        None, description="set when the plan's forecast GPU-hours pass recon.yaml's budget"
     )
     moves: tuple[Move, ...] = Field(
         (),
@@ -474,8 +508,19 @@ class Plan(BaseModel):
 
     @property
     def held(self) -> bool:
-        """Apply carries out nothing of this plan: its prunes are refused."""
-        return self.prune_guard is not None and not self.prune_guard.confirmed
+        """Apply carries out nothing of this plan: its prunes or its budget are refused."""
+        return bool(self.holds)
+
+    @property
+    def holds(self) -> tuple[PruneGuard | BudgetGuard, ...]:
+        """The guards that hold this plan, not confirmed (the prune guard first)."""
+        guards = (self.prune_guard, self.budget_guard)
+        return tuple(guard for guard in guards if guard is not None and not guard.confirmed)
+
+    @property
+    def suspended(self) -> tuple[str, ...]:
+        """The targets of the actions not carried out because they are suspended."""
+        return tuple(dict.fromkeys(a.target for a in self.actions if a.suspended))
 
     def count(self, kind: ActionKind) -> int:
         return sum(1 for action in self.actions if action.kind is kind)

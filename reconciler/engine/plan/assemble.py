@@ -34,8 +34,9 @@ Safety rules that hold whatever the inputs:
 - a job whose spec hash matches the desired one is never cancelled or replaced;
 - with an incomplete observation (sacct down) nothing is cancelled, replaced or pruned,
   and a run whose last job's fate is unknown is not submitted again;
-- prunes that would cancel every live job of the project, or more than its prune_limit
-  allows, hold the whole plan (``Plan.prune_guard``) until a person confirms them.
+- prunes that look like an accident (a commit that declares nothing, or more than one job
+  and more than prune_limit allows) hold the whole plan (``Plan.prune_guard``) until a
+  person confirms them.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from reconciler.engine.plan.allocations.state import idle_releases, plan_allocat
 from reconciler.engine.plan.allocations.state import prunes as allocation_prunes
 from reconciler.engine.plan.arrays import place
 from reconciler.engine.plan.fit import Fit
+from reconciler.engine.plan.holds import budget_guard, suspend, suspended_notes
 from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs, PlanMemo
 from reconciler.engine.plan.moves import actions as moved_actions
 from reconciler.engine.plan.notes import (
@@ -93,6 +95,7 @@ def planned(
     replace: Sequence[str] = (),
     max_array_size: int | None = None,
     allow_prune_all: bool = False,
+    allow_over_budget: bool = False,
     code_at: Mapping[str, Mapping[str, str | None]] | None = None,
     cancelled: frozenset[str] = frozenset(),
     moves: Sequence[Move] = (),
@@ -103,8 +106,8 @@ def planned(
     live jobs of the project that other deployments own (only named in a note, never
     acted on); `replace`: runs to submit anew although nothing changed (Terraform's
     -replace); `max_array_size`: the scheduler's, where a sweep's job arrays split
-    (``plan_arrays.place``); `allow_prune_all`: a person confirmed prunes that would empty the
-    project or pass its prune_limit (plan_prune.guard). A sweep's name among the targets
+    (``plan_arrays.place``); `allow_prune_all`: a person confirmed prunes that look like an
+    accident (plan_prune.guard). A sweep's name among the targets
     or `replace` stands for its members. `code_at`: the committed files' blob ids at the
     commits of journal records that carry no code versions (``PlanInputs.code_at``);
     `cancelled`: the jobs recon itself cancelled, none of them a failed attempt."""
@@ -164,13 +167,20 @@ def planned(
         else action
         for action in actions
     ]
+    actions = suspend(actions, desired)
     prune_guard = None
     if not targets:
-        pruned = [*prunes(inputs), *allocation_prunes(inputs, set(desired.allocations))]
+        pruned = suspend(
+            [*prunes(inputs), *allocation_prunes(inputs, set(desired.allocations))], desired
+        )
         actions.extend(pruned)
         if desired.project.prune:  # else only orphans the journal lost are released
             limit = desired.project.prune_limit
-            prune_guard = guard(observation, project, limit, pruned, confirmed=allow_prune_all)
+            empty = not desired.runs and not desired.allocations
+            prune_guard = guard(
+                observation, project, limit, pruned, empty=empty, confirmed=allow_prune_all
+            )
+    budget = budget_guard(desired, actions, records, now, confirmed=allow_over_budget)
     notes = (
         *incomplete_notes(observation),
         *claimed_notes(observation),
@@ -187,7 +197,7 @@ def planned(
         targets=asked,
         downstream=downstream,
         observation_complete=observation.complete,
-        notes=(*notes, *bare_notes(desired.runs, actions)),
+        notes=(*notes, *bare_notes(desired.runs, actions), *suspended_notes(actions)),
         fingerprint=fingerprint(observation, project),
         actions=tuple(place(actions, max_array_size)),
         replace=tuple(replace),
@@ -200,6 +210,7 @@ def planned(
             for name, sweep in desired.sweeps.items()
         },
         prune_guard=prune_guard,
+        budget_guard=budget,
         next_look=next_look(inputs, decided, actions, used=used),
         moves=tuple(moves),
     )

@@ -119,6 +119,5 @@ def exhausted_words(retries: Retries, attempts: Sequence[Attempt], budget: Retry
     kind = budget.kind
     written = "" if retries.lists(kind) else " when not listed"
     return (
-        f"{said}; no {kind.in_words} retries left "
-        f"(retries.{kind.value}: {budget.allowed}{written})"
+        f"{said}; no {kind.in_words} retries left (retries.{kind.value}: {budget.allowed}{written})"
     )

@@ -2,14 +2,18 @@
 sweep's matrix), and the guard that holds back a prune that would empty the project.
 Pure.
 
-The guard: a commit whose `specs:` pattern went wrong, a folder moved out of the
-pattern, a bad merge or the wrong branch makes most runs "leave the repo" at once, and
-`recon watch` applies every commit. So a plan whose prunes (of runs and of allocations)
-would cancel every live job of the project, or more of them than recon.yaml's
-`prune_limit` allows, is held: apply carries out none of it, not even the submissions
-beside the prunes (a commit that trips the guard is suspect as a whole, and a renamed
-run's new job would run beside its old one, writing the same outputs), until a person
-confirms it with `--allow-prune-all` or fixes the commit.
+The guard stops accidents, and only accidents. A commit whose `specs:` pattern went
+wrong, a folder moved out of the pattern, a bad merge or the wrong branch makes most runs
+"leave the repo" at once, and `recon watch` applies every commit. So a plan is held
+(apply carries out none of it, not even the submissions beside the prunes: a commit that
+trips the guard is suspect as a whole) when its prunes (of runs and of allocations) would
+cancel a live job while the commit declares no run and no allocation at all
+(``PruneCause.EMPTY``), or cancel more than one job and more than recon.yaml's
+`prune_limit` allows (``PruneCause.OVER_LIMIT``), until a person confirms it with
+`--allow-prune-all` or fixes the commit. A `specs:` pattern of recon.yaml that matches no
+file is refused before any plan (desired/loader.py). What is carried out: a rename or a
+replacement (one run out, one run in), even of the project's only live job, and an
+orphaned allocation released after its journal was lost.
 """
 
 from __future__ import annotations
@@ -71,14 +75,17 @@ def guard(
     limit: str | int,
     pruned: Sequence[Action],
     *,
+    empty: bool,
     confirmed: bool,
 ) -> PruneGuard | None:
     """The guard over this plan's prunes (`pruned`: what the prunes of runs and
     allocations that left the specs decided; an allocation waiting for a step to end
-    is not cancelled yet), or None when they stay within the limit. The project's live
-    jobs are counted before the plan: the jobs of its runs and allocations still queued
-    or running."""
-    cancelling = [action for action in pruned if action.kind is ActionKind.CANCEL]
+    is not cancelled yet), or None when they look like no accident. `empty`: the commit
+    declares no run and no allocation. The project's live jobs are counted before the
+    plan: the jobs of its runs and allocations still queued or running."""
+    cancelling = [
+        action for action in pruned if action.kind is ActionKind.CANCEL and not action.suspended
+    ]
     cancels = {job for action in cancelling for job in action.job_ids}
     if not cancels:
         return None
@@ -86,9 +93,9 @@ def guard(
         job.job_id for job in observation.jobs if job.tag.project == project and is_live(job)
     }
     allowed = prune_allowance(limit, len(live))
-    if len(cancels) == len(live):
-        cause = PruneCause.EVERY
-    elif len(cancels) > allowed:
+    if empty:
+        cause = PruneCause.EMPTY
+    elif len(cancels) > max(allowed, 1):
         cause = PruneCause.OVER_LIMIT
     else:
         return None
@@ -110,8 +117,11 @@ def explain(guard: PruneGuard) -> str:
     more = len(names) - _NAMES_SHOWN
     left = (f"{shown} and {more} more" if more > 0 else shown) + " left the specs"
     jobs = plural(guard.cancels, "job")
-    if guard.cause is PruneCause.EVERY:
-        what = f"the plan's prunes would cancel every live job of the project ({jobs}; {left})"
+    if guard.cause is PruneCause.EMPTY:
+        what = (
+            f"the commit declares no run or allocation, and the plan's prunes would cancel "
+            f"{jobs} of the project ({left})"
+        )
     else:
         what = (
             f"the plan's prunes would cancel {guard.cancels} of the project's {guard.live} "

@@ -27,6 +27,7 @@ from datetime import datetime
 from reconciler.desired.desired import Desired
 from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan
 from reconciler.engine.plan.assemble import fingerprint
+from reconciler.engine.plan.holds import budget_guard, suspend, suspended_notes
 from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs, PlanMemo
 from reconciler.engine.plan.notes import bare_notes
 from reconciler.engine.plan.requeue import next_look
@@ -79,11 +80,14 @@ def replan(
     if again is None:
         return None
     decided, actions = again
+    actions = suspend(actions, desired, only=affected)
+    if _budget_moves(kept, desired, actions, inputs):
+        return None
     update: dict[str, object] = {
         "commit": desired.commit,
         "created_at": now,
         "actions": tuple(actions),
-        "notes": (*memo.notes, *bare_notes(desired.runs, actions)),
+        "notes": (*memo.notes, *bare_notes(desired.runs, actions), *suspended_notes(actions)),
     }
     if observation is not None:
         used = {made.uses for made in decided.values() if made.uses is not None}
@@ -105,6 +109,16 @@ def replan(
         )
     plan = kept.model_copy(update=update)
     return Replanned(plan, memo.renewed(inputs, decided), tuple(affected))
+
+
+def _budget_moves(
+    kept: Plan, desired: Desired, actions: list[Action], inputs: PlanInputs
+) -> bool:
+    """The budget held the kept plan, or would hold this one: a full plan decides (its
+    confirmation is the request's, which a re-plan does not know)."""
+    if kept.budget_guard is not None:
+        return True
+    return budget_guard(desired, actions, inputs.records, inputs.now, confirmed=False) is not None
 
 
 def _alone(desired: Desired, name: str) -> bool:
@@ -139,12 +153,19 @@ def replan_jobs(
     if again is None:
         return None
     decided, actions = again
+    actions = suspend(actions, before.desired, only=affected)
+    if _budget_moves(kept, before.desired, actions, inputs):
+        return None
     used = {made.uses for made in decided.values() if made.uses is not None}
     plan = kept.model_copy(
         update={
             "created_at": now,
             "actions": tuple(actions),
-            "notes": (*memo.notes, *bare_notes(before.desired.runs, actions)),
+            "notes": (
+                *memo.notes,
+                *bare_notes(before.desired.runs, actions),
+                *suspended_notes(actions),
+            ),
             "fingerprint": fingerprint(observation, memo.inputs.project),
             "next_look": next_look(inputs, decided, actions, used=used, idle_from=before),
         }

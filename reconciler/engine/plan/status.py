@@ -15,7 +15,14 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.desired.resources import Duration
-from reconciler.engine.plan.actions import ActionKind, Cause, Plan, RetryBudget, SyncStatus
+from reconciler.engine.plan.actions import (
+    SUSPENDED_MARK,
+    ActionKind,
+    Cause,
+    Plan,
+    RetryBudget,
+    SyncStatus,
+)
 from reconciler.engine.plan.allocations.judging import held_back, idle_for, judged_health
 from reconciler.engine.plan.budgets import REQUEUED
 from reconciler.engine.plan.history import settled_health, settled_healths
@@ -50,6 +57,9 @@ class RunStatus(BaseModel):
     # job is, and how many of them ended to be resumed (``how`` says it in words)
     attempt: int | None = None
     requeues: int | None = None
+    # `next` is shown, not carried out: it, an upstream, its allocation or the project
+    # is suspended
+    suspended: bool = False
 
     @property
     def why(self) -> str:
@@ -95,7 +105,8 @@ def run_statuses(
                 finished_at=finished,
                 last_success_commit=_last_success_commit(history),
                 outputs={n: o.path for n, o in run.outputs.items()} if run else {},
-                reason=f"{action.kind.value}: {action.reason}",
+                reason=f"{action.kind.value}: {SUSPENDED_MARK if action.suspended else ''}"
+                f"{action.reason}",
                 note=notes.get(action.target),
                 waiting_for=waiting,
                 next=action.kind,
@@ -103,6 +114,7 @@ def run_statuses(
                 retry_budget=action.retry_budget,
                 attempt=resumed[0] if resumed else None,
                 requeues=resumed[1] if resumed else None,
+                suspended=action.suspended,
             )
         )
     return rows

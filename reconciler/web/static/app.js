@@ -126,6 +126,8 @@ async function refresh() {
   problem.textContent = state.error ? "Last look failed: " + state.error : "";
   if (!state.project) return;
   byId("project").textContent = state.project;
+  byId("banner").hidden = state.banner.length === 0;
+  byId("banner").textContent = state.banner.join(" ");
   const commit = state.commit ? state.commit.slice(0, 12) : "the work tree";
   byId("status-line").textContent =
     "at " + commit + " · scheduler " + state.scheduler + " · looked at " +
