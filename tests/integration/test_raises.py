@@ -51,8 +51,14 @@ def test_out_of_memory_is_retried_with_twice_the_memory(project: Project) -> Non
     )  # fmt: skip
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert (project.root / "runs/hungry/out.txt").read_text() == "ok\n"
-    jobs = sorted(project.job_of("hungry"), key=lambda job: int(job["id"]))
-    assert [job["state"] for job in jobs] == ["OUT_OF_MEMORY", "COMPLETED"], jobs
+    # sacct records a job's end some seconds after squeue drops it (more under load).
+    jobs: list[dict[str, str]] = []
+
+    def both_ended() -> bool:
+        jobs[:] = sorted(project.job_of("hungry"), key=lambda job: int(job["id"]))
+        return [job["state"] for job in jobs] == ["OUT_OF_MEMORY", "COMPLETED"]
+
+    project.wait_for("sacct to record both jobs' ends", both_ended)
     assert len({job["hash"] for job in jobs}) == 1, jobs  # the spec hash did not change
     asked = subprocess.run(
         ["sacct", "-n", "-X", "-P", "-j", jobs[1]["id"], "-o", "ReqMem"],
