@@ -19,29 +19,13 @@ from reconciler.state.journal import SCHEMA_VERSION
 from tests.gitrepo import GitRepo
 from tests.local.test_code_and_healing import ok, old_release, recon
 from tests.local.test_engine import cancel_all
-from tests.local.test_upgrade_run_folder import project
+from tests.local.test_upgrade_run_folder import DONE, LIVE, project
 
 __all__ = ["project"]  # the fixture
 
 # The last commit before resources raised on retry: journal schema 8.
 BEFORE_RAISES = "7c22daf"
 
-DONE = """\
-kind: Run
-name: done
-resources: {cpus: 1}
-command: echo done > {outputs.out.path}
-outputs:
-  out: done.txt
-"""
-LIVE = """\
-kind: Run
-name: live
-resources: {cpus: 1}
-command: sleep 4; echo live > {outputs.out.path}
-outputs:
-  out: live.txt
-"""
 # 300 MiB written (resident) under a 200 MiB limit: out of memory; 400 MiB holds it.
 HUNGRY = """\
 kind: Run

@@ -12,21 +12,12 @@ from reconciler.state.journal import SCHEMA_VERSION
 from tests.gitrepo import GitRepo
 from tests.local.test_code_and_healing import ok, old_release, recon
 from tests.local.test_engine import cancel_all, local_jobs
-from tests.local.test_upgrade_run_folder import project
+from tests.local.test_upgrade_run_folder import DONE, project
 
 __all__ = ["project"]  # the fixture
 
 # The last commit before renames: journal schema 8.
 BEFORE_RENAMES = "fc11902"
-
-DONE = """\
-kind: Run
-name: done
-resources: {cpus: 1}
-command: echo done > {outputs.out.path}
-outputs:
-  out: done.txt
-"""
 
 LIVE = """\
 kind: Run

@@ -29,6 +29,25 @@ from tests.projects import new_project_name
 # into rooms, issue #26): what it writes, this release must still read.
 DOT_RECON_RELEASE = "71aac28"
 
+# Two runs every upgrade test starts from: one done before the upgrade, one whose job is
+# still running across it.
+DONE = """\
+kind: Run
+name: done
+resources: {cpus: 1}
+command: echo done > {outputs.out.path}
+outputs:
+  out: done.txt
+"""
+LIVE = """\
+kind: Run
+name: live
+resources: {cpus: 1}
+command: sleep 4; echo live > {outputs.out.path}
+outputs:
+  out: live.txt
+"""
+
 WHOLE = """\
 kind: Run
 name: whole

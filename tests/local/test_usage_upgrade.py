@@ -15,30 +15,12 @@ from pathlib import Path
 from tests.gitrepo import GitRepo
 from tests.local.test_code_and_healing import ok, old_release, recon
 from tests.local.test_engine import cancel_all
-from tests.local.test_upgrade_run_folder import project
+from tests.local.test_upgrade_run_folder import DONE, LIVE, project
 
 __all__ = ["project"]  # the fixture
 
 # The last commit before recon read what jobs used: journal schema 7.
 BEFORE_USED = "1c5d019"
-
-DONE = """\
-kind: Run
-name: done
-resources: {cpus: 1}
-command: echo done > {outputs.out.path}
-outputs:
-  out: done.txt
-"""
-
-LIVE = """\
-kind: Run
-name: live
-resources: {cpus: 1}
-command: sleep 4; echo live > {outputs.out.path}
-outputs:
-  out: live.txt
-"""
 
 # ~64 MiB written and a moment of CPU, three seeds: enough successes for a suggestion
 HUNGRY = """\
