@@ -187,6 +187,19 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # ``engine/plan/raises``), as JSON `{"memory_mb": 2048, "time_s": null}`, written with
     # the intent; NULL: as the spec declares (every submission before this, and most after).
     ("ALTER TABLE submissions ADD COLUMN raised TEXT",),
+    # 11: facts journalled when they happen. The sha256 of the batch script a job is sent
+    # and the #SBATCH options rendered in it (a JSON list), written with the intent before
+    # sbatch: the manifest names that digest, not a script rendered again once the job
+    # ended; NULL on older records (their manifests still render it again). And a success
+    # that skipped its command is an ending of its own (``EndingKind.SKIPPED``): until
+    # then it was told by its reason's words alone, read here once, as migration 5 did.
+    (
+        "ALTER TABLE submissions ADD COLUMN script_sha256 TEXT",
+        "ALTER TABLE submissions ADD COLUMN sbatch_options TEXT",
+        """UPDATE submissions SET ending = 'skipped'
+        WHERE final_health = 'succeeded' AND reason = 'skipped: inputs unchanged'
+        AND ending IS NULL""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -206,6 +219,9 @@ class Intent(NamedTuple):
     code_versions: Mapping[str, str] = _NO_CODE
     # what a retry asks for beyond its spec: `memory_mb`, `time_s` (None: as declared)
     raised: Mapping[str, int | None] | None = None
+    # the batch script to be sent: its sha256 and its #SBATCH options (None: no script)
+    script_sha256: str | None = None
+    sbatch_options: Sequence[str] | None = None
 
 
 class CancelRecord(BaseModel):
@@ -284,8 +300,9 @@ class Journal:
             for intent in intents:
                 cursor = db.execute(
                     "INSERT INTO submissions (project, kind, name, spec_hash, git_commit,"
-                    " status, spec_fields, code_versions, raised, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " status, spec_fields, code_versions, raised, script_sha256,"
+                    " sbatch_options, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         intent.project,
                         intent.kind,
@@ -296,6 +313,10 @@ class Journal:
                         json.dumps(intent.spec_fields, sort_keys=True),
                         json.dumps(dict(intent.code_versions), sort_keys=True),
                         None if intent.raised is None else json.dumps(dict(intent.raised)),
+                        intent.script_sha256,
+                        None
+                        if intent.sbatch_options is None
+                        else json.dumps(list(intent.sbatch_options)),
                         stamp,
                         stamp,
                     ),
@@ -1014,6 +1035,8 @@ def _record(row: sqlite3.Row) -> SubmissionRecord:
         usage_sought=row["usage_sought_at"] is not None,
         used_read=bool(row["used_read"]),
         raised=None if row["raised"] is None else json.loads(row["raised"]),
+        script_sha256=row["script_sha256"],
+        options_json=row["sbatch_options"],
         created_at=datetime.fromisoformat(row["created_at"]),
         updated_at=datetime.fromisoformat(row["updated_at"]),
     )

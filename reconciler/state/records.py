@@ -64,6 +64,10 @@ class EndingKind(StrEnum):
     # a run with a checkpoint: its command exited non-zero after the warning signal (or a
     # preemption's SIGTERM), its progress saved (``runfolder.checkpointed``): a requeue
     CHECKPOINTED = "checkpointed"
+    # a success that ran nothing: its skip check (scheduler/render.py ``skip_check_block``)
+    # found its inputs as its run's last success read them, and its outputs stay that
+    # success's (schema 11; earlier releases told it by its reason's words alone)
+    SKIPPED = "skipped"
 
     @property
     def in_words(self) -> str | None:
@@ -149,8 +153,24 @@ class SubmissionRecord:
     # what the job asked for beyond its spec, a retry's raise (`memory_mb`, `time_s`);
     # None: as its spec declares (schema 10)
     raised: Mapping[str, int | None] | None = None
+    # the sha256 of the batch script the job was sent, and the #SBATCH options rendered in
+    # it (a JSON list, read by ``sbatch_options``), journalled with the intent before
+    # sbatch (schema 11); None on allocations (salloc is sent no script) and on records
+    # of earlier releases, whose manifests render the script again (engine/apply/settle.py)
+    script_sha256: str | None = None
+    options_json: str | None = None
     created_at: datetime
     updated_at: datetime
+
+    @property
+    def sbatch_options(self) -> tuple[str, ...] | None:
+        """The #SBATCH options of the script the job was sent (``options_json`` read)."""
+        return None if self.options_json is None else tuple(json.loads(self.options_json))
+
+    @property
+    def skipped(self) -> bool:
+        """A success that skipped its command (``EndingKind.SKIPPED``): it ran nothing."""
+        return self.ending is EndingKind.SKIPPED
 
     @property
     def usage(self) -> JobUsage | None:

@@ -33,7 +33,7 @@ def job(
     commit: str = "c1",
     kind: str = "run",
     job_id: str | None = None,
-    reason: str | None = None,
+    skipped: bool = False,
     idle_h: float = 0.0,
     wait_h: float = 0.0,
     limit_h: float | None = None,
@@ -72,7 +72,8 @@ def job(
         job_id=job_id or str(100 + record_id),
         status=SubmissionStatus.SUBMITTED,
         final_health=health,
-        reason=reason,
+        reason=SKIPPED if skipped else None,
+        ending=EndingKind.SKIPPED if skipped else None,
         usage_json=json.dumps(held.to_json()) if usage and health is not None else None,
         created_at=at,
         updated_at=at,
@@ -110,7 +111,7 @@ def test_a_newer_success_supersedes_the_older_and_skips_keep_the_one_they_matche
     records = [
         job("a", Health.SUCCEEDED, hours=2),
         job("a", Health.SUCCEEDED, hours=3),  # rerun (inputs changed): this one is current
-        job("a", Health.SUCCEEDED, hours=0.01, reason=SKIPPED),  # skipped: current too
+        job("a", Health.SUCCEEDED, hours=0.01, skipped=True),  # skipped: current too
     ]
     book = ledger(records, {"a": "s1"})
     assert book.project.cpu == {Spent.SUPERSEDED: 2, Spent.CURRENT: pytest.approx(3.01)}

@@ -1,9 +1,11 @@
 """A run's batch script as this deployment submits it, built in one place; what must exist
 before it is submitted (``prepare``) and the environment it goes with (``environment_fields``).
 
-The manifest's ``script_sha256`` says which bytes a job ran; it is right only while the
-script settle renders after the fact is the one apply submitted. Both build it here, from
-the same render context, and rendering is pure: the same context gives the same bytes.
+The manifest's ``script_sha256`` says which bytes a job ran: apply journals the digest
+of the script it sends with the intent, before sbatch (``script_sent``). A job an earlier
+release submitted has none journalled: settle renders its script again here
+(``script_sha256``), from the same render context, which is right only while this release
+renders it as that one did.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.skips import skip_check_files
@@ -42,8 +44,30 @@ def render_context(desired: Desired, run: DesiredRun, code_dir: Path) -> RenderC
     )
 
 
+class ScriptSent(NamedTuple):
+    """What the journal keeps of a batch script with its intent."""
+
+    sha256: str
+    options: tuple[str, ...]  # its #SBATCH options, in order (`hetjob` between components)
+
+
+def script_sent(script: str) -> ScriptSent:
+    """The digest of ``script`` and the options sbatch reads from its #SBATCH lines (those
+    before its first command)."""
+    options = []
+    for line in script.splitlines()[1:]:
+        if not line.startswith(_DIRECTIVE):
+            break
+        options.append(line.removeprefix(_DIRECTIVE))
+    return ScriptSent(hashlib.sha256(script.encode()).hexdigest(), tuple(options))
+
+
+_DIRECTIVE = "#SBATCH "
+
+
 def script_sha256(desired: Desired, run: DesiredRun, code_dir: Path) -> str:
-    """The sha256 of the batch script a job of the run's current spec ran."""
+    """The sha256 of the batch script a job of the run's current spec ran, rendered again:
+    for a job whose intent did not journal it (an earlier release's)."""
     script = render_batch_script(run, render_context(desired, run, code_dir))
     return hashlib.sha256(script.encode()).hexdigest()
 
