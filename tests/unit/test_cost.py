@@ -119,6 +119,22 @@ def test_a_newer_success_supersedes_the_older_and_skips_keep_the_one_they_matche
     assert saved.cpu_h == pytest.approx(2.99) and saved.jobs == 1  # valued at the last job
 
 
+def test_a_skip_is_known_by_its_ending_not_the_words_of_its_reason() -> None:
+    """A skip's reason reworded (or an earlier job's words that merely read like one)
+    changes nothing the ledger counts: its ending says it skipped."""
+    reworded = replace(job("a", Health.SUCCEEDED, hours=0.01, skipped=True), reason="übersprungen")
+    words_only = replace(job("b", Health.SUCCEEDED, hours=3), reason=SKIPPED)
+    records = [
+        job("a", Health.SUCCEEDED, hours=3),
+        reworded,
+        job("b", Health.SUCCEEDED),
+        words_only,
+    ]
+    book = ledger(records, {"a": "s1", "b": "s1"})
+    assert book.project.cpu == {Spent.SUPERSEDED: 1, Spent.CURRENT: pytest.approx(6.01)}
+    assert book.saved[Saving.SKIPPED].jobs == 1
+
+
 def test_jobs_recon_cancelled_count_as_cancelled_whatever_their_health() -> None:
     het = job("het", Health.FAILED, gpus=2, hours=1, job_id="77")  # torn down: one half failed
     book = ledger([het], {"het": "s1"}, cancel_causes={"77": Cause.COMPONENT_FAILED})
