@@ -80,6 +80,8 @@ class Done:
 
     line: str
     problem: bool = False  # refused, skipped or a warning: for stderr
+    # the run a submission's line tells of; None for anything else (the line says it)
+    submitted: str | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -106,7 +108,10 @@ class ApplyResult:
     def lines(self) -> list[Done]:
         """Everything it did, kind by kind: for a caller that did not follow `report`."""
         return [
-            *(Done(self.submitted_line(name, job_id)) for name, job_id in self.submitted.items()),
+            *(
+                Done(self.submitted_line(name, job_id), submitted=name)
+                for name, job_id in self.submitted.items()
+            ),
             *(Done(f"cancelled job {job_id}") for job_id in self.cancelled),
             *(Done(f"adopted job {job_id}") for job_id in self.adopted),
             *(Done(f"moved {old} -> {new}") for new, old in self.moved.items()),
@@ -319,7 +324,7 @@ class Applier:
         others = list(self._given.get(job_id, ()))
         self._given.setdefault(job_id, []).append(name)
         self.result.submitted[name] = job_id
-        self.report(Done(self.result.submitted_line(name, job_id)))
+        self.report(Done(self.result.submitted_line(name, job_id), submitted=name))
         if others:
             # slurmctld restarted and handed out the id of a job it lost; the next pass
             # sees the id under one tag only and submits the others again.
