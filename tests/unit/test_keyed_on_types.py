@@ -75,14 +75,16 @@ def _keyed_on_words(node: ast.AST) -> bool:
     return isinstance(node, ast.Match) and _worded(node.subject)
 
 
+_NAMED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
 def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
     """Every node with the name of the function (or class) it is in, `<module>` outside."""
     stack: list[tuple[str, ast.AST]] = [("<module>", tree)]
     while stack:
         where, node = stack.pop()
         for child in ast.iter_child_nodes(node):
-            named = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            inner = child.name if named else where  # type: ignore[union-attr]
+            inner = child.name if isinstance(child, _NAMED) else where
             yield inner, child
             stack.append((inner, child))
 
