@@ -48,6 +48,7 @@ from reconciler.state.records import (
     EndingKind,
     Rename,
     Renames,
+    ScriptSent,
     SetupRecord,
     SubmissionRecord,
     SubmissionStatus,
@@ -219,9 +220,8 @@ class Intent(NamedTuple):
     code_versions: Mapping[str, str] = _NO_CODE
     # what a retry asks for beyond its spec: `memory_mb`, `time_s` (None: as declared)
     raised: Mapping[str, int | None] | None = None
-    # the batch script to be sent: its sha256 and its #SBATCH options (None: no script)
-    script_sha256: str | None = None
-    sbatch_options: Sequence[str] | None = None
+    # the batch script to be sent: its sha256 and #SBATCH options (None: no script)
+    script: ScriptSent | None = None
 
 
 class CancelRecord(BaseModel):
@@ -313,10 +313,8 @@ class Journal:
                         json.dumps(intent.spec_fields, sort_keys=True),
                         json.dumps(dict(intent.code_versions), sort_keys=True),
                         None if intent.raised is None else json.dumps(dict(intent.raised)),
-                        intent.script_sha256,
-                        None
-                        if intent.sbatch_options is None
-                        else json.dumps(list(intent.sbatch_options)),
+                        None if intent.script is None else intent.script.sha256,
+                        _options(intent.script),
                         stamp,
                         stamp,
                     ),
@@ -521,6 +519,21 @@ class Journal:
                 f"UPDATE submissions SET usage_sought_at = ? WHERE id = ? AND {unread}",
                 [(stamp, record_id) for record_id in missing],
             )
+
+    def script_sent(self, record_id: int) -> ScriptSent | None:
+        """The batch script the submission ``record_id`` was sent, as its intent journalled
+        it; None where none was (an allocation, or an earlier release's intent)."""
+        with self._sqlite_errors():
+            row = self._db.execute(
+                "SELECT script_sha256, sbatch_options FROM submissions WHERE id = ?",
+                (record_id,),
+            ).fetchone()
+        if row is None or row["script_sha256"] is None:
+            return None
+        options = row["sbatch_options"]
+        return ScriptSent(
+            row["script_sha256"], None if options is None else tuple(json.loads(options))
+        )
 
     def records(self, project: str) -> list[SubmissionRecord]:
         """Every submission record of the project, oldest first, under the names and
@@ -761,7 +774,9 @@ class Journal:
 
     def _submissions(self, clause: str, params: tuple[str, ...]) -> list[SubmissionRecord]:
         with self._sqlite_errors():
-            rows = self._db.execute(f"SELECT * FROM submissions {clause}", params).fetchall()
+            rows = self._db.execute(
+                f"SELECT {_RECORD_COLUMNS} FROM submissions {clause}", params
+            ).fetchall()
         return [_record(row) for row in rows]
 
     @contextmanager
@@ -1012,6 +1027,18 @@ def _submission(db: sqlite3.Connection, record_id: int) -> sqlite3.Row:
     return row
 
 
+# What a record holds: every column but the script sent (``Journal.script_sent``).
+_RECORD_COLUMNS = (
+    "id, project, kind, name, spec_hash, git_commit, job_id, status, final_health,"
+    " exit_code, reason, ending, spec_fields, input_versions, output_versions,"
+    " code_versions, usage, usage_sought_at, used_read, raised, created_at, updated_at"
+)
+
+
+def _options(script: ScriptSent | None) -> str | None:
+    return None if script is None or script.options is None else json.dumps(script.options)
+
+
 def _record(row: sqlite3.Row) -> SubmissionRecord:
     health, ending = row["final_health"], row["ending"]
     return SubmissionRecord(
@@ -1035,8 +1062,6 @@ def _record(row: sqlite3.Row) -> SubmissionRecord:
         usage_sought=row["usage_sought_at"] is not None,
         used_read=bool(row["used_read"]),
         raised=None if row["raised"] is None else json.loads(row["raised"]),
-        script_sha256=row["script_sha256"],
-        options_json=row["sbatch_options"],
         created_at=datetime.fromisoformat(row["created_at"]),
         updated_at=datetime.fromisoformat(row["updated_at"]),
     )

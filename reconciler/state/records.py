@@ -153,19 +153,8 @@ class SubmissionRecord:
     # what the job asked for beyond its spec, a retry's raise (`memory_mb`, `time_s`);
     # None: as its spec declares (schema 10)
     raised: Mapping[str, int | None] | None = None
-    # the sha256 of the batch script the job was sent, and the #SBATCH options rendered in
-    # it (a JSON list, read by ``sbatch_options``), journalled with the intent before
-    # sbatch (schema 11); None on allocations (salloc is sent no script) and on records
-    # of earlier releases, whose manifests render the script again (engine/apply/settle.py)
-    script_sha256: str | None = None
-    options_json: str | None = None
     created_at: datetime
     updated_at: datetime
-
-    @property
-    def sbatch_options(self) -> tuple[str, ...] | None:
-        """The #SBATCH options of the script the job was sent (``options_json`` read)."""
-        return None if self.options_json is None else tuple(json.loads(self.options_json))
 
     @property
     def skipped(self) -> bool:
@@ -176,6 +165,17 @@ class SubmissionRecord:
     def usage(self) -> JobUsage | None:
         """What the job held (``usage_json`` read; each call reads it anew)."""
         return None if self.usage_json is None else JobUsage.from_json(json.loads(self.usage_json))
+
+
+class ScriptSent(NamedTuple):
+    """The batch script a job was sent, journalled with its intent before sbatch (schema
+    11; ``Journal.script_sent``). Not a field of its record: only settle reads it, once
+    per success, for the manifest, and a pass holds every record of the project."""
+
+    sha256: str
+    # its #SBATCH options, in order (`hetjob` between components); None for a run's step
+    # in an allocation, which srun starts: no directive of it is read
+    options: tuple[str, ...] | None
 
 
 class SetupRecord(BaseModel):

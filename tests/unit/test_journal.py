@@ -13,7 +13,7 @@ import pytest
 from reconciler.errors import JournalError
 from reconciler.scheduler.states import Health
 from reconciler.state.journal import SCHEMA_VERSION, CancelRecord, Intent, Journal
-from reconciler.state.records import Rename, SubmissionRecord, SubmissionStatus
+from reconciler.state.records import Rename, ScriptSent, SubmissionRecord, SubmissionStatus
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=1)
@@ -779,18 +779,16 @@ def test_a_version_10_journal_goes_on_its_skips_typed_and_its_scripts_unknown(
     with journal_module.Journal(path) as journal:
         old = journal.records("p")
         options = ("--job-name=a", "--time=1:00")
-        sent = Intent(
-            "p", "run", "a", "h", "c1", {}, script_sha256="f" * 64, sbatch_options=options
-        )
-        journal.record_intents([sent], T1)
-        new = journal.records("p")[-1]
+        sent = ScriptSent("f" * 64, options)
+        (new,) = journal.record_intents([Intent("p", "run", "a", "h", "c1", {}, script=sent)], T1)
+        scripts = [journal.script_sent(record.id) for record in old]
+        assert journal.script_sent(new) == sent
     assert [(r.job_id, r.ending, r.skipped) for r in old] == [
         ("1", EndingKind.SKIPPED, True), ("2", None, False), ("3", None, False),
         ("4", EndingKind.TIMEOUT, False), ("5", None, False),
     ]  # fmt: skip
     assert old[0].reason == "skipped: inputs unchanged"  # the words stay, for people
-    assert {(r.script_sha256, r.sbatch_options) for r in old} == {(None, None)}
-    assert (new.script_sha256, new.sbatch_options) == ("f" * 64, options)
+    assert scripts == [None] * 5
 
 
 def test_a_rename_carries_the_gathered_version_its_records_read(journal: Journal) -> None:

@@ -17,7 +17,7 @@ from reconciler.scheduler.states import SlurmState as S
 from reconciler.scheduler.testing import ScriptedScheduler
 from reconciler.state.journal import Intent, Journal
 from reconciler.state.provenance import read_manifest
-from reconciler.state.records import SubmissionRecord
+from reconciler.state.records import ScriptSent, SubmissionRecord
 from tests.planning import NOW, PROJECT, desired, hash_of, job, observed, run
 
 
@@ -29,6 +29,7 @@ def test_the_options_are_the_scripts_sbatch_lines_before_its_first_command() -> 
     sent = script_sent(script)
     assert sent.options == ("--job-name=a", "--mem=1G", "hetjob", "--gpus=1")
     assert sent.sha256 == hashlib.sha256(script.encode()).hexdigest()
+    assert script_sent(script, sbatch=False) == (sent.sha256, None)  # a step: srun's
 
 
 def test_each_intent_is_journalled_with_the_script_it_is_sent(tmp_path: Path) -> None:
@@ -55,12 +56,11 @@ def test_each_intent_is_journalled_with_the_script_it_is_sent(tmp_path: Path) ->
     scripts = [request.script for request in requests if isinstance(request, SubmitRequest)]
     records = journal.records(PROJECT)
     assert [r.name for r in records] == ["a", "b"]
-    for record_, script in zip(records, scripts, strict=True):
-        sent = script_sent(script)
-        assert (record_.script_sha256, record_.sbatch_options) == (sent.sha256, sent.options)
-        assert "--ignore-pbs" in sent.options
+    sent = [journal.script_sent(record_.id) for record_ in records]
+    assert sent == [script_sent(script) for script in scripts]
+    assert all(made is not None and "--ignore-pbs" in (made.options or ()) for made in sent)
     # both durable before the first sbatch, in the one transaction written ahead
-    assert [r.script_sha256 for r in seen[0]] == [r.script_sha256 for r in records]
+    assert [record_.id for record_ in seen[0]] == [record_.id for record_ in records]
     journal.close()
 
 
@@ -72,11 +72,11 @@ def _settled_manifest_digest(tmp_path: Path, journalled: str | None) -> tuple[st
     (tmp_path / "runs" / "a").mkdir(parents=True)
     (tmp_path / "runs" / "a" / "out.txt").write_text("made")
     with Journal(tmp_path / "journal.sqlite") as journal:
-        intent = Intent(PROJECT, "run", "a", digest, None, {}, script_sha256=journalled)
+        sent = None if journalled is None else ScriptSent(journalled, ())
+        intent = Intent(PROJECT, "run", "a", digest, None, {}, script=sent)
         (record_id,) = journal.record_intents([intent], NOW)
         journal.record_submitted(record_id, "10", NOW)
         records = journal.records(PROJECT)
-        assert records[0].script_sha256 == journalled
         endings = settle.judge(state, observed(job("a", digest, S.COMPLETED, "10")), records)
         code = tmp_path / "code"
         settle.record(journal, state, endings, NOW, lambda _commit: code)

@@ -219,7 +219,6 @@ class Applier:
     def _intent(self, run: DesiredRun, script: str, *, sbatch: bool = True) -> Intent:
         """``run``'s intent, with the digest of the ``script`` it is to be sent and the
         #SBATCH options rendered in it (none for a step: srun reads no directive)."""
-        sent = script_sent(script)
         run = self.desired.runs.get(run.name, run)  # its fields as declared, not as raised
         fields = flat_fields(run.spec, run.script_text, run.environment_files)
         raise_ = self._raised.get(run.name)
@@ -235,8 +234,7 @@ class Applier:
             fields,
             run.code,
             raised,
-            sent.sha256,
-            sent.options if sbatch else None,
+            script_sent(script, sbatch=sbatch),
         )
 
     def _script(self, name: str) -> str:

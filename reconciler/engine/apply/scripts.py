@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.skips import skip_check_files
@@ -28,6 +28,7 @@ from reconciler.scheduler.render import (
     staged_outputs,
 )
 from reconciler.state.paths import input_lists, input_paths, run_dir
+from reconciler.state.records import ScriptSent
 
 
 def render_context(desired: Desired, run: DesiredRun, code_dir: Path) -> RenderContext:
@@ -44,22 +45,17 @@ def render_context(desired: Desired, run: DesiredRun, code_dir: Path) -> RenderC
     )
 
 
-class ScriptSent(NamedTuple):
-    """What the journal keeps of a batch script with its intent."""
-
-    sha256: str
-    options: tuple[str, ...]  # its #SBATCH options, in order (`hetjob` between components)
-
-
-def script_sent(script: str) -> ScriptSent:
-    """The digest of ``script`` and the options sbatch reads from its #SBATCH lines (those
-    before its first command)."""
+def script_sent(script: str, *, sbatch: bool = True) -> ScriptSent:
+    """What the journal keeps of ``script`` with its intent: its digest, and the options
+    sbatch reads from its #SBATCH lines (those before its first command); ``sbatch``
+    False: a step's, started by srun, which reads none."""
     options = []
     for line in script.splitlines()[1:]:
         if not line.startswith(_DIRECTIVE):
             break
         options.append(line.removeprefix(_DIRECTIVE))
-    return ScriptSent(hashlib.sha256(script.encode()).hexdigest(), tuple(options))
+    digest = hashlib.sha256(script.encode()).hexdigest()
+    return ScriptSent(digest, tuple(options) if sbatch else None)
 
 
 _DIRECTIVE = "#SBATCH "

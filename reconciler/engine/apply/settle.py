@@ -293,7 +293,7 @@ def _record(
     journal.record_versions(job_id, ending.read(), _digests(ending.outputs), now)
     run = desired.runs[ending.job.tag.name]
     if ending.matched is None:
-        _write_manifest(desired, run, ending, now, code_dir, remote)
+        _write_manifest(journal, desired, run, ending, now, code_dir, remote)
     else:
         for marker in skipped_markers(run_dir(desired, run), job_id):
             marker.unlink(missing_ok=True)
@@ -464,6 +464,7 @@ def _digests(versions: Mapping[str, OutputVersion | None]) -> dict[str, str | No
 
 
 def _write_manifest(
+    journal: Journal,
     desired: Desired,
     run: DesiredRun,
     ending: Ending,
@@ -483,7 +484,7 @@ def _write_manifest(
         input_paths=input_paths(desired, run),
         commit=ending.record.commit,
         remote=remote,
-        script_sha256=_script_sha256(desired, run, ending.record, code_dir),
+        script_sha256=_script_sha256(journal, desired, run, ending.record, code_dir),
         now=now,
         user=user,
         host=host,
@@ -495,13 +496,14 @@ def _write_manifest(
 
 
 def _script_sha256(
-    desired: Desired, run: DesiredRun, record: SubmissionRecord, code_dir: CodeDir
+    journal: Journal, desired: Desired, run: DesiredRun, record: SubmissionRecord, code_dir: CodeDir
 ) -> str:
     """The digest of the script the job was sent, as journalled with its intent; for a
-    job an earlier release submitted (its record has none), the script rendered again,
-    which is right while this release renders it as that one did."""
-    if record.script_sha256 is not None:
-        return record.script_sha256
+    job an earlier release submitted (none journalled), the script rendered again, which
+    is right while this release renders it as that one did."""
+    sent = journal.script_sent(record.id)
+    if sent is not None:
+        return sent.sha256
     return script_sha256(desired, _as_ran(run, record), code_dir(record.commit))
 
 
