@@ -370,7 +370,7 @@ class _JobParts:
 class UntaggedJob(BaseModel):
     """A job of this user's that carries no recon tag. Not recon's by its tag, but it may be
     by its id: a job whose comment someone changed (``scontrol update comment=...``) is
-    still the job the journal recorded (see ``engine/identity.py``)."""
+    still the job the journal recorded (see ``engine/plan/identity.py``)."""
 
     model_config = _FROZEN
 
@@ -407,7 +407,7 @@ class Observation(BaseModel):
     reused_ids: dict[str, str] = Field(
         default_factory=dict,
         description="journaled job ids Slurm now shows under another recon tag: id -> that "
-        "tag. The journaled job is lost (engine/identity.py)",
+        "tag. The journaled job is lost (engine/plan/identity.py)",
     )
     problems: tuple[str, ...] = Field(
         default=(), description="why the observation is not complete; empty when it is"

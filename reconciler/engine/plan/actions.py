@@ -36,7 +36,7 @@ class RunOutcome(StrEnum):
     """Where a run stands once a plan is carried out: done (current), inflight (a job
     queued or running), waiting (for a later pass), failed (no retries left), blocked
     (an upstream failed, or it fits nowhere). The planner decides it run by run
-    (engine/plan_runs.py); `apply --wait` stops once every run's outcome is final:
+    (engine/plan/runs.py); `apply --wait` stops once every run's outcome is final:
     done, failed or blocked.
     Not `reconcile.PassOutcome`, which is what a whole pass saw and did."""
 
@@ -49,7 +49,7 @@ class RunOutcome(StrEnum):
 
 # A run's final outcomes, where `apply --wait` stops: nothing more happens to the run
 # without a new commit. ("Settle" is another thing: journalling how a job ended,
-# engine/settle.py.)
+# engine/apply/settle.py.)
 FINAL = frozenset({RunOutcome.DONE, RunOutcome.FAILED, RunOutcome.BLOCKED})
 
 
@@ -400,7 +400,7 @@ class SweepShape(BaseModel):
 
 
 class PruneCause(StrEnum):
-    """Why a plan's prunes are held back (engine/plan_prune.py)."""
+    """Why a plan's prunes are held back (engine/plan/prune.py)."""
 
     EMPTY = "empty"  # the commit declares nothing, and they would cancel live jobs
     OVER_LIMIT = "over-limit"  # more than one job, and more than recon.yaml's prune_limit

@@ -1,6 +1,6 @@
 """What a run's past says, read from its jobs and its journal records. Pure.
 
-Each function answers one question the decision table (engine/plan_runs.py) asks of a
+Each function answers one question the decision table (engine/plan/runs.py) asks of a
 run: its last success and whether that is still current, its failed attempts since,
 and the jobs of its current spec whose fate recon has not seen yet.
 """

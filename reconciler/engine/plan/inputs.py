@@ -1,7 +1,7 @@
 """What the planner reads, indexed once per plan, and what one run's decision returns.
 
 Pure and read-only: the planner's modules look things up here by name and never write
-back; each run's decision is a value (``Decision``) that the assembly in engine/plan.py
+back; each run's decision is a value (``Decision``) that the assembly in engine/plan/assemble.py
 collects, and later runs read the earlier ones' decisions from that collection.
 """
 
@@ -56,7 +56,7 @@ class PlanInputs:
     containers: frozenset[str] | None = None
     # commit -> each committed file's git blob id (None: a link, not compared), for the
     # commits of journal records that do not carry the code versions their job ran with
-    # (written by an older recon); read before planning (``engine/code.code_at``)
+    # (written by an older recon); read before planning (``engine/reconcile.code_at``)
     code_at: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
     # the jobs recon itself cancelled (the journal's cancels): never an attempt of a run
     cancelled: frozenset[str] = frozenset()
@@ -65,7 +65,7 @@ class PlanInputs:
     jobs_by_run: Mapping[str, tuple[ObservedJob, ...]]
     history_by_run: Mapping[str, Sequence[SubmissionRecord]]
     partners_by_run: Mapping[str, Sequence[str]]
-    # a job array's id -> its tasks, each a sweep member's job (engine/identity.split_arrays)
+    # a job array's id -> its tasks, each a sweep member's job (engine/plan/identity.split_arrays)
     tasks_by_array: Mapping[str, tuple[ObservedJob, ...]]
     # the project's allocation jobs (observed order) and the journal's records of them
     # (oldest first), by allocation

@@ -1,6 +1,6 @@
 """What to do about one run: the decision table. Pure.
 
-A run is decided after its upstreams (engine/plan.py walks the DAG in order) from its
+A run is decided after its upstreams (engine/plan/assemble.py walks the DAG in order) from its
 facts (``RunFacts``: its jobs, its journal records, its last success, and the decisions
 already made for the runs before it). The table's rows are asked in order; the first
 that decides returns a ``Decision`` (an action and the run's outcome), and a run no row
@@ -26,7 +26,7 @@ decides is submitted:
                          or an upstream is in flight (may rerun)
     (no row)             not yet run, spec changed, or its job lost    INFLIGHT (submit)
 
-A submission may still wait or be blocked (engine/plan_submit.py). A new row is a
+A submission may still wait or be blocked (engine/plan/submit.py). A new row is a
 function from RunFacts to a Decision or None, put in its place in ``DECISION_TABLE``.
 """
 

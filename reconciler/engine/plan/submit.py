@@ -1,7 +1,7 @@
 """Whether a run that is to be submitted can go now: it fits, its upstreams allow it, its
 allocation has room and time. Pure.
 
-The decision table (engine/plan_runs.py) says a run needs a new job; this says whether
+The decision table (engine/plan/runs.py) says a run needs a new job; this says whether
 that job is submitted in this plan (chained to upstreams in flight through Slurm's
 afterok), waits for a later pass, or is blocked.
 """

@@ -19,7 +19,7 @@ def sync_status(
     jobs: Sequence[ObservedJob],
 ) -> SyncStatus:
     """`success`: the run's last success of its current spec; `stale`: why that is no
-    longer current (``plan_history.staleness``); `history`, `jobs`: all of the run's
+    longer current (``engine/plan/history.staleness``); `history`, `jobs`: all of the run's
     records and observed jobs, of any spec."""
     if success is not None:
         if stale is None:
