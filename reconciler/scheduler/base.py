@@ -471,6 +471,16 @@ def job_order(job_id: str) -> tuple[int, int]:
     return (int(top), int(step) if step.isdigit() else -1)
 
 
+# The journal's stamps are this machine's clock, a scheduler's times its own (slurmctld's,
+# often on another host): a window of `since`/`until` drawn from journal stamps reaches
+# this far beyond them, for the sacct window of a pass and the accounting's back-fill
+# alike. Generous, because a window too wide reads a few more rows while one too narrow
+# misses a job for good. Telling a recycled job id apart is the opposite trade (there a
+# loose bound claims another's job) and keeps its own, tight bound:
+# engine/plan/identity.SUBMIT_CLOCK_SKEW.
+JOURNAL_CLOCK_MARGIN = timedelta(hours=1)
+
+
 class Scheduler(Protocol):
     """What recon needs from a batch scheduler; the Slurm adapter and local backend implement it."""
 

@@ -35,7 +35,11 @@ from reconciler.scheduler.tag import Tag, TagKind
 from reconciler.state.paths import deployment
 from reconciler.state.records import Renames, SubmissionRecord
 
-# Slurm's submit time and the journal's clock may differ a little (another host).
+# Slurm's submit time and the journal's clock may differ a little (another host). Not
+# scheduler/base.JOURNAL_CLOCK_MARGIN, which widens a window to read (an hour costs only
+# rows): this bound decides whether a job with a journaled id is the one recon submitted,
+# and the wider it is, the likelier a job Slurm gave the recycled id to soon after is
+# claimed as recon's.
 SUBMIT_CLOCK_SKEW = timedelta(minutes=1)
 
 
