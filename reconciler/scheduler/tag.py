@@ -62,6 +62,13 @@ class Tag(BaseModel):
         """The job name people see in ``squeue``; not parsed back (it lacks kind and hash)."""
         return f"{self.project}.{self.name}"
 
+    @property
+    def options(self) -> tuple[str, str]:
+        """The sbatch and salloc options that write the tag into a job, in a batch script's
+        #SBATCH lines and on a command line alike: its name, and its comment (where
+        ``Tag.parse`` reads it back from)."""
+        return f"--job-name={self.job_name}", f"--comment={self.format()}"
+
     @classmethod
     def parse(cls, text: str) -> Tag | None:
         """The tag a comment holds, or None for any comment recon did not write."""
