@@ -42,13 +42,19 @@ def settled_healths(records: Iterable[SubmissionRecord]) -> dict[str, Health]:
     }
 
 
+def journal_over_cluster(recorded: Health | None, seen: Health) -> Health:
+    """How a job stands as recon sees it. The journal's judgement beats the cluster's: a
+    job settle judged (``recorded``) has the health it recorded, such as failed for a job
+    Slurm calls COMPLETED that left its declared outputs missing; any other job has the
+    health the cluster shows (``seen``). The one home of that rule: last success, sync
+    status, and status's rows for runs and allocation jobs all ask it."""
+    return recorded if recorded is not None else seen
+
+
 def settled_health(job: ObservedJob, judged: Mapping[str, Health]) -> Health:
-    """How the job stands as recon sees it. The journal's judgement beats the cluster's:
-    a job settle judged (``settled_healths``) has the health it recorded, such as failed for a
-    job Slurm calls COMPLETED that left its declared outputs missing; any other job has
-    the health the cluster shows. The one home of that rule: last success, sync status
-    and status's health all ask it."""
-    return judged.get(job.job_id, job.health)
+    """``journal_over_cluster`` for an observed job, the journal's judgements looked up
+    by job id (``settled_healths``)."""
+    return journal_over_cluster(judged.get(job.job_id), job.health)
 
 
 @dataclass(frozen=True)
