@@ -22,7 +22,7 @@ from datetime import datetime
 from reconciler.desired.desired import Desired
 from reconciler.engine.apply import settle
 from reconciler.engine.apply.arrays import read_maps
-from reconciler.engine.plan.cost import running_usage
+from reconciler.engine.ledger.cost import running_usage
 from reconciler.engine.plan.identity import split_by_owner
 from reconciler.engine.reconcile import (
     JournalState,

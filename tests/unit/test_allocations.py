@@ -17,6 +17,7 @@ from reconciler.desired.desired import (
     spec_hash,
 )
 from reconciler.desired.models import Allocation, NodeShape, Project, Run, RunResources
+from reconciler.engine.ledger.status import allocation_statuses
 from reconciler.engine.plan import plan
 from reconciler.engine.plan.actions import Action, ActionKind, Cause, PruneCause, PruneGuard
 from reconciler.engine.plan.allocations.placement import (
@@ -32,7 +33,6 @@ from reconciler.engine.plan.allocations.state import (
     prunes,
 )
 from reconciler.engine.plan.inputs import FileState, PlanInputs
-from reconciler.engine.plan.status import allocation_statuses
 from reconciler.scheduler.base import JobRecord, Launch, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag

@@ -15,7 +15,7 @@ import pytest
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.accounting import account
-from reconciler.engine.plan.cost import Spent, ledger
+from reconciler.engine.ledger.cost import Spent, ledger
 from reconciler.engine.plan.identity import tag_for
 from reconciler.errors import ObservationError
 from reconciler.report import cost as report
