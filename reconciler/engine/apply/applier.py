@@ -21,7 +21,7 @@ first waits for every answer. A crash with several in flight leaves, as above, j
 journal holds an intent of and the next pass adopts by their tags.
 
 A run started as a step in an allocation keeps one intent of its own, written just
-before: an open intent of a step holds its run back (``engine/plan/history.unlisted_step``).
+before: an open intent of a step holds its run back (``engine/plan/unseen.unlisted_step``).
 
 A refused submission (bad partition...) is recorded and skipped; runs that were to wait
 for it are skipped too (keep going, like dvc's `on_error="keep-going"`). A transient

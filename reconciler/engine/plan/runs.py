@@ -52,22 +52,24 @@ from reconciler.engine.plan.history import (
     Stale,
     Success,
     failed_attempts,
-    fate_unknown,
     last_success,
-    lost_jobs,
     partner_failed,
-    refused_last,
     rerunning,
     skip_check,
     staleness,
-    unlisted_step,
-    unseen,
-    vanished,
 )
 from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
 from reconciler.engine.plan.raises import raised
 from reconciler.engine.plan.submit import submit
 from reconciler.engine.plan.sync import sync_status
+from reconciler.engine.plan.unseen import (
+    fate_unknown,
+    lost_jobs,
+    refused_last,
+    unlisted_step,
+    unseen,
+    vanished,
+)
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord

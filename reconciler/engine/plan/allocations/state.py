@@ -30,8 +30,8 @@ from reconciler.engine.plan.actions import Action, ActionKind, Cause
 from reconciler.engine.plan.allocations import judging
 from reconciler.engine.plan.allocations.gpus import InUse, in_use
 from reconciler.engine.plan.allocations.judging import Stage
-from reconciler.engine.plan.history import refused_last
 from reconciler.engine.plan.inputs import PlanInputs
+from reconciler.engine.plan.unseen import refused_last
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.state.records import unseen_job
 from reconciler.words import plural
