@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from reconciler.engine.ledger.cost import Saving, Spent, ledger
-from reconciler.engine.plan.actions import Cause
+from reconciler.engine.plan.causes import Cause
 from reconciler.report import cost as report
 from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.states import Health

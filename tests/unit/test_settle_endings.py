@@ -10,7 +10,7 @@ import pytest
 
 from reconciler.engine.apply.settle import as_recorded, judge
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Cause
+from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.runfolder import checkpointed
 from reconciler.scheduler.states import ENDINGS, Health
 from reconciler.scheduler.states import SlurmState as S

@@ -13,8 +13,9 @@ from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.apply.applier import Applier
 from reconciler.engine.apply.arrays import map_file, read_maps
 from reconciler.engine.plan import plan as make_plan
-from reconciler.engine.plan.actions import ActionKind, Cause
+from reconciler.engine.plan.actions import ActionKind
 from reconciler.engine.plan.arrays import ArrayMap
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.identity import split_by_owner, tag_for
 from reconciler.errors import TransientSchedulerError
 from reconciler.report import plan as plan_report

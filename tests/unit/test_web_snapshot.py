@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.engine.ledger.status import RunStatus
-from reconciler.engine.plan.actions import ActionKind, Cause, SyncStatus
+from reconciler.engine.plan.actions import ActionKind, SyncStatus
+from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.states import Health
 from reconciler.state.records import EndingKind, SubmissionStatus
 from reconciler.web.app import accepted_hosts, is_loopback

@@ -31,7 +31,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.plan.actions import Cause
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.forecast import HOUR, ran_its_command
 from reconciler.engine.plan.sizes import Sizes
 from reconciler.scheduler.base import Observation

@@ -15,16 +15,10 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.desired.resources import Duration
-from reconciler.engine.plan.actions import (
-    SUSPENDED_MARK,
-    ActionKind,
-    Cause,
-    Plan,
-    RetryBudget,
-    SyncStatus,
-)
+from reconciler.engine.plan.actions import SUSPENDED_MARK, ActionKind, Plan, RetryBudget, SyncStatus
 from reconciler.engine.plan.allocations.judging import held_back, idle_for, judged_health
 from reconciler.engine.plan.budgets import REQUEUED
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.history import (
     journal_over_cluster,
     settled_health,

@@ -49,12 +49,13 @@ from typing import ParamSpec
 
 from reconciler.desired import graph
 from reconciler.desired.desired import Desired, DesiredAllocation
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Move, Plan, SweepShape
+from reconciler.engine.plan.actions import Action, ActionKind, Move, Plan, SweepShape
 from reconciler.engine.plan.allocations.gpus import gpu_share
 from reconciler.engine.plan.allocations.placement import on_demand, renewals
 from reconciler.engine.plan.allocations.state import idle_releases, plan_allocations
 from reconciler.engine.plan.allocations.state import prunes as allocation_prunes
 from reconciler.engine.plan.arrays import place
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.fit import Fit
 from reconciler.engine.plan.holds import budget_guard, suspend, suspended_notes
 from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs, PlanMemo

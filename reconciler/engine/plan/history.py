@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.plan.actions import Cause, RunOutcome, SkipCheck
+from reconciler.engine.plan.actions import RunOutcome, SkipCheck
 from reconciler.engine.plan.budgets import (
     REQUEUED,
     Attempt,
@@ -19,6 +19,7 @@ from reconciler.engine.plan.budgets import (
     saved_checkpoint,
     timed_out,
 )
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, Health, ending, waited_for_dependency

@@ -20,7 +20,8 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 
 from reconciler.desired.desired import Desired, former_allocation, former_identity, run_workdir
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Move
+from reconciler.engine.plan.actions import Action, ActionKind, Move
+from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.base import ObservedJob
 from reconciler.state.records import Rename, Renames, SubmissionRecord, gathered_digest
 

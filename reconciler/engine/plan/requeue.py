@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.desired.resources import span
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, LookKind, NextLook
+from reconciler.engine.plan.actions import Action, ActionKind, LookKind, NextLook
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.inputs import Decision, PlanInputs
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import SlurmState

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 
 from reconciler.desired.desired import DesiredRun
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.plan.actions import FAILED_FIXES, Action, ActionKind, Cause, RunOutcome
+from reconciler.engine.plan.actions import FAILED_FIXES, Action, ActionKind, RunOutcome
 from reconciler.engine.plan.allocations.gpus import InUse
 from reconciler.engine.plan.budgets import (
     Attempt,
@@ -47,6 +47,7 @@ from reconciler.engine.plan.budgets import (
     requeue_words,
     retry_words,
 )
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.changes import why_submit
 from reconciler.engine.plan.history import (
     Stale,

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, RunOutcome
+from reconciler.engine.plan.actions import Action, ActionKind, RunOutcome
 from reconciler.engine.plan.allocations.gpus import InUse
 from reconciler.engine.plan.allocations.placement import place
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.changes import field_changes
 from reconciler.engine.plan.inputs import Decision, PlanInputs
 from reconciler.scheduler.states import Health

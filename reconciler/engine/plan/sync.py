@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reconciler.engine.plan.actions import Cause, SyncStatus
+from reconciler.engine.plan.actions import SyncStatus
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.history import Stale, Success, settled_health, settled_healths
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health

@@ -26,10 +26,11 @@ from datetime import timedelta
 from reconciler.desired.desired import DesiredAllocation
 from reconciler.desired.models import NodeShape, RunResources
 from reconciler.desired.resources import span
-from reconciler.engine.plan.actions import Action, ActionKind, Cause
+from reconciler.engine.plan.actions import Action, ActionKind
 from reconciler.engine.plan.allocations import judging
 from reconciler.engine.plan.allocations.gpus import InUse, in_use
 from reconciler.engine.plan.allocations.judging import Stage
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.inputs import PlanInputs
 from reconciler.engine.plan.unseen import refused_last
 from reconciler.scheduler.base import ObservedJob, job_order
