@@ -204,11 +204,11 @@ def test_the_cost_panel_and_a_runs_cost_come_from_the_looks_journal(tmp_path: Pa
     from dataclasses import replace
     from datetime import timedelta
 
-    from reconciler.engine.plan.identity import tag_for
     from reconciler.engine.reconcile import Request, look_once
     from reconciler.scheduler.base import Held, JobRecord, ObservedJob
     from reconciler.scheduler.states import SlurmState
     from reconciler.scheduler.usage import JobUsage
+    from reconciler.state.paths import tag_for
     from reconciler.web.snapshot import snapshot_of
     from tests.local.serving import example_project
 

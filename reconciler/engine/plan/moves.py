@@ -16,7 +16,7 @@ the disk (the applier renames the folder, and refuses when the new one exists).
 
 from __future__ import annotations
 
-import os
+import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 
 from reconciler.desired.desired import Desired, former_allocation, former_identity, run_workdir
@@ -101,8 +101,9 @@ def moved_folders(desired: Desired) -> dict[str, str]:
         default = run_workdir(None, runs_dir, new)
         if one.workdir != default and not one.workdir.startswith(default + "/"):
             continue  # its own `workdir:`, which stays
-        before = os.path.join(desired.root, run_workdir(None, runs_dir, old))
-        folders[os.path.normpath(before)] = os.path.normpath(os.path.join(desired.root, default))
+        before = posixpath.join(desired.root, run_workdir(None, runs_dir, old))
+        after = posixpath.join(desired.root, default)
+        folders[posixpath.normpath(before)] = posixpath.normpath(after)
     return folders
 
 
