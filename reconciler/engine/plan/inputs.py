@@ -11,17 +11,14 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from reconciler.desired.desired import Desired
 from reconciler.engine.plan.actions import Action, RunOutcome
+from reconciler.engine.plan.allocation_state import AllocationState
 from reconciler.engine.plan.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import ALIVE
 from reconciler.state.records import SetupRecord, SubmissionRecord
-
-if TYPE_CHECKING:  # the allocation planner reads PlanInputs, and fills allocation_states
-    from reconciler.engine.plan.allocations.state import AllocationState
 
 
 @dataclass(frozen=True)

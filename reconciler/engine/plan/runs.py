@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from reconciler.desired.desired import DesiredRun
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.plan.actions import FAILED_FIXES, Action, ActionKind, RunOutcome
-from reconciler.engine.plan.allocations.gpus import InUse
+from reconciler.engine.plan.allocation_state import InUse
 from reconciler.engine.plan.budgets import (
     Attempt,
     drawn,

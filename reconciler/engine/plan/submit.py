@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from reconciler.desired.desired import DesiredRun
 from reconciler.engine.plan.actions import Action, ActionKind, RunOutcome
-from reconciler.engine.plan.allocations.gpus import InUse
+from reconciler.engine.plan.allocation_state import InUse
 from reconciler.engine.plan.allocations.placement import place
 from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.changes import field_changes
