@@ -111,7 +111,9 @@ def replan(
     return Replanned(plan, memo.renewed(inputs, decided), tuple(affected))
 
 
-def _budget_moves(kept: Plan, desired: Desired, actions: list[Action], inputs: PlanInputs) -> bool:
+def _budget_moves(
+    kept: Plan, desired: Desired, actions: list[Action], inputs: PlanInputs
+) -> bool:
     """The budget held the kept plan, or would hold this one: a full plan decides (its
     confirmation is the request's, which a re-plan does not know)."""
     if kept.budget_guard is not None:
