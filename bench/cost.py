@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE))
 
 from reconciler.desired.loader import load_desired, open_source  # noqa: E402
-from reconciler.engine.plan.actions import Cause  # noqa: E402
+from reconciler.engine.plan.causes import Cause  # noqa: E402
 from reconciler.scheduler.usage import JobUsage  # noqa: E402
 from reconciler.state.journal import Journal  # noqa: E402
 from reconciler.state.paths import journal_path  # noqa: E402

@@ -198,10 +198,9 @@ def seed_completed(root: Path, backend: str, sacct_file: Path, settled: bool = T
     """Every run succeeded: its output on disk, one ended job, one journal record (whose
     end is recorded when `settled`)."""
     from reconciler.desired.loader import load_desired, open_source
-    from reconciler.engine.plan.identity import tag_for
     from reconciler.scheduler.states import Health
     from reconciler.state.journal import Journal
-    from reconciler.state.paths import run_path
+    from reconciler.state.paths import run_path, tag_for
 
     desired = load_desired(open_source(root))
     state = root / desired.project.state_dir

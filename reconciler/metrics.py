@@ -20,10 +20,10 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from reconciler.engine.ledger.cost import OUTCOMES, hours_by_outcome
+from reconciler.engine.ledger.status import run_statuses
 from reconciler.engine.plan.actions import BudgetGuard
-from reconciler.engine.plan.cost import OUTCOMES, hours_by_outcome
 from reconciler.engine.plan.holds import Hold
-from reconciler.engine.plan.status import run_statuses
 from reconciler.engine.watch import PassReport, PassResult
 from reconciler.errors import ObservationError
 

@@ -88,7 +88,7 @@ def cost(
     from reconciler.desired.desired import spec_hash_of
     from reconciler.desired.matrix import sweep_of
     from reconciler.engine.accounting import account
-    from reconciler.engine.plan.cost import in_scope, ledger
+    from reconciler.engine.ledger.cost import in_scope, ledger
     from reconciler.engine.plan.inputs import coupled_partners
     from reconciler.engine.plan.sizes import suggest
     from reconciler.engine.reconcile import Request, load, read_cancel_causes

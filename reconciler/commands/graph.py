@@ -61,7 +61,7 @@ def graph(
     """
     # The engine is imported when a command runs: `recon --help` stays quick.
     from reconciler.desired.loader import load_desired, open_source
-    from reconciler.engine.plan.status import run_statuses
+    from reconciler.engine.ledger.status import run_statuses
     from reconciler.engine.reconcile import Request, look_once
     from reconciler.report.graph import RENDERERS, graph_of
 

@@ -36,7 +36,7 @@ from reconciler.commands.common import (
 if TYPE_CHECKING:
     from reconciler.desired.desired import Desired
     from reconciler.engine.plan.actions import Plan
-    from reconciler.engine.plan.cost import Expected
+    from reconciler.engine.plan.forecast import Expected
     from reconciler.repository.specdiff import SpecDiff
     from reconciler.state.records import SubmissionRecord
 
@@ -142,7 +142,7 @@ def plan(
         sys.stdout.write(cost_report.expected_markdown(estimate))
     if output_format is Format.markdown:
         # The runs the plan acts on and their neighbours, as GitHub and GitLab draw it.
-        from reconciler.engine.plan.status import run_statuses
+        from reconciler.engine.ledger.status import run_statuses
         from reconciler.report.graph import graph_of, mermaid_block
 
         # With each run's health, as `recon graph` draws it: a failed run shows failed.
@@ -292,7 +292,7 @@ def _expected(
 ) -> Expected:
     """What running ``runs`` is expected to cost, from the journal's last durations and,
     for the runs it has none of, those of ``exported``."""
-    from reconciler.engine.plan.cost import Asks, expected, last_durations
+    from reconciler.engine.plan.forecast import Asks, expected, last_durations
 
     asks = {name: Asks.of(desired.runs[name].resources) for name in runs}
     if exported is None:

@@ -26,7 +26,7 @@ from reconciler.commands.common import (
 
 if TYPE_CHECKING:
     from reconciler.desired.desired import Desired
-    from reconciler.engine.plan.status import AllocationStatus, RunStatus
+    from reconciler.engine.ledger.status import AllocationStatus, RunStatus
 
 
 def status(
@@ -69,7 +69,7 @@ def status(
       recon status --format json --allocations
     """
     # The engine is imported when a command runs: `recon --help` stays quick.
-    from reconciler.engine.plan.status import allocation_statuses, run_statuses
+    from reconciler.engine.ledger.status import allocation_statuses, run_statuses
     from reconciler.engine.reconcile import Request, look_once, read_events
     from reconciler.report import status as status_report
 

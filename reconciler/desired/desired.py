@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
@@ -36,10 +36,6 @@ from reconciler.desired.models import (
     RunResources,
     upstream_of,
 )
-
-if TYPE_CHECKING:
-    from reconciler.desired.loader import Loaded
-    from reconciler.desired.sweeps import Sweep
 
 S = TypeVar("S", bound=NodeShape)
 M = TypeVar("M", bound=BaseModel)
@@ -311,6 +307,21 @@ class DesiredAllocation:
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """A run with a matrix: its members' names in a stable order, and how many may run at once."""
+
+    name: str
+    members: tuple[str, ...]
+    max_parallel: int | None
+    axes: tuple[str, ...]
+
+
+class LoadMemo:
+    """What the loader keeps of one load for a later one (desired/loader.Loaded, its one
+    kind): opaque here, so the desired state needs nothing of the loader that makes it."""
+
+
+@dataclass(frozen=True)
 class Desired:
     project: Project
     root: Path
@@ -322,7 +333,7 @@ class Desired:
     sweeps: Mapping[str, Sweep] = field(default_factory=dict)  # runs with a matrix
     # what the loader made it from, for a load of a later commit that changes a few runs
     # (``loader.reload``); None where it was not loaded from a commit
-    loaded: Loaded | None = field(default=None, compare=False, repr=False)
+    loaded: LoadMemo | None = field(default=None, compare=False, repr=False)
     # a run (a sweep, by its own name) -> the name it says it had (`renamed_from`)
     renamed: Mapping[str, str] = field(default_factory=dict)
 

@@ -34,6 +34,7 @@ from reconciler.desired.desired import (
     DesiredRun,
     EnvironmentKind,
     LazyMapping,
+    LoadMemo,
     Location,
     RunShape,
     canonical_fields,
@@ -784,7 +785,7 @@ def _desired_allocation(summary: DocumentSummary, project: Project) -> DesiredAl
 
 
 @dataclass
-class Loaded:
+class Loaded(LoadMemo):
     """What one load of a commit was made from, kept with its ``Desired`` so that a later
     commit that changes a few runs' specs is loaded from it (``reload``) instead of
     from every file again. ``expansion`` is the load's: its members, singles and gathers
@@ -853,7 +854,7 @@ def reload(previous: Desired, commit: str, changes: list[FileChange]) -> Reloade
     project-wide check (unique names, references, output paths, cycles) are then the
     previous load's, since nothing they read changed."""
     loaded = previous.loaded
-    if loaded is None or previous.commit is None or not changes:
+    if not isinstance(loaded, Loaded) or previous.commit is None or not changes:
         return None
     project = loaded.project
     paths = {change.path for change in changes}

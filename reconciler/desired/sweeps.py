@@ -23,20 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.desired import matrix, templates
-from reconciler.desired.desired import run_workdir
+from reconciler.desired.desired import Sweep, run_workdir
 from reconciler.desired.matrix import Member
 from reconciler.desired.summary import DocumentSummary, InputRef
 from reconciler.errors import SpecIssue
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """A run with a matrix: its members' names in a stable order, and how many may run at once."""
-
-    name: str
-    members: tuple[str, ...]
-    max_parallel: int | None
-    axes: tuple[str, ...]
 
 
 @dataclass

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from reconciler.desired.desired import Desired
 from reconciler.engine.apply import settle
 from reconciler.engine.apply.arrays import read_maps
-from reconciler.engine.plan.cost import running_usage
+from reconciler.engine.ledger.cost import running_usage
 from reconciler.engine.plan.identity import split_by_owner
 from reconciler.engine.reconcile import (
     JournalState,
@@ -31,16 +31,17 @@ from reconciler.engine.reconcile import (
     scheduler_for,
 )
 from reconciler.errors import ReconError
-from reconciler.scheduler.base import AccountingScheduler, Observation, Scheduler
+from reconciler.scheduler.base import (
+    JOURNAL_CLOCK_MARGIN,
+    AccountingScheduler,
+    Observation,
+    Scheduler,
+)
 from reconciler.scheduler.select import Choice
 from reconciler.scheduler.usage import JobUsage, usage_of
 from reconciler.state.journal import Journal
 from reconciler.state.paths import deployment, journal_path
 from reconciler.state.records import SubmissionRecord
-
-# The back-fill's window reaches this far beyond its records' own times: the journal's
-# stamps are this machine's clock, sacct's slurmctld's.
-BACKFILL_MARGIN = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -134,8 +135,8 @@ def backfill(
     that knows none may be the wrong one (`scheduler: auto` on a machine without Slurm
     picks the local backend, whose store never held the cluster's jobs), and stamping
     would hide them from the right one for good. They are then asked again next time."""
-    since = min(record.created_at for record in missing) - BACKFILL_MARGIN
-    until = max(record.updated_at for record in missing) + BACKFILL_MARGIN
+    since = min(record.created_at for record in missing) - JOURNAL_CLOCK_MARGIN
+    until = max(record.updated_at for record in missing) + JOURNAL_CLOCK_MARGIN
     ids = sorted({record.job_id for record in missing if record.job_id is not None})
     listed = scheduler.accounting(ids, since, until)
     project, place = desired.project.project, deployment(desired)

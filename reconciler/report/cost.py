@@ -1,4 +1,4 @@
-"""`recon cost` as text, markdown and JSON: the ledger of ``engine/plan/cost``."""
+"""`recon cost` as text, markdown and JSON: the ledger of ``engine/ledger/cost``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 from reconciler.desired.matrix import sweep_of
 from reconciler.desired.resources import span
-from reconciler.engine.plan.cost import SAVING_WORDS, Expected, Hours, Ledger, RunEstimate, Spent
+from reconciler.engine.ledger.cost import SAVING_WORDS, Hours, Ledger, Spent
+from reconciler.engine.plan.forecast import Expected, RunEstimate
 from reconciler.engine.plan.sizes import (
     FEWEST,
     LAST,

@@ -21,8 +21,8 @@ from typing import Literal
 from reconciler.desired.desired import Desired
 from reconciler.desired.graph import build, order
 from reconciler.desired.matrix import sweep_of
+from reconciler.engine.ledger.status import RunStatus
 from reconciler.engine.plan.actions import Plan
-from reconciler.engine.plan.status import RunStatus
 from reconciler.scheduler.states import Health, aggregate
 
 NodeKind = Literal["run", "alloc"]

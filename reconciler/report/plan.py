@@ -19,12 +19,12 @@ from reconciler.engine.plan.actions import (
     SUSPENDED_MARK,
     Action,
     ActionKind,
-    Cause,
     FieldChange,
     Plan,
     RunOutcome,
     SweepShape,
 )
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.holds import explain_hold, suspended_notes
 from reconciler.report.wrap import wrapped
 from reconciler.words import listed, plural

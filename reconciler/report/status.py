@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from rich.text import Text
 
 from reconciler.desired.matrix import sweep_of
+from reconciler.engine.ledger.status import AllocationStatus, RunStatus
 from reconciler.engine.plan.actions import ActionKind, Plan
-from reconciler.engine.plan.status import AllocationStatus, RunStatus
 from reconciler.report.plan import banner
 from reconciler.scheduler.states import Health
 from reconciler.words import plural

@@ -370,7 +370,7 @@ class _JobParts:
 class UntaggedJob(BaseModel):
     """A job of this user's that carries no recon tag. Not recon's by its tag, but it may be
     by its id: a job whose comment someone changed (``scontrol update comment=...``) is
-    still the job the journal recorded (see ``engine/identity.py``)."""
+    still the job the journal recorded (see ``engine/plan/identity.py``)."""
 
     model_config = _FROZEN
 
@@ -407,7 +407,7 @@ class Observation(BaseModel):
     reused_ids: dict[str, str] = Field(
         default_factory=dict,
         description="journaled job ids Slurm now shows under another recon tag: id -> that "
-        "tag. The journaled job is lost (engine/identity.py)",
+        "tag. The journaled job is lost (engine/plan/identity.py)",
     )
     problems: tuple[str, ...] = Field(
         default=(), description="why the observation is not complete; empty when it is"
@@ -469,6 +469,16 @@ def job_order(job_id: str) -> tuple[int, int]:
     if task.isdigit():
         return (int(top), int(task))
     return (int(top), int(step) if step.isdigit() else -1)
+
+
+# The journal's stamps are this machine's clock, a scheduler's times its own (slurmctld's,
+# often on another host): a window of `since`/`until` drawn from journal stamps reaches
+# this far beyond them, for the sacct window of a pass and the accounting's back-fill
+# alike. Generous, because a window too wide reads a few more rows while one too narrow
+# misses a job for good. Telling a recycled job id apart is the opposite trade (there a
+# loose bound claims another's job) and keeps its own, tight bound:
+# engine/plan/identity.SUBMIT_CLOCK_SKEW.
+JOURNAL_CLOCK_MARGIN = timedelta(hours=1)
 
 
 class Scheduler(Protocol):

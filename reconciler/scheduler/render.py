@@ -330,12 +330,8 @@ def array_batch_script(member_script: str, tag: Tag, sweep_dir: StrPath, tasks: 
 def _array_directives(member_script: str, tag: Tag, sweep_dir: StrPath) -> list[str]:
     """A member's #SBATCH lines with the name, comment and logs made the array's."""
     out, err = log_paths(sweep_dir, array=True)
-    own = {
-        "--job-name": f"--job-name={tag.job_name}",
-        "--comment": f"--comment={tag.format()}",
-        "--output": f"--output={out}",
-        "--error": f"--error={err}",
-    }
+    made = (*tag.options, f"--output={out}", f"--error={err}")
+    own = {option.split("=", 1)[0]: option for option in made}
     lines = []
     for line in member_script.splitlines()[1:]:
         if not line.startswith("#SBATCH "):
@@ -538,8 +534,7 @@ def _job_wide_options(
 ) -> list[str]:
     out, err = log_paths(context.run_dir)
     options = [
-        f"--job-name={context.tag.job_name}",
-        f"--comment={context.tag.format()}",
+        *context.tag.options,
         f"--output={_directive_value(out)}",
         f"--error={_directive_value(err)}",
         "--ignore-pbs",

@@ -27,7 +27,7 @@ PREFIX = "recon2"
 NAME_PATTERN = r"[A-Za-z0-9_-]+"
 # A sweep's member is known by its sweep's name and its values, train[lr=0.001,seed=0]. Its
 # tag is never written into a job (a job array carries the sweep's own tag): it is how an
-# array task is told apart once the array is split per member (engine/identity.py).
+# array task is told apart once the array is split per member (engine/plan/identity.py).
 MEMBER_PATTERN = NAME_PATTERN + r"(?:\[[A-Za-z0-9_.+=,-]+\])?"
 HASH_PATTERN = r"[0-9a-f]{16}"
 DEPLOYMENT_PATTERN = r"[0-9a-f]{12}"
@@ -61,6 +61,13 @@ class Tag(BaseModel):
     def job_name(self) -> str:
         """The job name people see in ``squeue``; not parsed back (it lacks kind and hash)."""
         return f"{self.project}.{self.name}"
+
+    @property
+    def options(self) -> tuple[str, str]:
+        """The sbatch and salloc options that write the tag into a job, in a batch script's
+        #SBATCH lines and on a command line alike: its name, and its comment (where
+        ``Tag.parse`` reads it back from)."""
+        return f"--job-name={self.job_name}", f"--comment={self.format()}"
 
     @classmethod
     def parse(cls, text: str) -> Tag | None:

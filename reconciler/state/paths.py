@@ -12,7 +12,7 @@ from pathlib import Path
 
 from reconciler.desired.desired import DeclaredInput, Desired, DesiredRun
 from reconciler.scheduler.runfolder import input_list_file
-from reconciler.scheduler.tag import deployment_id
+from reconciler.scheduler.tag import Tag, TagKind, deployment_id
 
 JOURNAL_FILE = "journal.sqlite"
 
@@ -29,6 +29,18 @@ def journal_path(desired: Desired) -> Path:
 def deployment(desired: Desired) -> str:
     """This place's deployment id of the project (``tag.deployment_id``)."""
     return deployment_id(state_dir(desired))
+
+
+def tag_for(desired: Desired, kind: TagKind, name: str, spec_hash: str) -> Tag:
+    """The tag a job of this deployment's run or allocation carries. Here, not in the
+    planner: the deployment id is the state directory's resolved path, read from disk."""
+    return Tag(
+        project=desired.project.project,
+        deployment=deployment(desired),
+        kind=kind,
+        name=name,
+        spec_hash=spec_hash,
+    )
 
 
 def run_dir(desired: Desired, run: DesiredRun) -> Path:

@@ -25,14 +25,14 @@ from ruamel.yaml import YAML
 from reconciler.desired.desired import Desired, DesiredRun, spec_hash_of
 from reconciler.desired.loader import open_source
 from reconciler.desired.matrix import member_order, sweep_of
-from reconciler.engine.plan.cost import ledger, running_usage
-from reconciler.engine.plan.inputs import coupled_partners
-from reconciler.engine.plan.status import (
+from reconciler.engine.ledger.cost import ledger, running_usage
+from reconciler.engine.ledger.status import (
     AllocationStatus,
     RunStatus,
     allocation_statuses,
     run_statuses,
 )
+from reconciler.engine.plan.inputs import coupled_partners
 from reconciler.engine.reconcile import Look, read_cancel_causes
 from reconciler.report.cost import ledger_data
 from reconciler.report.graph import as_svg, graph_of

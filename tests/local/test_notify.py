@@ -12,7 +12,8 @@ import pytest
 
 from reconciler import notify
 from reconciler.engine.apply.applier import ApplyResult
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan, RunOutcome
+from reconciler.engine.plan.actions import Action, ActionKind, Plan, RunOutcome
+from reconciler.engine.plan.causes import Cause
 from reconciler.notify import Notification, Notifier, notifications, send
 from reconciler.scheduler.states import Health
 from reconciler.state.journal import Journal

@@ -17,22 +17,19 @@ from reconciler.desired.desired import (
     spec_hash,
 )
 from reconciler.desired.models import Allocation, NodeShape, Project, Run, RunResources
+from reconciler.engine.ledger.status import allocation_statuses
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, PruneCause, PruneGuard
+from reconciler.engine.plan.actions import Action, ActionKind, PruneCause, PruneGuard
+from reconciler.engine.plan.allocation_state import AllocationState, Ready
 from reconciler.engine.plan.allocations.placement import (
     Placement,
     beyond_allocation,
     place,
     renewals,
 )
-from reconciler.engine.plan.allocations.state import (
-    AllocationState,
-    Ready,
-    plan_allocations,
-    prunes,
-)
+from reconciler.engine.plan.allocations.state import plan_allocations, prunes
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.inputs import FileState, PlanInputs
-from reconciler.engine.plan.status import allocation_statuses
 from reconciler.scheduler.base import JobRecord, Launch, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.engine.apply.applier import Applier, Done
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, Plan
+from reconciler.engine.plan.causes import Cause
 from reconciler.errors import TransientSchedulerError
 from reconciler.scheduler.testing import ScriptedScheduler
 from reconciler.state.journal import Journal

@@ -13,7 +13,8 @@ import pytest
 from reconciler.desired.desired import Desired
 from reconciler.engine.apply import applier as apply_module
 from reconciler.engine.apply.applier import Applier
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, Plan
+from reconciler.engine.plan.causes import Cause
 from reconciler.errors import PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import SubmitRequest
 from reconciler.scheduler.testing import ScriptedScheduler

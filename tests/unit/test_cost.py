@@ -1,4 +1,4 @@
-"""The cost ledger (engine/plan/cost): each job counted once, in the way it was spent,
+"""The cost ledger (engine/ledger/cost): each job counted once, in the way it was spent,
 and what recon saved, from plain journal records."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciler.engine.plan.actions import Cause
-from reconciler.engine.plan.cost import Saving, Spent, ledger
+from reconciler.engine.ledger.cost import Saving, Spent, ledger
+from reconciler.engine.plan.causes import Cause
 from reconciler.report import cost as report
 from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.states import Health

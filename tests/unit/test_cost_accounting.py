@@ -15,8 +15,7 @@ import pytest
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.accounting import account
-from reconciler.engine.plan.cost import Spent, ledger
-from reconciler.engine.plan.identity import tag_for
+from reconciler.engine.ledger.cost import Spent, ledger
 from reconciler.errors import ObservationError
 from reconciler.report import cost as report
 from reconciler.scheduler.base import Held, JobRecord, Observation, ObservedJob
@@ -24,7 +23,7 @@ from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.testing import ScriptedScheduler
 from reconciler.scheduler.usage import JobUsage
 from reconciler.state.journal import Journal
-from reconciler.state.paths import journal_path
+from reconciler.state.paths import journal_path, tag_for
 from tests.gitrepo import GitRepo
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)

@@ -18,7 +18,7 @@ from typing import Literal
 import pytest
 
 from reconciler.desired.loader import load_desired, open_source
-from reconciler.engine.plan.actions import Cause
+from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.usage import JobUsage
 from reconciler.state.directory import prepare_state_dir

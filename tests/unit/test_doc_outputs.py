@@ -31,7 +31,8 @@ from reconciler.desired.source import WorktreeSource
 from reconciler.engine.apply.applier import Applier, Done
 from reconciler.engine.apply.scripts import render_context
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, Plan
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.fit import FitChecker
 from reconciler.errors import PermanentSchedulerError, SpecError
 from reconciler.report.plan import as_text

@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import ActionKind, Cause
+from reconciler.engine.plan.actions import ActionKind
+from reconciler.engine.plan.causes import Cause
 from reconciler.state.records import UNSEEN_GRACE, lost_at, within_grace
 from tests.planning import NOW, desired, hash_of, observed, record, run
 

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from reconciler.desired import loader
 from reconciler.desired.source import changed_files
 from reconciler.engine import incremental
-from reconciler.engine.plan.actions import ActionKind, Cause
+from reconciler.engine.plan.actions import ActionKind
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.reconcile import Request, reconcile_once
 from reconciler.engine.steady import SteadyPasses, same_plan
 from reconciler.scheduler.base import Observation, ObservedJob

@@ -14,7 +14,8 @@ from freezegun.api import FrozenDateTimeFactory
 
 from reconciler.commands.watch import parse_address
 from reconciler.engine.apply.applier import ApplyResult
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan, SyncStatus
+from reconciler.engine.plan.actions import Action, ActionKind, Plan, SyncStatus
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.watch import PassReport, PassResult
 from reconciler.errors import LockedError, ObservationError
 from reconciler.metrics import WatchMetrics

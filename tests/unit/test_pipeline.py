@@ -19,7 +19,6 @@ import pytest
 
 from reconciler.desired.desired import Desired
 from reconciler.engine.plan.actions import Plan
-from reconciler.engine.plan.identity import tag_for
 from reconciler.engine.reconcile import Request, load, look_once, reconcile_once
 from reconciler.errors import ObservationError
 from reconciler.scheduler.base import (
@@ -33,7 +32,7 @@ from reconciler.scheduler.states import SlurmState
 from reconciler.scheduler.tag import Tag, TagKind
 from reconciler.scheduler.testing import ScriptedScheduler, job_ids
 from reconciler.state.journal import Journal
-from reconciler.state.paths import journal_path
+from reconciler.state.paths import journal_path, tag_for
 from tests.gitrepo import GitRepo
 
 NOW = datetime.now(UTC).replace(microsecond=0)

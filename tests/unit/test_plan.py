@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import ActionKind, Cause, Plan
+from reconciler.engine.plan.actions import ActionKind, Plan
+from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S

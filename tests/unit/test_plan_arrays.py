@@ -3,8 +3,9 @@ plain actions: the rule apply used to follow as it went, now the plan's."""
 
 from __future__ import annotations
 
-from reconciler.engine.plan.actions import Action, ActionKind, Cause
+from reconciler.engine.plan.actions import Action, ActionKind
 from reconciler.engine.plan.arrays import place
+from reconciler.engine.plan.causes import Cause
 
 
 def submit(target: str, *after: str, after_jobs: tuple[str, ...] = (), **fields: object) -> Action:

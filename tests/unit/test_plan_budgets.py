@@ -15,10 +15,11 @@ from rich.console import Console
 
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.desired.retries import RetryKind
+from reconciler.engine.ledger.status import run_statuses
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, RetryBudget, RunOutcome
+from reconciler.engine.plan.actions import Action, ActionKind, RetryBudget, RunOutcome
 from reconciler.engine.plan.budgets import kind_of
-from reconciler.engine.plan.status import run_statuses
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.wait import Progress
 from reconciler.report.plan import as_json, as_markdown, as_text
 from reconciler.report.progress import live_view

@@ -9,7 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from reconciler.engine.plan import FileState, plan
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan, RunOutcome, SkipCheck
+from reconciler.engine.plan.actions import Action, ActionKind, Plan, RunOutcome, SkipCheck
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.fit import FitChecker
 from reconciler.report.plan import as_json, as_markdown, as_text
 from reconciler.scheduler.partitions import Partition

@@ -14,9 +14,10 @@ from pydantic import ValidationError
 
 from reconciler.desired.models import Run
 from reconciler.desired.retries import RetryKind
+from reconciler.engine.ledger.status import run_statuses
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, RunOutcome
-from reconciler.engine.plan.status import run_statuses
+from reconciler.engine.plan.actions import Action, ActionKind, RunOutcome
+from reconciler.engine.plan.causes import Cause
 from reconciler.report.plan import as_text
 from reconciler.report.status import health_words
 from reconciler.scheduler.states import Health

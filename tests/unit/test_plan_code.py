@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.engine.plan import FileState, plan
-from reconciler.engine.plan.actions import Cause, SyncStatus
+from reconciler.engine.plan.actions import SyncStatus
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.inputs import FileState as _FileState
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S

@@ -9,7 +9,8 @@ import io
 import pytest
 from rich.console import Console
 
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, FieldChange
+from reconciler.engine.plan.actions import Action, ActionKind, FieldChange
+from reconciler.engine.plan.causes import Cause
 from reconciler.report.plan import as_markdown, as_text, styled
 from reconciler.report.progress import live_view
 from tests.cli import recon

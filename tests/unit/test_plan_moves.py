@@ -12,7 +12,8 @@ import pytest
 from reconciler.desired.desired import Desired, former_identity
 from reconciler.desired.models import Run
 from reconciler.engine.plan import moves, plan
-from reconciler.engine.plan.actions import ActionKind, Cause, Move, Plan
+from reconciler.engine.plan.actions import ActionKind, Move, Plan
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.identity import renamed
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health

@@ -14,12 +14,12 @@ from pydantic import ValidationError
 from reconciler.desired.desired import DesiredRun
 from reconciler.desired.matrix import Member
 from reconciler.desired.retries import RetryKind
+from reconciler.engine.ledger.status import run_statuses
 from reconciler.engine.plan import plan
 from reconciler.engine.plan.actions import Action, ActionKind, Raised
 from reconciler.engine.plan.budgets import Attempt
 from reconciler.engine.plan.fit import FitChecker
 from reconciler.engine.plan.raises import raised
-from reconciler.engine.plan.status import run_statuses
 from reconciler.report.status import health_words
 from reconciler.scheduler.partitions import Node, Partition
 from reconciler.scheduler.states import Health

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import ActionKind, Cause, RunOutcome
+from reconciler.engine.plan.actions import ActionKind, RunOutcome
+from reconciler.engine.plan.causes import Cause
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
 from tests.planning import COMMIT, NOW, desired, hash_of, observed, record, run
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import ActionKind, Cause, Plan
+from reconciler.engine.plan.actions import ActionKind, Plan
+from reconciler.engine.plan.causes import Cause
 from reconciler.errors import UnknownTarget
 from reconciler.scheduler.states import SlurmState as S
 from tests.cli import recon

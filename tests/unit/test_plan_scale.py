@@ -22,9 +22,9 @@ from reconciler.desired.desired import (
 )
 from reconciler.desired.models import Allocation, Project
 from reconciler.engine.apply.settle import as_recorded, judge
+from reconciler.engine.ledger.status import allocation_statuses, run_statuses
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Cause
-from reconciler.engine.plan.status import allocation_statuses, run_statuses
+from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S

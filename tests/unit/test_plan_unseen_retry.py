@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import ActionKind, Cause
+from reconciler.engine.plan.actions import ActionKind
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.inputs import FileState
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S

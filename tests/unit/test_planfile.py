@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from reconciler.engine.apply.planfile import check_fresh, load, save
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, FieldChange, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, FieldChange, Plan
+from reconciler.engine.plan.causes import Cause
 from reconciler.errors import PlanFileError, ReconError, StalePlanError
 
 SAVED = Plan(

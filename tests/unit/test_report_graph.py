@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan, SyncStatus
-from reconciler.engine.plan.status import RunStatus
+from reconciler.engine.ledger.status import RunStatus
+from reconciler.engine.plan.actions import Action, ActionKind, Plan, SyncStatus
+from reconciler.engine.plan.causes import Cause
 from reconciler.report.graph import Graph, Node, as_dot, as_json, as_mermaid, graph_of
 from reconciler.scheduler.states import Health
 from tests.cli import recon

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, FieldChange, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, FieldChange, Plan
+from reconciler.engine.plan.causes import Cause
 from reconciler.report.plan import RENDERERS, as_json, as_markdown, as_text
 
 GPUS = FieldChange(field="resources.gpus", old="a100:2", new="a100:4")

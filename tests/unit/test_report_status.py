@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from reconciler.engine.ledger.status import AllocationJob, AllocationStatus, RunningStep, RunStatus
 from reconciler.engine.plan.actions import ActionKind, Plan, SyncStatus
-from reconciler.engine.plan.status import AllocationJob, AllocationStatus, RunningStep, RunStatus
 from reconciler.report.status import Layout, render, summary
 from reconciler.scheduler.states import Health
 from tests.cli import recon

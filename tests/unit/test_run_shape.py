@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from reconciler.desired.desired import Desired, DesiredRun, RunShape, spec_hash
 from reconciler.desired.loader import load_desired, open_source
+from reconciler.engine.ledger.status import run_statuses
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.plan.actions import ActionKind
 from reconciler.engine.plan.fit import FitChecker
 from reconciler.engine.plan.inputs import FileState
-from reconciler.engine.plan.status import run_statuses
 from reconciler.scheduler.states import Health
 from tests.gitrepo import GitRepo
 from tests.planning import DEV, NOW, PROJECT, observed, record

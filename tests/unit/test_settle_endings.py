@@ -10,7 +10,7 @@ import pytest
 
 from reconciler.engine.apply.settle import as_recorded, judge
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Cause
+from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.runfolder import checkpointed
 from reconciler.scheduler.states import ENDINGS, Health
 from reconciler.scheduler.states import SlurmState as S
@@ -71,7 +71,7 @@ def test_the_planner_reads_the_ending_not_the_words_of_the_reason() -> None:
 def test_status_tells_how_a_job_the_cluster_forgot_ended_from_its_ending() -> None:
     """Once the job has left sacct's window, status says how it ended from the journal's
     ending field, in the words Slurm's state has, whatever the reason's words."""
-    from reconciler.engine.plan.status import run_statuses
+    from reconciler.engine.ledger.status import run_statuses
 
     wanted = desired(run("a"))
     digest = hash_of(wanted, "a")

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reconciler.engine.plan.cost import Ledger, ledger
+from reconciler.engine.ledger.cost import Ledger, ledger
 from reconciler.engine.plan.sizes import Change, suggest
 from reconciler.report import cost as report
 from reconciler.scheduler.render import SKIPPED

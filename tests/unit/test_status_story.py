@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from reconciler.engine.ledger.status import run_statuses
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.status import run_statuses
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from tests.cli import recon

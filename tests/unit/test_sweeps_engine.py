@@ -13,9 +13,10 @@ from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.apply.applier import Applier
 from reconciler.engine.apply.arrays import map_file, read_maps
 from reconciler.engine.plan import plan as make_plan
-from reconciler.engine.plan.actions import ActionKind, Cause
+from reconciler.engine.plan.actions import ActionKind
 from reconciler.engine.plan.arrays import ArrayMap
-from reconciler.engine.plan.identity import split_by_owner, tag_for
+from reconciler.engine.plan.causes import Cause
+from reconciler.engine.plan.identity import split_by_owner
 from reconciler.errors import TransientSchedulerError
 from reconciler.report import plan as plan_report
 from reconciler.report import specdiff as specdiff_report
@@ -24,7 +25,7 @@ from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.states import SlurmState
 from reconciler.scheduler.testing import ScriptedScheduler, job_ids
 from reconciler.state.journal import Journal
-from reconciler.state.paths import deployment
+from reconciler.state.paths import deployment, tag_for
 from tests.gitrepo import GitRepo
 from tests.planning import NOW
 

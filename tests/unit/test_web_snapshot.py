@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engine.plan.actions import ActionKind, Cause, SyncStatus
-from reconciler.engine.plan.status import RunStatus
+from reconciler.engine.ledger.status import RunStatus
+from reconciler.engine.plan.actions import ActionKind, SyncStatus
+from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.states import Health
 from reconciler.state.records import EndingKind, SubmissionStatus
 from reconciler.web.app import accepted_hosts, is_loopback
@@ -203,11 +204,11 @@ def test_the_cost_panel_and_a_runs_cost_come_from_the_looks_journal(tmp_path: Pa
     from dataclasses import replace
     from datetime import timedelta
 
-    from reconciler.engine.plan.identity import tag_for
     from reconciler.engine.reconcile import Request, look_once
     from reconciler.scheduler.base import Held, JobRecord, ObservedJob
     from reconciler.scheduler.states import SlurmState
     from reconciler.scheduler.usage import JobUsage
+    from reconciler.state.paths import tag_for
     from reconciler.web.snapshot import snapshot_of
     from tests.local.serving import example_project
 

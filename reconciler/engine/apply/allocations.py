@@ -17,7 +17,6 @@ from reconciler.desired.desired import Desired, DesiredAllocation, DesiredRun, f
 from reconciler.engine.apply.writeahead import Sent, write_ahead
 from reconciler.engine.plan.actions import Action
 from reconciler.engine.plan.allocations.placement import holds_gpus
-from reconciler.engine.plan.identity import tag_for
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import (
     AllocateRequest,
@@ -30,7 +29,7 @@ from reconciler.scheduler.runfolder import logs_dir, step_script
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.state.journal import Journal
-from reconciler.state.paths import state_dir
+from reconciler.state.paths import state_dir, tag_for
 
 Clock = Callable[[], datetime]
 

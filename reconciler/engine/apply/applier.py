@@ -22,7 +22,7 @@ first waits for every answer. A crash with several in flight leaves, as above, j
 journal holds an intent of and the next pass adopts by their tags.
 
 A run started as a step in an allocation keeps one intent of its own, written just
-before: an open intent of a step holds its run back (``plan_history.unlisted_step``).
+before: an open intent of a step holds its run back (``engine/plan/unseen.unlisted_step``).
 
 A refused submission (bad partition...) is recorded and skipped; runs that were to wait
 for it are skipped too (keep going, like dvc's `on_error="keep-going"`). A transient
@@ -57,7 +57,6 @@ from reconciler.engine.apply.scripts import (
 from reconciler.engine.apply.writeahead import Sent, write_ahead
 from reconciler.engine.plan import arrays as plan_arrays
 from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan, Raised
-from reconciler.engine.plan.identity import tag_for
 from reconciler.engine.plan.moves import rename_of
 from reconciler.engine.plan.raises import raised_resources
 from reconciler.errors import RUNS_DIR_HINT, TransientSchedulerError, cannot_create
@@ -67,7 +66,7 @@ from reconciler.scheduler.runfolder import logs_dir
 from reconciler.scheduler.tag import Tag
 from reconciler.state.journal import Intent, Journal
 from reconciler.state.moving import move_folder, move_manifest
-from reconciler.state.paths import run_dir
+from reconciler.state.paths import run_dir, tag_for
 
 Clock = Callable[[], datetime]
 

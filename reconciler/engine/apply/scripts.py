@@ -18,7 +18,6 @@ from typing import Any
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.engine.apply.skips import skip_check_files
 from reconciler.engine.plan.actions import SkipCheck
-from reconciler.engine.plan.identity import tag_for
 from reconciler.scheduler.jobenv import submission_environment
 from reconciler.scheduler.render import (
     RenderContext,
@@ -27,7 +26,7 @@ from reconciler.scheduler.render import (
     required_files,
     staged_outputs,
 )
-from reconciler.state.paths import input_lists, input_paths, run_dir
+from reconciler.state.paths import input_lists, input_paths, run_dir, tag_for
 from reconciler.state.records import ScriptSent
 
 

@@ -368,7 +368,7 @@ def _judge_job(
     if run is None or not current:
         return Ending(job, record, health, exit_code, reason, kind=kind)
     # What it read, success or not: a failure counts against retries only while its
-    # inputs keep these versions (engine/plan_history.failed_attempts).
+    # inputs keep these versions (engine/plan/history.failed_attempts).
     inputs = _input_versions(desired, run, outputs_seen)
     if health is not Health.SUCCEEDED:
         if run.spec.checkpoint is not None and _checkpointed(desired, run, job):

@@ -3,21 +3,22 @@
 No subprocess, no clock, no environment, no filesystem: `now` and every observation are
 arguments, so the whole decision table is tested with plain values.
 
-This module assembles a plan; each concept it asks about has a module of its own:
+This module assembles a plan; each concept it asks about has a module of its own, beside
+it in engine/plan/:
 
-    plan_inputs     what a plan is made from, indexed by run once; a run's Decision
-    plan_runs       the per-run decision table
-    plan_history    what a run's jobs and journal records say (last success, failures)
-    plan_submit     whether a run to be submitted goes now, waits or is blocked
-    plan_changes    why a run is submitted anew: the fields of its spec that changed
-    plan_sync       how a run's outputs stand (the SYNC column)
-    plan_teardown   jobs that hold nodes for nothing (het components, coupled partners)
-    plan_prune      live jobs of runs that left the repo, and the guard that holds a
+    inputs.py       what a plan is made from, indexed by run once; a run's Decision
+    runs.py         the per-run decision table
+    history.py      what a run's jobs and journal records say (last success, failures)
+    submit.py       whether a run to be submitted goes now, waits or is blocked
+    changes.py      why a run is submitted anew: the fields of its spec that changed
+    sync.py         how a run's outputs stand (the SYNC column)
+    teardown.py     jobs that hold nodes for nothing (het components, coupled partners)
+    prune.py        live jobs of runs that left the repo, and the guard that holds a
                     plan whose prunes would empty the project
-    plan_notes      what the plan saw and does not act on
+    notes.py        what the plan saw and does not act on
     allocations/    allocations, and where runs inside them start (judging, state,
                     gpus, placement)
-    requeue         when the plan next changes with no new observation (``next_look``)
+    requeue.py      when the plan next changes with no new observation (``next_look``)
 
 Each run is decided in DAG order, upstreams first, and its *outcome* for this plan is
 kept with its decision so its downstream can decide too:
@@ -48,12 +49,13 @@ from typing import ParamSpec
 
 from reconciler.desired import graph
 from reconciler.desired.desired import Desired, DesiredAllocation
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Move, Plan, SweepShape
+from reconciler.engine.plan.actions import Action, ActionKind, Move, Plan, SweepShape
 from reconciler.engine.plan.allocations.gpus import gpu_share
 from reconciler.engine.plan.allocations.placement import on_demand, renewals
 from reconciler.engine.plan.allocations.state import idle_releases, plan_allocations
 from reconciler.engine.plan.allocations.state import prunes as allocation_prunes
 from reconciler.engine.plan.arrays import place
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.fit import Fit
 from reconciler.engine.plan.holds import budget_guard, suspend, suspended_notes
 from reconciler.engine.plan.inputs import Decision, FileState, PlanInputs, PlanMemo
@@ -106,8 +108,8 @@ def planned(
     live jobs of the project that other deployments own (only named in a note, never
     acted on); `replace`: runs to submit anew although nothing changed (Terraform's
     -replace); `max_array_size`: the scheduler's, where a sweep's job arrays split
-    (``plan_arrays.place``); `allow_prune_all`: a person confirmed prunes that look like an
-    accident (plan_prune.guard). A sweep's name among the targets
+    (``engine/plan/arrays.place``); `allow_prune_all`: a person confirmed prunes that look like an
+    accident (engine/plan/prune.guard). A sweep's name among the targets
     or `replace` stands for its members. `code_at`: the committed files' blob ids at the
     commits of journal records that carry no code versions (``PlanInputs.code_at``);
     `cancelled`: the jobs recon itself cancelled, none of them a failed attempt."""

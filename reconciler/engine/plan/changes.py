@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reconciler.desired.desired import DesiredRun, changed_fields, flat_fields
-from reconciler.engine.plan.actions import Cause, FieldChange
+from reconciler.engine.plan.actions import FieldChange
+from reconciler.engine.plan.causes import Cause
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
 
 

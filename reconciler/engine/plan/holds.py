@@ -11,7 +11,7 @@ the GPU-hour budget. Pure.
 - ``budget_guard``: recon.yaml's `budget` (GPU-hours per commit or per day) holds the
   whole plan, as the prune guard does, when the runs it submits as batch jobs are
   forecast to take more: each run's last successful duration times the GPUs it asks for
-  (``cost.last_durations``, what `recon plan` prints as the expected cost), or, for a run
+  (``forecast.last_durations``, what `recon plan` prints as the expected cost), or, for a run
   that never succeeded, its time limit times its GPUs. Per day, the GPU-hours the
   project's jobs that ended today (UTC, the journal's usage) held are added. It never
   cancels anything: a plan with no GPU submission is never held by it.
@@ -30,7 +30,7 @@ from reconciler.engine.plan.actions import (
     BudgetGuard,
     PruneGuard,
 )
-from reconciler.engine.plan.cost import HOUR, Asks, last_durations
+from reconciler.engine.plan.forecast import HOUR, Asks, last_durations
 from reconciler.engine.plan.prune import explain
 from reconciler.errors import OverBudgetError, PruneRefusedError, ReconError
 from reconciler.state.records import SubmissionRecord

@@ -1,4 +1,5 @@
-"""Which jobs are this deployment's: the tags it writes, and its share of an observation.
+"""Which jobs are this deployment's: its share of an observation (the tags it writes are
+``state/paths.tag_for``'s).
 
 A deployment is one project in one place (its state directory, ``state.paths.deployment``).
 The scheduler reports every recon job of this user; everything above this module sees only
@@ -27,27 +28,18 @@ from dataclasses import dataclass
 from datetime import timedelta
 from types import MappingProxyType
 
-from reconciler.desired.desired import Desired
 from reconciler.engine.plan.arrays import ArrayMap, is_array
 from reconciler.scheduler.base import Observation, ObservedJob, UntaggedJob, job_order
 from reconciler.scheduler.runfolder import ARRAYS_DIR
-from reconciler.scheduler.tag import Tag, TagKind
-from reconciler.state.paths import deployment
+from reconciler.scheduler.tag import Tag
 from reconciler.state.records import Renames, SubmissionRecord
 
-# Slurm's submit time and the journal's clock may differ a little (another host).
+# Slurm's submit time and the journal's clock may differ a little (another host). Not
+# scheduler/base.JOURNAL_CLOCK_MARGIN, which widens a window to read (an hour costs only
+# rows): this bound decides whether a job with a journaled id is the one recon submitted,
+# and the wider it is, the likelier a job Slurm gave the recycled id to soon after is
+# claimed as recon's.
 SUBMIT_CLOCK_SKEW = timedelta(minutes=1)
-
-
-def tag_for(desired: Desired, kind: TagKind, name: str, spec_hash: str) -> Tag:
-    """The tag a job of this deployment's run or allocation carries."""
-    return Tag(
-        project=desired.project.project,
-        deployment=deployment(desired),
-        kind=kind,
-        name=name,
-        spec_hash=spec_hash,
-    )
 
 
 @dataclass(frozen=True)

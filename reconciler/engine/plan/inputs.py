@@ -1,7 +1,7 @@
 """What the planner reads, indexed once per plan, and what one run's decision returns.
 
 Pure and read-only: the planner's modules look things up here by name and never write
-back; each run's decision is a value (``Decision``) that the assembly in engine/plan.py
+back; each run's decision is a value (``Decision``) that the assembly in engine/plan/assemble.py
 collects, and later runs read the earlier ones' decisions from that collection.
 """
 
@@ -11,17 +11,14 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from reconciler.desired.desired import Desired
 from reconciler.engine.plan.actions import Action, RunOutcome
+from reconciler.engine.plan.allocation_state import AllocationState
 from reconciler.engine.plan.fit import Fit
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.scheduler.states import ALIVE
 from reconciler.state.records import SetupRecord, SubmissionRecord
-
-if TYPE_CHECKING:  # the allocation planner reads PlanInputs, and fills allocation_states
-    from reconciler.engine.plan.allocations.state import AllocationState
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,7 @@ class PlanInputs:
     containers: frozenset[str] | None = None
     # commit -> each committed file's git blob id (None: a link, not compared), for the
     # commits of journal records that do not carry the code versions their job ran with
-    # (written by an older recon); read before planning (``engine/code.code_at``)
+    # (written by an older recon); read before planning (``engine/reconcile.code_at``)
     code_at: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
     # the jobs recon itself cancelled (the journal's cancels): never an attempt of a run
     cancelled: frozenset[str] = frozenset()
@@ -65,7 +62,7 @@ class PlanInputs:
     jobs_by_run: Mapping[str, tuple[ObservedJob, ...]]
     history_by_run: Mapping[str, Sequence[SubmissionRecord]]
     partners_by_run: Mapping[str, Sequence[str]]
-    # a job array's id -> its tasks, each a sweep member's job (engine/identity.split_arrays)
+    # a job array's id -> its tasks, each a sweep member's job (engine/plan/identity.split_arrays)
     tasks_by_array: Mapping[str, tuple[ObservedJob, ...]]
     # the project's allocation jobs (observed order) and the journal's records of them
     # (oldest first), by allocation

@@ -16,11 +16,12 @@ the disk (the applier renames the folder, and refuses when the new one exists).
 
 from __future__ import annotations
 
-import os
+import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 
 from reconciler.desired.desired import Desired, former_allocation, former_identity, run_workdir
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Move
+from reconciler.engine.plan.actions import Action, ActionKind, Move
+from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.base import ObservedJob
 from reconciler.state.records import Rename, Renames, SubmissionRecord, gathered_digest
 
@@ -100,8 +101,9 @@ def moved_folders(desired: Desired) -> dict[str, str]:
         default = run_workdir(None, runs_dir, new)
         if one.workdir != default and not one.workdir.startswith(default + "/"):
             continue  # its own `workdir:`, which stays
-        before = os.path.join(desired.root, run_workdir(None, runs_dir, old))
-        folders[os.path.normpath(before)] = os.path.normpath(os.path.join(desired.root, default))
+        before = posixpath.join(desired.root, run_workdir(None, runs_dir, old))
+        after = posixpath.join(desired.root, default)
+        folders[posixpath.normpath(before)] = posixpath.normpath(after)
     return folders
 
 

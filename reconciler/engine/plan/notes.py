@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import posixpath
 from collections.abc import Mapping, Sequence
 
 from reconciler.desired.desired import DesiredRun, EnvironmentKind
@@ -75,7 +75,7 @@ def _common_folder(workdirs: Sequence[str]) -> str:
     known = [path for path in workdirs if path.startswith("/")]
     if not known:
         return "an unknown folder"
-    return os.path.commonpath(known) if len(known) > 1 else known[0]
+    return posixpath.commonpath(known) if len(known) > 1 else known[0]
 
 
 # What a job that declares no environment starts from (``scheduler/jobenv``), in words.

@@ -14,7 +14,7 @@ the clock alone:
     grace         a job the journal holds that the scheduler does not show yet (a run's,
                   an allocation's), a run's step not listed yet, an allocation's setup
                   started but not listed: each is waited for UNSEEN_GRACE, then taken as
-                  lost (records.unseen_job, history.unlisted_step, allocations/judging's
+                  lost (records.unseen_job, unseen.unlisted_step, allocations/judging's
                   setup stage)
     time-limit    a running job reaches its time limit, and Slurm ends it
 
@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.desired.resources import span
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, LookKind, NextLook
+from reconciler.engine.plan.actions import Action, ActionKind, LookKind, NextLook
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.inputs import Decision, PlanInputs
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import SlurmState

@@ -1,6 +1,6 @@
 """What to do about one run: the decision table. Pure.
 
-A run is decided after its upstreams (engine/plan.py walks the DAG in order) from its
+A run is decided after its upstreams (engine/plan/assemble.py walks the DAG in order) from its
 facts (``RunFacts``: its jobs, its journal records, its last success, and the decisions
 already made for the runs before it). The table's rows are asked in order; the first
 that decides returns a ``Decision`` (an action and the run's outcome), and a run no row
@@ -26,7 +26,7 @@ decides is submitted:
                          or an upstream is in flight (may rerun)
     (no row)             not yet run, spec changed, or its job lost    INFLIGHT (submit)
 
-A submission may still wait or be blocked (engine/plan_submit.py). A new row is a
+A submission may still wait or be blocked (engine/plan/submit.py). A new row is a
 function from RunFacts to a Decision or None, put in its place in ``DECISION_TABLE``.
 """
 
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field, replace
 
 from reconciler.desired.desired import DesiredRun
 from reconciler.desired.matrix import sweep_of
-from reconciler.engine.plan.actions import FAILED_FIXES, Action, ActionKind, Cause, RunOutcome
-from reconciler.engine.plan.allocations.gpus import InUse
+from reconciler.engine.plan.actions import FAILED_FIXES, Action, ActionKind, RunOutcome
+from reconciler.engine.plan.allocation_state import InUse
 from reconciler.engine.plan.budgets import (
     Attempt,
     drawn,
@@ -47,27 +47,30 @@ from reconciler.engine.plan.budgets import (
     requeue_words,
     retry_words,
 )
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.changes import why_submit
 from reconciler.engine.plan.history import (
     Stale,
     Success,
     failed_attempts,
-    fate_unknown,
     last_success,
-    lost_jobs,
     partner_failed,
-    refused_last,
     rerunning,
     skip_check,
     staleness,
-    unlisted_step,
-    unseen,
-    vanished,
 )
 from reconciler.engine.plan.inputs import Decision, PlanInputs, is_live
 from reconciler.engine.plan.raises import raised
 from reconciler.engine.plan.submit import submit
 from reconciler.engine.plan.sync import sync_status
+from reconciler.engine.plan.unseen import (
+    fate_unknown,
+    lost_jobs,
+    refused_last,
+    unlisted_step,
+    unseen,
+    vanished,
+)
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord

@@ -1,7 +1,7 @@
 """Whether a run that is to be submitted can go now: it fits, its upstreams allow it, its
 allocation has room and time. Pure.
 
-The decision table (engine/plan_runs.py) says a run needs a new job; this says whether
+The decision table (engine/plan/runs.py) says a run needs a new job; this says whether
 that job is submitted in this plan (chained to upstreams in flight through Slurm's
 afterok), waits for a later pass, or is blocked.
 """
@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, RunOutcome
-from reconciler.engine.plan.allocations.gpus import InUse
+from reconciler.engine.plan.actions import Action, ActionKind, RunOutcome
+from reconciler.engine.plan.allocation_state import InUse
 from reconciler.engine.plan.allocations.placement import place
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.changes import field_changes
 from reconciler.engine.plan.inputs import Decision, PlanInputs
 from reconciler.scheduler.states import Health

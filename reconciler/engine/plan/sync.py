@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reconciler.engine.plan.actions import Cause, SyncStatus
+from reconciler.engine.plan.actions import SyncStatus
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.history import Stale, Success, settled_health, settled_healths
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.states import Health
@@ -19,7 +20,7 @@ def sync_status(
     jobs: Sequence[ObservedJob],
 ) -> SyncStatus:
     """`success`: the run's last success of its current spec; `stale`: why that is no
-    longer current (``plan_history.staleness``); `history`, `jobs`: all of the run's
+    longer current (``engine/plan/history.staleness``); `history`, `jobs`: all of the run's
     records and observed jobs, of any spec."""
     if success is not None:
         if stale is None:

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.plan.actions import Action, ActionKind, Cause
+from reconciler.engine.plan.actions import Action, ActionKind
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.inputs import PlanInputs, is_live
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.scheduler.states import ENDED_BADLY, ending

@@ -9,7 +9,6 @@ from reconciler.scheduler.arrays import array_spec
 from reconciler.scheduler.base import AllocateRequest, SubmitRequest
 from reconciler.scheduler.render import allocation_options
 from reconciler.scheduler.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT
-from reconciler.scheduler.tag import Tag
 
 # Every state sacct accepts as a filter on 22.05. Without an explicit list, ``sacct -S``
 # leaves out jobs that never became eligible (held, cancelled while pending, dependents
@@ -69,7 +68,7 @@ def squeue() -> list[str]:
 
 def sbatch(request: SubmitRequest) -> list[str]:
     """``sbatch`` reading the script from stdin: nothing to write, clean up or race over."""
-    argv = ["sbatch", "--parsable", f"--chdir={request.workdir}", *_tag_options(request.tag)]
+    argv = ["sbatch", "--parsable", f"--chdir={request.workdir}", *request.tag.options]
     if request.array is not None:
         argv.append(f"--array={array_spec(request.array.indices, request.array.max_parallel)}")
     if request.dependencies:
@@ -85,7 +84,7 @@ def salloc(request: AllocateRequest) -> list[str]:
     return [
         "salloc",
         "--no-shell",
-        *_tag_options(request.tag),
+        *request.tag.options,
         *allocation_options(request.allocation),
     ]
 
@@ -98,7 +97,3 @@ def scancel(job_id: str) -> list[str]:
 def show_config() -> list[str]:
     """slurmctld's configuration, ``Key = value`` per line (MaxArraySize is read from it)."""
     return ["scontrol", "show", "config"]
-
-
-def _tag_options(tag: Tag) -> list[str]:
-    return [f"--job-name={tag.job_name}", f"--comment={tag.format()}"]

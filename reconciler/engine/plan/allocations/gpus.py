@@ -13,31 +13,17 @@ for what the plan does not count (CPUs, a step of unknown share).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from reconciler.desired.desired import DesiredAllocation
 from reconciler.desired.models import RunResources
 from reconciler.desired.resources import Gpus, Memory
+from reconciler.engine.plan.allocation_state import AllocationState, GpuShare, InUse
 from reconciler.engine.plan.allocations.judging import held_back
 from reconciler.engine.plan.inputs import PlanInputs
 from reconciler.scheduler.base import ObservedJob
 from reconciler.scheduler.tag import Tag
 from reconciler.state.records import SubmissionRecord, SubmissionStatus, within_grace
 from reconciler.words import plural
-
-if TYPE_CHECKING:
-    from reconciler.engine.plan.allocations.state import AllocationState
-
-
-@dataclass(frozen=True)
-class GpuShare:
-    """What one run's step reserves in its allocation against the steps beside it, over
-    all of its nodes: a GPU run's step (no ``--overlap``) its GPUs, and its memory when
-    the run states it; any other step (``--overlap``) nothing."""
-
-    gpus: int = 0
-    memory_mb: int = 0
 
 
 def gpu_share(asks: RunResources) -> GpuShare:
@@ -46,28 +32,6 @@ def gpu_share(asks: RunResources) -> GpuShare:
     nodes = asks.step_nodes
     memory = asks.memory.mebibytes * nodes if asks.memory is not None else 0
     return GpuShare(gpus=asks.gpus.count * nodes, memory_mb=memory)
-
-
-@dataclass(frozen=True)
-class InUse:
-    """What recon's GPU steps reserve in an allocation's ready job (``GpuShare``, summed),
-    and by which runs. ``counted`` False: the observation is incomplete, so a step it
-    missed may hold any of them."""
-
-    gpus: int = 0
-    memory_mb: int = 0
-    runs: tuple[str, ...] = ()
-    counted: bool = True
-
-    def plus(self, run: str, share: GpuShare) -> InUse:
-        if not share.gpus:
-            return self
-        return replace(
-            self,
-            gpus=self.gpus + share.gpus,
-            memory_mb=self.memory_mb + share.memory_mb,
-            runs=(*self.runs, run),
-        )
 
 
 def short_of(state: AllocationState, asks: RunResources, in_use: InUse) -> str | None:

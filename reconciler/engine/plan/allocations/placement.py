@@ -16,9 +16,10 @@ from datetime import timedelta
 from reconciler.desired.desired import DesiredAllocation
 from reconciler.desired.models import NodeShape, RunResources
 from reconciler.desired.resources import span
-from reconciler.engine.plan.actions import Action, ActionKind, Cause
-from reconciler.engine.plan.allocations.gpus import InUse, short_of
-from reconciler.engine.plan.allocations.state import AllocationState
+from reconciler.engine.plan.actions import Action, ActionKind
+from reconciler.engine.plan.allocation_state import AllocationState, InUse
+from reconciler.engine.plan.allocations.gpus import short_of
+from reconciler.engine.plan.causes import Cause
 
 
 @dataclass(frozen=True)

@@ -20,46 +20,23 @@ allocation.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import timedelta
 
 from reconciler.desired.desired import DesiredAllocation
 from reconciler.desired.models import NodeShape, RunResources
 from reconciler.desired.resources import span
-from reconciler.engine.plan.actions import Action, ActionKind, Cause
+from reconciler.engine.plan.actions import Action, ActionKind
+from reconciler.engine.plan.allocation_state import AllocationState, Ready
 from reconciler.engine.plan.allocations import judging
-from reconciler.engine.plan.allocations.gpus import InUse, in_use
+from reconciler.engine.plan.allocations.gpus import in_use
 from reconciler.engine.plan.allocations.judging import Stage
-from reconciler.engine.plan.history import refused_last
+from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.inputs import PlanInputs
+from reconciler.engine.plan.unseen import refused_last
 from reconciler.scheduler.base import ObservedJob, job_order
 from reconciler.state.records import unseen_job
 from reconciler.words import plural
-
-
-@dataclass(frozen=True)
-class Ready:
-    job_id: str
-    time_left: timedelta | None  # None: Slurm shows no limit
-
-
-@dataclass(frozen=True, kw_only=True)
-class AllocationState:
-    """What the runs inside an allocation need to know of it in this plan."""
-
-    name: str
-    time_limit: timedelta
-    ready: Ready | None = None
-    blocked: str | None = None
-    waiting: str = ""  # why runs wait, when nothing is ready
-    coming: bool = False  # a newer job is on its way: no renewal needed
-    holds: NodeShape = field(default_factory=NodeShape)  # what each of its nodes holds
-    # idle_release: how long no step has run in the ready job (None: one runs, or the
-    # observation is incomplete), and what to allocate once a run needs it (None: made
-    # now, or nothing to make)
-    idle: timedelta | None = None
-    on_demand: tuple[ActionKind, str] | None = None
-    in_use: InUse = field(default_factory=InUse)  # in the ready job, as observed
 
 
 def plan_allocations(

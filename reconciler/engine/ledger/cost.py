@@ -31,15 +31,13 @@ from datetime import datetime
 from enum import StrEnum
 
 from reconciler.desired.matrix import sweep_of
-from reconciler.desired.models import RunResources
-from reconciler.engine.plan.actions import Cause
+from reconciler.engine.plan.causes import Cause
+from reconciler.engine.plan.forecast import HOUR, ran_its_command
 from reconciler.engine.plan.sizes import Sizes
 from reconciler.scheduler.base import Observation
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.usage import JobUsage, usage_of
 from reconciler.state.records import EndingKind, SubmissionRecord
-
-HOUR = 3600.0
 
 
 class Spent(StrEnum):
@@ -190,7 +188,7 @@ def ledger(
             book.unknown += 1
             book.unknown_gone += record.usage_sought
             continue
-        if _ran(record):
+        if ran_its_command(record):
             book.last_durations[record.name] = usage.elapsed_s  # the newest wins
         cause = causes.get(record.job_id)
         hours = _hours(record, usage, record.id in current, cause is not None)
@@ -397,116 +395,6 @@ def _saved(book: Ledger, kind: Saving, gpu_s: float, cpu_s: float) -> None:
     saved.gpu_h += max(gpu_s, 0.0) / HOUR
     saved.cpu_h += max(cpu_s, 0.0) / HOUR
     saved.jobs += 1
-
-
-# -- the expected cost of what a plan or a change will run --------------------------------
-
-
-@dataclass(frozen=True)
-class Asks:
-    """What one job of a run asks for: GPUs and CPUs over all its nodes and components,
-    and its time limit (None: none set)."""
-
-    gpus: int
-    cpus: int
-    limit_s: float | None
-
-    @classmethod
-    def of(cls, resources: RunResources) -> Asks:
-        shapes = resources.components or (resources,)
-        gpus = sum((s.gpus.count if s.gpus else 0) * (s.nodes or 1) for s in shapes)
-        cpus = sum((s.cpus.count if s.cpus else 1) * (s.nodes or 1) for s in shapes)
-        limit = None if resources.time is None else float(resources.time.seconds)
-        return cls(gpus, cpus, limit)
-
-
-@dataclass(frozen=True)
-class RunEstimate:
-    """One run the change will run: what it asks for and how long its last success ran
-    (None: it never succeeded with its usage known)."""
-
-    name: str
-    asks: Asks
-    last_s: float | None
-
-    @property
-    def gpu_h(self) -> float | None:
-        return None if self.last_s is None else self.last_s * self.asks.gpus / HOUR
-
-    @property
-    def cpu_h(self) -> float | None:
-        return None if self.last_s is None else self.last_s * self.asks.cpus / HOUR
-
-    @property
-    def ceiling_gpu_h(self) -> float | None:
-        """Its time limit times its GPUs: the most a job of it can hold."""
-        limit = self.asks.limit_s
-        return None if limit is None else limit * self.asks.gpus / HOUR
-
-
-@dataclass(frozen=True)
-class Expected:
-    """The expected GPU-hours and CPU-hours of the runs a plan or change will run.
-    ``source``: the file some last durations were read from (a clone with no journal),
-    None when the journal said them all."""
-
-    runs: tuple[RunEstimate, ...]
-    source: str | None = None
-
-    @property
-    def known(self) -> tuple[RunEstimate, ...]:
-        return tuple(run for run in self.runs if run.last_s is not None)
-
-    @property
-    def unknown(self) -> tuple[RunEstimate, ...]:
-        return tuple(run for run in self.runs if run.last_s is None)
-
-    @property
-    def gpu_h(self) -> float:
-        return sum(run.gpu_h or 0.0 for run in self.known)
-
-    @property
-    def cpu_h(self) -> float:
-        return sum(run.cpu_h or 0.0 for run in self.known)
-
-    @property
-    def ceiling_gpu_h(self) -> float | None:
-        """The unknown runs' GPU-hours at most (their time limits); None when one of them
-        that asks for GPUs has no limit."""
-        ceilings = [run.ceiling_gpu_h for run in self.unknown if run.asks.gpus]
-        return None if None in ceilings else sum(c or 0.0 for c in ceilings)
-
-
-def last_durations(records: Iterable[SubmissionRecord]) -> dict[str, float]:
-    """run -> how long its newest success that ran its command ran (its usage's elapsed
-    time), from the journal's records, oldest first."""
-    durations: dict[str, float] = {}
-    for record in records:
-        if _ran(record) and (usage := record.usage) is not None:
-            durations[record.name] = usage.elapsed_s
-    return durations
-
-
-def _ran(record: SubmissionRecord) -> bool:
-    """A run's job that succeeded running its command (not one that skipped it)."""
-    return record.kind == "run" and record.final_health is Health.SUCCEEDED and not record.skipped
-
-
-def expected(
-    asks: Mapping[str, Asks],
-    durations: Mapping[str, float],
-    exported: Mapping[str, float] | None = None,
-    source: str | None = None,
-) -> Expected:
-    """The expected cost of running each run of ``asks`` (run -> what it asks for now),
-    from its last successful duration (``durations``, run -> seconds, the journal's);
-    ``exported``: those read from ``source`` (`recon cost --format json`'s
-    ``last_durations``), for the runs the journal has none of."""
-    known = {**(exported or {}), **durations}
-    used = source if exported and any(n not in durations and n in exported for n in asks) else None
-    return Expected(
-        tuple(RunEstimate(name, ask, known.get(name)) for name, ask in asks.items()), used
-    )
 
 
 # -- hours as jobs end: what `recon watch --metrics-addr` counts ---------------------------

@@ -15,17 +15,15 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 
 from reconciler.desired.desired import Desired, DesiredRun
 from reconciler.desired.resources import Duration
-from reconciler.engine.plan.actions import (
-    SUSPENDED_MARK,
-    ActionKind,
-    Cause,
-    Plan,
-    RetryBudget,
-    SyncStatus,
-)
+from reconciler.engine.plan.actions import SUSPENDED_MARK, ActionKind, Plan, RetryBudget, SyncStatus
 from reconciler.engine.plan.allocations.judging import held_back, idle_for, judged_health
 from reconciler.engine.plan.budgets import REQUEUED
-from reconciler.engine.plan.history import settled_health, settled_healths
+from reconciler.engine.plan.causes import Cause
+from reconciler.engine.plan.history import (
+    journal_over_cluster,
+    settled_health,
+    settled_healths,
+)
 from reconciler.engine.plan.raises import mib_text
 from reconciler.scheduler.base import Observation, ObservedJob, job_order
 from reconciler.scheduler.states import Health
@@ -360,7 +358,9 @@ def _allocation_history(
             status=record.status.value,
             created_at=record.created_at,
             runs=served.get(record.job_id, 0),
-            health=record.final_health or seen.get(record.job_id) or Health.RUNNING,
+            health=journal_over_cluster(
+                record.final_health, seen.get(record.job_id, Health.RUNNING)
+            ),
         )
         for record in reversed(history)
         if record.job_id is not None
