@@ -170,7 +170,12 @@ class SubmissionRecord:
 class ScriptSent(NamedTuple):
     """The batch script a job was sent, journalled with its intent before sbatch (schema
     11; ``Journal.script_sent``). Not a field of its record: only settle reads it, once
-    per success, for the manifest, and a pass holds every record of the project."""
+    per success, for the manifest, and a pass holds every record of the project.
+
+    A sweep's member: the script its array task runs byte for byte, and its options,
+    which the job array was sent with the array's own name, comment and logs
+    (scheduler/render.py ``array_batch_script``): the members of an array are known only
+    as it goes, after their intents are written."""
 
     sha256: str
     # its #SBATCH options, in order (`hetjob` between components); None for a run's step
