@@ -11,7 +11,8 @@ from pathlib import Path
 from reconciler.engine.apply import settle
 from reconciler.engine.apply.applier import Applier
 from reconciler.engine.apply.scripts import script_sent, script_sha256
-from reconciler.engine.plan.actions import Action, ActionKind, Cause, Plan
+from reconciler.engine.plan.actions import Action, ActionKind, Plan
+from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.base import SubmitRequest
 from reconciler.scheduler.states import SlurmState as S
 from reconciler.scheduler.testing import ScriptedScheduler
