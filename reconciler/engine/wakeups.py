@@ -38,7 +38,11 @@ DEBOUNCE_MS = 1_600
 class RefBurst:
     """Ref changes grouped into one wake-up: `settled` once none came for `quiet` seconds,
     or `longest` seconds after the first of them (a stream that never pauses still wakes
-    the loop). Told the time by its caller: tested with plain numbers."""
+    the loop). Told the time by its caller: tested with plain numbers.
+
+    Timed here, not by watchfiles' own debounce: that waits for a step that adds no new
+    (change, path) pair, and a second commit rewrites the same ref, adding none, so a
+    burst was handed over in pieces, and a lone commit only after 200-400 ms."""
 
     quiet: float = QUIET_MS / 1000
     longest: float = DEBOUNCE_MS / 1000

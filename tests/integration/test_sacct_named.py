@@ -35,7 +35,8 @@ def test_naming_recons_jobs_and_the_whole_window_observe_the_same(
 ) -> None:
     recording = RecordingRunner()
     harness = Harness(tmp_path, SlurmScheduler(recording))
-    harness.scheduler = SlurmScheduler(recording, project=harness.project)
+    # One sacct call after the other, to compare what the second one names and lists.
+    harness.scheduler = SlurmScheduler(recording, project=harness.project, history_at_once=False)
     array = harness.scheduler.submit(
         SubmitRequest(
             script=HEADER + f"#SBATCH --output={tmp_path}/sweep-%A_%a.out\n" + TASK_BODY,
@@ -86,6 +87,11 @@ def test_naming_recons_jobs_and_the_whole_window_observe_the_same(
         assert kept(named) == kept(whole)
         assert _content(named.observation) == _content(whole.observation)
         assert named.observation.complete and whole.observation.complete
+        # The jobs squeue lists asked for beside the first call, as a watch does (then
+        # all of them after it: the ended ones are not listed): the same observation.
+        at_once = SlurmScheduler(recording, project=harness.project).observe(harness.since)
+        assert recording.commands()[-4:] == ["squeue", "sacct", "sacct", "sacct"]
+        assert _content(at_once) == _content(named.observation)
 
         sweep = harness.job(named.observation, "sweep")
         assert sweep is not None
