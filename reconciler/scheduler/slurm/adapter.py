@@ -135,9 +135,9 @@ class SlurmScheduler:
         self._history_at_once = history_at_once
 
     def observe(self, since: datetime) -> Observation:
-        """One squeue and two sacct calls (``_history``), whatever the number of jobs, and
-        one squeue of the steps running in recon's allocations while any runs
-        (``_running_steps``).
+        """One squeue and two sacct calls (three at times: ``_history``), whatever the
+        number of jobs, and one squeue of the steps running in recon's allocations while
+        any runs (``_running_steps``).
 
         No retries here: a pass that cannot see everything says so (``complete=False``)
         and the next pass looks again.
@@ -172,7 +172,9 @@ class SlurmScheduler:
         shows as recon's are asked for in full beside the first call, not after it
         (``history_at_once``): when they are all of recon's in the window (a pass while
         the jobs it watches are queued or running, a commit's pass after the last one
-        submitted), that answer is the second call's, ready with the first's."""
+        submitted), that answer is the second call's, ready with the first's. When some
+        are not (jobs that ended and left squeue), it is dropped and the second call made
+        as before: one sacct more for slurmdbd, no time lost."""
         tz, user = self._tz, self._user
         known = recon_jobs("", live, self._project)
         early: Future[Result] | None = None
