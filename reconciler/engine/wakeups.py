@@ -45,7 +45,7 @@ class RefBurst:
     (change, path) pair, and a second commit rewrites the same ref, adding none, so a
     burst was handed over in pieces, and a lone commit only after 200-400 ms."""
 
-    quiet: float = QUIET_MS / 1000
+    quiet: float = (QUIET_MS - STEP_MS) / 1000  # timed from the hand-over, a step late
     longest: float = DEBOUNCE_MS / 1000
     first: float | None = None
     last: float | None = None
@@ -128,16 +128,17 @@ class RefWatcher:
     def _run(self) -> None:
         burst = RefBurst()
         try:
-            # watchfiles hands over each step's changes, and an empty set after QUIET_MS
-            # without any: the burst's quiet is timed here, at each. Unfiltered, so that
-            # other files changing (the index, again and again) never hide that time.
+            # watchfiles hands over each step's changes a step after they came, and an
+            # empty set once none came since: the burst's quiet is timed here, at each.
+            # Unfiltered, so that other files changing (the index, again and again)
+            # never hide that time.
             for changes in watchfiles.watch(
                 *self._dirs,
                 watch_filter=None,
                 recursive=False,  # refs/heads/<branch's folder> is named itself
                 step=STEP_MS,
                 debounce=QUIET_MS,
-                rust_timeout=QUIET_MS,
+                rust_timeout=QUIET_MS - STEP_MS,
                 yield_on_timeout=True,
                 stop_event=self._stop,
                 raise_interrupt=False,
