@@ -17,10 +17,12 @@ and every Slurm command the pass ran (its start and end). Per commit it prints
     react    -> the commit's pass starting (the loop picking the wake-up up)
     pass     -> sbatch called: the tip, the lock, load, observe (its commands listed), plan
     sbatch   sbatch's own time, start to exit
-    squeue   sbatch's exit -> the poll that lists the job (polled every ~10 ms)
+    squeue   sbatch's exit -> the poll that lists the job (polled every ~10 ms; sbatch's
+             exit is marked when recon has read it, so a poll can list the job sooner)
 
 then the median of each over the commits, the wake-ups and passes each commit caused
-(one of each is right), and the Slurm commands of the passes before sbatch. Waits
+(one of each is right), and the Slurm commands of the passes before sbatch (each call's
+own time: two sacct calls may run at once). Waits
 --gap seconds after each pass before the next commit, so each is measured alone.
 --code DIR runs the watch from another checkout (say, /work/main), to compare on the same
 load. Cancels every job of its project when it ends, even on Ctrl-C. A benchmark, not a
