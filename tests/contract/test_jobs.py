@@ -6,8 +6,18 @@ import os
 import time
 from dataclasses import replace
 
+import pytest
+
 from reconciler.scheduler.states import Health, SlurmState
-from tests.contract.harness import Harness, final, has, quoted
+from tests.contract.harness import (
+    SIM_NO_ACCOUNTING,
+    SIM_NO_HET,
+    SIM_RUNS_AT_ITS_END,
+    Harness,
+    final,
+    has,
+    quoted,
+)
 
 
 def test_a_job_completes_tagged_and_logs_where_its_script_says(backend: Harness) -> None:
@@ -31,6 +41,7 @@ def test_a_failure_carries_its_exit_code(backend: Harness) -> None:
     assert backend.log("broken", job_id).read_text() == "trying\n"
 
 
+@pytest.mark.beyond(simcluster=SIM_RUNS_AT_ITS_END)
 def test_cancel_ends_a_running_job_and_cancelling_again_is_fine(backend: Harness) -> None:
     beats = backend.workdir / "beats"
     job_id = backend.submit("sleeper", f"while :; do echo beat >> {quoted(beats)}; sleep 0.1; done")
@@ -55,6 +66,27 @@ def test_cancel_ends_a_running_job_and_cancelling_again_is_fine(backend: Harness
     ]
 
 
+def test_a_cancelled_job_is_observed_cancelled_by_its_user_with_exit_code_0(
+    backend: Harness,
+) -> None:
+    """What sacct says of a job scancel ended (CANCELLED by <uid>, ExitCode 0:0 or 0:15),
+    which the doubles answer too; cancelling it again is fine."""
+    job_id = backend.submit("stopped", "sleep 30")
+    backend.wait("stopped", has(Health.RUNNING))
+    backend.scheduler.cancel(job_id)
+    job = backend.wait("stopped", final)
+    (component,) = job.components
+    assert (job.job_id, job.health, job.finished) == (job_id, Health.CANCELLED, True)
+    assert (component.state, component.cancelled_by, component.exit_code) == (
+        SlurmState.CANCELLED,
+        os.getuid(),
+        0,
+    )
+    assert component.start is not None and component.end is not None
+    assert component.start <= component.end
+    backend.scheduler.cancel(job_id)
+
+
 def test_cancelling_a_job_that_never_existed_is_fine(backend: Harness) -> None:
     backend.scheduler.cancel("999999999")
 
@@ -68,6 +100,7 @@ HET = [
 ]
 
 
+@pytest.mark.beyond(simcluster=SIM_NO_HET)
 def test_a_het_job_is_one_job_whose_components_run_together(backend: Harness) -> None:
     body = (
         'echo "nodes known: ${SLURM_JOB_NODELIST_HET_GROUP_0:+0}'
@@ -93,6 +126,7 @@ def test_a_running_job_is_seen_running_with_its_start(backend: Harness) -> None:
     backend.scheduler.cancel(job_id)
 
 
+@pytest.mark.beyond(simcluster=SIM_NO_ACCOUNTING)
 def test_a_finished_job_reports_what_it_held_and_for_how_long(backend: Harness) -> None:
     """Accounting for `recon cost`: what each component held (CPUs; GPUs where asked)
     and its elapsed time, as sacct's AllocTRES and ElapsedRaw say it, on every backend."""
@@ -109,6 +143,7 @@ def test_a_finished_job_reports_what_it_held_and_for_how_long(backend: Harness) 
     assert usage.cpu_s == 2 * component.elapsed.total_seconds() and usage.gpu_s == 0
 
 
+@pytest.mark.beyond(simcluster=SIM_NO_ACCOUNTING)
 def test_the_accounting_of_an_ended_job_is_asked_by_its_id(backend: Harness) -> None:
     """`recon cost`'s back-fill: a job named by its id, long after a pass would look for
     it, reads as the pass read it (the same usage); an id the scheduler never handed out
@@ -168,6 +203,7 @@ def _gatherer(backend: Harness) -> str:
     return line.partition("=")[2].strip()
 
 
+@pytest.mark.beyond(simcluster=SIM_NO_ACCOUNTING)
 def test_a_finished_job_reports_its_peak_memory_and_cpu_time(backend: Harness) -> None:
     """Right-sizing's figures (sacct's MaxRSS and TotalCPU; the local backend's rusage of
     the script): a job that held ~200 MiB and 4 s of CPU shows them. Where Slurm runs no
