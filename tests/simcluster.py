@@ -5,10 +5,11 @@ It keeps Slurm's shape where recon reads it: one row per job (per task for an ar
 given out in order, dependencies that must complete first (a dependent waits with reason
 `Dependency`; a failed dependency cancels it with reason `DependencyNeverSatisfied`), an
 array's `max_parallel`, a job ended by `scancel` shown CANCELLED by its user with exit code
-0 (an array task cancelled alone before it started is forgotten). A job that completes
-runs its batch script with bash in its working directory, as slurmd would, its output in
-the script's `--output` (Slurm's default name without one), so its outputs are on disk as a
-real job's are; one that fails leaves what it wrote so far and exits non-zero.
+0 (an array task cancelled alone before it started is forgotten, unless it is the last). A
+job that completes runs its batch script with bash in its working directory, as slurmd
+would, its output in the script's `--output` (Slurm's default name without one), so its
+outputs are on disk as a real job's are; one that fails leaves what it wrote so far and
+exits non-zero.
 
 Not a stand-in for the adapters (they are tested on the real dev cluster); the engine is
 what the histories drive, and this is what they drive it against. The scheduler contract
@@ -212,10 +213,11 @@ class SimCluster:
             job = self.jobs.get(top)
             if job is None:
                 return
-            if task and any(
+            if len(job.tasks) > 1 and any(
                 str(each.index) == task and each.state is SlurmState.PENDING for each in job.tasks
             ):
-                # A task cancelled alone before it started is forgotten, as Slurm does.
+                # A task cancelled alone before it started is forgotten, as Slurm takes it
+                # out of the array's pending range; the last one ends CANCELLED as the job.
                 job.tasks = [each for each in job.tasks if str(each.index) != task]
             for each in job.tasks:
                 if each.state in ALIVE and (not task or str(each.index) == task):
