@@ -64,12 +64,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
     workdir = tmp_path / "work"
     workdir.mkdir()
     if kind == "local":
-        harness = Harness(kind, LocalScheduler(tmp_path / "state", cpus=LOCAL_CPUS), workdir)
+        harness = Harness(LocalScheduler(tmp_path / "state", cpus=LOCAL_CPUS), workdir)
     elif kind == "slurm":
-        harness = Harness(kind, SlurmScheduler(), workdir)
+        harness = Harness(SlurmScheduler(), workdir)
     else:
         cluster = simulated()
         scheduler = cluster if kind == "simcluster" else scripted_over(cluster)
-        harness = Harness(kind, scheduler, workdir, cluster=cluster)
+        harness = Harness(scheduler, workdir, kind=kind, cluster=cluster)
     yield harness
     harness.cancel_all()

@@ -96,9 +96,16 @@ def _runs_to_its_end(_job: SimJob, _task: SimTask | SimStep) -> SlurmState:
 
 class Harness:
     def __init__(
-        self, kind: str, scheduler: Scheduler, workdir: Path, cluster: SimCluster | None = None
+        self,
+        scheduler: Scheduler,
+        workdir: Path,
+        *,
+        kind: str | None = None,
+        cluster: SimCluster | None = None,
     ) -> None:
-        self.kind = kind  # local, slurm, simcluster, scripted
+        # local, slurm, simcluster, scripted: the contract's backends (a double is named
+        # by what it is, not by the scheduler it poses as)
+        self.kind = kind or scheduler.name
         self.scheduler = scheduler
         self.workdir = workdir
         self.cluster = cluster  # the world a double answers from, moved on by ``wait``
