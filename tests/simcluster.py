@@ -27,11 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TypedDict
 
 from reconciler.errors import ObservationError, PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import (
     AllocateRequest,
     ArrayRequest,
+    Held,
     JobRecord,
     Observation,
     ObservedJob,
@@ -109,6 +111,10 @@ class SimJob:
     limit: datetime | None = None  # an allocation's end (salloc --time); None: a batch job
     steps: list[SimStep] = field(default_factory=list)
     max_parallel: int | None = None  # an array's tasks running at once (Slurm's %N)
+    # What each task holds once it starts (sacct's AllocTRES) and its limit (TimelimitRaw),
+    # from its --cpus-per-task, --ntasks, --mem and --time
+    held: Held = field(default_factory=lambda: Held(cpus=1, nodes=1))
+    time_limit: timedelta | None = None
 
     @property
     def alive(self) -> bool:
@@ -200,6 +206,7 @@ class SimCluster:
                 dependencies=request.dependencies,
                 tasks=[SimTask(index) for index in indices],
                 max_parallel=_max_parallel(request.array),
+                **_holding(request.script),
             )
             self.submissions += 1
             if self.faults.reply_lost:
@@ -244,6 +251,9 @@ class SimCluster:
                 job_id=job_id, tag=request.tag, submit=now, script="", workdir="/",
                 dependencies=(), tasks=[SimTask(None, SlurmState.RUNNING, start=now)],
                 limit=now + timedelta(seconds=request.allocation.time_limit.seconds),
+                held=Held(cpus=cpus.count if (cpus := request.allocation.resources.cpus) else 1,
+                          nodes=1),
+                time_limit=timedelta(seconds=request.allocation.time_limit.seconds),
             )  # fmt: skip
             self.submissions += 1
             if self.faults.reply_lost:
@@ -451,6 +461,9 @@ class SimCluster:
                     start=task.start,
                     end=task.end,
                     nodes=None if task.start is None else NODE,
+                    held=None if task.start is None else job.held,
+                    elapsed=None if task.start is None else (task.end or self.clock()) - task.start,
+                    time_limit=job.time_limit,
                     time_left=self._time_left(job) if task.state in ALIVE else None,
                     workdir=job.workdir,
                     source="squeue" if task.state in ALIVE else "sacct",
@@ -482,6 +495,24 @@ class SimCluster:
 
 def _max_parallel(array: ArrayRequest | None) -> int | None:
     return None if array is None else array.max_parallel
+
+
+class _Holding(TypedDict):
+    held: Held
+    time_limit: timedelta | None
+
+
+def _holding(script: str) -> _Holding:
+    """What a batch job holds by its ``#SBATCH`` header: its CPUs (per task, times its
+    tasks), its memory, one node; and its time limit. Slurm's defaults where it says
+    none (one CPU, no memory held, no limit)."""
+    try:
+        directives = parse_directives(script)
+    except DirectiveError:
+        return {"held": Held(cpus=1, nodes=1), "time_limit": None}
+    first = directives.components[0]
+    held = Held(cpus=first.cpus_per_task * first.tasks, memory_mb=first.memory_mb or 0, nodes=1)
+    return {"held": held, "time_limit": directives.time_limit}
 
 
 def _log_paths(job: SimJob, task: SimTask) -> tuple[Path, Path | None]:

@@ -39,8 +39,7 @@ SIM_RUNS_AT_ITS_END = (
 )
 SIM_NO_HET = "it has no het jobs: a script with `hetjob` blocks is one job of one component"
 SIM_NO_ACCOUNTING = (
-    "it keeps no accounting (what a job held, its elapsed time, memory and CPU time) and has "
-    "no `accounting`: the histories never read usage"
+    "it has no `accounting` to ask ended jobs by id: the histories never back-fill usage"
 )
 SIM_NO_LIMITS = (
     "it enforces no --mem, --time or --cpus-per-task: the histories pick each ending themselves"
