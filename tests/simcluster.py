@@ -5,17 +5,18 @@ It keeps Slurm's shape where recon reads it: one row per job (per task for an ar
 given out in order, dependencies that must complete first (a dependent waits with reason
 `Dependency`; a failed dependency cancels it with reason `DependencyNeverSatisfied`), an
 array's `max_parallel`, a job ended by `scancel` shown CANCELLED by its user with exit code
-0 (an array task cancelled alone before it started is forgotten, unless it is the last). A
-job that completes runs its batch script with bash in its working directory, as slurmd
-would, its output in the script's `--output` (Slurm's default name without one), so its
-outputs are on disk as a real job's are; one that fails leaves what it wrote so far and
-exits non-zero.
+0 (an array task cancelled alone before it started is forgotten, unless it is the last),
+what each job held and for how long (sacct's AllocTRES, ElapsedRaw and TimelimitRaw, from
+its header). A job that completes runs its batch script with bash in its working directory,
+as slurmd would, its output in the script's `--output` (Slurm's default name without one),
+so its outputs are on disk as a real job's are; one that fails leaves what it wrote so far
+and exits non-zero.
 
 Not a stand-in for the adapters (they are tested on the real dev cluster); the engine is
 what the histories drive, and this is what they drive it against. The scheduler contract
 (tests/contract) runs against it too, so where it answers, it answers as Slurm does; what
-it does not do at all (het jobs, resource limits, accounting, partitions) is marked there,
-with the reason.
+it does not do at all (het jobs, resource limits, scripts that run while their job runs,
+accounting asked by job id, partitions) is marked there, with the reason.
 """
 
 from __future__ import annotations
