@@ -16,7 +16,7 @@ Not a stand-in for the adapters (they are tested on the real dev cluster); the e
 what the histories drive, and this is what they drive it against. The scheduler contract
 (tests/contract) runs against it too, so where it answers, it answers as Slurm does; what
 it does not do at all (het jobs, resource limits, scripts that run while their job runs,
-accounting asked by job id, partitions) is marked there, with the reason.
+accounting asked by job id) is marked there, with the reason.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from reconciler.scheduler.base import (
     UntaggedJob,
 )
 from reconciler.scheduler.local.directives import DirectiveError, expand_pattern, parse_directives
-from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.partitions import Node, Partition
 from reconciler.scheduler.runfolder import CHECKPOINTED_DIR
 from reconciler.scheduler.slurm.steps import step_runs
 from reconciler.scheduler.states import SlurmState
@@ -69,6 +69,12 @@ CHECKPOINT_LINE = "# recon checkpoint:"
 MAX_ARRAY_SIZE = 1001
 # The one node every job runs on.
 NODE = "sim1"
+
+
+def one_node(cpus: int = 8, memory_mb: int = 16384) -> Partition:
+    """A partition of the one node, the default, for ``SimCluster.sinfo``."""
+    node = Node(name=NODE, cpus=cpus, memory_mb=memory_mb, state="idle")
+    return Partition(name="sim", default=True, nodes=(node,))
 
 
 @dataclass
@@ -150,6 +156,9 @@ class SimCluster:
     _next: int = 1000
     _free_ids: list[str] = field(default_factory=list)  # lost by a crash, handed out again
     reuse_ids: bool = True  # hand the ids of forgotten jobs out again
+    # What sinfo lists: one partition of the one node every job runs on, when given (its
+    # name is then each job's partition); None: sinfo is not simulated, fit is unknown
+    sinfo: Partition | None = None
     _mutex: threading.RLock = field(default_factory=threading.RLock)
 
     # -- the Scheduler protocol ----------------------------------------------------------
@@ -285,7 +294,9 @@ class SimCluster:
             return f"{job.job_id}.{step.number}"
 
     def partitions(self) -> tuple[Partition, ...]:
-        raise ObservationError("sinfo: not simulated: fit unknown")
+        if self.sinfo is None:
+            raise ObservationError("sinfo: not simulated: fit unknown")
+        return (self.sinfo,)
 
     # -- the test's levers ---------------------------------------------------------------
 
@@ -462,6 +473,7 @@ class SimCluster:
                     start=task.start,
                     end=task.end,
                     nodes=None if task.start is None else NODE,
+                    partition=None if self.sinfo is None else self.sinfo.name,
                     held=None if task.start is None else job.held,
                     elapsed=None if task.start is None else (task.end or self.clock()) - task.start,
                     time_limit=job.time_limit,

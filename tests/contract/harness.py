@@ -26,7 +26,7 @@ from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag, TagKind
 from reconciler.scheduler.testing import ScriptedStepScheduler
 from tests.projects import new_project_name
-from tests.simcluster import SimCluster, SimJob, SimStep, SimTask
+from tests.simcluster import SimCluster, SimJob, SimStep, SimTask, one_node
 from tests.slurmrelease import slurm_release
 
 TIMEOUT = 45.0
@@ -43,10 +43,6 @@ SIM_NO_ACCOUNTING = (
 )
 SIM_NO_LIMITS = (
     "it enforces no --mem, --time or --cpus-per-task: the histories pick each ending themselves"
-)
-SIM_NO_PARTITIONS = (
-    "it lists no partitions (ObservationError, as the protocol allows: fit unknown), so no "
-    "history has a run refused for its shape"
 )
 LOCAL_NO_STEPS = (
     "the local backend runs no steps in allocations: `srun --jobid` has no local meaning"
@@ -70,8 +66,9 @@ def script(tag: Tag, log: Path, body: str, header: Sequence[str] = ()) -> str:
 
 
 def simulated() -> SimCluster:
-    """The fault histories' cluster, on the wall clock."""
-    return SimCluster(clock=lambda: datetime.now(UTC))
+    """The fault histories' cluster, on the wall clock, listing its one partition (the
+    histories leave it unlisted: fit unknown)."""
+    return SimCluster(clock=lambda: datetime.now(UTC), sinfo=one_node())
 
 
 def scripted_over(cluster: SimCluster) -> ScriptedStepScheduler:

@@ -3,12 +3,9 @@ and a job that names none runs on a node of it."""
 
 from __future__ import annotations
 
-import pytest
-
-from tests.contract.harness import SIM_NO_PARTITIONS, Harness, final
+from tests.contract.harness import Harness, final
 
 
-@pytest.mark.beyond(simcluster=SIM_NO_PARTITIONS)
 def test_partitions_give_every_nodes_shape_and_a_job_naming_none_runs_in_the_default(
     backend: Harness,
 ) -> None:
