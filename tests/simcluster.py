@@ -15,8 +15,8 @@ and exits non-zero.
 Not a stand-in for the adapters (they are tested on the real dev cluster); the engine is
 what the histories drive, and this is what they drive it against. The scheduler contract
 (tests/contract) runs against it too, so where it answers, it answers as Slurm does; what
-it does not do at all (het jobs, resource limits, scripts that run while their job runs,
-accounting asked by job id) is marked there, with the reason.
+it does not do at all (het jobs, memory and time limits, scripts that run while their job
+runs, accounting asked by job id) is marked there, with the reason.
 """
 
 from __future__ import annotations
@@ -157,7 +157,8 @@ class SimCluster:
     _free_ids: list[str] = field(default_factory=list)  # lost by a crash, handed out again
     reuse_ids: bool = True  # hand the ids of forgotten jobs out again
     # What sinfo lists: one partition of the one node every job runs on, when given (its
-    # name is then each job's partition); None: sinfo is not simulated, fit is unknown
+    # name is then each job's partition, and a job asking more CPUs than the node has
+    # waits for ever, as Slurm 22.05 keeps it); None: sinfo is not simulated, fit unknown
     sinfo: Partition | None = None
     _mutex: threading.RLock = field(default_factory=threading.RLock)
 
@@ -359,6 +360,9 @@ class SimCluster:
         return sum(task.state is SlurmState.RUNNING for task in job.tasks)
 
     def _maybe_start(self, job: SimJob, task: SimTask) -> None:
+        if self.sinfo is not None and job.held.cpus > max(n.cpus for n in self.sinfo.nodes):
+            task.reason = "PartitionConfig"  # more CPUs than any node has: it never starts
+            return
         states = [self._state_of(dependency) for dependency in job.dependencies]
         if any(state is None or state not in (SlurmState.COMPLETED, *ALIVE) for state in states):
             task.state, task.reason, task.end, task.exit_code = (

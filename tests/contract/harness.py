@@ -41,9 +41,7 @@ SIM_NO_HET = "it has no het jobs: a script with `hetjob` blocks is one job of on
 SIM_NO_ACCOUNTING = (
     "it has no `accounting` to ask ended jobs by id: the histories never back-fill usage"
 )
-SIM_NO_LIMITS = (
-    "it enforces no --mem, --time or --cpus-per-task: the histories pick each ending themselves"
-)
+SIM_NO_LIMITS = "it enforces no --mem or --time: the histories pick each ending themselves"
 LOCAL_NO_STEPS = (
     "the local backend runs no steps in allocations: `srun --jobid` has no local meaning"
 )

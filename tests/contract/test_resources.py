@@ -10,11 +10,10 @@ import pytest
 
 from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.states import Health, SlurmState
-from tests.contract.harness import SIM_NO_LIMITS, Harness, final
+from tests.contract.harness import Harness, final
 from tests.slurmrelease import SLURM_24_11
 
 
-@pytest.mark.beyond(simcluster=SIM_NO_LIMITS)
 def test_a_job_asking_more_cpus_than_exist_waits_and_never_runs(backend: Harness) -> None:
     if backend.slurm_release() == SLURM_24_11:
         with pytest.raises(PermanentSchedulerError, match="node configuration is not available"):
