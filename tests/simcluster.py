@@ -2,14 +2,21 @@
 on by hand, and whose answers it can make lag, fail, forget jobs or hand out reused ids.
 
 It keeps Slurm's shape where recon reads it: one row per job (per task for an array), ids
-given out in order, dependencies that must complete first (a failed one cancels the
-dependent with reason `DependencyNeverSatisfied`), a job ended by `scancel` shown
-CANCELLED. A job that completes runs its batch script with bash in its working directory,
-as slurmd would, so its outputs are on disk as a real job's are; one that fails leaves
-what it wrote so far and exits non-zero.
+given out in order, dependencies that must complete first (a dependent waits with reason
+`Dependency`; a failed dependency cancels it with reason `DependencyNeverSatisfied`), an
+array's `max_parallel`, a job ended by `scancel` shown CANCELLED by its user with exit code
+0 (an array task cancelled alone before it started is forgotten, unless it is the last),
+what each job held and for how long (sacct's AllocTRES, ElapsedRaw and TimelimitRaw, from
+its header). A job that completes runs its batch script with bash in its working directory,
+as slurmd would, its output in the script's `--output` (Slurm's default name without one),
+so its outputs are on disk as a real job's are; one that fails leaves what it wrote so far
+and exits non-zero.
 
 Not a stand-in for the adapters (they are tested on the real dev cluster); the engine is
-what the histories drive, and this is what they drive it against.
+what the histories drive, and this is what they drive it against. The scheduler contract
+(tests/contract) runs against it too, so where it answers, it answers as Slurm does; what
+it does not do at all (het jobs, memory and time limits, scripts that run while their job
+runs, accounting asked by job id) is marked there, with the reason.
 """
 
 from __future__ import annotations
@@ -21,10 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TypedDict
 
 from reconciler.errors import ObservationError, PermanentSchedulerError, TransientSchedulerError
 from reconciler.scheduler.base import (
     AllocateRequest,
+    ArrayRequest,
+    Held,
     JobRecord,
     Observation,
     ObservedJob,
@@ -32,7 +42,8 @@ from reconciler.scheduler.base import (
     SubmitRequest,
     UntaggedJob,
 )
-from reconciler.scheduler.partitions import Partition
+from reconciler.scheduler.local.directives import DirectiveError, expand_pattern, parse_directives
+from reconciler.scheduler.partitions import Node, Partition
 from reconciler.scheduler.runfolder import CHECKPOINTED_DIR
 from reconciler.scheduler.slurm.steps import step_runs
 from reconciler.scheduler.states import SlurmState
@@ -54,6 +65,16 @@ ENDINGS = (
 # A job stopped before its command finished, when its run checkpoints.
 _STOPPED = (SlurmState.TIMEOUT, SlurmState.PREEMPTED)
 CHECKPOINT_LINE = "# recon checkpoint:"
+# Slurm's MaxArraySize as the dev clusters (and Slurm's default) set it.
+MAX_ARRAY_SIZE = 1001
+# The one node every job runs on.
+NODE = "sim1"
+
+
+def one_node(cpus: int = 8, memory_mb: int = 16384) -> Partition:
+    """A partition of the one node, the default, for ``SimCluster.sinfo``."""
+    node = Node(name=NODE, cpus=cpus, memory_mb=memory_mb, state="idle")
+    return Partition(name="sim", default=True, nodes=(node,))
 
 
 @dataclass
@@ -64,6 +85,7 @@ class SimTask:
     reason: str | None = None
     start: datetime | None = None
     end: datetime | None = None
+    cancelled_by: int | None = None  # the uid that cancelled it, as sacct names it
 
 
 @dataclass
@@ -74,6 +96,7 @@ class SimStep:
     tag: Tag  # its name: steps have no comment
     script: str
     workdir: str
+    log_dir: str  # its output goes to slurm-<job>.<step>.out and .err here, as srun's
     state: SlurmState = SlurmState.RUNNING
     exit_code: int | None = None
     start: datetime | None = None
@@ -94,6 +117,11 @@ class SimJob:
     foreign: bool = False  # not recon's: the test never moves it on
     limit: datetime | None = None  # an allocation's end (salloc --time); None: a batch job
     steps: list[SimStep] = field(default_factory=list)
+    max_parallel: int | None = None  # an array's tasks running at once (Slurm's %N)
+    # What each task holds once it starts (sacct's AllocTRES) and its limit (TimelimitRaw),
+    # from its --cpus-per-task, --ntasks, --mem and --time
+    held: Held = field(default_factory=lambda: Held(cpus=1, nodes=1))
+    time_limit: timedelta | None = None
 
     @property
     def alive(self) -> bool:
@@ -128,6 +156,10 @@ class SimCluster:
     _next: int = 1000
     _free_ids: list[str] = field(default_factory=list)  # lost by a crash, handed out again
     reuse_ids: bool = True  # hand the ids of forgotten jobs out again
+    # What sinfo lists: one partition of the one node every job runs on, when given (its
+    # name is then each job's partition, and a job asking more CPUs than the node has
+    # waits for ever, as Slurm 22.05 keeps it); None: sinfo is not simulated, fit unknown
+    sinfo: Partition | None = None
     _mutex: threading.RLock = field(default_factory=threading.RLock)
 
     # -- the Scheduler protocol ----------------------------------------------------------
@@ -169,6 +201,10 @@ class SimCluster:
                     raise PermanentSchedulerError(
                         "sbatch: error: Batch job submission failed: Job dependency problem"
                     )
+            if request.array is not None and request.array.indices[-1] >= MAX_ARRAY_SIZE:
+                raise PermanentSchedulerError(
+                    "sbatch: error: Batch job submission failed: Invalid job array specification"
+                )
             reused = self._free_ids and self.reuse_ids
             job_id = self._free_ids.pop(0) if reused else self._new_id()
             indices = request.array.indices if request.array is not None else (None,)
@@ -180,6 +216,8 @@ class SimCluster:
                 workdir=str(request.workdir),
                 dependencies=request.dependencies,
                 tasks=[SimTask(index) for index in indices],
+                max_parallel=_max_parallel(request.array),
+                **_holding(request.script),
             )
             self.submissions += 1
             if self.faults.reply_lost:
@@ -193,9 +231,16 @@ class SimCluster:
             job = self.jobs.get(top)
             if job is None:
                 return
+            if len(job.tasks) > 1 and any(
+                str(each.index) == task and each.state is SlurmState.PENDING for each in job.tasks
+            ):
+                # A task cancelled alone before it started is forgotten, as Slurm takes it
+                # out of the array's pending range; the last one ends CANCELLED as the job.
+                job.tasks = [each for each in job.tasks if str(each.index) != task]
             for each in job.tasks:
                 if each.state in ALIVE and (not task or str(each.index) == task):
                     each.state, each.end = SlurmState.CANCELLED, self.clock()
+                    each.exit_code, each.cancelled_by = 0, os.getuid()  # sacct: 0:0, by uid
             for step in job.steps:  # an allocation's steps end with it
                 if step.state in ALIVE and not job.alive:
                     step.state, step.end = SlurmState.CANCELLED, self.clock()
@@ -203,7 +248,7 @@ class SimCluster:
                 job.hidden_for = self.faults.lag
 
     def max_array_size(self) -> int:
-        return 1001
+        return MAX_ARRAY_SIZE
 
     def allocate(self, request: AllocateRequest) -> str:
         """``salloc --no-shell``: a job holding its nodes at once, for its time limit."""
@@ -217,6 +262,9 @@ class SimCluster:
                 job_id=job_id, tag=request.tag, submit=now, script="", workdir="/",
                 dependencies=(), tasks=[SimTask(None, SlurmState.RUNNING, start=now)],
                 limit=now + timedelta(seconds=request.allocation.time_limit.seconds),
+                held=Held(cpus=cpus.count if (cpus := request.allocation.resources.cpus) else 1,
+                          nodes=1),
+                time_limit=timedelta(seconds=request.allocation.time_limit.seconds),
             )  # fmt: skip
             self.submissions += 1
             if self.faults.reply_lost:
@@ -241,13 +289,15 @@ class SimCluster:
                 )
             step = SimStep(
                 number=len(job.steps), tag=request.tag, script=request.script.read_text(),
-                workdir=str(request.workdir), start=self.clock(),
+                workdir=str(request.workdir), log_dir=str(request.log_dir), start=self.clock(),
             )  # fmt: skip
             job.steps.append(step)
             return f"{job.job_id}.{step.number}"
 
     def partitions(self) -> tuple[Partition, ...]:
-        raise ObservationError("sinfo: not simulated: fit unknown")
+        if self.sinfo is None:
+            raise ObservationError("sinfo: not simulated: fit unknown")
+        return (self.sinfo,)
 
     # -- the test's levers ---------------------------------------------------------------
 
@@ -280,7 +330,8 @@ class SimCluster:
                             self._end_step(job, step, ending)
                 for task in job.tasks:
                     if task.state is SlurmState.PENDING:
-                        self._maybe_start(job, task)
+                        if job.max_parallel is None or self._running(job) < job.max_parallel:
+                            self._maybe_start(job, task)
                     elif job.limit is not None:
                         self._expire(job, task)  # an allocation ends at its time limit only
                     elif task.state is SlurmState.RUNNING and not job.foreign:
@@ -304,14 +355,23 @@ class SimCluster:
             self._next += 1
         return str(self._next)
 
+    @staticmethod
+    def _running(job: SimJob) -> int:
+        return sum(task.state is SlurmState.RUNNING for task in job.tasks)
+
     def _maybe_start(self, job: SimJob, task: SimTask) -> None:
+        if self.sinfo is not None and job.held.cpus > max(n.cpus for n in self.sinfo.nodes):
+            task.reason = "PartitionConfig"  # more CPUs than any node has: it never starts
+            return
         states = [self._state_of(dependency) for dependency in job.dependencies]
         if any(state is None or state not in (SlurmState.COMPLETED, *ALIVE) for state in states):
-            task.state, task.reason, task.end = (
-                SlurmState.CANCELLED, "DependencyNeverSatisfied", self.clock()
+            task.state, task.reason, task.end, task.exit_code = (
+                SlurmState.CANCELLED, "DependencyNeverSatisfied", self.clock(), 0
             )  # fmt: skip
         elif all(state is SlurmState.COMPLETED for state in states):
-            task.state, task.start = SlurmState.RUNNING, self.clock()
+            task.state, task.start, task.reason = SlurmState.RUNNING, self.clock(), None
+        else:
+            task.reason = "Dependency"  # squeue's word while a dependency is still to come
 
     def _state_of(self, dependency: str) -> SlurmState | None:
         top, _, index = dependency.partition("_")
@@ -353,7 +413,11 @@ class SimCluster:
     def _end_step(self, job: SimJob, step: SimStep, ending: SlurmState) -> None:
         fail = ending is not SlurmState.COMPLETED
         env = {"SLURM_JOB_ID": job.job_id, "SLURM_STEP_ID": str(step.number)}
-        code = self._bash(step.script + ("\nexit 1\n" if fail else ""), step.workdir, env)
+        logs = Path(step.log_dir) / f"slurm-{job.job_id}.{step.number}"
+        code = self._bash(
+            step.script + ("\nexit 1\n" if fail else ""), step.workdir, env,
+            Path(f"{logs}.out"), Path(f"{logs}.err"),
+        )  # fmt: skip
         if ending is SlurmState.COMPLETED and code != 0:
             ending = SlurmState.FAILED
         step.state, step.end = ending, self.clock()
@@ -365,11 +429,18 @@ class SimCluster:
         env = {"SLURM_JOB_ID": job.job_id}
         if task.index is not None:
             env |= {"SLURM_ARRAY_JOB_ID": job.job_id, "SLURM_ARRAY_TASK_ID": str(task.index)}
-        code = self._bash(job.script + ("\nexit 1\n" if fail else ""), job.workdir, env)
+        output, error = _log_paths(job, task)
+        code = self._bash(
+            job.script + ("\nexit 1\n" if fail else ""), job.workdir, env, output, error
+        )
         return 1 if fail else code
 
     @staticmethod
-    def _bash(script: str, workdir: str, env: dict[str, str]) -> int:
+    def _bash(
+        script: str, workdir: str, env: dict[str, str], output: Path, error: Path | None
+    ) -> int:
+        """Run ``script``, its stdout to ``output`` and its stderr to ``error`` (None:
+        with stdout), as slurmstepd opens them: a folder that does not exist loses them."""
         base = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/root"),
@@ -378,6 +449,13 @@ class SimCluster:
             ["bash", "-s"], input=script, cwd=workdir, env=base | env, text=True,
             capture_output=True, timeout=60,
         )  # fmt: skip
+        streams = [(output, done.stdout + ("" if error else done.stderr))]
+        if error is not None:
+            streams.append((error, done.stderr))
+        for path, text in streams:
+            if path.parent.is_dir():
+                with path.open("a") as log:
+                    log.write(text)
         return done.returncode
 
     def _rows(self, job: SimJob) -> list[JobRecord]:
@@ -389,13 +467,20 @@ class SimCluster:
                     job_id=job_id,
                     top_id=job.job_id,
                     array_task=None if task.index is None else str(task.index),
+                    name=job.tag.job_name if job.tag is not None else "",
                     tag=job.tag,
                     state=task.state,
+                    cancelled_by=task.cancelled_by,
                     exit_code=task.exit_code,
                     reason=task.reason,
                     submit=job.submit,
                     start=task.start,
                     end=task.end,
+                    nodes=None if task.start is None else NODE,
+                    partition=None if self.sinfo is None else self.sinfo.name,
+                    held=None if task.start is None else job.held,
+                    elapsed=None if task.start is None else (task.end or self.clock()) - task.start,
+                    time_limit=job.time_limit,
                     time_left=self._time_left(job) if task.state in ALIVE else None,
                     workdir=job.workdir,
                     source="squeue" if task.state in ALIVE else "sacct",
@@ -412,6 +497,7 @@ class SimCluster:
                     exit_code=step.exit_code,
                     start=step.start,
                     end=step.end,
+                    nodes=NODE,
                     workdir=step.workdir,
                     source="squeue" if step.state in ALIVE else "sacct",
                 )
@@ -422,3 +508,48 @@ class SimCluster:
         if job.limit is None:
             return timedelta(minutes=10)
         return max(job.limit - self.clock(), timedelta(0))
+
+
+def _max_parallel(array: ArrayRequest | None) -> int | None:
+    return None if array is None else array.max_parallel
+
+
+class _Holding(TypedDict):
+    held: Held
+    time_limit: timedelta | None
+
+
+def _holding(script: str) -> _Holding:
+    """What a batch job holds by its ``#SBATCH`` header: its CPUs (per task, times its
+    tasks), its memory, one node; and its time limit. Slurm's defaults where it says
+    none (one CPU, no memory held, no limit)."""
+    try:
+        directives = parse_directives(script)
+    except DirectiveError:
+        return {"held": Held(cpus=1, nodes=1), "time_limit": None}
+    first = directives.components[0]
+    held = Held(cpus=first.cpus_per_task * first.tasks, memory_mb=first.memory_mb or 0, nodes=1)
+    return {"held": held, "time_limit": directives.time_limit}
+
+
+def _log_paths(job: SimJob, task: SimTask) -> tuple[Path, Path | None]:
+    """Where sbatch sends a job's stdout and stderr: its script's ``--output`` and
+    ``--error`` as Slurm fills them in, relative to its working directory; without
+    ``--output``, ``slurm-%j.out`` (``slurm-%A_%a.out`` for an array task) there."""
+    try:
+        directives = parse_directives(job.script)
+    except DirectiveError:
+        directives = None
+    default = "slurm-%j.out" if task.index is None else "slurm-%A_%a.out"
+    output = directives.output if directives is not None and directives.output else default
+    error = directives.error if directives is not None else None
+    array = None if task.index is None else (job.job_id, task.index)
+    name = job.tag.job_name if job.tag is not None else "sim"
+
+    def filled(pattern: str) -> Path:
+        expanded = expand_pattern(
+            pattern, job_id=job.job_id, job_name=name, user="sim", host=NODE, array=array
+        )
+        return Path(job.workdir, expanded)
+
+    return filled(output), None if error is None else filled(error)

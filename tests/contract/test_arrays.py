@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import pairwise
 
+import pytest
+
+from reconciler.errors import PermanentSchedulerError
 from reconciler.scheduler.base import ArrayRequest, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState
 from tests.contract.harness import Harness, final, quoted
@@ -105,3 +108,20 @@ def test_the_dependent_of_an_array_with_a_failed_task_never_runs(backend: Harnes
     reason = down.components[0].reason
     assert reason is not None and reason.startswith("Dependency")
     assert not backend.log("down", down_id).exists()
+
+
+def test_an_arrays_indices_must_be_below_max_array_size(backend: Harness) -> None:
+    """MaxArraySize, as sweeps split arrays by it: the highest index it allows runs, the
+    next is refused at submission and leaves no job."""
+    size = backend.scheduler.max_array_size()
+    assert size >= 2 and backend.scheduler.max_array_size() == size
+    edge = size - 1
+    array_id = backend.submit(
+        "edge", "echo $SLURM_ARRAY_TASK_ID", array=ArrayRequest(indices=(edge,))
+    )
+    with pytest.raises(PermanentSchedulerError):
+        backend.submit("over", "true", array=ArrayRequest(indices=(0, size)))
+    job = backend.wait("edge", tasks_final({edge}))
+    assert job.health is Health.SUCCEEDED
+    assert backend.workdir.joinpath(f"edge-{array_id}_{edge}.out").read_text() == f"{edge}\n"
+    assert backend.job("over") is None

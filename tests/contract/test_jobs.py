@@ -6,8 +6,18 @@ import os
 import time
 from dataclasses import replace
 
+import pytest
+
 from reconciler.scheduler.states import Health, SlurmState
-from tests.contract.harness import Harness, final, has, quoted
+from tests.contract.harness import (
+    SIM_NO_ACCOUNTING,
+    SIM_NO_HET,
+    SIM_RUNS_AT_ITS_END,
+    Harness,
+    final,
+    has,
+    quoted,
+)
 
 
 def test_a_job_completes_tagged_and_logs_where_its_script_says(backend: Harness) -> None:
@@ -31,6 +41,7 @@ def test_a_failure_carries_its_exit_code(backend: Harness) -> None:
     assert backend.log("broken", job_id).read_text() == "trying\n"
 
 
+@pytest.mark.beyond(simcluster=SIM_RUNS_AT_ITS_END)
 def test_cancel_ends_a_running_job_and_cancelling_again_is_fine(backend: Harness) -> None:
     beats = backend.workdir / "beats"
     job_id = backend.submit("sleeper", f"while :; do echo beat >> {quoted(beats)}; sleep 0.1; done")
@@ -55,6 +66,36 @@ def test_cancel_ends_a_running_job_and_cancelling_again_is_fine(backend: Harness
     ]
 
 
+def test_a_cancelled_job_is_observed_cancelled_by_its_user_with_exit_code_0(
+    backend: Harness,
+) -> None:
+    """What sacct says of a job scancel ended (CANCELLED by <uid>, ExitCode 0:0 or 0:15),
+    which the doubles answer too; cancelling it again is fine."""
+    started = backend.workdir / "started"
+    job_id = backend.submit("stopped", f"touch {quoted(started)}; sleep 30")
+    # Once its script runs: Slurm lists a job RUNNING while slurmd still launches it, and
+    # a batch step cancelled in its launch may end FAILED. The simcluster runs a script
+    # only when the job ends, so it cannot be waited for there.
+    backend.wait(
+        "stopped",
+        lambda job: (
+            job.health is Health.RUNNING and (started.exists() or backend.cluster is not None)
+        ),
+    )
+    backend.scheduler.cancel(job_id)
+    job = backend.wait("stopped", final)
+    (component,) = job.components
+    assert (job.job_id, job.health, job.finished) == (job_id, Health.CANCELLED, True), job.rows
+    assert (component.state, component.cancelled_by, component.exit_code) == (
+        SlurmState.CANCELLED,
+        os.getuid(),
+        0,
+    )
+    assert component.start is not None and component.end is not None
+    assert component.start <= component.end
+    backend.scheduler.cancel(job_id)
+
+
 def test_cancelling_a_job_that_never_existed_is_fine(backend: Harness) -> None:
     backend.scheduler.cancel("999999999")
 
@@ -68,6 +109,7 @@ HET = [
 ]
 
 
+@pytest.mark.beyond(simcluster=SIM_NO_HET)
 def test_a_het_job_is_one_job_whose_components_run_together(backend: Harness) -> None:
     body = (
         'echo "nodes known: ${SLURM_JOB_NODELIST_HET_GROUP_0:+0}'
@@ -109,6 +151,7 @@ def test_a_finished_job_reports_what_it_held_and_for_how_long(backend: Harness) 
     assert usage.cpu_s == 2 * component.elapsed.total_seconds() and usage.gpu_s == 0
 
 
+@pytest.mark.beyond(simcluster=SIM_NO_ACCOUNTING)
 def test_the_accounting_of_an_ended_job_is_asked_by_its_id(backend: Harness) -> None:
     """`recon cost`'s back-fill: a job named by its id, long after a pass would look for
     it, reads as the pass read it (the same usage); an id the scheduler never handed out
@@ -158,11 +201,12 @@ PY"""
 
 def _gatherer(backend: Harness) -> str:
     """The scheduler's accounting gatherer: Slurm's JobAcctGatherType; the local
-    backend's own measure of its children."""
+    backend's own measure of its children; none in the doubles, which run scripts
+    unmeasured."""
     import subprocess
 
-    if backend.scheduler.name == "local":
-        return "local"
+    if backend.kind != "slurm":
+        return "local" if backend.kind == "local" else "jobacct_gather/none"
     shown = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True)
     line = next(line for line in shown.stdout.splitlines() if line.startswith("JobAcctGatherType"))
     return line.partition("=")[2].strip()
@@ -177,7 +221,7 @@ def test_a_finished_job_reports_its_peak_memory_and_cpu_time(backend: Harness) -
     backend.submit("hungry", HUNGRY, header=["--mem=1G"])
     job = backend.wait("hungry", final)
     assert job.health is Health.SUCCEEDED
-    if backend.scheduler.name != "local":  # the batch step's accounting follows its end
+    if backend.kind == "slurm":  # the batch step's accounting follows its end
         deadline = time.monotonic() + 30
         while not any(row.peak_memory_mb for row in job.rows) and time.monotonic() < deadline:
             time.sleep(1)

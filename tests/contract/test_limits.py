@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from reconciler.scheduler.states import Health, SlurmState
-from tests.contract.harness import Harness, final
+from tests.contract.harness import SIM_NO_LIMITS, Harness, final
 
 # Written byte by byte, so resident, not only reserved; held, so a look once a second
 # cannot miss it.
@@ -20,6 +22,7 @@ HOG = "python3 -c 'import time; held = b\"x\" * (400 << 20); time.sleep(60)'"
 SLURM_TIMEOUT = 150.0
 
 
+@pytest.mark.beyond(simcluster=SIM_NO_LIMITS)
 def test_a_job_past_its_memory_ends_out_of_memory(backend: Harness) -> None:
     job_id = backend.submit("hog", HOG)
     job = backend.wait("hog", final)
@@ -38,6 +41,7 @@ def test_a_job_within_its_memory_completes(backend: Harness) -> None:
     assert backend.wait("small", final).components[0].state is SlurmState.COMPLETED
 
 
+@pytest.mark.beyond(simcluster=SIM_NO_LIMITS)
 def test_a_job_past_its_time_limit_is_warned_then_times_out(backend: Harness) -> None:
     # The trap runs as soon as `wait` returns on the signal (a foreground sleep would hold
     # it back); `|| true` because set -e would end the script on that return.

@@ -18,6 +18,7 @@ from reconciler.scheduler.slurm import SlurmScheduler, adapter
 from reconciler.scheduler.slurm.parse import SACCT_FIELDS, parse_squeue, recon_rows
 from reconciler.scheduler.slurm.testing import RecordingRunner
 from reconciler.scheduler.states import Health
+from reconciler.scheduler.tag import Tag
 from tests.integration.test_slurm_adapter import HEADER, HET, Harness, final
 
 pytestmark = pytest.mark.slurm
@@ -35,7 +36,8 @@ def test_naming_recons_jobs_and_the_whole_window_observe_the_same(
 ) -> None:
     recording = RecordingRunner()
     harness = Harness(tmp_path, SlurmScheduler(recording))
-    harness.scheduler = SlurmScheduler(recording, project=harness.project)
+    # One sacct call after the other, to compare what the second one names and lists.
+    harness.scheduler = SlurmScheduler(recording, project=harness.project, history_at_once=False)
     array = harness.scheduler.submit(
         SubmitRequest(
             script=HEADER + f"#SBATCH --output={tmp_path}/sweep-%A_%a.out\n" + TASK_BODY,
@@ -84,8 +86,23 @@ def test_naming_recons_jobs_and_the_whole_window_observe_the_same(
             return {_elapsed_left_out(line) for line in rows}
 
         assert kept(named) == kept(whole)
-        assert _content(named.observation) == _content(whole.observation)
+
+        def project_of(observation: Observation) -> dict[str, tuple[object, ...]]:
+            """Its jobs of this project: others' (squeue lists every project's) move on."""
+            return {
+                job_id: seen
+                for job_id, seen in _content(observation).items()
+                if isinstance(seen[0], Tag) and seen[0].project == harness.project
+            }
+
+        assert project_of(named.observation) == project_of(whole.observation)
         assert named.observation.complete and whole.observation.complete
+        # The jobs squeue lists asked for beside the first call, as a watch does (then
+        # all of them after it: the ended ones are not listed): the same observation.
+        at_once = SlurmScheduler(recording, project=harness.project).observe(harness.since)
+        assert recording.commands()[-4:] == ["squeue", "sacct", "sacct", "sacct"]
+
+        assert project_of(at_once) == project_of(named.observation)
 
         sweep = harness.job(named.observation, "sweep")
         assert sweep is not None

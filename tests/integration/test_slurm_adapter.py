@@ -200,7 +200,8 @@ def test_cancelling_a_het_leader_cancels_every_component(harness: Harness) -> No
 
 def test_a_requeued_job_is_pending_again_not_cancelled(tmp_path: Path) -> None:
     recording = RecordingRunner()
-    harness = Harness(tmp_path, SlurmScheduler(recording))
+    # One sacct call after the other: the last one's text is the jobs' in full.
+    harness = Harness(tmp_path, SlurmScheduler(recording, history_at_once=False))
     job_id = harness.submit("requeued", "#SBATCH --partition=cpu\nsleep 300\n")
     harness.wait("requeued", lambda j: any(step.step == "batch" for step in j.steps))
     stale_step = re.compile(rf"^{job_id}\.batch\|[^|]*\|CANCELLED", re.MULTILINE)
@@ -226,6 +227,9 @@ def test_one_observe_pass_runs_one_squeue_and_two_saccts(tmp_path: Path) -> None
     """sacct's jobs' own rows, then recon's jobs among them in full: the three named."""
     recording = RecordingRunner()
     harness = Harness(tmp_path, SlurmScheduler(recording))
+    # This project's allocations alone are asked for their steps: another's, running on
+    # the shared cluster, would add a squeue. One sacct call after the other, to count.
+    harness.scheduler = SlurmScheduler(recording, project=harness.project, history_at_once=False)
     made = [harness.submit(f"count{i}", "#SBATCH --partition=cpu\nsleep 1\n") for i in range(3)]
     recording.calls.clear()
     observation = harness.scheduler.observe(harness.since)
@@ -282,7 +286,8 @@ def test_a_step_in_an_allocation_accounting_has_not_recorded_yet_is_observed(
     allocation as it grants it: there the window lists it at once, and every attempt
     checks the step is observed all the same."""
     recording = RecordingRunner()
-    harness = Harness(tmp_path, SlurmScheduler(recording, project=None))
+    # One sacct call after the other: the last one's text is the window's in full.
+    harness = Harness(tmp_path, SlurmScheduler(recording, project=None, history_at_once=False))
     spec = Allocation.model_validate(
         {"kind": "Allocation", "name": "fresh", "time_limit": 10,
          "resources": {"partition": "cpu", "cpus": 1, "memory": "100MiB"}}

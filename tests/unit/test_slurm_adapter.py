@@ -3,8 +3,9 @@ makes of their answers. The fake stands in at recon's own seam (the runner), not
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from reconciler.scheduler.base import AllocateRequest, Observation, SubmitReques
 from reconciler.scheduler.slurm import SlurmScheduler, adapter
 from reconciler.scheduler.slurm import runner as runner_module
 from reconciler.scheduler.slurm.runner import NOT_FOUND, TIMED_OUT, run
-from reconciler.scheduler.slurm.testing import ScriptedRunner, failed, ok
+from reconciler.scheduler.slurm.testing import Result, ScriptedRunner, failed, ok
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 
@@ -41,8 +42,17 @@ OTHER = Tag(
 
 
 def scheduler(runner: ScriptedRunner, sleeps: list[float] | None = None) -> SlurmScheduler:
+    """The adapter on a scripted runner, its sacct calls one after the other: scripted
+    answers come in order (both at once: ``test_sacct_named_at_once``)."""
     record = sleeps if sleeps is not None else []
-    return SlurmScheduler(runner, sleep=record.append, clock=lambda: NOW, tz=UTC, user="tester")
+    return SlurmScheduler(
+        runner,
+        sleep=record.append,
+        clock=lambda: NOW,
+        tz=UTC,
+        user="tester",
+        history_at_once=False,
+    )
 
 
 def sacct_row(job_id: str, state: str, tag: Tag | None, exit_code: str = "0:0", **kw: str) -> str:
@@ -599,7 +609,9 @@ def test_sacct_lists_in_full_only_the_jobs_its_own_rows_or_squeue_say_are_recons
     )
     live = lines(squeue_row("8", "RUNNING", TAG.model_copy(update={"name": "eval"})))
     runner = ScriptedRunner(squeue=[ok(live)], sacct=[ok(jobs_only), ok(full)])
-    demo = SlurmScheduler(runner, clock=lambda: NOW, tz=UTC, user="tester", project="demo")
+    demo = SlurmScheduler(
+        runner, clock=lambda: NOW, tz=UTC, user="tester", project="demo", history_at_once=False
+    )
     observation = demo.observe(SINCE)
     assert runner.commands() == ["squeue", "sacct", "sacct"]
     first, second = (argv for argv, _ in runner.calls[1:])
@@ -612,6 +624,59 @@ def test_sacct_lists_in_full_only_the_jobs_its_own_rows_or_squeue_say_are_recons
         "8": ["8", "8.0"],
     }
     assert observation.complete
+
+
+STEP_OF_8 = "8.0|8.0|RUNNING|0:0||2026-11-29T22:41:04|2026-11-29T22:41:04|Unknown|cpu1||||||||step|"
+
+
+def named_jobs(runner: ScriptedRunner) -> list[str]:
+    """The ``--jobs=`` of every sacct call, in the order they were made."""
+    return [arg for argv, _ in runner.calls for arg in argv if arg.startswith("--jobs=")]
+
+
+def test_sacct_named_at_once_the_jobs_squeue_lists_and_they_are_all_of_recons() -> None:
+    """A commit's pass while the project's jobs are queued or running: the jobs squeue
+    lists are asked for in full beside the jobs-only call, and that answer is used."""
+    live = lines(squeue_row("8", "RUNNING", TAG))
+    named_started = threading.Event()
+
+    def sacct(argv: Sequence[str], stdin: str | None) -> Result:
+        if "--allocations" in argv:
+            # Answered only once the named call is under way: one after the other fails.
+            assert named_started.wait(5), "the named sacct did not run beside this one"
+            return ok(lines(sacct_row("8", "RUNNING", None)))
+        named_started.set()
+        return ok(lines(sacct_row("8", "RUNNING", None), STEP_OF_8))
+
+    runner = ScriptedRunner(squeue=[ok(live)], sacct=[sacct])
+    observation = SlurmScheduler(runner, clock=lambda: NOW, tz=UTC, user="tester").observe(SINCE)
+    assert runner.commands() == ["squeue", "sacct", "sacct"]  # no third call
+    assert named_jobs(runner) == ["--jobs=8"]
+    assert {job.job_id: [r.job_id for r in job.rows] for job in observation.jobs} == {
+        "8": ["8", "8.0"]
+    }
+    assert observation.complete
+
+
+def test_a_job_of_recons_squeue_no_longer_lists_is_asked_for_after_the_jobs_only_call() -> None:
+    live = lines(squeue_row("8", "RUNNING", TAG))
+    ended = sacct_row("5", "COMPLETED", TAG)
+
+    def sacct(argv: Sequence[str], stdin: str | None) -> Result:
+        if "--allocations" in argv:
+            return ok(lines(ended, sacct_row("8", "RUNNING", None)))
+        if "--jobs=5,8" in argv:
+            return ok(lines(ended, sacct_row("8", "RUNNING", None), STEP_OF_8))
+        return ok(lines(sacct_row("8", "RUNNING", None), STEP_OF_8))
+
+    runner = ScriptedRunner(squeue=[ok(live)], sacct=[sacct])
+    observation = SlurmScheduler(runner, clock=lambda: NOW, tz=UTC, user="tester").observe(SINCE)
+    assert runner.commands() == ["squeue", "sacct", "sacct", "sacct"]
+    assert named_jobs(runner) == ["--jobs=8", "--jobs=5,8"]  # the early one, then all
+    assert {job.job_id: [r.job_id for r in job.rows] for job in observation.jobs} == {
+        "5": ["5"],
+        "8": ["8", "8.0"],
+    }
 
 
 def test_when_the_second_sacct_fails_the_observation_says_incomplete() -> None:

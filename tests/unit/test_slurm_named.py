@@ -65,7 +65,13 @@ def _observed(squeue: str, named_rows: str) -> tuple[Observation, list[str], Scr
 
     runner = ScriptedRunner(squeue=[ok(squeue)], sacct=[ok(ALLOCATIONS), second])
     scheduler = SlurmScheduler(
-        runner, clock=lambda: NOW, tz=UTC, user="root", project="capture", launches=lambda: ()
+        runner,
+        clock=lambda: NOW,
+        tz=UTC,
+        user="root",
+        project="capture",
+        launches=lambda: (),
+        history_at_once=False,  # the answers are scripted in order
     )
     return scheduler.observe(NOW - timedelta(minutes=5)), named, runner
 

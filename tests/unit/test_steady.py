@@ -9,6 +9,7 @@ is the engine's loop, not an adapter.
 from __future__ import annotations
 
 import gc
+import os
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -93,7 +94,9 @@ class World:
                 top_id=job_id,
                 tag=request.tag,
                 state=state,
-                exit_code=(0 if state is SlurmState.COMPLETED else 1) if ended else None,
+                # sacct's: 0:0 for a job that completed or was cancelled
+                exit_code=(1 if state is SlurmState.FAILED else 0) if ended else None,
+                cancelled_by=os.getuid() if state is SlurmState.CANCELLED else None,
                 submit=START,
                 start=START if state is not SlurmState.PENDING else None,
                 end=START + timedelta(minutes=1) if ended else None,

@@ -24,7 +24,7 @@ from reconciler.commands.common import LogFormat, parse_duration
 from reconciler.commands.watchlog import LineLog, Puller
 from reconciler.engine.plan.actions import LookKind, NextLook, Plan
 from reconciler.engine.reconcile import PassOutcome
-from reconciler.engine.wakeups import RefWatcher, WakeQueue
+from reconciler.engine.wakeups import QUIET_MS, RefBurst, RefWatcher, WakeQueue
 from reconciler.engine.watch import Level, LoopState, Schedule, Wake, WatchLoop
 from reconciler.errors import LockedError, ObservationError, RepoError, SpecError, SpecIssue
 from reconciler.repository.refs import BranchRefs
@@ -380,6 +380,29 @@ def test_queue_times_out_as_timer_and_prefers_stop() -> None:
     assert wakeups.wait(0) is Wake.TIMER  # drained
 
 
+def test_a_burst_of_ref_changes_is_one_wakeup_once_quiet() -> None:
+    burst = RefBurst(quiet=100, longest=1600)  # in milliseconds here: exact sums
+    assert not burst.settled(0)  # nothing changed: nothing to tell
+    wakeups = 0
+    for step in range(10):  # ten commits 60 ms apart, each looked at 10 ms later
+        burst.changed(step * 60)
+        wakeups += burst.settled(step * 60 + 10)
+    assert wakeups == 0  # never quiet for 100 ms while they come
+    assert not burst.settled(540 + 99)
+    assert burst.settled(540 + 100)  # 100 ms after the last one
+    assert not burst.settled(5000)  # told once
+
+
+def test_a_stream_of_ref_changes_that_never_pauses_still_wakes_the_loop() -> None:
+    burst = RefBurst(quiet=100, longest=1600)
+    wakeups = []
+    for now in range(0, 3300, 50):  # a change every 50 ms for 3.3 s
+        burst.changed(now)
+        if burst.settled(now):
+            wakeups.append(now)
+    assert wakeups == [1600, 3250]  # the longest a stream is grouped, then again
+
+
 @pytest.fixture
 def restore_signals() -> Iterator[None]:
     saved = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
@@ -450,6 +473,34 @@ def test_watcher_wakes_on_a_commit_within_seconds(git_repo: GitRepo) -> None:
     finally:
         watcher.stop()
     assert errors == []
+
+
+def test_watcher_wakes_once_for_a_burst_of_commits(git_repo: GitRepo) -> None:
+    """A script's commits, one after another: one wake-up for all, so that the pass plans
+    the last commit and submits nothing for the ones it replaces."""
+    refs = BranchRefs(git_repo.root, "main")
+    woken: list[float] = []
+
+    class Counted(WakeQueue):
+        def put(self, wake: Wake) -> None:
+            woken.append(time.monotonic())
+            super().put(wake)
+
+    wakeups = Counted()
+    errors: list[Exception] = []
+    watcher = RefWatcher(refs.watched_dirs(), refs.is_ref_change, wakeups, errors.append)
+    watcher.start()
+    try:
+        time.sleep(0.3)  # let inotify register its watches
+        for commit in range(10):  # one git command each: 15-30 ms apart, well within quiet
+            git_repo.git("commit", "-q", "--allow-empty", "-m", f"burst {commit}")
+        last = time.monotonic()
+        assert wakeups.wait(5) is Wake.REFS
+        time.sleep(3 * QUIET_MS / 1000)  # any later wake-up would have come by now
+    finally:
+        watcher.stop()
+    assert errors == []
+    assert len(woken) == 1, [round(at - last, 3) for at in woken]
 
 
 @pytest.fixture
