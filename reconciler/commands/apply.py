@@ -201,7 +201,7 @@ def _say_interrupted(done: Sequence[Done]) -> None:
     it (each line was printed as it happened; this says it again in one place)."""
     from rich.text import Text
 
-    submitted = [d.line.removeprefix("submitted ") for d in done if d.line.startswith("submitted ")]
+    submitted = [d.line.removeprefix("submitted ") for d in done if d.submitted is not None]
     if not done:
         said = "interrupted (Ctrl-C): nothing was submitted or cancelled"
     else:

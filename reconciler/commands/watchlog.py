@@ -73,7 +73,7 @@ class Puller:
             return
         if result.moved:
             self.log(Level.INFO, "pulled", commit=result.new, message=f"from {result.old[:12]}")
-        elif result.why != "up to date" and (result.why, result.new) != self._last_said:
+        elif not result.up_to_date and (result.why, result.new) != self._last_said:
             # Said once per upstream commit, not every interval.
             self.log(Level.WARNING, "not-pulled", commit=result.new, message=result.why)
         self._last_said = (result.why, result.new)

@@ -28,6 +28,11 @@ class PullResult:
     new: str
     why: str = ""
 
+    @property
+    def up_to_date(self) -> bool:
+        """The branch was where its upstream is: nothing to pull."""
+        return self.new == self.old
+
 
 class BranchRefs:
     """One branch of the repo holding the project (or HEAD, with branch None)."""

@@ -48,6 +48,7 @@ from reconciler.state.records import (
     EndingKind,
     Rename,
     Renames,
+    ScriptSent,
     SetupRecord,
     SubmissionRecord,
     SubmissionStatus,
@@ -187,6 +188,19 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # ``engine/plan/raises``), as JSON `{"memory_mb": 2048, "time_s": null}`, written with
     # the intent; NULL: as the spec declares (every submission before this, and most after).
     ("ALTER TABLE submissions ADD COLUMN raised TEXT",),
+    # 11: facts journalled when they happen. The sha256 of the batch script a job is sent
+    # and the #SBATCH options rendered in it (a JSON list), written with the intent before
+    # sbatch: the manifest names that digest, not a script rendered again once the job
+    # ended; NULL on older records (their manifests still render it again). And a success
+    # that skipped its command is an ending of its own (``EndingKind.SKIPPED``): until
+    # then it was told by its reason's words alone, read here once, as migration 5 did.
+    (
+        "ALTER TABLE submissions ADD COLUMN script_sha256 TEXT",
+        "ALTER TABLE submissions ADD COLUMN sbatch_options TEXT",
+        """UPDATE submissions SET ending = 'skipped'
+        WHERE final_health = 'succeeded' AND reason = 'skipped: inputs unchanged'
+        AND ending IS NULL""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -206,6 +220,8 @@ class Intent(NamedTuple):
     code_versions: Mapping[str, str] = _NO_CODE
     # what a retry asks for beyond its spec: `memory_mb`, `time_s` (None: as declared)
     raised: Mapping[str, int | None] | None = None
+    # the batch script to be sent: its sha256 and #SBATCH options (None: no script)
+    script: ScriptSent | None = None
 
 
 class CancelRecord(BaseModel):
@@ -284,8 +300,9 @@ class Journal:
             for intent in intents:
                 cursor = db.execute(
                     "INSERT INTO submissions (project, kind, name, spec_hash, git_commit,"
-                    " status, spec_fields, code_versions, raised, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " status, spec_fields, code_versions, raised, script_sha256,"
+                    " sbatch_options, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         intent.project,
                         intent.kind,
@@ -296,6 +313,8 @@ class Journal:
                         json.dumps(intent.spec_fields, sort_keys=True),
                         json.dumps(dict(intent.code_versions), sort_keys=True),
                         None if intent.raised is None else json.dumps(dict(intent.raised)),
+                        None if intent.script is None else intent.script.sha256,
+                        _options(intent.script),
                         stamp,
                         stamp,
                     ),
@@ -500,6 +519,21 @@ class Journal:
                 f"UPDATE submissions SET usage_sought_at = ? WHERE id = ? AND {unread}",
                 [(stamp, record_id) for record_id in missing],
             )
+
+    def script_sent(self, record_id: int) -> ScriptSent | None:
+        """The batch script the submission ``record_id`` was sent, as its intent journalled
+        it; None where none was (an allocation, or an earlier release's intent)."""
+        with self._sqlite_errors():
+            row = self._db.execute(
+                "SELECT script_sha256, sbatch_options FROM submissions WHERE id = ?",
+                (record_id,),
+            ).fetchone()
+        if row is None or row["script_sha256"] is None:
+            return None
+        options = row["sbatch_options"]
+        return ScriptSent(
+            row["script_sha256"], None if options is None else tuple(json.loads(options))
+        )
 
     def records(self, project: str) -> list[SubmissionRecord]:
         """Every submission record of the project, oldest first, under the names and
@@ -740,7 +774,9 @@ class Journal:
 
     def _submissions(self, clause: str, params: tuple[str, ...]) -> list[SubmissionRecord]:
         with self._sqlite_errors():
-            rows = self._db.execute(f"SELECT * FROM submissions {clause}", params).fetchall()
+            rows = self._db.execute(
+                f"SELECT {_RECORD_COLUMNS} FROM submissions {clause}", params
+            ).fetchall()
         return [_record(row) for row in rows]
 
     @contextmanager
@@ -989,6 +1025,18 @@ def _submission(db: sqlite3.Connection, record_id: int) -> sqlite3.Row:
     if row is None:
         raise KeyError(f"no submission {record_id} in the journal")
     return row
+
+
+# What a record holds: every column but the script sent (``Journal.script_sent``).
+_RECORD_COLUMNS = (
+    "id, project, kind, name, spec_hash, git_commit, job_id, status, final_health,"
+    " exit_code, reason, ending, spec_fields, input_versions, output_versions,"
+    " code_versions, usage, usage_sought_at, used_read, raised, created_at, updated_at"
+)
+
+
+def _options(script: ScriptSent | None) -> str | None:
+    return None if script is None or script.options is None else json.dumps(script.options)
 
 
 def _record(row: sqlite3.Row) -> SubmissionRecord:

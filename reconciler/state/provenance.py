@@ -156,7 +156,10 @@ class Manifest(BaseModel):
     commit: str | None = Field(description="None when the specs were read from a work tree")
     remote: str | None = Field(description="the repository's remote URL, without credentials")
     spec_hash: str
-    script_sha256: str = Field(description="of the rendered batch script, #SBATCH lines and all")
+    script_sha256: str = Field(
+        description="of the batch script the job was sent, #SBATCH lines and all, as "
+        "journalled with its intent; rendered again for a job an earlier release sent"
+    )
     command: str | None = Field(description="the run's command, as the spec gives it")
     script: str | None = Field(description="or its script, a path in the repository")
     run_dir: str

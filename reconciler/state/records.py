@@ -64,6 +64,10 @@ class EndingKind(StrEnum):
     # a run with a checkpoint: its command exited non-zero after the warning signal (or a
     # preemption's SIGTERM), its progress saved (``runfolder.checkpointed``): a requeue
     CHECKPOINTED = "checkpointed"
+    # a success that ran nothing: its skip check (scheduler/render.py ``skip_check_block``)
+    # found its inputs as its run's last success read them, and its outputs stay that
+    # success's (schema 11; earlier releases told it by its reason's words alone)
+    SKIPPED = "skipped"
 
     @property
     def in_words(self) -> str | None:
@@ -153,9 +157,30 @@ class SubmissionRecord:
     updated_at: datetime
 
     @property
+    def skipped(self) -> bool:
+        """A success that skipped its command (``EndingKind.SKIPPED``): it ran nothing."""
+        return self.ending is EndingKind.SKIPPED
+
+    @property
     def usage(self) -> JobUsage | None:
         """What the job held (``usage_json`` read; each call reads it anew)."""
         return None if self.usage_json is None else JobUsage.from_json(json.loads(self.usage_json))
+
+
+class ScriptSent(NamedTuple):
+    """The batch script a job was sent, journalled with its intent before sbatch (schema
+    11; ``Journal.script_sent``). Not a field of its record: only settle reads it, once
+    per success, for the manifest, and a pass holds every record of the project.
+
+    A sweep's member: the script its array task runs byte for byte, and its options,
+    which the job array was sent with the array's own name, comment and logs
+    (scheduler/render.py ``array_batch_script``): the members of an array are known only
+    as it goes, after their intents are written."""
+
+    sha256: str
+    # its #SBATCH options, in order (`hetjob` between components); None for a run's step
+    # in an allocation, which srun starts: no directive of it is read
+    options: tuple[str, ...] | None
 
 
 class SetupRecord(BaseModel):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,6 +127,13 @@ def test_a_byte_identical_model_leaves_evaluate_skipped_and_current(example: Pro
     )
     assert (evaluate_dir / "metrics.json").stat().st_mtime_ns == metrics
     assert (evaluate_dir / ".recon-run" / "manifest.json").read_text() == manifest
+    # journalled as a skip by its ending, with the digest of the script it was sent
+    with sqlite3.connect(example.root / ".recon" / "journal.sqlite") as db:
+        row = db.execute(
+            "SELECT final_health, ending, script_sha256 FROM submissions WHERE job_id = ?",
+            (evaluate,),
+        ).fetchone()
+    assert row[:2] == ("succeeded", "skipped") and len(row[2]) == 64, row
     rows = statuses(example)
     assert rows["evaluate"]["job_id"] == evaluate
     assert (rows["evaluate"]["sync"], rows["evaluate"]["how"]) == (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,15 @@ def test_example_runs_current_with_manifests_and_a_crate(project: Project, tmp_p
     assert manifest["health"] == "succeeded" and manifest["components"][0]["partition"] == "gpu"
     assert manifest["inputs"]["episodes"]["version"]["digest"]
     assert manifest["outputs"]["model"]["version"]["kind"] == "content"
+    # The digest named is the one journalled with the intent, before sbatch, beside the
+    # options sbatch read from the script.
+    with sqlite3.connect(project.root / ".recon" / "journal.sqlite") as db:
+        digest, options = db.execute(
+            "SELECT script_sha256, sbatch_options FROM submissions WHERE job_id = ?",
+            (manifest["job_id"],),
+        ).fetchone()
+    assert manifest["script_sha256"] == digest
+    assert {"--partition=gpu", "--ignore-pbs"} <= set(json.loads(options)), options
 
     crate_dir = tmp_path / "crate"
     exported = project.recon("export", "ro-crate", ".", "--out", str(crate_dir))

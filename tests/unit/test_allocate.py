@@ -3,6 +3,7 @@ first, then the call; what each call is asked; what is recorded of its answer.""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,13 +32,14 @@ from reconciler.scheduler.base import (
     StepRequest,
     StepScheduler,
 )
+from reconciler.scheduler.runfolder import step_script
 from reconciler.scheduler.slurm.argv import salloc
 from reconciler.scheduler.slurm.steps import srun
 from reconciler.scheduler.states import Health, SlurmState
 from reconciler.scheduler.tag import Tag
 from reconciler.scheduler.testing import Answer, ScriptedScheduler, ScriptedStepScheduler
 from reconciler.state.journal import Journal
-from reconciler.state.paths import deployment
+from reconciler.state.paths import deployment, run_dir
 from reconciler.state.records import SubmissionStatus
 from tests.planning import NOW, PROJECT
 
@@ -218,6 +220,10 @@ def test_a_step_not_listed_yet_leaves_its_intent_open(tmp_path: Path, journal: J
     (record,) = journal.records(PROJECT)
     assert (record.status, record.job_id) == (SubmissionStatus.INTENT, None)
     assert applier.result.submitted == {"a": "12 (step not listed yet)"}
+    # the script the step runs, journalled with its intent; no options: srun reads none
+    run = state.runs["a"]
+    ran = step_script(run_dir(state, run), run.spec_hash).read_bytes()
+    assert journal.script_sent(record.id) == (hashlib.sha256(ran).hexdigest(), None)
 
 
 def test_refused_steps_and_setups_are_recorded_as_such(tmp_path: Path, journal: Journal) -> None:

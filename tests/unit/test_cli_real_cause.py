@@ -159,7 +159,8 @@ def _interrupted_apply(
         if ask:
             approve(EVERY_KIND)
         for line in submitted:
-            on_done(Done(line))
+            run = line.removeprefix("submitted ").rpartition(": job ")[0]
+            on_done(Done(line, submitted=run))
         raise KeyboardInterrupt
 
     monkeypatch.setattr(reconcile, "reconcile_once", interrupted)

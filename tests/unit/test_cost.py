@@ -33,7 +33,7 @@ def job(
     commit: str = "c1",
     kind: str = "run",
     job_id: str | None = None,
-    reason: str | None = None,
+    skipped: bool = False,
     idle_h: float = 0.0,
     wait_h: float = 0.0,
     limit_h: float | None = None,
@@ -72,7 +72,8 @@ def job(
         job_id=job_id or str(100 + record_id),
         status=SubmissionStatus.SUBMITTED,
         final_health=health,
-        reason=reason,
+        reason=SKIPPED if skipped else None,
+        ending=EndingKind.SKIPPED if skipped else None,
         usage_json=json.dumps(held.to_json()) if usage and health is not None else None,
         created_at=at,
         updated_at=at,
@@ -110,12 +111,28 @@ def test_a_newer_success_supersedes_the_older_and_skips_keep_the_one_they_matche
     records = [
         job("a", Health.SUCCEEDED, hours=2),
         job("a", Health.SUCCEEDED, hours=3),  # rerun (inputs changed): this one is current
-        job("a", Health.SUCCEEDED, hours=0.01, reason=SKIPPED),  # skipped: current too
+        job("a", Health.SUCCEEDED, hours=0.01, skipped=True),  # skipped: current too
     ]
     book = ledger(records, {"a": "s1"})
     assert book.project.cpu == {Spent.SUPERSEDED: 2, Spent.CURRENT: pytest.approx(3.01)}
     saved = book.saved[Saving.SKIPPED]
     assert saved.cpu_h == pytest.approx(2.99) and saved.jobs == 1  # valued at the last job
+
+
+def test_a_skip_is_known_by_its_ending_not_the_words_of_its_reason() -> None:
+    """A skip's reason reworded (or an earlier job's words that merely read like one)
+    changes nothing the ledger counts: its ending says it skipped."""
+    reworded = replace(job("a", Health.SUCCEEDED, hours=0.01, skipped=True), reason="übersprungen")
+    words_only = replace(job("b", Health.SUCCEEDED, hours=3), reason=SKIPPED)
+    records = [
+        job("a", Health.SUCCEEDED, hours=3),
+        reworded,
+        job("b", Health.SUCCEEDED),
+        words_only,
+    ]
+    book = ledger(records, {"a": "s1", "b": "s1"})
+    assert book.project.cpu == {Spent.SUPERSEDED: 1, Spent.CURRENT: pytest.approx(6.01)}
+    assert book.saved[Saving.SKIPPED].jobs == 1
 
 
 def test_jobs_recon_cancelled_count_as_cancelled_whatever_their_health() -> None:

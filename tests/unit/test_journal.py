@@ -12,8 +12,8 @@ import pytest
 
 from reconciler.errors import JournalError
 from reconciler.scheduler.states import Health
-from reconciler.state.journal import SCHEMA_VERSION, CancelRecord, Journal
-from reconciler.state.records import Rename, SubmissionRecord, SubmissionStatus
+from reconciler.state.journal import SCHEMA_VERSION, CancelRecord, Intent, Journal
+from reconciler.state.records import Rename, ScriptSent, SubmissionRecord, SubmissionStatus
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=1)
@@ -459,7 +459,6 @@ def test_a_version_3_journal_gains_code_versions(tmp_path: Path) -> None:
     """A journal of the release before code versions: its records read with none, and
     new intents carry theirs."""
     from reconciler.state import journal as journal_module
-    from reconciler.state.journal import Intent
 
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path, isolation_level=None)
@@ -538,10 +537,11 @@ def test_a_version_4_journal_gains_each_jobs_ending_read_once_from_its_reason(
     with journal_module.Journal(path) as journal:
         endings = {r.job_id: r.ending for r in journal.records("p")}
         reasons = {r.job_id: r.reason for r in journal.records("p")}
+    # 8, a skip, is one since migration 11 (which reads its words once too)
     assert endings == {
         "1": EndingKind.NO_OUTPUTS, "2": EndingKind.TIMEOUT, "3": EndingKind.TIMEOUT,
         "4": EndingKind.BOOT_FAIL, "5": EndingKind.NODE_FAIL, "6": EndingKind.DEPENDENCY,
-        "7": None, "8": None, "9": None, "10": None, "11": None, "12": None,
+        "7": None, "8": EndingKind.SKIPPED, "9": None, "10": None, "11": None, "12": None,
         "13": EndingKind.OUT_OF_MEMORY,
     }  # fmt: skip
     assert reasons["2"] == "timed out: TimeLimit"  # the words stay, for people
@@ -743,6 +743,52 @@ def test_a_version_8_journal_goes_on_with_no_renames(tmp_path: Path) -> None:
         journal.record_renames("p", [Rename("run", "a", "h", "b", "h2")], T1)
         (record,) = journal.records("p")
         assert (record.name, record.spec_hash, record.job_id) == ("b", "h2", "1")
+
+
+def test_a_version_10_journal_goes_on_its_skips_typed_and_its_scripts_unknown(
+    tmp_path: Path,
+) -> None:
+    """The release before facts journalled when they happen (schema 10): its skipped
+    successes read as skipped (their words read once, by migration 11) and nothing else
+    does, its records have no script digest (their manifests render it again), and an
+    intent written after the upgrade keeps its script's digest and options."""
+    from reconciler.state import journal as journal_module
+    from reconciler.state.records import EndingKind
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statements in journal_module._MIGRATIONS[:10]:
+        for statement in statements:
+            db.execute(statement)
+    rows = [
+        ("1", "succeeded", "skipped: inputs unchanged", None),
+        ("2", "succeeded", None, None),
+        ("3", "failed", "skipped: inputs unchanged", None),  # words alone: not a skip
+        ("4", "failed", "timed out", "timeout"),
+        ("5", None, None, None),
+    ]
+    for job_id, health, reason, ending in rows:
+        db.execute(
+            "INSERT INTO submissions (project, kind, name, spec_hash, job_id, status,"
+            " final_health, reason, ending, created_at, updated_at)"
+            " VALUES ('p', 'run', 'a', 'h', ?, 'submitted', ?, ?, ?, ?, ?)",
+            (job_id, health, reason, ending, *("2026-12-06T12:00:00+00:00",) * 2),
+        )
+    db.execute("PRAGMA user_version = 10")
+    db.close()
+    with journal_module.Journal(path) as journal:
+        old = journal.records("p")
+        options = ("--job-name=a", "--time=1:00")
+        sent = ScriptSent("f" * 64, options)
+        (new,) = journal.record_intents([Intent("p", "run", "a", "h", "c1", {}, script=sent)], T1)
+        scripts = [journal.script_sent(record.id) for record in old]
+        assert journal.script_sent(new) == sent
+    assert [(r.job_id, r.ending, r.skipped) for r in old] == [
+        ("1", EndingKind.SKIPPED, True), ("2", None, False), ("3", None, False),
+        ("4", EndingKind.TIMEOUT, False), ("5", None, False),
+    ]  # fmt: skip
+    assert old[0].reason == "skipped: inputs unchanged"  # the words stay, for people
+    assert scripts == [None] * 5
 
 
 def test_a_rename_carries_the_gathered_version_its_records_read(journal: Journal) -> None:

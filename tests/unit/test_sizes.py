@@ -16,7 +16,7 @@ from reconciler.report import cost as report
 from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.usage import JobUsage
-from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from reconciler.state.records import EndingKind, SubmissionRecord, SubmissionStatus
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 GIB = 1024.0
@@ -35,7 +35,7 @@ def success(
     gpus: int = 0,
     wait_h: float = 0.0,
     health: Health = Health.SUCCEEDED,
-    reason: str | None = None,
+    skipped: bool = False,
 ) -> SubmissionRecord:
     """A job of ``name`` that held ``memory_mb`` per node and ``cpus`` for ``hours``,
     peaked at ``peak_mb`` and kept ``busy`` CPUs busy on average."""
@@ -62,7 +62,8 @@ def success(
         job_id=str(100 + record_id),
         status=SubmissionStatus.SUBMITTED,
         final_health=health,
-        reason=reason,
+        reason=SKIPPED if skipped else None,
+        ending=EndingKind.SKIPPED if skipped else None,
         usage_json=json.dumps(usage.to_json()),
         used_read=True,
         created_at=T0,
@@ -145,7 +146,7 @@ def test_only_the_last_five_measured_successes_that_ran_their_command_count() ->
     newer = [success("r", peak_mb=1024.0) for _ in range(5)]
     ignored = [
         success("r", peak_mb=7000.0, health=Health.FAILED),
-        success("r", peak_mb=7000.0, reason=SKIPPED),  # skipped its command: used nothing
+        success("r", peak_mb=7000.0, skipped=True),  # skipped its command: used nothing
         success("r", peak_mb=None),  # nothing measured it (no accounting gatherer)
     ]
     sizes = suggest([*old, *newer, *ignored])

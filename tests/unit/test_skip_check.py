@@ -19,6 +19,7 @@ from reconciler.scheduler.states import Health
 from reconciler.scheduler.states import SlurmState as S
 from reconciler.scheduler.tag import Tag
 from reconciler.state.outputs import version_of
+from reconciler.state.records import EndingKind
 from tests import planning
 from tests.planning import desired, hash_of, observed, record, run
 
@@ -167,15 +168,18 @@ def test_settle_records_a_skipped_job_as_having_read_what_its_last_success_read(
 
     (ran,) = settle.judge(state, seen, records)
     assert ran.reason is None and ran.read() != before.input_versions  # read now: prep's
+    assert ran.kind is None
 
     marker = skipped_marker(tmp_path / "runs" / "train", "12")
     marker.parent.mkdir(parents=True)
     marker.touch()
     (skipped,) = settle.judge(state, seen, records)
     assert (skipped.health, skipped.reason) == (Health.SUCCEEDED, "skipped: inputs unchanged")
+    assert skipped.kind is EndingKind.SKIPPED
     assert skipped.read() == {"in_prep": "a" * 64}
     (recorded,) = [r for r in settle.as_recorded(records, [skipped]) if r.job_id == "12"]
     assert recorded.input_versions == {"in_prep": "a" * 64}
+    assert recorded.ending is EndingKind.SKIPPED and recorded.skipped
 
 
 def test_the_marker_of_a_job_an_earlier_release_submitted_is_found_where_it_left_it(

@@ -21,12 +21,13 @@ from tests.planning import NOW, desired, hash_of, job, observed, record, run
     [
         (S.PENDING, "JobHeldAdmin", "JobHeldAdmin"),
         (S.PENDING, "Dependency", "Dependency"),
-        (S.PENDING, "None", None),
-        (S.RUNNING, "None", None),
+        # Slurm's `None` arrives as None: read so where it is parsed (test_slurm_parse)
+        (S.PENDING, None, None),
+        (S.RUNNING, None, None),
     ],
 )
 def test_a_pending_job_says_why_slurm_holds_it(
-    state: S, reason: str, waiting_for: str | None
+    state: S, reason: str | None, waiting_for: str | None
 ) -> None:
     wanted = desired(run("prep"))
     digest = hash_of(wanted, "prep")

@@ -7,14 +7,15 @@ submitting again. A sweep's members go in the job arrays the plan put them in.
 
 So that 2,000 submissions cost little more than 2,000 sbatch calls, the intents of all
 the plan's batch submissions are written ahead in one transaction (one fsync), before
-the first sbatch; the job ids are written in groups of ``CONFIRM_EVERY`` (a crash loses
-at most that many, and the next pass adopts those jobs by their tags, as after any crash
-between sbatch and the journal). Intents of runs never sent (skipped, or an apply that
-stopped) are withdrawn at the end.
+the first sbatch, each with the digest and #SBATCH options of the script it is to be
+sent (rendered there, once, and sent as rendered); the job ids are written in groups of
+``CONFIRM_EVERY`` (a crash loses at most that many, and the next pass adopts those jobs
+by their tags, as after any crash between sbatch and the journal). Intents of runs never
+sent (skipped, or an apply that stopped) are withdrawn at the end.
 
 A scheduler that takes several submissions at once (``ConcurrentScheduler``: Slurm) gets
 plain batch submissions that wait for nothing still in flight a few at a time, each with
-its intent already durable: the next sbatch is rendered and sent while slurmctld answers
+its intent already durable: the next sbatch is sent while slurmctld answers
 the last. Answers are taken in the plan's order; anything else the plan does (a run
 waiting for one in flight, an array, an allocation, an adoption, a cancel of its own)
 first waits for every answer. A crash with several in flight leaves, as above, jobs the
@@ -51,6 +52,7 @@ from reconciler.engine.apply.scripts import (
     linked_output,
     prepare,
     render_context,
+    script_sent,
 )
 from reconciler.engine.apply.writeahead import Sent, write_ahead
 from reconciler.engine.plan import arrays as plan_arrays
@@ -77,6 +79,8 @@ class Done:
 
     line: str
     problem: bool = False  # refused, skipped or a warning: for stderr
+    # the run a submission's line tells of; None for anything else (the line says it)
+    submitted: str | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -103,7 +107,10 @@ class ApplyResult:
     def lines(self) -> list[Done]:
         """Everything it did, kind by kind: for a caller that did not follow `report`."""
         return [
-            *(Done(self.submitted_line(name, job_id)) for name, job_id in self.submitted.items()),
+            *(
+                Done(self.submitted_line(name, job_id), submitted=name)
+                for name, job_id in self.submitted.items()
+            ),
             *(Done(f"cancelled job {job_id}") for job_id in self.cancelled),
             *(Done(f"adopted job {job_id}") for job_id in self.adopted),
             *(Done(f"moved {old} -> {new}") for new, old in self.moved.items()),
@@ -138,6 +145,8 @@ class Applier:
     result: ApplyResult = field(default_factory=ApplyResult)
     report: Callable[[Done], None] = lambda _done: None
     _intents: dict[str, int] = field(default_factory=dict)  # run -> intent not sent yet
+    # run -> the batch script its intent journalled the digest of: the one it is sent
+    _scripts: dict[str, str] = field(default_factory=dict)
     _written: frozenset[int] = frozenset()  # every intent written ahead by this pass
     _confirmed: list[tuple[int, str]] = field(default_factory=list)  # not written yet
     # (sweep, number) -> the members of each job array of the plan's not sent yet
@@ -192,7 +201,8 @@ class Applier:
                 self.report(Done(f"moved {move.old} -> {move.new}"))
 
     def _write_ahead(self) -> None:
-        """The intents of every batch submission of the plan, in one transaction."""
+        """The intents of every batch submission of the plan, in one transaction, each
+        with the script it is to be sent (``_script``)."""
         runs = [
             self.desired.runs[action.target]
             for action in self.plan.actions
@@ -200,12 +210,14 @@ class Applier:
             and action.kind in SUBMITTING
             and action.allocation_job is None
         ]
-        intents = [self._intent(run) for run in runs]
+        intents = [self._intent(run, self._script(run.name)) for run in runs]
         ids = self.journal.record_intents(intents, self.clock()) if intents else []
         self._intents = {run.name: record_id for run, record_id in zip(runs, ids, strict=True)}
         self._written = frozenset(ids)
 
-    def _intent(self, run: DesiredRun) -> Intent:
+    def _intent(self, run: DesiredRun, script: str, *, sbatch: bool = True) -> Intent:
+        """``run``'s intent, with the digest of the ``script`` it is to be sent and the
+        #SBATCH options rendered in it (none for a step: srun reads no directive)."""
         run = self.desired.runs.get(run.name, run)  # its fields as declared, not as raised
         fields = flat_fields(run.spec, run.script_text, run.environment_files)
         raise_ = self._raised.get(run.name)
@@ -221,7 +233,21 @@ class Applier:
             fields,
             run.code,
             raised,
+            script_sent(script, sbatch=sbatch),
         )
+
+    def _script(self, name: str) -> str:
+        """The batch script of run ``name`` as it is sent (with what its retry raised),
+        rendered once: its intent journals its digest before sbatch, and the job is sent
+        those bytes, never a second rendering."""
+        script = self._scripts.get(name)
+        if script is None:
+            run = self.desired.runs[name]
+            if (raise_ := self._raised.get(name)) is not None:  # the same spec hash
+                run = run.with_resources(raised_resources(run.spec.resources, raise_))
+            script = render_batch_script(run, render_context(self.desired, run, self.code_dir))
+            self._scripts[name] = script
+        return script
 
     @functools.cached_property
     def _raised(self) -> dict[str, Raised]:
@@ -295,7 +321,7 @@ class Applier:
         others = list(self._given.get(job_id, ()))
         self._given.setdefault(job_id, []).append(name)
         self.result.submitted[name] = job_id
-        self.report(Done(self.result.submitted_line(name, job_id)))
+        self.report(Done(self.result.submitted_line(name, job_id), submitted=name))
         if others:
             # slurmctld restarted and handed out the id of a job it lost; the next pass
             # sees the id under one tag only and submits the others again.
@@ -372,7 +398,7 @@ class Applier:
         if (linked := linked_output(run, context)) is not None:
             self._refused_unsent(run, linked)
             return
-        script = render_batch_script(run, context)
+        script = self._script(run.name)
         try:
             prepare(run, context, action.skip_check)
         except OSError as error:
@@ -587,7 +613,7 @@ class Applier:
         for index, action in enumerate(actions):
             run = self.desired.runs[action.target]
             context = render_context(self.desired, run, self.code_dir)
-            script = render_batch_script(run, context)
+            script = self._script(run.name)
             prepare(run, context, action.skip_check)
             arrays.task_script(sweep_dir, members.digest, index).write_text(script)
             logs = arrays.task_logs(sweep_dir, members.digest, index)
@@ -601,15 +627,18 @@ class Applier:
         if run.name in self._intents:
             return self._intents.pop(run.name)  # from here on it may have been sent
         # not written ahead: a plan that names a run twice
-        (intent,) = self.journal.record_intents([self._intent(run)], self.clock())
-        return intent
+        intent = self._intent(run, self._script(run.name))
+        (record_id,) = self.journal.record_intents([intent], self.clock())
+        return record_id
 
     def _start_step(
         self, action: Action, run: DesiredRun, script: str, directory: Path, tag: Tag
     ) -> None:
         """A run's step in its allocation, with an intent of its own written just before."""
         made = write_ahead(
-            lambda: self.journal.record_intents([self._intent(run)], self.clock())[0],
+            lambda: self.journal.record_intents(
+                [self._intent(run, script, sbatch=False)], self.clock()
+            )[0],
             lambda: apply_allocations.start_run(
                 action, self.desired, run, script, directory, tag, self.scheduler
             ),

@@ -1,9 +1,11 @@
 """A run's batch script as this deployment submits it, built in one place; what must exist
 before it is submitted (``prepare``) and the environment it goes with (``environment_fields``).
 
-The manifest's ``script_sha256`` says which bytes a job ran; it is right only while the
-script settle renders after the fact is the one apply submitted. Both build it here, from
-the same render context, and rendering is pure: the same context gives the same bytes.
+The manifest's ``script_sha256`` says which bytes a job ran: apply journals the digest
+of the script it sends with the intent, before sbatch (``script_sent``). A job an earlier
+release submitted has none journalled: settle renders its script again here
+(``script_sha256``), from the same render context, which is right only while this release
+renders it as that one did.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from reconciler.scheduler.render import (
     staged_outputs,
 )
 from reconciler.state.paths import input_lists, input_paths, run_dir, tag_for
+from reconciler.state.records import ScriptSent
 
 
 def render_context(desired: Desired, run: DesiredRun, code_dir: Path) -> RenderContext:
@@ -41,8 +44,25 @@ def render_context(desired: Desired, run: DesiredRun, code_dir: Path) -> RenderC
     )
 
 
+def script_sent(script: str, *, sbatch: bool = True) -> ScriptSent:
+    """What the journal keeps of ``script`` with its intent: its digest, and the options
+    sbatch reads from its #SBATCH lines (those before its first command); ``sbatch``
+    False: a step's, started by srun, which reads none."""
+    options = []
+    for line in script.splitlines()[1:]:
+        if not line.startswith(_DIRECTIVE):
+            break
+        options.append(line.removeprefix(_DIRECTIVE))
+    digest = hashlib.sha256(script.encode()).hexdigest()
+    return ScriptSent(digest, tuple(options) if sbatch else None)
+
+
+_DIRECTIVE = "#SBATCH "
+
+
 def script_sha256(desired: Desired, run: DesiredRun, code_dir: Path) -> str:
-    """The sha256 of the batch script a job of the run's current spec ran."""
+    """The sha256 of the batch script a job of the run's current spec ran, rendered again:
+    for a job whose intent did not journal it (an earlier release's)."""
     script = render_batch_script(run, render_context(desired, run, code_dir))
     return hashlib.sha256(script.encode()).hexdigest()
 

@@ -11,8 +11,11 @@ command made it (``judge``, read-only); only apply writes it down (``record``):
 - a job that skipped its command, its inputs being those of the run's last success
   (its marker, scheduler/runfolder.py ``skipped_marker``), is a success of the current spec
   that read what that success read and left its outputs as they were: it is recorded
-  with that success's input versions, its reason says it skipped, and the manifest,
-  which describes how the outputs were made, is left as it is.
+  with that success's input versions and ending ``EndingKind.SKIPPED`` (its reason says
+  so in words), and the manifest, which describes how the outputs were made, is left as
+  it is;
+- a manifest names the digest of the script its job was sent, journalled with the
+  intent before sbatch (``Journal.record_intents``), not one rendered after the fact.
 
 A job killed while it published its staged outputs (between two renames) left a marker:
 its publishing is rolled back before anything looks at its outputs
@@ -290,7 +293,7 @@ def _record(
     journal.record_versions(job_id, ending.read(), _digests(ending.outputs), now)
     run = desired.runs[ending.job.tag.name]
     if ending.matched is None:
-        _write_manifest(desired, run, ending, now, code_dir, remote)
+        _write_manifest(journal, desired, run, ending, now, code_dir, remote)
     else:
         for marker in skipped_markers(run_dir(desired, run), job_id):
             marker.unlink(missing_ok=True)
@@ -449,7 +452,7 @@ def _skipped(
     matched = max(earlier, key=lambda record: job_order(record.job_id or "")).input_versions
     if not set(run.inputs) <= set(matched):
         return ending  # what it matched is not known in full: judged as if it ran
-    return replace(ending, reason=SKIPPED, matched=matched)
+    return replace(ending, reason=SKIPPED, matched=matched, kind=EndingKind.SKIPPED)
 
 
 def _usage_json(usage: JobUsage | None) -> str | None:
@@ -461,6 +464,7 @@ def _digests(versions: Mapping[str, OutputVersion | None]) -> dict[str, str | No
 
 
 def _write_manifest(
+    journal: Journal,
     desired: Desired,
     run: DesiredRun,
     ending: Ending,
@@ -480,9 +484,7 @@ def _write_manifest(
         input_paths=input_paths(desired, run),
         commit=ending.record.commit,
         remote=remote,
-        script_sha256=script_sha256(
-            desired, _as_ran(run, ending.record), code_dir(ending.record.commit)
-        ),
+        script_sha256=_script_sha256(journal, desired, run, ending.record, code_dir),
         now=now,
         user=user,
         host=host,
@@ -491,6 +493,18 @@ def _write_manifest(
         raised=ending.record.raised,
     )
     write_manifest(manifest, directory)
+
+
+def _script_sha256(
+    journal: Journal, desired: Desired, run: DesiredRun, record: SubmissionRecord, code_dir: CodeDir
+) -> str:
+    """The digest of the script the job was sent, as journalled with its intent; for a
+    job an earlier release submitted (none journalled), the script rendered again, which
+    is right while this release renders it as that one did."""
+    sent = journal.script_sent(record.id)
+    if sent is not None:
+        return sent.sha256
+    return script_sha256(desired, _as_ran(run, record), code_dir(record.commit))
 
 
 def _as_ran(run: DesiredRun, record: SubmissionRecord) -> DesiredRun:

@@ -35,7 +35,6 @@ from reconciler.engine.plan.causes import Cause
 from reconciler.engine.plan.forecast import HOUR, ran_its_command
 from reconciler.engine.plan.sizes import Sizes
 from reconciler.scheduler.base import Observation
-from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.usage import JobUsage, usage_of
 from reconciler.state.records import EndingKind, SubmissionRecord
@@ -295,7 +294,7 @@ def _current(
         if specs.get(record.name) != record.spec_hash:
             current.pop(record.name, None)  # a success of another spec: none current yet
             continue
-        if record.reason == SKIPPED and record.name in current:
+        if record.skipped and record.name in current:
             current[record.name].append(record.id)
         else:
             current[record.name] = [*resumed, record.id]
@@ -313,7 +312,7 @@ def _last_ran(
     for record in records:
         if record.name in last:
             before[record.id] = last[record.name]
-        ran = record.final_health is Health.SUCCEEDED and record.reason != SKIPPED
+        ran = record.final_health is Health.SUCCEEDED and not record.skipped
         if ran and (usage := usages.get(record.id)) is not None:
             last[record.name] = usage
     return before
@@ -375,7 +374,7 @@ def _save(
     last_ran: Mapping[int, JobUsage],
 ) -> None:
     earlier = last_ran.get(record.id)
-    if record.final_health is Health.SUCCEEDED and record.reason == SKIPPED:
+    if record.final_health is Health.SUCCEEDED and record.skipped:
         if earlier is not None:
             _saved(book, Saving.SKIPPED, earlier.gpu_s - usage.gpu_s, earlier.cpu_s - usage.cpu_s)
     elif cause == Cause.IDLE and record.kind == "alloc" and usage.time_limit_s is not None:

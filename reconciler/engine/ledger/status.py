@@ -162,10 +162,8 @@ def _by_name(records: Sequence[SubmissionRecord], kind: str) -> dict[str, list[S
 
 def _waiting_for(job: ObservedJob) -> str | None:
     """Slurm's reasons a pending job waits (`Resources`, `Dependency`, `JobHeldAdmin`),
-    each once; Slurm says `None` when there is none."""
-    reasons = dict.fromkeys(
-        row.reason for row in job.components if row.reason and row.reason != "None"
-    )
+    each once (Slurm's `None`, when there is none, is read as None: slurm/parse.py)."""
+    reasons = dict.fromkeys(row.reason for row in job.components if row.reason)
     return ", ".join(reasons) or None
 
 

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from reconciler.desired.models import RunResources
-from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord
 
@@ -107,11 +106,7 @@ def last_durations(records: Iterable[SubmissionRecord]) -> dict[str, float]:
 
 def ran_its_command(record: SubmissionRecord) -> bool:
     """A run's job that succeeded running its command (not one that skipped it)."""
-    return (
-        record.kind == "run"
-        and record.final_health is Health.SUCCEEDED
-        and record.reason != SKIPPED
-    )
+    return record.kind == "run" and record.final_health is Health.SUCCEEDED and not record.skipped
 
 
 def expected(

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reconciler.desired.matrix import sweep_of
-from reconciler.scheduler.render import SKIPPED
 from reconciler.scheduler.states import Health
 from reconciler.scheduler.usage import JobUsage
 from reconciler.state.records import SubmissionRecord
@@ -141,7 +140,7 @@ def _measured(record: SubmissionRecord) -> JobUsage | None:
     if (
         record.kind != "run"
         or record.final_health is not Health.SUCCEEDED
-        or record.reason == SKIPPED
+        or record.skipped
         or record.usage_json is None
     ):
         return None
