@@ -7,7 +7,7 @@ nothing changed, and the pass after a commit that changes one run.
 Each repo is bench/plan.py's (prepare, a sweep of --sweep members, plain runs) in the
 state a watch spends its life in: every run succeeded long ago, its output on disk and
 its end settled in the journal, so the scheduler has nothing of the project's to report
-in the window (engine/reconcile.observation_window starts at the oldest unsettled job).
+in the window (engine/observe/observation.observation_window starts at the oldest unsettled job).
 The scheduler is a scripted one answering at once (no job in the window, no sinfo):
 every CPU-second measured is recon's own, beyond the scheduler's calls.
 

@@ -43,23 +43,16 @@ from datetime import UTC, datetime
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import reload
 from reconciler.desired.source import changed_files
-from reconciler.engine.apply.arrays import read_maps
+from reconciler.engine.observe.arrays import read_maps
+from reconciler.engine.observe.files import code_at
+from reconciler.engine.observe.journal import JournalState
+from reconciler.engine.observe.observation import Observed, observe, scheduler_for
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.identity import split_by_owner
 from reconciler.engine.plan.inputs import FileState, PlanMemo
 from reconciler.engine.plan.moves import moved_folders
 from reconciler.engine.plan.replan import replan, replan_jobs
-from reconciler.engine.reconcile import (
-    JournalState,
-    Observed,
-    PassOutcome,
-    Request,
-    carry_out,
-    code_at,
-    observe,
-    open_journal,
-    scheduler_for,
-)
+from reconciler.engine.reconcile import PassOutcome, Request, carry_out, open_journal
 from reconciler.scheduler.base import Observation, Scheduler
 from reconciler.scheduler.states import Health
 from reconciler.state.directory import prepare_state_dir
@@ -156,16 +149,10 @@ def commit_pass(
         )
         if made is None:
             return None
-        seen = replace(
-            look,
-            desired=desired,
-            observation=own,
-            plan=made.plan,
-            observed=observed,
-            files=files,
-            memo=made.memo,
-            code_at=versions,
+        world = replace(
+            look.world, desired=desired, observation=own, now=now, files=files, code_at=versions
         )
+        seen = replace(look, world=world, plan=made.plan, observed=observed, memo=made.memo)
         with open_journal(desired) as journal:
             outcome = carry_out(request, seen, scheduler, journal, clock, approve)
         return CommitPass(outcome, stamp, observed, made.visited)
@@ -177,7 +164,7 @@ def _records_of(memo: PlanMemo, names: Collection[str]) -> list[SubmissionRecord
 
 def _files(desired: Desired, kept: FileState, memo: PlanMemo, affected: list[str]) -> FileState:
     """The kept pass's files, with the affected runs' outputs and inputs looked at now, as
-    ``reconcile.file_state`` looks at every run's (those of runs that have succeeded)."""
+    ``observe.files.file_state`` looks at every run's (those of runs that have succeeded)."""
     succeeded = sorted(
         name
         for name in affected
@@ -193,7 +180,7 @@ def _files(desired: Desired, kept: FileState, memo: PlanMemo, affected: list[str
 
 
 def _unsettled(memo: PlanMemo, observation: Observation, project: str) -> bool:
-    """Whether a finished job of the project has no settled record (``settle.judge``
+    """Whether a finished job of the project has no settled record (``observe.endings.judge``
     would judge it, or it is not the journal's yet), told from the runs' and
     allocations' records alone, not every record."""
     for job in observation.jobs:
@@ -229,9 +216,10 @@ def jobs_pass(
     made = replan_jobs(look.plan, look.memo, own, changed, now)
     if made is None or made.plan.held:
         return None
-    if any(a.changes_cluster or a.kind.value == "adopt" for a in made.plan.actions):
+    if made.plan.has_work:
         return None
-    seen = replace(look, observation=own, plan=made.plan, observed=observed, memo=made.memo)
+    world = replace(look.world, observation=own, now=now)
+    seen = replace(look, world=world, plan=made.plan, observed=observed, memo=made.memo)
     return PassOutcome(seen, None)
 
 

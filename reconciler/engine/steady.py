@@ -45,17 +45,15 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.engine.incremental import commit_pass, jobs_pass
+from reconciler.engine.observe.journal import JournalState
+from reconciler.engine.observe.observation import Observed, observe, scheduler_for
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.inputs import FileState
 from reconciler.engine.reconcile import (
-    JournalState,
-    Observed,
     PassOutcome,
     Request,
     cycles_collected_after,
-    observe,
     open_project,
-    scheduler_for,
 )
 from reconciler.errors import ReconError
 from reconciler.scheduler.base import Scheduler
@@ -102,11 +100,7 @@ class Kept:
 
 def steady(outcome: PassOutcome) -> bool:
     """A pass whose plan had nothing to carry out, held nothing, adopted nothing."""
-    return (
-        outcome.applied is None
-        and outcome.held is None
-        and not any(a.changes_cluster or a.kind.value == "adopt" for a in outcome.plan.actions)
-    )
+    return outcome.applied is None and outcome.held is None and not outcome.plan.has_work
 
 
 def same_plan(fresh: Plan, kept: Plan) -> bool:

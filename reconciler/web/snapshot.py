@@ -25,6 +25,7 @@ from ruamel.yaml import YAML
 from reconciler.desired.desired import Desired, DesiredRun, spec_hash_of
 from reconciler.desired.loader import open_source
 from reconciler.desired.matrix import member_order, sweep_of
+from reconciler.engine.observe.journal import read_cancel_causes
 from reconciler.engine.plan.cost import ledger, running_usage
 from reconciler.engine.plan.inputs import coupled_partners
 from reconciler.engine.plan.status import (
@@ -33,7 +34,7 @@ from reconciler.engine.plan.status import (
     allocation_statuses,
     run_statuses,
 )
-from reconciler.engine.reconcile import Look, read_cancel_causes
+from reconciler.engine.reconcile import Look
 from reconciler.report.cost import ledger_data
 from reconciler.report.graph import as_svg, graph_of
 from reconciler.report.plan import as_text, banner

@@ -21,7 +21,7 @@ from reconciler.desired.desired import (
     spec_hash,
 )
 from reconciler.desired.models import Allocation, Project
-from reconciler.engine.apply.settle import as_recorded, judge
+from reconciler.engine.observe.endings import as_recorded, judge
 from reconciler.engine.plan import plan
 from reconciler.engine.plan.actions import Cause
 from reconciler.engine.plan.status import allocation_statuses, run_statuses

@@ -44,7 +44,6 @@ from pathlib import Path
 from reconciler.desired.desired import Desired, DesiredRun, flat_fields
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.apply import allocations as apply_allocations
-from reconciler.engine.apply import arrays
 from reconciler.engine.apply.faults import fault_point
 from reconciler.engine.apply.scripts import (
     environment_fields,
@@ -61,7 +60,7 @@ from reconciler.engine.plan.raises import raised_resources
 from reconciler.errors import RUNS_DIR_HINT, TransientSchedulerError, cannot_create
 from reconciler.scheduler.base import ConcurrentScheduler, Scheduler, SubmitRequest
 from reconciler.scheduler.render import array_batch_script, render_batch_script
-from reconciler.scheduler.runfolder import logs_dir
+from reconciler.scheduler.runfolder import logs_dir, map_file, task_logs, task_script
 from reconciler.scheduler.tag import Tag
 from reconciler.state.journal import Intent, Journal
 from reconciler.state.moving import move_folder, move_manifest
@@ -547,7 +546,7 @@ class Applier:
             for run in runs:
                 self._refused_unsent(run, str(cannot_create(where, error, RUNS_DIR_HINT)))
             return
-        tasks = arrays.task_script(sweep_dir, members.digest, 0).parent
+        tasks = task_script(sweep_dir, members.digest, 0).parent
         sweep_spec = self.desired.sweeps.get(sweep)
         request = SubmitRequest(
             script=array_batch_script(first_script, tag, sweep_dir, tasks),
@@ -583,19 +582,19 @@ class Applier:
         """Each member's directories, input lists and task script, then the array's map;
         returns the first member's batch script (the array takes its directives)."""
         first = ""
-        tasks = arrays.task_script(sweep_dir, members.digest, 0).parent
+        tasks = task_script(sweep_dir, members.digest, 0).parent
         tasks.mkdir(parents=True, exist_ok=True)
         for index, action in enumerate(actions):
             run = self.desired.runs[action.target]
             context = render_context(self.desired, run, self.code_dir)
             script = render_batch_script(run, context)
             prepare(run, context, action.skip_check)
-            arrays.task_script(sweep_dir, members.digest, index).write_text(script)
-            logs = arrays.task_logs(sweep_dir, members.digest, index)
+            task_script(sweep_dir, members.digest, index).write_text(script)
+            logs = task_logs(sweep_dir, members.digest, index)
             logs.write_text(os.fspath(logs_dir(context.run_dir)))
             first = first or script
         logs_dir(sweep_dir).mkdir(parents=True, exist_ok=True)
-        arrays.map_file(sweep_dir, members.digest).write_text(members.to_json())
+        map_file(sweep_dir, members.digest).write_text(members.to_json())
         return first
 
     def _intent_of(self, run: DesiredRun) -> int:

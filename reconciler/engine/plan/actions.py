@@ -530,6 +530,13 @@ class Plan(BaseModel):
         return bool(self.moves) or any(action.changes_cluster for action in self.actions)
 
     @property
+    def has_work(self) -> bool:
+        """Whether apply has anything to carry out: a change to the cluster, a move, or a
+        job to adopt into the journal (every pass decides this one way: a plan without
+        work is carried out by nobody, and a watch may keep it for its next pass)."""
+        return self.has_changes or any(a.kind is ActionKind.ADOPT for a in self.actions)
+
+    @property
     def waiting_unseen(self) -> int:
         """Runs waiting for a job the scheduler does not show yet: not known to match."""
         return sum(1 for action in self.actions if action.unseen_job is not None)
