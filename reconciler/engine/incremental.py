@@ -27,6 +27,11 @@ kept pass (``jobs_pass``): those jobs' runs and their downstream decided again a
 the new answer, the next look made again over every run. It writes nothing and takes no
 lock, as a kept timer pass; a plan with something to carry out is left to a full pass.
 
+Both are one path (``planned_in_part``): the next world made from the kept one plus
+what changed (``News``: the scheduler's answer, the jobs that changed, the commit's
+specs), the runs it touches planned again; ``Plan.has_work`` then says, as for every
+pass, whether it has anything to carry out.
+
 Every None, and every error but the user's own, makes the pass a full one instead
 (``SteadyPasses``); so does every ``full_every``-th pass, whose plan is then checked
 against the kept one when that was made by this module (engine/steady.py's
@@ -52,7 +57,7 @@ from reconciler.engine.plan.identity import split_by_owner
 from reconciler.engine.plan.inputs import FileState, PlanMemo
 from reconciler.engine.plan.moves import moved_folders
 from reconciler.engine.plan.replan import replan, replan_jobs
-from reconciler.engine.reconcile import PassOutcome, Request, carry_out, open_journal
+from reconciler.engine.reconcile import Look, PassOutcome, Request, carry_out, open_journal
 from reconciler.scheduler.base import Observation, Scheduler
 from reconciler.scheduler.states import Health
 from reconciler.state.directory import prepare_state_dir
@@ -93,13 +98,11 @@ def commit_pass(
     when it cannot be (then a full pass is made). ``kept_stamp``: the journal's stamp
     taken before the kept pass read it; ``kept_observed``: the scheduler's answer then."""
     look, before = kept.look, kept.desired
+    memo = _kept_memo(look)
     if (
-        look.memo is None
-        or look.files is None
+        memo is None
         or look.code_at is None
         or before.commit is None
-        or look.endings
-        or look.setup_changes
         or not _COMMIT_ID.fullmatch(commit)
         or request.targets
         or request.replace
@@ -124,38 +127,73 @@ def commit_pass(
             return None
         scheduler = scheduler or scheduler_for(desired, request.scheduler)
         observed = observe(scheduler, JournalState(look.records, look.setups), now)
-        own, jobs_changed = look.observation, set[str]()
+        news = News(observed, desired, frozenset(reloaded.changed))
         if not observed.same_as(kept_observed):  # on Slurm, whenever a job runs
             found = changed_jobs(kept, kept_observed, observed, desired)
             if found is None:
                 return None
-            own, jobs_changed = found
-        if _unsettled(look.memo, own, desired.project.project):
+            news = replace(news, own=found[0], jobs_changed=frozenset(found[1]))
+        own = look.observation if news.own is None else news.own
+        if _unsettled(memo, own, desired.project.project):
             return None  # a job's end to judge and record: a full pass does
-        affected = look.memo.affected(reloaded.changed | jobs_changed)
-        if affected is None:
-            return None
-        files = _files(desired, look.files, look.memo, affected)
-        versions = {**look.code_at, **code_at(desired, _records_of(look.memo, affected))}
-        made = replan(
-            look.plan,
-            look.memo,
-            desired,
-            affected,
-            now,
-            files,
-            versions,
-            own if jobs_changed else None,
-        )
+        made = planned_in_part(look, news, now)
         if made is None:
             return None
-        world = replace(
-            look.world, desired=desired, observation=own, now=now, files=files, code_at=versions
-        )
-        seen = replace(look, world=world, plan=made.plan, observed=observed, memo=made.memo)
+        seen, visited = made
         with open_journal(desired) as journal:
             outcome = carry_out(request, seen, scheduler, journal, clock, approve)
-        return CommitPass(outcome, stamp, observed, made.visited)
+        return CommitPass(outcome, stamp, observed, visited)
+
+
+@dataclass(frozen=True)
+class News:
+    """What changed since a kept pass (its plan carried nothing out, the journal unwritten
+    since, its next look not come): the scheduler's new answer, and in it ``own`` (this
+    deployment's jobs) where some live jobs changed (``jobs_changed``: their runs); and
+    after a commit, the desired state at it (``desired``) and the runs its spec files
+    changed (``specs_changed``)."""
+
+    observed: Observed
+    desired: Desired | None = None  # None: the kept pass's commit
+    specs_changed: frozenset[str] = frozenset()
+    own: Observation | None = None  # None: the kept pass's jobs
+    jobs_changed: frozenset[str] = frozenset()
+
+
+def planned_in_part(kept: Look, news: News, now: datetime) -> tuple[Look, tuple[str, ...]] | None:
+    """The next pass's world made from the kept one plus ``news``, and planned in part:
+    the runs the news touches and their downstream decided again (engine/plan/replan.py),
+    the rest of the kept plan kept; with the runs decided again. None when the news is
+    not local to some runs (the pass is then a full one)."""
+    memo = _kept_memo(kept)
+    if memo is None:
+        return None
+    own = kept.observation if news.own is None else news.own
+    if news.desired is None:  # the same commit: only some live jobs changed
+        made = replan_jobs(kept.plan, memo, own, news.jobs_changed, now)
+        world = replace(kept.world, observation=own, now=now)
+    else:
+        desired = news.desired
+        affected = memo.affected(news.specs_changed | news.jobs_changed)
+        if affected is None or kept.code_at is None:
+            return None
+        files = _files(desired, kept.files, memo, affected)
+        versions = {**kept.code_at, **code_at(desired, _records_of(memo, affected))}
+        jobs = own if news.jobs_changed else None
+        made = replan(kept.plan, memo, desired, affected, now, files, versions, jobs)
+        world = replace(
+            kept.world, desired=desired, observation=own, now=now, files=files, code_at=versions
+        )
+    if made is None:
+        return None
+    seen = replace(kept, world=world, plan=made.plan, observed=news.observed, memo=made.memo)
+    return seen, made.visited
+
+
+def _kept_memo(look: Look) -> PlanMemo | None:
+    """What a kept pass's plan was made from, when a pass may be planned in part from it:
+    it had no ending to record (a full pass records it); None otherwise."""
+    return None if look.endings or look.setup_changes else look.memo
 
 
 def _records_of(memo: PlanMemo, names: Collection[str]) -> list[SubmissionRecord]:
@@ -206,21 +244,16 @@ def jobs_pass(
     time left, every pass). Those runs and their downstream are planned again
     (``replan_jobs``); None when anything else differs, or the plan then has something
     to carry out (a full pass does it, under the lock)."""
-    look = kept.look
-    if look.memo is None or look.endings or look.setup_changes:
+    if _kept_memo(kept.look) is None:
         return None
     found = changed_jobs(kept, kept_observed, observed, kept.desired)
     if found is None:
         return None
     own, changed = found
-    made = replan_jobs(look.plan, look.memo, own, changed, now)
-    if made is None or made.plan.held:
+    made = planned_in_part(kept.look, News(observed, own=own, jobs_changed=frozenset(changed)), now)
+    if made is None or made[0].plan.held or made[0].plan.has_work:
         return None
-    if made.plan.has_work:
-        return None
-    world = replace(look.world, observation=own, now=now)
-    seen = replace(look, world=world, plan=made.plan, observed=observed, memo=made.memo)
-    return PassOutcome(seen, None)
+    return PassOutcome(made[0], None)
 
 
 def changed_jobs(
