@@ -26,9 +26,9 @@ from reconciler.desired.desired import Desired
 from reconciler.desired.loader import load_desired, load_project, open_source
 from reconciler.engine.apply import settle
 from reconciler.engine.apply.applier import Applier
-from reconciler.engine.apply.results import ApplyResult, Done
 from reconciler.engine.apply.faults import fault_point
 from reconciler.engine.apply.planfile import check_fresh
+from reconciler.engine.apply.results import ApplyResult, Done
 from reconciler.engine.observe.endings import Ending
 from reconciler.engine.observe.journal import JournalState, read_journal
 from reconciler.engine.observe.observation import (
