@@ -74,9 +74,11 @@ _COMMIT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 @dataclass(frozen=True)
-class CommitPass:
+class PartPass:
+    """A pass planned in part from a kept one."""
+
     outcome: PassOutcome
-    stamp: Stamp  # the journal's, taken under the lock before the pass
+    stamp: Stamp  # the journal's, taken before the pass (a commit's: under the lock)
     observed: Observed
     visited: tuple[str, ...]  # the runs planned again
 
@@ -93,7 +95,7 @@ def commit_pass(
     clock: Clock,
     approve: Callable[[Plan], bool],
     lock_timeout: float,
-) -> CommitPass | None:
+) -> PartPass | None:
     """The pass at ``commit`` made from the kept one (at an earlier commit), or None
     when it cannot be (then a full pass is made). ``kept_stamp``: the journal's stamp
     taken before the kept pass read it; ``kept_observed``: the scheduler's answer then."""
@@ -142,7 +144,7 @@ def commit_pass(
         seen, visited = made
         with open_journal(desired) as journal:
             outcome = carry_out(request, seen, scheduler, journal, clock, approve)
-        return CommitPass(outcome, stamp, observed, visited)
+        return PartPass(outcome, stamp, observed, visited)
 
 
 @dataclass(frozen=True)
@@ -235,8 +237,8 @@ def _unsettled(memo: PlanMemo, observation: Observation, project: str) -> bool:
 
 
 def jobs_pass(
-    kept: PassOutcome, kept_observed: Observed, observed: Observed, now: datetime
-) -> PassOutcome | None:
+    kept: PassOutcome, kept_stamp: Stamp, kept_observed: Observed, observed: Observed, now: datetime
+) -> PartPass | None:
     """A timer pass at the kept pass's commit, the journal unwritten, before its next
     look, whose scheduler answered ``observed`` where the kept pass had ``kept_observed``:
     made from the kept pass when the only news is that some of the deployment's live jobs
@@ -250,10 +252,12 @@ def jobs_pass(
     if found is None:
         return None
     own, changed = found
-    made = planned_in_part(kept.look, News(observed, own=own, jobs_changed=frozenset(changed)), now)
+    news = News(observed, own=own, jobs_changed=frozenset(changed))
+    made = planned_in_part(kept.look, news, now)
     if made is None or made[0].plan.held or made[0].plan.has_work:
         return None
-    return PassOutcome(made[0], None)
+    seen, visited = made
+    return PartPass(PassOutcome(seen, None), kept_stamp, observed, visited)
 
 
 def changed_jobs(
