@@ -42,7 +42,7 @@ _MAX_WINDOW = timedelta(days=30)
 @dataclass(frozen=True)
 class Observed:
     """What the scheduler reported in one pass: the jobs of the window (all projects',
-    cut to this deployment's by ``look``), and the partitions runs must fit."""
+    cut to this deployment's by ``seen.see``), and the partitions runs must fit."""
 
     jobs: Observation
     fit: Fit | None
@@ -72,6 +72,7 @@ class Opened:
 
 
 def load_specs(opened: Opened) -> Desired:
+    """The runs, sweeps and allocations at the opened commit (recon.yaml read already)."""
     return load_desired(opened.source, project=opened.where.project)
 
 
