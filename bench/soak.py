@@ -56,7 +56,7 @@ sys.path.insert(0, str(HERE))
 
 from trials import _GIT_ENV, STATES, _restore, live_jobs  # noqa: E402  (bench/trials.py)
 
-from reconciler.engine.apply.arrays import _read_map as read_map  # noqa: E402
+from reconciler.engine.observe.arrays import _read_map as read_map  # noqa: E402
 from reconciler.engine.plan.arrays import ArrayMap  # noqa: E402
 from reconciler.scheduler.tag import Tag  # noqa: E402
 
@@ -270,7 +270,7 @@ _MAPS: dict[tuple[str, str], ArrayMap] = {}
 
 
 def _map(workdir: str, digest: str) -> ArrayMap | None:
-    """The array's map, read where apply writes it (``engine/apply/arrays``), once found
+    """The array's map, read where apply writes it (``engine/observe/arrays``), once found
     (one not written yet is looked for again)."""
     if (workdir, digest) not in _MAPS and (found := read_map(workdir, digest)) is not None:
         _MAPS[workdir, digest] = found

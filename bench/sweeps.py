@@ -37,12 +37,12 @@ sys.path.insert(0, str(HERE))
 
 from reconciler.desired.desired import Desired  # noqa: E402
 from reconciler.desired.loader import load_desired, open_source  # noqa: E402
-from reconciler.engine.apply import settle  # noqa: E402
 from reconciler.engine.apply.applier import Applier  # noqa: E402
-from reconciler.engine.apply.arrays import read_maps  # noqa: E402
+from reconciler.engine.observe import endings  # noqa: E402
+from reconciler.engine.observe.arrays import read_maps  # noqa: E402
+from reconciler.engine.observe.files import file_state  # noqa: E402
 from reconciler.engine.plan import plan as make_plan  # noqa: E402
 from reconciler.engine.plan.identity import split_by_owner  # noqa: E402
-from reconciler.engine.reconcile import file_state  # noqa: E402
 from reconciler.scheduler.base import Observation, SubmitRequest  # noqa: E402
 from reconciler.scheduler.slurm.adapter import SlurmScheduler  # noqa: E402
 from reconciler.scheduler.testing import ScriptedScheduler, job_ids  # noqa: E402
@@ -168,7 +168,7 @@ def one_size(members: int, size: int, work: Path) -> dict[str, float]:
     assert own.complete and len(own.jobs) == members, (own.problems[:3], len(own.jobs))
 
     def plan_observed() -> Any:
-        judged = settle.as_recorded(records, settle.judge(desired, own, records))
+        judged = endings.as_recorded(records, endings.judge(desired, own, records))
         files = file_state(desired, judged, own)
         return make_plan(
             desired, own, judged, now, scheduler="slurm", files=files, max_array_size=size

@@ -7,7 +7,7 @@ nothing changed, and the pass after a commit that changes one run.
 Each repo is bench/plan.py's (prepare, a sweep of --sweep members, plain runs) in the
 state a watch spends its life in: every run succeeded long ago, its output on disk and
 its end settled in the journal, so the scheduler has nothing of the project's to report
-in the window (engine/reconcile.observation_window starts at the oldest unsettled job).
+in the window (engine/observe/observation.observation_window starts at the oldest unsettled job).
 The scheduler is a scripted one answering at once (no job in the window, no sinfo):
 every CPU-second measured is recon's own, beyond the scheduler's calls.
 
@@ -127,7 +127,7 @@ with open("/proc/self/status") as status:
 # One run's job running (its journal record not settled yet), its rows ticking as squeue's
 # time left does: every timer pass sees that one job changed.
 from reconciler.desired.loader import load_desired, open_source
-from reconciler.engine.plan.identity import tag_for
+from reconciler.state.paths import tag_for
 from reconciler.scheduler.base import JobRecord, ObservedJob
 from reconciler.scheduler.states import SlurmState
 import sqlite3

@@ -19,6 +19,7 @@ from reconciler.desired.loader import load_desired, open_source
 from reconciler.desired.models import Project, Run
 from reconciler.engine.apply.applier import ApplyResult
 from reconciler.engine.plan.actions import Plan, PruneCause, PruneGuard
+from reconciler.engine.plan.world import World
 from reconciler.engine.reconcile import Look, PassOutcome
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob
 from reconciler.scheduler.partitions import Gres, Node, Partition
@@ -164,7 +165,14 @@ def outcome_of(
     the project at ``root`` (its recon.yaml read from the work tree), or a bare one;
     ``held``: the guard that held the plan (nothing carried out)."""
     state = load_desired(open_source(root, None, worktree=True)) if root else desired()
-    seen = Look(state, observed(), (), (), (), (), (), plan)
+    world = World(
+        desired=state,
+        observation=observed(),
+        records=(),
+        now=plan.created_at,
+        scheduler=plan.scheduler,
+    )
+    seen = Look(world, plan)
     return PassOutcome(seen, applied, held)
 
 

@@ -89,9 +89,10 @@ def cost(
     from reconciler.desired.matrix import sweep_of
     from reconciler.engine.accounting import account
     from reconciler.engine.ledger.cost import in_scope, ledger
+    from reconciler.engine.observe.journal import read_cancel_causes
     from reconciler.engine.plan.inputs import coupled_partners
     from reconciler.engine.plan.sizes import suggest
-    from reconciler.engine.reconcile import Request, load, read_cancel_causes
+    from reconciler.engine.reconcile import Request, load
     from reconciler.errors import UnknownTarget
     from reconciler.report import cost as cost_report
 

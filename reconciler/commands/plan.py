@@ -194,7 +194,7 @@ def _plan_against(
         if detailed_exitcode and result.has_changes:
             raise typer.Exit(EXIT_CHANGES)
         return
-    from reconciler.engine.reconcile import read_journal
+    from reconciler.engine.observe.journal import read_journal
     from reconciler.report import cost as cost_report
 
     # What the change will run, valued from this clone's journal, if it has one: offline.

@@ -70,7 +70,8 @@ def status(
     """
     # The engine is imported when a command runs: `recon --help` stays quick.
     from reconciler.engine.ledger.status import allocation_statuses, run_statuses
-    from reconciler.engine.reconcile import Request, look_once, read_events
+    from reconciler.engine.observe.journal import read_events
+    from reconciler.engine.reconcile import Request, look_once
     from reconciler.report import status as status_report
 
     repo, targets = split_arguments(arguments)

@@ -3,7 +3,7 @@
 The journal alone says what every settled job held (``scheduler/usage``, recorded when it
 was settled). Two things it cannot say:
 - what a job still running has held so far: read from one observation, as a pass makes
-  it (one squeue, sacct over the journal's window; ``reconcile.observe``'s calls without
+  it (one squeue, sacct over the journal's window; ``observe.observation.observe``'s calls without
   sinfo), and judged as a pass judges it, writing nothing (``running``);
 - what a job settled before recon read usage held: asked of the scheduler's accounting
   by id, in a few calls whatever their number, over the window of their records, and
@@ -20,16 +20,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.apply import settle
-from reconciler.engine.apply.arrays import read_maps
 from reconciler.engine.ledger.cost import running_usage
+from reconciler.engine.observe import endings
+from reconciler.engine.observe.arrays import read_maps
+from reconciler.engine.observe.journal import JournalState, read_journal
+from reconciler.engine.observe.observation import observation_window, scheduler_for
 from reconciler.engine.plan.identity import split_by_owner
-from reconciler.engine.reconcile import (
-    JournalState,
-    observation_window,
-    read_journal,
-    scheduler_for,
-)
 from reconciler.errors import ReconError
 from reconciler.scheduler.base import (
     JOURNAL_CLOCK_MARGIN,
@@ -116,8 +112,8 @@ def _judged(
     own = split_by_owner(
         found, project, place, journal.records, read_maps(found, project, place)
     ).own
-    endings = settle.judge(desired, own, journal.records)
-    return settle.as_recorded(journal.records, endings), own
+    ended = endings.judge(desired, own, journal.records)
+    return endings.as_recorded(journal.records, ended), own
 
 
 def backfill(

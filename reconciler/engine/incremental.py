@@ -27,6 +27,11 @@ kept pass (``jobs_pass``): those jobs' runs and their downstream decided again a
 the new answer, the next look made again over every run. It writes nothing and takes no
 lock, as a kept timer pass; a plan with something to carry out is left to a full pass.
 
+Both are one path (``planned_in_part``): the next world made from the kept one plus
+what changed (``News``: the scheduler's answer, the jobs that changed, the commit's
+specs), the runs it touches planned again; ``Plan.has_work`` then says, as for every
+pass, whether it has anything to carry out.
+
 Every None, and every error but the user's own, makes the pass a full one instead
 (``SteadyPasses``); so does every ``full_every``-th pass, whose plan is then checked
 against the kept one when that was made by this module (engine/steady.py's
@@ -43,23 +48,16 @@ from datetime import UTC, datetime
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import reload
 from reconciler.desired.source import changed_files
-from reconciler.engine.apply.arrays import read_maps
+from reconciler.engine.observe.arrays import read_maps
+from reconciler.engine.observe.files import code_at
+from reconciler.engine.observe.journal import JournalState
+from reconciler.engine.observe.observation import Observed, observe, scheduler_for
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.identity import split_by_owner
 from reconciler.engine.plan.inputs import FileState, PlanMemo
 from reconciler.engine.plan.moves import moved_folders
 from reconciler.engine.plan.replan import replan, replan_jobs
-from reconciler.engine.reconcile import (
-    JournalState,
-    Observed,
-    PassOutcome,
-    Request,
-    carry_out,
-    code_at,
-    observe,
-    open_journal,
-    scheduler_for,
-)
+from reconciler.engine.reconcile import Look, PassOutcome, Request, carry_out, open_journal
 from reconciler.scheduler.base import Observation, Scheduler
 from reconciler.scheduler.states import Health
 from reconciler.state.directory import prepare_state_dir
@@ -76,9 +74,11 @@ _COMMIT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 @dataclass(frozen=True)
-class CommitPass:
+class PartPass:
+    """A pass planned in part from a kept one."""
+
     outcome: PassOutcome
-    stamp: Stamp  # the journal's, taken under the lock before the pass
+    stamp: Stamp  # the journal's, taken before the pass (a commit's: under the lock)
     observed: Observed
     visited: tuple[str, ...]  # the runs planned again
 
@@ -95,18 +95,16 @@ def commit_pass(
     clock: Clock,
     approve: Callable[[Plan], bool],
     lock_timeout: float,
-) -> CommitPass | None:
+) -> PartPass | None:
     """The pass at ``commit`` made from the kept one (at an earlier commit), or None
     when it cannot be (then a full pass is made). ``kept_stamp``: the journal's stamp
     taken before the kept pass read it; ``kept_observed``: the scheduler's answer then."""
     look, before = kept.look, kept.desired
+    memo = _kept_memo(look)
     if (
-        look.memo is None
-        or look.files is None
+        memo is None
         or look.code_at is None
         or before.commit is None
-        or look.endings
-        or look.setup_changes
         or not _COMMIT_ID.fullmatch(commit)
         or request.targets
         or request.replace
@@ -131,44 +129,73 @@ def commit_pass(
             return None
         scheduler = scheduler or scheduler_for(desired, request.scheduler)
         observed = observe(scheduler, JournalState(look.records, look.setups), now)
-        own, jobs_changed = look.observation, set[str]()
+        news = News(observed, desired, frozenset(reloaded.changed))
         if not observed.same_as(kept_observed):  # on Slurm, whenever a job runs
             found = changed_jobs(kept, kept_observed, observed, desired)
             if found is None:
                 return None
-            own, jobs_changed = found
-        if _unsettled(look.memo, own, desired.project.project):
+            news = replace(news, own=found[0], jobs_changed=frozenset(found[1]))
+        own = look.observation if news.own is None else news.own
+        if _unsettled(memo, own, desired.project.project):
             return None  # a job's end to judge and record: a full pass does
-        affected = look.memo.affected(reloaded.changed | jobs_changed)
-        if affected is None:
-            return None
-        files = _files(desired, look.files, look.memo, affected)
-        versions = {**look.code_at, **code_at(desired, _records_of(look.memo, affected))}
-        made = replan(
-            look.plan,
-            look.memo,
-            desired,
-            affected,
-            now,
-            files,
-            versions,
-            own if jobs_changed else None,
-        )
+        made = planned_in_part(look, news, now)
         if made is None:
             return None
-        seen = replace(
-            look,
-            desired=desired,
-            observation=own,
-            plan=made.plan,
-            observed=observed,
-            files=files,
-            memo=made.memo,
-            code_at=versions,
-        )
+        seen, visited = made
         with open_journal(desired) as journal:
             outcome = carry_out(request, seen, scheduler, journal, clock, approve)
-        return CommitPass(outcome, stamp, observed, made.visited)
+        return PartPass(outcome, stamp, observed, visited)
+
+
+@dataclass(frozen=True)
+class News:
+    """What changed since a kept pass (its plan carried nothing out, the journal unwritten
+    since, its next look not come): the scheduler's new answer, and in it ``own`` (this
+    deployment's jobs) where some live jobs changed (``jobs_changed``: their runs); and
+    after a commit, the desired state at it (``desired``) and the runs its spec files
+    changed (``specs_changed``)."""
+
+    observed: Observed
+    desired: Desired | None = None  # None: the kept pass's commit
+    specs_changed: frozenset[str] = frozenset()
+    own: Observation | None = None  # None: the kept pass's jobs
+    jobs_changed: frozenset[str] = frozenset()
+
+
+def planned_in_part(kept: Look, news: News, now: datetime) -> tuple[Look, tuple[str, ...]] | None:
+    """The next pass's world made from the kept one plus ``news``, and planned in part:
+    the runs the news touches and their downstream decided again (engine/plan/replan.py),
+    the rest of the kept plan kept; with the runs decided again. None when the news is
+    not local to some runs (the pass is then a full one)."""
+    memo = _kept_memo(kept)
+    if memo is None:
+        return None
+    own = kept.observation if news.own is None else news.own
+    if news.desired is None:  # the same commit: only some live jobs changed
+        made = replan_jobs(kept.plan, memo, own, news.jobs_changed, now)
+        world = replace(kept.world, observation=own, now=now)
+    else:
+        desired = news.desired
+        affected = memo.affected(news.specs_changed | news.jobs_changed)
+        if affected is None or kept.code_at is None:
+            return None
+        files = _files(desired, kept.files, memo, affected)
+        versions = {**kept.code_at, **code_at(desired, _records_of(memo, affected))}
+        jobs = own if news.jobs_changed else None
+        made = replan(kept.plan, memo, desired, affected, now, files, versions, jobs)
+        world = replace(
+            kept.world, desired=desired, observation=own, now=now, files=files, code_at=versions
+        )
+    if made is None:
+        return None
+    seen = replace(kept, world=world, plan=made.plan, observed=news.observed, memo=made.memo)
+    return seen, made.visited
+
+
+def _kept_memo(look: Look) -> PlanMemo | None:
+    """What a kept pass's plan was made from, when a pass may be planned in part from it:
+    it had no ending to record (a full pass records it); None otherwise."""
+    return None if look.endings or look.setup_changes else look.memo
 
 
 def _records_of(memo: PlanMemo, names: Collection[str]) -> list[SubmissionRecord]:
@@ -177,7 +204,7 @@ def _records_of(memo: PlanMemo, names: Collection[str]) -> list[SubmissionRecord
 
 def _files(desired: Desired, kept: FileState, memo: PlanMemo, affected: list[str]) -> FileState:
     """The kept pass's files, with the affected runs' outputs and inputs looked at now, as
-    ``reconcile.file_state`` looks at every run's (those of runs that have succeeded)."""
+    ``observe.files.file_state`` looks at every run's (those of runs that have succeeded)."""
     succeeded = sorted(
         name
         for name in affected
@@ -193,7 +220,7 @@ def _files(desired: Desired, kept: FileState, memo: PlanMemo, affected: list[str
 
 
 def _unsettled(memo: PlanMemo, observation: Observation, project: str) -> bool:
-    """Whether a finished job of the project has no settled record (``settle.judge``
+    """Whether a finished job of the project has no settled record (``observe.endings.judge``
     would judge it, or it is not the journal's yet), told from the runs' and
     allocations' records alone, not every record."""
     for job in observation.jobs:
@@ -210,8 +237,8 @@ def _unsettled(memo: PlanMemo, observation: Observation, project: str) -> bool:
 
 
 def jobs_pass(
-    kept: PassOutcome, kept_observed: Observed, observed: Observed, now: datetime
-) -> PassOutcome | None:
+    kept: PassOutcome, kept_stamp: Stamp, kept_observed: Observed, observed: Observed, now: datetime
+) -> PartPass | None:
     """A timer pass at the kept pass's commit, the journal unwritten, before its next
     look, whose scheduler answered ``observed`` where the kept pass had ``kept_observed``:
     made from the kept pass when the only news is that some of the deployment's live jobs
@@ -219,20 +246,18 @@ def jobs_pass(
     time left, every pass). Those runs and their downstream are planned again
     (``replan_jobs``); None when anything else differs, or the plan then has something
     to carry out (a full pass does it, under the lock)."""
-    look = kept.look
-    if look.memo is None or look.endings or look.setup_changes:
+    if _kept_memo(kept.look) is None:
         return None
     found = changed_jobs(kept, kept_observed, observed, kept.desired)
     if found is None:
         return None
     own, changed = found
-    made = replan_jobs(look.plan, look.memo, own, changed, now)
-    if made is None or made.plan.held:
+    news = News(observed, own=own, jobs_changed=frozenset(changed))
+    made = planned_in_part(kept.look, news, now)
+    if made is None or made[0].plan.held or made[0].plan.has_work:
         return None
-    if any(a.changes_cluster or a.kind.value == "adopt" for a in made.plan.actions):
-        return None
-    seen = replace(look, observation=own, plan=made.plan, observed=observed, memo=made.memo)
-    return PassOutcome(seen, None)
+    seen, visited = made
+    return PartPass(PassOutcome(seen, None), kept_stamp, observed, visited)
 
 
 def changed_jobs(

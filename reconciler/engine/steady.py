@@ -44,18 +44,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from reconciler.engine.incremental import commit_pass, jobs_pass
+from reconciler.engine.incremental import PartPass, commit_pass, jobs_pass
+from reconciler.engine.observe.journal import JournalState
+from reconciler.engine.observe.observation import Observed, observe, scheduler_for
 from reconciler.engine.plan.actions import Plan
 from reconciler.engine.plan.inputs import FileState
 from reconciler.engine.reconcile import (
-    JournalState,
-    Observed,
     PassOutcome,
     Request,
     cycles_collected_after,
-    observe,
     open_project,
-    scheduler_for,
 )
 from reconciler.errors import ReconError
 from reconciler.scheduler.base import Scheduler
@@ -102,11 +100,7 @@ class Kept:
 
 def steady(outcome: PassOutcome) -> bool:
     """A pass whose plan had nothing to carry out, held nothing, adopted nothing."""
-    return (
-        outcome.applied is None
-        and outcome.held is None
-        and not any(a.changes_cluster or a.kind.value == "adopt" for a in outcome.plan.actions)
-    )
+    return outcome.applied is None and outcome.held is None and not outcome.plan.has_work
 
 
 def same_plan(fresh: Plan, kept: Plan) -> bool:
@@ -174,42 +168,44 @@ class SteadyPasses:
         """A timer pass whose only news is some live jobs' states or rows, planned in part
         from the kept one; None when it cannot be (engine/incremental.py)."""
         assert kept.outcome is not None
-        try:
-            with cycles_collected_after():
-                outcome = jobs_pass(kept.outcome, kept.observed, observed, now)
-        except ReconError:
-            raise
-        except Exception as error:  # a fault of the part-planning's: a full pass instead
-            self.log(
-                "warning", "replan-failed", commit=kept.commit, message=f"{_FAILED}: {error!r}"
-            )
-            return None
-        if outcome is None:
-            return None
-        self.passes += 1
-        self.rejobbed += 1
-        files = outcome.look.files
-        self.kept = Kept(kept.commit, kept.stamp, outcome.plan, observed, files, outcome, True)
-        return outcome
+        outcome = kept.outcome
+        return self._in_part(
+            kept,
+            kept.commit,
+            lambda: jobs_pass(outcome, kept.stamp, kept.observed, observed, now),
+        )
 
     def _commit(self, kept: Kept, request: Request, commit: str) -> PassOutcome | None:
         """The pass after a commit, planned in part from the kept one; None when it
         cannot be (engine/incremental.py): a full pass is made instead."""
         assert kept.outcome is not None
+        outcome = kept.outcome
+        return self._in_part(
+            kept,
+            commit,
+            lambda: commit_pass(
+                outcome,
+                kept.stamp,
+                kept.observed,
+                request,
+                commit,
+                scheduler=self.scheduler,
+                stamps=self._stamps,
+                clock=self.clock,
+                approve=self.approve,
+                lock_timeout=self.lock_timeout,
+            ),
+        )
+
+    def _in_part(
+        self, kept: Kept, commit: str, make: Callable[[], PartPass | None]
+    ) -> PassOutcome | None:
+        """A pass at ``commit`` planned in part from the kept one, by ``make``
+        (engine/incremental.py: after a commit, or when only some live jobs changed); None
+        when it cannot be, or failed with a fault of its own: a full pass is made instead."""
         try:
             with cycles_collected_after():  # as a full pass: 100,000 runs' objects stay put
-                made = commit_pass(
-                    kept.outcome,
-                    kept.stamp,
-                    kept.observed,
-                    request,
-                    commit,
-                    scheduler=self.scheduler,
-                    stamps=self._stamps,
-                    clock=self.clock,
-                    approve=self.approve,
-                    lock_timeout=self.lock_timeout,
-                )
+                made = make()
         except ReconError:
             raise  # what a full pass would say too (a busy lock, the scheduler down)
         except Exception as error:  # a fault of the part-planning's: a full pass instead
@@ -218,8 +214,11 @@ class SteadyPasses:
         if made is None:
             return None
         self.passes += 1
-        self.replanned += 1
-        self.visited = len(made.visited)
+        if commit == kept.commit:
+            self.rejobbed += 1
+        else:
+            self.replanned += 1
+            self.visited = len(made.visited)
         outcome = made.outcome
         if steady(outcome):
             files = outcome.look.files

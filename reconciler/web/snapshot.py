@@ -32,8 +32,9 @@ from reconciler.engine.ledger.status import (
     allocation_statuses,
     run_statuses,
 )
+from reconciler.engine.observe.journal import read_cancel_causes
 from reconciler.engine.plan.inputs import coupled_partners
-from reconciler.engine.reconcile import Look, read_cancel_causes
+from reconciler.engine.reconcile import Look
 from reconciler.report.cost import ledger_data
 from reconciler.report.graph import as_svg, graph_of
 from reconciler.report.plan import as_text, banner

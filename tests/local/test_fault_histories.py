@@ -45,7 +45,7 @@ from hypothesis.stateful import (
 )
 
 from reconciler.engine.apply import faults as fault_points
-from reconciler.engine.apply.arrays import map_file
+from reconciler.engine.observe.arrays import map_file
 from reconciler.engine.plan.actions import ActionKind, Plan
 from reconciler.engine.plan.arrays import ArrayMap
 from reconciler.engine.reconcile import Look, PassOutcome, Request, look_once, reconcile_once

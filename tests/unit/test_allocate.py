@@ -20,7 +20,8 @@ from reconciler.desired.desired import (
 )
 from reconciler.desired.models import Allocation, Project, Run
 from reconciler.engine.apply.applier import Applier
-from reconciler.engine.apply.settle import judge_setups, record_setups
+from reconciler.engine.apply.settle import record_setups
+from reconciler.engine.observe.endings import judge_setups
 from reconciler.engine.plan.actions import Action, ActionKind, Plan
 from reconciler.engine.plan.causes import Cause
 from reconciler.errors import PermanentSchedulerError

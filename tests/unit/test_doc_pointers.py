@@ -81,12 +81,8 @@ def _pointers() -> list[str]:
     return found
 
 
-# Fixed where engine/reconcile.py's looking moves to engine/observe: remove it then.
-_MOVING = {"reconciler/engine/reconcile.py:91: plan_prune.guard"}
-
-
 def test_every_module_a_docstring_or_comment_names_exists() -> None:
-    stale = [pointer for pointer in _pointers() if pointer not in _MOVING]
+    stale = _pointers()
     assert not stale, "docstrings and comments name modules that are not there:\n" + "\n".join(
         stale
     )

@@ -107,7 +107,11 @@ def test_a_good_pass_counts_what_it_did_and_how_the_runs_stand() -> None:
     )
     outcome = outcome_of(plan_of(*actions, complete=False), applied)
     outcome = replace(
-        outcome, look=replace(outcome.look, desired=desired(run("a"), run("b"), run("c")))
+        outcome,
+        look=replace(
+            outcome.look,
+            world=replace(outcome.look.world, desired=desired(run("a"), run("b"), run("c"))),
+        ),
     )
     now[0] = 1060.0
     metrics.record(PassReport(PassResult.OK, 1.5, outcome=outcome))
@@ -146,7 +150,7 @@ def test_a_bad_metrics_address_says_how_to_write_one(text: str) -> None:
 def test_gpu_hours_are_counted_by_outcome_as_jobs_end_each_once() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from reconciler.engine.apply.settle import Ending
+    from reconciler.engine.observe.endings import Ending
     from reconciler.scheduler.base import Held, JobRecord, ObservedJob
     from reconciler.scheduler.states import Health, SlurmState
     from reconciler.scheduler.tag import Tag

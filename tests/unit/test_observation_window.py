@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from reconciler.engine.reconcile import observation_window
+from reconciler.engine.observe.observation import observation_window
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SetupRecord, SubmissionRecord, SubmissionStatus
 

@@ -21,6 +21,7 @@ import pytest
 from reconciler.desired import loader
 from reconciler.desired.desired import Desired
 from reconciler.engine import reconcile
+from reconciler.engine.observe import observation
 from reconciler.engine.reconcile import Request, look_once, reconcile_once
 from reconciler.errors import LockedError, ObservationError, SpecError, UnknownTarget
 from reconciler.scheduler.base import Observation
@@ -86,7 +87,8 @@ def meeting(monkeypatch: pytest.MonkeyPatch) -> Meeting:
         met.load_met_observe = met.observing.wait(met.patience)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(reconcile, "load_desired", load_desired)
+    monkeypatch.setattr(reconcile, "load_desired", load_desired)  # the probe's load
+    monkeypatch.setattr(observation, "load_desired", load_desired)  # a pass's
     return met
 
 

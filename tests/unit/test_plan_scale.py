@@ -21,8 +21,8 @@ from reconciler.desired.desired import (
     spec_hash,
 )
 from reconciler.desired.models import Allocation, Project
-from reconciler.engine.apply.settle import as_recorded, judge
 from reconciler.engine.ledger.status import allocation_statuses, run_statuses
+from reconciler.engine.observe.endings import as_recorded, judge
 from reconciler.engine.plan import plan
 from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob

@@ -11,6 +11,7 @@ from pathlib import Path
 from reconciler.engine.apply import settle
 from reconciler.engine.apply.applier import Applier
 from reconciler.engine.apply.scripts import script_sent, script_sha256
+from reconciler.engine.observe.endings import judge
 from reconciler.engine.plan.actions import Action, ActionKind, Plan
 from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.base import SubmitRequest
@@ -78,7 +79,7 @@ def _settled_manifest_digest(tmp_path: Path, journalled: str | None) -> tuple[st
         (record_id,) = journal.record_intents([intent], NOW)
         journal.record_submitted(record_id, "10", NOW)
         records = journal.records(PROJECT)
-        endings = settle.judge(state, observed(job("a", digest, S.COMPLETED, "10")), records)
+        endings = judge(state, observed(job("a", digest, S.COMPLETED, "10")), records)
         code = tmp_path / "code"
         settle.record(journal, state, endings, NOW, lambda _commit: code)
     manifest = read_manifest(tmp_path / "runs" / "a")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engine.apply.settle import as_recorded, judge
+from reconciler.engine.observe.endings import as_recorded, judge
 from reconciler.engine.plan import plan
 from reconciler.engine.plan.causes import Cause
 from reconciler.scheduler.runfolder import checkpointed

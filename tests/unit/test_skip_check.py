@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from reconciler.desired.desired import DesiredRun
-from reconciler.engine.apply import settle
 from reconciler.engine.apply.skips import skip_check_files
+from reconciler.engine.observe import endings
 from reconciler.engine.plan.actions import SkipCheck
 from reconciler.scheduler.render import RenderContext, skip_check_block
 from reconciler.scheduler.runfolder import skip_check_file, skipped_marker, skipped_markers
@@ -166,18 +166,18 @@ def test_settle_records_a_skipped_job_as_having_read_what_its_last_success_read(
     records = [before, record("train", train, "12")]
     seen = observed(planning.job("train", train, S.COMPLETED, "12", exit_code=0))
 
-    (ran,) = settle.judge(state, seen, records)
+    (ran,) = endings.judge(state, seen, records)
     assert ran.reason is None and ran.read() != before.input_versions  # read now: prep's
     assert ran.kind is None
 
     marker = skipped_marker(tmp_path / "runs" / "train", "12")
     marker.parent.mkdir(parents=True)
     marker.touch()
-    (skipped,) = settle.judge(state, seen, records)
+    (skipped,) = endings.judge(state, seen, records)
     assert (skipped.health, skipped.reason) == (Health.SUCCEEDED, "skipped: inputs unchanged")
     assert skipped.kind is EndingKind.SKIPPED
     assert skipped.read() == {"in_prep": "a" * 64}
-    (recorded,) = [r for r in settle.as_recorded(records, [skipped]) if r.job_id == "12"]
+    (recorded,) = [r for r in endings.as_recorded(records, [skipped]) if r.job_id == "12"]
     assert recorded.input_versions == {"in_prep": "a" * 64}
     assert recorded.ending is EndingKind.SKIPPED and recorded.skipped
 
@@ -201,6 +201,6 @@ def test_the_marker_of_a_job_an_earlier_release_submitted_is_found_where_it_left
     marker.parent.mkdir(parents=True)
     marker.touch()
     assert marker in skipped_markers(tmp_path / "runs" / "train", "12")
-    (skipped,) = settle.judge(state, seen, records)
+    (skipped,) = endings.judge(state, seen, records)
     assert (skipped.health, skipped.reason) == (Health.SUCCEEDED, "skipped: inputs unchanged")
     assert skipped.read() == {"in_prep": "a" * 64}

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.desired import loader
+from reconciler.engine.observe.journal import read_journal
 from reconciler.engine.plan import assemble, replan
 from reconciler.engine.plan.actions import LookKind, NextLook, Plan
 from reconciler.engine.plan.runs import decide as decide_run
@@ -31,7 +32,6 @@ from reconciler.engine.reconcile import (
     Request,
     load,
     look,
-    read_journal,
     reconcile_once,
 )
 from reconciler.engine.steady import Kept, SteadyPasses, same_plan

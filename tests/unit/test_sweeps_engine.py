@@ -11,7 +11,7 @@ import pytest
 from reconciler.desired.desired import Desired
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.engine.apply.applier import Applier
-from reconciler.engine.apply.arrays import map_file, read_maps
+from reconciler.engine.observe.arrays import map_file, read_maps
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.plan.actions import ActionKind
 from reconciler.engine.plan.arrays import ArrayMap

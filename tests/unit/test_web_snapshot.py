@@ -218,7 +218,11 @@ def test_the_cost_panel_and_a_runs_cost_come_from_the_looks_journal(tmp_path: Pa
     ran = replace(
         record("train", spec, "11", Health.SUCCEEDED), usage_json=json.dumps(held.to_json())
     )
-    shown = snapshot_of(replace(look, records=[ran]), datetime(2026, 1, 1, tzinfo=UTC), 200)
+    shown = snapshot_of(
+        replace(look, world=replace(look.world, records=[ran])),
+        datetime(2026, 1, 1, tzinfo=UTC),
+        200,
+    )
     cost = shown.summary()["cost"]
     assert cost["total"]["gpu_hours"] == 1 and cost["total"]["gpu_hours_by"]["current"] == 1
     assert cost["total"]["queue_wait_hours"] == 0.1 and cost["jobs_running"] == 0
@@ -237,7 +241,7 @@ def test_the_cost_panel_and_a_runs_cost_come_from_the_looks_journal(tmp_path: Pa
     observation = look.observation.model_copy(
         update={"jobs": (ObservedJob(job_id="12", tag=tag, rows=(row,)),)}
     )
-    seen = replace(look, records=[ran, running], observation=observation)
+    seen = replace(look, world=replace(look.world, records=[ran, running], observation=observation))
     cost = snapshot_of(seen, datetime(2026, 1, 1, tzinfo=UTC), 200).summary()["cost"]
     assert cost["jobs_running_counted"] == 1 and cost["jobs_running"] == 0
     assert cost["total"]["cpu_hours_by"]["running"] == 1.0

@@ -35,18 +35,18 @@ from __future__ import annotations
 
 import functools
 import os
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
-from reconciler.desired.desired import Desired, DesiredRun, flat_fields
+from reconciler.desired.desired import DesiredRun, flat_fields
 from reconciler.desired.matrix import sweep_of
 from reconciler.engine.apply import allocations as apply_allocations
-from reconciler.engine.apply import arrays
-from reconciler.engine.apply.faults import fault_point
+from reconciler.engine.apply.flights import Flights, InFlight
+from reconciler.engine.apply.moves import move_runs
+from reconciler.engine.apply.results import ApplyResult as ApplyResult  # callers' import
+from reconciler.engine.apply.results import Done as Done
+from reconciler.engine.apply.results import setup_line
 from reconciler.engine.apply.scripts import (
     environment_fields,
     linked_output,
@@ -56,106 +56,28 @@ from reconciler.engine.apply.scripts import (
 )
 from reconciler.engine.apply.writeahead import Sent, write_ahead
 from reconciler.engine.plan import arrays as plan_arrays
-from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Plan, Raised
-from reconciler.engine.plan.moves import rename_of
+from reconciler.engine.plan.actions import SUBMITTING, Action, ActionKind, Raised
 from reconciler.engine.plan.raises import raised_resources
 from reconciler.errors import RUNS_DIR_HINT, TransientSchedulerError, cannot_create
-from reconciler.scheduler.base import ConcurrentScheduler, Scheduler, SubmitRequest
+from reconciler.scheduler.base import SubmitRequest
 from reconciler.scheduler.render import array_batch_script, render_batch_script
-from reconciler.scheduler.runfolder import logs_dir
+from reconciler.scheduler.runfolder import logs_dir, map_file, task_logs, task_script
 from reconciler.scheduler.tag import Tag
-from reconciler.state.journal import Intent, Journal
-from reconciler.state.moving import move_folder, move_manifest
+from reconciler.state.journal import Intent
 from reconciler.state.paths import run_dir, tag_for
-
-Clock = Callable[[], datetime]
 
 CONFIRM_EVERY = 100
 
 
-@dataclass(frozen=True)
-class Done:
-    """One thing an apply did (or could not do), as a line for people."""
-
-    line: str
-    problem: bool = False  # refused, skipped or a warning: for stderr
-    # the run a submission's line tells of; None for anything else (the line says it)
-    submitted: str | None = field(default=None, compare=False)
-
-
 @dataclass
-class ApplyResult:
-    submitted: dict[str, str] = field(default_factory=dict)  # run -> job id
-    cancelled: list[str] = field(default_factory=list)  # job ids
-    torn_down: list[str] = field(default_factory=list)  # job ids, also in `cancelled`
-    adopted: list[str] = field(default_factory=list)  # job ids
-    moved: dict[str, str] = field(default_factory=dict)  # new name -> old name
-    set_up: dict[str, str | None] = field(default_factory=dict)  # allocation -> its step
-    refused: dict[str, str] = field(default_factory=dict)  # run -> the scheduler's message
-    skipped: dict[str, str] = field(default_factory=dict)  # run -> why
-    warnings: list[str] = field(default_factory=list)
-    # run -> its requeues since its last success, for a run whose new job resumes it
-    requeued: dict[str, int] = field(default_factory=dict)
-
-    def submitted_line(self, name: str, job_id: str) -> str:
-        """What a submission is said as: `submitted train: job 42`, and for a requeue
-        `(resumes from its checkpoint, requeue 2)` after it."""
-        requeues = self.requeued.get(name)
-        resumes = f" (resumes from its checkpoint, requeue {requeues})" if requeues else ""
-        return f"submitted {name}: job {job_id}{resumes}"
-
-    def lines(self) -> list[Done]:
-        """Everything it did, kind by kind: for a caller that did not follow `report`."""
-        return [
-            *(
-                Done(self.submitted_line(name, job_id), submitted=name)
-                for name, job_id in self.submitted.items()
-            ),
-            *(Done(f"cancelled job {job_id}") for job_id in self.cancelled),
-            *(Done(f"adopted job {job_id}") for job_id in self.adopted),
-            *(Done(f"moved {old} -> {new}") for new, old in self.moved.items()),
-            *(Done(_setup_line(name, step)) for name, step in self.set_up.items()),
-            *(Done(f"refused {name}: {why}", True) for name, why in self.refused.items()),
-            *(Done(f"skipped {name}: {why}", True) for name, why in self.skipped.items()),
-            *(Done(f"warning: {why}", True) for why in self.warnings),
-        ]
-
-    @property
-    def ok(self) -> bool:
-        return not self.refused and not self.skipped
-
-
-@dataclass(frozen=True)
-class _InFlight:
-    """A submission handed to the scheduler whose answer is not taken yet."""
-
-    run: str
-    intent: int
-    answer: Future[str]
-
-
-@dataclass
-class Applier:
-    plan: Plan
-    desired: Desired
-    scheduler: Scheduler
-    journal: Journal
-    code_dir: Path
-    clock: Clock
-    result: ApplyResult = field(default_factory=ApplyResult)
-    report: Callable[[Done], None] = lambda _done: None
+class Applier(Flights):
     _intents: dict[str, int] = field(default_factory=dict)  # run -> intent not sent yet
     # run -> the batch script its intent journalled the digest of: the one it is sent
     _scripts: dict[str, str] = field(default_factory=dict)
     _written: frozenset[int] = frozenset()  # every intent written ahead by this pass
-    _confirmed: list[tuple[int, str]] = field(default_factory=list)  # not written yet
     # (sweep, number) -> the members of each job array of the plan's not sent yet
     _arrays: dict[tuple[str, int], list[Action]] = field(default_factory=dict)
     _tasks: dict[str, set[str]] = field(default_factory=dict)  # array id -> its task ids
-    _given: dict[str, list[str]] = field(default_factory=dict)  # job id -> runs it was given to
-    _flying: deque[_InFlight] = field(default_factory=deque)  # in the plan's order
-    _pool: ThreadPoolExecutor | None = None
-    _width: int = 1  # submissions in flight at most
 
     def run(self) -> ApplyResult:
         self._move()
@@ -175,30 +97,10 @@ class Applier:
         return self.result
 
     def _move(self) -> None:
-        """The plan's moves, before anything else: each renamed run's folder renamed
-        (``state/moving``), its manifest under the new name, then every move journalled in
-        one transaction. A folder that cannot be moved stops the apply before any job is
-        submitted or cancelled."""
-        if not self.plan.moves:
-            return
-        root = self.desired.root.resolve()
-        linked = {move.old_dir for move in self.plan.moves if move.live_jobs}
-        for move in self.plan.moves:
-            if move.old_dir is None or move.new_dir is None:
-                continue
-            # a sweep's folder is moved with its first member, found moved by the rest
-            move_folder(root, move.old_dir, move.new_dir, link=move.old_dir in linked)
-            assert move.old_run_dir is not None and move.new_run_dir is not None
-            new_run_dir, old_run_dir = root / move.new_run_dir, root / move.old_run_dir
-            move_manifest(new_run_dir, move.new, old_run_dir, move.new_hash)
-        fault_point("after-move")
-        project = self.desired.project.project
-        renames = [rename_of(move) for move in self.plan.moves]
-        self.journal.record_renames(project, renames, self.clock())
-        for move in self.plan.moves:
-            if move.renamed:
-                self.result.moved[move.new] = move.old
-                self.report(Done(f"moved {move.old} -> {move.new}"))
+        """The plan's moves, before anything else (engine/apply/moves.py)."""
+        for move in move_runs(self.plan, self.desired, self.journal, self.clock):
+            self.result.moved[move.new] = move.old
+            self.report(Done(f"moved {move.old} -> {move.new}"))
 
     def _write_ahead(self) -> None:
         """The intents of every batch submission of the plan, in one transaction, each
@@ -258,11 +160,6 @@ class Applier:
             if action.raised is not None and action.target_kind == "run"
         }
 
-    def _confirm(self) -> None:
-        if self._confirmed:
-            self.journal.record_submissions(self._confirmed, self.clock())
-            self._confirmed = []
-
     def _carry_out(self, action: Action) -> None:
         if action.array is not None and _array_of(action) not in self._arrays:
             return  # it went with its array
@@ -315,21 +212,7 @@ class Applier:
                 self._refused(action.target, step.refused)
             else:
                 self.result.set_up[action.target] = step.answer
-                self.report(Done(_setup_line(action.target, step.answer)))
-
-    def _submitted(self, name: str, job_id: str) -> None:
-        others = list(self._given.get(job_id, ()))
-        self._given.setdefault(job_id, []).append(name)
-        self.result.submitted[name] = job_id
-        self.report(Done(self.result.submitted_line(name, job_id), submitted=name))
-        if others:
-            # slurmctld restarted and handed out the id of a job it lost; the next pass
-            # sees the id under one tag only and submits the others again.
-            self._warn(
-                f"job {job_id} was given to {', '.join([*others, name])} in this apply: "
-                "the scheduler lost the earlier job (restarted?); the next pass submits "
-                "the lost runs again"
-            )
+                self.report(Done(setup_line(action.target, step.answer)))
 
     def _refused_unsent(self, run: DesiredRun, why: str) -> None:
         """Refused before it was sent, as the scheduler would refuse it: journalled like
@@ -337,19 +220,6 @@ class Applier:
         rather than trying it again for ever; what waits for it is skipped."""
         self.journal.record_refused(self._intent_of(run), why, self.clock())
         self._refused(run.name, why)
-
-    def _refused(self, name: str, why: str) -> None:
-        self.result.refused[name] = why
-        self.report(Done(f"refused {name}: {why}", problem=True))
-
-    def _skipped(self, name: str, why: str) -> None:
-        self.result.skipped[name] = why
-        self.report(Done(f"skipped {name}: {why}", problem=True))
-
-    def _warn(self, why: str) -> None:
-        self.result.warnings.append(why)
-        self.report(Done(f"warning: {why}", problem=True))
-        self.journal.log_event(self.plan.project, None, "warning", why, self.clock())
 
     def _adopt(self, action: Action) -> None:
         assert action.spec_hash is not None
@@ -419,7 +289,7 @@ class Applier:
         pool = self._pool_for(action)
         if pool is not None:
             answer = pool.submit(self.scheduler.submit, request)
-            self._flying.append(_InFlight(run.name, intent, answer))
+            self._flying.append(InFlight(run.name, intent, answer))
             if len(self._flying) >= self._width:
                 self._land(self._flying.popleft())
             return
@@ -437,69 +307,6 @@ class Applier:
             fault="after-sbatch",
         )
         self._answered(name, made)
-
-    def _confirm_later(self, intent: int, job_id: str) -> None:
-        self._confirmed.append((intent, job_id))
-        if len(self._confirmed) >= CONFIRM_EVERY:
-            self._confirm()
-
-    def _refusals(self, intents: list[int], why: str) -> None:
-        for intent in intents:
-            self.journal.record_refused(intent, why, self.clock())
-
-    def _answered(self, name: str, made: Sent[str]) -> None:
-        if made.refused is not None:
-            self._refused(name, made.refused)
-        elif made.answer is not None:
-            self._submitted(name, made.answer)
-
-    def _may_fly(self, action: Action) -> bool:
-        """Whether ``action`` may be sent while the submissions in flight are: a plain
-        batch submission waiting for none of them."""
-        flying = {flight.run for flight in self._flying}
-        return (
-            action.target_kind == "run"
-            and action.kind in SUBMITTING
-            and action.allocation_job is None
-            and self.desired.runs[action.target].member is None
-            and not flying.intersection(action.after)
-        )
-
-    def _pool_for(self, action: Action) -> ThreadPoolExecutor | None:
-        """Where ``action``'s sbatch goes when it may overlap others: None to send it here."""
-        if not isinstance(self.scheduler, ConcurrentScheduler) or not self._may_fly(action):
-            return None
-        if self.scheduler.submissions_at_once < 2:
-            return None
-        if self._pool is None:
-            self._width = self.scheduler.submissions_at_once
-            self._pool = ThreadPoolExecutor(self._width, thread_name_prefix="sbatch")
-        return self._pool
-
-    def _land(self, flight: _InFlight) -> None:
-        """Take one answer: the job id, or the scheduler's refusal. Its other errors (a
-        transient one stops the apply) are raised, as from a submission sent here."""
-        self._sbatch(flight.run, flight.intent, flight.answer.result)
-
-    def _land_all(self) -> None:
-        while self._flying:
-            self._land(self._flying.popleft())
-
-    def _land_rest(self) -> None:
-        """After an error (or at the end): what is still in flight was sent, or may have
-        been; each job id that comes back is recorded, and the first error is the one the
-        apply stops with. The threads end here."""
-        try:
-            while self._flying:
-                flight = self._flying.popleft()
-                try:
-                    self._land(flight)
-                except Exception:  # the first error is already on its way out
-                    continue
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
 
     def _dependencies(self, action: Action) -> tuple[str, ...]:
         """The jobs ``action`` waits for; every task of an array this apply submitted is
@@ -572,7 +379,7 @@ class Applier:
             for run in runs:
                 self._refused_unsent(run, str(cannot_create(where, error, RUNS_DIR_HINT)))
             return
-        tasks = arrays.task_script(sweep_dir, members.digest, 0).parent
+        tasks = task_script(sweep_dir, members.digest, 0).parent
         sweep_spec = self.desired.sweeps.get(sweep)
         request = SubmitRequest(
             script=array_batch_script(first_script, tag, sweep_dir, tasks),
@@ -595,6 +402,11 @@ class Applier:
             task = None if made.answer is None else f"{made.answer}_{index}"
             self._answered(run.name, Sent(task, made.refused))
 
+    def _confirm_later(self, intent: int, job_id: str) -> None:
+        self._confirmed.append((intent, job_id))
+        if len(self._confirmed) >= CONFIRM_EVERY:
+            self._confirm()
+
     def _confirm_tasks(self, intents: list[int], top: str) -> None:
         task_ids = [f"{top}_{index}" for index in range(len(intents))]
         self._tasks[top] = set(task_ids)
@@ -608,19 +420,19 @@ class Applier:
         """Each member's directories, input lists and task script, then the array's map;
         returns the first member's batch script (the array takes its directives)."""
         first = ""
-        tasks = arrays.task_script(sweep_dir, members.digest, 0).parent
+        tasks = task_script(sweep_dir, members.digest, 0).parent
         tasks.mkdir(parents=True, exist_ok=True)
         for index, action in enumerate(actions):
             run = self.desired.runs[action.target]
             context = render_context(self.desired, run, self.code_dir)
             script = self._script(run.name)
             prepare(run, context, action.skip_check)
-            arrays.task_script(sweep_dir, members.digest, index).write_text(script)
-            logs = arrays.task_logs(sweep_dir, members.digest, index)
+            task_script(sweep_dir, members.digest, index).write_text(script)
+            logs = task_logs(sweep_dir, members.digest, index)
             logs.write_text(os.fspath(logs_dir(context.run_dir)))
             first = first or script
         logs_dir(sweep_dir).mkdir(parents=True, exist_ok=True)
-        arrays.map_file(sweep_dir, members.digest).write_text(members.to_json())
+        map_file(sweep_dir, members.digest).write_text(members.to_json())
         return first
 
     def _intent_of(self, run: DesiredRun) -> int:
@@ -661,7 +473,3 @@ def _array_of(member: Action) -> tuple[str, int]:
     """The job array the plan put a sweep's member in: its sweep and number."""
     assert member.array is not None
     return sweep_of(member.target) or "", member.array.number
-
-
-def _setup_line(name: str, step: str | None) -> str:
-    return f"started the setup of {name}" + (f": step {step}" if step else "")

@@ -470,6 +470,15 @@ class Plan(BaseModel):
         return bool(self.moves) or any(action.changes_cluster for action in self.actions)
 
     @property
+    def has_work(self) -> bool:
+        """Whether apply has anything to carry out: a change to the cluster, a move, or a
+        job to adopt into the journal (every pass decides this one way: a plan without
+        work is carried out by nobody, and a watch may keep it for its next pass)."""
+        # one walk over the actions: a watch asks this of every pass, at 100,000 runs
+        adopt = ActionKind.ADOPT
+        return bool(self.moves) or any(a.changes_cluster or a.kind is adopt for a in self.actions)
+
+    @property
     def waiting_unseen(self) -> int:
         """Runs waiting for a job the scheduler does not show yet: not known to match."""
         return sum(1 for action in self.actions if action.unseen_job is not None)

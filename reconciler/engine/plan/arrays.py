@@ -1,9 +1,9 @@
 """A sweep's job arrays as the plan sees them: which array each member it submits goes
 in (``place``), and which index runs which member of an array observed (``ArrayMap``).
 
-The files that hold a map and a task's script are written, and read back, by
-``engine/apply/arrays.py``, where ``scheduler/runfolder.py`` says; here is only what a
-plan decides and reads.
+The files that hold a map and a task's script are written by ``engine/apply/applier.py``
+and read back by ``engine/observe/arrays.py``, where ``scheduler/runfolder.py`` says; here
+is only what a plan decides and reads.
 """
 
 from __future__ import annotations

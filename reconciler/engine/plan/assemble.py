@@ -43,9 +43,8 @@ Safety rules that hold whatever the inputs:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import ParamSpec
 
 from reconciler.desired import graph
 from reconciler.desired.desired import Desired, DesiredAllocation
@@ -72,47 +71,21 @@ from reconciler.engine.plan.prune import guard, prunes
 from reconciler.engine.plan.requeue import next_look
 from reconciler.engine.plan.runs import decide
 from reconciler.engine.plan.teardown import teardowns
+from reconciler.engine.plan.world import EVERY_RUN, Asked, Asking, World
 from reconciler.scheduler.base import Observation, ObservedJob
 from reconciler.state.records import SetupRecord, SubmissionRecord
 
 __all__ = ["FileState", "fingerprint", "plan", "planned"]
 
-P = ParamSpec("P")
 
-
-def planned(
-    desired: Desired,
-    observation: Observation,
-    records: Sequence[SubmissionRecord],
-    now: datetime,
-    *,
-    scheduler: str,
-    targets: Sequence[str] = (),
-    downstream: bool = False,
-    files: FileState | None = None,
-    fit: Fit | None = None,
-    setups: Sequence[SetupRecord] = (),
-    containers: frozenset[str] | None = None,
-    elsewhere: Sequence[ObservedJob] = (),
-    replace: Sequence[str] = (),
-    max_array_size: int | None = None,
-    allow_prune_all: bool = False,
-    allow_over_budget: bool = False,
-    code_at: Mapping[str, Mapping[str, str | None]] | None = None,
-    cancelled: frozenset[str] = frozenset(),
-    moves: Sequence[Move] = (),
-) -> tuple[Plan, PlanMemo]:
-    """The plan, and what it was made from and decided (``PlanMemo``), which ``replan``
-    starts from. `setups`: the journal's allocation setups; `containers`: what the cluster offers
-    containers (``Container.features``: pyxis), None when not looked at; `elsewhere`:
-    live jobs of the project that other deployments own (only named in a note, never
-    acted on); `replace`: runs to submit anew although nothing changed (Terraform's
-    -replace); `max_array_size`: the scheduler's, where a sweep's job arrays split
-    (``engine/plan/arrays.place``); `allow_prune_all`: a person confirmed prunes that look like an
-    accident (engine/plan/prune.guard). A sweep's name among the targets
-    or `replace` stands for its members. `code_at`: the committed files' blob ids at the
-    commits of journal records that carry no code versions (``PlanInputs.code_at``);
-    `cancelled`: the jobs recon itself cancelled, none of them a failed attempt."""
+def planned(world: World, request: Asked = EVERY_RUN) -> tuple[Plan, PlanMemo]:
+    """The plan of ``world`` for ``request``, and what it was made from and decided
+    (``PlanMemo``), which ``replan`` starts from. ``request.replace``: runs to submit
+    anew although nothing changed (Terraform's -replace); ``allow_prune_all``: a person
+    confirmed prunes that look like an accident (prune.guard)."""
+    desired, observation, records, now = world.desired, world.observation, world.records, world.now
+    scheduler, max_array_size, moves = world.scheduler, world.max_array_size, world.moves
+    targets, replace, downstream = request.targets, request.replace, request.downstream
     project = desired.project.project
     asked = tuple(targets)
     targets, replace = members_of(desired, targets), members_of(desired, replace)
@@ -129,14 +102,14 @@ def planned(
         observation,
         records,
         now,
-        files=files or FileState(),
-        fit=fit,
+        files=world.files,
+        fit=world.fit,
         replace=frozenset(replace),
         scheduler=scheduler,
-        setups=setups,
-        containers=containers,
-        code_at=code_at,
-        cancelled=cancelled,
+        setups=world.setups,
+        containers=world.containers,
+        code_at=world.code_at,
+        cancelled=world.cancelled,
     )
     held, allocation_states = plan_allocations(
         inputs, _allocations_of(desired, chosen, bool(targets))
@@ -180,14 +153,14 @@ def planned(
             limit = desired.project.prune_limit
             empty = not desired.runs and not desired.allocations
             prune_guard = guard(
-                observation, project, limit, pruned, empty=empty, confirmed=allow_prune_all
+                observation, project, limit, pruned, empty=empty, confirmed=request.allow_prune_all
             )
-    budget = budget_guard(desired, actions, records, now, confirmed=allow_over_budget)
+    budget = budget_guard(desired, actions, records, now, confirmed=request.allow_over_budget)
     notes = (
         *incomplete_notes(observation),
         *claimed_notes(observation),
         *coupled_waits(inputs, chosen),
-        *elsewhere_note(project, elsewhere),
+        *elsewhere_note(project, world.elsewhere),
         *inheriting_notes(desired.runs, chosen),
     )
     made_plan = Plan(
@@ -220,15 +193,49 @@ def planned(
     return made_plan, PlanMemo(inputs, decided, positions, notes, targeted)
 
 
-def _plan_alone(make: Callable[P, tuple[Plan, PlanMemo]]) -> Callable[P, Plan]:
-    def plan(*args: P.args, **kwargs: P.kwargs) -> Plan:
-        return make(*args, **kwargs)[0]
-
-    plan.__doc__ = "The plan ``planned`` makes, without what it was made from."
-    return plan
-
-
-plan = _plan_alone(planned)
+def plan(
+    desired: Desired,
+    observation: Observation,
+    records: Sequence[SubmissionRecord],
+    now: datetime,
+    *,
+    scheduler: str,
+    targets: Sequence[str] = (),
+    downstream: bool = False,
+    files: FileState | None = None,
+    fit: Fit | None = None,
+    setups: Sequence[SetupRecord] = (),
+    containers: frozenset[str] | None = None,
+    elsewhere: Sequence[ObservedJob] = (),
+    replace: Sequence[str] = (),
+    max_array_size: int | None = None,
+    allow_prune_all: bool = False,
+    allow_over_budget: bool = False,
+    code_at: Mapping[str, Mapping[str, str | None]] | None = None,
+    cancelled: frozenset[str] = frozenset(),
+    moves: Sequence[Move] = (),
+) -> Plan:
+    """The plan ``planned`` makes of a world given fact by fact (``World``'s fields, and
+    the request's), without what it was made from: the decision table's tests and the
+    benchmarks write worlds this way."""
+    world = World(
+        desired=desired,
+        observation=observation,
+        records=records,
+        now=now,
+        scheduler=scheduler,
+        elsewhere=elsewhere,
+        setups=setups,
+        files=files or FileState(),
+        fit=fit,
+        containers=containers,
+        max_array_size=max_array_size,
+        code_at=code_at,
+        cancelled=cancelled,
+        moves=moves,
+    )
+    request = Asking(targets, downstream, replace, allow_prune_all, allow_over_budget)
+    return planned(world, request)[0]
 
 
 def check_targets(desired: Desired, names: Sequence[str]) -> None:

@@ -90,7 +90,7 @@ def pending(
 def moved_folders(desired: Desired) -> dict[str, str]:
     """The folder of each run or sweep renamed whose folder is named after it: its old
     folder -> its new one, both absolute. A job array of a sweep renamed runs in the old
-    one, where its map is looked for first (``apply/arrays.read_maps``)."""
+    one, where its map is looked for first (``observe/arrays.read_maps``)."""
     runs_dir = desired.project.runs_dir
     folders = {}
     for new, old in desired.renamed.items():
