@@ -6,7 +6,8 @@ backend everywhere else. ``slurm`` and ``local`` force one.
 
 The local backend hands out this machine's CPUs; ``RECON_LOCAL_CPUS`` sets another count
 (for a small machine whose jobs ask more CPUs than it has: they would otherwise wait
-PENDING for ever, as on a Slurm cluster without a node big enough).
+PENDING for ever, as on a Slurm cluster without a node big enough). Its GPUs are those
+``RECON_LOCAL_GPUS`` declares, else those ``nvidia-smi -L`` lists (``local/gpus``).
 """
 
 from __future__ import annotations
@@ -53,7 +54,13 @@ def select_scheduler(choice: Choice, state_dir: Path, project: str | None = None
         return SlurmScheduler(project=project)
     from reconciler.scheduler.local import LocalScheduler
 
-    return LocalScheduler(state_dir, cpus=_local_cpus())
+    from reconciler.scheduler.local.gpus import GpuDeclarationError, machine_gpus
+
+    try:
+        gpus = machine_gpus(os.environ)
+    except GpuDeclarationError as error:
+        raise ReconError(str(error)) from None
+    return LocalScheduler(state_dir, cpus=_local_cpus(), gpus=gpus)
 
 
 def _local_cpus() -> int | None:

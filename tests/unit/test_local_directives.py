@@ -42,7 +42,7 @@ srun --het-group=1 python3 learner.py
 
 def test_a_rendered_het_script_is_two_components_and_one_job() -> None:
     directives = parse_directives(RENDERED_HET)
-    assert directives.components == (Component(2, 1, memory_mb=1024), Component(3, 1))
+    assert directives.components == (Component(2, 1, memory_mb=1024), Component(3, 1, gpus=2))
     assert directives.cpus == 5
     # One component without a limit: the job, run as one, has none.
     assert directives.memory_mb is None
