@@ -218,7 +218,12 @@ def _gpus(block: dict[str, str], nodes: int) -> int:
 
 def _gpu_count(text: str, option: str) -> int:
     """``[type:]N``, the type ignored."""
-    return _count(text.rpartition(":")[2], option)
+    count = text.rpartition(":")[2]
+    if not count.isdigit():
+        raise DirectiveError(
+            f"{option}={text}: not a GPU count, with or without a type (2, a100:2)"
+        )
+    return int(count)
 
 
 def parse_memory(text: str, option: str = "--mem") -> int:

@@ -1,10 +1,11 @@
 """Which GPUs the local backend may hand out: those declared, else those ``nvidia-smi`` lists.
 
 A GPU is known by its device id, the value ``CUDA_VISIBLE_DEVICES`` takes: ``0``, ``1``...
-(or a ``GPU-<uuid>``, which CUDA accepts too). ``RECON_LOCAL_GPUS`` declares them:
+(or a ``GPU-<uuid>`` or ``MIG-<uuid>``, which CUDA accepts too). ``RECON_LOCAL_GPUS`` declares them:
 
 - a count, ``RECON_LOCAL_GPUS=2``: devices ``0`` and ``1``; ``0`` declares none;
-- a list, ``RECON_LOCAL_GPUS=1,3``: those devices, say the two of four this project may use;
+- a list, ``RECON_LOCAL_GPUS=1,3``: those devices, say the two of four this project may use
+  (``3,`` is device 3 alone);
 - ``none``: no GPU, whatever the machine has.
 
 Left unset (or empty), they are found: each ``GPU <n>:`` line of ``nvidia-smi -L`` is
@@ -23,7 +24,8 @@ from collections.abc import Mapping
 GPUS_VARIABLE = "RECON_LOCAL_GPUS"
 NVIDIA_SMI_SECONDS = 10.0
 _LISTED = re.compile(r"^GPU (\d+):", re.MULTILINE)
-_DEVICE = re.compile(r"^[A-Za-z0-9-]+$")
+# An index, or a GPU's or MIG device's UUID as nvidia-smi -L shows it.
+_DEVICE = re.compile(r"^(?:\d+|(?:GPU|MIG)-[A-Za-z0-9/-]+)$")
 
 
 class GpuDeclarationError(ValueError):
@@ -37,7 +39,8 @@ def declared_gpus(text: str) -> tuple[str, ...]:
         return ()
     if value.isdigit():
         return tuple(str(index) for index in range(int(value)))
-    devices = tuple(device.strip() for device in value.split(","))
+    # A list may end with a comma: ``3,`` is device 3 alone (``3`` is three GPUs).
+    devices = tuple(device.strip() for device in value.removesuffix(",").split(","))
     if not all(_DEVICE.match(device) for device in devices) or len(set(devices)) < len(devices):
         raise GpuDeclarationError(
             f"{GPUS_VARIABLE}={text!r}: give a number of GPUs (2), the devices' ids (0,1), or none"
