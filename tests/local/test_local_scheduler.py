@@ -146,7 +146,7 @@ def test_the_job_environment(harness: Harness, monkeypatch: pytest.MonkeyPatch) 
         ' ${CUDA_VISIBLE_DEVICES:-none} $SLURM_CPUS_PER_TASK $(pwd)"\n'
         "command -v srun"
     )
-    job_id = harness.submit("env", body, header=["--cpus-per-task=2", "--gres=gpu:a100:1"])
+    job_id = harness.submit("env", body, header=["--cpus-per-task=2"])
     assert harness.wait("env", final).health is Health.SUCCEEDED
     values, srun = harness.log("env", job_id).read_text().splitlines()
     assert values == f"{job_id} unset kept none 2 {harness.workdir}"
