@@ -53,7 +53,6 @@ def select_scheduler(choice: Choice, state_dir: Path, project: str | None = None
 
         return SlurmScheduler(project=project)
     from reconciler.scheduler.local import LocalScheduler
-
     from reconciler.scheduler.local.gpus import GpuDeclarationError, machine_gpus
 
     try:
