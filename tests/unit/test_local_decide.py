@@ -188,9 +188,7 @@ def test_a_task_whose_processes_are_ending_still_counts_against_the_cap() -> Non
 
 def gpu_job(job_id: int, gpus: int, cpus: int = 1, *, holds: Grant | None = None) -> JobFacts:
     """A job asking ``gpus`` GPUs; running with ``holds`` when given."""
-    return replace(
-        job(job_id, cpus, started=None if holds is None else 1), gpus=gpus, grant=holds
-    )
+    return replace(job(job_id, cpus, started=None if holds is None else 1), gpus=gpus, grant=holds)
 
 
 def test_gpu_jobs_are_handed_devices_no_running_job_holds() -> None:
