@@ -22,6 +22,7 @@ from reconciler.scheduler.local import LocalScheduler
 from reconciler.scheduler.select import select_scheduler
 from reconciler.scheduler.states import Health, SlurmState
 from tests.contract.harness import Harness, final, has
+from tests.docs import shown_block
 from tests.gitrepo import GitRepo
 from tests.projects import new_project_name
 
@@ -218,10 +219,13 @@ def test_a_gpu_run_is_blocked_on_a_machine_with_no_gpu(tmp_path: Path) -> None:
     planned = recon(repo, env, "plan", ".")
     assert planned.returncode == 0, planned.stdout + planned.stderr
     assert f"  ! blocked   train          {NO_GPU}\n" in planned.stdout, planned.stdout
+    shown = shown_block(
+        "docs/specs.md: ! blocked   train          does not fit the cluster: asks 1"
+    )
+    assert shown.body in planned.stdout, f"{shown.where}: the planner prints\n{planned.stdout}"
     applied = recon(repo, env, "apply", ".", "--auto-approve")
     assert "No changes to the cluster; 1 run blocked." in applied.stdout, applied.stdout
-    shown = json.loads(recon(repo, env, "status", ".", "--format", "json").stdout)
-    (row,) = shown
+    (row,) = json.loads(recon(repo, env, "status", ".", "--format", "json").stdout)
     assert (row["name"], row["health"], row["cause"]) == ("train", "blocked", "does_not_fit")
     assert row["reason"] == f"blocked: {NO_GPU}"
     # Nothing was submitted: no job ran without its GPU.
