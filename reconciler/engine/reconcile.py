@@ -245,7 +245,10 @@ def _specs_told_first(opened: Opened) -> Iterator[None]:
 
 def scheduler_for(desired: Desired, choice: Choice | None = None) -> Scheduler:
     project = desired.project.project
-    return select_scheduler(choice or desired.project.scheduler, state_dir(desired), project)
+    settings = desired.project
+    return select_scheduler(
+        choice or settings.scheduler, state_dir(desired), project, settings.local.gpus
+    )
 
 
 def read_journal(desired: Desired) -> JournalState:

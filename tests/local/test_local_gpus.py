@@ -176,8 +176,8 @@ outputs:
 """
 NO_GPU = (
     "does not fit the cluster: asks 1 GPU in all; this machine has none (the local backend "
-    "hands out only the GPUs that RECON_LOCAL_GPUS declares or, where it is unset, that "
-    "nvidia-smi -L lists)"
+    "hands out only the GPUs that RECON_LOCAL_GPUS or recon.yaml's local.gpus declares or, "
+    "where neither does, that nvidia-smi -L lists)"
 )
 
 

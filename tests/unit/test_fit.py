@@ -428,9 +428,11 @@ def test_the_local_machine_fit_adds_up_gpus_whatever_their_type() -> None:
     het = RunResources.model_validate({"components": [{"gpus": 1}, {"gpus": 1, "nodes": 2}]})
     assert two.why_not(het) == (
         "asks 3 GPUs in all; this machine has 2 (the local backend hands out only the GPUs "
-        "that RECON_LOCAL_GPUS declares or, where it is unset, that nvidia-smi -L lists)"
+        "that RECON_LOCAL_GPUS or recon.yaml's local.gpus declares or, where neither does, "
+        "that nvidia-smi -L lists)"
     )
     assert MachineFit(cpus=8).why_not(RunResources.model_validate({"gpus": 1})) == (
         "asks 1 GPU in all; this machine has none (the local backend hands out only the GPUs "
-        "that RECON_LOCAL_GPUS declares or, where it is unset, that nvidia-smi -L lists)"
+        "that RECON_LOCAL_GPUS or recon.yaml's local.gpus declares or, where neither does, "
+        "that nvidia-smi -L lists)"
     )

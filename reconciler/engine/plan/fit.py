@@ -407,7 +407,7 @@ class MachineFit:
             has = "none" if not self.gpus else str(self.gpus)
             return (
                 f"asks {plural(gpus, 'GPU')} in all; this machine has {has} (the local "
-                "backend hands out only the GPUs that RECON_LOCAL_GPUS declares or, "
-                "where it is unset, that nvidia-smi -L lists)"
+                "backend hands out only the GPUs that RECON_LOCAL_GPUS or recon.yaml's "
+                "local.gpus declares or, where neither does, that nvidia-smi -L lists)"
             )
         return None

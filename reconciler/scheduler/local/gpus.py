@@ -8,7 +8,9 @@ A GPU is known by its device id, the value ``CUDA_VISIBLE_DEVICES`` takes: ``0``
   (``3,`` is device 3 alone);
 - ``none``: no GPU, whatever the machine has.
 
-Left unset (or empty), they are found: each ``GPU <n>:`` line of ``nvidia-smi -L`` is
+Left unset (or empty), recon.yaml's ``local: {gpus: ...}`` declares them (a count or a
+list of devices; the machine's variable wins, as it knows the machine). Where neither
+does, they are found: each ``GPU <n>:`` line of ``nvidia-smi -L`` is
 device ``n``; no ``nvidia-smi`` on PATH, or one that fails, finds none. Nothing else is
 guessed: a machine that says nothing has no GPU for recon, so a run asking for one is
 refused by the plan rather than run without it.
@@ -69,7 +71,12 @@ def found_gpus() -> tuple[str, ...]:
     return tuple(dict.fromkeys(_LISTED.findall(listed.stdout)))
 
 
-def machine_gpus(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The GPUs ``environ`` declares, else those found on this machine."""
+def machine_gpus(
+    environ: Mapping[str, str], project: tuple[str, ...] | None = None
+) -> tuple[str, ...]:
+    """The GPUs ``environ`` declares, else those the project declares (recon.yaml's
+    ``local.gpus``), else those found on this machine."""
     text = environ.get(GPUS_VARIABLE, "")
-    return declared_gpus(text) if text.strip() else found_gpus()
+    if text.strip():
+        return declared_gpus(text)
+    return project if project is not None else found_gpus()
