@@ -149,3 +149,13 @@ def test_a_bad_gpu_declaration_is_an_error_that_says_what_to_give(
     assert str(raised.value) == (
         f"RECON_LOCAL_GPUS={value!r}: give a number of GPUs (2), the devices' ids (0,1), or none"
     )
+
+
+def test_recon_yaml_declares_the_gpus_and_the_machines_variable_overrides_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_in_nvidia_smi(tmp_path, monkeypatch, "echo 'GPU 0: NVIDIA H100 (UUID: GPU-1)'")
+    declared = ("0", "1", "2")
+    assert gpus_of(select_scheduler("local", tmp_path / "state", gpus=declared)) == 3
+    monkeypatch.setenv("RECON_LOCAL_GPUS", "none")
+    assert gpus_of(select_scheduler("local", tmp_path / "state", gpus=declared)) == 0
