@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.scheduler.base import Held
 from reconciler.scheduler.local import LocalScheduler
 from reconciler.scheduler.select import select_scheduler
 from reconciler.scheduler.states import Health, SlurmState
@@ -74,7 +75,9 @@ def test_two_gpu_jobs_get_different_devices_and_a_third_waits_for_one(
     second = harness.submit("second", HOLD, header=["--gres=gpu:1"])
     third = harness.submit("third", HOLD, header=["--gpus=1"])
     for name in ("first", "second"):
-        harness.wait(name, has(Health.RUNNING))
+        (row,) = harness.wait(name, has(Health.RUNNING)).components
+        # What it holds, as sacct's AllocTRES would say it: `recon cost` counts its GPU.
+        assert row.held == Held(cpus=1, gpus=1, nodes=1)
     devices = {first_line(harness, "first", first), first_line(harness, "second", second)}
     assert devices == {"0", "1"}
     waiting = harness.job("third")
