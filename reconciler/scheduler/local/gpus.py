@@ -1,7 +1,8 @@
 """Which GPUs the local backend may hand out: those declared, else those ``nvidia-smi`` lists.
 
 A GPU is known by its device id, the value ``CUDA_VISIBLE_DEVICES`` takes: ``0``, ``1``...
-(or a ``GPU-<uuid>`` or ``MIG-<uuid>``, which CUDA accepts too). ``RECON_LOCAL_GPUS`` declares them:
+(or a ``GPU-<uuid>`` or ``MIG-<uuid>``, which CUDA accepts too). ``RECON_LOCAL_GPUS``
+declares them:
 
 - a count, ``RECON_LOCAL_GPUS=2``: devices ``0`` and ``1``; ``0`` declares none;
 - a list, ``RECON_LOCAL_GPUS=1,3``: those devices, say the two of four this project may use
@@ -10,10 +11,10 @@ A GPU is known by its device id, the value ``CUDA_VISIBLE_DEVICES`` takes: ``0``
 
 Left unset (or empty), recon.yaml's ``local: {gpus: ...}`` declares them (a count or a
 list of devices; the machine's variable wins, as it knows the machine). Where neither
-does, they are found: each ``GPU <n>:`` line of ``nvidia-smi -L`` is
-device ``n``; no ``nvidia-smi`` on PATH, or one that fails, finds none. Nothing else is
-guessed: a machine that says nothing has no GPU for recon, so a run asking for one is
-refused by the plan rather than run without it.
+does, they are found: each ``GPU <n>:`` line of ``nvidia-smi -L`` is device ``n``; no
+``nvidia-smi`` on PATH, or one that fails, finds none. Nothing else is guessed: a machine
+that says nothing has no GPU for recon, so a run asking for one is refused by the plan
+rather than run without it.
 """
 
 from __future__ import annotations
