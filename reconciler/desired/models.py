@@ -653,11 +653,61 @@ class Budget(Model):
     )
 
 
+# A GPU as CUDA_VISIBLE_DEVICES names it: its index, or its UUID as nvidia-smi -L shows it.
+_GPU_DEVICE = re.compile(r"^(?:\d+|(?:GPU|MIG)-[A-Za-z0-9/-]+)$")
+
+
+class LocalMachine(Model):
+    """recon.yaml's `local`: what the local backend may hand out on the machine it runs on."""
+
+    gpus: tuple[str, ...] | None = Field(
+        None,
+        description="The GPUs jobs may be handed: a number of them (`2`: devices 0 and 1) "
+        "or their devices (`[0, 1]`, a `GPU-<uuid>`). Left out, those `nvidia-smi -L` "
+        "lists. `RECON_LOCAL_GPUS` on the machine overrides it.",
+        # What may be written: the count is turned into its devices when read.
+        json_schema_extra={
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "array", "items": {"type": ["string", "integer"]}, "uniqueItems": True},
+                {"type": "null"},
+            ]
+        },
+    )
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _count_or_devices(cls, value: Any) -> Any:
+        """A count stands for the devices 0 to count - 1; each device is named once."""
+        if value is None:
+            return value
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return tuple(str(index) for index in range(value))
+        if not isinstance(value, list):
+            raise ValueError(
+                f"{value!r} is not GPUs: give a number of them (2) or their devices ([0, 1])"
+            )
+        devices = [str(d) if isinstance(d, int) and not isinstance(d, bool) else d for d in value]
+        for device in devices:
+            if not isinstance(device, str) or not _GPU_DEVICE.match(device):
+                raise ValueError(
+                    f"{device!r} is not a GPU device: give its index (0) or its UUID as "
+                    "nvidia-smi -L shows it (GPU-...)"
+                )
+        if len(set(devices)) < len(devices):
+            raise ValueError(f"{', '.join(devices)}: a device is listed twice")
+        return tuple(devices)
+
+
 class Project(Model):
     """`recon.yaml` at the repo root."""
 
     project: Name
     scheduler: Literal["auto", "slurm", "local"] = "auto"
+    local: LocalMachine = Field(
+        default_factory=lambda: LocalMachine(),
+        description="What the local backend may hand out on this machine (its GPUs).",
+    )
     defaults: Defaults = Field(default_factory=lambda: Defaults())
     specs: tuple[str, ...] = Field(
         ("specs/**/*.yaml", "specs/**/*.yml"), description="Globs of spec files, from the root."

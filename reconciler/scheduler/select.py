@@ -6,7 +6,9 @@ backend everywhere else. ``slurm`` and ``local`` force one.
 
 The local backend hands out this machine's CPUs; ``RECON_LOCAL_CPUS`` sets another count
 (for a small machine whose jobs ask more CPUs than it has: they would otherwise wait
-PENDING for ever, as on a Slurm cluster without a node big enough).
+PENDING for ever, as on a Slurm cluster without a node big enough). Its GPUs are those
+``RECON_LOCAL_GPUS`` declares, else recon.yaml's ``local.gpus``, else those
+``nvidia-smi -L`` lists (``local/gpus``).
 """
 
 from __future__ import annotations
@@ -44,16 +46,27 @@ def slurm_available() -> bool:
     return result.returncode == 0
 
 
-def select_scheduler(choice: Choice, state_dir: Path, project: str | None = None) -> Scheduler:
+def select_scheduler(
+    choice: Choice,
+    state_dir: Path,
+    project: str | None = None,
+    gpus: tuple[str, ...] | None = None,
+) -> Scheduler:
     """The backend for ``choice``; a local one keeps its jobs under ``state_dir``. With
-    ``project``, Slurm's history is read for that project's jobs only."""
+    ``project``, Slurm's history is read for that project's jobs only. ``gpus`` is what
+    recon.yaml's ``local.gpus`` declares (``RECON_LOCAL_GPUS`` overrides it)."""
     if choice == "slurm" or (choice == "auto" and slurm_available()):
         from reconciler.scheduler.slurm.adapter import SlurmScheduler
 
         return SlurmScheduler(project=project)
     from reconciler.scheduler.local import LocalScheduler
+    from reconciler.scheduler.local.gpus import GpuDeclarationError, machine_gpus
 
-    return LocalScheduler(state_dir, cpus=_local_cpus())
+    try:
+        devices = machine_gpus(os.environ, gpus)
+    except GpuDeclarationError as error:
+        raise ReconError(str(error)) from None
+    return LocalScheduler(state_dir, cpus=_local_cpus(), gpus=devices)
 
 
 def _local_cpus() -> int | None:

@@ -88,7 +88,7 @@ GPU = "resources: {gpus: 1, time: 2h}\n"  # never run: its time limit, 2 GPU-hou
 
 
 def test_a_plan_over_budget_is_held_until_confirmed(tmp_path: Path) -> None:
-    repo = project(tmp_path, "budget: {gpu_hours: 3}\n", g1=spec("g1", extra=GPU),
+    repo = project(tmp_path, "budget: {gpu_hours: 3}\nlocal: {gpus: 2}\n", g1=spec("g1", extra=GPU),
                    g2=spec("g2", extra=GPU), cpu=spec("cpu"))  # fmt: skip
     refused = recon(repo.root, "apply", ".", "--auto-approve")
     assert refused.returncode == 1, refused.stdout + refused.stderr
@@ -108,7 +108,7 @@ def test_a_plan_over_budget_is_held_until_confirmed(tmp_path: Path) -> None:
 
 
 def test_a_watch_holds_a_commit_over_budget_and_goes_on_after_the_fix(tmp_path: Path) -> None:
-    repo = project(tmp_path, "budget: {gpu_hours: 1}\n", cpu=spec("cpu"))
+    repo = project(tmp_path, "budget: {gpu_hours: 1}\nlocal: {gpus: 1}\n", cpu=spec("cpu"))
     with Watched(repo.root, ".", "--interval", "1s") as watch:
         watch.until(lambda line: " submitted " in line and "run=cpu" in line)
         over = repo.commit({"specs/g.yaml": spec("g", extra=GPU)}, message="a GPU run")

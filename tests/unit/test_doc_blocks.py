@@ -93,6 +93,9 @@ CHECKED = {
     ),
     "docs/het.md: $ recon apply --auto-approve --wait": f"{STORIES}::test_coupled_runs",
     "docs/het.md: $ recon apply --auto-approve": f"{STORIES}::test_coupled_runs",
+    "docs/specs.md: ! blocked   train          does not fit the cluster: asks 1": (
+        "tests/local/test_local_gpus.py::test_a_gpu_run_is_blocked_on_a_machine_with_no_gpu"
+    ),
     "docs/het.md: ! blocked   train          does not fit the cluster: partiti": (
         f"{UNIT}::test_the_fit_check_in_a_plan"
     ),

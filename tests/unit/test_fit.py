@@ -399,3 +399,40 @@ def test_the_local_machine_fit_adds_up_cpus_and_ignores_partitions() -> None:
     assert machine.why_not(het) == (
         "asks 3 CPUs in all; this machine has 2 (the local backend runs a job on this one machine)"
     )
+
+
+def test_the_local_machine_fit_adds_up_gpus_whatever_their_type() -> None:
+    from reconciler.desired.models import RunResources
+    from reconciler.engine.plan.fit import MachineFit
+    from reconciler.scheduler.partitions import Gres, Node, Partition
+
+    two = MachineFit.of(
+        (
+            Partition(
+                name="local",
+                default=True,
+                nodes=(
+                    Node(
+                        name="here",
+                        cpus=8,
+                        memory_mb=0,
+                        gres=(Gres(name="gpu", count=2),),
+                        state="idle",
+                    ),
+                ),
+            ),
+        )
+    )
+    assert two == MachineFit(cpus=8, gpus=2)
+    assert two.why_not(RunResources.model_validate({"gpus": "h100:2"})) is None
+    het = RunResources.model_validate({"components": [{"gpus": 1}, {"gpus": 1, "nodes": 2}]})
+    assert two.why_not(het) == (
+        "asks 3 GPUs in all; this machine has 2 (the local backend hands out only the GPUs "
+        "that RECON_LOCAL_GPUS or recon.yaml's local.gpus declares or, where neither does, "
+        "that nvidia-smi -L lists)"
+    )
+    assert MachineFit(cpus=8).why_not(RunResources.model_validate({"gpus": 1})) == (
+        "asks 1 GPU in all; this machine has none (the local backend hands out only the GPUs "
+        "that RECON_LOCAL_GPUS or recon.yaml's local.gpus declares or, where neither does, "
+        "that nvidia-smi -L lists)"
+    )

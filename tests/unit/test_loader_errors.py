@@ -530,3 +530,32 @@ def test_an_input_naming_a_renamed_run_by_its_old_name(repo: GitRepo) -> None:
     assert issue.message == (
         "'prep.data' names 'prep', renamed to 'prepare' (renamed_from): name 'prepare.data'"
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("-1", "-1 is not GPUs: give a number of them (2) or their devices ([0, 1])"),
+        ('"2"', "'2' is not GPUs: give a number of them (2) or their devices ([0, 1])"),
+        (
+            "[0, gpu1]",
+            "'gpu1' is not a GPU device: give its index (0) or its UUID as nvidia-smi -L "
+            "shows it (GPU-...)",
+        ),
+        ("[1, 1]", "1, 1: a device is listed twice"),
+    ],
+)
+def test_a_bad_local_gpu_declaration_names_file_line_and_field(
+    repo: GitRepo, value: str, message: str
+) -> None:
+    issue = only(repo, {"recon.yaml": f"project: demo\nlocal:\n  gpus: {value}\n"})
+    assert (issue.file, issue.line, issue.field) == ("recon.yaml", 3, "local.gpus")
+    assert issue.message == message
+
+
+def test_local_gpus_are_a_count_or_devices() -> None:
+    from reconciler.desired.models import LocalMachine
+
+    assert LocalMachine.model_validate({"gpus": 2}).gpus == ("0", "1")
+    assert LocalMachine.model_validate({"gpus": [3, "GPU-5a1c"]}).gpus == ("3", "GPU-5a1c")
+    assert LocalMachine.model_validate({}).gpus is None

@@ -11,6 +11,7 @@ from reconciler.scheduler.local.decide import (
     Assessment,
     Cancel,
     Ending,
+    Grant,
     JobFacts,
     Status,
     assess,
@@ -183,3 +184,45 @@ def test_tasks_held_by_their_cap_do_not_hold_up_the_jobs_behind_them() -> None:
 def test_a_task_whose_processes_are_ending_still_counts_against_the_cap() -> None:
     stopping = replace(task(1, 1, 1, started=0), cancelled=Cancel(at(1), 0))
     assert run(stopping, task(2, 1, 1)).start == ()
+
+
+def gpu_job(job_id: int, gpus: int, cpus: int = 1, *, holds: Grant | None = None) -> JobFacts:
+    """A job asking ``gpus`` GPUs; running with ``holds`` when given."""
+    return replace(job(job_id, cpus, started=None if holds is None else 1), gpus=gpus, grant=holds)
+
+
+def test_gpu_jobs_are_handed_devices_no_running_job_holds() -> None:
+    jobs = {
+        1: gpu_job(1, 1, holds=Grant(gpus=("1",), cores=(0,))),
+        2: gpu_job(2, 1),
+        3: gpu_job(3, 2),
+        4: gpu_job(4, 0),
+    }
+    assessment = assess(jobs, 8, gpus=("0", "1", "2"), cores=(0, 1, 2, 3))
+    # Job 3 asks two GPUs where one is free: it waits, and so does job 4 behind it.
+    assert states(assessment)[3] == (S.PENDING, "Resources")
+    assert states(assessment)[4] == (S.PENDING, "Priority")
+    assert assessment.start == (2,)
+    assert assessment.grants[2] == Grant(gpus=("0",), cores=(1,))
+
+
+def test_a_job_asking_more_gpus_than_there_are_waits_for_ever_and_holds_nobody_up() -> None:
+    assessment = assess({1: gpu_job(1, 1), 2: gpu_job(2, 0)}, 4, gpus=())
+    assert states(assessment)[1] == (S.PENDING, "PartitionConfig")
+    assert assessment.start == (2,)
+    assert assessment.grants[2].gpus == ()
+
+
+def test_started_jobs_get_distinct_cores_then_the_least_held_then_none() -> None:
+    busy = replace(job(1, 1, started=1), grant=Grant(cores=(0,)))
+    jobs = {1: busy, 2: job(2, 1), 3: job(3, 2), 4: job(4, 3)}
+    assessment = assess(jobs, 8, cores=(0, 1, 2))
+    assert assessment.start == (2, 3, 4)
+    # Core 0 is held: job 2 gets a free one; job 3 the free one left and then the one
+    # held once only; job 4 asks as many as there are: all three, pinned.
+    assert assessment.grants[2].cores == (1,)
+    assert assessment.grants[3].cores == (0, 2)
+    assert assessment.grants[4].cores == (0, 1, 2)
+    # Asking more cores than the machine has: not pinned at all.
+    wide = assess({5: job(5, 4)}, 8, cores=(0, 1, 2))
+    assert wide.grants[5].cores == ()

@@ -42,7 +42,7 @@ srun --het-group=1 python3 learner.py
 
 def test_a_rendered_het_script_is_two_components_and_one_job() -> None:
     directives = parse_directives(RENDERED_HET)
-    assert directives.components == (Component(2, 1, memory_mb=1024), Component(3, 1))
+    assert directives.components == (Component(2, 1, memory_mb=1024), Component(3, 1, gpus=2))
     assert directives.cpus == 5
     # One component without a limit: the job, run as one, has none.
     assert directives.memory_mb is None
@@ -243,3 +243,28 @@ def test_the_warning_signal_is_read_from_the_header() -> None:
     script = "#!/bin/bash\n#SBATCH --time=1 --signal=B:USR1@30\ntrue\n"
     assert parse_directives(script).warning == parse_signal("B:USR1@30")
     assert parse_directives("#!/bin/bash\ntrue\n").warning is None
+
+
+@pytest.mark.parametrize(
+    ("header", "gpus"),
+    [
+        ("--gres=gpu:a100:2", 2),
+        ("--gres=gpu", 1),
+        ("--gres=gpu:a100", 1),
+        ("--gres=localtmp:100,gpu:3", 3),
+        ("--gres=localtmp:100", 0),
+        ("-G 2", 2),
+        ("--gpus=a100:1", 1),
+        ("--nodes=2 --gpus-per-node=2", 4),
+        ("--nodes=2 --gres=gpu:2", 4),
+        ("--gres=gpu:0", 0),
+    ],
+)
+def test_gpus_are_counted_per_job_whatever_their_type(header: str, gpus: int) -> None:
+    directives = parse_directives(f"#!/bin/sh\n#SBATCH {header}\necho\n")
+    assert directives.gpus == gpus
+
+
+def test_an_unreadable_gpu_count_is_refused_as_sbatch_refuses_it() -> None:
+    with pytest.raises(DirectiveError, match="--gpus=a100:two"):
+        parse_directives("#!/bin/sh\n#SBATCH --gpus=a100:two\n")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.scheduler.local.decide import Cancel, Ending
+from reconciler.scheduler.local.decide import Cancel, Ending, Grant
 from reconciler.scheduler.local.directives import Component, WarningSignal
 from reconciler.scheduler.local.files import write_json
 from reconciler.scheduler.local.store import ArrayTask, JobSpec, Store
@@ -90,6 +90,27 @@ def test_an_ending_by_memory_reads_back_and_older_endings_were_not(store: Store)
     older = {"at": T0.isoformat(), "exit_code": 0, "signal": 9, "timed_out": False}
     write_json(store.job_dir(job_id) / "ended.json", older)
     assert ending(store.root, job_id) == Ending(T0, 0, signal=9)
+
+
+def test_gpus_and_the_grant_read_back_and_older_jobs_had_neither(store: Store) -> None:
+    job_id = add(store, 0, ())
+    written = store.spec(job_id)
+    assert written is not None and written.gpus == 0
+    with_gpus = replace(written, components=(Component(2, 1, None, 2), Component(1, 3)))
+    assert JobSpec.from_json(with_gpus.to_json()) == with_gpus
+    assert with_gpus.gpus == 2
+    # job.json as a recon without GPUs wrote it: memory, no GPU count.
+    older = {**written.to_json(), "components": [[2, 1, None], [1, 3, None]]}
+    assert JobSpec.from_json(older) == written
+    assert store.gpus() == ()
+    store.set_gpus(("0", "GPU-1f2e"))
+    assert Store(store.root).gpus() == ("0", "GPU-1f2e")
+    store.write_started(job_id, T0, Grant(gpus=("GPU-1f2e",), cores=(1,)))
+    assert store.grant(job_id) == Grant(gpus=("GPU-1f2e",), cores=(1,))
+    assert Store(store.root).facts(written).grant == Grant(gpus=("GPU-1f2e",), cores=(1,))
+    # started.json as a recon without GPUs wrote it: nothing handed out.
+    write_json(store.job_dir(job_id) / "started.json", {"at": T0.isoformat()})
+    assert store.grant(job_id) == Grant()
 
 
 def test_jobs_are_active_until_final(store: Store) -> None:

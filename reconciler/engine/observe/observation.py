@@ -109,7 +109,10 @@ def load_while_observing(
 
 def scheduler_for(desired: Desired, choice: Choice | None = None) -> Scheduler:
     project = desired.project.project
-    return select_scheduler(choice or desired.project.scheduler, state_dir(desired), project)
+    settings = desired.project
+    return select_scheduler(
+        choice or settings.scheduler, state_dir(desired), project, settings.local.gpus
+    )
 
 
 def observation_window(

@@ -379,15 +379,20 @@ def _shapes(resources: Shapes) -> Sequence[NodeShape]:
 
 @dataclass(frozen=True)
 class MachineFit:
-    """The fit check for the local backend, which ignores partitions, memory and GPUs:
-    only CPUs can keep a job waiting for ever there, and a het job's components run as
-    one local job, so their CPUs add up."""
+    """The fit check for the local backend, which ignores partitions, memory and GPU
+    types: only CPUs and GPUs can keep a job waiting for ever there, and a het job's
+    components run as one local job, so their CPUs and GPUs add up."""
 
     cpus: int
+    gpus: int = 0
 
     @classmethod
     def of(cls, partitions: Iterable[Partition]) -> MachineFit:
-        return cls(max((node.cpus for p in partitions for node in p.nodes), default=0))
+        nodes = [node for p in partitions for node in p.nodes]
+        return cls(
+            cpus=max((node.cpus for node in nodes), default=0),
+            gpus=max((node.gpus() for node in nodes), default=0),
+        )
 
     def why_not(self, resources: Shapes) -> str | None:
         shapes = _shapes(resources)
@@ -396,5 +401,13 @@ class MachineFit:
             return (
                 f"asks {asked} CPUs in all; this machine has {self.cpus} "
                 "(the local backend runs a job on this one machine)"
+            )
+        gpus = sum(s.gpus.count * (s.nodes or 1) for s in shapes if s.gpus)
+        if gpus > self.gpus:
+            has = "none" if not self.gpus else str(self.gpus)
+            return (
+                f"asks {plural(gpus, 'GPU')} in all; this machine has {has} (the local "
+                "backend hands out only the GPUs that RECON_LOCAL_GPUS or recon.yaml's "
+                "local.gpus declares or, where neither does, that nvidia-smi -L lists)"
             )
         return None

@@ -9,7 +9,10 @@ How a job goes, and who does what (no daemon):
 - ``submit`` reads the script's ``#SBATCH`` header (``directives``), takes the next job id
   and writes the job's directory under the store's lock (``store``), then runs a dispatch
   pass (``dispatch``): jobs whose dependencies are met start, oldest first, while their
-  CPUs fit; the others wait PENDING with Slurm's reasons (``decide``).
+  CPUs and GPUs fit; the others wait PENDING with Slurm's reasons (``decide``).
+- Starting a job hands it GPUs no running job holds and cores to run on (``decide.Grant``,
+  kept in its started.json); the GPUs are those ``RECON_LOCAL_GPUS`` declares or
+  ``nvidia-smi -L`` lists (``gpus``), none otherwise.
 - Starting a job spawns its supervisor detached (``processes``), its own session, so it
   and the job outlive recon. The supervisor (``supervisor``) runs the script in its own
   process group, writes the exit code and end time, then runs a dispatch pass itself: so
@@ -25,8 +28,10 @@ and the array is observed as Slurm shows one (``records.observed_array``).
 Heterogeneous scripts (``#SBATCH hetjob``) run as one local job holding every
 component's CPUs; an ``srun`` shim first on the job's PATH runs ``srun --het-group=N cmd``
 as plain ``cmd``, and every ``SLURM_JOB_NODELIST_HET_GROUP_<n>`` names this host.
-Partitions, GPUs and other options are not enforced: a run asking for GPUs runs all the
-same (``CUDA_VISIBLE_DEVICES`` is not set by the backend). ``--time`` is: a job past it is
+Partitions and other options are not enforced. GPUs are: a job asking for them gets its
+own in ``CUDA_VISIBLE_DEVICES``, and waits while they are held (``PartitionConfig`` for
+ever where the machine has too few: the plan refuses such a run first). Its CPUs pin it to
+as many cores (``sched_setaffinity``). ``--time`` is: a job past it is
 ended and reads TIMEOUT, warned first by its ``--signal`` if it has one. ``--mem`` is: a
 job whose processes hold more (``memory``) is killed and reads OUT_OF_MEMORY. An
 allocation is a job that holds its CPUs, running nothing, until released or out of time;

@@ -7,18 +7,23 @@ once because a waiting job's state depends on others: its dependencies' outcomes
 the CPUs that running jobs hold.
 
 Scheduling is first come, first served among jobs whose dependencies are met: the oldest
-such job that does not fit the free CPUs waits (``Resources``) and so does every job after
-it (``Priority``), so small jobs cannot starve a large one. A job asking more CPUs than
-there are at all can never run; it waits with ``PartitionConfig``, as on Slurm, and does
-not hold up the jobs behind it. Neither does an array task that waits because as many of
-its array's tasks as its cap allows already run (``JobArrayTaskLimit``).
+such job that does not fit the free CPUs or GPUs waits (``Resources``) and so does every
+job after it (``Priority``), so small jobs cannot starve a large one. A job asking more
+CPUs or GPUs than there are at all can never run; it waits with ``PartitionConfig``, as on
+Slurm, and does not hold up the jobs behind it. Neither does an array task that waits
+because as many of its array's tasks as its cap allows already run (``JobArrayTaskLimit``).
+
+A job that starts is handed its own GPUs, devices no running job holds, and cores to run
+on (``Grant``): cores no running job holds while there are enough of them, else the ones
+least held (the CPU count handed out may be set above the machine's cores), and none,
+meaning every core, when it asks more than the machine has.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.scheduler.states import ENDED, HEALTH, SlurmState
@@ -64,6 +69,18 @@ class Cancel:
 
 
 @dataclass(frozen=True)
+class Grant:
+    """What a started job was handed: GPUs by device id, and the cores it runs on (none:
+    it may run on any)."""
+
+    gpus: tuple[str, ...] = ()
+    cores: tuple[int, ...] = ()
+
+
+NO_GRANT = Grant()
+
+
+@dataclass(frozen=True)
 class JobFacts:
     """Everything a job's files say, as of one read of them."""
 
@@ -71,9 +88,11 @@ class JobFacts:
     cpus: int
     dependencies: tuple[int, ...]
     submitted: datetime
+    gpus: int = 0
     array_id: int | None = None  # the array the job is a task of
     max_parallel: int | None = None  # its array's cap on tasks running at once
     started: datetime | None = None
+    grant: Grant | None = None  # what it was handed when it started
     cancelled: Cancel | None = None
     ended: Ending | None = None
     # Whether the supervisor still runs; only asked of a job started and not ended.
@@ -106,6 +125,7 @@ class Assessment:
     status: Mapping[int, Status]
     start: tuple[int, ...]  # pending jobs that may start now, oldest first
     cancel: tuple[int, ...]  # pending jobs whose dependency can no longer be met
+    grants: Mapping[int, Grant] = field(default_factory=dict)  # what each of `start` gets
 
 
 def settled_status(job: JobFacts) -> Status | None:
@@ -132,12 +152,23 @@ def _ended_status(ending: Ending) -> Status:
     return Status(SlurmState.COMPLETED, None, ending.at)
 
 
-def assess(jobs: Mapping[int, JobFacts], total_cpus: int) -> Assessment:
+def assess(
+    jobs: Mapping[int, JobFacts],
+    total_cpus: int,
+    gpus: Sequence[str] = (),
+    cores: Sequence[int] = (),
+) -> Assessment:
     """Every job's state, and what a dispatcher should do now. ``jobs`` must hold each
     waiting job's dependencies (a dependency it lacks is taken as failed: its record is
-    gone, and nothing recon cannot see may count as a success)."""
+    gone, and nothing recon cannot see may count as a success). ``gpus`` are the devices
+    that may be handed out, ``cores`` the machine's cores (none: no job is pinned)."""
     status: dict[int, Status] = {}
     free = total_cpus - sum(job.cpus for job in jobs.values() if job.holds_cpus)
+    holding = [job.grant for job in jobs.values() if job.holds_cpus and job.grant is not None]
+    held_gpus = {device for grant in holding for device in grant.gpus}
+    free_gpus = [device for device in gpus if device not in held_gpus]
+    core_load = Counter(core for grant in holding for core in grant.cores)
+    grants: dict[int, Grant] = {}
     # Tasks running per array, for its cap (jobs that are no array task count under None).
     running = Counter(job.array_id for job in jobs.values() if job.holds_cpus)
     start: list[int] = []
@@ -159,21 +190,33 @@ def assess(jobs: Mapping[int, JobFacts], total_cpus: int) -> Assessment:
             cancel.append(job_id)
         elif any(up is not None and up.state is not SlurmState.COMPLETED for up in upstream):
             status[job_id] = Status(SlurmState.PENDING, DEPENDENCY)
-        elif job.cpus > total_cpus:
+        elif job.cpus > total_cpus or job.gpus > len(gpus):
             status[job_id] = Status(SlurmState.PENDING, TOO_BIG)
         elif job.max_parallel is not None and running[job.array_id] >= job.max_parallel:
             status[job_id] = Status(SlurmState.PENDING, ARRAY_LIMIT)
         elif queue_blocked:
             status[job_id] = Status(SlurmState.PENDING, PRIORITY)
-        elif job.cpus > free:
+        elif job.cpus > free or job.gpus > len(free_gpus):
             queue_blocked = True
             status[job_id] = Status(SlurmState.PENDING, RESOURCES)
         else:
             free -= job.cpus
             running[job.array_id] += 1
+            handed, free_gpus = tuple(free_gpus[: job.gpus]), free_gpus[job.gpus :]
+            pinned = _cores(job.cpus, cores, core_load)
+            core_load.update(pinned)
+            grants[job_id] = Grant(gpus=handed, cores=pinned)
             start.append(job_id)
             status[job_id] = Status(SlurmState.PENDING)
-    return Assessment(status=status, start=tuple(start), cancel=tuple(cancel))
+    return Assessment(status=status, start=tuple(start), cancel=tuple(cancel), grants=grants)
+
+
+def _cores(asked: int, cores: Sequence[int], load: Counter[int]) -> tuple[int, ...]:
+    """The ``asked`` cores least held by running jobs (the lowest first among equals);
+    none when the machine has fewer: the job then runs on all of them."""
+    if asked > len(cores):
+        return ()
+    return tuple(sorted(sorted(cores, key=lambda core: (load[core], core))[:asked]))
 
 
 def _dooms(upstream: Status) -> bool:

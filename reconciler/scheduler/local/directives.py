@@ -5,11 +5,14 @@ comments, and stops at the first command. Each ``#SBATCH`` line holds one or mor
 split like shell words (quotes group, a ``#`` that starts a word begins a comment). A line
 ``#SBATCH hetjob`` starts the next heterogeneous component.
 
-Only what the local backend acts on is kept: CPUs and memory per component, the output
-and error file patterns, the time limit, the warning signal before it (``--signal``) and
-the job name. Every other option (partition, gres, account...) means nothing on one
-machine and is skipped, as sbatch would skip a comment; a value it cannot read for an
-option it keeps is an error, as in sbatch.
+Only what the local backend acts on is kept: CPUs, memory and GPUs per component, the
+output and error file patterns, the time limit, the warning signal before it
+(``--signal``) and the job name. GPUs are counted from ``--gres=gpu[:type]:N`` and
+``--gpus-per-node=[type:]N`` (per node, so times ``--nodes``) and ``--gpus``/``-G``
+(the job's), their type ignored: one machine's GPUs are told apart by device, not type.
+Every other option (partition, other gres, account...) means nothing on one machine and
+is skipped, as sbatch would skip a comment; a value it cannot read for an option it keeps
+is an error, as in sbatch.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import re
 import shlex
 import signal
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 _DIRECTIVE = "#SBATCH"
@@ -35,6 +38,9 @@ _KEPT = {
     "mem": "",
     "mem-per-cpu": "",
     "signal": "",
+    "gres": "",
+    "gpus": "G",
+    "gpus-per-node": "",
 }
 _SHORT = {letter: name for name, letter in _KEPT.items() if letter}
 # sbatch's short options that take a value (man sbatch), so `-p cpu` skips `cpu` too.
@@ -61,6 +67,7 @@ class Component:
     tasks: int = 1
     # MiB; None: no limit (no --mem or --mem-per-cpu, or --mem=0: "all the node has").
     memory_mb: int | None = None
+    gpus: int = 0  # the component's in all, over its nodes
 
     @property
     def cpus(self) -> int:
@@ -97,6 +104,10 @@ class Directives:
         """The job's memory limit, all components together; None if any has no limit."""
         asked = [component.memory_mb for component in self.components]
         return None if None in asked else sum(m for m in asked if m is not None)
+
+    @property
+    def gpus(self) -> int:
+        return sum(component.gpus for component in self.components)
 
 
 def has_shebang(script: str) -> bool:
@@ -169,10 +180,12 @@ def _next_value(words: list[str], index: int, option: str) -> tuple[str, int]:
 
 def _component(block: dict[str, str]) -> Component:
     # A component's task count: --ntasks, else one task per node, else one.
-    tasks = block.get("ntasks") or block.get("nodes", "1").split("-")[0]
+    nodes = block.get("nodes", "1").split("-")[0]
+    tasks = block.get("ntasks") or nodes
     component = Component(
         cpus_per_task=_count(block.get("cpus-per-task", "1"), "--cpus-per-task"),
         tasks=_count(tasks, "--ntasks"),
+        gpus=_gpus(block, _count(nodes, "--nodes")),
     )
     # The last of --mem and --mem-per-cpu wins, as in sbatch (they exclude each other).
     memory = [(name, block[name]) for name in block if name in ("mem", "mem-per-cpu")]
@@ -183,7 +196,34 @@ def _component(block: dict[str, str]) -> Component:
     if mebibytes == 0:  # "all the memory of the node": no limit on one machine
         return component
     per_cpu = component.cpus if name == "mem-per-cpu" else 1
-    return Component(component.cpus_per_task, component.tasks, mebibytes * per_cpu)
+    return replace(component, memory_mb=mebibytes * per_cpu)
+
+
+def _gpus(block: dict[str, str], nodes: int) -> int:
+    """The component's GPUs: ``--gpus`` (in all), else ``--gpus-per-node`` or the gpu
+    entries of ``--gres`` (per node) times its nodes."""
+    if "gpus" in block:
+        return _gpu_count(block["gpus"], "--gpus")
+    if "gpus-per-node" in block:
+        return _gpu_count(block["gpus-per-node"], "--gpus-per-node") * nodes
+    per_node = 0
+    for entry in block.get("gres", "").split(","):
+        name, _, rest = entry.strip().partition(":")
+        if name == "gpu":
+            # gpu, gpu:N, gpu:type or gpu:type:N: a count left out is 1, as in Slurm.
+            last = rest.rpartition(":")[2]
+            per_node += int(last) if last.isdigit() else 1
+    return per_node * nodes
+
+
+def _gpu_count(text: str, option: str) -> int:
+    """``[type:]N``, the type ignored."""
+    count = text.rpartition(":")[2]
+    if not count.isdigit():
+        raise DirectiveError(
+            f"{option}={text}: not a GPU count, with or without a type (2, a100:2)"
+        )
+    return int(count)
 
 
 def parse_memory(text: str, option: str = "--mem") -> int:

@@ -16,9 +16,16 @@ import os
 import subprocess
 from datetime import UTC, datetime
 
-from reconciler.scheduler.local.decide import NEVER_SATISFIED, Assessment, Cancel, assess
+from reconciler.scheduler.local.decide import (
+    NEVER_SATISFIED,
+    NO_GRANT,
+    Assessment,
+    Cancel,
+    Grant,
+    assess,
+)
 from reconciler.scheduler.local.processes import spawn_supervisor
-from reconciler.scheduler.local.store import Store
+from reconciler.scheduler.local.store import Store, machine_cores
 
 
 def dispatch(store: Store, *, blocking: bool = True) -> Assessment | None:
@@ -31,7 +38,8 @@ def dispatch(store: Store, *, blocking: bool = True) -> Assessment | None:
 def dispatch_locked(store: Store) -> Assessment:
     """A pass by a caller that holds the store's lock."""
     snapshot = store.snapshot(store.active_ids())
-    assessment = assess(snapshot.facts, store.total_cpus())
+    # The cores are this process's: a supervisor's are the recon's that started it.
+    assessment = assess(snapshot.facts, store.total_cpus(), store.gpus(), machine_cores())
     now = datetime.now(UTC)
     for job_id, facts in snapshot.facts.items():
         if facts.final:
@@ -39,16 +47,16 @@ def dispatch_locked(store: Store) -> Assessment:
     for job_id in assessment.cancel:
         store.write_cancelled(job_id, Cancel(now, None, NEVER_SATISFIED))
     for job_id in assessment.start:
-        _start(store, job_id, now)
+        _start(store, job_id, now, assessment.grants.get(job_id, NO_GRANT))
     return assessment
 
 
-def _start(store: Store, job_id: int, now: datetime) -> None:
+def _start(store: Store, job_id: int, now: datetime, grant: Grant) -> None:
     # The alive lock is taken before started.json exists, so nobody who sees the job
     # started can find its lock free before the supervisor is gone.
     alive = store.hold_alive(job_id)
     try:
-        store.write_started(job_id, now)
+        store.write_started(job_id, now, grant)
         log = store.job_dir(job_id) / "supervisor.log"
         try:
             spawn_supervisor(store.root, job_id, alive, log)

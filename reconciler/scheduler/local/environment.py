@@ -1,18 +1,20 @@
 """The environment a local job runs in, and the ``srun`` it finds on its PATH. Pure.
 
 A job gets the environment its request declares (``scheduler/jobenv``: a clean base and
-the variables the run passes by name), whole; a run that inherits the submitter's gets
-the variables of the submitter's environment that programs need to find their tools and
-speak the user's language (``PASSED``, ``PASSED_PREFIXES``), as they were at submit time
-(it may start long after, from another process). Both get the ``SLURM_*`` variables
-batch scripts commonly read. Not the whole environment, as sbatch's default
-``--export=ALL`` hands over: the local backend has to keep it on disk until the job
-starts, and tokens and keys in a shell's environment do not belong in a file. A run
-passes anything else through its own ``env:``. Every het component runs on this host, so
-each ``SLURM_JOB_NODELIST_HET_GROUP_<n>`` names it.
+the variables the run passes by name), whole; a run that inherits the submitter's
+(``environment: {inherit: true}``) gets all of the submitter's environment, as sbatch's
+default ``--export=ALL`` hands it over, less the ``SLURM_*`` and ``SLURMD_*`` variables
+of a Slurm job the submitter may itself run in (the local job gets its own). Its values
+are taken as they are when the job starts, as a run's passed variables are
+(``inherited_names``): the local backend has to keep a job's environment on disk until
+it starts, and tokens and keys in a shell's environment do not belong in a file. Both get
+the ``SLURM_*`` variables batch scripts commonly read. Every het component runs on this
+host, so each ``SLURM_JOB_NODELIST_HET_GROUP_<n>`` names it.
 
-No GPU is handed out: ``CUDA_VISIBLE_DEVICES`` is not set (a job sees whatever the
-submitter's environment shows), and a job asking for GPUs runs all the same.
+A job asking for GPUs gets the devices its dispatch handed it in ``CUDA_VISIBLE_DEVICES``
+(and ``GPU_DEVICE_ORDINAL``, ``SLURM_JOB_GPUS``, as Slurm sets them): ``gpu_environment``,
+applied when it starts, since the devices are chosen then. A job asking for none is left
+whatever its environment shows.
 """
 
 from __future__ import annotations
@@ -22,18 +24,8 @@ from itertools import pairwise
 
 from reconciler.scheduler.local.directives import Component
 
-# What a job takes from the submitter's environment: where tools, libraries and
-# environments are (modules, conda, venv, pyenv), who and where it is, its language.
-PASSED = frozenset(
-    {
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-        "TERM", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
-        "LIBRARY_PATH", "CPATH", "PKG_CONFIG_PATH", "MANPATH", "MODULEPATH", "MODULESHOME",
-        "LOADEDMODULES", "CUDA_HOME", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
-        "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR",
-    }
-)  # fmt: skip
-PASSED_PREFIXES = ("LC_", "CONDA_", "PYENV_", "RECON_")
+# The variables of a Slurm job the submitter runs in: not the local job's, which gets its own.
+OUTER_JOB_PREFIXES = ("SLURM_", "SLURMD_")
 
 # `srun [options] command...` inside a local job: the job already holds its CPUs, so the
 # command runs once, here. Options are skipped: `--opt=value` and flags whole, and the
@@ -76,7 +68,7 @@ def job_environment(
     env = {
         key: value
         for key, value in submitter.items()
-        if whole or key in PASSED or key.startswith(PASSED_PREFIXES)
+        if whole or not key.startswith(OUTER_JOB_PREFIXES)
     }
     path = env.get("PATH", "/usr/local/bin:/usr/bin:/bin")
     cpus = sum(component.cpus for component in components)
@@ -114,6 +106,29 @@ def job_environment(
         env[f"SLURM_NTASKS_HET_GROUP_{index}"] = str(component.tasks)
         env[f"SLURM_CPUS_PER_TASK_HET_GROUP_{index}"] = str(component.cpus_per_task)
     return env
+
+
+def inherited_names(submitter: Mapping[str, str], env: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables of an inheriting job's environment ``env`` that are the submitter's
+    own, unchanged: passed by name, so their values are never written to disk."""
+    return tuple(
+        sorted(
+            key
+            for key, value in env.items()
+            if submitter.get(key) == value and not key.startswith(OUTER_JOB_PREFIXES)
+        )
+    )
+
+
+def gpu_environment(devices: Sequence[str]) -> dict[str, str]:
+    """What tells a job's programs which GPUs are its own."""
+    listed = ",".join(devices)
+    return {
+        "CUDA_VISIBLE_DEVICES": listed,
+        "GPU_DEVICE_ORDINAL": listed,
+        "SLURM_JOB_GPUS": listed,
+        "SLURM_GPUS_ON_NODE": str(len(devices)),
+    }
 
 
 def array_environment(array_id: str, index: int, indices: Sequence[int]) -> dict[str, str]:

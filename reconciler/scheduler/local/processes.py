@@ -48,10 +48,21 @@ def spawn_supervisor(store_root: Path, job_id: int, alive_fd: int, log: Path) ->
 
 
 def start_script(
-    script: Path, cwd: str, env: dict[str, str], stdout: int, stderr: int
+    script: Path,
+    cwd: str,
+    env: dict[str, str],
+    stdout: int,
+    stderr: int,
+    cores: tuple[int, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """Run a batch script in a process group of its own, so cancel can end all it started
-    without ending the supervisor that must record the outcome."""
+    without ending the supervisor that must record the outcome; pinned to ``cores`` when
+    there are any, from before it runs, so that every process and thread it starts
+    inherits them (the supervisor stays unpinned: the passes it runs hand out cores)."""
+
+    def pin() -> None:
+        os.sched_setaffinity(0, cores)
+
     return subprocess.Popen(
         [str(script)],
         cwd=cwd,
@@ -60,6 +71,7 @@ def start_script(
         stdout=stdout,
         stderr=stderr,
         process_group=0,
+        preexec_fn=pin if cores else None,
     )
 
 

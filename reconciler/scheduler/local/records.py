@@ -44,7 +44,7 @@ def observed_job(
             base,
             job_id=f"{top}+{offset}",
             het_offset=offset,
-            held=_held(component.cpus) if base.held is not None else None,
+            held=_held(component.cpus, component.gpus) if base.held is not None else None,
             # one script ran them all: its CPU time is counted once, on the first
             cpu_time=base.cpu_time if offset == 0 else None,
         )
@@ -116,7 +116,7 @@ def _record(
         workdir=spec.workdir,
         elapsed=_elapsed(facts, status, now),
         time_limit=None if spec.time_limit is None else timedelta(seconds=spec.time_limit),
-        held=_held(spec.cpus) if facts.started is not None else None,
+        held=_held(spec.cpus, spec.gpus) if facts.started is not None else None,
         peak_memory_mb=None if facts.ended is None else facts.ended.peak_memory_mb,
         cpu_time=_cpu_time(facts),
         source="squeue" if HEALTH[status.state] in ALIVE else "sacct",
@@ -136,9 +136,10 @@ def _cpu_time(facts: JobFacts) -> timedelta | None:
     return None if seconds is None else timedelta(seconds=seconds)
 
 
-def _held(cpus: int) -> Held:
-    """What a local job holds: its CPUs on this one host (no GPUs, no memory booked)."""
-    return Held(cpus=cpus, nodes=1)
+def _held(cpus: int, gpus: int) -> Held:
+    """What a local job holds: its CPUs and the GPUs it was handed on this one host (no
+    memory booked)."""
+    return Held(cpus=cpus, gpus=gpus, nodes=1)
 
 
 def _exit_code(facts: JobFacts) -> int | None:

@@ -31,11 +31,16 @@ from reconciler.scheduler.local.directives import (
     parse_directives,
 )
 from reconciler.scheduler.local.dispatch import dispatch, dispatch_locked
-from reconciler.scheduler.local.environment import array_environment, job_environment
+from reconciler.scheduler.local.environment import (
+    array_environment,
+    inherited_names,
+    job_environment,
+)
+from reconciler.scheduler.local.gpus import machine_gpus
 from reconciler.scheduler.local.processes import signal_group
 from reconciler.scheduler.local.records import PARTITION, in_window, observed_array, observed_job
 from reconciler.scheduler.local.store import ArrayTask, JobSpec, Snapshot, Store, machine_cpus
-from reconciler.scheduler.partitions import Node, Partition
+from reconciler.scheduler.partitions import Gres, Node, Partition
 from reconciler.scheduler.render import allocation_options
 from reconciler.scheduler.tag import Tag
 
@@ -53,14 +58,19 @@ class LocalScheduler:
 
     name = "local"
 
-    def __init__(self, state_dir: Path, cpus: int | None = None) -> None:
+    def __init__(
+        self, state_dir: Path, cpus: int | None = None, gpus: Sequence[str] | None = None
+    ) -> None:
         """``state_dir`` is the project's (jobs live under ``<state_dir>/local``, made at
         the first submit); ``cpus`` is how many CPUs jobs may hold at once, this machine's
-        by default. The count is the state directory's: each submit sets it for all."""
+        by default; ``gpus`` the GPUs, by device id, that jobs may be handed, by default
+        those ``RECON_LOCAL_GPUS`` declares or ``nvidia-smi -L`` lists (``gpus``). Both are
+        the state directory's: each submit sets them for all."""
         self._store = Store(Path(state_dir).absolute() / "local")
         self._cpus = cpus if cpus is not None else machine_cpus()
         if self._cpus < 1:
             raise ValueError(f"cpus must be at least 1, got {cpus}")
+        self._gpus = tuple(gpus) if gpus is not None else machine_gpus(os.environ)
         self._host = socket.gethostname()
 
     @property
@@ -94,10 +104,10 @@ class LocalScheduler:
         if not self._store.root.exists():  # nothing was ever submitted; leave no trace
             return Observation(taken_at=datetime.now(UTC), jobs=(), complete=True)
         snapshot = self._snapshot(since)
-        assessment = assess(snapshot.facts, self._store.total_cpus())
+        assessment = assess(snapshot.facts, self._store.total_cpus(), self._store.gpus())
         if (assessment.start or assessment.cancel) and dispatch(self._store, blocking=False):
             snapshot = self._snapshot(since)
-            assessment = assess(snapshot.facts, self._store.total_cpus())
+            assessment = assess(snapshot.facts, self._store.total_cpus(), self._store.gpus())
         taken_at = datetime.now(UTC)
         return self._observation(snapshot, assessment.status, since, taken_at)
 
@@ -172,14 +182,16 @@ class LocalScheduler:
     def _enqueue(self, request: SubmitRequest, directives: Directives) -> str:
         workdir = Path(request.workdir).absolute()
         # The job's declared environment, whole; else the submitter's, as sbatch gives it
-        # (of which ``job_environment`` keeps what programs need).
+        # (less an outer Slurm job's variables), its values passed by name.
         declared = request.environment is not None
         submitter = dict(os.environ) if request.environment is None else dict(request.environment)
         submit_dir = os.getcwd()
         array = request.array
         self._store.prepare()
+        passed: dict[int, tuple[str, ...]] = {}
         with self._store.locked():
             self._store.set_total_cpus(self._cpus)
+            self._store.set_gpus(self._gpus)
             dependencies = self._waited_for(request.dependencies)
 
             def build(first: int, job_id: int) -> tuple[JobSpec, dict[str, str]]:
@@ -200,10 +212,11 @@ class LocalScheduler:
                 )
                 if array is not None and task is not None:
                     env |= array_environment(str(first), task.index, array.indices)
+                passed[job_id] = request.passed if declared else inherited_names(submitter, env)
                 return spec, env
 
             count = 1 if array is None else len(array.indices)
-            first, *_ = self._store.create(build, request.script, count, request.passed)
+            first, *_ = self._store.create(build, request.script, count, passed.get)
             dispatch_locked(self._store)
         return str(first.job_id)
 
@@ -337,12 +350,15 @@ class LocalScheduler:
 
     def partitions(self) -> tuple[Partition, ...]:
         """This machine, as one default partition ``local`` of one node: the CPUs jobs may
-        hold and the memory it has. The backend itself ignores partition names, memory and
-        GPUs (a run asking them runs all the same); only CPUs can keep a job waiting."""
+        hold, the memory it has and the GPUs jobs may be handed (untyped: a job's GPU type
+        means nothing here). The backend itself ignores partition names; only CPUs and
+        GPUs can keep a job waiting."""
+        gres = (Gres(name="gpu", count=len(self._gpus)),) if self._gpus else ()
         node = Node(
             name=self._host,
             cpus=self._cpus,
             memory_mb=_memory_mb(),
+            gres=gres,
             state="idle",
         )
         return (Partition(name=PARTITION, default=True, nodes=(node,)),)

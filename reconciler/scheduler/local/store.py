@@ -5,6 +5,7 @@
                             under it (reads take no lock: every file is written by rename)
         next_id             the next job id
         cpus                how many CPUs the dispatcher may hand out
+        gpus                the GPUs it may hand out, by device id (JSON; none if missing)
         active/<id>         one empty file per job not yet final: what a dispatch pass
                             reads, so its cost does not grow with every job ever run
         bin/srun            the shim local jobs find first on their PATH
@@ -22,7 +23,8 @@
                             (the recon that submitted the job, or the supervisor of the job
                             it waited for, and so on back to a recon)
             alive           flocked by the job's supervisor for as long as it lives
-            started.json    when the dispatcher started it
+            started.json    when the dispatcher started it, and the GPUs and cores it
+                            handed the job (``decide.Grant``)
             pid.json        the supervisor's pid and the script's process group
             cancelled.json  when and by whom it was cancelled, and why
             ended.json      when its script ended, with what exit code or signal, and
@@ -46,7 +48,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from reconciler.scheduler.local.decide import Cancel, Ending, JobFacts
+from reconciler.scheduler.local.decide import NO_GRANT, Cancel, Ending, Grant, JobFacts
 from reconciler.scheduler.local.directives import Component, WarningSignal
 from reconciler.scheduler.local.environment import SRUN_SHIM
 from reconciler.scheduler.local.files import (
@@ -98,6 +100,10 @@ class JobSpec:
         return sum(component.cpus for component in self.components)
 
     @property
+    def gpus(self) -> int:
+        return sum(component.gpus for component in self.components)
+
+    @property
     def memory_limit(self) -> int | None:
         """Bytes the job's processes may hold resident together; None: no limit."""
         asked = [component.memory_mb for component in self.components]
@@ -112,7 +118,9 @@ class JobSpec:
             "comment": self.comment,
             "workdir": self.workdir,
             "dependencies": list(self.dependencies),
-            "components": [[c.cpus_per_task, c.tasks, c.memory_mb] for c in self.components],
+            "components": [
+                [c.cpus_per_task, c.tasks, c.memory_mb, c.gpus] for c in self.components
+            ],
             "stdout": self.stdout,
             "stderr": self.stderr,
             "time_limit": self.time_limit,
@@ -140,10 +148,12 @@ class JobSpec:
 
 
 def _component(values: list[int | None]) -> Component:
-    # A job written before memory was kept lists [cpus per task, tasks] only.
-    cpus_per_task, tasks, *memory = values
-    memory_mb = memory[0] if memory else None
-    return Component(int(cpus_per_task or 1), int(tasks or 1), memory_mb)
+    # A job written before memory was kept lists [cpus per task, tasks] only; one written
+    # before GPUs were, no GPU count.
+    cpus_per_task, tasks, *rest = values
+    memory_mb = rest[0] if rest else None
+    gpus = int(rest[1] or 0) if len(rest) > 1 else 0
+    return Component(int(cpus_per_task or 1), int(tasks or 1), memory_mb, gpus)
 
 
 def _warning_json(warning: WarningSignal) -> JsonObject:
@@ -250,6 +260,17 @@ class Store:
         if not path.exists() or path.read_text() != str(cpus):
             write_atomic(path, str(cpus))
 
+    # -- GPUs ------------------------------------------------------------------------------
+
+    def gpus(self) -> tuple[str, ...]:
+        """The GPUs jobs may be handed, by device id; none until a submit declared some."""
+        data = read_json(self.root / "gpus")
+        return () if data is None else tuple(str(device) for device in data["devices"])
+
+    def set_gpus(self, devices: tuple[str, ...]) -> None:
+        if self.gpus() != devices or not (self.root / "gpus").exists():
+            write_json(self.root / "gpus", {"devices": list(devices)})
+
     # -- submit (the caller holds the lock) ------------------------------------------------
 
     def create(
@@ -257,10 +278,11 @@ class Store:
         build: Callable[[int, int], tuple[JobSpec, dict[str, str]]],
         script: str,
         count: int = 1,
-        passed: tuple[str, ...] = (),
+        passed: Callable[[int], tuple[str, ...] | None] = lambda job_id: (),
     ) -> list[JobSpec]:
         """``count`` new jobs with consecutive ids (an array's tasks; one job otherwise):
-        ``build(first id, id)`` makes each one's spec and environment.
+        ``build(first id, id)`` makes each one's spec and environment, after which
+        ``passed(id)`` names the variables of it passed by name (kept off the disk).
 
         The ids are taken before any directory is made, so a crash in between skips ids
         rather than reusing them; each directory appears whole, by rename, after its active
@@ -274,13 +296,14 @@ class Store:
         made = []
         for job_id in range(first, first + count):
             spec, env = build(first, job_id)
+            names = passed(job_id) or ()
             draft = self.jobs_dir / f".new-{job_id}"
             draft.mkdir()
             write_atomic(draft / "script", script, 0o700)
-            kept = {key: value for key, value in env.items() if key not in passed}
+            kept = {key: value for key, value in env.items() if key not in names}
             write_json(draft / "env.json", kept, 0o600)
-            if passed:
-                write_json(draft / "passed.json", {"names": list(passed)})
+            if names:
+                write_json(draft / "passed.json", {"names": list(names)})
             write_json(draft / "job.json", spec.to_json())
             (self.active_dir / str(job_id)).touch()
             os.rename(draft, self.job_dir(job_id))
@@ -343,11 +366,13 @@ class Store:
         facts = JobFacts(
             job_id=spec.job_id,
             cpus=spec.cpus,
+            gpus=spec.gpus,
             dependencies=spec.dependencies,
             submitted=spec.submitted,
             array_id=None if spec.array is None else spec.array.array_id,
             max_parallel=None if spec.array is None else spec.array.max_parallel,
             started=None if started is None else datetime.fromisoformat(started["at"]),
+            grant=None if started is None else _grant(started),
             cancelled=None if cancelled is None else _cancel(cancelled),
             ended=None if ended is None else _ending(ended),
             supervised=supervised,
@@ -444,6 +469,11 @@ class Store:
         env.update({name: passed_from[name] for name in names if name in passed_from})
         return env
 
+    def grant(self, job_id: int) -> Grant:
+        """The GPUs and cores the job was handed when it started."""
+        started = read_json(self.job_dir(job_id) / "started.json")
+        return NO_GRANT if started is None else _grant(started)
+
     def is_cancelled(self, job_id: int) -> bool:
         return (self.job_dir(job_id) / "cancelled.json").exists()
 
@@ -457,8 +487,9 @@ class Store:
         """A descriptor holding the job's alive lock, to be handed to its supervisor."""
         return hold(self.job_dir(job_id) / "alive")
 
-    def write_started(self, job_id: int, at: datetime) -> None:
-        write_json(self.job_dir(job_id) / "started.json", {"at": at.isoformat()})
+    def write_started(self, job_id: int, at: datetime, grant: Grant = NO_GRANT) -> None:
+        value = {"at": at.isoformat(), "gpus": list(grant.gpus), "cores": list(grant.cores)}
+        write_json(self.job_dir(job_id) / "started.json", value)
 
     def write_pids(self, job_id: int, supervisor: int, group: int) -> None:
         write_json(self.job_dir(job_id) / "pid.json", {"supervisor": supervisor, "group": group})
@@ -491,12 +522,27 @@ def _numbered(directory: Path) -> list[int]:
     return sorted(int(name) for name in names if name.isdigit())
 
 
+def machine_cores() -> tuple[int, ...]:
+    """The cores this process may run on, to pin jobs to; none where that cannot be told
+    (not on Linux): jobs then run unpinned."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except AttributeError:
+        return ()
+
+
 def machine_cpus() -> int:
     """The CPUs this process may run on (a container's or taskset's share, not the host's)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def _grant(started: JsonObject) -> Grant:
+    # A job started by an older recon was handed no GPU and no core.
+    gpus = tuple(str(device) for device in started.get("gpus", ()))
+    return Grant(gpus=gpus, cores=tuple(int(core) for core in started.get("cores", ())))
 
 
 def _cancel(data: JsonObject) -> Cancel:

@@ -4,7 +4,8 @@ Started detached by a dispatch pass (see ``processes``), holding the job's alive
 its whole life, it:
 
 1. opens the job's log files where its ``#SBATCH --output/--error`` said (as sbatch
-   would, truncating), and starts the script in a process group of its own;
+   would, truncating), and starts the script in a process group of its own, pinned to
+   the cores its dispatch handed it, with the GPUs handed it in ``CUDA_VISIBLE_DEVICES``;
 2. waits for it, ending the group when the job is cancelled or passes its time limit:
    SIGTERM, then SIGKILL after ``KILL_WAIT`` seconds if anything is left (Slurm's
    KillWait), and SIGKILL to whatever the script left behind once it exits, as Slurm
@@ -37,6 +38,7 @@ from pathlib import Path
 from reconciler.scheduler.local.decide import Ending
 from reconciler.scheduler.local.directives import WarningSignal
 from reconciler.scheduler.local.dispatch import dispatch_locked
+from reconciler.scheduler.local.environment import gpu_environment
 from reconciler.scheduler.local.memory import group_resident_bytes
 from reconciler.scheduler.local.processes import (
     restore_default_signals,
@@ -85,13 +87,13 @@ def supervise(store: Store, spec: JobSpec) -> Ending:
         # sbatch's job would fail the same way, before its script runs.
         print(f"cannot open the job's log files: {error}", file=sys.stderr)
         return Ending(datetime.now(UTC), exit_code=1)
+    grant = store.grant(spec.job_id)
+    env = store.environment(spec.job_id, os.environ)
+    if spec.gpus:
+        env.update(gpu_environment(grant.gpus))
     try:
         process = start_script(
-            store.job_dir(spec.job_id) / "script",
-            spec.workdir,
-            store.environment(spec.job_id, os.environ),
-            stdout,
-            stderr,
+            store.job_dir(spec.job_id) / "script", spec.workdir, env, stdout, stderr, grant.cores
         )
     except OSError as error:
         os.write(stderr, f"recon local: cannot start the batch script: {error}\n".encode())
