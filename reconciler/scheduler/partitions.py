@@ -46,14 +46,26 @@ class Node(BaseModel):
     state: str = Field(description="as sinfo prints it, e.g. idle, mixed, drained, down*")
 
     def gpus(self, gpu_type: str | None = None) -> int:
-        """GPUs of ``gpu_type`` (any case), or of every type when it is None, as Slurm
-        counts an untyped ``--gres=gpu:N`` request."""
-        wanted = None if gpu_type is None else gpu_type.lower()
+        """GPUs (MIG slices among them) of ``gpu_type`` (any case), or of every type when
+        it is None, as Slurm counts an untyped ``--gres=gpu:N`` request."""
+        return self.gres_count("gpu", gpu_type)
+
+    def gres_count(self, name: str, gres_type: str | None = None) -> int:
+        """How many of the generic resource ``name`` the node has: of ``gres_type`` (any
+        case), or of every type when it is None (``shard:8``, ``localtmp:500000``)."""
+        wanted = None if gres_type is None else gres_type.lower()
         return sum(
             gres.count
             for gres in self.gres
-            if gres.name == "gpu"
+            if gres.name == name
             and (wanted is None or (gres.type is not None and gres.type.lower() == wanted))
+        )
+
+    @property
+    def gres_text(self) -> str:
+        """Its GRES as sinfo names them, for messages: ``gpu:1g.10gb:4, shard:8``."""
+        return ", ".join(
+            ":".join(part for part in (g.name, g.type, str(g.count)) if part) for g in self.gres
         )
 
     @property
