@@ -123,6 +123,8 @@ def _gpus_beyond(asks: RunResources, holds: NodeShape) -> list[str]:
     if asks.gpus_per_task is not None and asks.tasks_per_node > 1:
         text += f" x {asks.tasks_per_node} tasks"
     held = holds.node_gpus
+    if held is None and holds.shards is not None:
+        return [f"{text}, but it holds GPU shards, not whole GPUs"]
     if held is None:
         return [] if holds_gpus(holds) else [f"{text}, but it holds no GPUs"]
     if per_node > held.count:

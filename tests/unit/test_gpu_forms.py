@@ -1,0 +1,419 @@
+"""Every GPU form Slurm offers, as recon types it: MIG profiles and any gres.conf type in
+``gpus``, ``gpus_per_node``, ``gpus_per_task``, ``shards`` and other ``gres``. Parsed
+and refused (with file, line and field), rendered to exact sbatch and srun options,
+judged against sinfo's Gres column, counted in an allocation, and hashed so that a run
+that uses none of them keeps its hash."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from reconciler.desired.desired import spec_hash
+from reconciler.desired.loader import load_desired, open_source
+from reconciler.desired.models import Allocation, NodeShape, Run, RunResources
+from reconciler.desired.resources import Gpus, GresCount, mig_fraction
+from reconciler.engine.plan.allocation_state import AllocationState, GpuShare, InUse, Ready
+from reconciler.engine.plan.allocations.gpus import gpu_share, short_of
+from reconciler.engine.plan.allocations.placement import beyond_allocation
+from reconciler.engine.plan.fit import why_not_fit
+from reconciler.errors import SpecError, SpecIssue
+from reconciler.scheduler.partitions import Gres, Partition
+from reconciler.scheduler.render import shape_options
+from reconciler.scheduler.slurm.sinfo import parse_sinfo
+from reconciler.scheduler.slurm.steps import sharing, step_options
+from tests.gitrepo import GitRepo
+
+
+def resources(**fields: Any) -> RunResources:
+    return RunResources.model_validate(fields)
+
+
+# --- parsing ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "count", "gpu_type"),
+    [
+        ("1g.10gb:2", 2, "1g.10gb"),
+        ("3g.40gb:1", 1, "3g.40gb"),
+        ({"1g.10gb": 2}, 2, "1g.10gb"),
+        ("nvidia_a100_3g.40gb:1", 1, "nvidia_a100_3g.40gb"),  # as AutoDetect=nvml names it
+        ("A100:4", 4, "A100"),
+        (4, 4, None),
+    ],
+)
+def test_gpus_take_a_mig_profile_or_any_configured_type(
+    raw: object, count: int, gpu_type: str | None
+) -> None:
+    assert Gpus.parse(raw) == Gpus(count, gpu_type)
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        ("a 100:1", "gpu type must be one name as gres.conf gives it"),
+        ("1g.10gb:0", "gpus must be a count like 4, A100:4, 1g.10gb:2"),
+        ("1g.10gb:two", "gpus must be a count"),
+        ({"a100": 1, "v100": 1}, "exactly one type"),
+        (True, "gpus must be a number"),
+    ],
+)
+def test_malformed_gpus_say_the_accepted_forms(raw: object, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        Gpus.parse(raw)
+
+
+def test_a_mig_slice_is_its_compute_slices_of_seven() -> None:
+    assert mig_fraction("1g.10gb") == pytest.approx(1 / 7)
+    assert mig_fraction("3g.40gb") == pytest.approx(3 / 7)
+    assert mig_fraction("nvidia_a100_2g.20gb") == pytest.approx(2 / 7)
+    assert mig_fraction("7g.80gb") == 1.0
+    assert mig_fraction("a100") == 1.0
+    assert mig_fraction(None) == 1.0
+
+
+def test_gres_counts_take_slurms_binary_suffixes() -> None:
+    assert GresCount.parse("100G") == GresCount(100 * 2**30, "100G")
+    assert GresCount.parse("4k").count == 4096
+    assert GresCount.parse(2) == GresCount(2, "2")
+    with pytest.raises(ValueError, match="a gres count must be a whole number like 2"):
+        GresCount.parse("100GB")
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"gpus": 1, "gpus_per_node": 1}, "gpus and gpus_per_node ask for the same thing"),
+        ({"gpus": "a100:1", "shards": 2}, "give shards or gpus, not both"),
+        ({"gpus_per_node": 1, "shards": 2}, "give shards or gpus, not both"),
+        ({"gpus_per_task": 1, "gpus": 1}, "gpus_per_task gives each task its own GPUs"),
+        ({"gpus_per_task": 1, "shards": 1}, "gpus_per_task gives each task its own GPUs"),
+        ({"shards": 0}, "greater than or equal to 1"),
+        ({"gres": {"gpu": 1}}, "gres 'gpu' has a field of its own: ask for GPUs with `gpus:`"),
+        ({"gres": {"shard": 1}}, "ask for GPU shards with `shards:`"),
+        ({"gres": {"mps": 100}}, "CUDA MPS shares are not supported"),
+        ({"gres": {"local tmp": 1}}, "is not a gres name"),
+    ],
+)
+def test_conflicting_or_malformed_forms_are_refused(fields: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        resources(**fields)
+
+
+def load_issues(repo: GitRepo, spec: str) -> list[SpecIssue]:
+    repo.commit({"specs/a.yaml": spec})
+    with pytest.raises(SpecError) as caught:
+        load_desired(open_source(repo.root))
+    return caught.value.issues
+
+
+def test_a_malformed_gpu_form_is_named_by_file_line_and_field(repo: GitRepo) -> None:
+    spec = (
+        "kind: Run\nname: train\ncommand: python3 t.py\nresources:\n"
+        "  partition: gpu\n  gpus: '1g.10gb:x'\n"
+    )
+    (issue,) = load_issues(repo, spec)
+    assert (issue.file, issue.line, issue.field) == ("specs/a.yaml", 6, "resources.gpus")
+    assert "gpus must be a count like 4, A100:4, 1g.10gb:2" in issue.message
+
+
+def test_an_unknown_gres_value_is_named_by_its_field(repo: GitRepo) -> None:
+    spec = (
+        "kind: Run\nname: train\ncommand: python3 t.py\nresources:\n  gres:\n    localtmp: lots\n"
+    )
+    (issue,) = load_issues(repo, spec)
+    assert issue.file == "specs/a.yaml"
+    assert issue.field.startswith("resources.gres")
+    assert issue.line in (5, 6)
+    assert "a gres count must be a whole number" in issue.message
+
+
+def test_gpus_per_task_lays_out_a_step_so_a_batch_run_is_refused_it(repo: GitRepo) -> None:
+    spec = "kind: Run\nname: train\ncommand: python3 t.py\nresources:\n  gpus_per_task: 1\n"
+    (issue,) = load_issues(repo, spec)
+    assert (issue.line, issue.field) == (5, "resources.gpus_per_task")
+    assert "lays out the step of a run inside an allocation" in issue.message
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "options"),
+    [
+        ({"gpus": "a100:4"}, ["--gres=gpu:a100:4"]),  # today's form, unchanged
+        ({"gpus": "1g.10gb:2"}, ["--gres=gpu:1g.10gb:2"]),
+        ({"gpus": {"3g.40gb": 1}}, ["--gres=gpu:3g.40gb:1"]),
+        ({"gpus_per_node": "1g.10gb:1"}, ["--gpus-per-node=1g.10gb:1"]),
+        ({"gpus_per_node": 2}, ["--gpus-per-node=2"]),
+        ({"shards": 2}, ["--gres=shard:2"]),
+        ({"gres": {"localtmp": "100G"}}, ["--gres=localtmp:100G"]),
+        (
+            {"gpus": "A100:1", "gres": {"nvme:fast": 2, "localtmp": "100g"}},
+            ["--gres=gpu:a100:1,localtmp:100G,nvme:fast:2"],  # one --gres: a second replaces
+        ),
+        ({"shards": 4, "gres": {"localtmp": 10}}, ["--gres=shard:4,localtmp:10"]),
+    ],
+)
+def test_each_form_is_rendered_to_its_sbatch_option(
+    fields: dict[str, Any], options: list[str]
+) -> None:
+    assert shape_options(NodeShape.model_validate(fields)) == options
+
+
+@pytest.mark.parametrize(
+    ("fields", "options"),
+    [
+        (
+            {"ntasks": 2, "gpus_per_task": "1g.10gb:1"},
+            ("--nodes=1", "--ntasks=2", "--gpus-per-task=1g.10gb:1"),
+        ),
+        ({"gpus_per_task": 1}, ("--nodes=1", "--ntasks=1", "--gpus-per-task=1")),
+        ({"shards": 2}, ("--nodes=1", "--ntasks=1", "--gres=shard:2")),
+        ({"gpus": "3g.40gb:1"}, ("--nodes=1", "--ntasks=1", "--gres=gpu:3g.40gb:1")),
+        # A CPU step beside GPUs with a GRES of its own: gpu:0 joins its one --gres.
+        ({"gres": {"localtmp": "1G"}}, ("--nodes=1", "--ntasks=1", "--gres=gpu:0,localtmp:1G")),
+    ],
+)
+def test_each_form_is_rendered_to_its_srun_options(
+    fields: dict[str, Any], options: tuple[str, ...]
+) -> None:
+    assert step_options(resources(**fields), allocation_gpus=True) == options
+
+
+@pytest.mark.parametrize(
+    "fields", [{"gpus": "1g.10gb:1"}, {"gpus_per_node": 1}, {"gpus_per_task": 1}, {"shards": 1}]
+)
+def test_every_gpu_form_gets_its_devices_to_itself(fields: dict[str, Any]) -> None:
+    assert sharing(resources(**fields)) == ("--exact",)
+    assert sharing(resources(gres={"localtmp": 1})) == ("--overlap",)
+
+
+# --- identity -------------------------------------------------------------------------
+
+
+def run_hash(**fields: Any) -> str:
+    return spec_hash(
+        Run.model_validate(
+            {"kind": "Run", "name": "train", "command": "python3 t.py", "allocation": "warm",
+             "resources": fields}
+        )
+    )  # fmt: skip
+
+
+def test_a_run_using_no_new_form_keeps_its_hash() -> None:
+    # Pinned before the forms existed (tests/unit/test_slurm_steps.py holds the same).
+    assert run_hash(cpus=2, memory="1GiB", gpus="a100:1", time="10m") == "839c16b1fae67df4"
+    allocation = Allocation.model_validate(
+        {"kind": "Allocation", "name": "warm", "time_limit": "1h",
+         "resources": {"partition": "gpu", "gpus": "a100:2", "memory": "1GiB"},
+         "setup": ["true"]}
+    )  # fmt: skip
+    assert spec_hash(allocation) == "4fc4922da25b96ba"
+    batch = Run.model_validate(
+        {"kind": "Run", "name": "b", "command": "true",
+         "resources": {"gpus": "a100:2", "partition": "gpu", "memory": "2GiB"}}
+    )  # fmt: skip
+    assert spec_hash(batch) == "f14f701caf399461"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"gpus": "1g.10gb:1"},
+        {"gpus_per_node": "a100:1"},
+        {"gpus_per_task": "a100:1"},
+        {"shards": 2},
+        {"gres": {"localtmp": "1G"}},
+    ],
+)
+def test_a_new_form_is_a_new_spec(extra: dict[str, Any]) -> None:
+    base: dict[str, Any] = {"cpus": 2, "memory": "1GiB", "time": "10m"}
+    assert run_hash(**base, **extra) not in (run_hash(**base), "839c16b1fae67df4")
+
+
+def test_het_components_without_new_forms_hash_as_before() -> None:
+    def het(first: dict[str, Any]) -> str:
+        return spec_hash(
+            Run.model_validate(
+                {"kind": "Run", "name": "h", "command": "true",
+                 "resources": {"components": [first, {"cpus": 2}]}}
+            )
+        )  # fmt: skip
+
+    # Pinned before the forms existed; an empty gres is no gres.
+    assert het({"gpus": "a100:1"}) == "7ab232472b419f6e"
+    assert het({"gpus": "a100:1", "gres": {}}) == het({"gpus": "a100:1"})
+    assert het({"gpus": "a100:1", "gres": {"x": 1}}) != het({"gpus": "a100:1"})
+
+
+# --- sinfo and the fit check -------------------------------------------------------------
+
+# sinfo --noheader --Node --all --format=%P|%N|%c|%m|%G|%f|%T: Gres forms as Slurm prints
+# them for MIG nodes (typed by profile, socket-bound), shards beside GPUs, and a count
+# with a binary suffix.
+MIG_CLUSTER = """\
+cpu*|c1|8|16000|(null)|(null)|idle
+gpu|g1|32|256000|gpu:1g.10gb:4(S:0),gpu:3g.40gb:1(S:1),shard:8|(null)|idle
+gpu|g2|32|256000|gpu:a100:2(S:0-1),shard:a100:16,localtmp:500G|(null)|mixed
+"""
+
+
+def mig_cluster() -> tuple[Partition, ...]:
+    parsed = parse_sinfo(MIG_CLUSTER)
+    assert parsed.rejected == ()
+    return parsed.partitions
+
+
+def test_sinfo_gres_with_mig_types_and_shards_is_read() -> None:
+    gpu = {p.name: p for p in mig_cluster()}["gpu"]
+    g1, g2 = gpu.nodes
+    assert g1.gres == (
+        Gres(name="gpu", type="1g.10gb", count=4),
+        Gres(name="gpu", type="3g.40gb", count=1),
+        Gres(name="shard", count=8),
+    )
+    assert (g1.gpus(), g1.gpus("1g.10gb"), g1.gpus("3G.40GB"), g1.gres_count("shard")) == (
+        5,
+        4,
+        1,
+        8,
+    )
+    assert g2.gres_count("shard") == 16
+    assert g2.gres_count("localtmp") == 500 * 2**30
+    assert g1.gres_text == "gpu:1g.10gb:4, gpu:3g.40gb:1, shard:8"
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"gpus": "1g.10gb:4"}, None),
+        ({"gpus": "3g.40gb:1"}, None),
+        ({"gpus_per_node": "1g.10gb:2"}, None),
+        ({"shards": 16}, None),
+        ({"gres": {"localtmp": "100G"}}, None),
+        (
+            {"gpus": "1g.10gb:5"},
+            "partition gpu: asks 5 GPUs of type 1g.10gb per node; the most any node has is 4",
+        ),
+        (
+            {"gpus": "2g.20gb:1"},
+            "partition gpu: asks 1 GPU of type 2g.20gb per node; no node has that type "
+            "(GPU types here: 1g.10gb, 3g.40gb, a100)",
+        ),
+        (
+            {"shards": 17},
+            "partition gpu: asks 17 GPU shards per node; the most any node has is 16",
+        ),
+        (
+            {"gres": {"localtmp": "1T"}},
+            f"partition gpu: asks gres localtmp:1T per node; the most any node has is "
+            f"{500 * 2**30}",
+        ),
+        (
+            {"gres": {"nvme": 1}},
+            "partition gpu: asks gres nvme:1 per node; no node has nvme (the nodes have: "
+            "gpu:1g.10gb:4, gpu:3g.40gb:1, shard:8; "
+            f"gpu:a100:2, shard:a100:16, localtmp:{500 * 2**30})",
+        ),
+        # Each alone is somewhere; together nowhere.
+        (
+            {"gpus": "1g.10gb:1", "gres": {"localtmp": "1G"}},
+            "partition gpu: no single node has 1 GPU of type 1g.10gb, gres localtmp:1G together",
+        ),
+    ],
+)
+def test_the_fit_check_judges_types_shards_and_gres_per_node(
+    fields: dict[str, Any], reason: str | None
+) -> None:
+    assert why_not_fit(resources(partition="gpu", **fields), mig_cluster()) == reason
+
+
+def test_a_shard_request_where_no_node_has_shards_names_what_the_nodes_have() -> None:
+    reason = why_not_fit(resources(shards=1), mig_cluster())
+    assert reason == (
+        "default partition cpu: asks 1 GPU shard per node; no node has shard (no node has any GRES)"
+    )
+
+
+def test_gpus_per_task_is_judged_as_its_tasks_gpus_on_a_node() -> None:
+    four = resources(partition="gpu", ntasks=4, gpus_per_task="1g.10gb:1")
+    five = resources(partition="gpu", ntasks=5, gpus_per_task="1g.10gb:1")
+    assert why_not_fit(four, mig_cluster()) is None
+    assert why_not_fit(five, mig_cluster()) == (
+        "partition gpu: asks 5 GPUs of type 1g.10gb per node; the most any node has is 4"
+    )
+
+
+# --- an allocation's GPU accounting -------------------------------------------------------
+
+
+def state(**holds: Any) -> AllocationState:
+    return AllocationState(
+        name="warm",
+        time_limit=timedelta(hours=1),
+        ready=Ready(job_id="12", time_left=None),
+        holds=NodeShape.model_validate(holds),
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "share"),
+    [
+        ({"gpus": "1g.10gb:2"}, GpuShare(gpus=2)),
+        ({"gpus_per_node": 1, "nodes": 2}, GpuShare(gpus=2)),
+        ({"gpus_per_task": 1, "ntasks": 3}, GpuShare(gpus=3)),
+        ({"gpus_per_task": 2, "nodes": 2, "ntasks_per_node": 2}, GpuShare(gpus=8)),
+        ({"shards": 3, "memory": "1GiB"}, GpuShare(shards=3, memory_mb=1024)),
+        ({"gres": {"localtmp": 1}}, GpuShare()),
+    ],
+)
+def test_a_steps_share_counts_every_gpu_form(fields: dict[str, Any], share: GpuShare) -> None:
+    assert gpu_share(resources(**fields)) == share
+
+
+def test_steps_never_exceed_an_allocations_gpus_or_shards() -> None:
+    mig = state(gpus="1g.10gb:2")
+    busy = InUse().plus("first", GpuShare(gpus=1))
+    assert short_of(mig, resources(gpus="1g.10gb:1"), busy) is None
+    assert short_of(mig, resources(gpus_per_task=1, ntasks=2), busy) == (
+        "waits for 2 free GPUs in allocation warm (job 12): 1 of 2 in use by run first"
+    )
+    sharded = state(shards=4)
+    used = InUse().plus("a", GpuShare(shards=2)).plus("b", GpuShare(shards=1))
+    assert short_of(sharded, resources(shards=1), used) is None
+    assert short_of(sharded, resources(shards=2), used) == (
+        "waits for 2 free GPU shards in allocation warm (job 12): 3 of 4 in use by runs a, b"
+    )
+
+
+@pytest.mark.parametrize(
+    ("holds", "asks", "beyond"),
+    [
+        ({"gpus": "1g.10gb:2"}, {"gpus": "1g.10gb:1"}, []),
+        ({"gpus": "1g.10gb:2"}, {"gpus": "3g.40gb:1"}, ["gpus 3g.40gb:1, but it holds 1g.10gb:2"]),
+        ({"gpus_per_node": 2}, {"gpus_per_task": 1, "ntasks": 2}, []),
+        (
+            {"gpus": 2},
+            {"gpus_per_task": 1, "ntasks": 3},
+            ["gpus_per_task 1 x 3 tasks > 2 per node"],
+        ),
+        ({"shards": 4}, {"shards": 4}, []),
+        ({"shards": 4}, {"shards": 5}, ["shards 5 > 4 per node"]),
+        ({"gpus": 1}, {"shards": 1}, ["shards 1, but it holds no GPU shards"]),
+        ({"shards": 4}, {"gpus": 1}, ["gpus 1, but it holds GPU shards, not whole GPUs"]),
+        ({}, {"gres": {"localtmp": "1G"}}, ["gres localtmp:1G, but it holds no localtmp"]),
+        (
+            {"gres": {"localtmp": "1G"}},
+            {"gres": {"localtmp": "2G"}},
+            ["gres localtmp:2G > 1G per node"],
+        ),
+    ],
+)
+def test_what_a_step_asks_beyond_its_allocation_in_every_form(
+    holds: dict[str, Any], asks: dict[str, Any], beyond: list[str]
+) -> None:
+    assert beyond_allocation(NodeShape.model_validate(holds), resources(**asks)) == beyond
