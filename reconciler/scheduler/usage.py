@@ -8,7 +8,9 @@ job has ended, so ``recon cost`` reads the journal alone, long after sacct's win
 How the figures are made, for every kind of job alike:
 - held: each component (a het component, an array task, the job itself; a run that ran
   as a step of an allocation: its step) holds its ``AllocTRES`` for its ``ElapsedRaw``;
-  GPU-seconds and CPU-seconds are the sums over components of count times seconds.
+  GPU-seconds and CPU-seconds are the sums over components of count times seconds, a
+  MIG slice counted at its share of a GPU (``Held.gpu_equivalents``); GPU shards are
+  summed apart, as shard-seconds.
 - queue wait: from submission to start (or to the end, for a job that never started),
   the longest of its components': wall time, no resources held.
 - idle (allocations only): the time the allocation was held with no step of its own
@@ -51,7 +53,8 @@ class JobUsage:
     wait_s: float = 0.0  # queue wait, wall time
     gpus: int = 0  # held at once, summed over its components
     cpus: int = 0
-    gpu_s: float = 0.0  # GPU-seconds held
+    gpu_s: float = 0.0  # GPU-seconds held (a MIG slice: its share of a GPU, docs/cost.md)
+    shard_s: float = 0.0  # GPU-shard-seconds held (gres/shard), not in gpu_s
     cpu_s: float = 0.0
     idle_s: float = 0.0  # an allocation's time held with no step running
     idle_gpu_s: float = 0.0
@@ -103,7 +106,10 @@ def usage_of(job: ObservedJob, *, allocation: bool = False) -> JobUsage | None:
     peak, cpu_time = _used(job, parts)
     gpus = sum(row.held.gpus for row in parts if row.held is not None)
     cpus = sum(row.held.cpus for row in parts if row.held is not None)
-    gpu_s = sum(s * row.held.gpus for s, row in zip(elapsed, parts, strict=True) if row.held)
+    gpu_s = sum(
+        s * row.held.gpu_equivalents for s, row in zip(elapsed, parts, strict=True) if row.held
+    )
+    shard_s = sum(s * row.held.shards for s, row in zip(elapsed, parts, strict=True) if row.held)
     cpu_s = sum(s * row.held.cpus for s, row in zip(elapsed, parts, strict=True) if row.held)
     usage = JobUsage(
         submitted=min((row.submit for row in parts if row.submit), default=None),
@@ -115,6 +121,7 @@ def usage_of(job: ObservedJob, *, allocation: bool = False) -> JobUsage | None:
         cpus=cpus,
         gpu_s=gpu_s,
         cpu_s=cpu_s,
+        shard_s=shard_s,
         time_limit_s=max(
             (row.time_limit.total_seconds() for row in parts if row.time_limit), default=None
         ),

@@ -6,7 +6,8 @@ that uses none of them keeps its hash."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
@@ -20,10 +21,15 @@ from reconciler.engine.plan.allocations.gpus import gpu_share, short_of
 from reconciler.engine.plan.allocations.placement import beyond_allocation
 from reconciler.engine.plan.fit import why_not_fit
 from reconciler.errors import SpecError, SpecIssue
+from reconciler.scheduler.base import Held, ObservedJob
 from reconciler.scheduler.partitions import Gres, Partition
 from reconciler.scheduler.render import shape_options
+from reconciler.scheduler.slurm.parse import parse_sacct, parse_tres
 from reconciler.scheduler.slurm.sinfo import parse_sinfo
 from reconciler.scheduler.slurm.steps import sharing, step_options
+from reconciler.scheduler.tag import Tag
+from reconciler.scheduler.usage import JobUsage, usage_of
+from tests.docs import ROOT
 from tests.gitrepo import GitRepo
 
 
@@ -417,3 +423,50 @@ def test_what_a_step_asks_beyond_its_allocation_in_every_form(
     holds: dict[str, Any], asks: dict[str, Any], beyond: list[str]
 ) -> None:
     assert beyond_allocation(NodeShape.model_validate(holds), resources(**asks)) == beyond
+
+
+# --- what recon cost counts ----------------------------------------------------------------
+
+SEVEN_HOURS = 7 * 3600
+
+
+def held_for_seven_hours(tres: str) -> JobUsage:
+    """One job holding ``tres`` for 7 hours, as sacct's row of it reads."""
+    row = (
+        f"41|41|COMPLETED|0:0|None|2026-12-02T09:00:00|2026-12-02T09:00:00|"
+        f"2026-12-02T16:00:00|gpu1|gpu|{SEVEN_HOURS}|600|{tres}|||/tmp/p|p-train|p\n"
+    )
+    parsed = parse_sacct(row, UTC)
+    assert parsed.rejected == ()
+    tag = Tag(project="p", deployment="0123456789ab", kind="run", name="train", spec_hash="0" * 16)
+    usage = usage_of(ObservedJob(job_id="41", tag=tag, rows=parsed.records))
+    assert usage is not None
+    return usage
+
+
+def cost_examples() -> list[tuple[str, str, str]]:
+    """docs/cost.md's table of what a MIG slice and a shard are worth."""
+    text = (ROOT / "docs" / "cost.md").read_text()
+    rows = re.findall(r"^\| `(cpu=[^`]+)` \| ([\d.]+) \| (\d+) \|$", text, re.MULTILINE)
+    assert len(rows) == 4
+    return rows
+
+
+@pytest.mark.parametrize(("tres", "gpu_h", "shard_h"), cost_examples())
+def test_the_cost_pages_mig_and_shard_example_is_what_recon_counts(
+    tres: str, gpu_h: str, shard_h: str
+) -> None:
+    usage = held_for_seven_hours(tres)
+    assert f"{usage.gpu_s / 3600:.3f}" == gpu_h
+    assert f"{usage.shard_s / 3600:g}" == shard_h
+
+
+def test_sacct_tres_with_mig_slices_and_shards() -> None:
+    assert parse_tres("cpu=1,gres/gpu=1,gres/gpu:1g.10gb=1,node=1") == Held(
+        cpus=1, gpus=1, nodes=1, gpu_value=1 / 7
+    )
+    # untyped beside typed: the untyped rest are whole GPUs
+    mixed = parse_tres("gres/gpu=3,gres/gpu:3g.40gb=1")
+    assert mixed is not None and mixed.gpu_equivalents == pytest.approx(2 + 3 / 7)
+    assert parse_tres("gres/gpu=2,gres/gpu:a100=2") == Held(gpus=2)
+    assert parse_tres("cpu=2,gres/shard=4,node=1") == Held(cpus=2, nodes=1, shards=4)
