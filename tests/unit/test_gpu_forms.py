@@ -470,3 +470,18 @@ def test_sacct_tres_with_mig_slices_and_shards() -> None:
     assert mixed is not None and mixed.gpu_equivalents == pytest.approx(2 + 3 / 7)
     assert parse_tres("gres/gpu=2,gres/gpu:a100=2") == Held(gpus=2)
     assert parse_tres("cpu=2,gres/shard=4,node=1") == Held(cpus=2, nodes=1, shards=4)
+
+
+@pytest.mark.parametrize(
+    ("flag", "words"),
+    [
+        ("--tres-per-task=gres/gpu:1", "write resources.gpus_per_task for GPUs per task"),
+        ("--gres=localtmp:10G", "write resources.gpus, resources.shards or resources.gres"),
+        ("--gpus-per-task=1", "write resources.gpus_per_task (a run inside an allocation)"),
+        ("--gpus-per-node=2", "write resources.gpus_per_node"),
+        ("--gpus-per-socket=1", "is set by recon itself"),
+    ],
+)
+def test_gpu_flags_in_sbatch_extra_point_to_their_fields(flag: str, words: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(words)):
+        NodeShape.model_validate({"sbatch_extra": [flag]})
