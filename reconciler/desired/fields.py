@@ -92,7 +92,8 @@ MANAGED_SBATCH_OPTIONS = frozenset(
         "chdir", "parsable", "wrap", "hetjob", "het-group", "array", "export", "input",
         "partition", "account", "qos", "time", "nodes", "cpus-per-task", "ntasks", "mem",
         "mem-per-cpu", "mem-per-gpu", "gres", "gpus", "gpus-per-node", "gpus-per-task",
-        "gpus-per-socket", "cpus-per-gpu", "tres-per-task", "constraint", "wait", "test-only", "clusters", "uid",
+        "gpus-per-socket", "cpus-per-gpu", "tres-per-task", "constraint", "wait",
+        "test-only", "clusters", "uid",
     }
 )  # fmt: skip
 _EXTRA_FLAG = re.compile(r"^--([a-z][a-z0-9-]*)(?:=([A-Za-z0-9_.,:@%+/=-]+))?$")
