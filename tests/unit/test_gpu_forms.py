@@ -16,6 +16,8 @@ from reconciler.desired.desired import spec_hash
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.desired.models import Allocation, NodeShape, Run, RunResources
 from reconciler.desired.resources import Gpus, GresCount, mig_fraction
+from reconciler.devcluster.render import fake_gpu_paths, render_gres_conf, render_slurm_conf
+from reconciler.devcluster.spec import RELEASES, cluster_for
 from reconciler.engine.plan.allocation_state import AllocationState, GpuShare, InUse, Ready
 from reconciler.engine.plan.allocations.gpus import gpu_share, short_of
 from reconciler.engine.plan.allocations.placement import beyond_allocation
@@ -485,3 +487,36 @@ def test_sacct_tres_with_mig_slices_and_shards() -> None:
 def test_gpu_flags_in_sbatch_extra_point_to_their_fields(flag: str, words: str) -> None:
     with pytest.raises(ValueError, match=re.escape(words)):
         NodeShape.model_validate({"sbatch_extra": [flag]})
+
+
+# --- the dev cluster's GPU forms' configuration ----------------------------------------
+
+
+def test_the_dev_clusters_gpu_forms_are_off_unless_asked() -> None:
+    for release in RELEASES:
+        plain = cluster_for(release, "h")
+        assert plain == cluster_for(release, "h", gpu_forms=False)
+        assert all(not node.slices and not node.shards_per_gpu for node in plain.nodes)
+        assert render_gres_conf(plain).splitlines()[1:] == [
+            "NodeName=gpu1 Name=gpu Type=a100 File=/dev/fakegpu/nvidia[0-3]"
+        ]
+        conf = render_slurm_conf(plain)
+        assert "GresTypes=gpu\n" in conf
+        assert "AccountingStorageTRES=gres/gpu\n" in conf
+        assert " Gres=gpu:a100:4 " in conf
+
+
+def test_the_dev_clusters_gpu_forms_give_slices_and_shards_on_fake_devices() -> None:
+    cluster = cluster_for("24.11", "h", gpu_forms=True)
+    assert render_gres_conf(cluster).splitlines()[1:] == [
+        "NodeName=gpu1 Name=gpu Type=a100 File=/dev/fakegpu/nvidia[0-3]",
+        "NodeName=gpu1 Name=gpu Type=1g.10gb File=/dev/fakegpu/nvidia[4-5]",
+        "NodeName=gpu1 Name=gpu Type=3g.40gb File=/dev/fakegpu/nvidia6",
+        *(f"NodeName=gpu1 Name=shard Count=2 File=/dev/fakegpu/nvidia{i}" for i in range(4)),
+    ]
+    conf = render_slurm_conf(cluster)
+    assert "GresTypes=gpu,shard\n" in conf
+    assert "AccountingStorageTRES=gres/gpu,gres/shard,gres/gpu:1g.10gb,gres/gpu:3g.40gb\n" in conf
+    assert " Gres=gpu:a100:4,gpu:1g.10gb:2,gpu:3g.40gb:1,shard:8 " in conf
+    (gpu1,) = [node for node in cluster.nodes if node.gres is not None]
+    assert len(fake_gpu_paths(cluster, gpu1)) == 7
