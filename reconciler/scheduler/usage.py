@@ -34,7 +34,7 @@ How the figures are made, for every kind of job alike:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -92,6 +92,21 @@ class JobUsage:
 
 _TIMES = ("submitted", "started", "ended")
 _FIELDS = tuple(field.name for field in fields(JobUsage))
+
+
+def with_shards_valued(usage: JobUsage, shards_per_gpu: float) -> JobUsage:
+    """``usage`` with its GPU shards counted in its GPU-seconds, each at 1/shards_per_gpu
+    of a GPU (docs/cost.md), idle ones in its idle GPU-seconds alike."""
+    if not usage.shard_s:
+        return usage
+    gpu_s = usage.shard_s / shards_per_gpu
+    idle = usage.idle_s / usage.elapsed_s if usage.elapsed_s else 0.0
+    return replace(
+        usage,
+        gpu_s=usage.gpu_s + gpu_s,
+        idle_gpu_s=usage.idle_gpu_s + gpu_s * idle,
+        shard_s=0.0,
+    )
 
 
 def usage_of(job: ObservedJob, *, allocation: bool = False) -> JobUsage | None:

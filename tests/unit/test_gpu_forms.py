@@ -6,8 +6,10 @@ that uses none of them keeps its hash."""
 
 from __future__ import annotations
 
+import json
 import re
-from datetime import UTC, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,19 +20,24 @@ from reconciler.desired.models import Allocation, NodeShape, Run, RunResources
 from reconciler.desired.resources import Gpus, GresCount, mig_fraction
 from reconciler.devcluster.render import fake_gpu_paths, render_gres_conf, render_slurm_conf
 from reconciler.devcluster.spec import RELEASES, cluster_for
+from reconciler.engine.ledger.cost import ledger
 from reconciler.engine.plan.allocation_state import AllocationState, GpuShare, InUse, Ready
 from reconciler.engine.plan.allocations.gpus import gpu_share, short_of
 from reconciler.engine.plan.allocations.placement import beyond_allocation
 from reconciler.engine.plan.fit import why_not_fit
+from reconciler.engine.plan.forecast import Asks, RunEstimate
 from reconciler.errors import SpecError, SpecIssue
+from reconciler.report import cost as cost_report
 from reconciler.scheduler.base import Held, ObservedJob
-from reconciler.scheduler.partitions import Gres, Partition
+from reconciler.scheduler.partitions import Gres, Partition, shards_per_gpu
 from reconciler.scheduler.render import shape_options
 from reconciler.scheduler.slurm.parse import parse_sacct, parse_tres
 from reconciler.scheduler.slurm.sinfo import parse_sinfo
 from reconciler.scheduler.slurm.steps import sharing, step_options
+from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.scheduler.usage import JobUsage, usage_of
+from reconciler.state.records import SubmissionRecord, SubmissionStatus
 from tests.docs import ROOT
 from tests.gitrepo import GitRepo
 
@@ -430,6 +437,7 @@ def test_what_a_step_asks_beyond_its_allocation_in_every_form(
 # --- what recon cost counts ----------------------------------------------------------------
 
 SEVEN_HOURS = 7 * 3600
+T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
 def held_for_seven_hours(tres: str) -> JobUsage:
@@ -520,3 +528,69 @@ def test_the_dev_clusters_gpu_forms_give_slices_and_shards_on_fake_devices() -> 
     assert " Gres=gpu:a100:4,gpu:1g.10gb:2,gpu:3g.40gb:1,shard:8 " in conf
     (gpu1,) = [node for node in cluster.nodes if node.gres is not None]
     assert len(fake_gpu_paths(cluster, gpu1)) == 7
+
+
+def test_a_nodes_shards_per_gpu_are_over_its_whole_gpus() -> None:
+    dev = parse_sinfo(
+        "gpu|gpu1|8|16000|gpu:a100:4,gpu:1g.10gb:2,gpu:3g.40gb:1,shard:8|(null)|idle\n"
+    ).partitions
+    assert dev[0].nodes[0].shards_per_gpu == 2.0
+    assert shards_per_gpu(dev) == (2.0, None)
+    # g1 shards no whole GPU; g2 has 16 shards over 2 a100s
+    assert shards_per_gpu(mig_cluster()) == (8.0, None)
+    assert shards_per_gpu(parse_sinfo(MIG_CLUSTER.replace("shard:a100:16", "")).partitions) == (
+        None,
+        "no node of the cluster has GPU shards",
+    )
+    apart = MIG_CLUSTER + "gpu|g3|32|256000|gpu:a100:4,shard:4|(null)|idle\n"
+    assert shards_per_gpu(parse_sinfo(apart).partitions) == (
+        None,
+        "the cluster's nodes have different shards per GPU (1, 8)",
+    )
+
+
+def shard_record(shards: int, hours: float) -> SubmissionRecord:
+    usage = JobUsage(
+        elapsed_s=hours * 3600, cpus=1, cpu_s=hours * 3600, shard_s=shards * hours * 3600
+    )
+    return SubmissionRecord(
+        id=1, project="p", kind="run", name="eval", spec_hash="s1", commit="c1", job_id="7",
+        status=SubmissionStatus.SUBMITTED, final_health=Health.SUCCEEDED,
+        usage_json=json.dumps(usage.to_json()), created_at=T0, updated_at=T0,
+    )  # fmt: skip
+
+
+def test_recon_cost_counts_a_shard_at_its_share_of_a_gpu_when_the_cluster_says_it() -> None:
+    # 2 shards for 7 hours on nodes of 4 shards per GPU: half a GPU for 7 hours
+    valued = ledger([shard_record(2, 7)], {"eval": "s1"}, shards_per_gpu=4.0)
+    assert valued.project.gpu_h == pytest.approx(3.5)
+    assert valued.shard_h == 0
+    unvalued = ledger([shard_record(2, 7)], {"eval": "s1"})
+    assert unvalued.project.gpu_h == 0
+    assert unvalued.shard_h == pytest.approx(14)
+    book = replace(
+        unvalued, shards_unvalued="--offline: the cluster's shards per GPU were not read"
+    )
+    assert (
+        "14.000 GPU shard-hours held, not in the GPU-h: --offline: the cluster's shards per "
+        "GPU were not read." in cost_report.as_text(book, "p")
+    )
+
+
+def test_the_cost_pages_shard_valuation_is_what_recon_counts() -> None:
+    text = (ROOT / "docs" / "cost.md").read_text()
+    assert "counts the last job's\n14 shard-hours as 3.5 GPU-hours." in text
+    usage = held_for_seven_hours("cpu=1,gres/shard=2,mem=1G,node=1")
+    record = replace(shard_record(2, 7), usage_json=json.dumps(usage.to_json()))
+    nodes = parse_sinfo("gpu|g|8|16000|gpu:a100:2,shard:8|(null)|idle\n").partitions
+    ratio, _ = shards_per_gpu(nodes)
+    assert ledger([record], {"eval": "s1"}, shards_per_gpu=ratio).project.gpu_h == 3.5
+
+
+def test_a_plans_forecast_counts_a_mig_slice_at_its_share() -> None:
+    asks = Asks.of(resources(gpus="3g.40gb:2", nodes=1, time="1h"))
+    assert asks.gpus == 2
+    assert asks.gpu_equivalents == pytest.approx(6 / 7)
+    assert Asks.of(resources(gpus="a100:2")).gpu_value is None
+    estimate = RunEstimate("r", asks, last_s=7 * 3600)
+    assert estimate.gpu_h == pytest.approx(6.0)
