@@ -320,6 +320,16 @@ class GresCount(SpecValue):
     def canonical(self) -> object:
         return self.count
 
+    @property
+    def option(self) -> str:
+        """As ``--gres`` takes it, from the count alone (so `100G` and `102400M`, one spec,
+        render alike): with the largest binary suffix that divides it exactly."""
+        for suffix in "PTGMK":
+            scale = _GRES_SCALE[suffix.lower()]
+            if self.count % scale == 0:
+                return f"{self.count // scale}{suffix}"
+        return str(self.count)
+
 
 def gres_key(raw: str) -> str:
     """A `gres:` key checked: `localtmp` or `nvme:fast`, not a GRES with a field of its own."""

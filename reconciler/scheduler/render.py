@@ -605,7 +605,7 @@ def resource_options(shape: NodeShape, *, hide_gpus: bool = False) -> list[str]:
         gres.append("gpu:0")
     if shape.shards is not None:
         gres.append(f"shard:{shape.shards}")
-    gres.extend(f"{name}:{count.text}" for name, count in sorted(shape.gres.items()))
+    gres.extend(f"{name}:{count.option}" for name, count in sorted(shape.gres.items()))
     if gres:
         options.append(f"--gres={','.join(gres)}")
     return options

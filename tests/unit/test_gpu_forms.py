@@ -171,6 +171,9 @@ def test_gpus_per_task_lays_out_a_step_so_a_batch_run_is_refused_it(repo: GitRep
             ["--gres=gpu:a100:1,localtmp:100G,nvme:fast:2"],  # one --gres: a second replaces
         ),
         ({"shards": 4, "gres": {"localtmp": 10}}, ["--gres=shard:4,localtmp:10"]),
+        # one spec, one rendering: the largest binary suffix that divides the count
+        ({"gres": {"localtmp": "102400M"}}, ["--gres=localtmp:100G"]),
+        ({"gres": {"localtmp": 2048}}, ["--gres=localtmp:2K"]),
     ],
 )
 def test_each_form_is_rendered_to_its_sbatch_option(
