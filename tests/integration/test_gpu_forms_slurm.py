@@ -128,7 +128,11 @@ def test_shard_steps_never_exceed_the_allocations_shards(project: Project, gpu_f
         return step_run(name, seen).replace("  cpus: 1\n", "  cpus: 1\n  shards: 2\n")
 
     project.repo.commit(
-        {"specs/warm.yaml": sharded, **{f"specs/{n}.yaml": shard_run(n) for n in ("a", "b", "c")}}
+        {
+            "specs/warm.yaml": sharded,
+            "specs/cpu.yaml": step_run("cpu", seen),  # asks no shard: is given none
+            **{f"specs/{n}.yaml": shard_run(n) for n in ("a", "b", "c")},
+        }
     )
     apply_until(project, "the allocation to run", lambda: any(
         job["state"] == "RUNNING" for job in held(project)
@@ -141,6 +145,7 @@ def test_shard_steps_never_exceed_the_allocations_shards(project: Project, gpu_f
     assert waited.returncode == 0, waited.stdout + waited.stderr
     for name in ("a", "b", "c"):
         assert (project.root / f"runs/{name}/out.txt").read_text().strip() == "2"
+    assert (project.root / "runs/cpu/out.txt").read_text().strip() == "none"
 
 
 def test_gpus_per_task_gives_each_task_its_own_device(project: Project) -> None:
