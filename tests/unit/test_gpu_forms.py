@@ -38,8 +38,10 @@ from reconciler.scheduler.states import Health
 from reconciler.scheduler.tag import Tag
 from reconciler.scheduler.usage import JobUsage, usage_of
 from reconciler.state.records import SubmissionRecord, SubmissionStatus
+from tests.cli import recon
 from tests.docs import ROOT
 from tests.gitrepo import GitRepo
+from tests.unit.test_cli_messages import inside
 
 
 def resources(**fields: Any) -> RunResources:
@@ -597,3 +599,31 @@ def test_a_plans_forecast_counts_a_mig_slice_at_its_share() -> None:
     assert Asks.of(resources(gpus="a100:2")).gpu_value is None
     estimate = RunEstimate("r", asks, last_s=7 * 3600)
     assert estimate.gpu_h == pytest.approx(6.0)
+
+
+@pytest.mark.parametrize(
+    ("resources_yaml", "line", "words"),
+    [
+        ("  gpus: '1g.10gb:0'\n", 5, "specs/a.yaml:5: resources.gpus: gpus must be a count"),
+        ("  shards: two\n", 5, "specs/a.yaml:5: resources.shards:"),
+        ("  gres: {gpu: 1}\n", 5, "gres 'gpu' has a field of its own"),
+        ("  gpus: 1\n  shards: 2\n", 4, "give shards or gpus, not both"),
+    ],
+)
+def test_recon_plan_says_a_malformed_gpu_form_without_a_traceback(
+    repo: GitRepo,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    resources_yaml: str,
+    line: int,
+    words: str,
+) -> None:
+    spec = "kind: Run\nname: train\ncommand: python3 t.py\nresources:\n" + resources_yaml
+    repo.commit({"specs/a.yaml": spec})
+    monkeypatch.setenv("RECON_SCHEDULER", "local")
+    with inside(repo.root):
+        result = recon(capsys, "plan")
+    assert result.code == 1, result.out
+    assert "Traceback" not in result.err
+    assert words in result.err, result.err
+    assert f"specs/a.yaml:{line}" in result.err, result.err
