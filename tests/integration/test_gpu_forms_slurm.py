@@ -180,3 +180,15 @@ def test_an_unknown_gres_is_refused_naming_what_the_nodes_have(project: Project)
         "partition gpu: asks gres nvme:1 per node; no node has nvme (the nodes have: gpu:a100:4"
         in (plan.stdout)
     ), plan.stdout
+
+
+def test_shards_where_no_node_has_any_are_refused_naming_what_the_nodes_have(
+    project: Project,
+) -> None:
+    if gpu_node() is not None:
+        pytest.skip("the GPU forms' configuration is active: gpu1 has shards")
+    project.repo.commit({"specs/sh.yaml": batch_run("sh", "  shards: 2\n")})
+    plan = project.recon("plan", ".")
+    assert (
+        "partition gpu: asks 2 GPU shards per node; no node has shard (the nodes have: gpu:a100:4)"
+    ) in plan.stdout, plan.stdout
