@@ -8,7 +8,7 @@ import re
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,6 +23,13 @@ from reconciler.commands.common import (
     warn,
     width,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from reconciler.desired.desired import Desired
+    from reconciler.scheduler.select import Choice
+    from reconciler.state.records import SubmissionRecord
 
 _PERIOD = re.compile(r"^(\d+(?:\.\d+)?)(h|d|w)$")
 _PERIOD_HOURS = {"h": 1.0, "d": 24.0, "w": 24.0 * 7}
@@ -112,6 +119,7 @@ def cost(
                 "or in its journal: name one `recon status` lists"
             )
     after, commits = _since(since, desired.root, rev)
+    ratio, unvalued = _shards_per_gpu(desired, accounted.records, offline, chosen(scheduler))
     book = ledger(
         accounted.records,
         {name: spec_hash_of(desired.runs, name) for name in desired.runs},
@@ -122,6 +130,7 @@ def cost(
         live=accounted.live,
         partners=coupled_partners(desired),
         now=now,
+        shards_per_gpu=ratio,
     )
     in_period = [r for r in accounted.records if in_scope(r, after, commits, ())]
     memory = {
@@ -135,6 +144,7 @@ def cost(
         not_reached=accounted.not_reached,
         backfilled=accounted.backfilled,
         sizes=suggest(in_period, names=targets, asked_memory=memory),
+        shards_unvalued=unvalued,
     )
     render = cost_report.RENDERERS[output_format.value]
     sys.stdout.write(render(book, desired.project.project, cost_report.Unit(unit), width()))
@@ -160,3 +170,21 @@ def _since(
             param_hint="--since",
         )
     return None, commits
+
+
+def _shards_per_gpu(
+    desired: Desired, records: Sequence[SubmissionRecord], offline: bool, choice: Choice | None
+) -> tuple[float | None, str | None]:
+    """The cluster's shards per GPU (one sinfo), asked only when a job held shards."""
+    from reconciler.engine.observe.observation import scheduler_for
+    from reconciler.errors import ReconError
+    from reconciler.scheduler.partitions import shards_per_gpu
+
+    if not any((usage := record.usage) is not None and usage.shard_s for record in records):
+        return None, None
+    if offline:
+        return None, "--offline: the cluster's shards per GPU were not read"
+    try:
+        return shards_per_gpu(scheduler_for(desired, choice).partitions())
+    except ReconError as error:
+        return None, f"the cluster's shards per GPU could not be read: {error}"

@@ -215,7 +215,8 @@ def _plan_against(
 
 def _asks_gpus(desired: Desired, run: str) -> bool:
     resources = desired.runs[run].resources
-    return any(shape.gpus for shape in (resources.components or (resources,)))
+    shapes = resources.components or (resources,)
+    return resources.step_gpus > 0 or any(s.node_gpus or s.shards for s in shapes)
 
 
 def _submitted(plan: Plan) -> list[str]:

@@ -85,8 +85,9 @@ def _or_variable(token: str) -> str:
 
 
 def check_step_layout(document: ParsedDocument) -> list[SpecIssue]:
-    """``ntasks`` and ``ntasks_per_node`` lay out a step inside an allocation; a batch run
-    has no step to lay out (its script runs once, on its first node)."""
+    """``ntasks``, ``ntasks_per_node`` and ``gpus_per_task`` lay out a step inside an
+    allocation; a batch run has no step to lay out (its script runs once, on its first
+    node: one task, whose GPUs are ``gpus``)."""
     run = document.spec
     if not isinstance(run, Run) or run.allocation is not None:
         return []
@@ -98,7 +99,7 @@ def check_step_layout(document: ParsedDocument) -> list[SpecIssue]:
             "lays out the step of a run inside an allocation (set `allocation:`); a batch "
             "job's script runs once, on its first node: leave it out",
         )
-        for name in ("ntasks", "ntasks_per_node")
+        for name in ("ntasks", "ntasks_per_node", "gpus_per_task")
         if getattr(run.resources, name) is not None
     ]
 

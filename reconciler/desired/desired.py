@@ -525,6 +525,25 @@ def _with_shape_defaults(shape: S, defaults: Defaults) -> S:
     return _with_defaults(shape, defaults, ("partition", "memory"))
 
 
+_GPU_FORMS_ADDED: tuple[tuple[str, object], ...] = (
+    ("gpus_per_node", None),
+    ("gpus_per_task", None),
+    ("shards", None),
+    ("gres", {}),
+)
+
+
+def _without_unset_gpu_forms(data: dict[str, Any]) -> None:
+    """The GPU forms added after whole GPUs by type (a MIG type is a `gpus` value) stay
+    out of the hash and the shown fields while unset, so a run that uses none of them
+    keeps the hash it had."""
+    resources = data["resources"]
+    for shape in (resources, *resources.get("components", ())):
+        for name, unset in _GPU_FORMS_ADDED:
+            if name in shape and shape[name] == unset:
+                del shape[name]
+
+
 def canonical_fields(
     spec: Run | Allocation, environment_files: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
@@ -540,6 +559,7 @@ def canonical_fields(
     for name in added:
         if data["resources"][name] is None:
             del data["resources"][name]
+    _without_unset_gpu_forms(data)
     if isinstance(spec, Run):  # nor an environment, unless one is declared
         _without_staged(data)
         _checkpoint_hashed(data)
@@ -619,6 +639,7 @@ def flat_fields(
     """The hashed fields as `dotted.path -> value` in the user's notation, for showing
     what changed between two versions of a spec (`resources.gpus: A100:2 -> A100:4`)."""
     data = spec.model_dump(mode="json", by_alias=True, exclude=NOT_HASHED)
+    _without_unset_gpu_forms(data)
     if isinstance(spec, Run):
         _without_staged(data)
         _checkpoint_hashed(data)

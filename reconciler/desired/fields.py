@@ -92,7 +92,8 @@ MANAGED_SBATCH_OPTIONS = frozenset(
         "chdir", "parsable", "wrap", "hetjob", "het-group", "array", "export", "input",
         "partition", "account", "qos", "time", "nodes", "cpus-per-task", "ntasks", "mem",
         "mem-per-cpu", "mem-per-gpu", "gres", "gpus", "gpus-per-node", "gpus-per-task",
-        "constraint", "wait", "test-only", "clusters", "uid",
+        "gpus-per-socket", "cpus-per-gpu", "tres-per-task", "constraint", "wait",
+        "test-only", "clusters", "uid",
     }
 )  # fmt: skip
 _EXTRA_FLAG = re.compile(r"^--([a-z][a-z0-9-]*)(?:=([A-Za-z0-9_.,:@%+/=-]+))?$")
@@ -129,6 +130,11 @@ _INSTEAD = {
     "het-group": "write each component under resources.components",
     "export": "declare the job's environment with `environment:`",
     "dependency": "recon chains a run after the runs its `inputs:` read",
+    "gres": "write resources.gpus, resources.shards or resources.gres (e.g. {localtmp: 100G})",
+    "gpus": "write resources.gpus (GPUs per node)",
+    "gpus-per-node": "write resources.gpus_per_node",
+    "gpus-per-task": "write resources.gpus_per_task (a run inside an allocation)",
+    "tres-per-task": "write resources.gpus_per_task for GPUs per task",
 }
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -25,8 +26,10 @@ from reconciler.desired.checkpoint import Checkpoint
 from reconciler.desired.fields import EnvKey, ModuleName, Name, SafeText, SbatchFlag, env_suffix
 from reconciler.desired.matrix import parse_reference
 from reconciler.desired.raises import OnOom, OnTimeout
-from reconciler.desired.resources import CpuCount, Duration, Gpus, Memory
+from reconciler.desired.resources import CpuCount, Duration, Gpus, GresCount, Memory, gres_key
 from reconciler.desired.retries import Retries
+
+GresKey = Annotated[str, AfterValidator(gres_key)]
 
 
 class Model(BaseModel):
@@ -47,7 +50,26 @@ class NodeShape(Model):
         description="Memory per node. Left out, the cluster's default applies "
         "(DefMemPerCPU), never the whole node.",
     )
-    gpus: Gpus | None = Field(None, description="GPUs per node: `4`, `A100:4`, `{A100: 4}`.")
+    gpus: Gpus | None = Field(
+        None,
+        description="GPUs per node (`--gres=gpu:`): `4`, `A100:4`, a MIG profile "
+        "`1g.10gb:2`, `{A100: 4}`.",
+    )
+    gpus_per_node: Gpus | None = Field(
+        None,
+        description="GPUs per node as `--gpus-per-node` asks them (Slurm counts it as "
+        "`gpus`); give one of the two.",
+    )
+    shards: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="GPU shards per node (`--gres=shard:N`, gres.conf's Name=shard): a "
+        "share of a GPU that other jobs share too. Not with gpus.",
+    )
+    gres: dict[GresKey, GresCount] = Field(
+        default_factory=dict,
+        description="Other generic resources per node, by name (or name:type), e.g. "
+        "`{localtmp: 100G}`; rendered into `--gres`.",
+    )
     nodes: Annotated[int, Field(ge=1)] | None = None
     partition: Name | None = None
     constraint: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.,&|\[\]*:()!-]+$")] | None = Field(
@@ -56,6 +78,27 @@ class NodeShape(Model):
     sbatch_extra: tuple[SbatchFlag, ...] = Field(
         (), description="Bare sbatch long flags recon does not manage, e.g. `--exclusive`."
     )
+
+    @model_validator(mode="after")
+    def _one_gpu_form(self) -> Self:
+        # Slurm counts --gres=gpu and --gpus-per-node alike: two spellings of one request
+        # would add up or override each other. A shard is part of a GPU Slurm picks
+        # (gres/shard, like gres/mps): a job asks shards or GPUs, not both.
+        if self.gpus is not None and self.gpus_per_node is not None:
+            raise ValueError(
+                "gpus and gpus_per_node ask for the same thing (GPUs on each node): give one"
+            )
+        if self.shards is not None and self.node_gpus is not None:
+            raise ValueError(
+                "shards is a share of a GPU, asked instead of whole GPUs or MIG slices: "
+                "give shards or gpus, not both"
+            )
+        return self
+
+    @property
+    def node_gpus(self) -> Gpus | None:
+        """The GPUs each node gives, however they are written (``gpus`` or ``gpus_per_node``)."""
+        return self.gpus if self.gpus is not None else self.gpus_per_node
 
 
 class Component(NodeShape):
@@ -109,6 +152,34 @@ class RunResources(NodeShape, JobSettings):
     ntasks_per_node: Annotated[int, Field(ge=1)] | None = Field(
         None, description="For a run inside an allocation: its step's tasks on each node."
     )
+    gpus_per_task: Gpus | None = Field(
+        None,
+        description="For a run inside an allocation: GPUs for each task of its step "
+        "(`--gpus-per-task`): `1`, `A100:1`, `1g.10gb:1`. Not with gpus or shards.",
+    )
+
+    @model_validator(mode="after")
+    def _per_task_alone(self) -> RunResources:
+        if self.gpus_per_task is not None and (
+            self.node_gpus is not None or self.shards is not None
+        ):
+            raise ValueError(
+                "gpus_per_task gives each task its own GPUs: leave gpus, gpus_per_node and "
+                "shards out (the step's GPUs are its tasks' together)"
+            )
+        return self
+
+    @property
+    def step_gpus(self) -> int:
+        """The GPUs (or MIG slices) a step of this run holds on each of its nodes."""
+        if self.gpus_per_task is not None:
+            return self.gpus_per_task.count * self.tasks_per_node
+        return self.node_gpus.count if self.node_gpus is not None else 0
+
+    @property
+    def step_gpu_type(self) -> str | None:
+        gpus = self.gpus_per_task or self.node_gpus
+        return gpus.type if gpus is not None else None
 
     @model_validator(mode="after")
     def _tasks_cover_the_nodes(self) -> RunResources:
@@ -451,14 +522,18 @@ class Run(Document):
         # means anything there.
         if self.allocation is None:
             return self  # ntasks without an allocation: checks.check_step_layout
-        allowed = {"cpus", "memory", "gpus", "time", "nodes", "ntasks", "ntasks_per_node"}
+        allowed = {
+            "cpus", "memory", "gpus", "gpus_per_node", "gpus_per_task", "shards", "gres",
+            "time", "nodes", "ntasks", "ntasks_per_node",
+        }  # fmt: skip
         refused = sorted(self.resources.model_fields_set - allowed)
         if refused:
             raise ValueError(
                 f"resources.{', resources.'.join(refused)} cannot be set on a run inside "
                 f"allocation {self.allocation!r}: it runs as a step on the allocation's "
                 "nodes; set them on the Allocation (a run there takes cpus, memory, gpus, "
-                "time, nodes, ntasks, ntasks_per_node)"
+                "gpus_per_node, gpus_per_task, shards, gres, time, nodes, ntasks, "
+                "ntasks_per_node)"
             )
         return self
 

@@ -189,12 +189,26 @@ class Memory(SpecValue):
         return f"{self.mebibytes}MiB{'+' if self.at_least else ''}"
 
 
-_GPU_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+# A GPU type as gres.conf names it: a model (`a100`) or a MIG profile (`1g.10gb`,
+# `nvidia_a100_3g.40gb` as AutoDetect=nvml names them): letters, digits, `_`, `.`, `-`.
+_GPU_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# A MIG profile's compute slices: `3g.40gb` takes 3 of a GPU's 7 (A100, H100, H200).
+_MIG_PROFILE = re.compile(r"(?:^|_)(\d)g\.\d+gb$", re.IGNORECASE)
+MIG_SLICES_PER_GPU = 7
+
+
+def mig_fraction(gpu_type: str | None) -> float:
+    """The share of a whole GPU one device of ``gpu_type`` is: a MIG profile's compute
+    slices over the GPU's seven (``1g.10gb``: 1/7, ``3g.40gb``: 3/7); any other type, or
+    none, a whole GPU."""
+    match = _MIG_PROFILE.search(gpu_type or "")
+    return min(int(match.group(1)), MIG_SLICES_PER_GPU) / MIG_SLICES_PER_GPU if match else 1.0
 
 
 @dataclass(frozen=True)
 class Gpus(SpecValue):
-    """`4` (any type), `A100:4`, or `{A100: 4}`."""
+    """`4` (any type), `A100:4`, `1g.10gb:2` (a MIG profile or any type gres.conf names),
+    or `{A100: 4}`."""
 
     count: int
     type: str | None = None
@@ -202,7 +216,7 @@ class Gpus(SpecValue):
     json_schema: ClassVar[JsonSchemaValue] = {
         "anyOf": [
             {"type": "integer", "minimum": 1},
-            {"type": "string", "pattern": r"^([A-Za-z0-9][A-Za-z0-9_-]*:)?\d+$"},
+            {"type": "string", "pattern": r"^([A-Za-z0-9][A-Za-z0-9_.-]*:)?\d+$"},
             {
                 "type": "object",
                 "minProperties": 1,
@@ -210,7 +224,7 @@ class Gpus(SpecValue):
                 "additionalProperties": {"type": "integer", "minimum": 1},
             },
         ],
-        "description": "GPUs per node: `4`, `A100:4` or `{A100: 4}`.",
+        "description": "GPUs: `4`, `A100:4`, `1g.10gb:2` (a MIG profile) or `{A100: 4}`.",
     }
 
     @classmethod
@@ -227,9 +241,14 @@ class Gpus(SpecValue):
             gpu_type = gpu_type if colon else None
             count = int(count) if count.strip().isdigit() else count
         if gpu_type is not None and not (isinstance(gpu_type, str) and _GPU_NAME.match(gpu_type)):
-            raise ValueError(f"gpu type must be a plain name like A100, got {gpu_type!r}")
+            raise ValueError(
+                "gpu type must be one name as gres.conf gives it, like A100 or the MIG "
+                f"profile 1g.10gb (letters, digits and _.-), got {gpu_type!r}"
+            )
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise ValueError(f"gpus must be a count like 4, A100:4 or {{A100: 4}}, got {raw!r}")
+            raise ValueError(
+                f"gpus must be a count like 4, A100:4, 1g.10gb:2 or {{A100: 4}}, got {raw!r}"
+            )
         return cls(count, gpu_type)
 
     @property
@@ -238,6 +257,91 @@ class Gpus(SpecValue):
 
     def canonical(self) -> object:
         return f"{self.type.lower()}:{self.count}" if self.type else str(self.count)
+
+    @property
+    def option(self) -> str:
+        """As Slurm's GPU options take it (``--gres=gpu:<this>``, ``--gpus-per-task=``):
+        gres types are case-sensitive and conventionally lowercase (gres.conf ``a100``)."""
+        return f"{self.type.lower()}:{self.count}" if self.type else str(self.count)
+
+
+# A GRES name, optionally with its type, as slurm.conf's GresTypes and Gres name them.
+_GRES_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}(?::[A-Za-z0-9][A-Za-z0-9_.-]{0,63})?$")
+_GRES_COUNT = re.compile(r"^\s*(\d+)\s*([KMGTP]?)\s*$", re.IGNORECASE)
+_GRES_SCALE = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+# GRES with a field of their own: asking them under `gres:` would hide them from the fit
+# check and the allocation's GPU accounting.
+_GRES_FIELDS = {
+    "gpu": "ask for GPUs with `gpus:` (or gpus_per_node, gpus_per_task)",
+    "shard": "ask for GPU shards with `shards:`",
+    "mps": "CUDA MPS shares are not supported: ask for `shards:` or `gpus:`",
+}
+
+
+@dataclass(frozen=True)
+class GresCount(SpecValue):
+    """How much of one other generic resource a node must give: `2`, or with Slurm's
+    binary suffixes `100G` (K, M, G, T, P multiply by 1024, as in ``--gres=localtmp:100G``)."""
+
+    count: int
+    written: str
+
+    json_schema: ClassVar[JsonSchemaValue] = {
+        "anyOf": [
+            {"type": "integer", "minimum": 1},
+            {"type": "string", "pattern": r"^\d+[KMGTPkmgtp]?$"},
+        ],
+        "description": "A count, or with a binary suffix as Slurm reads it: `100G`.",
+    }
+
+    @classmethod
+    def parse(cls, raw: object) -> GresCount:
+        _reject_bool(raw, "a gres count")
+        if isinstance(raw, int):
+            text = str(raw)
+        elif isinstance(raw, str) and _GRES_COUNT.match(raw):
+            text = raw.strip()
+        else:
+            raise ValueError(
+                f"a gres count must be a whole number like 2 or, with Slurm's suffixes, 100G "
+                f"(K, M, G, T, P: powers of 1024), got {raw!r}"
+            )
+        match = _GRES_COUNT.match(text)
+        assert match is not None
+        count = int(match.group(1)) * _GRES_SCALE[match.group(2).lower()]
+        if count < 1:
+            raise ValueError(f"a gres count must be at least 1, got {raw!r}")
+        return cls(count, text.replace(" ", "").upper())
+
+    @property
+    def text(self) -> str:
+        return self.written
+
+    def canonical(self) -> object:
+        return self.count
+
+    @property
+    def option(self) -> str:
+        """As ``--gres`` takes it, from the count alone (so `100G` and `102400M`, one spec,
+        render alike): with the largest binary suffix that divides it exactly."""
+        for suffix in "PTGMK":
+            scale = _GRES_SCALE[suffix.lower()]
+            if self.count % scale == 0:
+                return f"{self.count // scale}{suffix}"
+        return str(self.count)
+
+
+def gres_key(raw: str) -> str:
+    """A `gres:` key checked: `localtmp` or `nvme:fast`, not a GRES with a field of its own."""
+    if not _GRES_KEY.match(raw):
+        raise ValueError(
+            f"{raw!r} is not a gres name: write it as slurm.conf's GresTypes names it, "
+            "like localtmp or nvme:fast (a name, optionally :type)"
+        )
+    name = raw.partition(":")[0].lower()
+    if name in _GRES_FIELDS:
+        raise ValueError(f"gres {raw!r} has a field of its own: {_GRES_FIELDS[name]}")
+    return raw
 
 
 _DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from typing import TYPE_CHECKING
@@ -27,9 +28,13 @@ def this_cluster() -> ClusterSpec:
     """The dev cluster of where this runs (the host, or a Debian 13 root); its nodes are
     addressed by the short hostname."""
     from reconciler.devcluster.rootfs import release_here
-    from reconciler.devcluster.spec import HOST_RELEASE, cluster_for
+    from reconciler.devcluster.spec import GPU_FORMS_VARIABLE, HOST_RELEASE, cluster_for
 
-    return cluster_for(release_here() or HOST_RELEASE, socket.gethostname().split(".")[0])
+    return cluster_for(
+        release_here() or HOST_RELEASE,
+        socket.gethostname().split(".")[0],
+        gpu_forms=os.environ.get(GPU_FORMS_VARIABLE) == "1",
+    )
 
 
 SLURM = typer.Option(

@@ -59,10 +59,20 @@ def render_mariadb_conf(cluster: ClusterSpec) -> str | None:
 
 
 def fake_gpu_paths(cluster: ClusterSpec, node: Node) -> tuple[Path, ...]:
-    """The device files standing in for a node's GPUs, minor numbers 0..count-1."""
+    """The device files standing in for a node's GPUs, minor numbers 0..count-1: those of
+    its ``gres``, then those of its slices (the GPU forms' configuration)."""
     if node.gres is None:
         return ()
-    return tuple(cluster.layout.fake_gpu_dir / f"nvidia{i}" for i in range(node.gres.count))
+    count = node.gres.count + sum(kind.count for kind in node.slices)
+    return tuple(cluster.layout.fake_gpu_dir / f"nvidia{i}" for i in range(count))
+
+
+def _files(paths: tuple[Path, ...]) -> str:
+    """gres.conf's File= for consecutive fake devices: one path, or a bracketed range."""
+    if len(paths) == 1:
+        return str(paths[0])
+    first, last = (int(p.name.removeprefix("nvidia")) for p in (paths[0], paths[-1]))
+    return f"{paths[0].parent}/nvidia[{first}-{last}]"
 
 
 def render_slurm_conf(cluster: ClusterSpec) -> str:
@@ -129,7 +139,7 @@ def render_slurm_conf(cluster: ClusterSpec) -> str:
     if gres:
         lines.append("GresTypes=" + ",".join(gres))
         # So that sacct's AllocTRES shows the GPUs a job got, not only CPUs and memory.
-        lines.append("AccountingStorageTRES=" + ",".join(f"gres/{name}" for name in gres))
+        lines.append("AccountingStorageTRES=" + ",".join(_accounted(cluster)))
     lines.append("")
     lines += [_node_line(cluster, node) for node in cluster.nodes]
     lines.append("")
@@ -144,11 +154,31 @@ def render_slurm_conf(cluster: ClusterSpec) -> str:
 
 
 def _gres_names(cluster: ClusterSpec) -> set[str]:
-    return {node.gres.name for node in cluster.nodes if node.gres is not None}
+    names = {node.gres.name for node in cluster.nodes if node.gres is not None}
+    if any(node.shards_per_gpu for node in cluster.nodes):
+        names.add("shard")
+    return names
+
+
+def _accounted(cluster: ClusterSpec) -> list[str]:
+    """AccountingStorageTRES: each GRES, and each slice type, so that sacct's AllocTRES
+    says which slice a job held (recon cost values a slice by its type)."""
+    typed = {f"gres/gpu:{kind.type}" for node in cluster.nodes for kind in node.slices}
+    return [f"gres/{name}" for name in sorted(_gres_names(cluster))] + sorted(typed)
+
+
+def _node_gres(node: Node) -> list[str]:
+    if node.gres is None:
+        return []
+    kinds = (node.gres, *node.slices)
+    items = [f"{kind.name}:{kind.type}:{kind.count}" for kind in kinds]
+    if node.shards_per_gpu:
+        items.append(f"shard:{node.shards_per_gpu * node.gres.count}")
+    return items
 
 
 def _node_line(cluster: ClusterSpec, node: Node) -> str:
-    gres = f" Gres={node.gres.name}:{node.gres.type}:{node.gres.count}" if node.gres else ""
+    gres = f" Gres={','.join(_node_gres(node))}" if node.gres else ""
     return (
         f"NodeName={node.name} NodeHostname={cluster.hostname} NodeAddr=127.0.0.1 "
         f"Port={node.port} CPUs={node.cpus} RealMemory={node.real_memory_mb}{gres} "
@@ -164,14 +194,17 @@ def render_gres_conf(cluster: ClusterSpec) -> str:
         # Without File= the node reports zero GPUs and slurmctld drains it
         # ("gres/gpu count reported lower than configured").
         devices = fake_gpu_paths(cluster, node)
-        files = (
-            str(devices[0])
-            if len(devices) == 1
-            else (f"{cluster.layout.fake_gpu_dir}/nvidia[0-{len(devices) - 1}]")
-        )
-        lines.append(
-            f"NodeName={node.name} Name={node.gres.name} Type={node.gres.type} File={files}"
-        )
+        start = 0
+        for kind in (node.gres, *node.slices):
+            files = _files(devices[start : start + kind.count])
+            lines.append(f"NodeName={node.name} Name={kind.name} Type={kind.type} File={files}")
+            start += kind.count
+        # Shards over the whole GPUs, the same number on each (gres.conf's one line per
+        # device file).
+        for device in devices[: node.gres.count] if node.shards_per_gpu else ():
+            lines.append(
+                f"NodeName={node.name} Name=shard Count={node.shards_per_gpu} File={device}"
+            )
     return "\n".join(lines) + "\n"
 
 

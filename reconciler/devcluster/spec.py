@@ -37,6 +37,12 @@ class Node(_Frozen):
     # Every slurmd of the cluster runs on this one host, so each needs its own port.
     port: int = Field(gt=1024, lt=65536)
     gres: Gres | None = None
+    # More GPU types on the node, each on fake device files after those of ``gres``
+    # (MIG-like slices: `1g.10gb`, `3g.40gb`), and GPU shards over ``gres``'s devices
+    # (``shards_per_gpu`` each): the GPU forms' configuration, off unless asked for
+    # (``gpu_forms``).
+    slices: tuple[Gres, ...] = ()
+    shards_per_gpu: int = Field(default=0, ge=0)
 
 
 class PreemptMode(StrEnum):
@@ -194,10 +200,40 @@ def root_release_cluster(hostname: str) -> ClusterSpec:
     )
 
 
-def cluster_for(release: str, hostname: str) -> ClusterSpec:
-    """The dev cluster of a Slurm release (one of RELEASES)."""
+def cluster_for(release: str, hostname: str, *, gpu_forms: bool = False) -> ClusterSpec:
+    """The dev cluster of a Slurm release (one of RELEASES); ``gpu_forms``: with
+    ``with_gpu_forms``'s GPU node."""
     if release == ROOT_RELEASE:
-        return root_release_cluster(hostname)
-    if release == HOST_RELEASE:
-        return default_cluster(hostname)
-    raise ValueError(f"no dev cluster for Slurm {release!r}: choose one of {', '.join(RELEASES)}")
+        cluster = root_release_cluster(hostname)
+    elif release == HOST_RELEASE:
+        cluster = default_cluster(hostname)
+    else:
+        raise ValueError(
+            f"no dev cluster for Slurm {release!r}: choose one of {', '.join(RELEASES)}"
+        )
+    return with_gpu_forms(cluster) if gpu_forms else cluster
+
+
+# The GPU forms' configuration: set, `recon dev-cluster up` (and status, down) render the
+# GPU node with MIG-like slices and shards. Off by default: a cluster up without it is
+# left as it is (applying it means restarting the daemons with the new slurm.conf and
+# gres.conf, which every job on the cluster then sees).
+GPU_FORMS_VARIABLE = "RECON_DEV_CLUSTER_GPU_FORMS"
+MIG_LIKE_SLICES = (Gres(type="1g.10gb", count=2), Gres(type="3g.40gb", count=1))
+SHARDS_PER_GPU = 2
+
+
+def with_gpu_forms(cluster: ClusterSpec) -> ClusterSpec:
+    """The cluster with its GPU node also offering MIG-like types (two `1g.10gb`, one
+    `3g.40gb`, each a fake device of its own) and GPU shards (two on each `a100`), so
+    that every GPU form recon renders runs on real Slurm. The devices are files: no
+    process sees a GPU, and the slices are types like any other to Slurm (real MIG is
+    found by AutoDetect=nvml); `CUDA_VISIBLE_DEVICES` and `SLURM_*` are what a test
+    checks inside the job."""
+    nodes = tuple(
+        node.model_copy(update={"slices": MIG_LIKE_SLICES, "shards_per_gpu": SHARDS_PER_GPU})
+        if node.gres is not None and node.gres.name == "gpu"
+        else node
+        for node in cluster.nodes
+    )
+    return cluster.model_copy(update={"nodes": nodes})

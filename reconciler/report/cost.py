@@ -152,6 +152,11 @@ def _notes(book: Ledger) -> list[str]:
             f"{plural(book.unknown, 'ended job')} with no usage in the journal (settled by "
             f"a recon that did not read it): not counted; {listed(said)}."
         )
+    if book.shard_h:
+        notes.append(
+            f"{_figure(book.shard_h)} GPU shard-hours held, not in the GPU-h: "
+            f"{book.shards_unvalued or 'the shards per GPU were not read'}."
+        )
     return notes
 
 
@@ -392,6 +397,7 @@ def ledger_data(book: Ledger, project: str) -> dict[str, Any]:
         "jobs_without_usage": book.unknown,
         "jobs_without_usage_not_in_accounting": book.unknown_gone,
         "jobs_backfilled": book.backfilled,
+        "shard_hours_not_counted": book.shard_h,
         "sizes": sizes_data(book.sizes),
     }
 

@@ -146,9 +146,18 @@ class Held:
     (``cpu=2,gres/gpu=2,mem=500M,node=1``), summed over its nodes. Memory in MiB."""
 
     cpus: int = 0
-    gpus: int = 0
+    gpus: int = 0  # devices: whole GPUs and MIG slices alike, as Slurm counts gres/gpu
     memory_mb: int = 0
     nodes: int = 0
+    # Those GPUs in whole GPUs where they differ (MIG slices: their share of a GPU,
+    # docs/cost.md); None: ``gpus``
+    gpu_value: float | None = None
+    shards: int = 0  # GPU shards (gres/shard)
+
+    @property
+    def gpu_equivalents(self) -> float:
+        """What GPU-hours count: whole GPUs, a MIG slice its share of one."""
+        return self.gpus if self.gpu_value is None else self.gpu_value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,7 +7,11 @@ forever. A node in several partitions appears in each of them, as the same node.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from pydantic import BaseModel, ConfigDict, Field
+
+from reconciler.desired.resources import mig_fraction
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -46,14 +50,38 @@ class Node(BaseModel):
     state: str = Field(description="as sinfo prints it, e.g. idle, mixed, drained, down*")
 
     def gpus(self, gpu_type: str | None = None) -> int:
-        """GPUs of ``gpu_type`` (any case), or of every type when it is None, as Slurm
-        counts an untyped ``--gres=gpu:N`` request."""
-        wanted = None if gpu_type is None else gpu_type.lower()
+        """GPUs (MIG slices among them) of ``gpu_type`` (any case), or of every type when
+        it is None, as Slurm counts an untyped ``--gres=gpu:N`` request."""
+        return self.gres_count("gpu", gpu_type)
+
+    def gres_count(self, name: str, gres_type: str | None = None) -> int:
+        """How many of the generic resource ``name`` the node has: of ``gres_type`` (any
+        case), or of every type when it is None (``shard:8``, ``localtmp:500000``)."""
+        wanted = None if gres_type is None else gres_type.lower()
         return sum(
             gres.count
             for gres in self.gres
-            if gres.name == "gpu"
+            if gres.name == name
             and (wanted is None or (gres.type is not None and gres.type.lower() == wanted))
+        )
+
+    @property
+    def shards_per_gpu(self) -> float | None:
+        """The node's GPU shards over its whole GPUs (those not MIG slices), as its
+        configuration shares them out (``shard:8`` on 2 GPUs: 4); None: it has none."""
+        shards = self.gres_count("shard")
+        whole = sum(
+            gres.count
+            for gres in self.gres
+            if gres.name == "gpu" and mig_fraction(gres.type) == 1.0
+        )
+        return shards / whole if shards and whole else None
+
+    @property
+    def gres_text(self) -> str:
+        """Its GRES as sinfo names them, for messages: ``gpu:1g.10gb:4, shard:8``."""
+        return ", ".join(
+            ":".join(part for part in (g.name, g.type, str(g.count)) if part) for g in self.gres
         )
 
     @property
@@ -62,6 +90,24 @@ class Node(BaseModel):
         # Newer Slurm joins a base state and its flags with `+` (idle+drain).
         words = self.state.rstrip(_STATE_FLAGS).lower().split("+")
         return self.state.endswith("*") or any(word in _UNAVAILABLE_STATES for word in words)
+
+
+def shards_per_gpu(partitions: Iterable[Partition]) -> tuple[float | None, str | None]:
+    """The cluster's GPU shards per whole GPU, for valuing a shard held (docs/cost.md),
+    or None and why not: no node has shards, or nodes share their GPUs out differently
+    (a job's accounting does not say on which node it held its shards)."""
+    ratios = {
+        ratio
+        for partition in partitions
+        for node in partition.nodes
+        if (ratio := node.shards_per_gpu) is not None
+    }
+    if len(ratios) == 1:
+        return ratios.pop(), None
+    if not ratios:
+        return None, "no node of the cluster has GPU shards"
+    shown = ", ".join(f"{ratio:g}" for ratio in sorted(ratios))
+    return None, f"the cluster's nodes have different shards per GPU ({shown})"
 
 
 class Partition(BaseModel):

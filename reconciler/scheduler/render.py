@@ -167,7 +167,7 @@ def checkpoint_lines(warning: str) -> tuple[list[str], list[str]]:
         '  if [ "$recon_warned" = 1 ]; then',
         f"    {{ mkdir -p {marker} && : >{marker}/{job}; }} || true",
         '    echo "recon: the command exited $recon_status after the warning signal:'
-        ' its checkpoint stays, nothing published; the run\'s next job resumes" >&2',
+        " its checkpoint stays, nothing published; the run's next job resumes\" >&2",
         "  fi",
         '  exit "$recon_status"',
         "fi",
@@ -586,8 +586,10 @@ def allocation_options(spec: Allocation) -> tuple[str, ...]:
     )
 
 
-def resource_options(shape: NodeShape) -> list[str]:
-    """CPUs, memory and GPUs per node: the part of a shape that jobs and steps share."""
+def resource_options(shape: NodeShape, *, hide_gpus: bool = False) -> list[str]:
+    """CPUs, memory, GPUs, shards and other GRES per node: the part of a shape that jobs
+    and steps share. ``hide_gpus``: a step that asks for no GPU in an allocation that
+    holds some (``gpu:0``, in the one --gres)."""
     options = []
     if shape.cpus is not None:
         options.append(f"--cpus-per-task={shape.cpus.count}")
@@ -595,10 +597,17 @@ def resource_options(shape: NodeShape) -> list[str]:
     # would mean the whole node.)
     if shape.memory is not None:
         options.append(f"--mem={shape.memory.mebibytes}M")
-    if shape.gpus is not None:
-        # Slurm gres types are case-sensitive and conventionally lowercase (gres.conf `a100`).
-        kind = f"{shape.gpus.type.lower()}:" if shape.gpus.type else ""
-        options.append(f"--gres=gpu:{kind}{shape.gpus.count}")
+    if shape.gpus_per_node is not None:
+        options.append(f"--gpus-per-node={shape.gpus_per_node.option}")
+    # One --gres for every generic resource: a second --gres replaces the first.
+    gres = [f"gpu:{shape.gpus.option}"] if shape.gpus is not None else []
+    if hide_gpus:  # a step's `gpu:0`: see scheduler/slurm/steps.py
+        gres.append("gpu:0")
+    if shape.shards is not None:
+        gres.append(f"shard:{shape.shards}")
+    gres.extend(f"{name}:{count.option}" for name, count in sorted(shape.gres.items()))
+    if gres:
+        options.append(f"--gres={','.join(gres)}")
     return options
 
 

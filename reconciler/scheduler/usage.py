@@ -8,7 +8,9 @@ job has ended, so ``recon cost`` reads the journal alone, long after sacct's win
 How the figures are made, for every kind of job alike:
 - held: each component (a het component, an array task, the job itself; a run that ran
   as a step of an allocation: its step) holds its ``AllocTRES`` for its ``ElapsedRaw``;
-  GPU-seconds and CPU-seconds are the sums over components of count times seconds.
+  GPU-seconds and CPU-seconds are the sums over components of count times seconds, a
+  MIG slice counted at its share of a GPU (``Held.gpu_equivalents``); GPU shards are
+  summed apart, as shard-seconds.
 - queue wait: from submission to start (or to the end, for a job that never started),
   the longest of its components': wall time, no resources held.
 - idle (allocations only): the time the allocation was held with no step of its own
@@ -32,7 +34,7 @@ How the figures are made, for every kind of job alike:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,7 +53,8 @@ class JobUsage:
     wait_s: float = 0.0  # queue wait, wall time
     gpus: int = 0  # held at once, summed over its components
     cpus: int = 0
-    gpu_s: float = 0.0  # GPU-seconds held
+    gpu_s: float = 0.0  # GPU-seconds held (a MIG slice: its share of a GPU, docs/cost.md)
+    shard_s: float = 0.0  # GPU-shard-seconds held (gres/shard), not in gpu_s
     cpu_s: float = 0.0
     idle_s: float = 0.0  # an allocation's time held with no step running
     idle_gpu_s: float = 0.0
@@ -91,6 +94,21 @@ _TIMES = ("submitted", "started", "ended")
 _FIELDS = tuple(field.name for field in fields(JobUsage))
 
 
+def with_shards_valued(usage: JobUsage, shards_per_gpu: float) -> JobUsage:
+    """``usage`` with its GPU shards counted in its GPU-seconds, each at 1/shards_per_gpu
+    of a GPU (docs/cost.md), idle ones in its idle GPU-seconds alike."""
+    if not usage.shard_s:
+        return usage
+    gpu_s = usage.shard_s / shards_per_gpu
+    idle = usage.idle_s / usage.elapsed_s if usage.elapsed_s else 0.0
+    return replace(
+        usage,
+        gpu_s=usage.gpu_s + gpu_s,
+        idle_gpu_s=usage.idle_gpu_s + gpu_s * idle,
+        shard_s=0.0,
+    )
+
+
 def usage_of(job: ObservedJob, *, allocation: bool = False) -> JobUsage | None:
     """What ``job`` held, from its rows; None when no row says it (a scheduler that
     reports no accounting, or rows from before recon read it). ``allocation``: the job
@@ -103,7 +121,10 @@ def usage_of(job: ObservedJob, *, allocation: bool = False) -> JobUsage | None:
     peak, cpu_time = _used(job, parts)
     gpus = sum(row.held.gpus for row in parts if row.held is not None)
     cpus = sum(row.held.cpus for row in parts if row.held is not None)
-    gpu_s = sum(s * row.held.gpus for s, row in zip(elapsed, parts, strict=True) if row.held)
+    gpu_s = sum(
+        s * row.held.gpu_equivalents for s, row in zip(elapsed, parts, strict=True) if row.held
+    )
+    shard_s = sum(s * row.held.shards for s, row in zip(elapsed, parts, strict=True) if row.held)
     cpu_s = sum(s * row.held.cpus for s, row in zip(elapsed, parts, strict=True) if row.held)
     usage = JobUsage(
         submitted=min((row.submit for row in parts if row.submit), default=None),
@@ -115,6 +136,7 @@ def usage_of(job: ObservedJob, *, allocation: bool = False) -> JobUsage | None:
         cpus=cpus,
         gpu_s=gpu_s,
         cpu_s=cpu_s,
+        shard_s=shard_s,
         time_limit_s=max(
             (row.time_limit.total_seconds() for row in parts if row.time_limit), default=None
         ),

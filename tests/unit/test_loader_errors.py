@@ -321,7 +321,10 @@ def test_run_in_an_allocation_takes_only_step_resources(
     spec = GOOD_PREPARE + "allocation: warm\nresources:\n" + resources
     issue = only(repo, {"specs/a.yaml": spec, "specs/w.yaml": WARM})
     assert refused in issue.message
-    assert "cpus, memory, gpus, time, nodes, ntasks, ntasks_per_node" in issue.message
+    assert (
+        "cpus, memory, gpus, gpus_per_node, gpus_per_task, shards, gres, time, nodes, "
+        "ntasks, ntasks_per_node" in issue.message
+    )
 
 
 def test_a_run_in_an_allocation_may_span_nodes_and_tasks(repo: GitRepo) -> None:

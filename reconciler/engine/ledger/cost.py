@@ -36,7 +36,7 @@ from reconciler.engine.plan.forecast import HOUR, ran_its_command
 from reconciler.engine.plan.sizes import Sizes
 from reconciler.scheduler.base import Observation
 from reconciler.scheduler.states import Health
-from reconciler.scheduler.usage import JobUsage, usage_of
+from reconciler.scheduler.usage import JobUsage, usage_of, with_shards_valued
 from reconciler.state.records import EndingKind, SubmissionRecord
 
 
@@ -139,6 +139,10 @@ class Ledger:
     last_durations: dict[str, float] = field(default_factory=dict)
     # sizes suggested from what the jobs used (``sizes.suggest``); None: not asked
     sizes: Sizes | None = None
+    # GPU shard-hours held but not counted as GPU-hours (the cluster's shards per GPU
+    # not known), and why not; 0: none, or counted
+    shard_h: float = 0.0
+    shards_unvalued: str | None = None
 
 
 def ledger(
@@ -152,6 +156,7 @@ def ledger(
     live: Mapping[str, JobUsage] | None = None,
     partners: Mapping[str, Sequence[str]] | None = None,
     now: datetime | None = None,
+    shards_per_gpu: float | None = None,
 ) -> Ledger:
     """The cost of ``records`` (one project's, oldest first). ``current_specs``: run ->
     its spec hash now (a run not in it left the repo: its successes are superseded).
@@ -161,15 +166,26 @@ def ledger(
     ``live``: job id -> what each job not ended yet has held so far (``running_usage``);
     None when the cluster was not asked. ``partners``: run -> the runs coupled with it
     (``coupled_with``, both ways), for the coupled wait's saving, which ``now`` ends for
-    a partner not run again yet (None: such a wait is not counted)."""
+    a partner not run again yet (None: such a wait is not counted). ``shards_per_gpu``:
+    the cluster's, so that GPU shards held count in GPU-hours (each 1/shards_per_gpu of a
+    GPU); None: they are not, and ``Ledger.shard_h`` says how many were held."""
     causes = cancel_causes or {}
     commits = None if commits is None else set(commits)
     names = set(names)
     current, resuming = _current(records, current_specs)
-    usages = {record.id: record.usage for record in records if record.usage_json is not None}
+    usages = {
+        record.id: usage
+        for record in records
+        if record.usage_json is not None and (usage := record.usage) is not None
+    }
+    book = Ledger()
+    if shards_per_gpu is not None:
+        usages = {key: with_shards_valued(u, shards_per_gpu) for key, u in usages.items()}
+        live = live and {key: with_shards_valued(u, shards_per_gpu) for key, u in live.items()}
+    else:
+        book.shard_h = sum(usage.shard_s for usage in usages.values()) / HOUR
     last_ran = _last_ran(records, usages)
     submitted: dict[str, list[datetime]] = {}  # made when a coupled wait needs it
-    book = Ledger()
     for record in records:
         if not in_scope(record, since, commits, names):
             continue

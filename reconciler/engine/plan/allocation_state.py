@@ -19,11 +19,16 @@ from reconciler.engine.plan.actions import ActionKind
 @dataclass(frozen=True)
 class GpuShare:
     """What one run's step reserves in its allocation against the steps beside it, over
-    all of its nodes: a GPU run's step (no ``--overlap``) its GPUs, and its memory when
-    the run states it; any other step (``--overlap``) nothing."""
+    all of its nodes: a GPU run's step (no ``--overlap``) its GPUs (MIG slices: devices
+    of their own) or GPU shards, and its memory when the run states it; any other step
+    (``--overlap``) nothing."""
 
     gpus: int = 0
     memory_mb: int = 0
+    shards: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.gpus or self.shards)
 
 
 @dataclass(frozen=True)
@@ -36,13 +41,15 @@ class InUse:
     memory_mb: int = 0
     runs: tuple[str, ...] = ()
     counted: bool = True
+    shards: int = 0
 
     def plus(self, run: str, share: GpuShare) -> InUse:
-        if not share.gpus:
+        if not share:
             return self
         return replace(
             self,
             gpus=self.gpus + share.gpus,
+            shards=self.shards + share.shards,
             memory_mb=self.memory_mb + share.memory_mb,
             runs=(*self.runs, run),
         )

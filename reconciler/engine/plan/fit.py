@@ -79,18 +79,30 @@ class _Need:
     gpus: int
     constraint: _Constraint | None
     nodes: int
+    shards: int = 0
+    gres: tuple[tuple[str, str | None, int, str], ...] = ()  # name, type, count, as written
 
     @classmethod
     def of(cls, shape: NodeShape, partition: str) -> _Need:
-        gpus = shape.gpus
+        if isinstance(shape, RunResources):  # a run's step: its tasks' GPUs together
+            gpus, gpu_type = shape.step_gpus, shape.step_gpu_type
+        else:
+            asked = shape.node_gpus
+            gpus, gpu_type = (asked.count, asked.type) if asked else (0, None)
+        gres = []
+        for key, count in sorted(shape.gres.items()):
+            name, _, kind = key.partition(":")
+            gres.append((name, kind.lower() or None, count.count, f"{key}:{count.text}"))
         return cls(
             partition=partition,
             cpus=shape.cpus.count if shape.cpus else 0,
             memory_mb=shape.memory.mebibytes if shape.memory else 0,
-            gpu_type=gpus.type.lower() if gpus and gpus.type else None,
-            gpus=gpus.count if gpus else 0,
+            gpu_type=gpu_type.lower() if gpu_type else None,
+            gpus=gpus,
             constraint=_constraint(shape.constraint),
             nodes=shape.nodes or 1,
+            shards=shape.shards or 0,
+            gres=tuple(gres),
         )
 
     def describe(self) -> str:
@@ -101,6 +113,9 @@ class _Need:
             parts.append(f"{self.memory_mb} MiB memory")
         if self.gpus:
             parts.append(_gpus(self.gpus, self.gpu_type))
+        if self.shards:
+            parts.append(plural(self.shards, "GPU shard"))
+        parts.extend(f"gres {written}" for *_, written in self.gres)
         if self.constraint:
             parts.append(f"features {self.constraint.text}")
         return ", ".join(parts)
@@ -121,6 +136,8 @@ class _Kind:
             and self.node.cpus >= need.cpus
             and self.node.memory_mb >= need.memory_mb
             and (not need.gpus or self.node.gpus(need.gpu_type) >= need.gpus)
+            and self.node.gres_count("shard") >= need.shards
+            and all(self.node.gres_count(n, t) >= count for n, t, count, _ in need.gres)
             and (need.constraint is None or need.constraint.met_by(self.features))
         )
 
@@ -135,6 +152,7 @@ class _Limits:
     gpus: int
     gpus_by_type: dict[str, int]
     features: frozenset[str]
+    nodes_in: tuple[Node, ...] = ()  # for what the other GRES ask: rarely asked, read there
 
     @classmethod
     def of(cls, partition: Partition) -> _Limits:
@@ -152,6 +170,7 @@ class _Limits:
             gpus=max((node.gpus() for node in nodes), default=0),
             gpus_by_type=by_type,
             features=frozenset(feature for node in nodes for feature in node.features),
+            nodes_in=nodes,
         )
 
     def shortfalls(self, need: _Need) -> list[str]:
@@ -168,6 +187,11 @@ class _Limits:
             )
         if need.gpus:
             short.extend(self._gpu_shortfall(need))
+        if need.shards:
+            asks = f"asks {plural(need.shards, 'GPU shard')} per node"
+            short.extend(self._gres_shortfall(asks, "shard", None, need.shards))
+        for name, kind, count, written in need.gres:
+            short.extend(self._gres_shortfall(f"asks gres {written} per node", name, kind, count))
         if need.constraint is not None:
             short.extend(self._feature_shortfall(need.constraint))
         return short
@@ -183,6 +207,18 @@ class _Limits:
             return [f"{asks}; no node has any GPU"]
         types = ", ".join(sorted(self.gpus_by_type))
         return [f"{asks}; no node has that type (GPU types here: {types})"]
+
+    def _gres_shortfall(self, asks: str, name: str, kind: str | None, count: int) -> list[str]:
+        """A shard or other GRES even the best node lacks, and what the nodes have."""
+        most = max((node.gres_count(name, kind) for node in self.nodes_in), default=0)
+        if count <= most:
+            return []
+        if most:
+            return [f"{asks}; the most any node has is {most}"]
+        offered = sorted({g for node in self.nodes_in if (g := node.gres_text)})
+        have = f"the nodes have: {'; '.join(offered)}" if offered else "no node has any GRES"
+        what = f"{name}:{kind}" if kind else name
+        return [f"{asks}; no node has {what} ({have})"]
 
     def _feature_shortfall(self, constraint: _Constraint) -> list[str]:
         missing = sorted(constraint.features - self.features)

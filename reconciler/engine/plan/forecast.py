@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from reconciler.desired.models import RunResources
+from reconciler.desired.resources import mig_fraction
 from reconciler.scheduler.states import Health
 from reconciler.state.records import SubmissionRecord
 
@@ -27,14 +28,25 @@ class Asks:
     gpus: int
     cpus: int
     limit_s: float | None
+    # Those GPUs in whole GPUs: a MIG slice its share of one (docs/cost.md); None: gpus
+    gpu_value: float | None = None
 
     @classmethod
     def of(cls, resources: RunResources) -> Asks:
         shapes = resources.components or (resources,)
-        gpus = sum((s.gpus.count if s.gpus else 0) * (s.nodes or 1) for s in shapes)
+        gpus, worth = 0, 0.0
+        for shape in shapes:
+            asked = shape.node_gpus
+            count = asked.count * (shape.nodes or 1) if asked else 0
+            gpus += count
+            worth += count * mig_fraction(asked.type if asked else None)
         cpus = sum((s.cpus.count if s.cpus else 1) * (s.nodes or 1) for s in shapes)
         limit = None if resources.time is None else float(resources.time.seconds)
-        return cls(gpus, cpus, limit)
+        return cls(gpus, cpus, limit, None if worth == gpus else worth)
+
+    @property
+    def gpu_equivalents(self) -> float:
+        return self.gpus if self.gpu_value is None else self.gpu_value
 
 
 @dataclass(frozen=True)
@@ -48,7 +60,7 @@ class RunEstimate:
 
     @property
     def gpu_h(self) -> float | None:
-        return None if self.last_s is None else self.last_s * self.asks.gpus / HOUR
+        return None if self.last_s is None else self.last_s * self.asks.gpu_equivalents / HOUR
 
     @property
     def cpu_h(self) -> float | None:
@@ -58,7 +70,7 @@ class RunEstimate:
     def ceiling_gpu_h(self) -> float | None:
         """Its time limit times its GPUs: the most a job of it can hold."""
         limit = self.asks.limit_s
-        return None if limit is None else limit * self.asks.gpus / HOUR
+        return None if limit is None else limit * self.asks.gpu_equivalents / HOUR
 
 
 @dataclass(frozen=True)

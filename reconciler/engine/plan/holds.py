@@ -108,7 +108,7 @@ def budget_guard(
         if seconds is None:
             unforecast.append(name)
         else:
-            forecast += seconds * ask.gpus / HOUR
+            forecast += seconds * ask.gpu_equivalents / HOUR
     spent = _spent_today(records, now) if budget.per == "day" else 0.0
     if forecast + spent <= budget.gpu_hours:
         return None

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from reconciler.desired.resources import mig_fraction
 from reconciler.scheduler.arrays import expand
 from reconciler.scheduler.base import Held, JobRecord
 from reconciler.scheduler.states import HEALTH, Health, SlurmState, parse_state
@@ -480,6 +481,8 @@ def parse_tres(text: str) -> Held | None:
     """sacct's ``AllocTRES``: ``billing=2,cpu=2,gres/gpu=2,mem=500M,node=1``; None when
     empty (a job that never started holds nothing). GPUs are the untyped ``gres/gpu``
     count, or where only typed counts are accounted (``gres/gpu:a100=2``) their sum;
+    MIG slices typed so (``gres/gpu:1g.10gb=1``) are valued at their share of a GPU, and
+    GPU shards (``gres/shard=2``) are counted;
     other TRES (billing, energy, licences) are not read."""
     if not text.strip():
         return None
@@ -489,13 +492,24 @@ def parse_tres(text: str) -> Held | None:
         if not sep:
             raise _Unreadable(f"unknown TRES {item!r} in {text!r}")
         counts[key.strip()] = value.strip()
-    typed = [value for key, value in counts.items() if key.startswith("gres/gpu:")]
-    gpus = _count(counts["gres/gpu"]) if "gres/gpu" in counts else sum(map(_count, typed))
+    typed = {
+        key.removeprefix("gres/gpu:"): _count(value)
+        for key, value in counts.items()
+        if key.startswith("gres/gpu:")
+    }
+    gpus = _count(counts["gres/gpu"]) if "gres/gpu" in counts else sum(typed.values())
+    # A MIG slice is worth its compute slices of a GPU (desired/resources.mig_fraction);
+    # GPUs sacct does not type are whole ones.
+    whole = max(gpus - sum(typed.values()), 0)
+    worth = whole + sum(count * mig_fraction(kind) for kind, count in typed.items())
+    shards = counts.get("gres/shard")
     return Held(
         cpus=_count(counts.get("cpu", "0")),
         gpus=gpus,
         memory_mb=_megabytes(counts.get("mem", "0")),
         nodes=_count(counts.get("node", "0")),
+        gpu_value=None if worth == gpus else worth,
+        shards=_count(shards) if shards is not None else 0,
     )
 
 

@@ -45,13 +45,21 @@ def step_options(shape: RunResources | None, allocation_gpus: bool = False) -> t
         tasks.append(f"--ntasks={shape.ntasks}")
     if shape.ntasks_per_node is not None:
         tasks.append(f"--ntasks-per-node={shape.ntasks_per_node}")
-    hidden = ("--gres=gpu:0",) if allocation_gpus and shape.gpus is None else ()
+    # Slurm needs a task count beside --gpus-per-task: the step always states one.
+    per_task = shape.gpus_per_task
+    each = (f"--gpus-per-task={per_task.option}",) if per_task is not None else ()
+    hidden = allocation_gpus and not uses_gpus(shape)
     return (
         f"--nodes={shape.step_nodes}",
         *(tasks or [f"--ntasks={shape.step_nodes}"]),
-        *resource_options(shape),
-        *hidden,
+        *each,
+        *resource_options(shape, hide_gpus=hidden),
     )
+
+
+def uses_gpus(shape: RunResources) -> bool:
+    """Whether a run's step asks for GPUs in any form: whole ones, MIG slices, shards."""
+    return shape.step_gpus > 0 or shape.shards is not None
 
 
 def container_options(container: Container | None, allocation: str) -> tuple[str, ...]:
@@ -80,7 +88,7 @@ def sharing(shape: RunResources | None) -> tuple[str, ...]:
     therefore started without it and with ``--exact`` (only the CPUs it asks for, so the
     next GPU run finds CPUs free): concurrent GPU runs get disjoint devices, and one that
     finds no free GPU is held back by srun until one is (not listed meanwhile)."""
-    if shape is not None and shape.gpus is not None:
+    if shape is not None and uses_gpus(shape):
         return ("--exact",)
     return ("--overlap",)
 

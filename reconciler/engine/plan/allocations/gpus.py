@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 
 from reconciler.desired.desired import DesiredAllocation
 from reconciler.desired.models import RunResources
-from reconciler.desired.resources import Gpus, Memory
 from reconciler.engine.plan.allocation_state import AllocationState, GpuShare, InUse
 from reconciler.engine.plan.allocations.judging import held_back
 from reconciler.engine.plan.inputs import PlanInputs
@@ -27,11 +26,14 @@ from reconciler.words import plural
 
 
 def gpu_share(asks: RunResources) -> GpuShare:
-    if asks.gpus is None:
+    """A run's step's GPUs (``gpus``, ``gpus_per_node``, or ``gpus_per_task`` times its
+    tasks on a node) or shards, over all its nodes, and its memory beside them."""
+    per_node, shards = asks.step_gpus, asks.shards or 0
+    if not per_node and not shards:
         return GpuShare()
     nodes = asks.step_nodes
     memory = asks.memory.mebibytes * nodes if asks.memory is not None else 0
-    return GpuShare(gpus=asks.gpus.count * nodes, memory_mb=memory)
+    return GpuShare(gpus=per_node * nodes, memory_mb=memory, shards=shards * nodes)
 
 
 def short_of(state: AllocationState, asks: RunResources, in_use: InUse) -> str | None:
@@ -42,7 +44,8 @@ def short_of(state: AllocationState, asks: RunResources, in_use: InUse) -> str |
     states no GPUs (``--exclusive``): srun holds the step back if it must."""
     share = gpu_share(asks)
     holds = state.holds
-    if not share.gpus or holds.gpus is None or state.ready is None:
+    held = holds.node_gpus
+    if not share or (held is None and holds.shards is None) or state.ready is None:
         return None
     where = f"allocation {state.name} (job {state.ready.job_id})"
     if not in_use.counted:
@@ -51,11 +54,17 @@ def short_of(state: AllocationState, asks: RunResources, in_use: InUse) -> str |
             "may hold its GPUs"
         )
     nodes = holds.nodes or 1
-    total = holds.gpus.count * nodes
-    if share.gpus > total - in_use.gpus:
+    total = held.count * nodes if held is not None else 0
+    if share.gpus and share.gpus > total - in_use.gpus:
         return (
             f"waits for {plural(share.gpus, 'free GPU')} in {where}: {in_use.gpus} of "
             f"{total} in use by {_by(in_use.runs)}"
+        )
+    shards = (holds.shards or 0) * nodes
+    if share.shards and share.shards > shards - in_use.shards:
+        return (
+            f"waits for {plural(share.shards, 'free GPU shard')} in {where}: "
+            f"{in_use.shards} of {shards} in use by {_by(in_use.runs)}"
         )
     if share.memory_mb and holds.memory is not None:
         memory = holds.memory.mebibytes * nodes
@@ -140,13 +149,24 @@ def _step_share(inputs: PlanInputs, tag: Tag) -> GpuShare | None:
 
 
 def _recorded_share(fields: Mapping[str, object]) -> GpuShare | None:
-    gpus, memory, nodes = (fields.get(f"resources.{key}") for key in ("gpus", "memory", "nodes"))
+    """The share of a spec the journal recorded (flat fields, as written): rebuilt as the
+    resources it had, so that every GPU form counts as ``gpu_share`` counts it."""
+    resources = {
+        key.removeprefix("resources."): value
+        for key, value in fields.items()
+        if key.startswith("resources.") and key.count(".") == 1 and value is not None
+    }
     try:
-        count = Gpus.parse(gpus).count if gpus is not None else 0
-        mebibytes = Memory.parse(memory).mebibytes if memory is not None else 0
-        spans = int(str(nodes)) if nodes is not None else 1
+        asks = RunResources.model_validate(
+            {key: resources[key] for key in _SHARE_FIELDS if key in resources}
+        )
     except ValueError:
         return None
-    if not count:
-        return GpuShare()
-    return GpuShare(gpus=count * spans, memory_mb=mebibytes * spans)
+    return gpu_share(asks)
+
+
+# What a step's share is made from, as the journal's flat fields name them.
+_SHARE_FIELDS = (
+    "gpus", "gpus_per_node", "gpus_per_task", "shards", "memory", "nodes", "ntasks",
+    "ntasks_per_node",
+)  # fmt: skip

@@ -95,25 +95,53 @@ def beyond_allocation(holds: NodeShape, asks: RunResources) -> list[str]:
         and asks.memory.mebibytes > holds.memory.mebibytes
     ):
         found.append(f"memory {asks.memory.text} > {holds.memory.text} per node")
-    if asks.gpus is not None:
-        if holds.gpus is None:
-            if not holds_gpus(holds):
-                found.append(f"gpus {asks.gpus.text}, but it holds no GPUs")
-        elif asks.gpus.count > holds.gpus.count:
-            found.append(f"gpus {asks.gpus.text} > {holds.gpus.text} per node")
-        elif (
-            asks.gpus.type is not None
-            and holds.gpus.type is not None
-            and asks.gpus.type.lower() != holds.gpus.type.lower()
-        ):
-            found.append(f"gpus {asks.gpus.text}, but it holds {holds.gpus.text}")
+    found.extend(_gpus_beyond(asks, holds))
+    if asks.shards is not None:
+        if holds.shards is None:
+            found.append(f"shards {asks.shards}, but it holds no GPU shards")
+        elif asks.shards > holds.shards:
+            found.append(f"shards {asks.shards} > {holds.shards} per node")
+    for name, count in sorted(asks.gres.items()):
+        held = holds.gres.get(name)
+        if held is None:
+            found.append(f"gres {name}:{count.text}, but it holds no {name}")
+        elif count.count > held.count:
+            found.append(f"gres {name}:{count.text} > {held.text} per node")
     return found
+
+
+def _gpus_beyond(asks: RunResources, holds: NodeShape) -> list[str]:
+    """A run's GPUs (in any form) that its allocation's nodes do not hold: too many, or
+    of another type (a MIG profile is a type)."""
+    per_node, kind = asks.step_gpus, asks.step_gpu_type
+    if not per_node:
+        return []
+    asked = asks.gpus_per_task or asks.node_gpus
+    assert asked is not None
+    what = "gpus_per_task" if asks.gpus_per_task is not None else "gpus"
+    text = f"{what} {asked.text}"
+    if asks.gpus_per_task is not None and asks.tasks_per_node > 1:
+        text += f" x {asks.tasks_per_node} tasks"
+    held = holds.node_gpus
+    if held is None and holds.shards is not None:
+        return [f"{text}, but it holds GPU shards, not whole GPUs"]
+    if held is None:
+        return [] if holds_gpus(holds) else [f"{text}, but it holds no GPUs"]
+    if per_node > held.count:
+        return [f"{text} > {held.text} per node"]
+    if kind is not None and held.type is not None and kind.lower() != held.type.lower():
+        return [f"{text}, but it holds {held.text}"]
+    return []
 
 
 def holds_gpus(holds: NodeShape) -> bool:
     """Whether an allocation may hold GPUs: it asks for them, or takes whole nodes
     (``--exclusive``) with whatever GPUs they have."""
-    return holds.gpus is not None or any(f.startswith("--exclusive") for f in holds.sbatch_extra)
+    return (
+        holds.node_gpus is not None
+        or holds.shards is not None
+        or any(f.startswith("--exclusive") for f in holds.sbatch_extra)
+    )
 
 
 def renewals(
