@@ -19,6 +19,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import freezegun
 import pytest
 
 from reconciler.devcluster import lifecycle
@@ -34,6 +35,11 @@ from tests.projects import MADE
 
 PROJECT = "project: demo\ndefaults:\n  partition: cpu\n  time: 1h\n"
 HOW_TO_RUN = "sudo recon dev-cluster up && RECON_REQUIRE_SLURM=1 pytest -m slurm"
+
+# pytest times each phase with the functions of `_pytest.timing`, which freezegun would
+# fake too while a fixture holds the clock frozen: `--durations` then printed the frozen
+# clock's moves (a setup of 50 years, a call of the minutes a test ticked through).
+freezegun.configure(extend_ignore_list=["_pytest.timing"])
 
 
 @pytest.fixture
