@@ -12,10 +12,13 @@ per session:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -70,23 +73,26 @@ def slurm_required() -> bool:
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster() -> ClusterSpec:
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> ClusterSpec:
     """The running dev cluster's description (nodes, partitions, account)."""
     cluster = this_cluster()
-    health = check_health(cluster)
-    problems = list(health.problems)
-    if os.geteuid() != 0:
-        problems.append("the tests submit jobs as root and must run as root")
+    problems = usable(cluster)
     if not problems:
         return cluster
     reason = "; ".join(problems)
     if not slurm_required():
         pytest.skip(f"Slurm dev cluster not usable ({reason}). To run these tests: {HOW_TO_RUN}")
-    try:
-        lifecycle.up(cluster, report=lambda _: None)
-        failure = None
-    except DevClusterError as error:
-        failure = str(error)
+    # Each pytest-xdist worker decides for itself: one `up` at a time (the folder above
+    # the session's temporary folder is every worker's), and a worker that waited for
+    # another's finds the cluster healthy.
+    with one_at_a_time(tmp_path_factory.getbasetemp().parent / "dev-cluster-up.lock"):
+        if not usable(cluster):
+            return cluster
+        try:
+            lifecycle.up(cluster, report=lambda _: None)
+            failure = None
+        except DevClusterError as error:
+            failure = str(error)
     if failure is not None:
         pytest.fail(
             "the Slurm dev cluster is required here (CI or RECON_REQUIRE_SLURM=1) "
@@ -101,6 +107,22 @@ def slurm_cluster() -> ClusterSpec:
             pytrace=False,
         )
     return cluster
+
+
+def usable(cluster: ClusterSpec) -> list[str]:
+    """Why the tests cannot use the dev cluster now; empty when they can."""
+    problems = list(check_health(cluster).problems)
+    if os.geteuid() != 0:
+        problems.append("the tests submit jobs as root and must run as root")
+    return problems
+
+
+@contextlib.contextmanager
+def one_at_a_time(lock: Path) -> Iterator[None]:
+    """Held by one process at a time (an exclusive lock on `lock`, released on exit)."""
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
