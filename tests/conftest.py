@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import freezegun
 import pytest
@@ -56,11 +57,30 @@ def repo(tmp_path: Path) -> GitRepo:
 _RECORDER = Recorder(Path(os.environ[PLAN_RECORD_ENV])) if os.environ.get(PLAN_RECORD_ENV) else None
 
 
+# How wide recon writes depends on COLUMNS (piped without it, lines are never wrapped),
+# and pytest-xdist's workers start with COLUMNS=80 and LINES=24 where the command that
+# started them had none: each worker gets the terminal variables of that command.
+_TERMINAL = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """In the command that starts pytest-xdist's workers: tell them its terminal."""
+    node.workerinput["terminal"] = {name: os.environ.get(name) for name in _TERMINAL}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """With RECON_PLAN_RECORD set, every plan the tests make is recorded
-    (tests/plan_record.py)."""
+    (tests/plan_record.py). In a pytest-xdist worker, the terminal variables are those
+    of the command that started it."""
     if _RECORDER is not None:
         _RECORDER.install()
+    started_by: dict[str, str | None] = getattr(config, "workerinput", {}).get("terminal", {})
+    for name, value in started_by.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
