@@ -437,7 +437,9 @@ def test_near_expiry_it_is_renewed_before_runs_need_it(project: Project) -> None
     (first,) = held(project)
     # Reused while more than 90 s of its 2 minutes are left...
     assert "~ reuse     warm" in project.recon("plan", ".").stdout
-    time.sleep(32)
+    # squeue's time left, which the plan reads too: counted from when Slurm started the
+    # job, which under load can be a while after the apply.
+    project.wait_for("less than 90 s left", lambda: _time_left(first["id"]) < 89)
     # ...then renewed: a new job is held before any run needs it, the old one released.
     plan = project.recon("plan", ".")
     assert "-/+ replace   warm           allocation renewed: job " + first["id"] in plan.stdout
