@@ -150,12 +150,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     on a parameter (`pytest.param(..., marks=pytest.mark.slurm)`) counts too.
 
     A new list, not an insert: the parametrized items of one test function share one
-    list, and the test's other parameters (the local backend) must not need a cluster."""
+    list, and the test's other parameters (the local backend) must not need a cluster.
+
+    The slurm tests run first, each file's in its order: they spend their time waiting
+    on Slurm, so with tests side by side (pytest-xdist) the tests that compute fill the
+    cores meanwhile, and the longest waits do not come last."""
     for item in items:
         if not isinstance(item, pytest.Function):
             continue
         if item.get_closest_marker("slurm") and "slurm_cluster" not in item.fixturenames:
             item.fixturenames = ["slurm_cluster", *item.fixturenames]
+    items.sort(key=lambda item: item.get_closest_marker("slurm") is None)
 
 
 # Every recon job a test makes is the test's to cancel (the `project` fixtures cancel by
