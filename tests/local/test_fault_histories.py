@@ -10,9 +10,10 @@ random sequences of commits, passes and faults. After every step:
 and at the end, once faults stop and jobs are let finish, the project converges within a
 bounded number of passes and then plans nothing.
 
-Histories: `RECON_HISTORIES` (default 300 in the suite), each up to `RECON_HISTORY_STEPS`
+Histories: `RECON_HISTORIES` (default 100 in the suite), each up to `RECON_HISTORY_STEPS`
 steps (default 30: fewer histories, each deeper, reach the states only several faults in
-a row make; CI runs 2,000 of up to 15 steps besides, in a lane of its own), split over
+a row make, and a history's cost is mostly its closing passes, not its steps; CI runs
+2,000 of up to 15 steps besides, in a lane of its own), split over
 `RECON_HISTORY_WORKERS` processes (default: one a core).
 Worker k draws the fixed set of seed `RECON_HISTORY_SEED + k` (default seed 0), so the
 suite runs the same histories each time and another seed runs new ones. A failing history
@@ -67,7 +68,7 @@ from reconciler.state.paths import JOURNAL_FILE
 from tests.gitrepo import GitRepo
 from tests.simcluster import ALIVE, ENDINGS, Faults, SimCluster, SimJob, SimTask
 
-HISTORIES = int(os.environ.get("RECON_HISTORIES", "300"))
+HISTORIES = int(os.environ.get("RECON_HISTORIES", "100"))
 STEPS = int(os.environ.get("RECON_HISTORY_STEPS", "30"))
 SEED = int(os.environ.get("RECON_HISTORY_SEED", "0"))
 WORKERS = int(os.environ.get("RECON_HISTORY_WORKERS", str(os.cpu_count() or 1)))
