@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -206,14 +207,16 @@ def test_systemd_units_are_valid_and_the_timer_enabled(machine: Machine, project
         "systemctl --user daemon-reload",
         f"systemctl --user enable --now {timer.name}",
     ]
-    runtime = machine.home / "runtime"
-    runtime.mkdir(mode=0o700)
     analyze = installed("systemd-analyze", "systemd")
-    verified = subprocess.run(
-        [analyze, "verify", "--user", str(service), str(timer)],
-        env={**machine.environment, "XDG_RUNTIME_DIR": str(runtime)},
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    # A runtime folder of a short path of its own (mode 0700, as mkdtemp makes it): the
+    # user units' sockets live under it, and a socket's path holds 108 bytes at most, which
+    # a test's temporary folder under pytest-xdist (…/popen-gw2/test_…/home/…) can pass.
+    with tempfile.TemporaryDirectory(prefix="recon-rt-") as runtime:
+        verified = subprocess.run(
+            [analyze, "verify", "--user", str(service), str(timer)],
+            env={**machine.environment, "XDG_RUNTIME_DIR": runtime},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
     assert (verified.returncode, verified.stderr) == (0, ""), verified.stderr
     calendar = subprocess.run([analyze, "calendar", "*-*-* *:00/10:00"],
                               capture_output=True, text=True, check=True).stdout  # fmt: skip
