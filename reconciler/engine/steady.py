@@ -213,14 +213,17 @@ class SteadyPasses:
             return None
         if made is None:
             return None
+        outcome = made.outcome
+        kept_now = steady(outcome)
+        if commit == kept.commit and not kept_now:
+            return None  # a timer pass carries nothing out: a full one does, under the lock
         self.passes += 1
         if commit == kept.commit:
             self.rejobbed += 1
         else:
             self.replanned += 1
             self.visited = len(made.visited)
-        outcome = made.outcome
-        if steady(outcome):
+        if kept_now:
             files = outcome.look.files
             self.kept = Kept(commit, made.stamp, outcome.plan, made.observed, files, outcome, True)
         return outcome

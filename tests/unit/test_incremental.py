@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from reconciler.desired import loader
 from reconciler.desired.source import changed_files
 from reconciler.engine import incremental
-from reconciler.engine.plan.actions import ActionKind
+from reconciler.engine.plan.actions import Action, ActionKind
 from reconciler.engine.plan.causes import Cause
 from reconciler.engine.reconcile import Request, reconcile_once
 from reconciler.engine.steady import SteadyPasses, same_plan
@@ -421,6 +421,34 @@ def test_a_timer_pass_whose_jobs_changed_plans_their_runs_again(tmp_path: Path) 
     fulls = passes.fulls
     passes(tip(project.repo))
     assert passes.fulls == fulls + 1
+
+
+def test_a_timer_pass_whose_jobs_changed_walks_the_plan_once(tmp_path: Path) -> None:
+    """At 100,000 runs, a timer pass while a job runs (its time left changes at every
+    pass) is a re-plan of that run and its downstream plus a few walks over every run;
+    each walk more is a tenth of its CPU. Asking whether the plan has work walks the
+    actions (``Action.changes_cluster``, each): once per pass, not once per check."""
+    project, world, passes = watched(tmp_path)
+    job = a_changed_and_sent(project, world, passes)
+    world.set(job, SlurmState.RUNNING)
+    asked: list[str] = []  # each action asked whether it changes the cluster
+    changes = Action.changes_cluster
+
+    def counted(action: Action) -> bool:
+        asked.append(action.target)
+        return bool(changes.__get__(action))
+
+    for _ in range(2):  # started, then its time left moved on
+        world.now += timedelta(seconds=30)
+        asked.clear()
+        with counting_visits() as visits, pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Action, "changes_cluster", property(counted))
+            before = passes.rejobbed
+            outcome = passes(tip(project.repo))
+        assert passes.rejobbed == before + 1
+        assert sorted(visits) == ["a", "b", "c"]  # decided again: a and its downstream
+        assert len(outcome.plan.actions) == 4
+        assert sorted(asked) == ["a", "b", "c", "d"]  # one walk
 
 
 def test_a_commit_while_a_job_runs_plans_both_changes_in_part(tmp_path: Path) -> None:
