@@ -241,9 +241,12 @@ def uncommitted(root: Path, skip_dirs: Iterable[str] = ()) -> list[str]:
     `root`: the state and runs folders) left out. Empty when git cannot say."""
     excluded = [f":(exclude){d.strip('/')}" for d in skip_dirs if d and not os.path.isabs(d)]
     try:
+        # --no-optional-locks: git status refreshes the index's stat data when it can,
+        # taking index.lock, and a person's `git add` or `git commit` at that moment fails
+        # ("index.lock: File exists"); a reader of the repository never writes its index.
         output = subprocess.run(
-            ["git", "status", "--porcelain", "-z", "--untracked-files=normal", "--", ".",
-             *excluded],
+            ["git", "--no-optional-locks", "status", "--porcelain", "-z",
+             "--untracked-files=normal", "--", ".", *excluded],
             cwd=root, capture_output=True, text=True, check=True, timeout=30,
         ).stdout  # fmt: skip
     except (OSError, subprocess.SubprocessError):

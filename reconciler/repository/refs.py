@@ -54,7 +54,8 @@ class BranchRefs:
             )
         except git.GitCommandError as error:
             stderr = str(error.stderr).strip() or str(error)
-            raise RepoError(f"git {args[0]} failed in {self.repo.working_dir}: {stderr}") from None
+            command = next((arg for arg in args if not arg.startswith("-")), args[0])
+            raise RepoError(f"git {command} failed in {self.repo.working_dir}: {stderr}") from None
         return out.strip()
 
     def tip(self) -> str:
@@ -116,7 +117,8 @@ class BranchRefs:
         if not self._is_ancestor(old, new):
             return PullResult(False, old, new, "diverged from its upstream: not merging")
         if self.current_branch() == branch:
-            if self._run("status", "--porcelain", "--untracked-files=no"):
+            # without taking index.lock, which a person's commit at that moment needs
+            if self._run("--no-optional-locks", "status", "--porcelain", "--untracked-files=no"):
                 return PullResult(False, old, new, "the work tree has changes: not touching it")
             self._run("merge", "--ff-only", "--quiet", new)
         else:
