@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from reconciler.engine.ledger.cost import OUTCOMES, hours_by_outcome
 from reconciler.engine.ledger.status import run_statuses
-from reconciler.engine.plan.actions import BudgetGuard
+from reconciler.engine.plan.guards import BudgetGuard
 from reconciler.engine.plan.holds import Hold
 from reconciler.engine.watch import PassReport, PassResult
 from reconciler.errors import ObservationError

@@ -18,7 +18,8 @@ from reconciler.desired.desired import flat_fields as _flat_fields
 from reconciler.desired.loader import load_desired, open_source
 from reconciler.desired.models import Project, Run
 from reconciler.engine.apply.applier import ApplyResult
-from reconciler.engine.plan.actions import Plan, PruneCause, PruneGuard
+from reconciler.engine.plan.actions import Plan
+from reconciler.engine.plan.guards import PruneCause, PruneGuard
 from reconciler.engine.plan.world import World
 from reconciler.engine.reconcile import Look, PassOutcome
 from reconciler.scheduler.base import JobRecord, Observation, ObservedJob

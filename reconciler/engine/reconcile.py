@@ -40,7 +40,8 @@ from reconciler.engine.observe.observation import (
 )
 from reconciler.engine.observe.seen import Seen, see
 from reconciler.engine.plan import planned
-from reconciler.engine.plan.actions import BudgetGuard, Plan
+from reconciler.engine.plan.actions import Plan
+from reconciler.engine.plan.guards import BudgetGuard
 from reconciler.engine.plan.holds import Hold
 from reconciler.engine.plan.inputs import FileState, PlanMemo
 from reconciler.engine.plan.world import World

@@ -19,7 +19,7 @@ from reconciler.desired.desired import (
 from reconciler.desired.models import Allocation, NodeShape, Project, Run, RunResources
 from reconciler.engine.ledger.status import allocation_statuses
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import Action, ActionKind, PruneCause, PruneGuard
+from reconciler.engine.plan.actions import Action, ActionKind
 from reconciler.engine.plan.allocation_state import AllocationState, Ready
 from reconciler.engine.plan.allocations.placement import (
     Placement,
@@ -29,6 +29,7 @@ from reconciler.engine.plan.allocations.placement import (
 )
 from reconciler.engine.plan.allocations.state import plan_allocations, prunes
 from reconciler.engine.plan.causes import Cause
+from reconciler.engine.plan.guards import PruneCause, PruneGuard
 from reconciler.engine.plan.inputs import FileState, PlanInputs
 from reconciler.scheduler.base import JobRecord, Launch, Observation, ObservedJob
 from reconciler.scheduler.states import Health, SlurmState

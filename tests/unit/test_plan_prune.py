@@ -9,7 +9,8 @@ import json
 import pytest
 
 from reconciler.engine.plan import plan
-from reconciler.engine.plan.actions import ActionKind, Plan, PruneCause
+from reconciler.engine.plan.actions import ActionKind, Plan
+from reconciler.engine.plan.guards import PruneCause
 from reconciler.engine.plan.prune import explain
 from reconciler.report.plan import as_json, as_markdown, as_text
 from reconciler.scheduler.base import ObservedJob

@@ -23,14 +23,9 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from reconciler.desired.desired import Desired
-from reconciler.engine.plan.actions import (
-    CHANGING,
-    SUBMITTING,
-    Action,
-    BudgetGuard,
-    PruneGuard,
-)
+from reconciler.engine.plan.actions import CHANGING, SUBMITTING, Action
 from reconciler.engine.plan.forecast import HOUR, Asks, last_durations
+from reconciler.engine.plan.guards import BudgetGuard, PruneGuard
 from reconciler.engine.plan.prune import explain
 from reconciler.errors import OverBudgetError, PruneRefusedError, ReconError
 from reconciler.state.records import SubmissionRecord

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 
 from reconciler.desired.matrix import sweep_of
 from reconciler.desired.models import prune_allowance
-from reconciler.engine.plan.actions import Action, ActionKind, PruneCause, PruneGuard, SyncStatus
+from reconciler.engine.plan.actions import Action, ActionKind, SyncStatus
 from reconciler.engine.plan.causes import Cause
+from reconciler.engine.plan.guards import PruneCause, PruneGuard
 from reconciler.engine.plan.inputs import PlanInputs, is_live
 from reconciler.scheduler.base import Observation
 from reconciler.words import plural
